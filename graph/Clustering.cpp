@@ -1,0 +1,236 @@
+/** \file
+ * Fusion clustering. Entry point: form_clusters. Nodes are visited in topological order; each
+ * node tries to join the clusters of the nodes that produce its inputs, under rules that depend
+ * on the patterns of the node and of the cluster (see can_join). Two checks keep the result
+ * executable:
+ *
+ *  1. No cycles between clusters. Joining n to cluster G is refused when some other producer of
+ *     n depends on G through a node outside G (the cluster would need its own output before it
+ *     ran):
+ *
+ *          G: [conv] ──a──► relu ──► (outside)
+ *                  │                    │
+ *                  └──────► add ◄───────┘      add may not join G: it reads a tensor that
+ *                                              an outside node computes from G's output.
+ *
+ *  2. Diamonds inside one cluster are fine, and are the point of fusion:
+ *
+ *               x
+ *               │
+ *            [conv]  anchor
+ *               │ a
+ *          ┌────┴────┐
+ *        relu        │        relu joins (epilogue of a's shape); add joins (both inputs
+ *          │ b       │        come from the cluster). Only add's output is materialized;
+ *          └──► add ◄┘        a and b stay inside the one pipeline.
+ *
+ * A tensor that some node outside the cluster reads, or that is a graph output, becomes a cluster
+ * output (materialized) even when nodes inside the cluster read it too. */
+#include "graph/Clustering.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "graph/Error.h"
+
+namespace fusor {
+
+namespace {
+
+struct Group {
+    std::vector<NodeId> nodes;
+    OpPattern pattern = OpPattern::ElemWise;
+    NodeId anchor = -1;     ///< OutFusable node
+    NodeId reduction = -1;  ///< Reduction node
+};
+
+class Clusterer {
+public:
+    Clusterer(const Graph &g, const ClusterOptions &o)
+        : g_(g), opts_(o), group_of_(g.nodes.size(), -1) {
+    }
+
+    std::vector<Group> run() {
+        for (const Node &n : g_.nodes) place(n);
+        std::vector<Group> out;
+        for (Group &gr : groups_) {
+            if (!gr.nodes.empty()) out.push_back(std::move(gr));
+        }
+        return out;
+    }
+
+private:
+    void place(const Node &n) {
+        OpPattern p = node_pattern(g_, n);
+        int mine = new_group(n, p);
+        if (opts_.singleton || p == OpPattern::Opaque) return;
+        for (TensorId t : n.inputs) {
+            if (t == kNoTensor) continue;
+            NodeId m = g_.tensor(t).producer;
+            if (m < 0) continue;
+            int other = group_of_[m];
+            if (other == mine) continue;
+            if (can_join(other, mine, n, p, t) && !creates_cycle(other, mine, n)) merge(other, mine);
+            mine = group_of_[n.id];
+        }
+    }
+
+    int new_group(const Node &n, OpPattern p) {
+        Group gr;
+        gr.nodes = {n.id};
+        gr.pattern = p;
+        if (p == OpPattern::OutFusable) gr.anchor = n.id;
+        if (p == OpPattern::Reduction) gr.reduction = n.id;
+        groups_.push_back(gr);
+        group_of_[n.id] = (int)groups_.size() - 1;
+        return group_of_[n.id];
+    }
+
+    /** May node n (currently alone or in group `mine`) join group `other` through tensor t? */
+    bool can_join(int other, int mine, const Node &n, OpPattern p, TensorId t) const {
+        const Group &G = groups_[other];
+        const Group &M = groups_[mine];
+        if ((int)(G.nodes.size() + M.nodes.size()) > opts_.max_nodes) return false;
+        if (G.pattern == OpPattern::Opaque || M.pattern == OpPattern::Opaque) return false;
+        int anchors = (G.anchor >= 0) + (M.anchor >= 0);
+        int reductions = (G.reduction >= 0) + (M.reduction >= 0);
+        if (anchors > 1 || reductions > 1 || (anchors && reductions)) return false;
+        bool same_shape = g_.type(t).shape == g_.type(n.outputs[0]).shape;
+        bool heavy_G = G.anchor >= 0 || G.reduction >= 0;
+        switch (p) {
+        case OpPattern::ElemWise:
+        case OpPattern::Broadcast:
+            // chain of light ops, or the epilogue of an anchor/reduction at its output's shape
+            return !heavy_G || same_shape;
+        case OpPattern::Injective:
+            // injective ops chain with light ops; they are not epilogues of heavy ops
+            return !heavy_G && M.anchor < 0 && M.reduction < 0;
+        case OpPattern::OutFusable:
+            // prologue: injective only, since an elementwise prologue would be recomputed for every
+            // window tap (conv) or output tile (matmul)
+            return !heavy_G && std::all_of(G.nodes.begin(), G.nodes.end(), [&](NodeId m) {
+                return node_pattern(g_, g_.nodes[m]) == OpPattern::Injective || g_.nodes[m].op == OpKind::Identity;
+            });
+        case OpPattern::Reduction:
+            return !heavy_G && G.pattern <= OpPattern::Injective;
+        case OpPattern::Opaque:
+            return false;
+        }
+        return false;
+    }
+
+    /** True if some input of n outside both groups is computed (transitively) from `other`. */
+    bool creates_cycle(int other, int mine, const Node &n) const {
+        std::set<NodeId> seen;
+        std::function<bool(NodeId)> reaches = [&](NodeId m) -> bool {
+            if (group_of_[m] == other) return true;
+            if (!seen.insert(m).second) return false;
+            for (TensorId t : g_.nodes[m].inputs) {
+                if (t != kNoTensor && g_.tensor(t).producer >= 0 && reaches(g_.tensor(t).producer)) return true;
+            }
+            return false;
+        };
+        for (NodeId member : groups_[mine].nodes) {
+            for (TensorId t : g_.nodes[member].inputs) {
+                if (t == kNoTensor) continue;
+                NodeId m = g_.tensor(t).producer;
+                if (m < 0 || group_of_[m] == other || group_of_[m] == mine) continue;
+                if (reaches(m)) return true;
+            }
+        }
+        (void)n;
+        return false;
+    }
+
+    void merge(int into, int from) {
+        Group &a = groups_[into], &b = groups_[from];
+        for (NodeId m : b.nodes) group_of_[m] = into;
+        a.nodes.insert(a.nodes.end(), b.nodes.begin(), b.nodes.end());
+        std::sort(a.nodes.begin(), a.nodes.end());
+        a.pattern = std::max(a.pattern, b.pattern);
+        if (b.anchor >= 0) a.anchor = b.anchor;
+        if (b.reduction >= 0) a.reduction = b.reduction;
+        b.nodes.clear();
+    }
+
+    const Graph &g_;
+    ClusterOptions opts_;
+    std::vector<Group> groups_;
+    std::vector<int> group_of_;
+};
+
+}  // namespace
+
+OpPattern node_pattern(const Graph &g, const Node &n) {
+    OpPattern p = op_info(n.op).pattern;
+    if (p == OpPattern::Broadcast && n.op != OpKind::BatchNormalization) {
+        const auto &out = g.type(n.outputs[0]).shape;
+        bool all_same = std::all_of(n.inputs.begin(), n.inputs.end(), [&](TensorId t) {
+            return t == kNoTensor || g.type(t).shape == out || g.type(t).rank() == 0;
+        });
+        if (all_same) return OpPattern::ElemWise;
+    }
+    return p;
+}
+
+bool form_clusters(Graph &g, const ClusterOptions &options) {
+    std::vector<Group> groups = Clusterer(g, options).run();
+    std::vector<int> group_of(g.nodes.size(), -1);
+    for (size_t i = 0; i < groups.size(); i++) {
+        for (NodeId n : groups[i].nodes) group_of[n] = (int)i;
+    }
+    // Order clusters topologically (Kahn over cluster dependencies, smallest first node first).
+    std::vector<std::set<int>> deps(groups.size());
+    for (size_t i = 0; i < groups.size(); i++) {
+        for (NodeId n : groups[i].nodes) {
+            for (TensorId t : g.nodes[n].inputs) {
+                if (t == kNoTensor || g.tensor(t).producer < 0) continue;
+                int p = group_of[g.tensor(t).producer];
+                if (p != (int)i) deps[i].insert(p);
+            }
+        }
+    }
+    std::vector<int> order;
+    std::vector<bool> done(groups.size(), false);
+    while (order.size() < groups.size()) {
+        int pick = -1;
+        for (size_t i = 0; i < groups.size() && pick < 0; i++) {
+            if (done[i]) continue;
+            if (std::all_of(deps[i].begin(), deps[i].end(), [&](int d) { return done[d]; })) pick = (int)i;
+        }
+        FUSOR_INTERNAL_ASSERT(pick >= 0) << "cycle between clusters after form-clusters";
+        done[pick] = true;
+        order.push_back(pick);
+    }
+    auto consumers = g.consumers();
+    g.clusters.clear();
+    for (int gi : order) {
+        const Group &gr = groups[gi];
+        Cluster c;
+        c.id = (int)g.clusters.size();
+        c.name = "c" + std::to_string(c.id);
+        c.nodes = gr.nodes;
+        c.anchor = gr.anchor >= 0 ? gr.anchor : gr.reduction;
+        c.pattern = gr.pattern;
+        std::set<NodeId> members(gr.nodes.begin(), gr.nodes.end());
+        for (NodeId n : gr.nodes) {
+            for (TensorId t : g.nodes[n].inputs) {
+                if (t == kNoTensor) continue;
+                NodeId p = g.tensor(t).producer;
+                bool outside = p < 0 || !members.count(p);
+                if (outside && std::find(c.inputs.begin(), c.inputs.end(), t) == c.inputs.end()) c.inputs.push_back(t);
+            }
+            for (TensorId t : g.nodes[n].outputs) {
+                bool used_outside = g.is_graph_output(t) ||
+                                    std::any_of(consumers[t].begin(), consumers[t].end(),
+                                                [&](NodeId u) { return !members.count(u); });
+                if (used_outside) c.outputs.push_back(t);
+            }
+        }
+        g.clusters.push_back(std::move(c));
+    }
+    return true;
+}
+
+}  // namespace fusor

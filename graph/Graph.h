@@ -1,0 +1,108 @@
+#pragma once
+/** \file
+ * The graph IR: tensors (typed, statically shaped, with data for initializers), nodes (an op with
+ * inputs, outputs and typed attributes) and, after clustering, the fusion clusters. */
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/Attrs.h"
+#include "graph/DType.h"
+#include "graph/Op.h"
+
+namespace fusor {
+
+using TensorId = int;
+using NodeId = int;
+constexpr TensorId kNoTensor = -1;  ///< an omitted optional input (ONNX's empty name)
+
+/** Seeded random initializer data (see Random.h: the same bytes on every platform). */
+struct RandomSpec {
+    uint64_t seed = 0;
+    std::string distribution = "uniform";  ///< "uniform" (a = low, b = high) or "normal" (a = mean, b = std)
+    double a = 0, b = 1;
+};
+
+struct Tensor {
+    std::string name;
+    TensorType type;
+    bool is_initializer = false;
+    std::vector<uint8_t> data;          ///< initializers: the raw little-endian elements, row-major
+    std::optional<RandomSpec> random;   ///< initializers: where the data came from, kept for export
+    std::string file;                   ///< initializers: data file relative to the graph file
+    NodeId producer = -1;               ///< node that writes it; -1 for graph inputs and initializers
+
+    /** Element \p i of a numeric initializer converted to double / int64. */
+    double value_as_double(int64_t i) const;
+    int64_t value_as_int(int64_t i) const;
+};
+
+struct Node {
+    NodeId id = -1;
+    OpKind op = OpKind::Identity;
+    std::string name;  ///< stable: printed IR, schedules and clusters refer to it
+    std::vector<TensorId> inputs;   ///< kNoTensor for an omitted optional input
+    std::vector<TensorId> outputs;
+    Attrs attrs;
+};
+
+/** A group of nodes that becomes one Halide pipeline. Only its outputs are materialized. */
+struct Cluster {
+    int id = -1;
+    std::string name;               ///< "c0", "c1", ... in execution order
+    std::vector<NodeId> nodes;      ///< topological order
+    std::vector<TensorId> inputs;   ///< read inside, produced outside (graph inputs, weights, other clusters)
+    std::vector<TensorId> outputs;  ///< produced inside, read outside or graph outputs
+    NodeId anchor = -1;             ///< the OutFusable or Reduction node the cluster grew from, if any
+    OpPattern pattern = OpPattern::ElemWise;  ///< the largest pattern among its nodes
+};
+
+struct Graph {
+    std::string name;
+    std::string source;  ///< file the graph was read from ("" if built in memory), for messages
+    std::vector<Tensor> tensors;
+    std::vector<Node> nodes;  ///< topological order once verified
+    std::vector<TensorId> inputs, outputs;
+    std::vector<Cluster> clusters;  ///< filled by form_clusters; empty before
+
+    TensorId find_tensor(const std::string &name) const;  ///< kNoTensor if absent
+    const Tensor &tensor(TensorId id) const {
+        return tensors.at(id);
+    }
+    Tensor &tensor(TensorId id) {
+        return tensors.at(id);
+    }
+    const TensorType &type(TensorId id) const {
+        return tensors.at(id).type;
+    }
+    /** Adds a tensor and returns its id; names must be unique. */
+    TensorId add_tensor(Tensor t);
+    /** consumers()[t] lists the nodes that read tensor t (a node reading t twice appears once). */
+    std::vector<std::vector<NodeId>> consumers() const;
+    bool is_graph_output(TensorId t) const;
+    /** Recomputes Tensor::producer and node ids from the node list. */
+    void reindex();
+    /** Context for error messages: "model.json: node 'conv1' (Conv)". */
+    std::string where(const Node &n) const;
+};
+
+// Attribute access with the op table's defaults. Throws UserError naming the node when a required
+// attribute is missing or has another type.
+int64_t attr_int(const Graph &g, const Node &n, const std::string &name);
+double attr_float(const Graph &g, const Node &n, const std::string &name);
+std::string attr_string(const Graph &g, const Node &n, const std::string &name);
+/** nullopt when the attribute is optional and absent. */
+std::optional<std::vector<int64_t>> attr_ints(const Graph &g, const Node &n, const std::string &name);
+std::optional<std::vector<double>> attr_floats(const Graph &g, const Node &n, const std::string &name);
+
+/** The data of a constant (initializer) input as int64s; throws UserError naming the node and
+ * input position when the input is not a constant. */
+std::vector<int64_t> constant_ints(const Graph &g, const Node &n, int input_index);
+
+/** Normalizes a possibly negative axis against \p rank; throws UserError naming the node when out
+ * of range. */
+int normalize_axis(const Graph &g, const Node &n, int64_t axis, int rank);
+
+}  // namespace fusor

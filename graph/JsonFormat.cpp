@@ -1,0 +1,439 @@
+#include "graph/JsonFormat.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "graph/Error.h"
+#include "graph/Npy.h"
+#include "graph/Random.h"
+#include "graph/Verifier.h"
+
+namespace fusor {
+
+using nlohmann::json;
+
+namespace {
+
+/** Carries the file name and the path of the field being read, for messages. */
+struct Reader {
+    std::string file;
+    std::string base_dir;
+
+    [[noreturn]] void fail(const std::string &where, const std::string &what) const {
+        throw UserError(file + ": " + (where.empty() ? "" : where + ": ") + what);
+    }
+
+    const json &field(const json &obj, const char *key, const std::string &where) const {
+        if (!obj.is_object()) fail(where, "expected an object");
+        auto it = obj.find(key);
+        if (it == obj.end()) fail(where, std::string("missing field '") + key + "'");
+        return *it;
+    }
+
+    std::string string_field(const json &obj, const char *key, const std::string &where) const {
+        const json &v = field(obj, key, where);
+        if (!v.is_string()) fail(where, std::string("field '") + key + "' must be a string, got " + v.dump());
+        return v.get<std::string>();
+    }
+
+    DType dtype_field(const json &obj, const std::string &where) const {
+        std::string s = string_field(obj, "dtype", where);
+        auto t = parse_dtype(s);
+        if (!t) fail(where, "unknown dtype '" + s + "'; expected f32, f64, i64, i32, i8, u8 or bool");
+        return *t;
+    }
+
+    std::vector<int64_t> shape_field(const json &obj, const std::string &where) const {
+        const json &v = field(obj, "shape", where);
+        if (!v.is_array()) fail(where, "field 'shape' must be an array of non-negative integers");
+        std::vector<int64_t> s;
+        for (const json &d : v) {
+            if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+                fail(where, "field 'shape' must be an array of non-negative integers, got " + v.dump());
+            }
+            s.push_back(d.get<int64_t>());
+        }
+        return s;
+    }
+};
+
+template<typename T>
+void put(std::vector<uint8_t> &out, size_t i, T v) {
+    std::memcpy(out.data() + i * sizeof(T), &v, sizeof(T));
+}
+
+std::vector<uint8_t> inline_data(const Reader &r, const json &data, const TensorType &type,
+                                 const std::string &where) {
+    std::vector<const json *> flat;
+    std::function<void(const json &)> walk = [&](const json &v) {
+        if (v.is_array()) {
+            for (const json &e : v) walk(e);
+        } else {
+            flat.push_back(&v);
+        }
+    };
+    walk(data);
+    if ((int64_t)flat.size() != type.num_elements()) {
+        r.fail(where, "field 'data' has " + std::to_string(flat.size()) + " values; " + to_string(type) +
+                          " needs " + std::to_string(type.num_elements()));
+    }
+    std::vector<uint8_t> out(type.num_bytes());
+    for (size_t i = 0; i < flat.size(); i++) {
+        const json &v = *flat[i];
+        bool ok = is_float(type.dtype) ? v.is_number() : type.dtype == DType::Bool ? (v.is_boolean() || v.is_number_integer()) : v.is_number_integer();
+        if (!ok) r.fail(where, "data[" + std::to_string(i) + "] is " + v.dump() + "; expected a " + dtype_name(type.dtype) + " value");
+        switch (type.dtype) {
+        case DType::F32: put(out, i, v.get<float>()); break;
+        case DType::F64: put(out, i, v.get<double>()); break;
+        case DType::I64: put(out, i, v.get<int64_t>()); break;
+        case DType::I32: put(out, i, v.get<int32_t>()); break;
+        case DType::I8: put(out, i, v.get<int8_t>()); break;
+        case DType::U8: put(out, i, v.get<uint8_t>()); break;
+        case DType::Bool: put(out, i, (uint8_t)(v.is_boolean() ? v.get<bool>() : v.get<int64_t>() != 0)); break;
+        }
+    }
+    return out;
+}
+
+Tensor read_initializer(const Reader &r, const json &j, const std::string &where) {
+    Tensor t;
+    t.name = r.string_field(j, "name", where);
+    std::string w = where + " ('" + t.name + "')";
+    t.type.dtype = r.dtype_field(j, w);
+    t.type.shape = r.shape_field(j, w);
+    t.is_initializer = true;
+    int sources = (int)j.contains("data") + (int)j.contains("random") + (int)j.contains("file");
+    if (sources != 1) r.fail(w, "needs exactly one of 'data', 'random' or 'file'");
+    if (j.contains("data")) {
+        t.data = inline_data(r, j["data"], t.type, w);
+    } else if (j.contains("random")) {
+        const json &spec = j["random"];
+        if (!spec.is_object()) r.fail(w, "field 'random' must be an object {seed, distribution, ...}");
+        RandomSpec rs;
+        const json &seed = r.field(spec, "seed", w + ": random");
+        if (!seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<int64_t>() >= 0)) {
+            r.fail(w, "random.seed must be a non-negative integer, got " + seed.dump());
+        }
+        rs.seed = seed.get<uint64_t>();
+        rs.distribution = spec.value("distribution", std::string("uniform"));
+        auto number = [&](const char *key, double dflt) {
+            if (!spec.contains(key)) return dflt;
+            if (!spec[key].is_number()) r.fail(w, std::string("random.") + key + " must be a number");
+            return spec[key].get<double>();
+        };
+        if (rs.distribution == "uniform") {
+            rs.a = number("low", 0.0);
+            rs.b = number("high", 1.0);
+        } else if (rs.distribution == "normal") {
+            rs.a = number("mean", 0.0);
+            rs.b = number("std", 1.0);
+        } else {
+            r.fail(w, "random.distribution is '" + rs.distribution + "'; expected uniform or normal");
+        }
+        t.random = rs;
+        t.data = random_tensor_data(t.type, rs.seed, rs.distribution.c_str(), rs.a, rs.b);
+    } else {
+        const json &file = j["file"];
+        if (!file.is_string()) r.fail(w, "field 'file' must be a path string");
+        t.file = file.get<std::string>();
+        std::string path = t.file.rfind('/', 0) == 0 ? t.file : r.base_dir + "/" + t.file;
+        if (t.file.size() >= 4 && t.file.substr(t.file.size() - 4) == ".npy") {
+            NpyArray a;
+            try {
+                a = read_npy(path);
+            } catch (const UserError &e) {
+                r.fail(w, std::string("initializer file: ") + e.what());
+            }
+            if (a.type != t.type) {
+                r.fail(w, "file '" + t.file + "' holds " + to_string(a.type) + "; expected " + to_string(t.type));
+            }
+            t.data = std::move(a.data);
+        } else {
+            std::ifstream f(path, std::ios::binary);
+            if (!f) r.fail(w, "initializer file '" + path + "' does not exist or is not readable");
+            t.data.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+            if (t.data.size() != t.type.num_bytes()) {
+                r.fail(w, "raw file '" + t.file + "' has " + std::to_string(t.data.size()) + " bytes; " +
+                              to_string(t.type) + " needs " + std::to_string(t.type.num_bytes()));
+            }
+        }
+    }
+    return t;
+}
+
+AttrValue read_attr(const Reader &r, const json &v, const AttrSpec &spec, const std::string &where) {
+    auto mistyped = [&](const char *want) {
+        r.fail(where, "attribute '" + spec.name + "' must be " + want + ", got " + v.dump());
+    };
+    switch (spec.type) {
+    case AttrType::Int:
+        if (!v.is_number_integer()) mistyped("an integer");
+        return v.get<int64_t>();
+    case AttrType::Float:
+        if (!v.is_number()) mistyped("a number");
+        return v.get<double>();
+    case AttrType::String:
+        if (!v.is_string()) mistyped("a string");
+        return v.get<std::string>();
+    case AttrType::Ints: {
+        if (!v.is_array()) mistyped("a list of integers");
+        std::vector<int64_t> out;
+        for (const json &e : v) {
+            if (!e.is_number_integer()) mistyped("a list of integers");
+            out.push_back(e.get<int64_t>());
+        }
+        return out;
+    }
+    case AttrType::Floats: {
+        if (!v.is_array()) mistyped("a list of numbers");
+        std::vector<double> out;
+        for (const json &e : v) {
+            if (!e.is_number()) mistyped("a list of numbers");
+            out.push_back(e.get<double>());
+        }
+        return out;
+    }
+    }
+    return int64_t(0);
+}
+
+std::vector<std::string> name_list(const Reader &r, const json &node, const char *key,
+                                   const std::string &where, bool allow_empty_names) {
+    const json &v = r.field(node, key, where);
+    if (!v.is_array()) r.fail(where, std::string("field '") + key + "' must be an array of tensor names");
+    std::vector<std::string> out;
+    for (const json &e : v) {
+        if (!e.is_string() || (!allow_empty_names && e.get<std::string>().empty())) {
+            r.fail(where, std::string("field '") + key + "' must be an array of tensor names, got " + v.dump());
+        }
+        out.push_back(e.get<std::string>());
+    }
+    return out;
+}
+
+}  // namespace
+
+Graph parse_graph_json(const std::string &text, const std::string &source, const std::string &base_dir) {
+    Reader r{source, base_dir};
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::parse_error &e) {
+        std::string what = e.what();
+        size_t pos = what.find("parse error");
+        r.fail("", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+    }
+    if (!doc.is_object()) r.fail("", "expected a JSON object at the top level");
+    const json &version = r.field(doc, "format_version", "");
+    if (!version.is_number_integer() || version.get<int>() != kJsonFormatVersion) {
+        r.fail("format_version", "is " + version.dump() + "; this fusor reads version " + std::to_string(kJsonFormatVersion));
+    }
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+        static const char *known[] = {"format_version", "name", "inputs", "outputs", "initializers", "nodes", "doc"};
+        if (std::find_if(std::begin(known), std::end(known), [&](const char *k) { return it.key() == k; }) == std::end(known)) {
+            r.fail("", "unknown top-level field '" + it.key() + "'");
+        }
+    }
+    Graph g;
+    g.source = source;
+    g.name = doc.value("name", std::string("graph"));
+    std::map<std::string, TensorId> by_name;
+    auto define = [&](Tensor t, const std::string &where) {
+        if (by_name.count(t.name)) r.fail(where, "tensor '" + t.name + "' is defined twice");
+        std::string name = t.name;
+        TensorId id = g.add_tensor(std::move(t));
+        by_name[name] = id;
+        return id;
+    };
+    auto array_field = [&](const char *key, bool required) -> const json & {
+        static const json empty = json::array();
+        if (!doc.contains(key)) {
+            if (required) r.fail("", std::string("missing field '") + key + "'");
+            return empty;
+        }
+        if (!doc[key].is_array()) r.fail(key, "must be an array");
+        return doc[key];
+    };
+    const json &inputs = array_field("inputs", true);
+    for (size_t i = 0; i < inputs.size(); i++) {
+        std::string where = "inputs[" + std::to_string(i) + "]";
+        Tensor t;
+        t.name = r.string_field(inputs[i], "name", where);
+        t.type.dtype = r.dtype_field(inputs[i], where);
+        t.type.shape = r.shape_field(inputs[i], where);
+        g.inputs.push_back(define(std::move(t), where));
+    }
+    const json &inits = array_field("initializers", false);
+    for (size_t i = 0; i < inits.size(); i++) {
+        std::string where = "initializers[" + std::to_string(i) + "]";
+        define(read_initializer(r, inits[i], where), where);
+    }
+    const json &nodes = array_field("nodes", true);
+    std::vector<std::vector<std::string>> input_names(nodes.size());
+    for (size_t i = 0; i < nodes.size(); i++) {
+        const json &jn = nodes[i];
+        std::string where = "nodes[" + std::to_string(i) + "]";
+        Node n;
+        n.name = r.string_field(jn, "name", where);
+        where += " ('" + n.name + "')";
+        std::string op = r.string_field(jn, "op", where);
+        std::string domain = jn.value("domain", std::string());
+        auto kind = find_op(op, domain);
+        if (!kind) {
+            auto other = find_op(op, domain.empty() ? "fusor" : "");
+            r.fail(where, "unknown op '" + op + "'" + (domain.empty() ? "" : " in domain '" + domain + "'") +
+                              (other ? std::string("; it is in domain '") + op_info(*other).domain + "'"
+                                     : std::string("; run 'fusor ops' to list ops")));
+        }
+        n.op = *kind;
+        if (jn.contains("attrs")) {
+            const json &attrs = jn["attrs"];
+            if (!attrs.is_object()) r.fail(where, "field 'attrs' must be an object");
+            for (auto it = attrs.begin(); it != attrs.end(); ++it) {
+                const AttrSpec *spec = op_info(n.op).find_attr(it.key());
+                if (!spec) {
+                    std::string known;
+                    for (const AttrSpec &a : op_info(n.op).attrs) known += (known.empty() ? "" : ", ") + a.name;
+                    r.fail(where, "unknown attribute '" + it.key() + "' for " + op + "; " +
+                                      (known.empty() ? std::string("it takes none") : "expected one of: " + known));
+                }
+                n.attrs[it.key()] = read_attr(r, it.value(), *spec, where);
+            }
+        }
+        input_names[i] = name_list(r, jn, "inputs", where, /*allow_empty_names=*/true);
+        for (const std::string &out : name_list(r, jn, "outputs", where, false)) {
+            Tensor t;
+            t.name = out;
+            n.outputs.push_back(define(std::move(t), where));
+        }
+        g.nodes.push_back(std::move(n));
+    }
+    for (size_t i = 0; i < nodes.size(); i++) {
+        Node &n = g.nodes[i];
+        for (const std::string &name : input_names[i]) {
+            if (name.empty()) {
+                n.inputs.push_back(kNoTensor);
+                continue;
+            }
+            auto it = by_name.find(name);
+            if (it == by_name.end()) {
+                r.fail("nodes[" + std::to_string(i) + "] ('" + n.name + "')",
+                       "dangling input '" + name + "': no graph input, initializer or node output has that name");
+            }
+            n.inputs.push_back(it->second);
+        }
+    }
+    const json &outputs = array_field("outputs", true);
+    std::vector<std::pair<TensorId, const json *>> declared;
+    for (size_t i = 0; i < outputs.size(); i++) {
+        std::string where = "outputs[" + std::to_string(i) + "]";
+        std::string name = outputs[i].is_string() ? outputs[i].get<std::string>() : r.string_field(outputs[i], "name", where);
+        auto it = by_name.find(name);
+        if (it == by_name.end()) r.fail(where, "output '" + name + "' is not produced by any node");
+        g.outputs.push_back(it->second);
+        if (outputs[i].is_object()) declared.push_back({it->second, &outputs[i]});
+    }
+    g.reindex();
+    sort_topologically(g);
+    infer_types(g);
+    for (auto &[id, j] : declared) {
+        std::string where = "outputs ('" + g.tensor(id).name + "')";
+        const TensorType &got = g.type(id);
+        if (j->contains("dtype") && r.dtype_field(*j, where) != got.dtype) {
+            r.fail(where, std::string("declared dtype ") + j->at("dtype").get<std::string>() + " but the graph computes " + to_string(got));
+        }
+        if (j->contains("shape")) {
+            std::vector<int64_t> want = r.shape_field(*j, where);
+            if (want != got.shape) {
+                std::string dims;
+                for (size_t d = 0; d < std::max(want.size(), got.shape.size()); d++) {
+                    int64_t a = d < want.size() ? want[d] : -1, b = d < got.shape.size() ? got.shape[d] : -1;
+                    if (a != b) dims += (dims.empty() ? "" : ", ") + std::string("dim ") + std::to_string(d) + ": declared " + (a < 0 ? "none" : std::to_string(a)) + ", computed " + (b < 0 ? "none" : std::to_string(b));
+                }
+                r.fail(where, "shape mismatch: declared " + shape_to_string(want) + " but the graph computes " +
+                                  shape_to_string(got.shape) + " (" + dims + ")");
+            }
+        }
+    }
+    verify_graph(g);
+    return g;
+}
+
+Graph load_graph_json(const std::string &path) {
+    std::ifstream f(path);
+    if (!f) throw UserError("cannot open '" + path + "': no such file or not readable");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    size_t slash = path.find_last_of('/');
+    std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    return parse_graph_json(ss.str(), path, dir);
+}
+
+Graph load_model(const std::string &path) {
+    if (path.size() >= 5 && path.substr(path.size() - 5) == ".onnx") {
+        throw UserError(path + ": ONNX import is not available yet; convert to fusor's JSON format");
+    }
+    return load_graph_json(path);
+}
+
+std::string to_json(const Graph &g) {
+    json doc;
+    doc["format_version"] = kJsonFormatVersion;
+    doc["name"] = g.name;
+    doc["inputs"] = json::array();
+    for (TensorId t : g.inputs) {
+        doc["inputs"].push_back({{"name", g.tensor(t).name}, {"dtype", dtype_name(g.type(t).dtype)}, {"shape", g.type(t).shape}});
+    }
+    doc["outputs"] = json::array();
+    for (TensorId t : g.outputs) {
+        doc["outputs"].push_back({{"name", g.tensor(t).name}, {"dtype", dtype_name(g.type(t).dtype)}, {"shape", g.type(t).shape}});
+    }
+    doc["initializers"] = json::array();
+    for (const Tensor &t : g.tensors) {
+        if (!t.is_initializer) continue;
+        json j = {{"name", t.name}, {"dtype", dtype_name(t.type.dtype)}, {"shape", t.type.shape}};
+        if (t.random) {
+            json spec = {{"seed", t.random->seed}, {"distribution", t.random->distribution}};
+            bool normal = t.random->distribution == "normal";
+            spec[normal ? "mean" : "low"] = t.random->a;
+            spec[normal ? "std" : "high"] = t.random->b;
+            j["random"] = spec;
+        } else if (!t.file.empty()) {
+            j["file"] = t.file;
+        } else {
+            json data = json::array();
+            for (int64_t i = 0; i < t.type.num_elements(); i++) {
+                if (is_float(t.type.dtype)) data.push_back(t.type.dtype == DType::F32 ? (double)(float)t.value_as_double(i) : t.value_as_double(i));
+                else if (t.type.dtype == DType::Bool) data.push_back(t.value_as_int(i) != 0);
+                else data.push_back(t.value_as_int(i));
+            }
+            j["data"] = data;
+        }
+        doc["initializers"].push_back(j);
+    }
+    doc["nodes"] = json::array();
+    for (const Node &n : g.nodes) {
+        json j;
+        j["name"] = n.name;
+        j["op"] = op_name(n.op);
+        if (*op_info(n.op).domain) j["domain"] = op_info(n.op).domain;
+        j["inputs"] = json::array();
+        for (TensorId t : n.inputs) j["inputs"].push_back(t == kNoTensor ? std::string() : g.tensor(t).name);
+        j["outputs"] = json::array();
+        for (TensorId t : n.outputs) j["outputs"].push_back(g.tensor(t).name);
+        json attrs = json::object();
+        for (const auto &[k, v] : n.attrs) {
+            std::visit([&](const auto &x) { attrs[k] = x; }, v);
+        }
+        if (!attrs.empty()) j["attrs"] = attrs;
+        doc["nodes"].push_back(j);
+    }
+    return doc.dump(2) + "\n";
+}
+
+}  // namespace fusor

@@ -1,0 +1,103 @@
+#include "graph/Op.h"
+
+#include <sstream>
+
+#include "graph/Error.h"
+#include "graph/ShapeInference.h"
+
+namespace fusor {
+
+namespace {
+
+std::vector<AttrSpec> parse_attr_specs(const char *spec) {
+    std::vector<AttrSpec> out;
+    std::istringstream in(spec);
+    std::string word;
+    while (in >> word) {
+        AttrSpec a;
+        size_t colon = word.find(':');
+        FUSOR_INTERNAL_ASSERT(colon != std::string::npos) << "bad attribute spec " << word;
+        a.name = word.substr(0, colon);
+        std::string type = word.substr(colon + 1);
+        size_t eq = type.find('=');
+        if (eq != std::string::npos) {
+            a.has_default = true;
+            a.default_text = type.substr(eq + 1);
+            type = type.substr(0, eq);
+        }
+        bool optional = !type.empty() && type.back() == '?';
+        if (optional) type.pop_back();
+        a.required = !optional && !a.has_default;
+        if (type == "i") a.type = AttrType::Int;
+        else if (type == "f") a.type = AttrType::Float;
+        else if (type == "s") a.type = AttrType::String;
+        else if (type == "ints") a.type = AttrType::Ints;
+        else if (type == "floats") a.type = AttrType::Floats;
+        else FUSOR_INTERNAL_ASSERT(false) << "bad attribute type in spec " << word;
+        out.push_back(a);
+    }
+    return out;
+}
+
+std::vector<OpInfo> build_table() {
+    std::vector<OpInfo> t;
+#define FUSOR_OP_INFO(name, domain, pattern, min_in, max_in, max_out, rule, attrs) \
+    t.push_back(OpInfo{OpKind::name, #name, domain, OpPattern::pattern, min_in, max_in, max_out, \
+                       &shape_rules::rule, parse_attr_specs(attrs)});
+    FUSOR_FOR_EACH_OP(FUSOR_OP_INFO)
+#undef FUSOR_OP_INFO
+    return t;
+}
+
+const std::vector<OpInfo> &table() {
+    static const std::vector<OpInfo> t = build_table();
+    return t;
+}
+
+}  // namespace
+
+const char *pattern_name(OpPattern p) {
+    switch (p) {
+    case OpPattern::ElemWise: return "ElemWise";
+    case OpPattern::Broadcast: return "Broadcast";
+    case OpPattern::Injective: return "Injective";
+    case OpPattern::Reduction: return "Reduction";
+    case OpPattern::OutFusable: return "OutFusable";
+    case OpPattern::Opaque: return "Opaque";
+    }
+    return "?";
+}
+
+const AttrSpec *OpInfo::find_attr(std::string_view attr) const {
+    for (const AttrSpec &a : attrs) {
+        if (a.name == attr) return &a;
+    }
+    return nullptr;
+}
+
+const OpInfo &op_info(OpKind k) {
+    return table().at((size_t)k);
+}
+
+const char *op_name(OpKind k) {
+    return op_info(k).name;
+}
+
+std::optional<OpKind> find_op(std::string_view name, std::string_view domain) {
+    if (domain == "ai.onnx") domain = "";
+    for (const OpInfo &info : table()) {
+        if (name == info.name && domain == info.domain) return info.kind;
+    }
+    return std::nullopt;
+}
+
+const std::vector<OpKind> &all_ops() {
+    static const std::vector<OpKind> ops = [] {
+        std::vector<OpKind> v;
+        for (const OpInfo &info : table()) v.push_back(info.kind);
+        return v;
+    }();
+    return ops;
+}
+
+}  // namespace fusor

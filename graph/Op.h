@@ -1,0 +1,131 @@
+#pragma once
+/** \file
+ * The op table: the single list of every op fusor knows, with its domain, fusion pattern, arity,
+ * shape rule and attributes. Everything that enumerates ops (the OpKind enum, name lookup, the
+ * verifier, clustering and the lowering registry in generators/) expands FUSOR_FOR_EACH_OP. */
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fusor {
+
+/** How an op may fuse with its neighbours (TVM's OpPatternKind). Ordered: combining two
+ * patterns takes the larger. */
+enum class OpPattern {
+    ElemWise,    ///< out[i] reads in[i] only
+    Broadcast,   ///< reads its inputs with some axes repeated, in order (numpy broadcasting)
+    Injective,   ///< each output element reads exactly one input element (transpose, slice)
+    Reduction,   ///< reduces one or more axes (also windowed: pooling, softmax, normalization)
+    OutFusable,  ///< heavy op (conv, matmul); elementwise consumers may fuse into its output
+    Opaque,      ///< never fused
+};
+
+const char *pattern_name(OpPattern p);
+
+// Attribute specs: space-separated `name:type[=default]`, type one of i f s ints floats; a `?`
+// after the type marks an optional attribute without default; no default and no `?` = required.
+// Columns: op, domain ("" = ONNX), pattern, min inputs, max inputs (-1 = variadic), max outputs,
+// shape rule (a function in ShapeInference.cpp), attributes. Semantics are ONNX opset 17's.
+#define FUSOR_FOR_EACH_OP(X)                                                                      \
+    X(Add, "", Broadcast, 2, 2, 1, broadcast, "")                                                 \
+    X(Sub, "", Broadcast, 2, 2, 1, broadcast, "")                                                 \
+    X(Mul, "", Broadcast, 2, 2, 1, broadcast, "")                                                 \
+    X(Div, "", Broadcast, 2, 2, 1, broadcast, "")                                                 \
+    X(Pow, "", Broadcast, 2, 2, 1, broadcast, "")                                                 \
+    X(Max, "", Broadcast, 1, -1, 1, broadcast, "")                                                \
+    X(Min, "", Broadcast, 1, -1, 1, broadcast, "")                                                \
+    X(Neg, "", ElemWise, 1, 1, 1, unary, "")                                                      \
+    X(Abs, "", ElemWise, 1, 1, 1, unary, "")                                                      \
+    X(Exp, "", ElemWise, 1, 1, 1, unary_float, "")                                                \
+    X(Log, "", ElemWise, 1, 1, 1, unary_float, "")                                                \
+    X(Sqrt, "", ElemWise, 1, 1, 1, unary_float, "")                                               \
+    X(Reciprocal, "", ElemWise, 1, 1, 1, unary_float, "")                                         \
+    X(Relu, "", ElemWise, 1, 1, 1, unary, "")                                                     \
+    X(LeakyRelu, "", ElemWise, 1, 1, 1, unary_float, "alpha:f=0.01")                              \
+    X(Sigmoid, "", ElemWise, 1, 1, 1, unary_float, "")                                            \
+    X(Tanh, "", ElemWise, 1, 1, 1, unary_float, "")                                               \
+    X(Erf, "", ElemWise, 1, 1, 1, unary_float, "")                                                \
+    X(Gelu, "fusor", ElemWise, 1, 1, 1, unary_float, "approximate:s=none")                        \
+    X(HardSigmoid, "", ElemWise, 1, 1, 1, unary_float, "alpha:f=0.2 beta:f=0.5")                  \
+    X(HardSwish, "", ElemWise, 1, 1, 1, unary_float, "")                                          \
+    X(Clip, "", ElemWise, 1, 3, 1, clip, "")                                                      \
+    X(Identity, "", ElemWise, 1, 1, 1, unary, "")                                                 \
+    X(MatMul, "", OutFusable, 2, 2, 1, matmul, "")                                                \
+    X(Gemm, "", OutFusable, 2, 3, 1, gemm, "alpha:f=1 beta:f=1 transA:i=0 transB:i=0")            \
+    X(Conv, "", OutFusable, 2, 3, 1, conv,                                                        \
+      "auto_pad:s=NOTSET dilations:ints? group:i=1 kernel_shape:ints? pads:ints? strides:ints?")  \
+    X(BatchNormalization, "", Broadcast, 5, 5, 1, batch_norm,                                     \
+      "epsilon:f=1e-05 momentum:f=0.9 training_mode:i=0")                                         \
+    X(MaxPool, "", Reduction, 1, 1, 1, pool,                                                      \
+      "auto_pad:s=NOTSET ceil_mode:i=0 dilations:ints? kernel_shape:ints pads:ints? "             \
+      "storage_order:i=0 strides:ints?")                                                          \
+    X(AveragePool, "", Reduction, 1, 1, 1, pool,                                                  \
+      "auto_pad:s=NOTSET ceil_mode:i=0 count_include_pad:i=0 kernel_shape:ints pads:ints? "       \
+      "strides:ints?")                                                                            \
+    X(GlobalAveragePool, "", Reduction, 1, 1, 1, global_pool, "")                                 \
+    X(Softmax, "", Reduction, 1, 1, 1, softmax, "axis:i=-1")                                      \
+    X(LayerNormalization, "", Reduction, 2, 3, 1, layer_norm,                                     \
+      "axis:i=-1 epsilon:f=1e-05 stash_type:i=1")                                                 \
+    X(ReduceSum, "", Reduction, 1, 2, 1, reduce_axes_input, "keepdims:i=1 noop_with_empty_axes:i=0") \
+    X(ReduceMean, "", Reduction, 1, 1, 1, reduce_axes_attr, "axes:ints? keepdims:i=1")            \
+    X(ReduceMax, "", Reduction, 1, 1, 1, reduce_axes_attr, "axes:ints? keepdims:i=1")             \
+    X(Reshape, "", Injective, 2, 2, 1, reshape, "allowzero:i=0")                                  \
+    X(Flatten, "", Injective, 1, 1, 1, flatten, "axis:i=1")                                       \
+    X(Transpose, "", Injective, 1, 1, 1, transpose, "perm:ints?")                                 \
+    X(Concat, "", Injective, 1, -1, 1, concat, "axis:i")                                          \
+    X(Slice, "", Injective, 3, 5, 1, slice, "")
+
+enum class OpKind {
+#define FUSOR_OP_ENUM(name, ...) name,
+    FUSOR_FOR_EACH_OP(FUSOR_OP_ENUM)
+#undef FUSOR_OP_ENUM
+};
+
+constexpr int kNumOps = 0
+#define FUSOR_OP_COUNT(...) +1
+    FUSOR_FOR_EACH_OP(FUSOR_OP_COUNT)
+#undef FUSOR_OP_COUNT
+    ;
+
+enum class AttrType { Int, Float, String, Ints, Floats };
+
+/** One attribute an op accepts, parsed from the table's spec string. */
+struct AttrSpec {
+    std::string name;
+    AttrType type = AttrType::Int;
+    bool required = false;
+    bool has_default = false;
+    std::string default_text;  // as written in the spec; parsed by Attrs helpers
+};
+
+struct Graph;
+struct Node;
+struct TensorType;
+
+/** Computes the output types of a node from its input types (and constant inputs where the op
+ * needs them, e.g. Reshape's shape). Throws UserError naming the node on mismatch. */
+using ShapeRule = std::vector<TensorType> (*)(const Graph &, const Node &);
+
+struct OpInfo {
+    OpKind kind;
+    const char *name;
+    const char *domain;  ///< "" for ONNX's default domain, "fusor" for ops of our own
+    OpPattern pattern;
+    int min_inputs, max_inputs;  ///< max -1 = variadic
+    int max_outputs;
+    ShapeRule shape_rule;
+    std::vector<AttrSpec> attrs;
+
+    const AttrSpec *find_attr(std::string_view attr) const;
+};
+
+const OpInfo &op_info(OpKind k);
+const char *op_name(OpKind k);
+/** Looks an op up by name (and domain: "" or "ai.onnx" for ONNX, "fusor" for ours). */
+std::optional<OpKind> find_op(std::string_view name, std::string_view domain = "");
+/** Every op, in table order. */
+const std::vector<OpKind> &all_ops();
+
+}  // namespace fusor

@@ -1,0 +1,21 @@
+#pragma once
+/** \file
+ * Text form of graphs and clusters, for `fusor inspect`, logs and tests. */
+
+#include <string>
+
+#include "graph/Graph.h"
+
+namespace fusor {
+
+/** One line per input, initializer and node, e.g.
+ * `c1 = Conv(x, w1, b1) {pads=[1,1,1,1]} : f32[1,64,56,56]`. Deterministic. */
+std::string print_graph(const Graph &g);
+
+/** One block per cluster: members, inputs, outputs. */
+std::string print_clusters(const Graph &g);
+
+/** The text form of one node (without a newline). */
+std::string print_node(const Graph &g, const Node &n);
+
+}  // namespace fusor

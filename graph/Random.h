@@ -1,0 +1,35 @@
+#pragma once
+/** \file
+ * Seeded random tensor data that is bit-identical on every platform: our own generator
+ * (SplitMix64) and our own distributions, because the standard library's distributions are
+ * implementation-defined. */
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/DType.h"
+
+namespace fusor {
+
+/** SplitMix64 (Steele, Lea, Flood 2014): a 64-bit state, full period, passes BigCrush. */
+class SplitMix64 {
+public:
+    explicit SplitMix64(uint64_t seed)
+        : state_(seed) {
+    }
+    uint64_t next();
+    /** Uniform in [0, 1) with 53 random bits; exact, so identical everywhere. */
+    double uniform01();
+
+private:
+    uint64_t state_;
+};
+
+/** Fills \p type's elements from \p seed. "uniform": values in [a, b) (integers: a..b inclusive;
+ * bool: p(true) = 0.5). "normal": mean a, std b, by the Irwin-Hall sum of 12 uniforms (exact
+ * arithmetic only; no libm calls whose last bit may vary). Returns the raw little-endian bytes. */
+std::vector<uint8_t> random_tensor_data(const TensorType &type, uint64_t seed,
+                                        const char *distribution = "uniform", double a = 0,
+                                        double b = 1);
+
+}  // namespace fusor

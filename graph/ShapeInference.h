@@ -1,0 +1,70 @@
+#pragma once
+/** \file
+ * Shape rules, one per row of the op table, and the window geometry that conv and pooling share
+ * between shape inference and lowering. */
+
+#include <vector>
+
+#include "graph/Graph.h"
+
+namespace fusor {
+
+/** Strides, dilations and padding of a conv or pooling window over the spatial dims (all but the
+ * first two), with auto_pad resolved. */
+struct WindowGeometry {
+    std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end;
+    std::vector<int64_t> in_spatial, out_spatial;
+    int64_t group = 1;
+};
+
+/** Window geometry of a Conv, MaxPool or AveragePool node; throws UserError naming the node on
+ * inconsistent attributes. */
+WindowGeometry window_geometry(const Graph &g, const Node &n);
+
+/** numpy broadcasting of two shapes; throws UserError naming the node and the dims that differ. */
+std::vector<int64_t> broadcast_shapes(const Graph &g, const Node &n, const std::vector<int64_t> &a,
+                                      const std::vector<int64_t> &b);
+
+/** Axes reduced by a ReduceSum/ReduceMean/ReduceMax node, normalized and sorted. */
+std::vector<int> reduced_axes(const Graph &g, const Node &n);
+
+/** Output types of \p n from its op's shape rule. */
+std::vector<TensorType> infer_types(const Graph &g, const Node &n);
+
+namespace shape_rules {
+#define FUSOR_DECLARE_RULE(rule) std::vector<TensorType> rule(const Graph &g, const Node &n);
+FUSOR_DECLARE_RULE(broadcast)
+FUSOR_DECLARE_RULE(unary)
+FUSOR_DECLARE_RULE(unary_float)
+FUSOR_DECLARE_RULE(clip)
+FUSOR_DECLARE_RULE(matmul)
+FUSOR_DECLARE_RULE(gemm)
+FUSOR_DECLARE_RULE(conv)
+FUSOR_DECLARE_RULE(batch_norm)
+FUSOR_DECLARE_RULE(pool)
+FUSOR_DECLARE_RULE(global_pool)
+FUSOR_DECLARE_RULE(softmax)
+FUSOR_DECLARE_RULE(layer_norm)
+FUSOR_DECLARE_RULE(reduce_axes_input)
+FUSOR_DECLARE_RULE(reduce_axes_attr)
+FUSOR_DECLARE_RULE(reshape)
+FUSOR_DECLARE_RULE(flatten)
+FUSOR_DECLARE_RULE(transpose)
+FUSOR_DECLARE_RULE(concat)
+FUSOR_DECLARE_RULE(slice)
+#undef FUSOR_DECLARE_RULE
+}  // namespace shape_rules
+
+/** Resolved Slice parameters per axis of the input (full range where the node does not slice). */
+struct SliceParams {
+    std::vector<int64_t> starts, steps, out_shape;
+};
+SliceParams slice_params(const Graph &g, const Node &n);
+
+/** Resolved Reshape target shape (0 and -1 entries expanded). */
+std::vector<int64_t> reshape_target(const Graph &g, const Node &n);
+
+/** Resolved Transpose permutation (default: reversed axes). */
+std::vector<int> transpose_perm(const Graph &g, const Node &n);
+
+}  // namespace fusor

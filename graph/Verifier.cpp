@@ -1,0 +1,180 @@
+#include "graph/Verifier.h"
+
+#include <set>
+
+#include "graph/Error.h"
+#include "graph/ShapeInference.h"
+
+namespace fusor {
+
+namespace {
+
+bool attr_has_type(const AttrValue &v, AttrType t) {
+    switch (t) {
+    case AttrType::Int: return std::holds_alternative<int64_t>(v);
+    case AttrType::Float: return std::holds_alternative<double>(v);
+    case AttrType::String: return std::holds_alternative<std::string>(v);
+    case AttrType::Ints: return std::holds_alternative<std::vector<int64_t>>(v);
+    case AttrType::Floats: return std::holds_alternative<std::vector<double>>(v);
+    }
+    return false;
+}
+
+const char *attr_type_name(AttrType t) {
+    switch (t) {
+    case AttrType::Int: return "an integer";
+    case AttrType::Float: return "a float";
+    case AttrType::String: return "a string";
+    case AttrType::Ints: return "a list of integers";
+    case AttrType::Floats: return "a list of floats";
+    }
+    return "?";
+}
+
+void verify_node_signature(const Graph &g, const Node &n) {
+    const OpInfo &info = op_info(n.op);
+    int nin = (int)n.inputs.size();
+    if (nin < info.min_inputs || (info.max_inputs >= 0 && nin > info.max_inputs)) {
+        std::string want = info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
+                           : info.min_inputs == info.max_inputs
+                               ? std::to_string(info.min_inputs)
+                               : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
+        throw UserError(g.where(n) + ": has " + std::to_string(nin) + " inputs; expected " + want);
+    }
+    for (int i = 0; i < info.min_inputs; i++) {
+        if (n.inputs[i] == kNoTensor) {
+            throw UserError(g.where(n) + ": input " + std::to_string(i) + " is required");
+        }
+    }
+    if (n.outputs.empty() || (int)n.outputs.size() > info.max_outputs) {
+        throw UserError(g.where(n) + ": has " + std::to_string(n.outputs.size()) + " outputs; expected " +
+                        (info.max_outputs == 1 ? std::string("1") : "1 to " + std::to_string(info.max_outputs)));
+    }
+    for (const auto &[name, value] : n.attrs) {
+        const AttrSpec *spec = info.find_attr(name);
+        if (!spec) {
+            std::string known;
+            for (const AttrSpec &a : info.attrs) known += (known.empty() ? "" : ", ") + a.name;
+            throw UserError(g.where(n) + ": unknown attribute '" + name + "'; " +
+                            (known.empty() ? std::string("this op takes none") : "expected one of: " + known));
+        }
+        if (!attr_has_type(value, spec->type)) {
+            throw UserError(g.where(n) + ": attribute '" + name + "' must be " + attr_type_name(spec->type) +
+                            ", got " + attr_to_string(value));
+        }
+    }
+    for (const AttrSpec &a : info.attrs) {
+        if (a.required && !n.attrs.count(a.name)) {
+            throw UserError(g.where(n) + ": missing required attribute '" + a.name + "' (" +
+                            attr_type_name(a.type) + ")");
+        }
+    }
+}
+
+}  // namespace
+
+void sort_topologically(Graph &g) {
+    std::vector<int> producer(g.tensors.size(), -1);
+    for (size_t i = 0; i < g.nodes.size(); i++) {
+        for (TensorId t : g.nodes[i].outputs) producer[t] = (int)i;
+    }
+    // Kahn's algorithm, always taking the earliest ready node so file order is kept.
+    std::vector<int> pending(g.nodes.size(), 0);
+    std::vector<std::vector<int>> users(g.nodes.size());
+    for (size_t i = 0; i < g.nodes.size(); i++) {
+        std::set<int> deps;
+        for (TensorId t : g.nodes[i].inputs) {
+            if (t != kNoTensor && producer[t] >= 0) deps.insert(producer[t]);
+        }
+        pending[i] = (int)deps.size();
+        for (int d : deps) users[d].push_back((int)i);
+    }
+    std::set<int> ready;
+    for (size_t i = 0; i < g.nodes.size(); i++) {
+        if (!pending[i]) ready.insert((int)i);
+    }
+    std::vector<Node> order;
+    while (!ready.empty()) {
+        int i = *ready.begin();
+        ready.erase(ready.begin());
+        order.push_back(g.nodes[i]);
+        for (int u : users[i]) {
+            if (--pending[u] == 0) ready.insert(u);
+        }
+    }
+    if (order.size() != g.nodes.size()) {
+        std::string names;
+        for (size_t i = 0; i < g.nodes.size(); i++) {
+            if (pending[i]) names += (names.empty() ? "'" : ", '") + g.nodes[i].name + "'";
+        }
+        throw UserError((g.source.empty() ? "" : g.source + ": ") + "graph has a cycle through nodes " + names);
+    }
+    g.nodes = std::move(order);
+    g.reindex();
+}
+
+void infer_types(Graph &g) {
+    for (const Node &n : g.nodes) {
+        verify_node_signature(g, n);
+        std::vector<TensorType> types = infer_types(g, n);
+        FUSOR_INTERNAL_ASSERT(types.size() >= n.outputs.size()) << "shape rule of " << op_name(n.op);
+        for (size_t i = 0; i < n.outputs.size(); i++) g.tensor(n.outputs[i]).type = types[i];
+    }
+}
+
+void verify_graph(const Graph &g) {
+    const std::string file = g.source.empty() ? "" : g.source + ": ";
+    std::set<std::string> tensor_names, node_names;
+    for (const Tensor &t : g.tensors) {
+        if (t.name.empty()) throw UserError(file + "a tensor has an empty name");
+        if (!tensor_names.insert(t.name).second) {
+            throw UserError(file + "tensor name '" + t.name + "' is defined twice");
+        }
+        for (int64_t d : t.type.shape) {
+            if (d < 0) throw UserError(file + "tensor '" + t.name + "' has a negative dim " + to_string(t.type));
+        }
+        if (t.is_initializer && t.data.size() != t.type.num_bytes()) {
+            throw UserError(file + "initializer '" + t.name + "' has " + std::to_string(t.data.size()) +
+                            " bytes of data; " + to_string(t.type) + " needs " + std::to_string(t.type.num_bytes()));
+        }
+    }
+    std::vector<int> producer(g.tensors.size(), -1);
+    std::vector<bool> defined(g.tensors.size(), false);
+    for (TensorId t : g.inputs) defined.at(t) = true;
+    for (size_t i = 0; i < g.tensors.size(); i++) {
+        if (g.tensors[i].is_initializer) defined[i] = true;
+    }
+    for (const Node &n : g.nodes) {
+        if (n.name.empty()) throw UserError(file + "a " + op_name(n.op) + " node has an empty name");
+        if (!node_names.insert(n.name).second) throw UserError(file + "node name '" + n.name + "' is used twice");
+        verify_node_signature(g, n);
+        for (size_t i = 0; i < n.inputs.size(); i++) {
+            TensorId t = n.inputs[i];
+            if (t == kNoTensor) continue;
+            FUSOR_INTERNAL_ASSERT(t >= 0 && t < (TensorId)g.tensors.size()) << "input id of " << n.name;
+            if (!defined[t]) {
+                throw UserError(g.where(n) + ": input '" + g.tensor(t).name +
+                                "' is not a graph input, an initializer or the output of an earlier node");
+            }
+        }
+        for (TensorId t : n.outputs) {
+            if (defined[t]) {
+                throw UserError(g.where(n) + ": output '" + g.tensor(t).name + "' is already defined");
+            }
+            defined[t] = true;
+        }
+        std::vector<TensorType> types = infer_types(g, n);
+        for (size_t i = 0; i < n.outputs.size(); i++) {
+            if (types[i] != g.type(n.outputs[i])) {
+                throw UserError(g.where(n) + ": output '" + g.tensor(n.outputs[i]).name + "' is " +
+                                to_string(g.type(n.outputs[i])) + " but the op gives " + to_string(types[i]));
+            }
+        }
+    }
+    for (TensorId t : g.outputs) {
+        if (!defined.at(t)) throw UserError(file + "graph output '" + g.tensor(t).name + "' is never produced");
+    }
+    if (g.outputs.empty()) throw UserError(file + "graph has no outputs");
+}
+
+}  // namespace fusor

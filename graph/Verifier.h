@@ -1,0 +1,25 @@
+#pragma once
+/** \file
+ * Well-formedness of a graph, defined once: names, arity, attributes, no dangling inputs, no
+ * cycles, and every tensor's type equal to what its op's shape rule gives. */
+
+#include "graph/Graph.h"
+
+namespace fusor {
+
+/** Orders g.nodes so every node follows the producers of its inputs (stable: keeps file order
+ * where it can). Throws UserError naming the nodes of a cycle. */
+void sort_topologically(Graph &g);
+
+/** Sets the type of every node output from the shape rules, in node order (which must be
+ * topological). Throws UserError naming the node when a rule fails. */
+void infer_types(Graph &g);
+
+/** Throws UserError describing the first violation; returns normally when \p g is well formed.
+ * Checks: unique tensor and node names; inputs exist and are graph inputs, initializers or node
+ * outputs; each tensor has at most one producer; arity and attribute names/types per the op
+ * table; topological node order; inferred types match the stored ones; initializer data sizes;
+ * graph outputs are produced. */
+void verify_graph(const Graph &g);
+
+}  // namespace fusor
