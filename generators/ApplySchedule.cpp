@@ -1,0 +1,163 @@
+#include "generators/ApplySchedule.h"
+
+#include <algorithm>
+
+#include "graph/Error.h"
+
+namespace fusor {
+
+using namespace Halide;
+
+namespace {
+
+std::string var_name(int dim) {
+    return dim_var(dim).name();
+}
+
+/** Loop order, outermost first, with each loop's extent, for a stage's pure definition. */
+struct Loop {
+    std::string name;
+    int64_t extent;
+};
+
+std::vector<Loop> loops_of(const StageSchedule &s, const std::vector<int64_t> &extents) {
+    int rank = (int)extents.size();
+    int k = std::min((int)s.tile.size(), rank);
+    std::vector<Loop> out;
+    for (int d = rank - 1; d >= k; d--) out.push_back({var_name(d), extents[d]});
+    for (int d = k - 1; d >= 0; d--) out.push_back({var_name(d) + "o", (extents[d] + s.tile[d] - 1) / s.tile[d]});
+    for (int d = k - 1; d >= 0; d--) out.push_back({var_name(d) + "i", std::min<int64_t>(s.tile[d], extents[d])});
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> loop_names(const StageSchedule &s, int rank) {
+    std::vector<int64_t> extents(rank, 1);
+    std::vector<std::string> names;
+    for (const Loop &l : loops_of(s, extents)) names.push_back(l.name);
+    return names;
+}
+
+std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
+    for (const StageSchedule &st : s.stages) {
+        const StageInfo *info = c.find_stage(st.stage);
+        std::string where = "stage '" + st.stage + "'";
+        if (!info) return where + ": no such stage in cluster " + c.name;
+        int rank = (int)info->extents.size();
+        if (info->is_output && st.level != ComputeLevel::Root) return where + ": is a cluster output and must be root";
+        if (st.level == ComputeLevel::Inline && info->func.has_update_definition()) {
+            return where + ": has update definitions (a reduction) and cannot be inlined";
+        }
+        if ((int)st.tile.size() > rank) {
+            return where + ": tile has " + std::to_string(st.tile.size()) + " extents but the stage has " + std::to_string(rank) + " dims";
+        }
+        if (st.level == ComputeLevel::Inline && (st.vector_width || st.parallel || !st.tile.empty() || !st.unroll.empty())) {
+            return where + ": an inlined stage takes no loop directives";
+        }
+        if (st.level == ComputeLevel::At && !st.tile.empty()) return where + ": tiling applies to root stages only";
+        if (st.vector_width && rank == 0) return where + ": a scalar stage cannot be vectorized";
+        for (int d : st.unroll) {
+            if (d < 0 || d >= rank) return where + ": unroll names dim " + std::to_string(d) + " of a rank-" + std::to_string(rank) + " stage";
+        }
+        if (info->is_output) {
+            for (size_t d = 0; d < st.tile.size(); d++) {
+                if (st.tile[d] > info->extents[d]) {
+                    return where + ": tile extent " + std::to_string(st.tile[d]) + " exceeds extent " +
+                           std::to_string(info->extents[d]) + " of " + var_name((int)d);
+                }
+            }
+            int64_t inner = st.tile.empty() ? (rank ? info->extents[0] : 1) : st.tile[0];
+            if (st.vector_width > inner) {
+                return where + ": vec=" + std::to_string(st.vector_width) + " exceeds extent " + std::to_string(inner) +
+                       " of " + (st.tile.empty() ? var_name(0) : var_name(0) + "i");
+            }
+        }
+        if (st.level == ComputeLevel::At) {
+            const StageSchedule *at = s.find(st.at_stage);
+            const StageInfo *at_info = c.find_stage(st.at_stage);
+            if (!at || !at_info) return where + ": at=" + st.at_stage + "." + st.at_var + " names a stage the schedule does not compute";
+            if (at->level == ComputeLevel::Inline) return where + ": is computed at '" + st.at_stage + "', which is inlined";
+            auto names = loop_names(*at, (int)at_info->extents.size());
+            if (std::find(names.begin(), names.end(), st.at_var) == names.end()) {
+                std::string list;
+                for (auto &n : names) list += (list.empty() ? "" : ", ") + n;
+                return where + ": '" + st.at_stage + "' has no loop '" + st.at_var + "' (loops: " + list + ")";
+            }
+        }
+    }
+    for (const StageInfo &info : c.stages) {
+        if (info.func.has_update_definition() && !s.find(info.name)) {
+            return "stage '" + info.name + "': has update definitions (a reduction) but the schedule does not place it";
+        }
+        if (info.is_output && !s.find(info.name)) return "stage '" + info.name + "': is a cluster output but the schedule does not place it";
+    }
+    return "";
+}
+
+void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
+    std::string why = why_illegal(s, c);
+    if (!why.empty()) throw UserError("illegal schedule: " + why);
+    for (const StageSchedule &st : s.stages) {
+        const StageInfo &info = *c.find_stage(st.stage);
+        Func f = info.func;
+        int rank = (int)info.extents.size();
+        if (st.level == ComputeLevel::Inline) continue;  // the default for a Func without schedule
+        if (st.level == ComputeLevel::Root) {
+            f.compute_root();
+        } else {
+            f.compute_at(c.find_stage(st.at_stage)->func, Var(st.at_var));
+        }
+        // Outputs have exact extents (ShiftInwards never leaves them); internal stages may be
+        // asked for any region, so they guard their tails.
+        TailStrategy tail = info.is_output ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
+        int k = (int)st.tile.size();
+        auto schedule_def = [&](Stage stage, int update_index) {
+            bool is_update = update_index >= 0;
+            std::vector<VarOrRVar> order;  // innermost first
+            if (!is_update && k > 0) {
+                for (int d = 0; d < k; d++) {
+                    stage.split(dim_var(d), Var(var_name(d) + "o"), Var(var_name(d) + "i"), st.tile[d], tail);
+                }
+                for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "i"));
+                for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "o"));
+                for (int d = k; d < rank; d++) order.push_back(dim_var(d));
+                stage.reorder(order);
+            }
+            std::vector<Loop> loops = loops_of(is_update ? StageSchedule{} : st, info.extents);
+            std::string par;
+            if (st.parallel) {
+                for (const Loop &l : loops) {
+                    if (l.extent > 1) {
+                        par = l.name;
+                        break;
+                    }
+                }
+            }
+            if (is_update) {
+                // pure loops inside the reduction loops, except the parallel one, which stays outside
+                std::vector<VarOrRVar> upd;
+                for (int d = 0; d < rank; d++) {
+                    if (var_name(d) != par) upd.push_back(dim_var(d));
+                }
+                for (const RVar &r : f.rvars(update_index)) upd.push_back(r);
+                if (!par.empty()) upd.push_back(Var(par));
+                if (upd.size() > 1) stage.reorder(upd);
+            }
+            std::string inner = rank == 0 ? "" : (!is_update && k > 0 ? var_name(0) + "i" : var_name(0));
+            if (st.vector_width && !inner.empty()) {
+                Var v(inner), vv(inner + "v");
+                stage.split(v, v, vv, st.vector_width, tail).vectorize(vv);
+            }
+            for (int d : st.unroll) {
+                std::string u = !is_update && d < k ? var_name(d) + "i" : var_name(d);
+                stage.unroll(Var(u));
+            }
+            if (!par.empty()) stage.parallel(Var(par));
+        };
+        schedule_def(f, -1);
+        for (int u = 0; u < f.num_update_definitions(); u++) schedule_def(f.update(u), u);
+    }
+}
+
+}  // namespace fusor

@@ -1,0 +1,27 @@
+#pragma once
+/** \file
+ * Applies a ClusterSchedule to a lowered cluster's Funcs. This is the only code in fusor that
+ * calls compute_at, compute_root, split, reorder, vectorize, unroll and parallel. */
+
+#include <string>
+#include <vector>
+
+#include "generators/LowerCluster.h"
+#include "generators/Schedule.h"
+
+namespace fusor {
+
+/** Empty when \p s can be applied to \p c; otherwise why not, naming the stage and the field,
+ * e.g. "stage 'c0_bias1': vec=16 exceeds extent 8 of x". Checks that every stage named exists,
+ * every stage with update definitions is scheduled (it cannot be inlined), outputs are root,
+ * `at` names a scheduled consumer loop, and tiles and vectors fit output extents. */
+std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c);
+
+/** Applies \p s. Throws UserError with why_illegal's reason when it is not legal. Stages the
+ * schedule does not name are inlined. Call once per lowering. */
+void apply_schedule(const ClusterSchedule &s, LoweredCluster &c);
+
+/** Loop names a stage has under \p s, outermost first (what `at=` may name). */
+std::vector<std::string> loop_names(const StageSchedule &s, int rank);
+
+}  // namespace fusor

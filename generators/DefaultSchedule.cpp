@@ -1,0 +1,163 @@
+#include "generators/DefaultSchedule.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "graph/Clustering.h"
+
+namespace fusor {
+
+namespace {
+
+int floor_pow2(int64_t v) {
+    int p = 1;
+    while ((int64_t)p * 2 <= v) p *= 2;
+    return p;
+}
+
+/** For each node of the cluster, the cluster outputs (indices) its value reaches inside the cluster. */
+std::map<NodeId, std::set<int>> reached_outputs(const Graph &g, const Cluster &c) {
+    std::set<NodeId> members(c.nodes.begin(), c.nodes.end());
+    auto consumers = g.consumers();
+    std::map<NodeId, std::set<int>> reach;
+    for (auto it = c.nodes.rbegin(); it != c.nodes.rend(); ++it) {  // reverse topological
+        const Node &n = g.nodes[*it];
+        std::set<int> &r = reach[n.id];
+        for (TensorId t : n.outputs) {
+            auto pos = std::find(c.outputs.begin(), c.outputs.end(), t);
+            if (pos != c.outputs.end()) r.insert((int)(pos - c.outputs.begin()));
+            for (NodeId u : consumers[t]) {
+                if (members.count(u)) r.insert(reach[u].begin(), reach[u].end());
+            }
+        }
+    }
+    return reach;
+}
+
+}  // namespace
+
+ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc,
+                                 const Halide::Target &target) {
+    auto reach = reached_outputs(g, c);
+    ClusterSchedule sched;
+    // Which output does each anchored accumulator feed, and at which loop do At stages go?
+    struct OutputPlan {
+        StageSchedule s;
+        bool anchored = false;
+        int at_dim = 0;  // compute internal stages inside the loop of this dim (untiled outputs)
+    };
+    std::vector<OutputPlan> plans(lc.outputs.size());
+    for (size_t i = 0; i < lc.outputs.size(); i++) {
+        const StageInfo &o = lc.output_stage(i);
+        plans[i].s.stage = o.name;
+        plans[i].s.level = ComputeLevel::Root;
+        plans[i].s.parallel = true;
+        int rank = (int)o.extents.size();
+        plans[i].at_dim = rank >= 2 ? 1 : 0;
+    }
+    for (const StageInfo &s : lc.stages) {
+        if (s.is_output || s.role == StageRole::Value || s.role == StageRole::Hoisted) continue;
+        const std::set<int> &r = reach[s.node];
+        if (r.size() != 1) continue;
+        OutputPlan &p = plans[*r.begin()];
+        if (s.role == StageRole::Accumulator && s.aligned && op_info(g.nodes[s.node].op).pattern == OpPattern::OutFusable) {
+            p.anchored = true;
+        }
+        if (!s.reduced_out_dims.empty()) {
+            p.at_dim = std::max(p.at_dim, *std::max_element(s.reduced_out_dims.begin(), s.reduced_out_dims.end()) + 1);
+        }
+    }
+    for (size_t i = 0; i < plans.size(); i++) {
+        const StageInfo &o = lc.output_stage(i);
+        StageSchedule &s = plans[i].s;
+        int rank = (int)o.extents.size();
+        if (rank == 0) continue;
+        int lanes = target.natural_vector_size(o.func.output_types()[0]);
+        int64_t x = o.extents[0];
+        int vec = std::min(lanes, floor_pow2(x));
+        if (plans[i].anchored && rank >= 2) {
+            // register blocking: (tx / vec) x ty accumulators held in vector registers
+            bool is_conv = false;
+            for (const StageInfo &st : lc.stages) {
+                if (reach[st.node].count((int)i) && g.nodes[st.node].op == OpKind::Conv) is_conv = true;
+            }
+            int tx = (int)std::min<int64_t>(is_conv ? vec : 2 * vec, x);
+            tx = std::max(vec, tx - tx % vec);
+            int ty = (int)std::min<int64_t>(8, o.extents[1]);
+            s.tile = {tx, ty};
+            s.vector_width = vec >= 4 ? vec : 0;
+        } else if (rank == 1 && x >= 65536 && plans[i].at_dim == 0) {
+            bool has_at_stage = std::any_of(lc.stages.begin(), lc.stages.end(), [&](const StageInfo &st) {
+                return !st.is_output && st.role != StageRole::Value && reach[st.node].count((int)i);
+            });
+            if (!has_at_stage) s.tile = {8192};  // parallel chunks of a long vector
+            s.vector_width = vec >= 4 ? vec : 0;
+        } else {
+            s.vector_width = vec >= 4 ? vec : 0;
+        }
+    }
+    for (const StageInfo &st : lc.stages) {
+        if (st.is_output) {
+            for (size_t i = 0; i < plans.size(); i++) {
+                if (plans[i].s.stage == st.name) sched.stages.push_back(plans[i].s);
+            }
+            continue;
+        }
+        StageSchedule s;
+        s.stage = st.name;
+        int rank = (int)st.extents.size();
+        int lanes = target.natural_vector_size(st.func.output_types()[0]);
+        const std::set<int> &r = reach[st.node];
+        auto make_root = [&](const std::string &why) {
+            s.level = ComputeLevel::Root;
+            s.parallel = true;
+            if (rank > 0 && st.extents[0] >= lanes) s.vector_width = lanes;
+            s.note = why;
+        };
+        switch (st.role) {
+        case StageRole::Value:
+            s.level = ComputeLevel::Inline;
+            break;
+        case StageRole::Hoisted: {
+            int64_t n = 1;
+            for (int64_t e : st.extents) n *= e;
+            make_root("per-channel parameters, " + std::to_string(n) + " elements computed once");
+            s.parallel = false;
+            break;
+        }
+        case StageRole::Accumulator:
+        case StageRole::RowInvariant:
+        case StageRole::Reused: {
+            if (r.size() != 1) {
+                make_root("feeds " + std::to_string(r.size()) + " cluster outputs");
+                break;
+            }
+            const OutputPlan &p = plans[*r.begin()];
+            int out_rank = (int)lc.output_stage(*r.begin()).extents.size();
+            if (p.anchored) {
+                s.level = ComputeLevel::At;
+                s.at_stage = p.s.stage;
+                s.at_var = dim_var(0).name() + "o";
+                if (st.aligned && p.s.vector_width) s.vector_width = p.s.vector_width;
+                if (st.role == StageRole::Accumulator && st.aligned && rank >= 2) s.unroll = {0, 1};
+            } else if (p.at_dim >= out_rank) {
+                make_root("reduces across every dim of its output");
+            } else {
+                s.level = ComputeLevel::At;
+                s.at_stage = p.s.stage;
+                s.at_var = dim_var(p.at_dim).name();
+                if (st.aligned && p.at_dim > 0 && p.s.vector_width && rank > 0 && st.extents[0] >= p.s.vector_width) {
+                    s.vector_width = p.s.vector_width;
+                }
+            }
+            break;
+        }
+        }
+        sched.stages.push_back(s);
+    }
+    return sched;
+}
+
+}  // namespace fusor

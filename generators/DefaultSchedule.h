@@ -1,0 +1,26 @@
+#pragma once
+/** \file
+ * The default schedule of a lowered cluster: what fusor runs before (or without) tuning. */
+
+#include "Halide.h"
+#include "generators/LowerCluster.h"
+#include "generators/Schedule.h"
+#include "graph/Graph.h"
+
+namespace fusor {
+
+/** A schedule that fuses the whole cluster into one loop nest per output:
+ *  - outputs are root, vectorized on the innermost dim and parallel over the outermost loop of
+ *    extent > 1; an output fed by a conv/matmul accumulator is tiled (register blocking);
+ *  - per-element stages are inlined;
+ *  - accumulators (reductions) and stages read by several others are computed at the output's
+ *    tile (anchored clusters) or at the output loop just outside every dim they reduce, so they
+ *    are computed once and never materialized whole;
+ *  - a stage is materialized (root) only when it must be, with the reason in StageSchedule::note:
+ *    it feeds several outputs, it reduces across every output dim, or it is a small per-channel
+ *    parameter vector computed once.
+ * Deterministic for a given cluster and target. */
+ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc,
+                                 const Halide::Target &target);
+
+}  // namespace fusor

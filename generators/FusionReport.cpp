@@ -1,0 +1,48 @@
+#include "generators/FusionReport.h"
+
+#include <set>
+
+namespace fusor {
+
+TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &lowered,
+                             const std::vector<ClusterSchedule> &schedules) {
+    TrafficReport r;
+    std::vector<int> cluster_of(g.nodes.size(), -1);
+    for (const Cluster &c : g.clusters) {
+        for (NodeId n : c.nodes) cluster_of[n] = c.id;
+    }
+    auto consumers = g.consumers();
+    for (const Cluster &c : g.clusters) {
+        ClusterTraffic ct;
+        ct.name = c.name;
+        for (TensorId t : c.outputs) {
+            if (g.is_graph_output(t)) continue;
+            ct.bytes_written += (int64_t)g.type(t).num_bytes();
+        }
+        for (TensorId t : c.inputs) {
+            const Tensor &tensor = g.tensor(t);
+            if (tensor.is_initializer || tensor.producer < 0) continue;  // weights and graph inputs
+            if (g.is_graph_output(t)) continue;
+            ct.bytes_read += (int64_t)tensor.type.num_bytes();
+        }
+        const LoweredCluster &lc = lowered.at(c.id);
+        for (const StageSchedule &s : schedules.at(c.id).stages) {
+            const StageInfo *info = lc.find_stage(s.stage);
+            if (!info || info->is_output || s.level != ComputeLevel::Root) continue;
+            int64_t n = (int64_t)info->func.output_types()[0].bytes();
+            for (int64_t e : info->extents) n *= e;
+            ct.bytes_written += n;
+            ct.bytes_read += n;
+            ct.materialized.push_back(s.stage + (s.note.empty() ? "" : " (" + s.note + ")"));
+        }
+        r.kernels += ct.kernels;
+        r.bytes_written += ct.bytes_written;
+        r.bytes_read += ct.bytes_read;
+        r.clusters.push_back(ct);
+    }
+    (void)consumers;
+    (void)cluster_of;
+    return r;
+}
+
+}  // namespace fusor

@@ -1,0 +1,36 @@
+#pragma once
+/** \file
+ * Kernel launches and bytes of intermediate traffic of a clustered graph, computed from the
+ * schedules actually applied (for `fusor inspect`). */
+
+#include <string>
+#include <vector>
+
+#include "generators/LowerCluster.h"
+#include "generators/Schedule.h"
+#include "graph/Graph.h"
+
+namespace fusor {
+
+struct ClusterTraffic {
+    std::string name;
+    int kernels = 1;  ///< pipeline calls on CPU: one per cluster
+    std::vector<std::string> materialized;  ///< internal stages the schedule computes at root, with why
+    int64_t bytes_written = 0;  ///< intermediate (non graph-output) tensors and root stages written
+    int64_t bytes_read = 0;     ///< intermediate tensors read from memory by this cluster
+};
+
+struct TrafficReport {
+    int kernels = 0;
+    int64_t bytes_written = 0, bytes_read = 0;  ///< intermediates only: graph inputs, weights and outputs excluded
+    std::vector<ClusterTraffic> clusters;
+};
+
+/** Traffic of \p g's clusters (g.clusters must be set) under \p schedules (one per cluster, in
+ * order), lowered as \p lowered. An intermediate tensor counts once when written and once per
+ * cluster that reads it; an internal stage the schedule computes at root counts its full size
+ * written and read once. Stages computed at a consumer's tile stay in cache and do not count. */
+TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &lowered,
+                             const std::vector<ClusterSchedule> &schedules);
+
+}  // namespace fusor

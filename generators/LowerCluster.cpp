@@ -1,0 +1,116 @@
+#include "generators/LowerCluster.h"
+
+#include <map>
+#include <set>
+
+#include "graph/Clustering.h"
+#include "graph/Error.h"
+
+namespace fusor {
+
+using namespace Halide;
+
+const StageInfo *LoweredCluster::find_stage(const std::string &stage) const {
+    for (const StageInfo &s : stages) {
+        if (s.name == stage) return &s;
+    }
+    return nullptr;
+}
+
+const StageInfo &LoweredCluster::output_stage(size_t i) const {
+    const StageInfo *s = find_stage(outputs.at(i).name());
+    FUSOR_INTERNAL_ASSERT(s) << "output " << outputs.at(i).name() << " has no stage";
+    return *s;
+}
+
+namespace {
+
+/** Dense row-major strides, Halide order (dim 0 innermost). */
+std::vector<int64_t> dense_strides(const TensorType &t) {
+    std::vector<int64_t> s(t.rank());
+    int64_t stride = 1;
+    for (int i = 0; i < t.rank(); i++) {
+        s[i] = stride;
+        stride *= t.shape[t.rank() - 1 - i];
+    }
+    return s;
+}
+
+template<typename Dimensioned>
+void constrain_dense(Dimensioned &&buf, const TensorType &t) {
+    std::vector<int64_t> strides = dense_strides(t);
+    for (int i = 0; i < t.rank(); i++) {
+        buf.dim(i).set_bounds(0, (int)t.shape[t.rank() - 1 - i]).set_stride((int)strides[i]);
+    }
+}
+
+}  // namespace
+
+LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix) {
+    LoweredCluster lc;
+    lc.name = prefix;
+    std::map<TensorId, LValue> values;
+    for (TensorId t : c.inputs) {
+        const Tensor &tensor = g.tensor(t);
+        LValue v{Func(prefix + "in_" + sanitize_name(tensor.name)), tensor.type};
+        if (tensor.is_initializer && tensor.type.num_elements() == 1) {
+            // small scalar constants are baked into the pipeline
+            Expr value = typed_const(halide_type(tensor.type.dtype), tensor.value_as_double(0));
+            if (tensor.type.dtype == DType::I64) value = Expr((int64_t)tensor.value_as_int(0));
+            LowerContext::define(v.func, tensor.type.rank(), [&](const std::vector<Expr> &) { return value; });
+        } else {
+            ImageParam p(halide_type(tensor.type.dtype), tensor.type.rank(), prefix + "p_" + sanitize_name(tensor.name));
+            constrain_dense(p, tensor.type);
+            lc.param_tensors.push_back(t);
+            lc.params.push_back(p);
+            v.func = p;
+        }
+        values[t] = v;
+    }
+    for (NodeId id : c.nodes) {
+        const Node &n = g.nodes[id];
+        std::vector<std::optional<LValue>> inputs;
+        for (TensorId t : n.inputs) {
+            if (t == kNoTensor) {
+                inputs.push_back(std::nullopt);
+            } else {
+                FUSOR_INTERNAL_ASSERT(values.count(t)) << "input " << g.tensor(t).name << " of " << n.name << " not lowered";
+                inputs.push_back(values[t]);
+            }
+        }
+        LowerFn fn = find_lowering(n.op);
+        FUSOR_INTERNAL_ASSERT(fn) << "no lowering for " << op_name(n.op);
+        LowerContext ctx(g, n, std::move(inputs), prefix, &lc.stages);
+        std::vector<Func> outs = fn(ctx);
+        FUSOR_INTERNAL_ASSERT(outs.size() >= n.outputs.size()) << op_name(n.op) << " lowering returned too few Funcs";
+        for (size_t i = 0; i < n.outputs.size(); i++) values[n.outputs[i]] = LValue{outs[i], g.type(n.outputs[i])};
+    }
+    // A pure per-element value read by several nodes of the cluster is computed once per row
+    // (StageRole::Reused) rather than recomputed inside each reader.
+    std::vector<std::vector<NodeId>> consumers = g.consumers();
+    std::set<NodeId> members(c.nodes.begin(), c.nodes.end());
+    for (NodeId id : c.nodes) {
+        const Node &n = g.nodes[id];
+        OpPattern p = node_pattern(g, n);
+        if (p != OpPattern::ElemWise && p != OpPattern::Broadcast) continue;
+        int inside = 0;
+        for (NodeId u : consumers[n.outputs[0]]) inside += members.count(u) ? 1 : 0;
+        if (inside < 2) continue;
+        for (StageInfo &s : lc.stages) {
+            if (s.name == values[n.outputs[0]].func.name() && s.role == StageRole::Value) s.role = StageRole::Reused;
+        }
+    }
+    for (TensorId t : c.outputs) {
+        Func f = values.at(t).func;
+        for (StageInfo &s : lc.stages) {
+            if (s.name == f.name()) s.is_output = true;
+        }
+        constrain_dense(f.output_buffer(), g.type(t));
+        lc.output_tensors.push_back(t);
+        lc.outputs.push_back(f);
+    }
+    lc.pipeline = Pipeline(lc.outputs);
+    return lc;
+}
+
+}  // namespace fusor

@@ -1,0 +1,35 @@
+#pragma once
+/** \file
+ * Lowers one fusion cluster to one Halide pipeline: the one place where the graph meets Halide.
+ * One Func per node output (plus internal stages of reductions), cluster inputs as ImageParams,
+ * one-element constants baked, only cluster outputs as pipeline outputs. No schedule is applied
+ * here: that is apply_schedule's job. */
+
+#include <string>
+#include <vector>
+
+#include "Halide.h"
+#include "generators/Lowering.h"
+#include "graph/Graph.h"
+
+namespace fusor {
+
+struct LoweredCluster {
+    std::string name;  ///< Func name prefix, e.g. "c3_"
+    std::vector<TensorId> param_tensors;   ///< cluster inputs passed as buffers, in parameter order
+    std::vector<Halide::ImageParam> params;
+    std::vector<TensorId> output_tensors;  ///< = Cluster::outputs
+    std::vector<Halide::Func> outputs;
+    std::vector<StageInfo> stages;         ///< every Func defined, in definition order
+    Halide::Pipeline pipeline;
+
+    const StageInfo *find_stage(const std::string &stage) const;
+    const StageInfo &output_stage(size_t i) const;
+};
+
+/** Lowers \p c. Func names are `<prefix><node>[_<part>]`; pass distinct prefixes for clusters that
+ * will live in one process so names stay unique. Throws UserError naming the node for ops or
+ * attribute values the lowering does not support. */
+LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix);
+
+}  // namespace fusor

@@ -1,0 +1,184 @@
+/** \file
+ * Lowerings of elementwise and broadcasting ops: arithmetic, activations, Clip, Identity. */
+#include "generators/Lowering.h"
+
+namespace fusor {
+
+using namespace Halide;
+
+namespace {
+
+/** Defines the node's output as f(read inputs with broadcasting) through \p op. */
+template<typename F>
+std::vector<Func> pointwise(LowerContext &ctx, F op) {
+    const TensorType &out = ctx.out_type();
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
+        std::vector<Expr> args;
+        for (int i = 0; i < (int)ctx.node().inputs.size(); i++) {
+            if (!ctx.has_input(i)) {
+                args.push_back(Expr());
+            } else if (auto c = ctx.scalar_constant(i)) {
+                args.push_back(typed_const(halide_type(ctx.graph().type(ctx.node().inputs[i]).dtype), *c));
+            } else {
+                args.push_back(call_broadcast(ctx.input(i), idx));
+            }
+        }
+        return op(args, halide_type(out.dtype));
+    });
+    return {f};
+}
+
+using Args = const std::vector<Expr> &;
+
+Expr constant(Type t, double v) {
+    return typed_const(t, v);
+}
+
+/** ONNX Div on integers truncates toward zero; Halide's / floors. */
+Expr divide(Expr a, Expr b) {
+    if (a.type().is_float()) return a / b;
+    return div_round_to_zero(a, b);
+}
+
+Expr sigmoid(Expr x) {
+    Type t = x.type();
+    return constant(t, 1) / (constant(t, 1) + exp(-x));
+}
+
+Expr erf_any(Expr x) {
+    // Halide's erf is Float(32) only; f64 goes through f32 (documented precision loss).
+    if (x.type() == Float(32)) return erf(x);
+    return cast(x.type(), erf(cast(Float(32), x)));
+}
+
+Expr pow_any(Expr a, Expr b) {
+    Type t = a.type();
+    if (t.is_float()) return pow(a, cast(t, b));
+    return cast(t, pow(cast(Float(64), a), cast(Float(64), b)));
+}
+
+#define FUSOR_UNARY(name, body)                                           \
+    std::vector<Func> lower_##name(LowerContext &ctx) {                  \
+        return pointwise(ctx, [&](Args a, Type t) -> Expr {               \
+            Expr x = a[0];                                                 \
+            (void)t;                                                       \
+            return body;                                                   \
+        });                                                                \
+    }
+
+FUSOR_UNARY(Neg, -x)
+FUSOR_UNARY(Abs, abs(x))
+FUSOR_UNARY(Exp, exp(x))
+FUSOR_UNARY(Log, log(x))
+FUSOR_UNARY(Sqrt, sqrt(x))
+FUSOR_UNARY(Reciprocal, constant(t, 1) / x)
+FUSOR_UNARY(Relu, max(x, constant(t, 0)))
+FUSOR_UNARY(Sigmoid, sigmoid(x))
+FUSOR_UNARY(Tanh, tanh(x))
+FUSOR_UNARY(Erf, erf_any(x))
+FUSOR_UNARY(Identity, x)
+FUSOR_UNARY(HardSwish, x * clamp(x / constant(t, 6) + constant(t, 0.5), constant(t, 0), constant(t, 1)))
+#undef FUSOR_UNARY
+
+std::vector<Func> lower_LeakyRelu(LowerContext &ctx) {
+    double alpha = ctx.attr_float("alpha");
+    return pointwise(ctx, [&](Args a, Type t) { return select(a[0] < constant(t, 0), a[0] * constant(t, alpha), a[0]); });
+}
+
+std::vector<Func> lower_HardSigmoid(LowerContext &ctx) {
+    double alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta");
+    return pointwise(ctx, [&](Args a, Type t) {
+        return clamp(a[0] * constant(t, alpha) + constant(t, beta), constant(t, 0), constant(t, 1));
+    });
+}
+
+std::vector<Func> lower_Gelu(LowerContext &ctx) {
+    std::string approx = ctx.attr_string("approximate");
+    if (approx != "none" && approx != "tanh") ctx.fail("attribute 'approximate' is \"" + approx + "\"; expected none or tanh");
+    return pointwise(ctx, [&](Args a, Type t) -> Expr {
+        Expr x = a[0];
+        if (approx == "tanh") {
+            Expr inner = constant(t, 0.7978845608028654) * (x + constant(t, 0.044715) * x * x * x);
+            return constant(t, 0.5) * x * (constant(t, 1) + tanh(inner));
+        }
+        return constant(t, 0.5) * x * (constant(t, 1) + erf_any(x * constant(t, 0.7071067811865476)));
+    });
+}
+
+std::vector<Func> lower_Clip(LowerContext &ctx) {
+    return pointwise(ctx, [&](Args a, Type) {
+        Expr x = a[0];
+        // ONNX Clip applies max(min) then min(max): with min > max every value becomes max.
+        if (a.size() > 1 && a[1].defined()) x = max(x, a[1]);
+        if (a.size() > 2 && a[2].defined()) x = min(x, a[2]);
+        return x;
+    });
+}
+
+std::vector<Func> lower_Add(LowerContext &ctx) {
+    return pointwise(ctx, [](Args a, Type) { return a[0] + a[1]; });
+}
+std::vector<Func> lower_Sub(LowerContext &ctx) {
+    return pointwise(ctx, [](Args a, Type) { return a[0] - a[1]; });
+}
+std::vector<Func> lower_Mul(LowerContext &ctx) {
+    return pointwise(ctx, [](Args a, Type) { return a[0] * a[1]; });
+}
+std::vector<Func> lower_Div(LowerContext &ctx) {
+    return pointwise(ctx, [](Args a, Type) { return divide(a[0], a[1]); });
+}
+std::vector<Func> lower_Pow(LowerContext &ctx) {
+    if (auto c = ctx.scalar_constant(1)) {
+        // x^2 and x^0.5 are common (variance, norms): avoid the generic pow
+        if (*c == 2.0) return pointwise(ctx, [](Args a, Type) { return a[0] * a[0]; });
+        if (*c == 0.5 && is_float(ctx.out_type().dtype)) return pointwise(ctx, [](Args a, Type) { return sqrt(a[0]); });
+    }
+    return pointwise(ctx, [](Args a, Type) { return pow_any(a[0], a[1]); });
+}
+std::vector<Func> lower_Max(LowerContext &ctx) {
+    return pointwise(ctx, [](Args a, Type) {
+        Expr r = a[0];
+        for (size_t i = 1; i < a.size(); i++) r = max(r, a[i]);
+        return r;
+    });
+}
+std::vector<Func> lower_Min(LowerContext &ctx) {
+    return pointwise(ctx, [](Args a, Type) {
+        Expr r = a[0];
+        for (size_t i = 1; i < a.size(); i++) r = min(r, a[i]);
+        return r;
+    });
+}
+
+}  // namespace
+
+void register_elementwise_lowerings(LoweringTable &t) {
+#define FUSOR_REGISTER(op) t[(size_t)OpKind::op] = &lower_##op;
+    FUSOR_REGISTER(Add)
+    FUSOR_REGISTER(Sub)
+    FUSOR_REGISTER(Mul)
+    FUSOR_REGISTER(Div)
+    FUSOR_REGISTER(Pow)
+    FUSOR_REGISTER(Max)
+    FUSOR_REGISTER(Min)
+    FUSOR_REGISTER(Neg)
+    FUSOR_REGISTER(Abs)
+    FUSOR_REGISTER(Exp)
+    FUSOR_REGISTER(Log)
+    FUSOR_REGISTER(Sqrt)
+    FUSOR_REGISTER(Reciprocal)
+    FUSOR_REGISTER(Relu)
+    FUSOR_REGISTER(LeakyRelu)
+    FUSOR_REGISTER(Sigmoid)
+    FUSOR_REGISTER(Tanh)
+    FUSOR_REGISTER(Erf)
+    FUSOR_REGISTER(Gelu)
+    FUSOR_REGISTER(HardSigmoid)
+    FUSOR_REGISTER(HardSwish)
+    FUSOR_REGISTER(Clip)
+    FUSOR_REGISTER(Identity)
+#undef FUSOR_REGISTER
+}
+
+}  // namespace fusor

@@ -1,0 +1,111 @@
+/** \file
+ * Lowerings of the OutFusable ops: MatMul, Gemm, Conv. Each writes its reduction as an explicit
+ * update definition of an accumulator stage (`<node>_acc`, so schedules can tile, vectorize and
+ * later rfactor it) and defines the node's output as a pure stage over the accumulator. */
+#include "generators/Lowering.h"
+
+#include "graph/ShapeInference.h"
+
+namespace fusor {
+
+using namespace Halide;
+
+namespace {
+
+std::vector<Func> lower_MatMul(LowerContext &ctx) {
+    const LValue &A = ctx.input(0), &B = ctx.input(1);
+    const TensorType &out = ctx.out_type();
+    int ra = A.type.rank(), rb = B.type.rank(), ro = out.rank();
+    bool a_vec = ra == 1, b_vec = rb == 1;
+    int64_t K = A.type.shape.back();
+    int nbatch = ro - (a_vec ? 0 : 1) - (b_vec ? 0 : 1);
+    Type t = halide_type(out.dtype);
+    Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
+    RDom k(0, (int)K, sanitize_name(ctx.node().name) + "_k");
+    LowerContext::define(acc, ro, [&](const std::vector<Expr> &) { return typed_const(t, 0); });
+    std::vector<Expr> idx = LowerContext::exprs(ctx.vars(ro));
+    auto operand_index = [&](const LValue &v, bool is_vec, bool is_a) {
+        if (is_vec) return std::vector<Expr>{k.x};
+        int r = v.type.rank();
+        std::vector<Expr> vi(r);
+        for (int i = 0; i < r - 2; i++) {  // batch dims, right-aligned to the output's
+            vi[i] = v.type.shape[i] == 1 ? Expr(0) : idx[nbatch - (r - 2) + i];
+        }
+        Expr m = a_vec ? Expr(0) : idx[nbatch];
+        Expr n = b_vec ? Expr(0) : idx[ro - 1];
+        vi[r - 2] = is_a ? m : Expr(k.x);
+        vi[r - 1] = is_a ? Expr(k.x) : n;
+        return vi;
+    };
+    std::vector<Expr> args(idx.rbegin(), idx.rend());
+    acc(args) += call(A, operand_index(A, a_vec, true)) * call(B, operand_index(B, b_vec, false));
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    LowerContext::define(f, ro, [&](const std::vector<Expr> &i) { return acc(std::vector<Expr>(i.rbegin(), i.rend())); });
+    return {f};
+}
+
+std::vector<Func> lower_Gemm(LowerContext &ctx) {
+    const LValue &A = ctx.input(0), &B = ctx.input(1);
+    const TensorType &out = ctx.out_type();
+    bool ta = ctx.attr_int("transA") != 0, tb = ctx.attr_int("transB") != 0;
+    double alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta");
+    int64_t K = ta ? A.type.shape[0] : A.type.shape[1];
+    Type t = halide_type(out.dtype);
+    Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
+    RDom k(0, (int)K, sanitize_name(ctx.node().name) + "_k");
+    Var n = dim_var(0), m = dim_var(1);
+    acc(n, m) = typed_const(t, 0);
+    Expr a = ta ? call(A, {k.x, m}) : call(A, {m, k.x});
+    Expr b = tb ? call(B, {n, k.x}) : call(B, {k.x, n});
+    acc(n, m) += a * b;
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    Expr y = acc(n, m);
+    if (alpha != 1.0) y = typed_const(t, alpha) * y;
+    if (ctx.has_input(2) && beta != 0.0) {
+        Expr c = ctx.scalar_constant(2) ? typed_const(t, *ctx.scalar_constant(2)) : call_broadcast(ctx.input(2), {m, n});
+        y = y + (beta == 1.0 ? c : typed_const(t, beta) * c);
+    }
+    f(n, m) = y;
+    return {f};
+}
+
+std::vector<Func> lower_Conv(LowerContext &ctx) {
+    const LValue &X = ctx.input(0), &W = ctx.input(1);
+    const TensorType &out = ctx.out_type();
+    if (X.type.rank() != 4) ctx.fail("only 2-D convolution (NCHW) is supported; input is " + to_string(X.type));
+    WindowGeometry geo = window_geometry(ctx.graph(), ctx.node());
+    int64_t C = X.type.shape[1], H = X.type.shape[2], Wd = X.type.shape[3];
+    int64_t M = W.type.shape[0], cpg = W.type.shape[1], kh = W.type.shape[2], kw = W.type.shape[3];
+    int64_t mpg = M / geo.group;
+    Type t = halide_type(out.dtype);
+    bool padded = false;
+    for (int i = 0; i < 2; i++) padded |= geo.pads_begin[i] || geo.pads_end[i];
+    Func xin = X.func;
+    if (padded) {
+        xin = BoundaryConditions::constant_exterior(X.func, typed_const(t, 0),
+                                                    {{0, (int)Wd}, {0, (int)H}, {0, (int)C}, {Expr(), Expr()}});
+    }
+    Var ox = dim_var(0), oy = dim_var(1), m = dim_var(2), n = dim_var(3);
+    Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
+    RDom r(0, (int)kw, 0, (int)kh, 0, (int)cpg, sanitize_name(ctx.node().name) + "_r");
+    acc(ox, oy, m, n) = typed_const(t, 0);
+    Expr ci = cpg == C ? Expr(r.z) : (m / (int)mpg) * (int)cpg + r.z;
+    Expr ix = ox * (int)geo.strides[1] + r.x * (int)geo.dilations[1] - (int)geo.pads_begin[1];
+    Expr iy = oy * (int)geo.strides[0] + r.y * (int)geo.dilations[0] - (int)geo.pads_begin[0];
+    acc(ox, oy, m, n) += xin(ix, iy, ci, n) * W.func(r.x, r.y, r.z, m);
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    Expr y = acc(ox, oy, m, n);
+    if (ctx.has_input(2)) y = y + ctx.input(2).func(m);
+    f(ox, oy, m, n) = y;
+    return {f};
+}
+
+}  // namespace
+
+void register_linear_lowerings(LoweringTable &t) {
+    t[(size_t)OpKind::MatMul] = &lower_MatMul;
+    t[(size_t)OpKind::Gemm] = &lower_Gemm;
+    t[(size_t)OpKind::Conv] = &lower_Conv;
+}
+
+}  // namespace fusor

@@ -1,0 +1,114 @@
+/** \file
+ * Lowerings of the injective ops: Reshape, Flatten, Transpose, Concat, Slice. Each is pure index
+ * arithmetic, so the default schedule inlines it into its consumer. */
+#include "generators/Lowering.h"
+
+#include "graph/ShapeInference.h"
+
+namespace fusor {
+
+using namespace Halide;
+
+namespace {
+
+/** Reads \p in (shape in.type.shape) at the element whose row-major position equals that of
+ * out_idx in \p out_shape. Dims are grouped where the two shapes agree on products, so a reshape
+ * that splits or merges a few dims only pays div/mod within those groups:
+ *   [1,384,768] -> [1,384,12,64] groups as {1}{384}{768 <-> 12,64}. */
+Expr reshaped_read(const LValue &in, const std::vector<int64_t> &out_shape, const std::vector<Expr> &out_idx) {
+    const std::vector<int64_t> &is = in.type.shape;
+    std::vector<Expr> in_idx(is.size());
+    size_t i = 0, o = 0;
+    while (i < is.size() || o < out_shape.size()) {
+        // grow a group [i0, i) x [o0, o) until the products match
+        size_t i0 = i, o0 = o;
+        int64_t pi = 1, po = 1;
+        if (i < is.size()) pi *= is[i++];
+        if (o < out_shape.size()) po *= out_shape[o++];
+        while (pi != po) {
+            if (pi < po && i < is.size()) pi *= is[i++];
+            else if (o < out_shape.size()) po *= out_shape[o++];
+            else break;
+        }
+        // absorb trailing unit dims into this group
+        while (i < is.size() && is[i] == 1 && (o >= out_shape.size() || out_shape[o] != 1)) i++;
+        while (o < out_shape.size() && out_shape[o] == 1 && (i >= is.size() || is[i] != 1)) o++;
+        Expr flat = 0;
+        for (size_t k = o0; k < o; k++) flat = flat * (int)out_shape[k] + out_idx[k];
+        for (size_t k = i; k-- > i0;) {
+            in_idx[k] = k == i0 ? flat : flat % (int)is[k];
+            flat = k == i0 ? flat : flat / (int)is[k];
+        }
+    }
+    return call(in, in_idx);
+}
+
+std::vector<Func> lower_reshape_like(LowerContext &ctx) {
+    const TensorType &out = ctx.out_type();
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    const LValue &in = ctx.input(0);
+    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) { return reshaped_read(in, out.shape, idx); });
+    return {f};
+}
+
+std::vector<Func> lower_Transpose(LowerContext &ctx) {
+    const TensorType &out = ctx.out_type();
+    std::vector<int> perm = transpose_perm(ctx.graph(), ctx.node());
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    const LValue &in = ctx.input(0);
+    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
+        std::vector<Expr> in_idx(idx.size());
+        for (size_t i = 0; i < idx.size(); i++) in_idx[perm[i]] = idx[i];
+        return call(in, in_idx);
+    });
+    return {f};
+}
+
+std::vector<Func> lower_Concat(LowerContext &ctx) {
+    const TensorType &out = ctx.out_type();
+    int axis = normalize_axis(ctx.graph(), ctx.node(), ctx.attr_int("axis"), out.rank());
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
+        int n = (int)ctx.node().inputs.size();
+        std::vector<int64_t> offsets(n + 1, 0);
+        for (int i = 0; i < n; i++) offsets[i + 1] = offsets[i] + ctx.input(i).type.shape[axis];
+        // select from the last input backwards so the first matching range wins
+        auto read = [&](int i) {
+            std::vector<Expr> j = idx;
+            // clamp keeps every branch's index in bounds; only the selected one is used
+            j[axis] = clamp(idx[axis] - (int)offsets[i], 0, (int)ctx.input(i).type.shape[axis] - 1);
+            return call(ctx.input(i), j);
+        };
+        Expr v = read(n - 1);
+        for (int i = n - 2; i >= 0; i--) v = select(idx[axis] < (int)offsets[i + 1], read(i), v);
+        return v;
+    });
+    return {f};
+}
+
+std::vector<Func> lower_Slice(LowerContext &ctx) {
+    const TensorType &out = ctx.out_type();
+    SliceParams p = slice_params(ctx.graph(), ctx.node());
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    const LValue &in = ctx.input(0);
+    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
+        std::vector<Expr> in_idx(idx.size());
+        for (size_t a = 0; a < idx.size(); a++) {
+            in_idx[a] = p.steps[a] == 1 ? idx[a] + (int)p.starts[a] : idx[a] * (int)p.steps[a] + (int)p.starts[a];
+        }
+        return call(in, in_idx);
+    });
+    return {f};
+}
+
+}  // namespace
+
+void register_shape_lowerings(LoweringTable &t) {
+    t[(size_t)OpKind::Reshape] = &lower_reshape_like;
+    t[(size_t)OpKind::Flatten] = &lower_reshape_like;
+    t[(size_t)OpKind::Transpose] = &lower_Transpose;
+    t[(size_t)OpKind::Concat] = &lower_Concat;
+    t[(size_t)OpKind::Slice] = &lower_Slice;
+}
+
+}  // namespace fusor

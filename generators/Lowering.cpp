@@ -1,0 +1,165 @@
+#include "generators/Lowering.h"
+
+#include "graph/Error.h"
+
+namespace fusor {
+
+using namespace Halide;
+
+const char *role_name(StageRole r) {
+    switch (r) {
+    case StageRole::Value: return "value";
+    case StageRole::Accumulator: return "accumulator";
+    case StageRole::RowInvariant: return "row-invariant";
+    case StageRole::Reused: return "reused";
+    case StageRole::Hoisted: return "hoisted";
+    }
+    return "?";
+}
+
+Type halide_type(DType t) {
+    switch (t) {
+    case DType::F32: return Float(32);
+    case DType::F64: return Float(64);
+    case DType::I64: return Int(64);
+    case DType::I32: return Int(32);
+    case DType::I8: return Int(8);
+    case DType::U8: return UInt(8);
+    case DType::Bool: return Bool();
+    }
+    return Float(32);
+}
+
+Expr typed_const(Type t, double v) {
+    return Internal::make_const(t, v);
+}
+
+Var dim_var(int i) {
+    static const char *names[] = {"x", "y", "z", "w"};
+    return Var(i < 4 ? std::string(names[i]) : "d" + std::to_string(i));
+}
+
+Expr call(const LValue &v, const std::vector<Expr> &idx) {
+    FUSOR_INTERNAL_ASSERT((int)idx.size() == v.type.rank())
+        << "index of rank " << idx.size() << " for a tensor of rank " << v.type.rank();
+    std::vector<Expr> args(idx.rbegin(), idx.rend());
+    return v.func(args);
+}
+
+Expr call_broadcast(const LValue &v, const std::vector<Expr> &out_idx) {
+    int r = v.type.rank(), ro = (int)out_idx.size();
+    FUSOR_INTERNAL_ASSERT(r <= ro) << "broadcast from rank " << r << " to " << ro;
+    std::vector<Expr> idx(r);
+    for (int i = 0; i < r; i++) {
+        idx[i] = v.type.shape[i] == 1 ? Expr(0) : out_idx[ro - r + i];
+    }
+    return call(v, idx);
+}
+
+std::string sanitize_name(const std::string &s) {
+    std::string out;
+    for (char c : s) out += (isalnum((unsigned char)c) || c == '_') ? c : '_';
+    if (out.empty() || isdigit((unsigned char)out[0])) out = "n_" + out;
+    return out;
+}
+
+LowerContext::LowerContext(const Graph &g, const Node &n, std::vector<std::optional<LValue>> inputs,
+                           std::string prefix, std::vector<StageInfo> *stages)
+    : g_(g), n_(n), inputs_(std::move(inputs)), prefix_(std::move(prefix)), stages_(stages) {
+}
+
+bool LowerContext::has_input(int i) const {
+    return i < (int)n_.inputs.size() && n_.inputs[i] != kNoTensor;
+}
+
+const LValue &LowerContext::input(int i) const {
+    if (!has_input(i)) fail("input " + std::to_string(i) + " is required");
+    FUSOR_INTERNAL_ASSERT(inputs_[i].has_value()) << "input " << i << " of " << n_.name << " not lowered";
+    return *inputs_[i];
+}
+
+std::optional<double> LowerContext::scalar_constant(int i) const {
+    if (!has_input(i)) return std::nullopt;
+    const Tensor &t = g_.tensor(n_.inputs[i]);
+    if (!t.is_initializer || t.type.num_elements() != 1) return std::nullopt;
+    return t.value_as_double(0);
+}
+
+const TensorType &LowerContext::out_type(int i) const {
+    return g_.type(n_.outputs.at(i));
+}
+
+std::vector<Var> LowerContext::vars(int rank) const {
+    std::vector<Var> v(rank);
+    for (int a = 0; a < rank; a++) v[a] = dim_var(rank - 1 - a);
+    return v;
+}
+
+std::vector<Expr> LowerContext::exprs(const std::vector<Var> &v) {
+    return std::vector<Expr>(v.begin(), v.end());
+}
+
+std::vector<int> LowerContext::halide_dims(const std::vector<int> &axes) const {
+    std::vector<int> d;
+    for (int a : axes) d.push_back(out_type().rank() - 1 - a);
+    return d;
+}
+
+Func LowerContext::make_stage(const std::string &suffix, const std::vector<int64_t> &shape, StageRole role,
+                              bool aligned, std::vector<int> reduced_out_dims) {
+    std::string name = prefix_ + sanitize_name(n_.name) + (suffix.empty() ? "" : "_" + suffix);
+    Func f(name);
+    StageInfo s;
+    s.name = name;
+    s.func = f;
+    s.node = n_.id;
+    s.role = role;
+    s.extents.assign(shape.rbegin(), shape.rend());
+    s.aligned = aligned;
+    s.reduced_out_dims = std::move(reduced_out_dims);
+    stages_->push_back(s);
+    return f;
+}
+
+void LowerContext::define(Func &f, int rank, const std::function<Expr(const std::vector<Expr> &)> &body) {
+    std::vector<Expr> onnx(rank);
+    std::vector<Var> args(rank);
+    for (int a = 0; a < rank; a++) {
+        args[rank - 1 - a] = dim_var(rank - 1 - a);
+        onnx[a] = dim_var(rank - 1 - a);
+    }
+    f(args) = body(onnx);
+}
+
+int64_t LowerContext::attr_int(const std::string &name) const {
+    return fusor::attr_int(g_, n_, name);
+}
+double LowerContext::attr_float(const std::string &name) const {
+    return fusor::attr_float(g_, n_, name);
+}
+std::string LowerContext::attr_string(const std::string &name) const {
+    return fusor::attr_string(g_, n_, name);
+}
+std::optional<std::vector<int64_t>> LowerContext::attr_ints(const std::string &name) const {
+    return fusor::attr_ints(g_, n_, name);
+}
+
+void LowerContext::fail(const std::string &what) const {
+    throw UserError(g_.where(n_) + ": " + what);
+}
+
+LowerFn find_lowering(OpKind op) {
+    static const LoweringTable table = [] {
+        LoweringTable t(kNumOps, nullptr);
+        register_elementwise_lowerings(t);
+        register_linear_lowerings(t);
+        register_pool_lowerings(t);
+        register_normalization_lowerings(t);
+        register_reduce_lowerings(t);
+        register_shape_lowerings(t);
+        return t;
+    }();
+    return table.at((size_t)op);
+}
+
+}  // namespace fusor

@@ -1,0 +1,127 @@
+#pragma once
+/** \file
+ * The lowering registry: one Halide lowering per op of graph/Op.h, keyed by OpKind, and the
+ * context a lowering sees (its node, its inputs as Funcs, helpers to index in ONNX axis order).
+ *
+ * Convention: a tensor of ONNX shape [d0, ..., d(r-1)] is a Func whose pure args are in Halide
+ * order, innermost first: f(v(r-1), ..., v0). Lowerings never write that reversal by hand; they use
+ * call(), out_vars() and define() below, which take indices in ONNX order. */
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "Halide.h"
+#include "graph/Graph.h"
+
+namespace fusor {
+
+/** A tensor during lowering: a Func over its dims (Halide order) and its type. */
+struct LValue {
+    Halide::Func func;
+    TensorType type;
+};
+
+/** How the default schedule should treat a stage; set by the lowering that creates it. */
+enum class StageRole {
+    Value,         ///< pure, per element: inlined unless it is a cluster output
+    Accumulator,   ///< has update definitions (a reduction); computed at the consumer's row or tile
+    RowInvariant,  ///< pure, derived from accumulators (e.g. 1/sqrt(var+eps)); computed with them
+    Reused,        ///< pure, read by several stages; computed once per row instead of inlined
+    Hoisted,       ///< small pure stage over parameters only (per-channel scale); computed once
+};
+const char *role_name(StageRole r);
+
+/** One Func of a lowered cluster. */
+struct StageInfo {
+    std::string name;  ///< the Func's name; schedules refer to it
+    Halide::Func func;
+    NodeId node = -1;
+    StageRole role = StageRole::Value;
+    std::vector<int64_t> extents;  ///< extent of each pure dim, Halide order (innermost first)
+    bool aligned = false;  ///< dims are exactly the node output's dims (so its tiles match the output's)
+    /** Halide dims of the node's output that this stage reduces away (its value is the same along
+     * them). Computing it inside a loop over such a dim would recompute it. */
+    std::vector<int> reduced_out_dims;
+    bool is_output = false;
+};
+
+Halide::Type halide_type(DType t);
+/** The constant \p v in type \p t (exact for f64; rounded once for f32). */
+Halide::Expr typed_const(Halide::Type t, double v);
+/** Pure Var for Halide dim \p i: x, y, z, w, then d4, d5, ... */
+Halide::Var dim_var(int i);
+
+/** Reads \p v at \p idx given in ONNX axis order. Rank-0 values take an empty index. */
+Halide::Expr call(const LValue &v, const std::vector<Halide::Expr> &idx);
+/** Reads \p v with numpy broadcasting against an output indexed by \p out_idx (ONNX order). */
+Halide::Expr call_broadcast(const LValue &v, const std::vector<Halide::Expr> &out_idx);
+
+class LowerContext {
+public:
+    LowerContext(const Graph &g, const Node &n, std::vector<std::optional<LValue>> inputs,
+                 std::string prefix, std::vector<StageInfo> *stages);
+
+    const Graph &graph() const {
+        return g_;
+    }
+    const Node &node() const {
+        return n_;
+    }
+    bool has_input(int i) const;
+    /** Input \p i as a Func; throws UserError naming the node when absent. */
+    const LValue &input(int i) const;
+    /** Value of input \p i when it is a one-element constant (baked into the pipeline). */
+    std::optional<double> scalar_constant(int i) const;
+    const TensorType &out_type(int i = 0) const;
+
+    /** Pure vars for a tensor of \p rank, in ONNX order. */
+    std::vector<Halide::Var> vars(int rank) const;
+    static std::vector<Halide::Expr> exprs(const std::vector<Halide::Var> &v);
+
+    /** A new stage of this node named `<node>_<suffix>` (suffix "" = the node's output), over
+     * \p shape (ONNX order). Register it so the schedule can find it. */
+    Halide::Func make_stage(const std::string &suffix, const std::vector<int64_t> &shape, StageRole role,
+                            bool aligned, std::vector<int> reduced_out_dims = {});
+    /** Halide dims of output 0 for ONNX axes \p axes. */
+    std::vector<int> halide_dims(const std::vector<int> &axes) const;
+    /** Defines f(vars in Halide order) = body(vars in ONNX order). */
+    static void define(Halide::Func &f, int rank, const std::function<Halide::Expr(const std::vector<Halide::Expr> &)> &body);
+
+    // Attribute access with the op table's defaults (see graph/Graph.h).
+    int64_t attr_int(const std::string &name) const;
+    double attr_float(const std::string &name) const;
+    std::string attr_string(const std::string &name) const;
+    std::optional<std::vector<int64_t>> attr_ints(const std::string &name) const;
+
+    [[noreturn]] void fail(const std::string &what) const;
+
+private:
+    const Graph &g_;
+    const Node &n_;
+    std::vector<std::optional<LValue>> inputs_;
+    std::string prefix_;
+    std::vector<StageInfo> *stages_;
+};
+
+/** Lowers one node: returns one Func per node output. Internal stages go through make_stage. */
+using LowerFn = std::vector<Halide::Func> (*)(LowerContext &ctx);
+
+/** The lowering of \p op, or nullptr if none is registered (a bug: tests check every op has one). */
+LowerFn find_lowering(OpKind op);
+
+/** A Func/Var name made of [A-Za-z0-9_] only, never starting with a digit. */
+std::string sanitize_name(const std::string &s);
+
+// Registration, one function per family (LowerElementwise.cpp, LowerLinear.cpp, ...), called once
+// by the registry so no static-initialization order or dead-stripping games are involved.
+using LoweringTable = std::vector<LowerFn>;
+void register_elementwise_lowerings(LoweringTable &t);
+void register_linear_lowerings(LoweringTable &t);
+void register_pool_lowerings(LoweringTable &t);
+void register_normalization_lowerings(LoweringTable &t);
+void register_reduce_lowerings(LoweringTable &t);
+void register_shape_lowerings(LoweringTable &t);
+
+}  // namespace fusor

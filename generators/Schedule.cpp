@@ -1,0 +1,127 @@
+#include "generators/Schedule.h"
+
+#include <sstream>
+
+namespace fusor {
+
+bool StageSchedule::operator==(const StageSchedule &o) const {
+    return stage == o.stage && level == o.level && at_stage == o.at_stage && at_var == o.at_var && tile == o.tile &&
+           vector_width == o.vector_width && unroll == o.unroll && parallel == o.parallel;
+}
+
+const StageSchedule *ClusterSchedule::find(const std::string &stage) const {
+    for (const StageSchedule &s : stages) {
+        if (s.stage == stage) return &s;
+    }
+    return nullptr;
+}
+
+std::string to_text(const StageSchedule &s) {
+    std::ostringstream o;
+    o << s.stage;
+    switch (s.level) {
+    case ComputeLevel::Inline: o << " inline"; break;
+    case ComputeLevel::Root: o << " root"; break;
+    case ComputeLevel::At: o << " at=" << s.at_stage << "." << s.at_var; break;
+    }
+    if (!s.tile.empty()) {
+        o << " tile=";
+        for (size_t i = 0; i < s.tile.size(); i++) o << (i ? "x" : "") << s.tile[i];
+    }
+    if (s.vector_width) o << " vec=" << s.vector_width;
+    if (!s.unroll.empty()) {
+        o << " unroll=";
+        for (size_t i = 0; i < s.unroll.size(); i++) o << (i ? "," : "") << s.unroll[i];
+    }
+    if (s.parallel) o << " parallel";
+    if (!s.note.empty()) o << "  # " << s.note;
+    return o.str();
+}
+
+std::string to_text(const ClusterSchedule &s) {
+    std::string out;
+    for (const StageSchedule &st : s.stages) out += to_text(st) + "\n";
+    return out;
+}
+
+namespace {
+
+bool parse_int_list(const std::string &text, char sep, std::vector<int> *out) {
+    out->clear();
+    std::string item;
+    std::istringstream in(text);
+    while (std::getline(in, item, sep)) {
+        if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 6) return false;
+        out->push_back(std::stoi(item));
+    }
+    return !out->empty();
+}
+
+}  // namespace
+
+std::optional<ClusterSchedule> parse_schedule(std::string_view text, std::string *error) {
+    ClusterSchedule s;
+    std::istringstream lines{std::string(text)};
+    std::string line;
+    int lineno = 0;
+    auto fail = [&](const std::string &what) -> std::optional<ClusterSchedule> {
+        if (error) *error = "line " + std::to_string(lineno) + ": " + what;
+        return std::nullopt;
+    };
+    while (std::getline(lines, line)) {
+        lineno++;
+        StageSchedule st;
+        size_t hash = line.find('#');
+        if (hash != std::string::npos) {
+            st.note = line.substr(hash + 1);
+            st.note.erase(0, st.note.find_first_not_of(' '));
+            line = line.substr(0, hash);
+        }
+        std::istringstream words(line);
+        std::string w;
+        if (!(words >> st.stage)) continue;  // blank or comment-only line
+        bool level_seen = false;
+        while (words >> w) {
+            auto value = [&](const char *key) { return w.substr(std::string(key).size()); };
+            if (w == "inline" || w == "root") {
+                if (level_seen) return fail("'" + w + "': the compute level is given twice");
+                st.level = w == "inline" ? ComputeLevel::Inline : ComputeLevel::Root;
+                level_seen = true;
+            } else if (w.rfind("at=", 0) == 0) {
+                if (level_seen) return fail("'" + w + "': the compute level is given twice");
+                std::string at = value("at=");
+                size_t dot = at.rfind('.');
+                if (dot == std::string::npos || dot == 0 || dot + 1 == at.size()) {
+                    return fail("'" + w + "': expected at=<stage>.<loop>");
+                }
+                st.level = ComputeLevel::At;
+                st.at_stage = at.substr(0, dot);
+                st.at_var = at.substr(dot + 1);
+                level_seen = true;
+            } else if (w.rfind("tile=", 0) == 0) {
+                if (!parse_int_list(value("tile="), 'x', &st.tile)) return fail("'" + w + "': expected tile=<n>x<n>...");
+                for (int t : st.tile) {
+                    if (t < 1) return fail("'" + w + "': tile extents must be positive");
+                }
+            } else if (w.rfind("vec=", 0) == 0) {
+                std::vector<int> v;
+                if (!parse_int_list(value("vec="), ',', &v) || v.size() != 1 || v[0] < 1) {
+                    return fail("'" + w + "': expected an integer lane count");
+                }
+                st.vector_width = v[0] == 1 ? 0 : v[0];
+            } else if (w.rfind("unroll=", 0) == 0) {
+                if (!parse_int_list(value("unroll="), ',', &st.unroll)) return fail("'" + w + "': expected unroll=<dim>,<dim>...");
+            } else if (w == "parallel") {
+                st.parallel = true;
+            } else {
+                return fail("unknown token '" + w + "'; expected inline, root, at=, tile=, vec=, unroll= or parallel");
+            }
+        }
+        if (!level_seen) return fail("stage '" + st.stage + "' has no compute level (inline, root or at=)");
+        if (s.find(st.stage)) return fail("stage '" + st.stage + "' is scheduled twice");
+        s.stages.push_back(st);
+    }
+    return s;
+}
+
+}  // namespace fusor

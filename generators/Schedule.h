@@ -1,0 +1,56 @@
+#pragma once
+/** \file
+ * Schedules as plain data with a stable text form. The database, the logs and the tests all use
+ * the same text: one line per stage, e.g.
+ *     c0_conv1_acc at=c0_relu1.xo vec=16 unroll=0,1
+ *     c0_relu1 root tile=16x8 vec=16 parallel
+ *     c0_bn1 inline
+ * Applying a schedule to Funcs happens in exactly one place (ApplySchedule.h). */
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fusor {
+
+/** Where a stage's values are computed relative to its consumer. */
+enum class ComputeLevel { Inline, Root, At };
+
+/** Schedule of one stage of a lowered cluster. Loop names after scheduling: an untiled dim i keeps
+ * its var (x, y, z, w, d4, ...); a tiled dim splits into `<var>o` (outer) and `<var>i` (inner);
+ * vectorization splits the innermost loop again and keeps the outer part's name. */
+struct StageSchedule {
+    std::string stage;                  ///< Func name
+    ComputeLevel level = ComputeLevel::Inline;
+    std::string at_stage, at_var;       ///< only when level == At: consumer Func and its loop
+    std::vector<int> tile;              ///< inner tile extents of dims 0..k-1 (innermost first); empty = untiled
+    int vector_width = 0;               ///< lanes on the innermost loop; 0 = not vectorized
+    std::vector<int> unroll;            ///< dims whose inner loop is fully unrolled (dim 0: the loop around the vector)
+    bool parallel = false;              ///< parallelize the outermost loop of extent > 1
+    std::string note;                   ///< why the default schedule chose this (text after '#'); not compared
+
+    bool operator==(const StageSchedule &o) const;
+    bool operator!=(const StageSchedule &o) const {
+        return !(*this == o);
+    }
+};
+
+struct ClusterSchedule {
+    std::vector<StageSchedule> stages;
+
+    const StageSchedule *find(const std::string &stage) const;
+    bool operator==(const ClusterSchedule &o) const {
+        return stages == o.stages;
+    }
+};
+
+/** One line per stage, in order. Stable: parse_schedule(to_text(s)) == s. */
+std::string to_text(const ClusterSchedule &s);
+std::string to_text(const StageSchedule &s);
+
+/** Parses the text form; on error returns nullopt and sets *error to a message naming the line
+ * and the token (e.g. "line 2: 'vec=abc': expected an integer lane count"). */
+std::optional<ClusterSchedule> parse_schedule(std::string_view text, std::string *error);
+
+}  // namespace fusor
