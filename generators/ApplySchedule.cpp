@@ -10,8 +10,11 @@ using namespace Halide;
 
 namespace {
 
-std::string var_name(int dim) {
-    return dim_var(dim).name();
+/** Names of a stage's pure dims, Halide order (its Func's args). */
+std::vector<std::string> arg_names(const Func &f) {
+    std::vector<std::string> names;
+    for (const Var &v : f.args()) names.push_back(v.name());
+    return names;
 }
 
 /** Loop order, outermost first, with each loop's extent, for a stage's pure definition. */
@@ -20,22 +23,22 @@ struct Loop {
     int64_t extent;
 };
 
-std::vector<Loop> loops_of(const StageSchedule &s, const std::vector<int64_t> &extents) {
+std::vector<Loop> loops_of(const StageSchedule &s, const std::vector<std::string> &args, const std::vector<int64_t> &extents) {
     int rank = (int)extents.size();
     int k = std::min((int)s.tile.size(), rank);
     std::vector<Loop> out;
-    for (int d = rank - 1; d >= k; d--) out.push_back({var_name(d), extents[d]});
-    for (int d = k - 1; d >= 0; d--) out.push_back({var_name(d) + "o", (extents[d] + s.tile[d] - 1) / s.tile[d]});
-    for (int d = k - 1; d >= 0; d--) out.push_back({var_name(d) + "i", std::min<int64_t>(s.tile[d], extents[d])});
+    for (int d = rank - 1; d >= k; d--) out.push_back({args[d], extents[d]});
+    for (int d = k - 1; d >= 0; d--) out.push_back({args[d] + "o", (extents[d] + s.tile[d] - 1) / s.tile[d]});
+    for (int d = k - 1; d >= 0; d--) out.push_back({args[d] + "i", std::min<int64_t>(s.tile[d], extents[d])});
     return out;
 }
 
 }  // namespace
 
-std::vector<std::string> loop_names(const StageSchedule &s, int rank) {
-    std::vector<int64_t> extents(rank, 1);
+std::vector<std::string> loop_names(const StageSchedule &s, const std::vector<std::string> &args) {
+    std::vector<int64_t> extents(args.size(), 1);
     std::vector<std::string> names;
-    for (const Loop &l : loops_of(s, extents)) names.push_back(l.name);
+    for (const Loop &l : loops_of(s, args, extents)) names.push_back(l.name);
     return names;
 }
 
@@ -64,13 +67,13 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
             for (size_t d = 0; d < st.tile.size(); d++) {
                 if (st.tile[d] > info->extents[d]) {
                     return where + ": tile extent " + std::to_string(st.tile[d]) + " exceeds extent " +
-                           std::to_string(info->extents[d]) + " of " + var_name((int)d);
+                           std::to_string(info->extents[d]) + " of " + arg_names(info->func)[d];
                 }
             }
             int64_t inner = st.tile.empty() ? (rank ? info->extents[0] : 1) : st.tile[0];
             if (st.vector_width > inner) {
                 return where + ": vec=" + std::to_string(st.vector_width) + " exceeds extent " + std::to_string(inner) +
-                       " of " + (st.tile.empty() ? var_name(0) : var_name(0) + "i");
+                       " of " + (st.tile.empty() ? arg_names(info->func)[0] : arg_names(info->func)[0] + "i");
             }
         }
         if (st.level == ComputeLevel::At) {
@@ -78,7 +81,7 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
             const StageInfo *at_info = c.find_stage(st.at_stage);
             if (!at || !at_info) return where + ": at=" + st.at_stage + "." + st.at_var + " names a stage the schedule does not compute";
             if (at->level == ComputeLevel::Inline) return where + ": is computed at '" + st.at_stage + "', which is inlined";
-            auto names = loop_names(*at, (int)at_info->extents.size());
+            auto names = loop_names(*at, arg_names(at_info->func));
             if (std::find(names.begin(), names.end(), st.at_var) == names.end()) {
                 std::string list;
                 for (auto &n : names) list += (list.empty() ? "" : ", ") + n;
@@ -102,6 +105,8 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
         const StageInfo &info = *c.find_stage(st.stage);
         Func f = info.func;
         int rank = (int)info.extents.size();
+        const std::vector<std::string> args = arg_names(f);
+        auto var_name = [&](int d) { return args[d]; };
         if (st.level == ComputeLevel::Inline) continue;  // the default for a Func without schedule
         if (st.level == ComputeLevel::Root) {
             f.compute_root();
@@ -117,14 +122,14 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             std::vector<VarOrRVar> order;  // innermost first
             if (!is_update && k > 0) {
                 for (int d = 0; d < k; d++) {
-                    stage.split(dim_var(d), Var(var_name(d) + "o"), Var(var_name(d) + "i"), st.tile[d], tail);
+                    stage.split(Var(var_name(d)), Var(var_name(d) + "o"), Var(var_name(d) + "i"), st.tile[d], tail);
                 }
                 for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "i"));
                 for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "o"));
-                for (int d = k; d < rank; d++) order.push_back(dim_var(d));
+                for (int d = k; d < rank; d++) order.push_back(Var(var_name(d)));
                 stage.reorder(order);
             }
-            std::vector<Loop> loops = loops_of(is_update ? StageSchedule{} : st, info.extents);
+            std::vector<Loop> loops = loops_of(is_update ? StageSchedule{} : st, args, info.extents);
             std::string par;
             if (st.parallel) {
                 for (const Loop &l : loops) {
@@ -138,7 +143,7 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
                 // pure loops inside the reduction loops, except the parallel one, which stays outside
                 std::vector<VarOrRVar> upd;
                 for (int d = 0; d < rank; d++) {
-                    if (var_name(d) != par) upd.push_back(dim_var(d));
+                    if (var_name(d) != par) upd.push_back(Var(var_name(d)));
                 }
                 for (const RVar &r : f.rvars(update_index)) upd.push_back(r);
                 if (!par.empty()) upd.push_back(Var(par));

@@ -21,7 +21,8 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c);
  * schedule does not name are inlined. Call once per lowering. */
 void apply_schedule(const ClusterSchedule &s, LoweredCluster &c);
 
-/** Loop names a stage has under \p s, outermost first (what `at=` may name). */
-std::vector<std::string> loop_names(const StageSchedule &s, int rank);
+/** Loop names a stage with pure args \p args (Halide order) has under \p s, outermost first
+ * (what `at=` may name). */
+std::vector<std::string> loop_names(const StageSchedule &s, const std::vector<std::string> &args);
 
 }  // namespace fusor

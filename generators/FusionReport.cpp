@@ -46,3 +46,22 @@ TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &
 }
 
 }  // namespace fusor
+
+#include "generators/ApplySchedule.h"
+#include "generators/DefaultSchedule.h"
+
+namespace fusor {
+
+TrafficReport planned_traffic(const Graph &g, const Halide::Target &target, std::vector<ClusterSchedule> *schedules) {
+    std::vector<LoweredCluster> lowered;
+    std::vector<ClusterSchedule> scheds;
+    for (const Cluster &c : g.clusters) {
+        lowered.push_back(lower_cluster(g, c, c.name + "_"));
+        scheds.push_back(default_schedule(g, c, lowered.back(), target));
+        apply_schedule(scheds.back(), lowered.back());
+    }
+    if (schedules) *schedules = scheds;
+    return traffic_report(g, lowered, scheds);
+}
+
+}  // namespace fusor

@@ -34,3 +34,10 @@ TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &
                              const std::vector<ClusterSchedule> &schedules);
 
 }  // namespace fusor
+
+namespace fusor {
+/** Lowers and default-schedules every cluster of \p g (no JIT compile) and reports its traffic;
+ * the schedules applied are stored in *schedules when given. For `fusor inspect`. */
+TrafficReport planned_traffic(const Graph &g, const Halide::Target &target,
+                              std::vector<ClusterSchedule> *schedules = nullptr);
+}  // namespace fusor

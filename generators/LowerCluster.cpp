@@ -18,9 +18,13 @@ const StageInfo *LoweredCluster::find_stage(const std::string &stage) const {
 }
 
 const StageInfo &LoweredCluster::output_stage(size_t i) const {
-    const StageInfo *s = find_stage(outputs.at(i).name());
-    FUSOR_INTERNAL_ASSERT(s) << "output " << outputs.at(i).name() << " has no stage";
-    return *s;
+    // Halide may rename a Func ("name$1") when the process already has one of that name, so
+    // stages are matched by the Func itself; StageInfo::name keeps the stable requested name.
+    for (const StageInfo &s : stages) {
+        if (s.func.name() == outputs.at(i).name()) return s;
+    }
+    FUSOR_INTERNAL_ASSERT(false) << "output " << outputs.at(i).name() << " has no stage";
+    return stages.front();
 }
 
 namespace {
@@ -46,6 +50,10 @@ void constrain_dense(Dimensioned &&buf, const TensorType &t) {
 
 }  // namespace
 
+bool is_baked_constant(const Tensor &t) {
+    return t.is_initializer && t.type.num_elements() == 1;
+}
+
 LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix) {
     LoweredCluster lc;
     lc.name = prefix;
@@ -53,7 +61,7 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
     for (TensorId t : c.inputs) {
         const Tensor &tensor = g.tensor(t);
         LValue v{Func(prefix + "in_" + sanitize_name(tensor.name)), tensor.type};
-        if (tensor.is_initializer && tensor.type.num_elements() == 1) {
+        if (is_baked_constant(tensor)) {
             // small scalar constants are baked into the pipeline
             Expr value = typed_const(halide_type(tensor.type.dtype), tensor.value_as_double(0));
             if (tensor.type.dtype == DType::I64) value = Expr((int64_t)tensor.value_as_int(0));
@@ -97,13 +105,13 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
         for (NodeId u : consumers[n.outputs[0]]) inside += members.count(u) ? 1 : 0;
         if (inside < 2) continue;
         for (StageInfo &s : lc.stages) {
-            if (s.name == values[n.outputs[0]].func.name() && s.role == StageRole::Value) s.role = StageRole::Reused;
+            if (s.func.name() == values[n.outputs[0]].func.name() && s.role == StageRole::Value) s.role = StageRole::Reused;
         }
     }
     for (TensorId t : c.outputs) {
         Func f = values.at(t).func;
         for (StageInfo &s : lc.stages) {
-            if (s.name == f.name()) s.is_output = true;
+            if (s.func.name() == f.name()) s.is_output = true;
         }
         constrain_dense(f.output_buffer(), g.type(t));
         lc.output_tensors.push_back(t);

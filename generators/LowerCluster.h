@@ -27,6 +27,10 @@ struct LoweredCluster {
     const StageInfo &output_stage(size_t i) const;
 };
 
+/** True when lowering bakes tensor \p t into the pipeline as a constant instead of a parameter:
+ * one-element initializers (scalars such as the 6 of ReLU6). */
+bool is_baked_constant(const Tensor &t);
+
 /** Lowers \p c. Func names are `<prefix><node>[_<part>]`; pass distinct prefixes for clusters that
  * will live in one process so names stay unique. Throws UserError naming the node for ops or
  * attribute values the lowering does not support. */

@@ -1,5 +1,6 @@
 #include "graph/Printer.h"
 
+#include <map>
 #include <sstream>
 
 namespace fusor {
@@ -42,13 +43,19 @@ std::string print_graph(const Graph &g) {
 }
 
 std::string print_clusters(const Graph &g) {
+    std::string s;
+    for (const Cluster &c : g.clusters) s += print_clusters_one(g, c);
+    return s;
+}
+
+std::string print_clusters_one(const Graph &g, const Cluster &c) {
     std::ostringstream s;
     auto names = [&](const std::vector<TensorId> &ts) {
         std::string out;
         for (TensorId t : ts) out += (out.empty() ? "" : ", ") + g.tensor(t).name;
         return out;
     };
-    for (const Cluster &c : g.clusters) {
+    {
         s << c.name << " [" << pattern_name(c.pattern) << "]";
         if (c.anchor >= 0) s << " anchor=" << g.nodes[c.anchor].name;
         s << "\n  nodes:  ";
@@ -58,6 +65,45 @@ std::string print_clusters(const Graph &g) {
         }
         s << "\n  inputs:  " << names(c.inputs) << "\n  outputs: " << names(c.outputs) << "\n";
     }
+    return s.str();
+}
+
+}  // namespace fusor
+
+namespace fusor {
+
+std::string canonical_cluster_text(const Graph &g, const Cluster &c) {
+    std::ostringstream s;
+    std::map<TensorId, std::string> names;
+    for (size_t i = 0; i < c.inputs.size(); i++) {
+        TensorId t = c.inputs[i];
+        names[t] = "in" + std::to_string(i);
+        const Tensor &tensor = g.tensor(t);
+        s << names[t] << " : " << to_string(tensor.type);
+        if (tensor.is_initializer && tensor.type.num_elements() == 1) {
+            s << " = " << attr_to_string(tensor.value_as_double(0));
+        } else if (tensor.is_initializer) {
+            s << " weight";
+        }
+        s << "\n";
+    }
+    int next = 0;
+    for (NodeId id : c.nodes) {
+        const Node &n = g.nodes[id];
+        for (TensorId t : n.outputs) names[t] = "t" + std::to_string(next++);
+        for (size_t i = 0; i < n.outputs.size(); i++) s << (i ? ", " : "") << names[n.outputs[i]];
+        s << " = " << op_info(n.op).domain << "." << op_name(n.op) << "(";
+        for (size_t i = 0; i < n.inputs.size(); i++) {
+            s << (i ? ", " : "") << (n.inputs[i] == kNoTensor ? std::string("_") : names.at(n.inputs[i]));
+        }
+        s << ")";
+        for (const auto &[k, v] : n.attrs) s << " " << k << "=" << attr_to_string(v);
+        for (TensorId t : n.outputs) s << " : " << to_string(g.type(t));
+        s << "\n";
+    }
+    s << "outputs";
+    for (TensorId t : c.outputs) s << " " << names.at(t);
+    s << "\n";
     return s.str();
 }
 

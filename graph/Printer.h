@@ -14,8 +14,20 @@ std::string print_graph(const Graph &g);
 
 /** One block per cluster: members, inputs, outputs. */
 std::string print_clusters(const Graph &g);
+/** The block of one cluster. */
+std::string print_clusters_one(const Graph &g, const Cluster &c);
 
 /** The text form of one node (without a newline). */
 std::string print_node(const Graph &g, const Node &n);
+
+}  // namespace fusor
+
+namespace fusor {
+
+/** The canonical text of a cluster: its ops, attributes, shapes, dtypes, topology and the values
+ * of one-element constants (which lowering bakes in), with tensor names replaced by their order
+ * of appearance (in0.., t0..). Weight values are excluded. Two clusters with equal canonical
+ * text lower to the same pipeline; the tuner's workload signature hashes this text. */
+std::string canonical_cluster_text(const Graph &g, const Cluster &c);
 
 }  // namespace fusor

@@ -68,3 +68,20 @@ std::vector<uint8_t> random_tensor_data(const TensorType &type, uint64_t seed,
 }
 
 }  // namespace fusor
+
+#include "graph/Graph.h"
+
+namespace fusor {
+
+std::vector<std::vector<uint8_t>> random_inputs(const Graph &g, uint64_t seed) {
+    std::vector<std::vector<uint8_t>> out;
+    for (size_t i = 0; i < g.inputs.size(); i++) {
+        const TensorType &t = g.type(g.inputs[i]);
+        uint64_t s = SplitMix64(seed ^ (0x9E3779B97F4A7C15ull * (i + 1))).next();
+        if (is_float(t.dtype)) out.push_back(random_tensor_data(t, s, "uniform", -1, 1));
+        else out.push_back(random_tensor_data(t, s, "uniform", 0, 9));
+    }
+    return out;
+}
+
+}  // namespace fusor

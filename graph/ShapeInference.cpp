@@ -394,13 +394,13 @@ std::vector<TensorType> global_pool(const Graph &g, const Node &n) {
 }
 
 std::vector<TensorType> softmax(const Graph &g, const Node &n) {
-    const TensorType &t = unary_float(g, n)[0];
+    TensorType t = unary_float(g, n)[0];
     normalize_axis(g, n, attr_int(g, n, "axis"), t.rank());
     return {t};
 }
 
 std::vector<TensorType> layer_norm(const Graph &g, const Node &n) {
-    const TensorType &x = unary_float(g, n)[0];
+    TensorType x = unary_float(g, n)[0];
     int axis = normalize_axis(g, n, attr_int(g, n, "axis"), x.rank());
     std::vector<int64_t> norm_shape(x.shape.begin() + axis, x.shape.end());
     for (size_t i = 1; i < n.inputs.size(); i++) {

@@ -1,0 +1,47 @@
+#include "runtime/Benchmark.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace fusor {
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static Timing summarize(std::vector<double> samples) {
+    Timing t;
+    t.samples_ms = samples;
+    if (samples.empty()) return t;
+    t.median_ms = median(samples);
+    t.min_ms = *std::min_element(samples.begin(), samples.end());
+    t.max_ms = *std::max_element(samples.begin(), samples.end());
+    return t;
+}
+
+std::vector<Timing> time_interleaved(const std::vector<std::function<void()>> &fns, int warmup, int rounds) {
+    for (int w = 0; w < warmup; w++) {
+        for (const auto &f : fns) f();
+    }
+    std::vector<std::vector<double>> samples(fns.size());
+    for (int r = 0; r < rounds; r++) {
+        for (size_t i = 0; i < fns.size(); i++) {
+            auto t0 = std::chrono::steady_clock::now();
+            fns[i]();
+            auto t1 = std::chrono::steady_clock::now();
+            samples[i].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        }
+    }
+    std::vector<Timing> out;
+    for (auto &s : samples) out.push_back(summarize(s));
+    return out;
+}
+
+Timing time_runs(const std::function<void()> &fn, int warmup, int repeats) {
+    return time_interleaved({fn}, warmup, repeats)[0];
+}
+
+}  // namespace fusor

@@ -1,0 +1,159 @@
+#include "runtime/Executor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "generators/ApplySchedule.h"
+#include "generators/DefaultSchedule.h"
+#include "graph/Error.h"
+#include "graph/Printer.h"
+#include "runtime/PoolAllocator.h"
+
+namespace fusor {
+
+using namespace Halide;
+
+namespace {
+
+void *halide_pool_malloc(JITUserContext *, size_t bytes) {
+    return pool_malloc(bytes);
+}
+
+void halide_pool_free(JITUserContext *, void *p) {
+    pool_free(p);
+}
+
+struct KernelCache {
+    std::mutex mu;
+    std::map<std::string, std::shared_ptr<Kernel>> kernels;
+};
+
+KernelCache &kernel_cache() {
+    static KernelCache *c = new KernelCache;
+    return *c;
+}
+
+}  // namespace
+
+Buffer<> make_buffer(const TensorType &type) {
+    std::vector<int> sizes(type.shape.rbegin(), type.shape.rend());
+    Buffer<> b(halide_type(type.dtype), sizes);
+    if (b.data()) std::memset(b.data(), 0, b.size_in_bytes());
+    return b;
+}
+
+void set_num_threads(int n) {
+    if (n <= 0) return;
+    setenv("HL_NUM_THREADS", std::to_string(n).c_str(), 1);
+    // If the JIT runtime already started its thread pool, resize it through the runtime itself.
+    auto modules = Internal::JITSharedRuntime::get(nullptr, get_jit_target_from_environment(), false);
+    for (const Internal::JITModule &m : modules) {
+        auto sym = m.find_symbol_by_name("halide_set_num_threads");
+        if (sym.address) {
+            ((int (*)(int))sym.address)(n);
+            return;
+        }
+    }
+}
+
+std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Target &target) {
+    std::string key = target.to_string() + "\n" + canonical_cluster_text(g, c);
+    KernelCache &cache = kernel_cache();
+    {
+        std::lock_guard<std::mutex> lock(cache.mu);
+        auto it = cache.kernels.find(key);
+        if (it != cache.kernels.end()) return it->second;
+    }
+    auto k = std::make_shared<Kernel>();
+    k->key = key;
+    k->lowered = lower_cluster(g, c, c.name + "_");
+    k->schedule = default_schedule(g, c, k->lowered, target);
+    apply_schedule(k->schedule, k->lowered);
+    k->lowered.pipeline.jit_handlers().custom_malloc = halide_pool_malloc;
+    k->lowered.pipeline.jit_handlers().custom_free = halide_pool_free;
+    k->lowered.pipeline.compile_jit(target);
+    std::lock_guard<std::mutex> lock(cache.mu);
+    return cache.kernels.emplace(key, k).first->second;
+}
+
+size_t kernel_cache_size() {
+    std::lock_guard<std::mutex> lock(kernel_cache().mu);
+    return kernel_cache().kernels.size();
+}
+
+Executor::Executor(const Graph &g, const ExecutorOptions &options)
+    : g_(g), options_(options) {
+    target_ = options.target == "host" ? get_host_target() : Target(options.target);
+    if (options.threads > 0) set_num_threads(options.threads);
+    ClusterOptions co = options.clustering;
+    co.singleton = options.mode == ExecMode::Unfused;
+    form_clusters(g_, co);
+    buffers_.resize(g_.tensors.size());
+    for (TensorId t : g_.inputs) buffers_[t] = make_buffer(g_.type(t));
+    for (size_t i = 0; i < g_.tensors.size(); i++) {
+        const Tensor &t = g_.tensors[i];
+        if (!t.is_initializer) continue;
+        buffers_[i] = make_buffer(t.type);
+        if (!t.data.empty()) std::memcpy(buffers_[i].data(), t.data.data(), t.data.size());
+    }
+    for (const Cluster &c : g_.clusters) {
+        for (TensorId t : c.outputs) buffers_[t] = make_buffer(g_.type(t));
+    }
+    for (const Cluster &c : g_.clusters) {
+        kernels_.push_back(compile_kernel(g_, c, target_));
+        std::vector<Buffer<>> outs;
+        for (TensorId t : c.outputs) outs.push_back(buffers_[t]);
+        realizations_.emplace_back(outs);
+        std::vector<TensorId> params;
+        for (TensorId t : c.inputs) {
+            if (!is_baked_constant(g_.tensor(t))) params.push_back(t);
+        }
+        FUSOR_INTERNAL_ASSERT(params.size() == kernels_.back()->lowered.params.size()) << "kernel params of " << c.name;
+        param_tensors_.push_back(params);
+    }
+}
+
+Buffer<> &Executor::input(size_t i) {
+    return buffers_.at(g_.inputs.at(i));
+}
+
+const Buffer<> &Executor::output(size_t i) const {
+    return buffers_.at(g_.outputs.at(i));
+}
+
+void Executor::set_input(size_t i, const void *data, size_t bytes) {
+    Buffer<> &b = input(i);
+    if (bytes != b.size_in_bytes()) {
+        const Tensor &t = g_.tensor(g_.inputs.at(i));
+        throw UserError("input '" + t.name + "' is " + to_string(t.type) + " (" + std::to_string(b.size_in_bytes()) +
+                        " bytes); got " + std::to_string(bytes) + " bytes");
+    }
+    std::memcpy(b.data(), data, bytes);
+}
+
+void Executor::run_kernel(size_t k) {
+    Kernel &kn = *kernels_[k];
+    // Kernels may be shared with other executors: bind this executor's buffers on every call.
+    for (size_t i = 0; i < kn.lowered.params.size(); i++) {
+        kn.lowered.params[i].set(buffers_[param_tensors_[k][i]]);
+    }
+    kn.lowered.pipeline.realize(realizations_[k], target_);
+}
+
+void Executor::run() {
+    for (size_t k = 0; k < kernels_.size(); k++) run_kernel(k);
+}
+
+TrafficReport Executor::traffic() const {
+    std::vector<LoweredCluster> lowered;
+    std::vector<ClusterSchedule> schedules;
+    for (const auto &k : kernels_) {
+        lowered.push_back(k->lowered);
+        schedules.push_back(k->schedule);
+    }
+    return traffic_report(g_, lowered, schedules);
+}
+
+}  // namespace fusor

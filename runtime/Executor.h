@@ -1,0 +1,105 @@
+#pragma once
+/** \file
+ * The JIT executor: compiles a graph's clusters (fused) or nodes (unfused) to Halide pipelines
+ * and runs them in order over buffers allocated once. */
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "Halide.h"
+#include "generators/FusionReport.h"
+#include "generators/LowerCluster.h"
+#include "generators/Schedule.h"
+#include "graph/Clustering.h"
+#include "graph/Graph.h"
+
+namespace fusor {
+
+enum class ExecMode {
+    Fused,    ///< one pipeline per fusion cluster
+    Unfused,  ///< one pipeline per node: the reference baseline
+};
+
+struct ExecutorOptions {
+    ExecMode mode = ExecMode::Fused;
+    int threads = 0;             ///< Halide worker threads; 0 = leave as is (HL_NUM_THREADS or all cores)
+    std::string target = "host"; ///< Halide target string
+    ClusterOptions clustering;   ///< ignored (singletons) in Unfused mode
+};
+
+/** A compiled cluster: its lowering, the schedule applied to it, and the JIT-compiled pipeline.
+ * Shared between executors through a process-wide cache keyed by canonical cluster text and
+ * target, so equal clusters compile once. */
+struct Kernel {
+    LoweredCluster lowered;
+    ClusterSchedule schedule;
+    std::string key;
+};
+
+/** Compiles (or fetches from the cache) the kernel of cluster \p c of \p g. */
+std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Halide::Target &target);
+
+/** Number of distinct kernels compiled so far in this process (for tests of the cache). */
+size_t kernel_cache_size();
+
+/** Sets Halide's worker thread count for this process (before or after the first run). */
+void set_num_threads(int n);
+
+/** A graph compiled for one mode, with every materialized tensor's buffer allocated once. Inputs
+ * are written into input(i); run() fills output(i). Not thread-safe: one run at a time (executors
+ * may share kernels). */
+class Executor {
+public:
+    /** Clusters a copy of \p g (singletons in Unfused mode), lowers, schedules and compiles every
+     * cluster. Throws UserError for ops or attributes the lowering does not support. */
+    Executor(const Graph &g, const ExecutorOptions &options = {});
+
+    const Graph &graph() const {
+        return g_;
+    }
+    size_t num_inputs() const {
+        return g_.inputs.size();
+    }
+    size_t num_outputs() const {
+        return g_.outputs.size();
+    }
+    Halide::Buffer<> &input(size_t i);
+    const Halide::Buffer<> &output(size_t i) const;
+    /** Copies \p bytes of row-major data into input \p i; throws UserError if the size differs. */
+    void set_input(size_t i, const void *data, size_t bytes);
+
+    /** Runs every kernel in order. */
+    void run();
+    /** Runs kernel \p k alone (its inputs must have been produced); for per-cluster timing. */
+    void run_kernel(size_t k);
+    size_t num_kernels() const {
+        return kernels_.size();
+    }
+    const Kernel &kernel(size_t k) const {
+        return *kernels_.at(k);
+    }
+    const Cluster &cluster(size_t k) const {
+        return g_.clusters.at(k);
+    }
+
+    /** Kernel launches and intermediate traffic under the schedules applied. */
+    TrafficReport traffic() const;
+
+private:
+    Graph g_;
+    ExecutorOptions options_;
+    Halide::Target target_;
+    std::vector<std::shared_ptr<Kernel>> kernels_;
+    std::vector<Halide::Buffer<>> buffers_;  ///< by TensorId; undefined for non-materialized tensors
+    std::vector<Halide::Realization> realizations_;  ///< per kernel, over its output buffers
+    /** Per kernel: this executor's tensors bound to the kernel's params, in param order. A cached
+     * kernel may have been compiled for another cluster with equal canonical text, so its own
+     * LoweredCluster::param_tensors name that cluster's tensors, not ours. */
+    std::vector<std::vector<TensorId>> param_tensors_;
+};
+
+/** A Halide buffer of \p type's shape (Halide dim order), dense, zeroed. */
+Halide::Buffer<> make_buffer(const TensorType &type);
+
+}  // namespace fusor

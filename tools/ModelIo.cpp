@@ -1,0 +1,49 @@
+#include "tools/ModelIo.h"
+
+#include <filesystem>
+
+#include "graph/Error.h"
+#include "graph/Npy.h"
+#include "graph/Random.h"
+
+namespace fusor::cli {
+
+std::string file_stem(const std::string &tensor_name) {
+    std::string s = tensor_name;
+    for (char &c : s) {
+        if (c == '/' || c == ':' || c == '\\') c = '_';
+    }
+    return s;
+}
+
+void load_inputs(Executor &ex, const std::string &dir) {
+    const Graph &g = ex.graph();
+    for (size_t i = 0; i < g.inputs.size(); i++) {
+        const Tensor &t = g.tensor(g.inputs[i]);
+        std::string path = dir + "/" + file_stem(t.name) + ".npy";
+        if (!std::filesystem::exists(path)) throw UserError("missing input file '" + path + "' for graph input '" + t.name + "'");
+        NpyArray a = read_npy(path);
+        if (a.type != t.type) {
+            throw UserError(path + ": holds " + to_string(a.type) + " but graph input '" + t.name + "' is " + to_string(t.type));
+        }
+        ex.set_input(i, a.data.data(), a.data.size());
+    }
+}
+
+void random_fill(Executor &ex, uint64_t seed) {
+    auto data = random_inputs(ex.graph(), seed);
+    for (size_t i = 0; i < data.size(); i++) ex.set_input(i, data[i].data(), data[i].size());
+}
+
+void save_outputs(const Executor &ex, const std::string &dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw UserError("cannot create output folder '" + dir + "': " + ec.message());
+    const Graph &g = ex.graph();
+    for (size_t i = 0; i < g.outputs.size(); i++) {
+        const Tensor &t = g.tensor(g.outputs[i]);
+        write_npy(dir + "/" + file_stem(t.name) + ".npy", t.type, ex.output(i).data());
+    }
+}
+
+}  // namespace fusor::cli

@@ -1,0 +1,74 @@
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "graph/JsonFormat.h"
+#include "runtime/Benchmark.h"
+#include "runtime/Executor.h"
+#include "tools/Commands.h"
+#include "tools/ModelIo.h"
+
+namespace fusor::cli {
+
+Verb add_bench(CLI::App &app) {
+    CLI::App *cmd = app.add_subcommand("bench", "Time a model unfused and fused side by side in one run (medians)");
+    struct Opts {
+        std::string model, target = "host";
+        bool json = false, per_cluster = false;
+        int threads = 0, repeats = 10, warmup = 2;
+    };
+    auto o = std::make_shared<Opts>();
+    cmd->add_option("model", o->model, "model file (.json)")->required();
+    cmd->add_flag("--json", o->json, "machine-readable output");
+    cmd->add_flag("--per-cluster", o->per_cluster, "also time each fused cluster and its share");
+    cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+    cmd->add_option("--repeats", o->repeats, "timed rounds (each runs unfused then fused)")->check(CLI::Range(1, 100000))->capture_default_str();
+    cmd->add_option("--warmup", o->warmup, "untimed rounds first")->check(CLI::Range(0, 1000))->capture_default_str();
+    cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
+    return {cmd, [=] {
+                Graph g = load_model(o->model);
+                ExecutorOptions eo;
+                eo.threads = o->threads;
+                eo.target = o->target;
+                eo.mode = ExecMode::Unfused;
+                Executor unfused(g, eo);
+                eo.mode = ExecMode::Fused;
+                Executor fused(g, eo);
+                random_fill(unfused, 1);
+                random_fill(fused, 1);
+                auto t = time_interleaved({[&] { unfused.run(); }, [&] { fused.run(); }}, o->warmup, o->repeats);
+                double u = t[0].median_ms, f = t[1].median_ms;
+                nlohmann::json j = {{"model", o->model}, {"unfused_ms", u}, {"fused_ms", f}, {"speedup", u / f},
+                                    {"unfused_kernels", unfused.num_kernels()}, {"fused_kernels", fused.num_kernels()},
+                                    {"repeats", o->repeats}};
+                if (o->per_cluster) {
+                    std::vector<std::function<void()>> fns;
+                    for (size_t k = 0; k < fused.num_kernels(); k++) fns.push_back([&, k] { fused.run_kernel(k); });
+                    auto per = time_interleaved(fns, o->warmup, o->repeats);
+                    double total = 0;
+                    for (auto &p : per) total += p.median_ms;
+                    j["clusters"] = nlohmann::json::array();
+                    for (size_t k = 0; k < per.size(); k++) {
+                        std::string nodes;
+                        for (NodeId n : fused.cluster(k).nodes) nodes += (nodes.empty() ? "" : ",") + fused.graph().nodes[n].name;
+                        j["clusters"].push_back({{"name", fused.cluster(k).name}, {"nodes", nodes}, {"ms", per[k].median_ms},
+                                                 {"share", total > 0 ? per[k].median_ms / total : 0}});
+                    }
+                }
+                if (o->json) {
+                    fmt::print("{}\n", j.dump(2));
+                    return 0;
+                }
+                fmt::print("{}: unfused {:.3f} ms ({} kernels), fused {:.3f} ms ({} kernels), speedup {:.2f}x  "
+                           "(medians of {})\n",
+                           g.name, u, unfused.num_kernels(), f, fused.num_kernels(), u / f, o->repeats);
+                if (o->per_cluster) {
+                    for (auto &c : j["clusters"]) {
+                        fmt::print("  {:<5} {:>9.3f} ms {:>6.1f}%  {}\n", c["name"].get<std::string>(), c["ms"].get<double>(),
+                                   100 * c["share"].get<double>(), c["nodes"].get<std::string>());
+                    }
+                }
+                return 0;
+            }};
+}
+
+}  // namespace fusor::cli

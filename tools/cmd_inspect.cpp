@@ -1,0 +1,96 @@
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "generators/FusionReport.h"
+#include "graph/Clustering.h"
+#include "graph/JsonFormat.h"
+#include "graph/Printer.h"
+#include "tools/Commands.h"
+
+namespace fusor::cli {
+
+namespace {
+
+std::string mib(int64_t bytes) {
+    return fmt::format("{:.2f} MiB", bytes / 1048576.0);
+}
+
+}  // namespace
+
+Verb add_inspect(CLI::App &app) {
+    CLI::App *cmd = app.add_subcommand("inspect", "Show a model's nodes, fusion clusters, schedules, kernel counts and "
+                                                  "intermediate traffic, unfused vs fused");
+    auto model = std::make_shared<std::string>();
+    auto json_out = std::make_shared<bool>(false);
+    auto target = std::make_shared<std::string>("host");
+    cmd->add_option("model", *model, "model file (.json)")->required();
+    cmd->add_flag("--json", *json_out, "machine-readable output");
+    cmd->add_option("--target", *target, "Halide target the schedules are made for")->capture_default_str();
+    return {cmd, [=] {
+                Graph fused = load_model(*model);
+                Graph unfused = fused;
+                form_clusters(fused);
+                ClusterOptions single;
+                single.singleton = true;
+                form_clusters(unfused, single);
+                Halide::Target t = *target == "host" ? Halide::get_host_target() : Halide::Target(*target);
+                std::vector<ClusterSchedule> schedules;
+                TrafficReport fr = planned_traffic(fused, t, &schedules);
+                TrafficReport ur = planned_traffic(unfused, t);
+                auto names = [&](const std::vector<TensorId> &ts) {
+                    std::vector<std::string> out;
+                    for (TensorId x : ts) out.push_back(fused.tensor(x).name);
+                    return out;
+                };
+                if (*json_out) {
+                    nlohmann::json j;
+                    j["model"] = *model;
+                    j["name"] = fused.name;
+                    j["nodes"] = nlohmann::json::array();
+                    for (const Node &n : fused.nodes) {
+                        j["nodes"].push_back({{"name", n.name}, {"op", op_name(n.op)}, {"pattern", pattern_name(node_pattern(fused, n))},
+                                              {"output_type", to_string(fused.type(n.outputs[0]))}});
+                    }
+                    j["clusters"] = nlohmann::json::array();
+                    for (const Cluster &c : fused.clusters) {
+                        std::vector<std::string> members;
+                        for (NodeId n : c.nodes) members.push_back(fused.nodes[n].name);
+                        const ClusterTraffic &ct = fr.clusters[c.id];
+                        j["clusters"].push_back({{"name", c.name},
+                                                 {"pattern", pattern_name(c.pattern)},
+                                                 {"anchor", c.anchor >= 0 ? fused.nodes[c.anchor].name : ""},
+                                                 {"nodes", members},
+                                                 {"inputs", names(c.inputs)},
+                                                 {"outputs", names(c.outputs)},
+                                                 {"schedule", to_text(schedules[c.id])},
+                                                 {"materialized_stages", ct.materialized},
+                                                 {"bytes_written", ct.bytes_written},
+                                                 {"bytes_read", ct.bytes_read}});
+                    }
+                    j["kernels"] = {{"unfused", ur.kernels}, {"fused", fr.kernels}};
+                    j["intermediate_bytes"] = {{"unfused", {{"written", ur.bytes_written}, {"read", ur.bytes_read}}},
+                                               {"fused", {{"written", fr.bytes_written}, {"read", fr.bytes_read}}}};
+                    fmt::print("{}\n", j.dump(2));
+                    return 0;
+                }
+                fmt::print("{}\n", print_graph(fused));
+                fmt::print("clusters ({}):\n", fused.clusters.size());
+                for (const Cluster &c : fused.clusters) {
+                    fmt::print("{}", print_clusters_one(fused, c));
+                    fmt::print("  schedule:\n");
+                    std::string text = to_text(schedules[c.id]);
+                    size_t pos = 0;
+                    while (pos < text.size()) {
+                        size_t nl = text.find('\n', pos);
+                        fmt::print("    {}\n", text.substr(pos, nl - pos));
+                        pos = nl + 1;
+                    }
+                }
+                fmt::print("\nkernel launches:        unfused {:>4}   fused {:>4}\n", ur.kernels, fr.kernels);
+                fmt::print("intermediate written:   unfused {:>12}   fused {:>12}\n", mib(ur.bytes_written), mib(fr.bytes_written));
+                fmt::print("intermediate read:      unfused {:>12}   fused {:>12}\n", mib(ur.bytes_read), mib(fr.bytes_read));
+                return 0;
+            }};
+}
+
+}  // namespace fusor::cli

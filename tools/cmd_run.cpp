@@ -1,0 +1,65 @@
+#include <cmath>
+
+#include <fmt/core.h>
+
+#include "graph/JsonFormat.h"
+#include "runtime/Executor.h"
+#include "tools/Commands.h"
+#include "tools/ModelIo.h"
+
+namespace fusor::cli {
+
+namespace {
+
+std::string summarize(const Tensor &t, const Halide::Buffer<> &b) {
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    int64_t n = t.type.num_elements();
+    Tensor view = t;
+    view.data.assign((const uint8_t *)b.data(), (const uint8_t *)b.data() + b.size_in_bytes());
+    for (int64_t i = 0; i < n; i++) {
+        double v = view.value_as_double(i);
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+        sum += v;
+    }
+    return fmt::format("{:<24} {:<22} min {:<12.6g} max {:<12.6g} mean {:.6g}", t.name, to_string(t.type), lo, hi, n ? sum / n : 0.0);
+}
+
+}  // namespace
+
+Verb add_run(CLI::App &app) {
+    CLI::App *cmd = app.add_subcommand("run", "Run a model once, fused (default) or unfused, on .npy or seeded random inputs");
+    struct Opts {
+        std::string model, inputs, outputs, target = "host";
+        uint64_t seed = 0;
+        bool unfused = false;
+        int threads = 0;
+    };
+    auto o = std::make_shared<Opts>();
+    cmd->add_option("model", o->model, "model file (.json)")->required();
+    auto *in = cmd->add_option("--inputs", o->inputs, "folder with one <input>.npy per graph input");
+    cmd->add_option("--random", o->seed, "fill inputs from this seed (the default, with seed 0)")->excludes(in);
+    cmd->add_option("--outputs", o->outputs, "write each output to <DIR>/<output>.npy");
+    cmd->add_flag("--unfused", o->unfused, "one pipeline per node (the reference baseline)");
+    cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+    cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
+    return {cmd, [=] {
+                Graph g = load_model(o->model);
+                ExecutorOptions eo;
+                eo.mode = o->unfused ? ExecMode::Unfused : ExecMode::Fused;
+                eo.threads = o->threads;
+                eo.target = o->target;
+                Executor ex(g, eo);
+                if (!o->inputs.empty()) load_inputs(ex, o->inputs);
+                else random_fill(ex, o->seed);
+                ex.run();
+                fmt::print("ran {} ({}, {} kernels)\n", g.name, o->unfused ? "unfused" : "fused", ex.num_kernels());
+                for (size_t i = 0; i < ex.num_outputs(); i++) {
+                    fmt::print("  {}\n", summarize(ex.graph().tensor(ex.graph().outputs[i]), ex.output(i)));
+                }
+                if (!o->outputs.empty()) save_outputs(ex, o->outputs);
+                return 0;
+            }};
+}
+
+}  // namespace fusor::cli
