@@ -73,6 +73,11 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
     apply_schedule(k->schedule, k->lowered);
     k->lowered.pipeline.jit_handlers().custom_malloc = halide_pool_malloc;
     k->lowered.pipeline.jit_handlers().custom_free = halide_pool_free;
+    if (const char *dir = getenv("FUSOR_DUMP_STMT")) {
+        // developer aid: the lowered loop nest of every kernel compiled, one file per kernel
+        std::string path = std::string(dir) + "/" + c.name + "_" + std::to_string(std::hash<std::string>()(key) % 100000) + ".stmt";
+        k->lowered.pipeline.compile_to_lowered_stmt(path, k->lowered.pipeline.infer_arguments(), Halide::Text, target);
+    }
     k->lowered.pipeline.compile_jit(target);
     std::lock_guard<std::mutex> lock(cache.mu);
     return cache.kernels.emplace(key, k).first->second;

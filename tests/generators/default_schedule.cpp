@@ -1,1 +1,173 @@
+// The default schedule: legal, stable as text, fuses without materializing (unless it says why),
+// and any legal schedule computes the same values as the default one.
 #include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "generators/ApplySchedule.h"
+#include "generators/DefaultSchedule.h"
+#include "generators/LowerCluster.h"
+#include "graph/Clustering.h"
+#include "graph/JsonFormat.h"
+#include "graph/Random.h"
+#include "runtime/Executor.h"
+
+using namespace fusor;
+
+namespace {
+
+const char *kModels[] = {"eltwise_chain", "resnet_block", "mobilenet_v2_block", "transformer_mlp", "attention_scores"};
+
+/** Materialized internal stages the default schedule may keep, with why: BatchNormalization's
+ * per-channel scale/shift (a few hundred floats, computed once per run). */
+bool allowed_materialization(const StageSchedule &s) {
+    return s.note.find("per-channel parameters") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("default schedule: legal, round-trips as text, materializes no non-output stage without a reason",
+          "[generators][default_schedule]") {
+    Halide::Target target("x86-64-linux-avx-avx2-fma-sse41");  // fixed, so the test is the same on every CI machine
+    for (const std::string dir : {std::string(FUSOR_TEST_DATA) + "/models/", std::string(FUSOR_CONFIG_DIR) + "/models/"}) {
+        for (const char *name : kModels) {
+            Graph g = load_graph_json(dir + name + ".json");
+            form_clusters(g);
+            for (const Cluster &c : g.clusters) {
+                LoweredCluster lc = lower_cluster(g, c, c.name + "_");
+                ClusterSchedule s = default_schedule(g, c, lc, target);
+                INFO(dir << name << " cluster " << c.name << ":\n" << to_text(s));
+                CHECK(why_illegal(s, lc).empty());
+                std::string error;
+                auto parsed = parse_schedule(to_text(s), &error);
+                REQUIRE(parsed);
+                CHECK(*parsed == s);
+                for (const StageSchedule &st : s.stages) {
+                    const StageInfo *info = lc.find_stage(st.stage);
+                    REQUIRE(info);
+                    if (info->is_output || st.level != ComputeLevel::Root) continue;
+                    INFO("materialized stage " << st.stage << ": " << st.note);
+                    CHECK(!st.note.empty());
+                    CHECK(allowed_materialization(st));
+                }
+                CHECK_NOTHROW(apply_schedule(s, lc));
+            }
+        }
+    }
+}
+
+TEST_CASE("default schedule: anchored clusters tile the output and compute the accumulator per tile",
+          "[generators][default_schedule]") {
+    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/transformer_mlp.json");
+    form_clusters(g);
+    REQUIRE(g.clusters.size() == 2);
+    const Cluster &c = g.clusters[0];
+    LoweredCluster lc = lower_cluster(g, c, "c0_");
+    ClusterSchedule s = default_schedule(g, c, lc, Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
+    CHECK(to_text(s) ==
+          "c0_fc1_acc at=c0_gelu.xo vec=8 unroll=0,1\n"
+          "c0_fc1 inline\n"
+          "c0_bias1 inline\n"
+          "c0_gelu root tile=16x8 vec=8 parallel\n");
+}
+
+TEST_CASE("why_illegal: names the stage and the reason", "[generators][default_schedule]") {
+    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/attention_scores.json");
+    form_clusters(g);
+    const Cluster &c = g.clusters.back();  // softmax: max, exp, sum accumulate per row
+    LoweredCluster lc = lower_cluster(g, c, "cs_");
+    Halide::Target target("x86-64-linux-avx-avx2-fma-sse41");
+    ClusterSchedule good = default_schedule(g, c, lc, target);
+    REQUIRE(why_illegal(good, lc).empty());
+    auto edit = [&](const std::string &stage, const std::function<void(StageSchedule &)> &f) {
+        ClusterSchedule s = good;
+        for (StageSchedule &st : s.stages) {
+            if (st.stage == stage) f(st);
+        }
+        return why_illegal(s, lc);
+    };
+    CHECK(edit("cs_softmax_max", [](StageSchedule &s) { s = StageSchedule{s.stage}; }) ==
+          "stage 'cs_softmax_max': has update definitions (a reduction) and cannot be inlined");
+    CHECK(edit("cs_softmax", [](StageSchedule &s) { s.level = ComputeLevel::Inline, s.vector_width = 0, s.parallel = false; }) ==
+          "stage 'cs_softmax': is a cluster output and must be root");
+    CHECK(edit("cs_softmax", [](StageSchedule &s) { s.vector_width = 64; }) ==
+          "stage 'cs_softmax': vec=64 exceeds extent 24 of x");
+    CHECK(edit("cs_softmax_sum", [](StageSchedule &s) { s.at_var = "q"; }) ==
+          "stage 'cs_softmax_sum': 'cs_softmax' has no loop 'q' (loops: w, z, y, x)");
+    CHECK(edit("cs_nothing", [](StageSchedule &) {}).empty());
+    ClusterSchedule extra = good;
+    extra.stages.push_back(StageSchedule{"cs_nothing", ComputeLevel::Root});
+    CHECK(why_illegal(extra, lc) == "stage 'cs_nothing': no such stage in cluster cs_");
+}
+
+namespace {
+
+/** Runs cluster \p c of \p g lowered afresh under schedule \p edit(default), on inputs from
+ * \p seed; returns its first output as floats. */
+std::vector<float> run_with(const Graph &g, const Cluster &c, const std::string &prefix,
+                            const std::function<void(ClusterSchedule &)> &edit) {
+    Halide::Target target = Halide::get_host_target();
+    LoweredCluster lc = lower_cluster(g, c, prefix);
+    ClusterSchedule s = default_schedule(g, c, lc, target);
+    edit(s);
+    std::string why = why_illegal(s, lc);
+    INFO(why);
+    REQUIRE(why.empty());
+    apply_schedule(s, lc);
+    std::vector<Halide::Buffer<>> bufs;
+    for (size_t i = 0; i < lc.params.size(); i++) {
+        const Tensor &t = g.tensor(lc.param_tensors[i]);
+        Halide::Buffer<> b = make_buffer(t.type);
+        std::vector<uint8_t> data = t.is_initializer ? t.data : random_tensor_data(t.type, 100 + i, "uniform", -1, 1);
+        std::memcpy(b.data(), data.data(), data.size());
+        lc.params[i].set(b);
+        bufs.push_back(b);
+    }
+    Halide::Buffer<> out = make_buffer(g.type(lc.output_tensors[0]));
+    lc.pipeline.realize(out, target);
+    const float *p = (const float *)out.data();
+    return std::vector<float>(p, p + out.number_of_elements());
+}
+
+void check_close(const std::vector<float> &a, const std::vector<float> &b) {
+    REQUIRE(a.size() == b.size());
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (std::abs(a[i] - b[i]) > 1e-4f * (1 + std::abs(b[i]))) {
+            if (!bad) first = i;
+            bad++;
+        }
+    }
+    INFO("first mismatch at " << first << ": " << a[first] << " vs " << b[first]);
+    CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("schedules: other legal schedules compute what the default computes", "[generators][default_schedule]") {
+    // Unscheduled-equivalent (everything that can be inlined inlined, reductions at root) and
+    // fully materialized variants of each config model's first and last cluster.
+    for (const char *name : kModels) {
+        Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + name + ".json");
+        form_clusters(g);
+        for (const Cluster *c : {&g.clusters.front(), &g.clusters.back()}) {
+            INFO(name << " cluster " << c->name);
+            std::vector<float> base = run_with(g, *c, "v0_", [](ClusterSchedule &) {});
+            std::vector<float> plain = run_with(g, *c, "v1_", [](ClusterSchedule &s) {
+                for (StageSchedule &st : s.stages) {
+                    bool keep_root = st.level != ComputeLevel::Inline;
+                    st = StageSchedule{st.stage, keep_root ? ComputeLevel::Root : ComputeLevel::Inline};
+                }
+            });
+            check_close(plain, base);
+            std::vector<float> scalar_tiles = run_with(g, *c, "v2_", [](ClusterSchedule &s) {
+                for (StageSchedule &st : s.stages) {
+                    st.vector_width = 0;
+                    st.unroll.clear();
+                }
+            });
+            check_close(scalar_tiles, base);
+        }
+    }
+}

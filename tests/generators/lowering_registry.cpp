@@ -1,1 +1,29 @@
+// Every op of the op table has a Halide lowering, and each lowering defines a Func of the
+// node's output type and rank.
 #include <catch2/catch.hpp>
+
+#include "generators/Lowering.h"
+#include "graph/Op.h"
+
+using namespace fusor;
+
+TEST_CASE("lowering registry: every op in the op table has a lowering", "[generators][lowering_registry]") {
+    for (OpKind op : all_ops()) {
+        INFO("op " << op_name(op));
+        CHECK(find_lowering(op) != nullptr);
+    }
+    CHECK(all_ops().size() == (size_t)kNumOps);
+}
+
+TEST_CASE("lowering registry: op names round-trip through find_op, with domains", "[generators][lowering_registry]") {
+    for (OpKind op : all_ops()) {
+        const OpInfo &info = op_info(op);
+        INFO("op " << info.name);
+        auto found = find_op(info.name, info.domain);
+        REQUIRE(found);
+        CHECK(*found == op);
+    }
+    CHECK_FALSE(find_op("Gelu", ""));  // Gelu is not in ONNX opset 17: it lives in the fusor domain
+    CHECK(find_op("Gelu", "fusor"));
+    CHECK(find_op("Add", "ai.onnx"));
+}

@@ -1,1 +1,265 @@
+// The JSON graph format: parse -> to_json -> parse gives an equal graph (printed text and
+// initializer bytes), for the test models and for every initializer source and dtype.
 #include <catch2/catch.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <unistd.h>
+
+#include "graph/Error.h"
+#include "graph/JsonFormat.h"
+#include "graph/Npy.h"
+#include "graph/Printer.h"
+#include "graph/Random.h"
+
+using namespace fusor;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        static std::atomic<int> counter{0};
+        path = fs::temp_directory_path() /
+               ("fusor_json_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+        fs::create_directories(path);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    std::string file(const std::string &name) const {
+        return (path / name).string();
+    }
+};
+
+std::map<std::string, std::vector<uint8_t>> initializer_bytes(const Graph &g) {
+    std::map<std::string, std::vector<uint8_t>> m;
+    for (const Tensor &t : g.tensors) {
+        if (t.is_initializer) m[t.name] = t.data;
+    }
+    return m;
+}
+
+/** Writes \p g as JSON, reads it back (resolving files against \p base_dir) and checks that the
+ * printed graph and the initializer bytes are equal, and that writing again gives the same text. */
+Graph check_round_trip(const Graph &g, const std::string &base_dir = ".") {
+    std::string text = to_json(g);
+    Graph back = parse_graph_json(text, "<round trip>", base_dir);
+    INFO("json:\n" << text);
+    CHECK(print_graph(back) == print_graph(g));
+    CHECK(initializer_bytes(back) == initializer_bytes(g));
+    CHECK(to_json(back) == text);
+    return back;
+}
+
+const char *kAllDTypes = R"({
+  "format_version": 1,
+  "name": "dtypes",
+  "inputs": [],
+  "outputs": ["o_f32", "o_f64", "o_i64", "o_i32", "o_i8", "o_u8", "o_bool"],
+  "initializers": [
+    {"name": "f32", "dtype": "f32", "shape": [5], "data": [1.5, -0.1, 3.4028234663852886e38, 1e-45, 0]},
+    {"name": "f64", "dtype": "f64", "shape": [2, 2], "data": [[0.1, -1e300], [5e-324, 2]]},
+    {"name": "i64", "dtype": "i64", "shape": [4],
+     "data": [9007199254740993, -9223372036854775808, 9223372036854775807, 0]},
+    {"name": "i32", "dtype": "i32", "shape": [3], "data": [-2147483648, 2147483647, 5]},
+    {"name": "i8", "dtype": "i8", "shape": [3], "data": [-128, 127, 0]},
+    {"name": "u8", "dtype": "u8", "shape": [3], "data": [0, 255, 7]},
+    {"name": "bool", "dtype": "bool", "shape": [3], "data": [true, false, 1]},
+    {"name": "scalar", "dtype": "float32", "shape": [], "data": 2.5}
+  ],
+  "nodes": [
+    {"name": "n_f32", "op": "Identity", "inputs": ["f32"], "outputs": ["o_f32"]},
+    {"name": "n_f64", "op": "Identity", "inputs": ["f64"], "outputs": ["o_f64"]},
+    {"name": "n_i64", "op": "Identity", "inputs": ["i64"], "outputs": ["o_i64"]},
+    {"name": "n_i32", "op": "Identity", "inputs": ["i32"], "outputs": ["o_i32"]},
+    {"name": "n_i8", "op": "Identity", "inputs": ["i8"], "outputs": ["o_i8"]},
+    {"name": "n_u8", "op": "Identity", "inputs": ["u8"], "outputs": ["o_u8"]},
+    {"name": "n_bool", "op": "Identity", "inputs": ["bool"], "outputs": ["o_bool"]}
+  ]
+})";
+
+}  // namespace
+
+TEST_CASE("json_format: every test model survives a round trip", "[graph][json_format]") {
+    int models = 0;
+    for (const auto &entry : fs::directory_iterator(FUSOR_TEST_DATA "/models/")) {
+        if (entry.path().extension() != ".json") continue;
+        std::string path = entry.path().string();
+        INFO("model " << path);
+        Graph g = load_graph_json(path);
+        CHECK(g.source == path);
+        CHECK_FALSE(g.nodes.empty());
+        check_round_trip(g, entry.path().parent_path().string());
+        models++;
+    }
+    CHECK(models >= 5);
+}
+
+TEST_CASE("json_format: inline data of every dtype keeps its exact bytes", "[graph][json_format]") {
+    Graph g = parse_graph_json(kAllDTypes, "dtypes.json");
+    Graph back = check_round_trip(g);
+    const Tensor &i64 = back.tensor(back.find_tensor("i64"));
+    CHECK(i64.value_as_int(0) == 9007199254740993);  // not representable as a double
+    CHECK(i64.value_as_int(1) == INT64_MIN);
+    CHECK(i64.value_as_int(2) == INT64_MAX);
+    const Tensor &f32 = back.tensor(back.find_tensor("f32"));
+    CHECK(f32.value_as_double(1) == (double)-0.1f);
+    CHECK(f32.value_as_double(3) == (double)1e-45f);  // denormal
+    const Tensor &f64 = back.tensor(back.find_tensor("f64"));
+    CHECK(f64.value_as_double(0) == 0.1);
+    CHECK(f64.value_as_double(2) == 5e-324);
+    CHECK(back.tensor(back.find_tensor("i8")).value_as_int(0) == -128);
+    CHECK(back.tensor(back.find_tensor("u8")).value_as_int(1) == 255);
+    CHECK(back.tensor(back.find_tensor("bool")).data == std::vector<uint8_t>{1, 0, 1});
+    CHECK(to_string(back.tensor(back.find_tensor("scalar")).type) == "f32[]");
+}
+
+TEST_CASE("json_format: a random initializer is written back as its spec", "[graph][json_format]") {
+    Graph g = parse_graph_json(R"({
+      "format_version": 1,
+      "inputs": [{"name": "x", "dtype": "f32", "shape": [3, 4]}],
+      "outputs": ["y"],
+      "initializers": [
+        {"name": "u", "dtype": "f32", "shape": [3, 4], "random": {"seed": 7, "distribution": "uniform", "low": -2, "high": 2}},
+        {"name": "n", "dtype": "f32", "shape": [4], "random": {"seed": 18446744073709551615, "distribution": "normal", "mean": 1, "std": 0.5}},
+        {"name": "d", "dtype": "f32", "shape": [4], "random": {"seed": 3}}
+      ],
+      "nodes": [
+        {"name": "a", "op": "Add", "inputs": ["x", "u"], "outputs": ["s"]},
+        {"name": "m", "op": "Mul", "inputs": ["s", "n"], "outputs": ["t"]},
+        {"name": "b", "op": "Sub", "inputs": ["t", "d"], "outputs": ["y"]}
+      ]
+    })");
+    const Tensor &u = g.tensor(g.find_tensor("u"));
+    CHECK(u.data == random_tensor_data(u.type, 7, "uniform", -2, 2));
+    const Tensor &n = g.tensor(g.find_tensor("n"));
+    CHECK(n.data == random_tensor_data(n.type, UINT64_MAX, "normal", 1, 0.5));
+    const Tensor &d = g.tensor(g.find_tensor("d"));
+    CHECK(d.data == random_tensor_data(d.type, 3, "uniform", 0, 1));  // defaults: uniform [0, 1)
+    std::string text = to_json(g);
+    CHECK_THAT(text, Catch::Contains("\"random\"") && Catch::Contains("18446744073709551615") &&
+                         !Catch::Contains("\"data\""));
+    check_round_trip(g);
+}
+
+TEST_CASE("json_format: a .npy file initializer is read relative to the graph file", "[graph][json_format]") {
+    TempDir dir;
+    fs::create_directories(dir.path / "weights");
+    std::vector<float> w = {1, -2, 3.25f, 4, 5, 6};
+    write_npy(dir.file("weights/w.npy"), TensorType{DType::F32, {2, 3}}, w.data());
+    std::ofstream(dir.file("g.json")) << R"({
+      "format_version": 1,
+      "inputs": [{"name": "x", "dtype": "f32", "shape": [4, 2]}],
+      "outputs": [{"name": "y", "dtype": "f32", "shape": [4, 3]}],
+      "initializers": [{"name": "w", "dtype": "f32", "shape": [2, 3], "file": "weights/w.npy"}],
+      "nodes": [{"name": "mm", "op": "MatMul", "inputs": ["x", "w"], "outputs": ["y"]}]
+    })";
+    Graph g = load_graph_json(dir.file("g.json"));
+    const Tensor &t = g.tensor(g.find_tensor("w"));
+    CHECK(t.file == "weights/w.npy");
+    CHECK(t.data == std::vector<uint8_t>((const uint8_t *)w.data(), (const uint8_t *)(w.data() + w.size())));
+    CHECK_THAT(to_json(g), Catch::Contains("\"file\": \"weights/w.npy\""));
+    check_round_trip(g, dir.path.string());
+}
+
+TEST_CASE("json_format: a raw file initializer holds the little-endian bytes", "[graph][json_format]") {
+    TempDir dir;
+    std::vector<int32_t> v = {1, -1, 70000};
+    std::ofstream(dir.file("v.bin"), std::ios::binary).write((const char *)v.data(), 12);
+    std::ofstream(dir.file("g.json")) << R"({
+      "format_version": 1,
+      "inputs": [{"name": "x", "dtype": "i32", "shape": [3]}],
+      "outputs": ["y"],
+      "initializers": [{"name": "v", "dtype": "i32", "shape": [3], "file": "v.bin"}],
+      "nodes": [{"name": "add", "op": "Add", "inputs": ["x", "v"], "outputs": ["y"]}]
+    })";
+    Graph g = load_graph_json(dir.file("g.json"));
+    CHECK(g.tensor(g.find_tensor("v")).value_as_int(2) == 70000);
+    check_round_trip(g, dir.path.string());
+}
+
+TEST_CASE("json_format: an omitted optional input survives the round trip", "[graph][json_format]") {
+    Graph g = parse_graph_json(R"({
+      "format_version": 1,
+      "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+      "outputs": ["y"],
+      "initializers": [{"name": "hi", "dtype": "f32", "shape": [], "data": [6]}],
+      "nodes": [{"name": "clip", "op": "Clip", "inputs": ["x", "", "hi"], "outputs": ["y"]}]
+    })");
+    REQUIRE(g.nodes[0].inputs.size() == 3);
+    CHECK(g.nodes[0].inputs[1] == kNoTensor);
+    Graph back = check_round_trip(g);
+    REQUIRE(back.nodes[0].inputs.size() == 3);
+    CHECK(back.nodes[0].inputs[1] == kNoTensor);
+    CHECK_THAT(print_graph(back), Catch::Contains("y = Clip(x, _, hi)"));
+    CHECK_THAT(to_json(back), Catch::Contains("\"\""));
+}
+
+TEST_CASE("json_format: attributes, domains and node order survive the round trip", "[graph][json_format]") {
+    Graph g = parse_graph_json(R"({
+      "format_version": 1,
+      "name": "attrs",
+      "doc": "free text",
+      "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3, 4]}],
+      "outputs": ["y"],
+      "nodes": [
+        {"name": "t", "op": "Transpose", "inputs": ["x"], "outputs": ["xt"], "attrs": {"perm": [2, 0, 1]}},
+        {"name": "g", "op": "Gelu", "domain": "fusor", "inputs": ["xt"], "outputs": ["xg"], "attrs": {"approximate": "tanh"}},
+        {"name": "l", "op": "LeakyRelu", "domain": "ai.onnx", "inputs": ["xg"], "outputs": ["xl"], "attrs": {"alpha": 0.125}},
+        {"name": "s", "op": "Softmax", "inputs": ["xl"], "outputs": ["y"], "attrs": {"axis": 1}}
+      ]
+    })");
+    Graph back = check_round_trip(g);
+    CHECK(back.name == "attrs");
+    CHECK_THAT(print_graph(back), Catch::Contains("xt = Transpose(x) {perm=[2,0,1]} : f32[4,2,3]") &&
+                                      Catch::Contains("xg = fusor.Gelu(xt) {approximate=\"tanh\"}") &&
+                                      Catch::Contains("{alpha=0.125}") && Catch::Contains("{axis=1}"));
+}
+
+TEST_CASE("json_format: nodes given out of order are sorted topologically", "[graph][json_format]") {
+    Graph g = parse_graph_json(R"({
+      "format_version": 1,
+      "inputs": [{"name": "x", "dtype": "f32", "shape": [2]}],
+      "outputs": ["z"],
+      "nodes": [
+        {"name": "second", "op": "Neg", "inputs": ["y"], "outputs": ["z"]},
+        {"name": "first", "op": "Relu", "inputs": ["x"], "outputs": ["y"]}
+      ]
+    })");
+    REQUIRE(g.nodes.size() == 2);
+    CHECK(g.nodes[0].name == "first");
+    CHECK(g.nodes[1].name == "second");
+    check_round_trip(g);
+}
+
+TEST_CASE("json_format: a format_version other than 1 is rejected", "[graph][json_format]") {
+    const std::string body = R"(
+      "inputs": [{"name": "x", "dtype": "f32", "shape": [2]}],
+      "outputs": ["y"],
+      "nodes": [{"name": "r", "op": "Relu", "inputs": ["x"], "outputs": ["y"]}]
+    })";
+    CHECK_NOTHROW(parse_graph_json("{\"format_version\": 1," + body, "v.json"));
+    REQUIRE_THROWS_AS(parse_graph_json("{\"format_version\": 2," + body, "v.json"), UserError);
+    REQUIRE_THROWS_WITH(parse_graph_json("{\"format_version\": 2," + body, "v.json"),
+                        Catch::StartsWith("v.json: format_version: is 2; this fusor reads version 1"));
+    REQUIRE_THROWS_WITH(parse_graph_json("{\"format_version\": \"1\"," + body, "v.json"),
+                        Catch::Contains("v.json") && Catch::Contains("format_version") && Catch::Contains("\"1\""));
+    REQUIRE_THROWS_WITH(parse_graph_json("{" + body, "v.json"),
+                        Catch::Contains("v.json") && Catch::Contains("missing field 'format_version'"));
+}
+
+TEST_CASE("json_format: an unknown top-level field is rejected", "[graph][json_format]") {
+    REQUIRE_THROWS_WITH(parse_graph_json(R"({"format_version": 1, "inputs": [], "outputs": [], "nodes": [], "node": []})", "t.json"),
+                        Catch::Contains("t.json") && Catch::Contains("unknown top-level field 'node'"));
+}
+
+TEST_CASE("json_format: load_model rejects .onnx with a hint and a missing file by name", "[graph][json_format]") {
+    REQUIRE_THROWS_WITH(load_model("m.onnx"), Catch::Contains("m.onnx") && Catch::Contains("not available"));
+    REQUIRE_THROWS_AS(load_model("/no/such/model.json"), UserError);
+    REQUIRE_THROWS_WITH(load_model("/no/such/model.json"), Catch::Contains("'/no/such/model.json'"));
+}

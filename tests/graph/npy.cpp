@@ -1,1 +1,183 @@
+// read_npy / write_npy: round trips for every dtype and rank, and the errors a user may meet.
 #include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "graph/Error.h"
+#include "graph/Npy.h"
+
+using namespace fusor;
+namespace fs = std::filesystem;
+
+namespace {
+
+/** A fresh folder under the system temp dir, removed when the test ends. */
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        static std::atomic<int> counter{0};
+        path = fs::temp_directory_path() /
+               ("fusor_npy_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+        fs::create_directories(path);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    std::string file(const std::string &name) const {
+        return (path / name).string();
+    }
+};
+
+/** Bytes that are valid elements of \p type (bools are 0/1) and differ from element to element. */
+std::vector<uint8_t> pattern_bytes(const TensorType &type) {
+    std::vector<uint8_t> b(type.num_bytes());
+    for (size_t i = 0; i < b.size(); i++) b[i] = type.dtype == DType::Bool ? (uint8_t)(i % 3 == 0) : (uint8_t)(i * 37 + 11);
+    return b;
+}
+
+/** Writes a .npy file by hand: magic, version 1.0, \p header padded as numpy pads it, \p payload. */
+void write_raw_npy(const std::string &path, const std::string &header, const std::string &payload,
+                   const char *magic = "\x93NUMPY") {
+    std::string h = header;
+    size_t total = 10 + h.size() + 1;
+    h.append((64 - total % 64) % 64, ' ');
+    h += '\n';
+    std::ofstream f(path, std::ios::binary);
+    f.write(magic, 6);
+    f.write("\x01\x00", 2);
+    char len[2] = {(char)(h.size() & 0xff), (char)(h.size() >> 8)};
+    f.write(len, 2);
+    f << h << payload;
+}
+
+const DType kAllDTypes[] = {DType::F32, DType::F64, DType::I64, DType::I32, DType::I8, DType::U8, DType::Bool};
+
+}  // namespace
+
+TEST_CASE("npy: write then read gives the same type and bytes for every dtype", "[graph][npy]") {
+    TempDir dir;
+    for (DType dt : kAllDTypes) {
+        TensorType type{dt, {2, 5}};
+        std::vector<uint8_t> data = pattern_bytes(type);
+        std::string path = dir.file(std::string(dtype_name(dt)) + ".npy");
+        write_npy(path, type, data.data());
+        NpyArray a = read_npy(path);
+        INFO("dtype " << dtype_name(dt));
+        CHECK(to_string(a.type) == to_string(type));
+        CHECK(a.data == data);
+    }
+}
+
+TEST_CASE("npy: rank 0 and rank 3 round trip", "[graph][npy]") {
+    TempDir dir;
+    for (const TensorType &type : {TensorType{DType::F32, {}}, TensorType{DType::I64, {}},
+                                   TensorType{DType::F32, {2, 3, 4}}, TensorType{DType::U8, {3, 1, 2}},
+                                   TensorType{DType::F64, {7}}}) {
+        INFO("type " << to_string(type));
+        std::vector<uint8_t> data = pattern_bytes(type);
+        std::string path = dir.file("t.npy");
+        write_npy(path, type, data.data());
+        NpyArray a = read_npy(path);
+        CHECK(to_string(a.type) == to_string(type));
+        CHECK(a.data == data);
+    }
+}
+
+TEST_CASE("npy: the header is numpy's version 1.0 layout, padded to 64 bytes", "[graph][npy]") {
+    TempDir dir;
+    float v[6] = {0, 1, 2, 3, 4, 5};
+    std::string path = dir.file("h.npy");
+    write_npy(path, TensorType{DType::F32, {2, 3}}, v);
+    std::ifstream f(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    REQUIRE(bytes.size() > 10);
+    CHECK(bytes.compare(0, 8, std::string("\x93NUMPY\x01\x00", 8)) == 0);
+    size_t header_len = (uint8_t)bytes[8] | ((uint8_t)bytes[9] << 8);
+    CHECK((10 + header_len) % 64 == 0);
+    std::string header = bytes.substr(10, header_len);
+    CHECK_THAT(header, Catch::Contains("'descr': '<f4'") && Catch::Contains("'fortran_order': False") &&
+                           Catch::Contains("'shape': (2, 3)"));
+    CHECK(header.back() == '\n');
+    CHECK(bytes.size() == 10 + header_len + sizeof(v));
+}
+
+TEST_CASE("npy: reads numpy's spellings of little-endian and byte-sized dtypes", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("b.npy");
+    write_raw_npy(path, "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", std::string("\x01\x00\x01", 3));
+    NpyArray a = read_npy(path);
+    CHECK(to_string(a.type) == "bool[3]");
+    CHECK(a.data == std::vector<uint8_t>{1, 0, 1});
+
+    int32_t v[2] = {-7, 9};
+    write_raw_npy(path, "{'descr': '=i4', 'fortran_order': False, 'shape': (2,), }", std::string((const char *)v, 8));
+    a = read_npy(path);
+    CHECK(to_string(a.type) == "i32[2]");
+}
+
+TEST_CASE("npy: a missing file is a user error naming the file", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("absent.npy");
+    REQUIRE_THROWS_MATCHES(read_npy(path), UserError, Catch::Message("cannot open '" + path + "': no such file or not readable"));
+}
+
+TEST_CASE("npy: bad magic is a user error naming the file", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("magic.npy");
+    write_raw_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", std::string(4, '\0'), "XXNUMP");
+    REQUIRE_THROWS_AS(read_npy(path), UserError);
+    REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains("magic"));
+}
+
+TEST_CASE("npy: a truncated payload is a user error naming the file and the size", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("short.npy");
+    write_raw_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", std::string(20, '\0'));
+    REQUIRE_THROWS_AS(read_npy(path), UserError);
+    REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains("f32[2,3]") && Catch::Contains("24 bytes"));
+}
+
+TEST_CASE("npy: a truncated header is a user error naming the file", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("header.npy");
+    std::ofstream(path, std::ios::binary) << std::string("\x93NUMPY\x01\x00\x76\x00{'descr'", 17);
+    REQUIRE_THROWS_AS(read_npy(path), UserError);
+    REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains("truncated header"));
+}
+
+TEST_CASE("npy: Fortran order is a user error naming the file", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("fortran.npy");
+    write_raw_npy(path, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", std::string(16, '\0'));
+    REQUIRE_THROWS_AS(read_npy(path), UserError);
+    REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains("Fortran-order"));
+}
+
+TEST_CASE("npy: big-endian data is a user error naming the file and the dtype", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("big.npy");
+    write_raw_npy(path, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\0'));
+    REQUIRE_THROWS_AS(read_npy(path), UserError);
+    REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains("'>f4'") && Catch::Contains("little-endian"));
+}
+
+TEST_CASE("npy: an unsupported dtype is a user error naming the file and the dtype", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("f16.npy");
+    write_raw_npy(path, "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", std::string(4, '\0'));
+    REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains("'<f2'"));
+}
+
+TEST_CASE("npy: writing into a missing folder is a user error naming the file", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("no/such/folder/x.npy");
+    float v = 1;
+    REQUIRE_THROWS_AS(write_npy(path, TensorType{DType::F32, {}}, &v), UserError);
+    REQUIRE_THROWS_WITH(write_npy(path, TensorType{DType::F32, {}}, &v), Catch::Contains(path));
+}

@@ -1,1 +1,69 @@
+// Every config model (reduced shapes, tests/data/models) computes the same outputs fused,
+// unfused, and in the plain C++ reference evaluator.
 #include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "graph/JsonFormat.h"
+#include "graph/Random.h"
+#include "reference/Reference.h"
+#include "runtime/Executor.h"
+
+using namespace fusor;
+
+namespace {
+
+std::vector<double> output_as_doubles(const Executor &ex, size_t i) {
+    const TensorType &t = ex.graph().type(ex.graph().outputs[i]);
+    return ref::from_bytes(t, ex.output(i).data()).data;
+}
+
+/** Max over elements of |a - b| / (atol + rtol * |b|); <= 1 means within tolerance. */
+double worst_error(const std::vector<double> &a, const std::vector<double> &b, double atol, double rtol, size_t *where) {
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        double e = std::abs(a[i] - b[i]) / (atol + rtol * std::abs(b[i]));
+        if (!(e <= worst)) {  // also catches NaN
+            worst = std::isnan(e) ? INFINITY : e;
+            *where = i;
+        }
+    }
+    return worst;
+}
+
+}  // namespace
+
+TEST_CASE("models: fused, unfused and the C++ reference agree on every config model", "[runtime][models]") {
+    auto name = GENERATE(as<std::string>{}, "eltwise_chain", "resnet_block", "mobilenet_v2_block", "transformer_mlp",
+                         "attention_scores");
+    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + name + ".json");
+    auto inputs = random_inputs(g, 7);
+    std::vector<ref::Value> expected = ref::evaluate(g, inputs);
+    ExecutorOptions fo;
+    Executor fused(g, fo);
+    ExecutorOptions uo;
+    uo.mode = ExecMode::Unfused;
+    Executor unfused(g, uo);
+    for (size_t i = 0; i < inputs.size(); i++) {
+        fused.set_input(i, inputs[i].data(), inputs[i].size());
+        unfused.set_input(i, inputs[i].data(), inputs[i].size());
+    }
+    fused.run();
+    unfused.run();
+    INFO("model " << name << ": " << fused.num_kernels() << " fused kernels, " << unfused.num_kernels() << " unfused");
+    CHECK(fused.num_kernels() < unfused.num_kernels());
+    for (size_t i = 0; i < g.outputs.size(); i++) {
+        std::vector<double> f = output_as_doubles(fused, i), u = output_as_doubles(unfused, i);
+        REQUIRE(f.size() == expected[i].data.size());
+        size_t where = 0;
+        double ef = worst_error(f, expected[i].data, 1e-4, 1e-4, &where);
+        INFO("fused vs reference: element " << where << " got " << f[where] << " expected " << expected[i].data[where]);
+        CHECK(ef <= 1.0);
+        double eu = worst_error(u, expected[i].data, 1e-4, 1e-4, &where);
+        INFO("unfused vs reference: element " << where << " got " << u[where] << " expected " << expected[i].data[where]);
+        CHECK(eu <= 1.0);
+        double efu = worst_error(f, u, 1e-5, 1e-5, &where);
+        INFO("fused vs unfused: element " << where << " got " << f[where] << " expected " << u[where]);
+        CHECK(efu <= 1.0);
+    }
+}

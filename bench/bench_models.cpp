@@ -1,0 +1,131 @@
+/** \file
+ * bench_models: for every config model, unfused vs fused medians measured side by side in one
+ * run, and for the elementwise chain the achieved bandwidth of each unfused op and of the fused
+ * chain against a one-op Halide copy kernel of the same size, measured in the same run. Writes the
+ * table as text, JSON and a PNG bar chart (gnuplot, if installed).
+ *
+ *   bench_models [--models DIR] [--repeats N] [--threads N] [--out DIR]
+ */
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "graph/JsonFormat.h"
+#include "graph/Random.h"
+#include "runtime/Benchmark.h"
+#include "runtime/Executor.h"
+
+using namespace fusor;
+
+namespace {
+
+void fill(Executor &ex, uint64_t seed) {
+    auto in = random_inputs(ex.graph(), seed);
+    for (size_t i = 0; i < in.size(); i++) ex.set_input(i, in[i].data(), in[i].size());
+}
+
+/** A one-op copy graph (Identity) of \p type: the bandwidth yardstick, scheduled by the same
+ * default schedule as every unfused elementwise op. */
+Graph copy_graph(const TensorType &type) {
+    std::string shape = "[";
+    for (size_t i = 0; i < type.shape.size(); i++) shape += (i ? "," : "") + std::to_string(type.shape[i]);
+    shape += "]";
+    return parse_graph_json(R"({"format_version": 1, "name": "copy",
+        "inputs": [{"name": "x", "dtype": "f32", "shape": )" + shape + R"(}], "outputs": ["y"],
+        "nodes": [{"name": "copy", "op": "Identity", "inputs": ["x"], "outputs": ["y"]}]})",
+                            "<copy>");
+}
+
+double gbps(double bytes, double ms) {
+    return bytes / (ms * 1e6);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"bench_models: fused vs unfused on every config model, with bandwidth yardsticks"};
+    std::string models_dir = std::string(FUSOR_SOURCE_DIR) + "/configs/models", out_dir = "bench-results";
+    int repeats = 10, threads = 0;
+    std::vector<std::string> only;
+    app.add_option("--models", models_dir, "folder of model .json files")->capture_default_str();
+    app.add_option("--only", only, "model names to run (default: all five)");
+    app.add_option("--repeats", repeats, "timed rounds per measurement")->capture_default_str();
+    app.add_option("--threads", threads, "Halide worker threads (default: all cores)");
+    app.add_option("--out", out_dir, "folder for results.json and results.png")->capture_default_str();
+    CLI11_PARSE(app, argc, argv);
+    if (threads > 0) set_num_threads(threads);
+    std::vector<std::string> names = {"eltwise_chain", "resnet_block", "mobilenet_v2_block", "transformer_mlp", "attention_scores"};
+    if (!only.empty()) names = only;
+    nlohmann::json results;
+    results["repeats"] = repeats;
+    results["threads"] = threads;
+    results["target"] = Halide::get_host_target().to_string();
+    results["models"] = nlohmann::json::array();
+    fmt::print("{:<20} {:>12} {:>12} {:>9}   (medians of {} interleaved rounds)\n", "model", "unfused ms", "fused ms", "speedup", repeats);
+    for (const std::string &name : names) {
+        Graph g = load_graph_json(models_dir + "/" + name + ".json");
+        ExecutorOptions o;
+        o.mode = ExecMode::Unfused;
+        Executor unfused(g, o);
+        o.mode = ExecMode::Fused;
+        Executor fused(g, o);
+        fill(unfused, 1);
+        fill(fused, 1);
+        auto t = time_interleaved({[&] { unfused.run(); }, [&] { fused.run(); }}, 2, repeats);
+        double u = t[0].median_ms, f = t[1].median_ms;
+        fmt::print("{:<20} {:>12.3f} {:>12.3f} {:>8.2f}x\n", name, u, f, u / f);
+        nlohmann::json m = {{"model", name}, {"unfused_ms", u}, {"fused_ms", f}, {"speedup", u / f},
+                            {"unfused_kernels", unfused.num_kernels()}, {"fused_kernels", fused.num_kernels()}};
+        if (name == "eltwise_chain") {
+            const TensorType &type = g.type(g.inputs[0]);
+            Executor copy(copy_graph(type));
+            fill(copy, 2);
+            std::vector<std::function<void()>> fns = {[&] { copy.run(); }};
+            for (size_t k = 0; k < unfused.num_kernels(); k++) fns.push_back([&, k] { unfused.run_kernel(k); });
+            fns.push_back([&] { fused.run(); });
+            auto bw = time_interleaved(fns, 2, repeats);
+            double bytes = 2.0 * type.num_bytes();  // every op and the copy read one tensor and write one
+            double copy_gbps = gbps(bytes, bw[0].median_ms);
+            fmt::print("\n  copy kernel ({}): {:.3f} ms, {:.1f} GB/s (bytes read + written)\n", to_string(type), bw[0].median_ms, copy_gbps);
+            m["copy_ms"] = bw[0].median_ms;
+            m["copy_gbps"] = copy_gbps;
+            m["unfused_ops"] = nlohmann::json::array();
+            for (size_t k = 0; k < unfused.num_kernels(); k++) {
+                double ms = bw[k + 1].median_ms;
+                std::string op = unfused.graph().nodes[unfused.cluster(k).nodes[0]].name;
+                fmt::print("  unfused {:<10} {:>8.3f} ms {:>7.1f} GB/s  {:>5.1f}% of copy\n", op, ms, gbps(bytes, ms),
+                           100 * gbps(bytes, ms) / copy_gbps);
+                m["unfused_ops"].push_back({{"op", op}, {"ms", ms}, {"gbps", gbps(bytes, ms)}, {"fraction_of_copy", gbps(bytes, ms) / copy_gbps}});
+            }
+            double fms = bw.back().median_ms;
+            fmt::print("  fused chain        {:>8.3f} ms {:>7.1f} GB/s  {:>5.1f}% of copy\n\n", fms, gbps(bytes, fms), 100 * gbps(bytes, fms) / copy_gbps);
+            m["fused_chain_gbps"] = gbps(bytes, fms);
+            m["fused_fraction_of_copy"] = gbps(bytes, fms) / copy_gbps;
+        }
+        results["models"].push_back(m);
+    }
+    std::string mkdir = "mkdir -p '" + out_dir + "'";
+    if (std::system(mkdir.c_str()) != 0) return 1;
+    std::ofstream(out_dir + "/results.json") << results.dump(2) << "\n";
+    std::ofstream dat(out_dir + "/results.dat");
+    for (auto &m : results["models"]) dat << m["model"].get<std::string>() << " " << m["unfused_ms"] << " " << m["fused_ms"] << " " << m["speedup"] << "\n";
+    dat.close();
+    std::ofstream gp(out_dir + "/results.gp");
+    gp << "set terminal pngcairo size 900,500 noenhanced\nset output '" << out_dir << "/results.png'\n"
+       << "set title 'fusor: fused vs unfused (median ms, log scale; label = speedup)'\nset style data histograms\n"
+       << "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\nset logscale y\nset ylabel 'ms'\n"
+       << "set xtics rotate by -20\nset key top left\n"
+       << "plot '" << out_dir << "/results.dat' using 2:xtic(1) title 'unfused', '' using 3 title 'fused', "
+       << "'' using ($0+0.15):3:(sprintf('%.2fx',$4)) with labels offset 0,1 notitle\n";
+    gp.close();
+    std::string plot = "command -v gnuplot >/dev/null && gnuplot '" + out_dir + "/results.gp'";
+    bool png = std::system(plot.c_str()) == 0;
+    fmt::print("wrote {}/results.json{}\n", out_dir, png ? " and " + out_dir + "/results.png" : " (gnuplot not found: no PNG)");
+    return 0;
+}
