@@ -1,6 +1,7 @@
 #include "generators/ApplySchedule.h"
 
 #include <algorithm>
+#include <set>
 
 #include "graph/Error.h"
 
@@ -30,6 +31,20 @@ std::vector<Loop> loops_of(const StageSchedule &s, const std::vector<std::string
     for (int d = rank - 1; d >= k; d--) out.push_back({args[d], extents[d]});
     for (int d = k - 1; d >= 0; d--) out.push_back({args[d] + "o", (extents[d] + s.tile[d] - 1) / s.tile[d]});
     for (int d = k - 1; d >= 0; d--) out.push_back({args[d] + "i", std::min<int64_t>(s.tile[d], extents[d])});
+    // `order` permutes the named loops among the positions they occupy (Halide's reorder)
+    std::vector<size_t> slots;
+    for (size_t i = 0; i < out.size(); i++) {
+        if (std::find(s.order.begin(), s.order.end(), out[i].name) != s.order.end()) slots.push_back(i);
+    }
+    if (slots.size() == s.order.size()) {
+        std::vector<Loop> moved;
+        for (const std::string &name : s.order) {
+            for (const Loop &l : out) {
+                if (l.name == name) moved.push_back(l);
+            }
+        }
+        for (size_t i = 0; i < slots.size(); i++) out[slots[i]] = moved[i];
+    }
     return out;
 }
 
@@ -59,6 +74,18 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
             return where + ": an inlined stage takes no loop directives";
         }
         if (st.level == ComputeLevel::At && !st.tile.empty()) return where + ": tiling applies to root stages only";
+        if (!st.order.empty()) {
+            auto names = loop_names(st, arg_names(info->func));
+            std::set<std::string> seen;
+            for (const std::string &l : st.order) {
+                if (std::find(names.begin(), names.end(), l) == names.end()) {
+                    std::string list;
+                    for (auto &n : names) list += (list.empty() ? "" : ", ") + n;
+                    return where + ": order names loop '" + l + "', which it does not have (loops: " + list + ")";
+                }
+                if (!seen.insert(l).second) return where + ": order names loop '" + l + "' twice";
+            }
+        }
         if (st.vector_width && rank == 0) return where + ": a scalar stage cannot be vectorized";
         for (int d : st.unroll) {
             if (d < 0 || d >= rank) return where + ": unroll names dim " + std::to_string(d) + " of a rank-" + std::to_string(rank) + " stage";
@@ -128,6 +155,11 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
                 for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "o"));
                 for (int d = k; d < rank; d++) order.push_back(Var(var_name(d)));
                 stage.reorder(order);
+            }
+            if (!is_update && st.order.size() > 1) {
+                std::vector<VarOrRVar> custom;  // innermost first
+                for (auto it = st.order.rbegin(); it != st.order.rend(); ++it) custom.push_back(Var(*it));
+                stage.reorder(custom);
             }
             std::vector<Loop> loops = loops_of(is_update ? StageSchedule{} : st, args, info.extents);
             std::string par;

@@ -83,10 +83,19 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             for (const StageInfo &st : lc.stages) {
                 if (reach[st.node].count((int)i) && g.nodes[st.node].op == OpKind::Conv) is_conv = true;
             }
+            // Accumulators must stay in registers: with R vector registers, keep (tx / vec) * ty
+            // <= R - 4 (the rest hold the operand vectors and a broadcast). Matmul: two vectors
+            // wide (the BLIS 6x16 kernel on AVX2); conv: one vector wide, more rows.
+            int regs = target.has_feature(Halide::Target::AVX512) ? 32 : 16;
             int tx = (int)std::min<int64_t>(is_conv ? vec : 2 * vec, x);
             tx = std::max(vec, tx - tx % vec);
-            int ty = (int)std::min<int64_t>(8, o.extents[1]);
+            int ty = (int)std::min<int64_t>((regs - 4) / std::max(1, tx / vec), o.extents[1]);
+            if (is_conv) ty = (int)std::min<int64_t>(8, o.extents[1]);
             s.tile = {tx, ty};
+            // matmul: walk column tiles outermost, so one tile's K x tx panel of the right-hand
+            // matrix stays in cache while every row tile uses it (instead of streaming all of B
+            // once per row tile)
+            if (!is_conv && (o.extents[0] + tx - 1) / tx > 1 && (o.extents[1] + ty - 1) / ty > 1) s.order = {"xo", "yo"};
             s.vector_width = vec >= 4 ? vec : 0;
         } else if (rank == 1 && x >= 65536 && plans[i].at_dim == 0) {
             bool has_at_stage = std::any_of(lc.stages.begin(), lc.stages.end(), [&](const StageInfo &st) {
@@ -139,7 +148,8 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             if (p.anchored) {
                 s.level = ComputeLevel::At;
                 s.at_stage = p.s.stage;
-                s.at_var = dim_var(0).name() + "o";
+                // the innermost loop over tiles: the accumulator covers exactly one tile
+                s.at_var = p.s.order.empty() ? dim_var(0).name() + "o" : p.s.order.back();
                 if (st.aligned && p.s.vector_width) s.vector_width = p.s.vector_width;
                 if (st.role == StageRole::Accumulator && st.aligned && rank >= 2) s.unroll = {0, 1};
             } else if (p.at_dim >= out_rank) {

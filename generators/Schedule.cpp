@@ -6,7 +6,7 @@ namespace fusor {
 
 bool StageSchedule::operator==(const StageSchedule &o) const {
     return stage == o.stage && level == o.level && at_stage == o.at_stage && at_var == o.at_var && tile == o.tile &&
-           vector_width == o.vector_width && unroll == o.unroll && parallel == o.parallel;
+           vector_width == o.vector_width && unroll == o.unroll && order == o.order && parallel == o.parallel;
 }
 
 const StageSchedule *ClusterSchedule::find(const std::string &stage) const {
@@ -27,6 +27,10 @@ std::string to_text(const StageSchedule &s) {
     if (!s.tile.empty()) {
         o << " tile=";
         for (size_t i = 0; i < s.tile.size(); i++) o << (i ? "x" : "") << s.tile[i];
+    }
+    if (!s.order.empty()) {
+        o << " order=";
+        for (size_t i = 0; i < s.order.size(); i++) o << (i ? "," : "") << s.order[i];
     }
     if (s.vector_width) o << " vec=" << s.vector_width;
     if (!s.unroll.empty()) {
@@ -111,10 +115,18 @@ std::optional<ClusterSchedule> parse_schedule(std::string_view text, std::string
                 st.vector_width = v[0] == 1 ? 0 : v[0];
             } else if (w.rfind("unroll=", 0) == 0) {
                 if (!parse_int_list(value("unroll="), ',', &st.unroll)) return fail("'" + w + "': expected unroll=<dim>,<dim>...");
+            } else if (w.rfind("order=", 0) == 0) {
+                std::string list = value("order="), item;
+                std::istringstream in(list);
+                while (std::getline(in, item, ',')) {
+                    if (item.empty()) return fail("'" + w + "': expected order=<loop>,<loop>...");
+                    st.order.push_back(item);
+                }
+                if (st.order.size() < 2) return fail("'" + w + "': order needs at least two loops");
             } else if (w == "parallel") {
                 st.parallel = true;
             } else {
-                return fail("unknown token '" + w + "'; expected inline, root, at=, tile=, vec=, unroll= or parallel");
+                return fail("unknown token '" + w + "'; expected inline, root, at=, tile=, order=, vec=, unroll= or parallel");
             }
         }
         if (!level_seen) return fail("stage '" + st.stage + "' has no compute level (inline, root or at=)");

@@ -3,7 +3,7 @@
  * Schedules as plain data with a stable text form. The database, the logs and the tests all use
  * the same text: one line per stage, e.g.
  *     c0_conv1_acc at=c0_relu1.xo vec=16 unroll=0,1
- *     c0_relu1 root tile=16x8 vec=16 parallel
+ *     c0_relu1 root tile=16x8 order=xo,yo vec=16 parallel
  *     c0_bn1 inline
  * Applying a schedule to Funcs happens in exactly one place (ApplySchedule.h). */
 
@@ -27,6 +27,8 @@ struct StageSchedule {
     std::vector<int> tile;              ///< inner tile extents of dims 0..k-1 (innermost first); empty = untiled
     int vector_width = 0;               ///< lanes on the innermost loop; 0 = not vectorized
     std::vector<int> unroll;            ///< dims whose inner loop is fully unrolled (dim 0: the loop around the vector)
+    std::vector<std::string> order;     ///< loops moved into this order, outermost first (the
+                                        ///< others keep their places); empty = default order
     bool parallel = false;              ///< parallelize the outermost loop of extent > 1
     std::string note;                   ///< why the default schedule chose this (text after '#'); not compared
 

@@ -77,6 +77,10 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
         // developer aid: the lowered loop nest of every kernel compiled, one file per kernel
         std::string path = std::string(dir) + "/" + c.name + "_" + std::to_string(std::hash<std::string>()(key) % 100000) + ".stmt";
         k->lowered.pipeline.compile_to_lowered_stmt(path, k->lowered.pipeline.infer_arguments(), Halide::Text, target);
+        if (getenv("FUSOR_DUMP_ASM")) {
+            k->lowered.pipeline.compile_to_assembly(path.substr(0, path.size() - 5) + ".s", k->lowered.pipeline.infer_arguments(),
+                                                    c.name, target.with_feature(Halide::Target::NoRuntime));
+        }
     }
     k->lowered.pipeline.compile_jit(target);
     std::lock_guard<std::mutex> lock(cache.mu);

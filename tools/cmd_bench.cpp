@@ -19,7 +19,7 @@ Verb add_bench(CLI::App &app) {
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json)")->required();
     cmd->add_flag("--json", o->json, "machine-readable output");
-    cmd->add_flag("--per-cluster", o->per_cluster, "also time each fused cluster and its share");
+    cmd->add_flag("--per-cluster", o->per_cluster, "also time each fused cluster and each unfused kernel, with shares");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     cmd->add_option("--repeats", o->repeats, "timed rounds (each runs unfused then fused)")->check(CLI::Range(1, 100000))->capture_default_str();
     cmd->add_option("--warmup", o->warmup, "untimed rounds first")->check(CLI::Range(0, 1000))->capture_default_str();
@@ -40,19 +40,24 @@ Verb add_bench(CLI::App &app) {
                 nlohmann::json j = {{"model", o->model}, {"unfused_ms", u}, {"fused_ms", f}, {"speedup", u / f},
                                     {"unfused_kernels", unfused.num_kernels()}, {"fused_kernels", fused.num_kernels()},
                                     {"repeats", o->repeats}};
-                if (o->per_cluster) {
+                auto per_kernel = [&](Executor &ex) {
                     std::vector<std::function<void()>> fns;
-                    for (size_t k = 0; k < fused.num_kernels(); k++) fns.push_back([&, k] { fused.run_kernel(k); });
+                    for (size_t k = 0; k < ex.num_kernels(); k++) fns.push_back([&, k] { ex.run_kernel(k); });
                     auto per = time_interleaved(fns, o->warmup, o->repeats);
                     double total = 0;
                     for (auto &p : per) total += p.median_ms;
-                    j["clusters"] = nlohmann::json::array();
+                    nlohmann::json out = nlohmann::json::array();
                     for (size_t k = 0; k < per.size(); k++) {
                         std::string nodes;
-                        for (NodeId n : fused.cluster(k).nodes) nodes += (nodes.empty() ? "" : ",") + fused.graph().nodes[n].name;
-                        j["clusters"].push_back({{"name", fused.cluster(k).name}, {"nodes", nodes}, {"ms", per[k].median_ms},
-                                                 {"share", total > 0 ? per[k].median_ms / total : 0}});
+                        for (NodeId n : ex.cluster(k).nodes) nodes += (nodes.empty() ? "" : ",") + ex.graph().nodes[n].name;
+                        out.push_back({{"name", ex.cluster(k).name}, {"nodes", nodes}, {"ms", per[k].median_ms},
+                                       {"share", total > 0 ? per[k].median_ms / total : 0}});
                     }
+                    return out;
+                };
+                if (o->per_cluster) {
+                    j["clusters"] = per_kernel(fused);
+                    j["unfused_kernels_detail"] = per_kernel(unfused);
                 }
                 if (o->json) {
                     fmt::print("{}\n", j.dump(2));
@@ -62,9 +67,12 @@ Verb add_bench(CLI::App &app) {
                            "(medians of {})\n",
                            g.name, u, unfused.num_kernels(), f, fused.num_kernels(), u / f, o->repeats);
                 if (o->per_cluster) {
-                    for (auto &c : j["clusters"]) {
-                        fmt::print("  {:<5} {:>9.3f} ms {:>6.1f}%  {}\n", c["name"].get<std::string>(), c["ms"].get<double>(),
-                                   100 * c["share"].get<double>(), c["nodes"].get<std::string>());
+                    for (const char *key : {"clusters", "unfused_kernels_detail"}) {
+                        fmt::print("{}:\n", std::string(key) == "clusters" ? "fused clusters" : "unfused kernels");
+                        for (auto &c : j[key]) {
+                            fmt::print("  {:<5} {:>9.3f} ms {:>6.1f}%  {}\n", c["name"].get<std::string>(), c["ms"].get<double>(),
+                                       100 * c["share"].get<double>(), c["nodes"].get<std::string>());
+                        }
                     }
                 }
                 return 0;

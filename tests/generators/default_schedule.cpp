@@ -66,10 +66,10 @@ TEST_CASE("default schedule: anchored clusters tile the output and compute the a
     LoweredCluster lc = lower_cluster(g, c, "c0_");
     ClusterSchedule s = default_schedule(g, c, lc, Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
     CHECK(to_text(s) ==
-          "c0_fc1_acc at=c0_gelu.xo vec=8 unroll=0,1\n"
+          "c0_fc1_acc at=c0_gelu.yo vec=8 unroll=0,1\n"
           "c0_fc1 inline\n"
           "c0_bias1 inline\n"
-          "c0_gelu root tile=16x8 vec=8 parallel\n");
+          "c0_gelu root tile=16x6 order=xo,yo vec=8 parallel\n");
 }
 
 TEST_CASE("why_illegal: names the stage and the reason", "[generators][default_schedule]") {

@@ -20,6 +20,7 @@ TEST_CASE("schedule text: round-trips every field", "[generators][schedule_text]
     out.tile = {16, 8};
     out.vector_width = 8;
     out.parallel = true;
+    out.order = {"xo", "yo"};
     out.note = "cluster output";
     StageSchedule bn;
     bn.stage = "c0_bn1";
@@ -27,7 +28,7 @@ TEST_CASE("schedule text: round-trips every field", "[generators][schedule_text]
     std::string text = to_text(s);
     CHECK(text ==
           "c0_conv1_acc at=c0_relu1.xo vec=8 unroll=0,1\n"
-          "c0_relu1 root tile=16x8 vec=8 parallel  # cluster output\n"
+          "c0_relu1 root tile=16x8 order=xo,yo vec=8 parallel  # cluster output\n"
           "c0_bn1 inline\n");
     std::string error;
     auto parsed = parse_schedule(text, &error);

@@ -79,7 +79,8 @@ TEST_CASE("verifier: wrong arity names the node and the expected count", "[graph
     // an omitted required input
     REQUIRE_THROWS_WITH(parse(graph_text(R"({"name": "a", "op": "Add", "inputs": ["", "x"], "outputs": ["y"]})")),
                         Contains("bad.json") && Contains("node 'a' (Add)") && Contains("input 0 is required"));
-    REQUIRE_THROWS_WITH(parse(graph_text(R"({"name": "r", "op": "Relu", "inputs": ["x"], "outputs": []})")),
+    REQUIRE_THROWS_WITH(parse(graph_text(R"({"name": "r", "op": "Relu", "inputs": ["x"], "outputs": []},
+                                            {"name": "n", "op": "Neg", "inputs": ["x"], "outputs": ["y"]})")),
                         Contains("bad.json") && Contains("node 'r' (Relu)") && Contains("has 0 outputs"));
 }
 

@@ -1,1 +1,296 @@
+// The fusor binary as a user meets it: exit status 0 / 2, one-line errors on stderr that name the
+// file and the node or field, --help and --version, inspect --json, and reproducible run outputs.
 #include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "graph/JsonFormat.h"
+#include "graph/Npy.h"
+
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        static std::atomic<int> counter{0};
+        path = fs::temp_directory_path() / ("fusor_cli_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+        fs::create_directories(path);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    std::string file(const std::string &name) const {
+        return (path / name).string();
+    }
+};
+
+std::string slurp(const std::string &path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+struct Result {
+    int status = -1;
+    std::string out, err;
+};
+
+/** Runs `fusor <args>` through the shell and captures its exit status, stdout and stderr. */
+Result run_fusor(const std::string &args) {
+    TempDir capture;
+    std::string cmd = std::string("'") + FUSOR_BINARY + "' " + args + " >'" + capture.file("out") + "' 2>'" +
+                      capture.file("err") + "'";
+    int raw = std::system(cmd.c_str());
+    Result r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(capture.file("out"));
+    r.err = slurp(capture.file("err"));
+    return r;
+}
+
+std::string data(const std::string &rel) {
+    return std::string(FUSOR_TEST_DATA) + "/" + rel;
+}
+
+/** The one-line form every user error takes: "error: <message>\n". */
+void check_one_line_error(const Result &r) {
+    INFO("stderr: " << r.err);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("error: "));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_THAT(r.err, Catch::EndsWith("\n"));
+}
+
+}  // namespace
+
+TEST_CASE("cli: every bad graph file gives exit status 2 and names the file and the node or field", "[tools][cli]") {
+    struct Case {
+        const char *file;
+        std::vector<std::string> mentions;  // besides the file name
+    };
+    // cycle.json: 'out' is only downstream of the cycle, yet the message lists it too (reported)
+    const Case cases[] = {
+        {"malformed.json", {"malformed JSON", "line 5"}},
+        {"unknown_op.json", {"'conv3d'", "unknown op 'Conv3D'"}},
+        {"wrong_arity.json", {"node 'relu1' (Relu)", "has 2 inputs; expected 1"}},
+        {"missing_attr.json", {"node 'cat' (Concat)", "missing required attribute 'axis'"}},
+        {"mistyped_attr.json", {"'tr'", "attribute 'perm' must be a list of integers"}},
+        {"shape_mismatch.json", {"node 'add' (Add)", "[2,3]", "[4,3]", "dim 0 is 2 vs 4"}},
+        {"output_shape.json", {"'y'", "declared [3,3]", "dim 0: declared 3, computed 2"}},
+        {"cycle.json", {"cycle", "'ping'", "'pong'"}},
+        {"dangling_input.json", {"'add'", "dangling input 'bias'"}},
+        {"missing_init_file.json", {"initializers[0] ('bias')", "no_such_bias.npy"}},
+        {"unknown_dtype.json", {"inputs[0]", "unknown dtype 'f16'"}},
+        // names the field by position only; the input's name 'x' is missing (reported)
+        {"negative_dim.json", {"inputs[0]", "'shape'", "[2,-3]"}},
+        {"format_version.json", {"format_version", "is 2"}},
+    };
+    for (const Case &c : cases) {
+        std::string path = data(std::string("bad/") + c.file);
+        INFO("file " << c.file);
+        Result r = run_fusor("inspect '" + path + "'");
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains(path));
+        for (const std::string &m : c.mentions) CHECK_THAT(r.err, Contains(m));
+    }
+}
+
+TEST_CASE("cli: run reports a bad graph file the same way as inspect", "[tools][cli]") {
+    std::string path = data("bad/shape_mismatch.json");
+    Result r = run_fusor("run '" + path + "'");
+    check_one_line_error(r);
+    CHECK_THAT(r.err, Contains(path) && Contains("node 'add' (Add)"));
+}
+
+// regression: a non-string "domain" escapes as a json type_error: exit 1, message without the file
+// or node. Library bug in graph/JsonFormat.cpp (reported); fails until the field is type-checked.
+TEST_CASE("regression: a mistyped domain field is a user error naming the file", "[tools][cli]") {
+    std::string path = data("bad/mistyped_domain.json");
+    Result r = run_fusor("inspect '" + path + "'");
+    check_one_line_error(r);
+    CHECK_THAT(r.err, Contains(path));
+    // the node name 'gelu' and the field 'domain' should appear as well
+}
+
+TEST_CASE("cli: an initializer .npy of the wrong dtype or shape gives 2 naming the files", "[tools][cli]") {
+    TempDir dir;
+    std::ofstream(dir.file("model.json")) << R"({
+      "format_version": 1,
+      "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+      "outputs": ["y"],
+      "initializers": [{"name": "bias", "dtype": "f32", "shape": [3], "file": "weights/bias.npy"}],
+      "nodes": [{"name": "add", "op": "Add", "inputs": ["x", "bias"], "outputs": ["y"]}]
+    })";
+    fs::create_directories(dir.path / "weights");
+    std::string npy = dir.file("weights/bias.npy");
+
+    SECTION("does not apply: the right dtype and shape") {
+        float b[3] = {1, 2, 3};
+        fusor::write_npy(npy, fusor::TensorType{fusor::DType::F32, {3}}, b);
+        Result r = run_fusor("inspect '" + dir.file("model.json") + "'");
+        CHECK(r.status == 0);
+        CHECK(r.err.empty());
+    }
+    SECTION("wrong dtype") {
+        double b[3] = {1, 2, 3};
+        fusor::write_npy(npy, fusor::TensorType{fusor::DType::F64, {3}}, b);
+        Result r = run_fusor("inspect '" + dir.file("model.json") + "'");
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains(dir.file("model.json")) && Contains("('bias')") && Contains("weights/bias.npy") &&
+                              Contains("holds f64[3]; expected f32[3]"));
+    }
+    SECTION("wrong shape") {
+        float b[4] = {1, 2, 3, 4};
+        fusor::write_npy(npy, fusor::TensorType{fusor::DType::F32, {4}}, b);
+        Result r = run_fusor("inspect '" + dir.file("model.json") + "'");
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains(dir.file("model.json")) && Contains("('bias')") && Contains("weights/bias.npy") &&
+                              Contains("holds f32[4]; expected f32[3]"));
+    }
+    SECTION("not a .npy file at all") {
+        std::ofstream(npy) << "not numpy";
+        Result r = run_fusor("inspect '" + dir.file("model.json") + "'");
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains(dir.file("model.json")) && Contains("('bias')") && Contains(npy) && Contains("magic"));
+    }
+}
+
+TEST_CASE("cli: run --inputs checks each .npy against the graph input", "[tools][cli]") {
+    TempDir dir;
+    const std::string model = data("models/eltwise_chain.json");  // input x: f32[37,70]
+    std::string x = dir.file("x.npy");
+    std::vector<double> values(37 * 70, 0.5);
+
+    SECTION("does not apply: a matching input runs") {
+        std::vector<float> f(37 * 70, 0.5f);
+        fusor::write_npy(x, fusor::TensorType{fusor::DType::F32, {37, 70}}, f.data());
+        Result r = run_fusor("run '" + model + "' --inputs '" + dir.path.string() + "'");
+        INFO("stderr: " << r.err);
+        CHECK(r.status == 0);
+    }
+    SECTION("wrong dtype") {
+        fusor::write_npy(x, fusor::TensorType{fusor::DType::F64, {37, 70}}, values.data());
+        Result r = run_fusor("run '" + model + "' --inputs '" + dir.path.string() + "'");
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains(x) && Contains("holds f64[37,70]") && Contains("input 'x' is f32[37,70]"));
+    }
+    SECTION("wrong shape") {
+        fusor::write_npy(x, fusor::TensorType{fusor::DType::F32, {70, 37}}, values.data());
+        Result r = run_fusor("run '" + model + "' --inputs '" + dir.path.string() + "'");
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains(x) && Contains("holds f32[70,37]") && Contains("input 'x' is f32[37,70]"));
+    }
+    SECTION("missing file") {
+        Result r = run_fusor("run '" + model + "' --inputs '" + dir.path.string() + "'");
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains(x) && Contains("'x'"));
+    }
+}
+
+TEST_CASE("cli: a missing model file gives 2 naming it", "[tools][cli]") {
+    for (const char *verb : {"inspect", "run", "bench"}) {
+        INFO(verb);
+        Result r = run_fusor(std::string(verb) + " /no/such/model.json");
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains("'/no/such/model.json'"));
+    }
+}
+
+TEST_CASE("cli: bad usage gives 2", "[tools][cli]") {
+    Result flag = run_fusor("inspect --frobnicate '" + data("models/resnet_block.json") + "'");
+    CHECK(flag.status == 2);
+    CHECK_THAT(flag.err, Contains("--frobnicate"));
+    CHECK(run_fusor("").status == 2);          // no verb
+    CHECK(run_fusor("transmogrify").status == 2);  // unknown verb
+    CHECK(run_fusor("run").status == 2);       // missing model argument
+    CHECK(run_fusor("run '" + data("models/resnet_block.json") + "' --threads 0").status == 2);  // out of range
+}
+
+TEST_CASE("cli: --help on every verb and --version succeed", "[tools][cli]") {
+    for (const char *verb : {"inspect", "run", "bench", "ops"}) {
+        INFO(verb);
+        Result r = run_fusor(std::string(verb) + " --help");
+        CHECK(r.status == 0);
+        CHECK_THAT(r.out, Contains(verb));
+        CHECK_THAT(r.out, Contains("-h,--help"));
+    }
+    Result top = run_fusor("--help");
+    CHECK(top.status == 0);
+    for (const char *verb : {"inspect", "run", "bench", "ops"}) CHECK_THAT(top.out, Contains(verb));
+
+    Result v = run_fusor("--version");
+    CHECK(v.status == 0);
+    CHECK_THAT(v.out, Contains(std::string("Halide ") + FUSOR_HALIDE_VERSION));
+    CHECK_THAT(v.out, Contains(std::string("fusor ") + FUSOR_VERSION));
+}
+
+TEST_CASE("cli: ops lists every op with its domain", "[tools][cli]") {
+    Result r = run_fusor("ops");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("fusor.Gelu") && Contains("Conv") && Contains("OutFusable"));
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == (long)fusor::all_ops().size());
+}
+
+TEST_CASE("cli: inspect --json is JSON with fewer fused than unfused kernels", "[tools][cli]") {
+    Result r = run_fusor("inspect '" + data("models/resnet_block.json") + "' --json");
+    REQUIRE(r.status == 0);
+    nlohmann::json j;
+    REQUIRE_NOTHROW(j = nlohmann::json::parse(r.out));
+    CHECK(j["name"] == "resnet_block");
+    int fused = j["kernels"]["fused"].get<int>(), unfused = j["kernels"]["unfused"].get<int>();
+    CHECK(fused < unfused);
+    CHECK(unfused == (int)j["nodes"].size());
+    CHECK(j["clusters"].size() == (size_t)fused);
+    CHECK(j["intermediate_bytes"]["fused"]["written"].get<int64_t>() <
+          j["intermediate_bytes"]["unfused"]["written"].get<int64_t>());
+}
+
+TEST_CASE("cli: run --random --outputs is reproducible, and fused matches unfused", "[tools][cli]") {
+    const std::string model = data("models/transformer_mlp.json");
+    fusor::Graph g = fusor::load_graph_json(model);
+    TempDir dir;
+    auto run = [&](const std::string &sub, const std::string &flags) {
+        Result r = run_fusor("run '" + model + "' " + flags + " --outputs '" + dir.file(sub) + "'");
+        INFO("stderr: " << r.err);
+        REQUIRE(r.status == 0);
+        CHECK_THAT(r.out, Contains("ran transformer_mlp"));
+    };
+    run("a", "--random 3");
+    run("b", "--random 3");
+    run("u", "--random 3 --unfused");
+    run("other", "--random 4");
+
+    size_t files = 0;
+    for (const auto &e : fs::directory_iterator(dir.path / "a")) files += e.path().extension() == ".npy";
+    CHECK(files == g.outputs.size());
+    for (fusor::TensorId t : g.outputs) {
+        std::string name = g.tensor(t).name + ".npy";
+        INFO("output " << name);
+        std::string a = slurp(dir.file("a/" + name));
+        REQUIRE_FALSE(a.empty());
+        CHECK(a == slurp(dir.file("b/" + name)));  // byte-identical for the same seed
+        CHECK(a != slurp(dir.file("other/" + name)));
+
+        fusor::NpyArray fa = fusor::read_npy(dir.file("a/" + name)), ua = fusor::read_npy(dir.file("u/" + name));
+        REQUIRE(fa.type == g.type(t));
+        REQUIRE(ua.type == fa.type);
+        const float *f = (const float *)fa.data.data(), *u = (const float *)ua.data.data();
+        double worst = 0;
+        for (int64_t i = 0; i < fa.type.num_elements(); i++) worst = std::max(worst, (double)std::fabs(f[i] - u[i]));
+        CHECK(worst <= 1e-4);
+    }
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The README's two commands. On a fresh Debian 12 machine each installs what is missing
+# (apt-get), configures a Release build in build/ and builds:
+#
+#   cmake/bootstrap.sh demo   the main job on the built-in default model (configs/models/resnet_block.json):
+#                             inspect its fusion, run it fused, bench fused vs unfused
+#   cmake/bootstrap.sh test   build and run the whole test suite (ctest); CI runs this
+#
+# Environment: FUSOR_BUILD_DIR (default build), FUSOR_MODEL (demo model), JOBS (default: nproc).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+mode="${1:-}"
+build="${FUSOR_BUILD_DIR:-build}"
+jobs="${JOBS:-$(nproc)}"
+
+packages=(g++ cmake ninja-build pkg-config libhalide14-0-dev nlohmann-json3-dev catch2 libcli11-dev libfmt-dev gnuplot-nox)
+
+install_missing() {
+    local missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        echo "== installing ${missing[*]}"
+        local sudo=""
+        [[ $(id -u) -ne 0 ]] && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    fi
+}
+
+configure_and_build() {
+    echo "== configuring a Release build in $build"
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING="$1" >/dev/null
+    echo "== building ($jobs jobs)"
+    cmake --build "$build" -j "$jobs"
+}
+
+case "$mode" in
+demo)
+    install_missing
+    configure_and_build OFF
+    model="${FUSOR_MODEL:-configs/models/resnet_block.json}"
+    fusor="$build/tools/fusor"
+    echo; echo "== fusor inspect $model"; "$fusor" inspect "$model" | tail -n 24
+    echo; echo "== fusor run $model (fused)"; "$fusor" run "$model" --random 0
+    echo; echo "== fusor bench $model"; "$fusor" bench "$model" --repeats 10 --per-cluster
+    ;;
+test)
+    install_missing
+    configure_and_build ON
+    echo "== running the test suite"
+    cd "$build"
+    ctest --output-on-failure -j "$jobs" --timeout 600
+    ;;
+*)
+    echo "usage: cmake/bootstrap.sh demo|test" >&2
+    exit 2
+    ;;
+esac
