@@ -888,3 +888,13 @@ TEST_CASE("op Conv: fused chain Conv -> Relu -> Add with a broadcast bias", "[ge
         CHECK(m.count == 0);
     }
 }
+TEST_CASE("debug", "[debug]") {
+    std::string json = slice_graph({6, 8}, {5, 6}, {0, 1}, {0, 1}, {-2, -2});
+    Graph g = parse_graph_json(json);
+    Inputs inputs = random_inputs(g, 7);
+    auto x = ref::from_bytes(g.type(g.inputs[0]), inputs[0].data());
+    for (int i = 0; i < 6; i++) { for (int j = 0; j < 8; j++) printf("%8.4f ", x.data[i*8+j]); printf("\n"); }
+    auto want = ref::evaluate(g, inputs)[0];
+    auto got = run_executor(g, ExecMode::Unfused, inputs)[0];
+    for (size_t i = 0; i < 9; i++) printf("%8.4f %8.4f\n", want.data[i], got.data[i]);
+}
