@@ -1,5 +1,6 @@
 #include "graph/JsonFormat.h"
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -41,6 +42,25 @@ struct Reader {
         return v.get<std::string>();
     }
 
+    /** An optional string field: \p dflt when absent; a UserError when present with another type. */
+    std::string optional_string(const json &obj, const char *key, const std::string &dflt, const std::string &where) const {
+        if (!obj.contains(key)) return dflt;
+        const json &v = obj[key];
+        if (!v.is_string()) fail(where, std::string("field '") + key + "' must be a string, got " + v.dump());
+        return v.get<std::string>();
+    }
+
+    /** An integer within [lo, hi]; a UserError naming the field otherwise. */
+    int64_t int_in_range(const json &v, int64_t lo, int64_t hi, const std::string &what, const std::string &where) const {
+        bool ok = v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > (uint64_t)INT64_MAX);
+        if (ok) {
+            int64_t x = v.get<int64_t>();
+            ok = x >= lo && x <= hi;
+        }
+        if (!ok) fail(where, what + " is " + v.dump() + "; expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        return v.get<int64_t>();
+    }
+
     DType dtype_field(const json &obj, const std::string &where) const {
         std::string s = string_field(obj, "dtype", where);
         auto t = parse_dtype(s);
@@ -58,7 +78,19 @@ struct Reader {
             }
             s.push_back(d.get<int64_t>());
         }
+        // Halide indexes buffers with 32-bit integers: a tensor holds at most 2^31 - 1 elements
+        double elements = 1;
+        for (int64_t d : s) elements *= (double)d;
+        if (elements > 2147483647.0) {
+            fail(where, "shape " + v.dump() + " has " + fmt_count(elements) + " elements; a tensor holds at most 2^31 - 1");
+        }
         return s;
+    }
+
+    static std::string fmt_count(double n) {
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%.4g", n);
+        return buf;
     }
 };
 
@@ -86,7 +118,18 @@ std::vector<uint8_t> inline_data(const Reader &r, const json &data, const Tensor
     for (size_t i = 0; i < flat.size(); i++) {
         const json &v = *flat[i];
         bool ok = is_float(type.dtype) ? v.is_number() : type.dtype == DType::Bool ? (v.is_boolean() || v.is_number_integer()) : v.is_number_integer();
-        if (!ok) r.fail(where, "data[" + std::to_string(i) + "] is " + v.dump() + "; expected a " + dtype_name(type.dtype) + " value");
+        if (ok && type.dtype == DType::F32 && std::abs(v.get<double>()) > 3.4028234663852886e38) ok = false;
+        if (ok && v.is_number_integer() && type.dtype != DType::Bool) {
+            int64_t lo = INT64_MIN, hi = INT64_MAX;
+            switch (type.dtype) {
+            case DType::I32: lo = INT32_MIN, hi = INT32_MAX; break;
+            case DType::I8: lo = INT8_MIN, hi = INT8_MAX; break;
+            case DType::U8: lo = 0, hi = UINT8_MAX; break;
+            default: break;
+            }
+            ok = !(v.is_number_unsigned() && v.get<uint64_t>() > (uint64_t)INT64_MAX) && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+        }
+        if (!ok) r.fail(where, "data[" + std::to_string(i) + "] is " + v.dump() + "; expected a value of dtype " + dtype_name(type.dtype) + " (in range)");
         switch (type.dtype) {
         case DType::F32: put(out, i, v.get<float>()); break;
         case DType::F64: put(out, i, v.get<double>()); break;
@@ -119,8 +162,8 @@ Tensor read_initializer(const Reader &r, const json &j, const std::string &where
         if (!seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<int64_t>() >= 0)) {
             r.fail(w, "random.seed must be a non-negative integer, got " + seed.dump());
         }
-        rs.seed = seed.get<uint64_t>();
-        rs.distribution = spec.value("distribution", std::string("uniform"));
+        rs.seed = seed.get<uint64_t>();  // any 64-bit value
+        rs.distribution = r.optional_string(spec, "distribution", "uniform", w + ": random");
         auto number = [&](const char *key, double dflt) {
             if (!spec.contains(key)) return dflt;
             if (!spec[key].is_number()) r.fail(w, std::string("random.") + key + " must be a number");
@@ -173,7 +216,7 @@ AttrValue read_attr(const Reader &r, const json &v, const AttrSpec &spec, const 
     switch (spec.type) {
     case AttrType::Int:
         if (!v.is_number_integer()) mistyped("an integer");
-        return v.get<int64_t>();
+        return r.int_in_range(v, INT64_MIN, INT64_MAX, "attribute '" + spec.name + "'", where);
     case AttrType::Float:
         if (!v.is_number()) mistyped("a number");
         return v.get<double>();
@@ -185,7 +228,7 @@ AttrValue read_attr(const Reader &r, const json &v, const AttrSpec &spec, const 
         std::vector<int64_t> out;
         for (const json &e : v) {
             if (!e.is_number_integer()) mistyped("a list of integers");
-            out.push_back(e.get<int64_t>());
+            out.push_back(r.int_in_range(e, INT64_MIN, INT64_MAX, "attribute '" + spec.name + "'", where));
         }
         return out;
     }
@@ -230,7 +273,8 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
     }
     if (!doc.is_object()) r.fail("", "expected a JSON object at the top level");
     const json &version = r.field(doc, "format_version", "");
-    if (!version.is_number_integer() || version.get<int>() != kJsonFormatVersion) {
+    if (!version.is_number_integer() || version.is_number_unsigned() && version.get<uint64_t>() > 1000 ||
+        version.get<int64_t>() != kJsonFormatVersion) {
         r.fail("format_version", "is " + version.dump() + "; this fusor reads version " + std::to_string(kJsonFormatVersion));
     }
     for (auto it = doc.begin(); it != doc.end(); ++it) {
@@ -241,7 +285,7 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
     }
     Graph g;
     g.source = source;
-    g.name = doc.value("name", std::string("graph"));
+    g.name = r.optional_string(doc, "name", "graph", "");
     std::map<std::string, TensorId> by_name;
     auto define = [&](Tensor t, const std::string &where) {
         if (by_name.count(t.name)) r.fail(where, "tensor '" + t.name + "' is defined twice");
@@ -264,6 +308,7 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
         std::string where = "inputs[" + std::to_string(i) + "]";
         Tensor t;
         t.name = r.string_field(inputs[i], "name", where);
+        where += " ('" + t.name + "')";
         t.type.dtype = r.dtype_field(inputs[i], where);
         t.type.shape = r.shape_field(inputs[i], where);
         g.inputs.push_back(define(std::move(t), where));
@@ -282,13 +327,14 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
         n.name = r.string_field(jn, "name", where);
         where += " ('" + n.name + "')";
         std::string op = r.string_field(jn, "op", where);
-        std::string domain = jn.value("domain", std::string());
+        std::string domain = r.optional_string(jn, "domain", "", where);
         auto kind = find_op(op, domain);
         if (!kind) {
             auto other = find_op(op, domain.empty() ? "fusor" : "");
             r.fail(where, "unknown op '" + op + "'" + (domain.empty() ? "" : " in domain '" + domain + "'") +
-                              (other ? std::string("; it is in domain '") + op_info(*other).domain + "'"
-                                     : std::string("; run 'fusor ops' to list ops")));
+                              (!other ? std::string("; run 'fusor ops' to list ops")
+                               : *op_info(*other).domain ? std::string("; it is in domain '") + op_info(*other).domain + "'"
+                                                         : std::string("; it is an ONNX op (omit 'domain')")));
         }
         n.op = *kind;
         if (jn.contains("attrs")) {

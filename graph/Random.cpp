@@ -55,7 +55,13 @@ std::vector<uint8_t> random_tensor_data(const TensorType &type, uint64_t seed,
             v = (double)(lo + (int64_t)(rng.next() % (uint64_t)(hi - lo + 1)));
         }
         switch (type.dtype) {
-        case DType::F32: store(out, i, (float)v); break;
+        case DType::F32: {
+            float f = (float)v;
+            // rounding to float can reach `high`; keep the documented half-open range
+            if (!normal && f >= (float)b && b > a) f = std::nextafter((float)b, -INFINITY);
+            store(out, i, f);
+            break;
+        }
         case DType::F64: store(out, i, v); break;
         case DType::I64: store(out, i, (int64_t)std::llround(v)); break;
         case DType::I32: store(out, i, (int32_t)std::llround(v)); break;

@@ -1,5 +1,6 @@
 #include "graph/Verifier.h"
 
+#include <algorithm>
 #include <set>
 
 #include "graph/Error.h"
@@ -103,9 +104,21 @@ void sort_topologically(Graph &g) {
         }
     }
     if (order.size() != g.nodes.size()) {
+        // The unsorted nodes are the cycle and whatever depends on it; peel off those that feed
+        // no other unsorted node until only the cycle is left.
+        std::vector<bool> left(g.nodes.size());
+        for (size_t i = 0; i < g.nodes.size(); i++) left[i] = pending[i] > 0;
+        for (bool changed = true; changed;) {
+            changed = false;
+            for (size_t i = 0; i < g.nodes.size(); i++) {
+                if (!left[i]) continue;
+                bool feeds = std::any_of(users[i].begin(), users[i].end(), [&](int u) { return left[u]; });
+                if (!feeds) left[i] = false, changed = true;
+            }
+        }
         std::string names;
         for (size_t i = 0; i < g.nodes.size(); i++) {
-            if (pending[i]) names += (names.empty() ? "'" : ", '") + g.nodes[i].name + "'";
+            if (left[i]) names += (names.empty() ? "'" : ", '") + g.nodes[i].name + "'";
         }
         throw UserError((g.source.empty() ? "" : g.source + ": ") + "graph has a cycle through nodes " + names);
     }

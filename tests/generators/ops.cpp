@@ -173,8 +173,9 @@ std::vector<ref::Value> run_executor(const Graph &g, ExecMode mode, const Inputs
 }
 
 /** Parses \p json, runs it in both modes on random_inputs(seed) (passed through \p fix) and
- * checks every output against the reference within \p tol. Returns the number of outputs (over
- * both modes) that differed, so a known-bug section can report instead of fail. */
+ * checks every output against the reference within \p tol. With \p report_only (a known library
+ * bug) differences and exceptions become warnings, and so does their absence. Returns the number
+ * of outputs (over both modes) that differed or failed to run. */
 int check_graph(const std::string &json, Tolerance tol, const InputFix &fix = nullptr, uint64_t seed = 7,
                 bool report_only = false) {
     INFO("graph:\n" << json);
@@ -185,7 +186,16 @@ int check_graph(const std::string &json, Tolerance tol, const InputFix &fix = nu
     int failures = 0;
     for (ExecMode mode : {ExecMode::Fused, ExecMode::Unfused}) {
         INFO("mode: " << mode_name(mode));
-        std::vector<ref::Value> got = run_executor(g, mode, inputs);
+        std::vector<ref::Value> got;
+        try {
+            got = run_executor(g, mode, inputs);
+        } catch (const std::exception &e) {
+            // keep going: the other mode and the following cases still say something
+            failures++;
+            if (report_only) WARN("exception (known library bug): " << e.what());
+            else FAIL_CHECK("exception: " << e.what());
+            continue;
+        }
         REQUIRE(got.size() == want.size());
         for (size_t o = 0; o < got.size(); o++) {
             Mismatch m = compare(got[o], want[o], tol);
@@ -200,6 +210,7 @@ int check_graph(const std::string &json, Tolerance tol, const InputFix &fix = nu
             }
         }
     }
+    if (report_only && failures == 0) WARN("the known library bug above no longer reproduces: make this a check again");
     return failures;
 }
 
@@ -494,15 +505,21 @@ TEST_CASE("op MatMul: 2-D, batched with broadcast batch dims, 1-D operands", "[g
         {{2, 3, 4}, {2, 4, 5}},     // equal batch
         {{2, 1, 3, 4}, {3, 4, 5}},  // batch dims broadcast both ways -> [2,3,3,5]
         {{1, 3, 4}, {2, 4, 5}},     // size-1 batch dim
-        {{4}, {4, 5}},              // 1-D A
-        {{4}, {2, 4, 5}},           // 1-D A, batched B
-        {{2, 3, 4}, {4}},           // 1-D B
-        {{4}, {4}},                 // dot product -> scalar
+        {{4}, {2, 4, 5}},           // 1-D A, batched B -> [2,5]
+        {{2, 3, 4}, {4}},           // 1-D B -> [2,3]
         {{1, 16}, {16, 1}},         // K longer than M, N
     };
     for (const auto &[a, b] : cases) {
         INFO("MatMul " << shape_json(a) << " x " << shape_json(b));
         check_graph(op_graph("MatMul", {a, b}), kF32);
+    }
+    SECTION("1-D operands giving a rank-1 or rank-0 output") {
+        // WARN: library bug: default_schedule puts the accumulator at loop 'xo' but tiles no output of rank < 2
+        const std::vector<std::pair<Shape, Shape>> low_rank = {{{4}, {4, 5}}, {{3, 4}, {4}}, {{4}, {4}}};
+        for (const auto &[a, b] : low_rank) {
+            INFO("MatMul " << shape_json(a) << " x " << shape_json(b));
+            check_graph(op_graph("MatMul", {a, b}), kF32, nullptr, 7, /*report_only=*/true);
+        }
     }
     SECTION("weight initializer") {
         check_graph(GraphBuilder().input("x", {2, 5, 8}).init_random("w", {8, 6}, 3).node("MatMul", {"x", "w"}, "y").json(), kF32);
@@ -653,16 +670,18 @@ TEST_CASE("op AveragePool: pads, strides, ceil_mode, count_include_pad 0 and 1",
 }
 
 TEST_CASE("op AveragePool: reference counts padding as documented", "[generators][ops]") {
-    // x = 1 everywhere on a 3x3 plane; window 2x2 stride 2 with pads [1,1,1,1] -> 3x3? no: (3+2-2)/2+1 = 2
+    // x = 1 on a 3x3 plane; a 2x2 window with stride 2 and pads [1,1,1,1] gives a 2x2 output
+    // whose windows cover rows/cols {-1,0} and {1,2}
     auto run = [](const std::string &attrs) {
         Graph g = parse_graph_json(op_graph("AveragePool", {{1, 1, 3, 3}}, attrs));
         std::vector<float> ones(9, 1.0f);
         return ref::evaluate(g, {std::vector<uint8_t>((uint8_t *)ones.data(), (uint8_t *)(ones.data() + 9))})[0].data;
     };
-    // each 2x2 window has one real element in the corner of the plane and three of padding... see below
+    // padding excluded: every window averages ones only
     CHECK(run(R"("kernel_shape": [2,2], "strides": [2,2], "pads": [1,1,1,1], "count_include_pad": 0)") ==
           std::vector<double>{1, 1, 1, 1});
-    // with pads counted: corner windows hold 1 real + 3 pad elements -> 1/4; edge windows 2 real -> 2/4
+    // padding counted: the window at (0,0) holds 1 real element and 3 of padding -> 1/4; those at
+    // (0,1) and (1,0) hold 2 real ones -> 2/4; the one at (1,1) lies inside the input -> 1
     CHECK(run(R"("kernel_shape": [2,2], "strides": [2,2], "pads": [1,1,1,1], "count_include_pad": 1)") ==
           std::vector<double>{0.25, 0.5, 0.5, 1});
     // ceil_mode: 3x3 with 2x2 stride 2 gives 2x2; the last window hangs past the input and, with no
@@ -854,14 +873,28 @@ TEST_CASE("op Slice: negative starts/ends, steps > 1, negative steps", "[generat
         {{6, 8}, {-4}, {-1}, {1}, {}},                      // negative start and end
         {{6, 8}, {0, 1}, {kBig, kBig}, {0, 1}, {2, 3}},     // steps > 1, ends past the dim
         {{6, 8}, {-1}, {-kBig}, {1}, {-1}},                 // full reversal
-        {{6, 8}, {5, 6}, {0, 1}, {0, 1}, {-2, -2}},         // negative steps on two axes
-        {{2, 5, 7}, {-2, 1}, {kBig, -1}, {-1, 0}, {1, 1}},  // negative axes
+        {{7, 8}, {5, 6}, {0, 1}, {0, 1}, {-2, -2}},         // negative steps on two axes
+        {{3, 5, 7}, {-2, 1}, {kBig, -1}, {-1, 0}, {1, 1}},  // negative axes
         {{2, 5, 7}, {4}, {-10}, {1}, {-3}},                 // negative step, end clamped below 0
     };
+    // input shapes differ between cases with equal output shapes: see the kernel cache test below
     for (const Case &c : cases) {
         INFO("Slice " << shape_json(c.x) << " starts " << c.starts.size() << " axes " << c.axes.size());
         check_graph(slice_graph(c.x, c.starts, c.ends, c.axes, c.steps), kExact);
     }
+}
+
+TEST_CASE("op Slice: equal shapes but other starts do not share a cached kernel", "[generators][ops]") {
+    // WARN: library bug: canonical_cluster_text (the kernel cache key) omits constant inputs of more than one element
+    check_graph(slice_graph({5, 6}, {0, 0}, {3, 3}, {}, {}), kExact);
+    check_graph(slice_graph({5, 6}, {2, 3}, {5, 6}, {}, {}), kExact, nullptr, 7, /*report_only=*/true);
+}
+
+TEST_CASE("op ReduceSum: other axes of equal output shape do not share a cached kernel", "[generators][ops]") {
+    // WARN: library bug: canonical_cluster_text (the kernel cache key) omits constant inputs of more than one element
+    // (one-element axes are printed in the key; two are not)
+    check_graph(reduce_sum_graph({3, 3, 3}, {0, 1}, R"("keepdims": 0)"), kF32);
+    check_graph(reduce_sum_graph({3, 3, 3}, {1, 2}, R"("keepdims": 0)"), kF32, nullptr, 7, /*report_only=*/true);
 }
 
 // ---- fusion ------------------------------------------------------------------------------------
@@ -888,13 +921,40 @@ TEST_CASE("op Conv: fused chain Conv -> Relu -> Add with a broadcast bias", "[ge
         CHECK(m.count == 0);
     }
 }
-TEST_CASE("debug", "[debug]") {
-    std::string json = slice_graph({6, 8}, {5, 6}, {0, 1}, {0, 1}, {-2, -2});
-    Graph g = parse_graph_json(json);
-    Inputs inputs = random_inputs(g, 7);
-    auto x = ref::from_bytes(g.type(g.inputs[0]), inputs[0].data());
-    for (int i = 0; i < 6; i++) { for (int j = 0; j < 8; j++) printf("%8.4f ", x.data[i*8+j]); printf("\n"); }
-    auto want = ref::evaluate(g, inputs)[0];
-    auto got = run_executor(g, ExecMode::Unfused, inputs)[0];
-    for (size_t i = 0; i < 9; i++) printf("%8.4f %8.4f\n", want.data[i], got.data[i]);
+
+TEST_CASE("op MatMul: fused chain MatMul -> Add -> Gelu", "[generators][ops]") {
+    check_graph(GraphBuilder()
+                    .input("x", {2, 6, 8})
+                    .init_random("w", {8, 12}, 71)
+                    .init_random("b", {12}, 72)
+                    .node("MatMul", {"x", "w"}, "m")
+                    .node("Add", {"m", "b"}, "a")
+                    .node("Gelu", {"a"}, "y", "", "fusor")
+                    .json(),
+                kLoose);
+}
+
+TEST_CASE("op Softmax: fused between an elementwise producer and consumer", "[generators][ops]") {
+    check_graph(GraphBuilder()
+                    .input("x", {2, 3, 10})
+                    .init("s", {}, {0.5})
+                    .node("Mul", {"x", "s"}, "m")
+                    .node("Softmax", {"m"}, "p")
+                    .node("Sqrt", {"p"}, "y")
+                    .json(),
+                kLoose);
+}
+
+TEST_CASE("op LayerNormalization: fused after a residual add that is also a graph output", "[generators][ops]") {
+    check_graph(GraphBuilder()
+                    .input("x", {4, 16})
+                    .input("r", {4, 16})
+                    .init_random("g", {16}, 73, 0.5, 1.5)
+                    .init_random("b", {16}, 74)
+                    .node("Add", {"x", "r"}, "h")
+                    .node("LayerNormalization", {"h", "g", "b"}, "y")
+                    .output("h")
+                    .output("y")
+                    .json(),
+                kLoose);
 }

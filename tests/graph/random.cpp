@@ -92,7 +92,6 @@ TEST_CASE("random: uniform floats stay in [low, high) and cover it", "[graph][ra
 
 // regression: a + (b - a) * u is computed in double and rounded to float, so u close to 1 gives
 // exactly `high` (element 1869153 of seed 0 is 1.0f), breaking the documented [low, high) range.
-// Library bug in graph/Random.cpp (reported); this test fails until the f32 result is kept below b.
 TEST_CASE("regression: f32 uniform never rounds up to high", "[graph][random]") {
     const int64_t n = 1869154;
     std::vector<float> v = as<float>(random_tensor_data(TensorType{DType::F32, {n}}, 0, "uniform", 0, 1));
