@@ -58,6 +58,13 @@ std::vector<std::string> loop_names(const StageSchedule &s, const std::vector<st
 }
 
 std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
+    // outputs first: a non-root output also breaks every stage computed at it, and this is the cause
+    for (const StageSchedule &st : s.stages) {
+        const StageInfo *info = c.find_stage(st.stage);
+        if (info && info->is_output && st.level != ComputeLevel::Root) {
+            return "stage '" + st.stage + "': is a cluster output and must be root";
+        }
+    }
     for (const StageSchedule &st : s.stages) {
         const StageInfo *info = c.find_stage(st.stage);
         std::string where = "stage '" + st.stage + "'";

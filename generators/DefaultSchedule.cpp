@@ -46,6 +46,7 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
     struct OutputPlan {
         StageSchedule s;
         bool anchored = false;
+        bool is_conv = false;
         int at_dim = 0;  // compute internal stages inside the loop of this dim (untiled outputs)
     };
     std::vector<OutputPlan> plans(lc.outputs.size());
@@ -96,6 +97,10 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             // matrix stays in cache while every row tile uses it (instead of streaming all of B
             // once per row tile)
             if (!is_conv && (o.extents[0] + tx - 1) / tx > 1 && (o.extents[1] + ty - 1) / ty > 1) s.order = {"xo", "yo"};
+            // conv (NCHW): output channels innermost among the tile loops, so one spatial tile's
+            // staged input window (all input channels plus halo) serves every output channel
+            if (is_conv && rank == 4 && o.extents[2] > 1) s.order = {"yo", "xo", dim_var(2).name()};
+            plans[i].is_conv = is_conv;
             s.vector_width = vec >= 4 ? vec : 0;
         } else if (rank == 1 && x >= 65536 && plans[i].at_dim == 0) {
             bool has_at_stage = std::any_of(lc.stages.begin(), lc.stages.end(), [&](const StageInfo &st) {
@@ -148,9 +153,13 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             if (p.anchored) {
                 s.level = ComputeLevel::At;
                 s.at_stage = p.s.stage;
-                // the innermost loop over tiles: the accumulator covers exactly one tile
+                // the innermost loop over tiles: the accumulator covers exactly one tile; a conv's
+                // staged input window goes one loop out, outside the output-channel loop
                 s.at_var = p.s.order.empty() ? dim_var(0).name() + "o" : p.s.order.back();
+                if (p.is_conv && !st.aligned && st.role == StageRole::Reused && p.s.order.size() == 3) s.at_var = p.s.order[1];
                 if (st.aligned && p.s.vector_width) s.vector_width = p.s.vector_width;
+                // a staged input window (e.g. a conv's padded input): copy it in vectors too
+                if (!st.aligned && st.role == StageRole::Reused && rank > 0 && st.extents[0] >= lanes) s.vector_width = lanes;
                 if (st.role == StageRole::Accumulator && st.aligned && rank >= 2) s.unroll = {0, 1};
             } else if (p.at_dim >= out_rank) {
                 make_root("reduces across every dim of its output");

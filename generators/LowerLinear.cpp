@@ -82,8 +82,14 @@ std::vector<Func> lower_Conv(LowerContext &ctx) {
     for (int i = 0; i < 2; i++) padded |= geo.pads_begin[i] || geo.pads_end[i];
     Func xin = X.func;
     if (padded) {
-        xin = BoundaryConditions::constant_exterior(X.func, typed_const(t, 0),
-                                                    {{0, (int)Wd}, {0, (int)H}, {0, (int)C}, {Expr(), Expr()}});
+        // The zero-padded input is its own stage, so the schedule can stage each tile's input
+        // window (with halo) once: the bounds test then runs once per input element instead of
+        // once per tap, and the taps read dense vectors.
+        Func bc = BoundaryConditions::constant_exterior(X.func, typed_const(t, 0),
+                                                        {{0, (int)Wd}, {0, (int)H}, {0, (int)C}, {Expr(), Expr()}});
+        xin = ctx.make_stage("pad", X.type.shape, StageRole::Reused, false);
+        Var x = dim_var(0), y = dim_var(1), c = dim_var(2), n = dim_var(3);
+        xin(x, y, c, n) = bc(x, y, c, n);
     }
     Var ox = dim_var(0), oy = dim_var(1), m = dim_var(2), n = dim_var(3);
     Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
