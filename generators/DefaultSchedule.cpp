@@ -63,7 +63,10 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         const std::set<int> &r = reach[s.node];
         if (r.size() != 1) continue;
         OutputPlan &p = plans[*r.begin()];
-        if (s.role == StageRole::Accumulator && s.aligned && op_info(g.nodes[s.node].op).pattern == OpPattern::OutFusable) {
+        // register-blocked tiles need two output dims; a matrix-vector product's output is a
+        // vector (or scalar) and is scheduled like any reduction
+        if (s.role == StageRole::Accumulator && s.aligned && op_info(g.nodes[s.node].op).pattern == OpPattern::OutFusable &&
+            lc.output_stage(*r.begin()).extents.size() >= 2) {
             p.anchored = true;
         }
         if (!s.reduced_out_dims.empty()) {
@@ -156,7 +159,9 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
                 // the innermost loop over tiles: the accumulator covers exactly one tile; a conv's
                 // staged input window goes one loop out, outside the output-channel loop
                 s.at_var = p.s.order.empty() ? dim_var(0).name() + "o" : p.s.order.back();
-                if (p.is_conv && !st.aligned && st.role == StageRole::Reused && p.s.order.size() == 3) s.at_var = p.s.order[1];
+                // staged operands (a conv's padded window, a matmul's packed B panel) go one tile
+                // loop further out than the accumulator, so consecutive tiles share them
+                if (!st.aligned && st.role == StageRole::Reused && p.s.order.size() >= 2) s.at_var = p.s.order[p.s.order.size() - 2];
                 if (st.aligned && p.s.vector_width) s.vector_width = p.s.vector_width;
                 // a staged input window (e.g. a conv's padded input): copy it in vectors too
                 if (!st.aligned && st.role == StageRole::Reused && rank > 0 && st.extents[0] >= lanes) s.vector_width = lanes;

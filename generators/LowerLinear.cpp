@@ -38,7 +38,34 @@ std::vector<Func> lower_MatMul(LowerContext &ctx) {
         return vi;
     };
     std::vector<Expr> args(idx.rbegin(), idx.rend());
-    acc(args) += call(A, operand_index(A, a_vec, true)) * call(B, operand_index(B, b_vec, false));
+    Expr b_read = call(B, operand_index(B, b_vec, false));
+    if (!b_vec && ro >= 2) {
+        // Packed right-hand operand: the schedule copies one column panel (K x tile) into a
+        // contiguous buffer once per column tile, as BLAS packs B. The taps then read dense,
+        // page-local vectors even when B is a strided view (a transpose fused as a prologue).
+        std::vector<int64_t> pshape(out.shape.begin(), out.shape.end() - 2);
+        pshape.push_back(K);
+        pshape.push_back(out.shape.back());
+        Func packed = ctx.make_stage("packb", pshape, StageRole::Reused, false);
+        // packed is [batch..., K, N] in ONNX order: Halide args (n, k, batch innermost first);
+        // output batch dim ob (ONNX) is Halide dim nbatch + 1 - ob of packed
+        int rb_ = B.type.rank();
+        Var pn = dim_var(0), pk = dim_var(1);
+        std::vector<Var> pargs = {pn, pk};
+        for (int j = 0; j < nbatch; j++) pargs.push_back(dim_var(2 + j));
+        std::vector<Expr> bidx(rb_);
+        for (int i = 0; i < rb_ - 2; i++) {
+            int ob = nbatch - (rb_ - 2) + i;
+            bidx[i] = B.type.shape[i] == 1 ? Expr(0) : Expr(dim_var(nbatch + 1 - ob));
+        }
+        bidx[rb_ - 2] = pk;
+        bidx[rb_ - 1] = pn;
+        packed(pargs) = call(B, bidx);
+        std::vector<Expr> pread = {idx[ro - 1], k.x};
+        for (int j = 0; j < nbatch; j++) pread.push_back(idx[nbatch - 1 - j]);
+        b_read = packed(pread);
+    }
+    acc(args) += call(A, operand_index(A, a_vec, true)) * b_read;
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, ro, [&](const std::vector<Expr> &i) { return acc(std::vector<Expr>(i.rbegin(), i.rend())); });
     return {f};
@@ -56,8 +83,11 @@ std::vector<Func> lower_Gemm(LowerContext &ctx) {
     Var n = dim_var(0), m = dim_var(1);
     acc(n, m) = typed_const(t, 0);
     Expr a = ta ? call(A, {k.x, m}) : call(A, {m, k.x});
-    Expr b = tb ? call(B, {n, k.x}) : call(B, {k.x, n});
-    acc(n, m) += a * b;
+    // packed right-hand operand, as in MatMul
+    Func packed = ctx.make_stage("packb", {K, out.shape[1]}, StageRole::Reused, false);
+    Var pk = dim_var(1);
+    packed(n, pk) = tb ? call(B, {n, pk}) : call(B, {pk, n});
+    acc(n, m) += a * packed(n, k.x);
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     Expr y = acc(n, m);
     if (alpha != 1.0) y = typed_const(t, alpha) * y;

@@ -80,8 +80,11 @@ std::string canonical_cluster_text(const Graph &g, const Cluster &c) {
         names[t] = "in" + std::to_string(i);
         const Tensor &tensor = g.tensor(t);
         s << names[t] << " : " << to_string(tensor.type);
-        if (tensor.is_initializer && tensor.type.num_elements() == 1) {
-            s << " = " << attr_to_string(tensor.value_as_double(0));
+        if (tensor.is_initializer && (tensor.type.num_elements() == 1 || !is_float(tensor.type.dtype))) {
+            // values lowering may read at compile time: baked scalars, and integer tensors such
+            // as Reshape's shape, Slice's starts/ends and ReduceSum's axes
+            s << " =";
+            for (int64_t i = 0; i < tensor.type.num_elements(); i++) s << " " << attr_to_string(tensor.value_as_double(i));
         } else if (tensor.is_initializer) {
             s << " weight";
         }

@@ -25,8 +25,9 @@ std::string print_node(const Graph &g, const Node &n);
 namespace fusor {
 
 /** The canonical text of a cluster: its ops, attributes, shapes, dtypes, topology and the values
- * of one-element constants (which lowering bakes in), with tensor names replaced by their order
- * of appearance (in0.., t0..). Weight values are excluded. Two clusters with equal canonical
+ * of constants lowering reads at compile time (one-element constants, which it bakes in, and
+ * integer or bool initializers such as shapes, slice bounds and axes), with tensor names replaced
+ * by their order of appearance (in0.., t0..). Float weight values are excluded. Two clusters with equal canonical
  * text lower to the same pipeline; the tuner's workload signature hashes this text. */
 std::string canonical_cluster_text(const Graph &g, const Cluster &c);
 
