@@ -25,11 +25,6 @@ using namespace fusor;
 
 namespace {
 
-void fill(Executor &ex, uint64_t seed) {
-    auto in = random_inputs(ex.graph(), seed);
-    for (size_t i = 0; i < in.size(); i++) ex.set_input(i, in[i].data(), in[i].size());
-}
-
 /** A one-op copy graph (Identity) of \p type: the bandwidth yardstick, scheduled by the same
  * default schedule as every unfused elementwise op. */
 Graph copy_graph(const TensorType &type) {
@@ -75,8 +70,8 @@ int main(int argc, char **argv) {
         Executor unfused(g, o);
         o.mode = ExecMode::Fused;
         Executor fused(g, o);
-        fill(unfused, 1);
-        fill(fused, 1);
+        set_random_inputs(unfused, 1);
+        set_random_inputs(fused, 1);
         auto t = time_interleaved({[&] { unfused.run(); }, [&] { fused.run(); }}, 2, repeats);
         double u = t[0].median_ms, f = t[1].median_ms;
         fmt::print("{:<20} {:>12.3f} {:>12.3f} {:>8.2f}x\n", name, u, f, u / f);
@@ -85,7 +80,7 @@ int main(int argc, char **argv) {
         if (name == "eltwise_chain") {
             const TensorType &type = g.type(g.inputs[0]);
             Executor copy(copy_graph(type));
-            fill(copy, 2);
+            set_random_inputs(copy, 2);
             std::vector<std::function<void()>> fns = {[&] { copy.run(); }};
             for (size_t k = 0; k < unfused.num_kernels(); k++) fns.push_back([&, k] { unfused.run_kernel(k); });
             fns.push_back([&] { fused.run(); });

@@ -52,6 +52,19 @@ test)
     configure_and_build ON
     echo "== running the test suite"
     cd "$build"
+    # Every Catch2 TEST_CASE must be a ctest test: a test name that CMake's list syntax mangles
+    # (e.g. an unbalanced '[') would otherwise silently drop tests from the run.
+    listed=0
+    for exe in tests/*_tests; do
+        # (Catch2 v2 exits with the number of tests listed, hence the '|| true')
+        listed=$((listed + $({ "$exe" --list-test-names-only || true; } | grep -c .)))
+    done
+    registered=$(ctest -N | sed -n 's/^Total Tests: //p')
+    if [[ "$registered" != "$listed" ]]; then
+        echo "error: ctest registers $registered tests but the test executables list $listed;" \
+             "a TEST_CASE name is probably mangled by CMake (avoid '[', ']' and ';' in names)" >&2
+        exit 1
+    fi
     ctest --output-on-failure -j "$jobs" --timeout 600
     ;;
 *)

@@ -7,11 +7,6 @@ namespace fusor {
 TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &lowered,
                              const std::vector<ClusterSchedule> &schedules) {
     TrafficReport r;
-    std::vector<int> cluster_of(g.nodes.size(), -1);
-    for (const Cluster &c : g.clusters) {
-        for (NodeId n : c.nodes) cluster_of[n] = c.id;
-    }
-    auto consumers = g.consumers();
     for (const Cluster &c : g.clusters) {
         ClusterTraffic ct;
         ct.name = c.name;
@@ -40,8 +35,6 @@ TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &
         r.bytes_read += ct.bytes_read;
         r.clusters.push_back(ct);
     }
-    (void)consumers;
-    (void)cluster_of;
     return r;
 }
 

@@ -71,7 +71,7 @@ private:
             if (m < 0) continue;
             int other = group_of_[m];
             if (other == mine) continue;
-            if (can_join(other, mine, n, p, t) && !creates_cycle(other, mine, n)) merge(other, mine);
+            if (can_join(other, mine, n, p, t) && !creates_cycle(other, mine)) merge(other, mine);
             mine = group_of_[n.id];
         }
     }
@@ -120,8 +120,9 @@ private:
         return false;
     }
 
-    /** True if some input of n outside both groups is computed (transitively) from `other`. */
-    bool creates_cycle(int other, int mine, const Node &n) const {
+    /** True if some input of group `mine` from outside both groups is computed (transitively)
+     * from group `other`: merging them would make the cluster depend on its own output. */
+    bool creates_cycle(int other, int mine) const {
         std::set<NodeId> seen;
         std::function<bool(NodeId)> reaches = [&](NodeId m) -> bool {
             if (group_of_[m] == other) return true;
@@ -139,7 +140,6 @@ private:
                 if (reaches(m)) return true;
             }
         }
-        (void)n;
         return false;
     }
 

@@ -9,6 +9,7 @@
 #include "generators/DefaultSchedule.h"
 #include "graph/Error.h"
 #include "graph/Printer.h"
+#include "graph/Random.h"
 #include "runtime/PoolAllocator.h"
 
 namespace fusor {
@@ -153,6 +154,11 @@ void Executor::run_kernel(size_t k) {
 
 void Executor::run() {
     for (size_t k = 0; k < kernels_.size(); k++) run_kernel(k);
+}
+
+void set_random_inputs(Executor &ex, uint64_t seed) {
+    auto data = random_inputs(ex.graph(), seed);
+    for (size_t i = 0; i < data.size(); i++) ex.set_input(i, data[i].data(), data[i].size());
 }
 
 TrafficReport Executor::traffic() const {

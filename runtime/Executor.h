@@ -99,6 +99,10 @@ private:
     std::vector<std::vector<TensorId>> param_tensors_;
 };
 
+/** Fills every input of \p ex from \p seed (see random_inputs in graph/Random.h): the same seed
+ * gives the same inputs to any executor of the same graph, fused or unfused. */
+void set_random_inputs(Executor &ex, uint64_t seed);
+
 /** A Halide buffer of \p type's shape (Halide dim order), dense, zeroed. */
 Halide::Buffer<> make_buffer(const TensorType &type);
 

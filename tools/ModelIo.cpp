@@ -4,7 +4,6 @@
 
 #include "graph/Error.h"
 #include "graph/Npy.h"
-#include "graph/Random.h"
 
 namespace fusor::cli {
 
@@ -28,11 +27,6 @@ void load_inputs(Executor &ex, const std::string &dir) {
         }
         ex.set_input(i, a.data.data(), a.data.size());
     }
-}
-
-void random_fill(Executor &ex, uint64_t seed) {
-    auto data = random_inputs(ex.graph(), seed);
-    for (size_t i = 0; i < data.size(); i++) ex.set_input(i, data[i].data(), data[i].size());
 }
 
 void save_outputs(const Executor &ex, const std::string &dir) {

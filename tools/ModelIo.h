@@ -12,8 +12,6 @@ namespace fusor::cli {
 /** Reads inputs `<dir>/<name>.npy` (name with '/' and ':' replaced by '_'); throws UserError naming
  * the file when one is missing or its dtype or shape differs from the graph's. */
 void load_inputs(Executor &ex, const std::string &dir);
-/** Fills inputs from a seed (see random_inputs). */
-void random_fill(Executor &ex, uint64_t seed);
 /** Writes every output to `<dir>/<name>.npy`, creating dir. */
 void save_outputs(const Executor &ex, const std::string &dir);
 std::string file_stem(const std::string &tensor_name);

@@ -33,8 +33,8 @@ Verb add_bench(CLI::App &app) {
                 Executor unfused(g, eo);
                 eo.mode = ExecMode::Fused;
                 Executor fused(g, eo);
-                random_fill(unfused, 1);
-                random_fill(fused, 1);
+                set_random_inputs(unfused, 1);
+                set_random_inputs(fused, 1);
                 auto t = time_interleaved({[&] { unfused.run(); }, [&] { fused.run(); }}, o->warmup, o->repeats);
                 double u = t[0].median_ms, f = t[1].median_ms;
                 nlohmann::json j = {{"model", o->model}, {"unfused_ms", u}, {"fused_ms", f}, {"speedup", u / f},

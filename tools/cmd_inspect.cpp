@@ -12,6 +12,7 @@ namespace fusor::cli {
 namespace {
 
 std::string mib(int64_t bytes) {
+    if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
     return fmt::format("{:.2f} MiB", bytes / 1048576.0);
 }
 

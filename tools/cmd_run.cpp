@@ -51,7 +51,7 @@ Verb add_run(CLI::App &app) {
                 eo.target = o->target;
                 Executor ex(g, eo);
                 if (!o->inputs.empty()) load_inputs(ex, o->inputs);
-                else random_fill(ex, o->seed);
+                else set_random_inputs(ex, o->seed);
                 ex.run();
                 fmt::print("ran {} ({}, {} kernels)\n", g.name, o->unfused ? "unfused" : "fused", ex.num_kernels());
                 for (size_t i = 0; i < ex.num_outputs(); i++) {

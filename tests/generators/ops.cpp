@@ -343,7 +343,7 @@ TEST_CASE("op Abs: several shapes", "[generators][ops]") {
     check_unary("Abs", kExact);
 }
 
-TEST_CASE("op Exp: inputs in [-4, 4)", "[generators][ops]") {
+TEST_CASE("op Exp: inputs from -4 to 4", "[generators][ops]") {
     check_unary("Exp", kLoose, scaled(4));
 }
 
@@ -369,15 +369,15 @@ TEST_CASE("op LeakyRelu: default and explicit alpha", "[generators][ops]") {
     check_unary("LeakyRelu", kF32, nullptr, R"("alpha": 0.3)");
 }
 
-TEST_CASE("op Sigmoid: inputs in [-8, 8)", "[generators][ops]") {
+TEST_CASE("op Sigmoid: inputs from -8 to 8", "[generators][ops]") {
     check_unary("Sigmoid", kLoose, scaled(8));
 }
 
-TEST_CASE("op Tanh: inputs in [-4, 4)", "[generators][ops]") {
+TEST_CASE("op Tanh: inputs from -4 to 4", "[generators][ops]") {
     check_unary("Tanh", kLoose, scaled(4));
 }
 
-TEST_CASE("op Erf: inputs in [-3, 3)", "[generators][ops]") {
+TEST_CASE("op Erf: inputs from -3 to 3", "[generators][ops]") {
     check_unary("Erf", kLoose, scaled(3));
 }
 
@@ -392,7 +392,7 @@ TEST_CASE("op HardSigmoid: default and explicit alpha/beta, both clamps reached"
     check_unary("HardSigmoid", kF32, scaled(4), R"("alpha": 0.5, "beta": 0.25)");
 }
 
-TEST_CASE("op HardSwish: inputs in [-5, 5)", "[generators][ops]") {
+TEST_CASE("op HardSwish: inputs from -5 to 5", "[generators][ops]") {
     check_unary("HardSwish", kF32, scaled(5));
 }
 
@@ -526,7 +526,7 @@ TEST_CASE("op MatMul: 2-D, batched with broadcast batch dims, 1-D operands", "[g
     }
 }
 
-TEST_CASE("op Gemm: transA, transB, alpha, beta, C of shape [N], [M,N], [M,1], scalar", "[generators][ops]") {
+TEST_CASE("op Gemm: transA, transB, alpha, beta, C of shape N, MxN, Mx1 or scalar", "[generators][ops]") {
     struct Case {
         Shape a, b;
         const char *attrs;

@@ -2,6 +2,8 @@
 // initializer bytes), for the test models and for every initializer source and dtype.
 #include <catch2/catch.hpp>
 
+#include "support/TempDir.h"
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -15,26 +17,10 @@
 #include "graph/Random.h"
 
 using namespace fusor;
+using fusor::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static std::atomic<int> counter{0};
-        path = fs::temp_directory_path() /
-               ("fusor_json_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string &name) const {
-        return (path / name).string();
-    }
-};
 
 std::map<std::string, std::vector<uint8_t>> initializer_bytes(const Graph &g) {
     std::map<std::string, std::vector<uint8_t>> m;

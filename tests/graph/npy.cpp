@@ -1,6 +1,8 @@
 // read_npy / write_npy: round trips for every dtype and rank, and the errors a user may meet.
 #include <catch2/catch.hpp>
 
+#include "support/TempDir.h"
+
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -12,27 +14,10 @@
 #include "graph/Npy.h"
 
 using namespace fusor;
+using fusor::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-/** A fresh folder under the system temp dir, removed when the test ends. */
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static std::atomic<int> counter{0};
-        path = fs::temp_directory_path() /
-               ("fusor_npy_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string &name) const {
-        return (path / name).string();
-    }
-};
 
 /** Bytes that are valid elements of \p type (bools are 0/1) and differ from element to element. */
 std::vector<uint8_t> pattern_bytes(const TensorType &type) {

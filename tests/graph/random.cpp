@@ -40,7 +40,7 @@ TEST_CASE("random: SplitMix64 matches the published reference sequence", "[graph
     CHECK(other.next() == 0x599ed017fb08fc85ull);
 }
 
-TEST_CASE("random: uniform01 is the top 53 bits of next() scaled to [0, 1)", "[graph][random]") {
+TEST_CASE("random: uniform01 is the top 53 bits of next() scaled to the unit interval", "[graph][random]") {
     SplitMix64 a(0), b(0);
     for (int i = 0; i < 1000; i++) {
         double u = a.uniform01();
@@ -74,7 +74,7 @@ TEST_CASE("random: the same seed gives the same bytes, another seed other bytes"
     CHECK(std::equal(shorter.begin(), shorter.end(), longer.begin()));
 }
 
-TEST_CASE("random: uniform floats stay in [low, high) and cover it", "[graph][random]") {
+TEST_CASE("random: uniform floats stay below high, at or above low, and cover the range", "[graph][random]") {
     std::vector<float> v = as<float>(random_tensor_data(TensorType{DType::F32, {10000}}, 3, "uniform", -2, 3));
     float lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
     CHECK(lo >= -2.0f);

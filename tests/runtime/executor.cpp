@@ -21,8 +21,7 @@ Graph test_model(const std::string &name) {
 }
 
 void fill(Executor &ex, uint64_t seed) {
-    auto in = random_inputs(ex.graph(), seed);
-    for (size_t i = 0; i < in.size(); i++) ex.set_input(i, in[i].data(), in[i].size());
+    set_random_inputs(ex, seed);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // file and the node or field, --help and --version, inspect --json, and reproducible run outputs.
 #include <catch2/catch.hpp>
 
+#include "support/TempDir.h"
+
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -18,24 +20,9 @@
 
 using Catch::Contains;
 namespace fs = std::filesystem;
+using fusor::test::TempDir;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static std::atomic<int> counter{0};
-        path = fs::temp_directory_path() / ("fusor_cli_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string &name) const {
-        return (path / name).string();
-    }
-};
 
 std::string slurp(const std::string &path) {
     std::ifstream f(path, std::ios::binary);
