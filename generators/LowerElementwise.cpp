@@ -136,6 +136,11 @@ std::vector<Func> lower_Pow(LowerContext &ctx) {
     }
     return pointwise(ctx, [](Args a, Type) { return pow_any(a[0], a[1]); });
 }
+/** fusor.MulAdd(a, b, c) = a * b + c. Halide 14 has no fma intrinsic; LLVM contracts the
+ * multiply-add into an FMA instruction where the target has one. */
+std::vector<Func> lower_MulAdd(LowerContext &ctx) {
+    return pointwise(ctx, [](Args a, Type) { return a[0] * a[1] + a[2]; });
+}
 std::vector<Func> lower_Max(LowerContext &ctx) {
     return pointwise(ctx, [](Args a, Type) {
         Expr r = a[0];
@@ -160,6 +165,7 @@ void register_elementwise_lowerings(LoweringTable &t) {
     FUSOR_REGISTER(Mul)
     FUSOR_REGISTER(Div)
     FUSOR_REGISTER(Pow)
+    FUSOR_REGISTER(MulAdd)
     FUSOR_REGISTER(Max)
     FUSOR_REGISTER(Min)
     FUSOR_REGISTER(Neg)

@@ -51,6 +51,7 @@ const char *pattern_name(OpPattern p);
     X(HardSigmoid, "", ElemWise, 1, 1, 1, unary_float, "alpha:f=0.2 beta:f=0.5")                  \
     X(HardSwish, "", ElemWise, 1, 1, 1, unary_float, "")                                          \
     X(Clip, "", ElemWise, 1, 3, 1, clip, "")                                                      \
+    X(MulAdd, "fusor", Broadcast, 3, 3, 1, broadcast, "")                                         \
     X(Identity, "", ElemWise, 1, 1, 1, unary, "")                                                 \
     X(MatMul, "", OutFusable, 2, 2, 1, matmul, "")                                                \
     X(Gemm, "", OutFusable, 2, 3, 1, gemm, "alpha:f=1 beta:f=1 transA:i=0 transB:i=0")            \

@@ -457,6 +457,7 @@ Value evaluate_node(const Evaluator &ev, const Node &n) {
             return a[1] == 0 ? 0.0 : std::trunc(a[0] / a[1]);  // integer Div truncates toward zero
         });
     case OpKind::Pow: return broadcast_op(ev, n, [](Args a) { return std::pow(a[0], a[1]); });
+    case OpKind::MulAdd: return broadcast_op(ev, n, [](Args a) { return a[0] * a[1] + a[2]; });
     case OpKind::Max:
         return broadcast_op(ev, n, [](Args a) { return *std::max_element(a.begin(), a.end()); });
     case OpKind::Min:
