@@ -21,5 +21,6 @@ Verb add_inspect(CLI::App &app);
 Verb add_run(CLI::App &app);
 Verb add_bench(CLI::App &app);
 Verb add_ops(CLI::App &app);
+Verb add_optimize(CLI::App &app);
 
 }  // namespace fusor::cli

@@ -2,7 +2,9 @@
 
 #include <filesystem>
 
+#include "generators/ConstantEvaluator.h"
 #include "graph/Error.h"
+#include "graph/JsonFormat.h"
 #include "graph/Npy.h"
 
 namespace fusor::cli {
@@ -13,6 +15,16 @@ std::string file_stem(const std::string &tensor_name) {
         if (c == '/' || c == ':' || c == '\\') c = '_';
     }
     return s;
+}
+
+Graph load_model_optimized(const std::string &path, bool optimize, std::vector<PassReport> *reports) {
+    Graph g = load_model(path);
+    if (!optimize) return g;
+    OptimizeOptions o;
+    o.evaluator = &halide_constant_evaluator();
+    std::vector<PassReport> r = optimize_graph(g, o);
+    if (reports) *reports = r;
+    return g;
 }
 
 void load_inputs(Executor &ex, const std::string &dir) {

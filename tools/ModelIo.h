@@ -5,9 +5,14 @@
 
 #include <string>
 
+#include "graph/Optimize.h"
 #include "runtime/Executor.h"
 
 namespace fusor::cli {
+
+/** Loads a model and, unless \p optimize is false, runs the rewrite passes (graph/Optimize.h)
+ * with Halide constant folding; the pass reports go to *reports when given. */
+Graph load_model_optimized(const std::string &path, bool optimize, std::vector<PassReport> *reports = nullptr);
 
 /** Reads inputs `<dir>/<name>.npy` (name with '/' and ':' replaced by '_'); throws UserError naming
  * the file when one is missing or its dtype or shape differs from the graph's. */

@@ -13,7 +13,7 @@ Verb add_bench(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("bench", "Time a model unfused and fused side by side in one run (medians)");
     struct Opts {
         std::string model, target = "host";
-        bool json = false, per_cluster = false;
+        bool json = false, per_cluster = false, no_optimize = false;
         int threads = 0, repeats = 10, warmup = 2;
     };
     auto o = std::make_shared<Opts>();
@@ -24,8 +24,9 @@ Verb add_bench(CLI::App &app) {
     cmd->add_option("--repeats", o->repeats, "timed rounds (each runs unfused then fused)")->check(CLI::Range(1, 100000))->capture_default_str();
     cmd->add_option("--warmup", o->warmup, "untimed rounds first")->check(CLI::Range(0, 1000))->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
+    cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     return {cmd, [=] {
-                Graph g = load_model(o->model);
+                Graph g = load_model_optimized(o->model, !o->no_optimize);
                 ExecutorOptions eo;
                 eo.threads = o->threads;
                 eo.target = o->target;

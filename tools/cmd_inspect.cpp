@@ -6,6 +6,7 @@
 #include "graph/JsonFormat.h"
 #include "graph/Printer.h"
 #include "tools/Commands.h"
+#include "tools/ModelIo.h"
 
 namespace fusor::cli {
 
@@ -24,11 +25,15 @@ Verb add_inspect(CLI::App &app) {
     auto model = std::make_shared<std::string>();
     auto json_out = std::make_shared<bool>(false);
     auto target = std::make_shared<std::string>("host");
+    auto no_optimize = std::make_shared<bool>(false);
+    cmd->add_flag("--no-optimize", *no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("model", *model, "model file (.json)")->required();
     cmd->add_flag("--json", *json_out, "machine-readable output");
     cmd->add_option("--target", *target, "Halide target the schedules are made for")->capture_default_str();
     return {cmd, [=] {
-                Graph fused = load_model(*model);
+                std::vector<PassReport> passes;
+                int nodes_loaded = (int)load_model(*model).nodes.size();
+                Graph fused = load_model_optimized(*model, !*no_optimize, &passes);
                 Graph unfused = fused;
                 form_clusters(fused);
                 ClusterOptions single;
@@ -69,10 +74,16 @@ Verb add_inspect(CLI::App &app) {
                                                  {"bytes_read", ct.bytes_read}});
                     }
                     j["kernels"] = {{"unfused", ur.kernels}, {"fused", fr.kernels}};
+                    j["optimized"] = !*no_optimize;
+                    j["nodes_before_optimize"] = nodes_loaded;
+                    j["nodes_after_optimize"] = (int)fused.nodes.size();
                     j["intermediate_bytes"] = {{"unfused", {{"written", ur.bytes_written}, {"read", ur.bytes_read}}},
                                                {"fused", {{"written", fr.bytes_written}, {"read", fr.bytes_read}}}};
                     fmt::print("{}\n", j.dump(2));
                     return 0;
+                }
+                if (!*no_optimize) {
+                    fmt::print("optimized: {} nodes -> {} nodes (--no-optimize to skip)\n", nodes_loaded, fused.nodes.size());
                 }
                 fmt::print("{}\n", print_graph(fused));
                 fmt::print("clusters ({}):\n", fused.clusters.size());

@@ -32,7 +32,7 @@ Verb add_run(CLI::App &app) {
     struct Opts {
         std::string model, inputs, outputs, target = "host";
         uint64_t seed = 0;
-        bool unfused = false;
+        bool unfused = false, no_optimize = false;
         int threads = 0;
     };
     auto o = std::make_shared<Opts>();
@@ -43,8 +43,9 @@ Verb add_run(CLI::App &app) {
     cmd->add_flag("--unfused", o->unfused, "one pipeline per node (the reference baseline)");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
+    cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     return {cmd, [=] {
-                Graph g = load_model(o->model);
+                Graph g = load_model_optimized(o->model, !o->no_optimize);
                 ExecutorOptions eo;
                 eo.mode = o->unfused ? ExecMode::Unfused : ExecMode::Fused;
                 eo.threads = o->threads;

@@ -13,7 +13,8 @@ int main(int argc, char **argv) {
     app.set_version_flag("--version", std::string("fusor ") + FUSOR_VERSION + " (Halide " + FUSOR_HALIDE_VERSION + ")");
     app.require_subcommand(1);
     std::vector<fusor::cli::Verb> verbs = {fusor::cli::add_inspect(app), fusor::cli::add_run(app),
-                                           fusor::cli::add_bench(app), fusor::cli::add_ops(app)};
+                                           fusor::cli::add_bench(app), fusor::cli::add_optimize(app),
+                                           fusor::cli::add_ops(app)};
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp &e) {

@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "generators/ConstantEvaluator.h"
 #include "graph/JsonFormat.h"
+#include "graph/Optimize.h"
 #include "graph/Random.h"
 #include "reference/Reference.h"
 #include "runtime/Executor.h"
@@ -65,5 +67,34 @@ TEST_CASE("models: fused, unfused and the C++ reference agree on every config mo
         double efu = worst_error(f, u, 1e-5, 1e-5, &where);
         INFO("fused vs unfused: element " << where << " got " << f[where] << " expected " << u[where]);
         CHECK(efu <= 1.0);
+    }
+}
+
+TEST_CASE("models: the rewrite passes change no model's outputs beyond tolerance", "[runtime][models]") {
+    auto name = GENERATE(as<std::string>{}, "eltwise_chain", "resnet_block", "mobilenet_v2_block", "transformer_mlp",
+                         "attention_scores");
+    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + name + ".json");
+    Graph optimized = g;
+    OptimizeOptions o;
+    o.evaluator = &halide_constant_evaluator();
+    o.pipeline = PipelineOptions{};
+    optimize_graph(optimized, o);
+    INFO("model " << name << ": " << g.nodes.size() << " nodes, " << optimized.nodes.size() << " optimized");
+    CHECK(optimized.nodes.size() <= g.nodes.size());
+    REQUIRE(optimized.inputs.size() == g.inputs.size());
+    REQUIRE(optimized.outputs.size() == g.outputs.size());
+    auto inputs = random_inputs(g, 11);
+    std::vector<ref::Value> expected = ref::evaluate(g, inputs);
+    Executor ex(optimized);
+    for (size_t i = 0; i < inputs.size(); i++) ex.set_input(i, inputs[i].data(), inputs[i].size());
+    ex.run();
+    for (size_t i = 0; i < g.outputs.size(); i++) {
+        CHECK(optimized.tensor(optimized.outputs[i]).name == g.tensor(g.outputs[i]).name);
+        std::vector<double> got = output_as_doubles(ex, i);
+        size_t where = 0;
+        double e = worst_error(got, expected[i].data, 1e-4, 1e-4, &where);
+        INFO("optimized vs reference of the original graph: element " << where << " got " << got[where] << " expected "
+                                                                        << expected[i].data[where]);
+        CHECK(e <= 1.0);
     }
 }

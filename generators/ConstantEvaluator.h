@@ -1,0 +1,18 @@
+#pragma once
+/** \file
+ * The Halide implementation of graph/'s ConstantEvaluator: a constant node is lowered, scheduled
+ * and JIT-compiled exactly as the runtime would run it, so folded values equal unfolded ones. */
+
+#include "graph/ConstantFolding.h"
+
+namespace fusor {
+
+class HalideConstantEvaluator : public ConstantEvaluator {
+public:
+    std::vector<std::vector<uint8_t>> evaluate(const Graph &g, const Node &n) const override;
+};
+
+/** A process-wide instance. */
+const ConstantEvaluator &halide_constant_evaluator();
+
+}  // namespace fusor

@@ -1,0 +1,43 @@
+#include "graph/ConstantFolding.h"
+
+#include <algorithm>
+#include <set>
+
+#include "graph/Error.h"
+#include "graph/PassPipeline.h"
+#include "graph/Rewrite.h"
+
+namespace fusor {
+
+bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_elements) {
+    std::set<NodeId> folded;
+    for (const Node &n : g.nodes) {
+        bool all_constant = true;
+        int64_t largest_input = 0;
+        for (TensorId t : n.inputs) {
+            if (t == kNoTensor) continue;
+            all_constant &= g.tensor(t).is_initializer;
+            largest_input = std::max(largest_input, g.type(t).num_elements());
+        }
+        if (!all_constant) continue;
+        int64_t cap = std::max(max_elements, largest_input);
+        bool small = std::all_of(n.outputs.begin(), n.outputs.end(), [&](TensorId t) { return g.type(t).num_elements() <= cap; });
+        if (!small) continue;
+        std::vector<std::vector<uint8_t>> values = eval.evaluate(g, n);
+        FUSOR_INTERNAL_ASSERT(values.size() == n.outputs.size()) << "evaluator returned " << values.size() << " outputs for " << n.name;
+        for (size_t i = 0; i < n.outputs.size(); i++) {
+            Tensor &t = g.tensor(n.outputs[i]);
+            FUSOR_INTERNAL_ASSERT(values[i].size() == t.type.num_bytes()) << "evaluated " << t.name;
+            t.is_initializer = true;
+            t.data = std::move(values[i]);
+            t.producer = -1;
+        }
+        folded.insert(n.id);
+        count_event("fold-" + std::string(op_name(n.op)));
+    }
+    if (folded.empty()) return false;
+    remove_nodes(g, folded);
+    return true;
+}
+
+}  // namespace fusor

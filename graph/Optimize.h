@@ -1,0 +1,30 @@
+#pragma once
+/** \file
+ * The standard rewrite pipeline that runs before clustering (`--no-optimize` skips it). */
+
+#include <string>
+#include <vector>
+
+#include "graph/ConstantFolding.h"
+#include "graph/PassPipeline.h"
+
+namespace fusor {
+
+struct OptimizeOptions {
+    /** Evaluates constant nodes; without one, constant folding is skipped. */
+    const ConstantEvaluator *evaluator = nullptr;
+    int64_t fold_max_elements = 1 << 16;
+    /** Run only these passes, in this order (names from optimize_pass_names()); empty = all. */
+    std::vector<std::string> passes;
+    PipelineOptions pipeline = PipelineOptions::from_env();
+};
+
+/** Pass names of the standard pipeline, in order:
+ *   dce, fold-constants, cse, peephole (to a fixed point), fold-constants, cse, dce */
+std::vector<std::string> optimize_pass_names();
+
+/** Runs the pipeline on \p g; returns one report per pass run. Throws UserError for an unknown
+ * pass name in options.passes. */
+std::vector<PassReport> optimize_graph(Graph &g, const OptimizeOptions &options);
+
+}  // namespace fusor

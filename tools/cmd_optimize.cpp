@@ -1,0 +1,54 @@
+#include <fmt/core.h>
+
+#include <fstream>
+
+#include "graph/Error.h"
+#include "graph/JsonFormat.h"
+#include "graph/Optimize.h"
+#include "tools/Commands.h"
+#include "tools/ModelIo.h"
+
+#include "generators/ConstantEvaluator.h"
+
+namespace fusor::cli {
+
+Verb add_optimize(CLI::App &app) {
+    CLI::App *cmd = app.add_subcommand("optimize", "Run the graph rewrite passes and write the optimized graph as JSON");
+    struct Opts {
+        std::string model, out, passes;
+        bool print_passes = false;
+    };
+    auto o = std::make_shared<Opts>();
+    cmd->add_option("model", o->model, "model file (.json)")->required();
+    cmd->add_option("-o,--output", o->out, "where to write the optimized graph (.json)")->required();
+    cmd->add_flag("--print-passes", o->print_passes, "print each pass: nodes before and after, time, rules fired");
+    cmd->add_option("--passes", o->passes, "comma-separated passes to run instead of the standard list (dce, fold-constants, cse, peephole)");
+    return {cmd, [=] {
+                Graph g = load_model(o->model);
+                OptimizeOptions opts;
+                opts.evaluator = &halide_constant_evaluator();
+                if (!o->passes.empty()) {
+                    std::stringstream ss(o->passes);
+                    std::string item;
+                    while (std::getline(ss, item, ',')) opts.passes.push_back(item);
+                }
+                int before = (int)g.nodes.size();
+                std::vector<PassReport> reports = optimize_graph(g, opts);
+                std::ofstream out(o->out);
+                if (!out) throw UserError("cannot write '" + o->out + "'");
+                out << to_json(g);
+                if (o->print_passes) {
+                    fmt::print("{:<16} {:>6} {:>6} {:>9}  {}\n", "pass", "before", "after", "ms", "events");
+                    for (const PassReport &r : reports) {
+                        std::string events;
+                        for (const auto &[k, v] : r.events) events += (events.empty() ? "" : ", ") + k + " x" + std::to_string(v);
+                        fmt::print("{:<16} {:>6} {:>6} {:>9.2f}  {}{}\n", r.name, r.nodes_before, r.nodes_after, r.ms,
+                                   r.skipped ? "(disabled) " : "", events);
+                    }
+                }
+                fmt::print("{}: {} nodes -> {} nodes, wrote {}\n", o->model, before, g.nodes.size(), o->out);
+                return 0;
+            }};
+}
+
+}  // namespace fusor::cli
