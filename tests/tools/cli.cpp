@@ -280,3 +280,44 @@ TEST_CASE("cli: run --random --outputs is reproducible, and fused matches unfuse
         CHECK(worst <= 1e-4);
     }
 }
+
+TEST_CASE("cli: optimize writes a loadable graph that computes the same outputs", "[tools][cli]") {
+    TempDir dir;
+    std::string model = data("models/attention_scores.json");
+    Result r = run_fusor("optimize '" + model + "' -o '" + dir.file("opt.json") + "' --print-passes");
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, Contains("fold-constants") && Contains("peephole") && Contains("nodes ->"));
+    fusor::Graph g = fusor::load_graph_json(dir.file("opt.json"));
+    CHECK(g.tensor(g.outputs[0]).name == "y");
+    Result a = run_fusor("run '" + model + "' --no-optimize --random 5 --outputs '" + dir.file("a") + "'");
+    Result b = run_fusor("run '" + dir.file("opt.json") + "' --random 5 --outputs '" + dir.file("b") + "'");
+    REQUIRE(a.status == 0);
+    REQUIRE(b.status == 0);
+    fusor::NpyArray ya = fusor::read_npy(dir.file("a/y.npy")), yb = fusor::read_npy(dir.file("b/y.npy"));
+    REQUIRE(ya.type == yb.type);
+    const float *pa = (const float *)ya.data.data(), *pb = (const float *)yb.data.data();
+    size_t bad = 0;
+    for (int64_t i = 0; i < ya.type.num_elements(); i++) bad += std::abs(pa[i] - pb[i]) > 1e-4f * (1 + std::abs(pa[i]));
+    CHECK(bad == 0);
+}
+
+TEST_CASE("cli: optimize rejects an unknown pass with exit status 2", "[tools][cli]") {
+    TempDir dir;
+    Result r = run_fusor("optimize '" + data("models/eltwise_chain.json") + "' -o '" + dir.file("o.json") + "' --passes dce,unroll");
+    check_one_line_error(r);
+    CHECK_THAT(r.err, Contains("unknown pass 'unroll'"));
+}
+
+TEST_CASE("cli: inspect runs the rewrite passes unless --no-optimize", "[tools][cli]") {
+    std::string model = data("models/resnet_block.json");
+    Result on = run_fusor("inspect '" + model + "' --json");
+    Result off = run_fusor("inspect '" + model + "' --json --no-optimize");
+    REQUIRE(on.status == 0);
+    REQUIRE(off.status == 0);
+    auto jon = nlohmann::json::parse(on.out), joff = nlohmann::json::parse(off.out);
+    CHECK(jon["optimized"] == true);
+    CHECK(joff["optimized"] == false);
+    CHECK(joff["nodes_after_optimize"] == joff["nodes_before_optimize"]);
+    CHECK(jon["nodes_after_optimize"].get<int>() <= jon["nodes_before_optimize"].get<int>());
+}
