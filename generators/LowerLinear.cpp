@@ -136,9 +136,46 @@ std::vector<Func> lower_Conv(LowerContext &ctx) {
     return {f};
 }
 
+/** fusor.ConvNhwc: X [N,H,W,C], W [kh,kw,C/g,M] (HWIO), out [N,OH,OW,M]. Output channels are the
+ * innermost dim, so the schedule vectorizes over them and blocks registers over (channels x
+ * width) like a matmul; weights are read as contiguous vectors of output channels. */
+std::vector<Func> lower_ConvNhwc(LowerContext &ctx) {
+    const LValue &X = ctx.input(0), &W = ctx.input(1);
+    const TensorType &out = ctx.out_type();
+    if (X.type.rank() != 4) ctx.fail("only 2-D convolution is supported; input is " + to_string(X.type));
+    WindowGeometry geo = window_geometry(ctx.graph(), ctx.node());
+    int64_t H = X.type.shape[1], Wd = X.type.shape[2], C = X.type.shape[3];
+    int64_t kh = W.type.shape[0], kw = W.type.shape[1], cpg = W.type.shape[2], M = W.type.shape[3];
+    int64_t mpg = M / geo.group;
+    Type t = halide_type(out.dtype);
+    bool padded = false;
+    for (int i = 0; i < 2; i++) padded |= geo.pads_begin[i] || geo.pads_end[i];
+    Func xin = X.func;
+    Var m = dim_var(0), ox = dim_var(1), oy = dim_var(2), n = dim_var(3);
+    if (padded) {
+        Func bc = BoundaryConditions::constant_exterior(X.func, typed_const(t, 0),
+                                                        {{0, (int)C}, {0, (int)Wd}, {0, (int)H}, {Expr(), Expr()}});
+        xin = ctx.make_stage("pad", X.type.shape, StageRole::Reused, false);
+        xin(m, ox, oy, n) = bc(m, ox, oy, n);
+    }
+    Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
+    RDom r(0, (int)cpg, 0, (int)kw, 0, (int)kh, sanitize_name(ctx.node().name) + "_r");
+    acc(m, ox, oy, n) = typed_const(t, 0);
+    Expr ci = cpg == C ? Expr(r.x) : (m / (int)mpg) * (int)cpg + r.x;
+    Expr ix = ox * (int)geo.strides[1] + r.y * (int)geo.dilations[1] - (int)geo.pads_begin[1];
+    Expr iy = oy * (int)geo.strides[0] + r.z * (int)geo.dilations[0] - (int)geo.pads_begin[0];
+    acc(m, ox, oy, n) += xin(ci, ix, iy, n) * W.func(m, r.x, r.y, r.z);
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    Expr y = acc(m, ox, oy, n);
+    if (ctx.has_input(2)) y = y + ctx.input(2).func(m);
+    f(m, ox, oy, n) = y;
+    return {f};
+}
+
 }  // namespace
 
 void register_linear_lowerings(LoweringTable &t) {
+    t[(size_t)OpKind::ConvNhwc] = &lower_ConvNhwc;
     t[(size_t)OpKind::MatMul] = &lower_MatMul;
     t[(size_t)OpKind::Gemm] = &lower_Gemm;
     t[(size_t)OpKind::Conv] = &lower_Conv;

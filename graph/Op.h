@@ -57,6 +57,8 @@ const char *pattern_name(OpPattern p);
     X(Gemm, "", OutFusable, 2, 3, 1, gemm, "alpha:f=1 beta:f=1 transA:i=0 transB:i=0")            \
     X(Conv, "", OutFusable, 2, 3, 1, conv,                                                        \
       "auto_pad:s=NOTSET dilations:ints? group:i=1 kernel_shape:ints? pads:ints? strides:ints?")  \
+    X(ConvNhwc, "fusor", OutFusable, 2, 3, 1, conv,                                               \
+      "auto_pad:s=NOTSET dilations:ints? group:i=1 kernel_shape:ints? pads:ints? strides:ints?")  \
     X(BatchNormalization, "", Broadcast, 5, 5, 1, batch_norm,                                     \
       "epsilon:f=1e-05 momentum:f=0.9 training_mode:i=0")                                         \
     X(MaxPool, "", Reduction, 1, 1, 1, pool,                                                      \

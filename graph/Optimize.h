@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "graph/ConstantFolding.h"
+#include "graph/LayoutTransform.h"
 #include "graph/PassPipeline.h"
 
 namespace fusor {
@@ -14,14 +15,18 @@ struct OptimizeOptions {
     /** Evaluates constant nodes; without one, constant folding is skipped. */
     const ConstantEvaluator *evaluator = nullptr;
     int64_t fold_max_elements = 1 << 16;
+    /** Layout of conv regions; Auto resolves through choose_layout. */
+    Layout layout = Layout::Nchw;
     /** Run only these passes, in this order (names from optimize_pass_names()); empty = all. */
     std::vector<std::string> passes;
     PipelineOptions pipeline = PipelineOptions::from_env();
 };
 
 /** Pass names of the standard pipeline, in order:
- *   dce, fold-constants, cse, peephole (to a fixed point), fold-constants, cse, dce */
-std::vector<std::string> optimize_pass_names();
+ *   dce, fold-constants, cse, peephole (to a fixed point), fold-constants, cse,
+ *   [layout-nhwc, peephole (cancels adjacent boundary transposes)], dce
+ * with the bracketed passes only when \p layout is Nhwc. */
+std::vector<std::string> optimize_pass_names(Layout layout = Layout::Nchw);
 
 /** Runs the pipeline on \p g; returns one report per pass run. Throws UserError for an unknown
  * pass name in options.passes. */

@@ -14,22 +14,29 @@
  *   sole_user, which also excludes graph outputs); the rewrite would otherwise duplicate work or
  *   lose a value.
  * - Every firing removes at least one node, so the pass terminates; kMaxFirings is a guard.
- * - After a firing the pass sorts, removes dead nodes and re-infers types, then rescans from the
- *   first node: later matches then see correct users, producers and types. A firing costs
- *   O(nodes) and models have hundreds of nodes, so the rescan is cheap enough.
+ * - After a firing the pass sorts (first: DCE walks the nodes backwards, and the new node was
+ *   appended), removes dead nodes and re-infers types, then rescans from the first node, so
+ *   later matches see correct users, producers and types. A scan costs O(nodes^2) at worst
+ *   (sole_user walks the node list), cheap for models of hundreds of nodes.
  *
  * Patterns of the larger rules (x is the pattern's input; `c` marks a constant):
  *
- *   gelu-erf:   x --+--> Div(., 1.4142c) --> Erf --> Add(., 1c) --+
- *                   |                                              v
- *                   +--------------------------> Mul(x, .) --> Mul(., 0.5c)   (factors in any order)
+ *   gelu-erf (the three factors of the product in any order):
+ *     x --+--> Div(., 1.4142c) --> Erf --> Add(., 1c) --+
+ *         |                                              v
+ *         +---------------------------------------> Mul(x, .) --> Mul(., 0.5c)
  *
- *   layernorm:  x --+--> ReduceMean --> Sub(x, .) = d --+--> Pow(d, 2c) --> ReduceMean --> Add(., eps)
- *                   |                                  |                                      |
- *                   +----------------------------------+   Div(d, .) <-- Sqrt <---------------+
- *                                                             --> [Mul(., scale)] --> [Add(., bias)]
+ *   layernorm (both means over the same trailing axes, keepdims):
+ *     x --+--> ReduceMean --> Sub(x, .) = d --+--> Pow(d, 2c) --> ReduceMean --> Add(., eps)
+ *         |                      ^            |                                     |
+ *         +----------------------+            +--> Div(d, .) <-- Sqrt <-------------+
+ *                                                    |
+ *                                                    +--> [Mul(., scale)] --> [Add(., bias)]
  *
- *   softmax:    x --> [Sub(x, ReduceMax(x))] --+--> Exp --> ReduceSum --> Div(exp, sum)
+ *   softmax (one axis, keepdims):
+ *     x --> [Sub(x, ReduceMax(x))] --> Exp --+--> ReduceSum --+
+ *                                            |                v
+ *                                            +-----------> Div(exp, sum)
  */
 #include "graph/Peephole.h"
 
@@ -53,7 +60,7 @@ using Match = std::optional<NodeId>;
 
 constexpr int kMaxFirings = 4096;
 constexpr double kConstantTolerance = 1e-5;  // relative, for 1/sqrt(2), 0.5, ... as exported
-constexpr double kSixthTolerance = 1e-6;     // relative, for hardswish's 1/6, 3 and 6
+constexpr double kSixthTolerance = 1e-6;     // hardswish: 1/6, 3, 6 relative; HardSigmoid absolute
 
 // ---- matching helpers ---------------------------------------------------------------------
 
@@ -170,7 +177,8 @@ Match forward(Graph &g, TensorId from, TensorId to) {
 /** A Conv's bias: its constant values, zeros when it has none, nullopt when it is computed. */
 std::optional<std::vector<double>> conv_bias(const Graph &g, const Node &conv) {
     int64_t channels = g.type(conv.inputs[1]).shape[0];
-    if (conv.inputs.size() < 3 || conv.inputs[2] == kNoTensor) return std::vector<double>(channels, 0.0);
+    if (conv.inputs.size() < 3 || conv.inputs[2] == kNoTensor)
+        return std::vector<double>(channels, 0.0);
     const Tensor *b = constant(g, conv.inputs[2]);
     if (!b) return std::nullopt;
     return values(*b);
@@ -193,7 +201,8 @@ NodeId refold_conv(Graph &g, NodeId root, NodeId conv, const std::vector<double>
 
 Match conv_batchnorm(Graph &g, NodeId id) {
     const Node &bn = g.nodes[id];
-    if (bn.op != OpKind::BatchNormalization || !is_float_tensor(g, bn.inputs[0])) return std::nullopt;
+    if (bn.op != OpKind::BatchNormalization || !is_float_tensor(g, bn.inputs[0]))
+        return std::nullopt;
     const Node *conv = inner(g, bn.inputs[0], OpKind::Conv, id);
     if (!conv) return std::nullopt;
     const Tensor *w = constant(g, conv->inputs[1]);
@@ -335,7 +344,8 @@ Match gemm_add_bias(Graph &g, NodeId id) {
         if (!old) continue;
         double beta = attr_float(g, *gemm, "beta");
         TensorType ct = {old->type.dtype, *broadcast(old->type.shape, g.type(c).shape)};
-        std::vector<double> sum = broadcast_values(*old, ct.shape), add_c = broadcast_values(g.tensor(c), ct.shape);
+        std::vector<double> sum = broadcast_values(*old, ct.shape),
+                            add_c = broadcast_values(g.tensor(c), ct.shape);
         for (size_t e = 0; e < sum.size(); e++) sum[e] = beta * sum[e] + add_c[e];
         inputs[2] = add_float_initializer(g, gemm->name + "_c", ct, sum);
         return replace(g, id, OpKind::Gemm, std::move(inputs), std::move(attrs), gemm_id);
@@ -347,7 +357,8 @@ Match gemm_add_bias(Graph &g, NodeId id) {
 
 Match mul_add_to_muladd(Graph &g, NodeId id) {
     const Node &add = g.nodes[id];
-    if (add.op != OpKind::Add) return std::nullopt;
+    // integers fuse too: a * b + c wraps the same either way
+    if (add.op != OpKind::Add || g.type(add.outputs[0]).dtype == DType::Bool) return std::nullopt;
     for (int i = 0; i < 2; i++) {
         TensorId m = add.inputs[i], c = add.inputs[1 - i];
         const Node *mul = inner(g, m, OpKind::Mul, id);
@@ -411,7 +422,8 @@ Match hardswish(Graph &g, NodeId id) {
     std::optional<TensorId> m = x ? std::nullopt : sixth_of(g, n);
     const Node *mul = m ? inner(g, *m, OpKind::Mul, id) : nullptr;
     for (int i = 0; mul && !x && i < 2; i++) {
-        if (relu6_shifted_input(g, mul->inputs[1 - i], mul->id) == mul->inputs[i]) x = mul->inputs[i];
+        if (relu6_shifted_input(g, mul->inputs[1 - i], mul->id) == mul->inputs[i])
+            x = mul->inputs[i];
     }
     if (!x || g.type(*x) != g.type(n.outputs[0])) return std::nullopt;
     return replace(g, id, OpKind::HardSwish, {*x});
@@ -426,10 +438,12 @@ std::optional<TensorId> one_plus_erf_input(const Graph &g, TensorId t, NodeId us
         if (!erf || !is_near(g, add->inputs[1 - i], 1, kConstantTolerance)) continue;
         TensorId y = erf->inputs[0];
         const Node *div = inner(g, y, OpKind::Div, erf->id);
-        if (div && is_near(g, div->inputs[1], std::sqrt(2.0), kConstantTolerance)) return div->inputs[0];
+        if (div && is_near(g, div->inputs[1], std::sqrt(2.0), kConstantTolerance))
+            return div->inputs[0];
         const Node *mul = inner(g, y, OpKind::Mul, erf->id);
         for (int j = 0; mul && j < 2; j++) {
-            if (is_near(g, mul->inputs[1 - j], std::sqrt(0.5), kConstantTolerance)) return mul->inputs[j];
+            if (is_near(g, mul->inputs[1 - j], std::sqrt(0.5), kConstantTolerance))
+                return mul->inputs[j];
         }
     }
     return std::nullopt;
@@ -529,8 +543,9 @@ Match layernorm(Graph &g, NodeId id) {
     TensorId scale = affine(OpKind::Mul);
     TensorId bias = affine(OpKind::Add);
     if (scale == kNoTensor) {
-        scale = add_float_initializer(g, g.nodes[root].name + "_scale", {xt.dtype, norm},
-                                      std::vector<double>(TensorType{xt.dtype, norm}.num_elements(), 1.0));
+        scale = add_float_initializer(
+            g, g.nodes[root].name + "_scale", {xt.dtype, norm},
+            std::vector<double>(TensorType{xt.dtype, norm}.num_elements(), 1.0));
     }
     std::vector<TensorId> inputs = {core->x, scale};
     if (bias != kNoTensor) inputs.push_back(bias);
@@ -588,7 +603,8 @@ Match transpose_of_transpose(Graph &g, NodeId id) {
         identity &= perm[j] == (int64_t)j;
     }
     TensorId x = first->inputs[0];
-    if (identity && can_replace_uses(g, outer.outputs[0], x)) return forward(g, outer.outputs[0], x);
+    if (identity && can_replace_uses(g, outer.outputs[0], x))
+        return forward(g, outer.outputs[0], x);
     return replace(g, id, OpKind::Transpose, {x}, {{"perm", perm}});
 }
 
@@ -607,10 +623,13 @@ Match reshape_of_reshape(Graph &g, NodeId id) {
     if (g.type(x).shape == shape && can_replace_uses(g, out, x)) return forward(g, out, x);
     if (!nested) return std::nullopt;
     std::vector<uint8_t> bytes(shape.size() * sizeof(int64_t));
-    if (!shape.empty()) std::memcpy(bytes.data(), shape.data(), bytes.size());  // little-endian host
-    TensorId s = add_initializer(g, outer.name + "_shape", {DType::I64, {(int64_t)shape.size()}}, std::move(bytes));
+    if (!shape.empty())
+        std::memcpy(bytes.data(), shape.data(), bytes.size());  // little-endian host
+    TensorId s = add_initializer(g, outer.name + "_shape", {DType::I64, {(int64_t)shape.size()}},
+                                 std::move(bytes));
     Attrs attrs;
-    if (std::count(shape.begin(), shape.end(), 0)) attrs["allowzero"] = (int64_t)1;  // 0 is a dim, not "copy"
+    if (std::count(shape.begin(), shape.end(), 0))
+        attrs["allowzero"] = (int64_t)1;  // 0 is a dim, not "copy"
     return replace(g, id, OpKind::Reshape, {x, s}, std::move(attrs));
 }
 

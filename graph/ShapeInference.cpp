@@ -69,14 +69,20 @@ WindowGeometry window_geometry(const Graph &g, const Node &n) {
     }
     size_t sd = (size_t)x.rank() - 2;
     WindowGeometry w;
-    w.in_spatial.assign(x.shape.begin() + 2, x.shape.end());
+    // NCHW: spatial dims follow N and C; fusor.ConvNhwc (NHWC, weights HWIO): they follow N
+    bool nhwc = n.op == OpKind::ConvNhwc;
+    w.in_spatial.assign(x.shape.begin() + (nhwc ? 1 : 2), x.shape.end() - (nhwc ? 1 : 0));
     auto kernel_attr = attr_ints(g, n, "kernel_shape");
-    if (n.op == OpKind::Conv) {
+    if (n.op == OpKind::Conv || nhwc) {
         const TensorType &wt = in_type(g, n, 1);
         if (wt.rank() != x.rank()) {
             dim_mismatch(g, n, "weight " + to_string(wt) + " must have the rank of input " + to_string(x));
         }
-        w.kernel.assign(wt.shape.begin() + 2, wt.shape.end());
+        if (nhwc) {
+            w.kernel.assign(wt.shape.begin(), wt.shape.end() - 2);
+        } else {
+            w.kernel.assign(wt.shape.begin() + 2, wt.shape.end());
+        }
         if (kernel_attr && *kernel_attr != w.kernel) {
             dim_mismatch(g, n, "kernel_shape " + shape_to_string(*kernel_attr) +
                                    " disagrees with weight shape " + to_string(wt));
@@ -107,7 +113,7 @@ WindowGeometry window_geometry(const Graph &g, const Node &n) {
     w.pads_begin.assign(pads.begin(), pads.begin() + sd);
     w.pads_end.assign(pads.begin() + sd, pads.end());
     std::string auto_pad = attr_string(g, n, "auto_pad");
-    bool ceil_mode = n.op != OpKind::Conv && attr_int(g, n, "ceil_mode") != 0;
+    bool ceil_mode = n.op != OpKind::Conv && n.op != OpKind::ConvNhwc && attr_int(g, n, "ceil_mode") != 0;
     w.out_spatial.resize(sd);
     for (size_t i = 0; i < sd; i++) {
         int64_t in = w.in_spatial[i], s = w.strides[i];
@@ -346,8 +352,10 @@ std::vector<TensorType> conv(const Graph &g, const Node &n) {
     require_same_dtype(g, n, 0, 1);
     const TensorType &x = in_type(g, n, 0), &w = in_type(g, n, 1);
     WindowGeometry geo = window_geometry(g, n);
-    int64_t c = x.shape[1], m = w.shape[0];
-    if (geo.group < 1 || c % geo.group || m % geo.group || w.shape[1] * geo.group != c) {
+    bool nhwc = n.op == OpKind::ConvNhwc;
+    int64_t c = nhwc ? x.shape.back() : x.shape[1], m = nhwc ? w.shape.back() : w.shape[0];
+    int64_t cpg = nhwc ? w.shape[w.rank() - 2] : w.shape[1];
+    if (geo.group < 1 || c % geo.group || m % geo.group || cpg * geo.group != c) {
         dim_mismatch(g, n, "input channels " + std::to_string(c) + ", weight " + to_string(w) +
                                " and group " + std::to_string(geo.group) + " are inconsistent");
     }
@@ -357,8 +365,10 @@ std::vector<TensorType> conv(const Graph &g, const Node &n) {
             dim_mismatch(g, n, "bias " + to_string(b) + " must be [" + std::to_string(m) + "]");
         }
     }
-    std::vector<int64_t> out = {x.shape[0], m};
+    std::vector<int64_t> out = {x.shape[0]};
+    if (!nhwc) out.push_back(m);
     out.insert(out.end(), geo.out_spatial.begin(), geo.out_spatial.end());
+    if (nhwc) out.push_back(m);
     return {TensorType{x.dtype, out}};
 }
 

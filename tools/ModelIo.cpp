@@ -17,11 +17,20 @@ std::string file_stem(const std::string &tensor_name) {
     return s;
 }
 
-Graph load_model_optimized(const std::string &path, bool optimize, std::vector<PassReport> *reports) {
+Layout layout_flag(const std::string &text) {
+    auto l = parse_layout(text);
+    if (!l) throw UserError("--layout is '" + text + "'; expected auto, nchw or nhwc");
+    return *l;
+}
+
+Graph load_model_optimized(const std::string &path, bool optimize, const std::string &layout,
+                           std::vector<PassReport> *reports) {
+    Layout l = layout_flag(layout);
     Graph g = load_model(path);
     if (!optimize) return g;
     OptimizeOptions o;
     o.evaluator = &halide_constant_evaluator();
+    o.layout = l;
     std::vector<PassReport> r = optimize_graph(g, o);
     if (reports) *reports = r;
     return g;

@@ -12,7 +12,11 @@ namespace fusor::cli {
 
 /** Loads a model and, unless \p optimize is false, runs the rewrite passes (graph/Optimize.h)
  * with Halide constant folding; the pass reports go to *reports when given. */
-Graph load_model_optimized(const std::string &path, bool optimize, std::vector<PassReport> *reports = nullptr);
+Graph load_model_optimized(const std::string &path, bool optimize, const std::string &layout = "auto",
+                           std::vector<PassReport> *reports = nullptr);
+
+/** Parses a --layout value; throws UserError naming the flag otherwise. */
+Layout layout_flag(const std::string &text);
 
 /** Reads inputs `<dir>/<name>.npy` (name with '/' and ':' replaced by '_'); throws UserError naming
  * the file when one is missing or its dtype or shape differs from the graph's. */

@@ -12,7 +12,7 @@ namespace fusor::cli {
 Verb add_bench(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("bench", "Time a model unfused and fused side by side in one run (medians)");
     struct Opts {
-        std::string model, target = "host";
+        std::string model, target = "host", layout = "auto";
         bool json = false, per_cluster = false, no_optimize = false;
         int threads = 0, repeats = 10, warmup = 2;
     };
@@ -25,8 +25,9 @@ Verb add_bench(CLI::App &app) {
     cmd->add_option("--warmup", o->warmup, "untimed rounds first")->check(CLI::Range(0, 1000))->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
+    cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
-                Graph g = load_model_optimized(o->model, !o->no_optimize);
+                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout);
                 ExecutorOptions eo;
                 eo.threads = o->threads;
                 eo.target = o->target;

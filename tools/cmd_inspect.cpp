@@ -27,13 +27,15 @@ Verb add_inspect(CLI::App &app) {
     auto target = std::make_shared<std::string>("host");
     auto no_optimize = std::make_shared<bool>(false);
     cmd->add_flag("--no-optimize", *no_optimize, "skip the graph rewrite passes (clustering still runs)");
+    auto layout = std::make_shared<std::string>("auto");
+    cmd->add_option("--layout", *layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     cmd->add_option("model", *model, "model file (.json)")->required();
     cmd->add_flag("--json", *json_out, "machine-readable output");
     cmd->add_option("--target", *target, "Halide target the schedules are made for")->capture_default_str();
     return {cmd, [=] {
                 std::vector<PassReport> passes;
                 int nodes_loaded = (int)load_model(*model).nodes.size();
-                Graph fused = load_model_optimized(*model, !*no_optimize, &passes);
+                Graph fused = load_model_optimized(*model, !*no_optimize, *layout, &passes);
                 Graph unfused = fused;
                 form_clusters(fused);
                 ClusterOptions single;

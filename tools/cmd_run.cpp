@@ -30,7 +30,7 @@ std::string summarize(const Tensor &t, const Halide::Buffer<> &b) {
 Verb add_run(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("run", "Run a model once, fused (default) or unfused, on .npy or seeded random inputs");
     struct Opts {
-        std::string model, inputs, outputs, target = "host";
+        std::string model, inputs, outputs, target = "host", layout = "auto";
         uint64_t seed = 0;
         bool unfused = false, no_optimize = false;
         int threads = 0;
@@ -44,8 +44,9 @@ Verb add_run(CLI::App &app) {
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
+    cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
-                Graph g = load_model_optimized(o->model, !o->no_optimize);
+                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout);
                 ExecutorOptions eo;
                 eo.mode = o->unfused ? ExecMode::Unfused : ExecMode::Fused;
                 eo.threads = o->threads;

@@ -242,6 +242,44 @@ Value conv(const Evaluator &ev, const Node &n) {
     return out;
 }
 
+/** fusor.ConvNhwc: X [N, spatial..., C], W [kernel..., C/g, M], out [N, out spatial..., M]. */
+Value conv_nhwc(const Evaluator &ev, const Node &n) {
+    const Value &X = ev.in(n, 0), &W = ev.in(n, 1);
+    const Value *bias = ev.has(n, 2) ? &ev.in(n, 2) : nullptr;
+    WindowGeometry geo = window_geometry(ev.g, n);
+    Value out = ev.out_value(n);
+    int64_t batch = X.type.shape[0], C = X.type.shape.back(), M = W.type.shape.back();
+    int64_t cpg = W.type.shape[W.type.rank() - 2], mpg = M / geo.group;
+    size_t sd = geo.kernel.size();
+    int64_t in_sp = product(geo.in_spatial), out_sp = product(geo.out_spatial), k_sp = product(geo.kernel);
+    Shape in_st = strides_of(geo.in_spatial);
+    for (int64_t b = 0; b < batch; b++) {
+        for (int64_t o = 0; o < out_sp; o++) {
+            Shape oi = unravel(o, geo.out_spatial);
+            for (int64_t m = 0; m < M; m++) {
+                int64_t c0 = (m / mpg) * cpg;
+                double s = bias ? bias->data[m] : 0.0;
+                for (int64_t kf = 0; kf < k_sp; kf++) {
+                    Shape ki = unravel(kf, geo.kernel);
+                    int64_t pos = 0;
+                    bool inside = true;
+                    for (size_t d = 0; d < sd; d++) {
+                        int64_t p = oi[d] * geo.strides[d] + ki[d] * geo.dilations[d] - geo.pads_begin[d];
+                        inside &= p >= 0 && p < geo.in_spatial[d];
+                        pos += p * in_st[d];
+                    }
+                    if (!inside) continue;
+                    for (int64_t c = 0; c < cpg; c++) {
+                        s += X.data[(b * in_sp + pos) * C + c0 + c] * W.data[(kf * cpg + c) * M + m];
+                    }
+                }
+                out.data[(b * out_sp + o) * M + m] = s;
+            }
+        }
+    }
+    return out;
+}
+
 // ---- normalization and pooling ---------------------------------------------------------------
 
 /** Inference BatchNormalization over channel dim 1. */
@@ -494,6 +532,7 @@ Value evaluate_node(const Evaluator &ev, const Node &n) {
     case OpKind::MatMul: return matmul(ev, n);
     case OpKind::Gemm: return gemm(ev, n);
     case OpKind::Conv: return conv(ev, n);
+    case OpKind::ConvNhwc: return conv_nhwc(ev, n);
     case OpKind::BatchNormalization: return batch_norm(ev, n);
     case OpKind::MaxPool: return pool(ev, n, /*is_max=*/true);
     case OpKind::AveragePool: return pool(ev, n, /*is_max=*/false);

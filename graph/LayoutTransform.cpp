@@ -1,0 +1,177 @@
+#include "graph/LayoutTransform.h"
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "graph/Clustering.h"
+#include "graph/Error.h"
+#include "graph/PassPipeline.h"
+#include "graph/Rewrite.h"
+
+namespace fusor {
+
+std::optional<Layout> parse_layout(std::string_view text) {
+    if (text == "auto") return Layout::Auto;
+    if (text == "nchw") return Layout::Nchw;
+    if (text == "nhwc") return Layout::Nhwc;
+    return std::nullopt;
+}
+
+const char *layout_name(Layout l) {
+    switch (l) {
+    case Layout::Auto: return "auto";
+    case Layout::Nchw: return "nchw";
+    case Layout::Nhwc: return "nhwc";
+    }
+    return "?";
+}
+
+namespace {
+
+const std::vector<int64_t> kToNhwc = {0, 2, 3, 1}, kToNchw = {0, 3, 1, 2};
+
+/** Permutes a constant's data by \p perm (ONNX Transpose semantics), elementwise bytes. */
+std::vector<uint8_t> permute_data(const Tensor &t, const std::vector<int64_t> &perm, std::vector<int64_t> *shape_out) {
+    const std::vector<int64_t> &s = t.type.shape;
+    int r = (int)s.size();
+    std::vector<int64_t> out_shape(r);
+    for (int i = 0; i < r; i++) out_shape[i] = s[perm[i]];
+    std::vector<int64_t> in_strides(r, 1);
+    for (int i = r - 2; i >= 0; i--) in_strides[i] = in_strides[i + 1] * s[i + 1];
+    size_t es = dtype_size(t.type.dtype);
+    std::vector<uint8_t> out(t.data.size());
+    std::vector<int64_t> idx(r, 0);
+    for (int64_t o = 0; o < t.type.num_elements(); o++) {
+        int64_t src = 0;
+        for (int i = 0; i < r; i++) src += idx[i] * in_strides[perm[i]];
+        std::memcpy(out.data() + o * es, t.data.data() + src * es, es);
+        for (int i = r - 1; i >= 0; i--) {  // next output index, row-major
+            if (++idx[i] < out_shape[i]) break;
+            idx[i] = 0;
+        }
+    }
+    *shape_out = out_shape;
+    return out;
+}
+
+bool is_conv2d(const Graph &g, const Node &n) {
+    return n.op == OpKind::Conv && g.type(n.inputs[0]).rank() == 4 && g.tensor(n.inputs[1]).is_initializer &&
+           (n.inputs.size() < 3 || n.inputs[2] == kNoTensor || g.tensor(n.inputs[2]).is_initializer);
+}
+
+/** An elementwise/broadcast node over rank-4 activations whose other inputs are constants. */
+bool is_convertible_elementwise(const Graph &g, const Node &n) {
+    OpPattern p = op_info(n.op).pattern;
+    if ((p != OpPattern::ElemWise && p != OpPattern::Broadcast) || n.op == OpKind::BatchNormalization) return false;
+    if (n.outputs.size() != 1 || g.type(n.outputs[0]).rank() != 4) return false;
+    const auto &out = g.type(n.outputs[0]).shape;
+    for (TensorId t : n.inputs) {
+        if (t == kNoTensor) continue;
+        const Tensor &x = g.tensor(t);
+        if (x.type.shape == out && !x.is_initializer) continue;  // an activation
+        if (x.is_initializer && x.type.rank() <= 4) continue;    // a constant: permuted below
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+Layout choose_layout(const Graph &g) {
+    for (const Node &n : g.nodes) {
+        if (is_conv2d(g, n)) return Layout::Nhwc;
+    }
+    return Layout::Nchw;
+}
+
+bool convert_to_nhwc(Graph &g) {
+    // 1. convertible nodes, grouped into connected regions (union-find over shared tensors)
+    std::vector<int> region(g.nodes.size(), -1);
+    std::vector<bool> convertible(g.nodes.size(), false);
+    for (const Node &n : g.nodes) convertible[n.id] = is_conv2d(g, n) || is_convertible_elementwise(g, n);
+    std::vector<int> parent(g.nodes.size());
+    for (size_t i = 0; i < parent.size(); i++) parent[i] = (int)i;
+    std::function<int(int)> find = [&](int i) { return parent[i] == i ? i : parent[i] = find(parent[i]); };
+    for (const Node &n : g.nodes) {
+        if (!convertible[n.id]) continue;
+        for (TensorId t : n.inputs) {
+            if (t == kNoTensor) continue;
+            NodeId p = g.tensor(t).producer;
+            if (p >= 0 && convertible[p]) parent[find(n.id)] = find(p);
+        }
+    }
+    std::map<int, std::vector<NodeId>> regions;
+    for (const Node &n : g.nodes) {
+        if (convertible[n.id]) regions[find(n.id)].push_back(n.id);
+    }
+    auto consumers = g.consumers();
+    std::set<NodeId> removed;
+    for (auto &[root, members] : regions) {
+        if (std::none_of(members.begin(), members.end(), [&](NodeId m) { return g.nodes[m].op == OpKind::Conv; })) continue;
+        std::set<NodeId> in_region(members.begin(), members.end());
+        std::map<TensorId, TensorId> nhwc;  // NCHW tensor -> its NHWC twin
+        auto nhwc_of = [&](TensorId t) -> TensorId {
+            auto it = nhwc.find(t);
+            if (it != nhwc.end()) return it->second;
+            const Tensor &x = g.tensor(t);
+            TensorId twin;
+            if (x.is_initializer) {
+                // align to rank 4 as broadcasting would, then permute the constant itself
+                Tensor aligned = x;
+                while (aligned.type.rank() < 4) aligned.type.shape.insert(aligned.type.shape.begin(), 1);
+                std::vector<int64_t> shape;
+                std::vector<uint8_t> data = permute_data(aligned, kToNhwc, &shape);
+                twin = add_initializer(g, x.name + "_nhwc", TensorType{x.type.dtype, shape}, std::move(data));
+            } else {
+                // an activation entering the region: one transpose per tensor
+                twin = add_tensor(g, x.name + "_nhwc");
+                add_node(g, OpKind::Transpose, x.name + "_to_nhwc", {t}, {twin}, {{"perm", kToNhwc}});
+                count_event("layout-boundary-transpose");
+            }
+            nhwc[t] = twin;
+            return twin;
+        };
+        for (NodeId id : members) {  // members are in topological order
+            const Node n = g.nodes[id];  // copy: adding nodes may reallocate
+            std::vector<TensorId> ins;
+            OpKind op = n.op;
+            for (size_t i = 0; i < n.inputs.size(); i++) {
+                TensorId t = n.inputs[i];
+                if (t == kNoTensor) {
+                    ins.push_back(kNoTensor);
+                } else if (op == OpKind::Conv && i == 1) {
+                    std::vector<int64_t> shape;  // weights OIHW -> HWIO
+                    std::vector<uint8_t> data = permute_data(g.tensor(t), {2, 3, 1, 0}, &shape);
+                    ins.push_back(add_initializer(g, g.tensor(t).name + "_hwio", TensorType{g.type(t).dtype, shape}, std::move(data)));
+                } else if (op == OpKind::Conv && i == 2) {
+                    ins.push_back(t);  // bias [M]: layout-free
+                } else if (g.tensor(t).is_initializer && g.type(t).num_elements() == 1) {
+                    ins.push_back(t);  // scalars broadcast the same in any layout
+                } else {
+                    ins.push_back(nhwc_of(t));
+                }
+            }
+            TensorId out = add_tensor(g, g.tensor(n.outputs[0]).name + "_nhwc");
+            nhwc[n.outputs[0]] = out;
+            add_node(g, op == OpKind::Conv ? OpKind::ConvNhwc : op, n.name + "_nhwc", ins, {out}, n.attrs);
+            removed.insert(id);
+        }
+        // tensors leaving the region go back to NCHW under their own ids (names unchanged)
+        for (NodeId id : members) {
+            TensorId t = g.nodes[id].outputs[0];
+            bool leaves = g.is_graph_output(t) ||
+                          std::any_of(consumers[t].begin(), consumers[t].end(), [&](NodeId u) { return !in_region.count(u); });
+            if (!leaves) continue;
+            add_node(g, OpKind::Transpose, g.tensor(t).name + "_to_nchw", {nhwc.at(t)}, {t}, {{"perm", kToNchw}});
+            count_event("layout-boundary-transpose");
+        }
+        count_event("layout-region-nhwc");
+    }
+    if (removed.empty()) return false;
+    remove_nodes(g, removed);
+    return true;
+}
+
+}  // namespace fusor
