@@ -2,6 +2,7 @@
 
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include "graph/DeadCodeElimination.h"
 #include "graph/PassPipeline.h"
@@ -12,16 +13,24 @@ namespace fusor {
 namespace {
 
 bool merge_equal_initializers(Graph &g) {
-    std::map<std::string, TensorId> first;  // key: dtype, shape and bytes
+    // bucket by type and a hash of the bytes; equal bytes are confirmed before merging
+    std::map<std::string, std::vector<TensorId>> buckets;
     bool changed = false;
     for (size_t i = 0; i < g.tensors.size(); i++) {
         const Tensor &t = g.tensors[i];
         if (!t.is_initializer) continue;
-        std::string key = to_string(t.type) + "|" + std::string(t.data.begin(), t.data.end());
-        auto [it, inserted] = first.emplace(key, (TensorId)i);
-        if (inserted || !can_replace_uses(g, (TensorId)i, it->second)) continue;
-        if (users(g, (TensorId)i).empty()) continue;
-        replace_uses(g, (TensorId)i, it->second);
+        size_t h = std::hash<std::string_view>()(std::string_view((const char *)t.data.data(), t.data.size()));
+        std::vector<TensorId> &bucket = buckets[to_string(t.type) + "#" + std::to_string(h)];
+        TensorId match = kNoTensor;
+        for (TensorId other : bucket) {
+            if (g.tensor(other).data == t.data) match = other;
+        }
+        if (match == kNoTensor) {
+            bucket.push_back((TensorId)i);
+            continue;
+        }
+        if (!can_replace_uses(g, (TensorId)i, match) || users(g, (TensorId)i).empty()) continue;
+        replace_uses(g, (TensorId)i, match);
         count_event("merge-equal-constants");
         changed = true;
     }
