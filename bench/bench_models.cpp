@@ -134,9 +134,9 @@ int main(int argc, char **argv) {
     dat.close();
     std::ofstream gp(out_dir + "/results.gp");
     gp << "set terminal pngcairo size 900,500 noenhanced\nset output '" << out_dir << "/results.png'\n"
-       << "set title 'fusor: unfused, fused, optimized + fused in NCHW and NHWC (median ms, log scale; label = fused speedup)'\nset style data histograms\n"
+       << "set title 'fusor: median ms, log scale (label: fused vs unfused speedup)'\nset style data histograms\n"
        << "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\nset logscale y\nset ylabel 'ms'\n"
-       << "set xtics rotate by -20\nset key top left\n"
+       << "set xtics rotate by -20\nset key top right\n"
        << "plot '" << out_dir << "/results.dat' using 2:xtic(1) title 'unfused', '' using 3 title 'fused', "
        << "'' using 5 title 'optimized, NCHW', '' using 6 title 'optimized, NHWC', "
        << "'' using ($0-0.1):3:(sprintf('%.2fx',$4)) with labels offset 0,1 notitle\n";
