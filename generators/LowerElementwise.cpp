@@ -81,6 +81,26 @@ FUSOR_UNARY(Identity, x)
 FUSOR_UNARY(HardSwish, x * clamp(x / constant(t, 6) + constant(t, 0.5), constant(t, 0), constant(t, 1)))
 #undef FUSOR_UNARY
 
+/** ONNX Cast: float to integer truncates toward zero (as Halide's cast does); to bool is x != 0. */
+std::vector<Func> lower_Cast(LowerContext &ctx) {
+    return pointwise(ctx, [](Args a, Type t) -> Expr {
+        if (t.is_bool()) return a[0] != Internal::make_zero(a[0].type());
+        return cast(t, a[0]);
+    });
+}
+
+/** Inference Dropout is the identity; its optional mask output is all true. */
+std::vector<Func> lower_Dropout(LowerContext &ctx) {
+    const TensorType &out = ctx.out_type();
+    std::vector<Func> outs = pointwise(ctx, [](Args a, Type) { return a[0]; });
+    if (ctx.node().outputs.size() > 1) {
+        Func mask = ctx.make_stage("mask", out.shape, StageRole::Value, true);
+        LowerContext::define(mask, out.rank(), [](const std::vector<Expr> &) -> Expr { return Internal::const_true(); });
+        outs.push_back(mask);
+    }
+    return outs;
+}
+
 std::vector<Func> lower_LeakyRelu(LowerContext &ctx) {
     double alpha = ctx.attr_float("alpha");
     return pointwise(ctx, [&](Args a, Type t) { return select(a[0] < constant(t, 0), a[0] * constant(t, alpha), a[0]); });
@@ -184,6 +204,8 @@ void register_elementwise_lowerings(LoweringTable &t) {
     FUSOR_REGISTER(HardSwish)
     FUSOR_REGISTER(Clip)
     FUSOR_REGISTER(Identity)
+    FUSOR_REGISTER(Cast)
+    FUSOR_REGISTER(Dropout)
 #undef FUSOR_REGISTER
 }
 

@@ -101,9 +101,45 @@ std::vector<Func> lower_Slice(LowerContext &ctx) {
     return {f};
 }
 
+/** ONNX Gather: out[outer..., idx..., inner...] = data[outer..., indices[idx...], inner...], with
+ * negative indices counting from the end of the axis. */
+std::vector<Func> lower_Gather(LowerContext &ctx) {
+    const TensorType &out = ctx.out_type();
+    const LValue &data = ctx.input(0), &indices = ctx.input(1);
+    int axis = normalize_axis(ctx.graph(), ctx.node(), ctx.attr_int("axis"), data.type.rank());
+    int ir = indices.type.rank();
+    int64_t dim = data.type.shape[axis];
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
+        std::vector<Expr> ii(idx.begin() + axis, idx.begin() + axis + ir);
+        Expr i = cast(Int(32), call(indices, ii));
+        i = clamp(select(i < 0, i + (int)dim, i), 0, (int)dim - 1);
+        std::vector<Expr> di(idx.begin(), idx.begin() + axis);
+        di.push_back(i);
+        di.insert(di.end(), idx.begin() + axis + ir, idx.end());
+        return call(data, di);
+    });
+    return {f};
+}
+
+/** ONNX Shape: the (static) dims of its input as an i64 vector. */
+std::vector<Func> lower_Shape(LowerContext &ctx) {
+    const TensorType &in = ctx.graph().type(ctx.node().inputs[0]);
+    auto [start, end] = shape_range(ctx.graph(), ctx.node());
+    Func f = ctx.make_stage("", ctx.out_type().shape, StageRole::Value, true);
+    LowerContext::define(f, 1, [&](const std::vector<Expr> &idx) {
+        Expr v = Expr((int64_t)0);
+        for (int d = end - 1; d >= start; d--) v = select(idx[0] == d - start, Expr((int64_t)in.shape[d]), v);
+        return v;
+    });
+    return {f};
+}
+
 }  // namespace
 
 void register_shape_lowerings(LoweringTable &t) {
+    t[(size_t)OpKind::Gather] = &lower_Gather;
+    t[(size_t)OpKind::Shape] = &lower_Shape;
     t[(size_t)OpKind::Reshape] = &lower_reshape_like;
     t[(size_t)OpKind::Flatten] = &lower_reshape_like;
     t[(size_t)OpKind::Transpose] = &lower_Transpose;

@@ -261,7 +261,8 @@ std::vector<std::string> name_list(const Reader &r, const json &node, const char
 
 }  // namespace
 
-Graph parse_graph_json(const std::string &text, const std::string &source, const std::string &base_dir) {
+Graph parse_graph_json(const std::string &text, const std::string &source, const std::string &base_dir,
+                       const ConstantEvaluator *eval) {
     Reader r{source, base_dir};
     json doc;
     try {
@@ -375,19 +376,20 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
         }
     }
     const json &outputs = array_field("outputs", true);
-    std::vector<std::pair<TensorId, const json *>> declared;
+    std::vector<std::pair<std::string, const json *>> declared;  // by name: ids change if infer_types folds
     for (size_t i = 0; i < outputs.size(); i++) {
         std::string where = "outputs[" + std::to_string(i) + "]";
         std::string name = outputs[i].is_string() ? outputs[i].get<std::string>() : r.string_field(outputs[i], "name", where);
         auto it = by_name.find(name);
         if (it == by_name.end()) r.fail(where, "output '" + name + "' is not produced by any node");
         g.outputs.push_back(it->second);
-        if (outputs[i].is_object()) declared.push_back({it->second, &outputs[i]});
+        if (outputs[i].is_object()) declared.push_back({name, &outputs[i]});
     }
     g.reindex();
     sort_topologically(g);
-    infer_types(g);
-    for (auto &[id, j] : declared) {
+    infer_types(g, eval);
+    for (auto &[out_name, j] : declared) {
+        TensorId id = g.find_tensor(out_name);
         std::string where = "outputs ('" + g.tensor(id).name + "')";
         const TensorType &got = g.type(id);
         if (j->contains("dtype") && r.dtype_field(*j, where) != got.dtype) {
@@ -410,21 +412,21 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
     return g;
 }
 
-Graph load_graph_json(const std::string &path) {
+Graph load_graph_json(const std::string &path, const ConstantEvaluator *eval) {
     std::ifstream f(path);
     if (!f) throw UserError("cannot open '" + path + "': no such file or not readable");
     std::stringstream ss;
     ss << f.rdbuf();
     size_t slash = path.find_last_of('/');
     std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-    return parse_graph_json(ss.str(), path, dir);
+    return parse_graph_json(ss.str(), path, dir, eval);
 }
 
-Graph load_model(const std::string &path) {
+Graph load_model(const std::string &path, const ConstantEvaluator *eval) {
     if (path.size() >= 5 && path.substr(path.size() - 5) == ".onnx") {
         throw UserError(path + ": ONNX import is not available yet; convert to fusor's JSON format");
     }
-    return load_graph_json(path);
+    return load_graph_json(path, eval);
 }
 
 std::string to_json(const Graph &g) {

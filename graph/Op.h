@@ -53,6 +53,8 @@ const char *pattern_name(OpPattern p);
     X(Clip, "", ElemWise, 1, 3, 1, clip, "")                                                      \
     X(MulAdd, "fusor", Broadcast, 3, 3, 1, broadcast, "")                                         \
     X(Identity, "", ElemWise, 1, 1, 1, unary, "")                                                 \
+    X(Cast, "", ElemWise, 1, 1, 1, cast, "saturate:i=1 to:i")                                      \
+    X(Dropout, "", ElemWise, 1, 3, 2, dropout, "seed:i?")                                         \
     X(MatMul, "", OutFusable, 2, 2, 1, matmul, "")                                                \
     X(Gemm, "", OutFusable, 2, 3, 1, gemm, "alpha:f=1 beta:f=1 transA:i=0 transB:i=0")            \
     X(Conv, "", OutFusable, 2, 3, 1, conv,                                                        \
@@ -78,7 +80,9 @@ const char *pattern_name(OpPattern p);
     X(Flatten, "", Injective, 1, 1, 1, flatten, "axis:i=1")                                       \
     X(Transpose, "", Injective, 1, 1, 1, transpose, "perm:ints?")                                 \
     X(Concat, "", Injective, 1, -1, 1, concat, "axis:i")                                          \
-    X(Slice, "", Injective, 3, 5, 1, slice, "")
+    X(Slice, "", Injective, 3, 5, 1, slice, "")                                                   \
+    X(Gather, "", Injective, 2, 2, 1, gather, "axis:i=0")                                         \
+    X(Shape, "", Injective, 1, 1, 1, shape_of, "end:i? start:i=0")
 
 enum class OpKind {
 #define FUSOR_OP_ENUM(name, ...) name,

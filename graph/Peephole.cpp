@@ -639,6 +639,21 @@ Match remove_identity(Graph &g, NodeId id) {
     return forward(g, n.outputs[0], n.inputs[0]);
 }
 
+/** Inference Dropout is the identity: forward its data when its mask output is unread. */
+Match remove_dropout(Graph &g, NodeId id) {
+    const Node &n = g.nodes[id];
+    if (n.op != OpKind::Dropout) return std::nullopt;
+    if (n.outputs.size() > 1 && (g.is_graph_output(n.outputs[1]) || !users(g, n.outputs[1]).empty())) return std::nullopt;
+    return forward(g, n.outputs[0], n.inputs[0]);
+}
+
+/** A Cast to the type its input already has does nothing. */
+Match remove_cast_to_same_type(Graph &g, NodeId id) {
+    const Node &n = g.nodes[id];
+    if (n.op != OpKind::Cast || g.type(n.inputs[0]).dtype != g.type(n.outputs[0]).dtype) return std::nullopt;
+    return forward(g, n.outputs[0], n.inputs[0]);
+}
+
 }  // namespace
 
 const std::vector<PeepholeRule> &peephole_rules() {
@@ -658,6 +673,8 @@ const std::vector<PeepholeRule> &peephole_rules() {
         {"transpose-of-transpose", transpose_of_transpose},
         {"reshape-of-reshape", reshape_of_reshape},
         {"remove-identity", remove_identity},
+        {"remove-dropout", remove_dropout},
+        {"remove-cast-to-same-type", remove_cast_to_same_type},
     };
     return rules;
 }

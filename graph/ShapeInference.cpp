@@ -266,6 +266,27 @@ std::vector<int> transpose_perm(const Graph &g, const Node &n) {
     return perm;
 }
 
+std::optional<DType> dtype_from_onnx(int64_t code) {
+    switch (code) {
+    case 1: return DType::F32;
+    case 2: return DType::U8;
+    case 3: return DType::I8;
+    case 6: return DType::I32;
+    case 7: return DType::I64;
+    case 9: return DType::Bool;
+    case 11: return DType::F64;
+    default: return std::nullopt;
+    }
+}
+
+std::pair<int, int> shape_range(const Graph &g, const Node &n) {
+    int r = in_type(g, n, 0).rank();
+    auto clampd = [&](int64_t v) { return (int)std::clamp<int64_t>(v < 0 ? v + r : v, 0, r); };
+    int start = clampd(attr_int(g, n, "start"));
+    int end = n.attrs.count("end") ? clampd(std::get<int64_t>(n.attrs.at("end"))) : r;
+    return {start, std::max(start, end)};
+}
+
 std::vector<TensorType> infer_types(const Graph &g, const Node &n) {
     return op_info(n.op).shape_rule(g, n);
 }
@@ -495,6 +516,45 @@ std::vector<TensorType> concat(const Graph &g, const Node &n) {
 
 std::vector<TensorType> slice(const Graph &g, const Node &n) {
     return {TensorType{in_type(g, n, 0).dtype, slice_params(g, n).out_shape}};
+}
+
+std::vector<TensorType> cast(const Graph &g, const Node &n) {
+    int64_t to = attr_int(g, n, "to");
+    auto d = dtype_from_onnx(to);
+    if (!d) {
+        throw UserError(g.where(n) + ": attribute 'to' is " + std::to_string(to) +
+                        "; expected an ONNX type code fusor supports (1 float, 2 uint8, 3 int8, 6 int32, 7 int64, 9 bool, 11 double)");
+    }
+    return {TensorType{*d, in_type(g, n, 0).shape}};
+}
+
+std::vector<TensorType> dropout(const Graph &g, const Node &n) {
+    if (n.inputs.size() > 2 && n.inputs[2] != kNoTensor) {
+        const Tensor &mode = g.tensor(n.inputs[2]);
+        if (!mode.is_initializer || mode.type.num_elements() != 1 || mode.value_as_double(0) != 0) {
+            throw UserError(g.where(n) + ": training_mode must be a constant false; training-mode Dropout is not supported");
+        }
+    }
+    TensorType t = in_type(g, n, 0);
+    return {t, TensorType{DType::Bool, t.shape}};
+}
+
+std::vector<TensorType> gather(const Graph &g, const Node &n) {
+    const TensorType &data = in_type(g, n, 0), &idx = in_type(g, n, 1);
+    if (idx.dtype != DType::I64 && idx.dtype != DType::I32) {
+        throw UserError(g.where(n) + ": indices must be i64 or i32, got " + dtype_name(idx.dtype));
+    }
+    if (data.rank() < 1) throw UserError(g.where(n) + ": data must have rank >= 1");
+    int axis = normalize_axis(g, n, attr_int(g, n, "axis"), data.rank());
+    std::vector<int64_t> out(data.shape.begin(), data.shape.begin() + axis);
+    out.insert(out.end(), idx.shape.begin(), idx.shape.end());
+    out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());
+    return {TensorType{data.dtype, out}};
+}
+
+std::vector<TensorType> shape_of(const Graph &g, const Node &n) {
+    auto [start, end] = shape_range(g, n);
+    return {TensorType{DType::I64, {end - start}}};
 }
 
 }  // namespace shape_rules

@@ -3,6 +3,8 @@
  * Shape rules, one per row of the op table, and the window geometry that conv and pooling share
  * between shape inference and lowering. */
 
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "graph/Graph.h"
@@ -52,6 +54,10 @@ FUSOR_DECLARE_RULE(flatten)
 FUSOR_DECLARE_RULE(transpose)
 FUSOR_DECLARE_RULE(concat)
 FUSOR_DECLARE_RULE(slice)
+FUSOR_DECLARE_RULE(cast)
+FUSOR_DECLARE_RULE(dropout)
+FUSOR_DECLARE_RULE(gather)
+FUSOR_DECLARE_RULE(shape_of)
 #undef FUSOR_DECLARE_RULE
 }  // namespace shape_rules
 
@@ -63,6 +69,13 @@ SliceParams slice_params(const Graph &g, const Node &n);
 
 /** Resolved Reshape target shape (0 and -1 entries expanded). */
 std::vector<int64_t> reshape_target(const Graph &g, const Node &n);
+
+/** The dtype of ONNX's TensorProto.DataType code \p code (1 float, 2 uint8, 3 int8, 6 int32,
+ * 7 int64, 9 bool, 11 double); nullopt for types fusor does not support. */
+std::optional<DType> dtype_from_onnx(int64_t code);
+
+/** The [start, end) range of dims a Shape node returns, resolved. */
+std::pair<int, int> shape_range(const Graph &g, const Node &n);
 
 /** Resolved Transpose permutation (default: reversed axes). */
 std::vector<int> transpose_perm(const Graph &g, const Node &n);

@@ -1,9 +1,12 @@
 #include "graph/Verifier.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "graph/Error.h"
+#include "graph/ConstantFolding.h"
+#include "graph/Rewrite.h"
 #include "graph/ShapeInference.h"
 
 namespace fusor {
@@ -126,12 +129,74 @@ void sort_topologically(Graph &g) {
     g.reindex();
 }
 
-void infer_types(Graph &g) {
+namespace {
+
+/** Makes tensor \p t (read by node \p reader as input \p index) a constant by evaluating the
+ * nodes it depends on; records the evaluated nodes in \p folded. */
+void materialize(Graph &g, TensorId t, const Node &reader, int index, const ConstantEvaluator *eval,
+                 std::set<NodeId> &folded) {
+    Tensor &tensor = g.tensor(t);
+    if (tensor.is_initializer) return;
+    NodeId p = tensor.producer;
+    const std::string wanted = g.tensor(reader.inputs[index]).name;
+    auto fail = [&](const std::string &why) {
+        throw UserError(g.where(reader) + ": input " + std::to_string(index) + " ('" + wanted +
+                        "') must be computable when the model is loaded; " + why);
+    };
+    if (p < 0) fail("it depends on graph input '" + tensor.name + "'");
+    const Node &producer = g.nodes[p];
+    if (producer.op == OpKind::Shape) {
+        // a Shape's value comes from its input's static type, not from data
+        auto [start, end] = shape_range(g, producer);
+        const TensorType &in = g.type(producer.inputs[0]);
+        Tensor &out = g.tensor(producer.outputs[0]);
+        out.data.resize(sizeof(int64_t) * (end - start));
+        for (int d = start; d < end; d++) std::memcpy(out.data.data() + 8 * (d - start), &in.shape[d], 8);
+        out.is_initializer = true;
+        folded.insert(p);
+        return;
+    }
+    for (size_t i = 0; i < producer.inputs.size(); i++) {
+        if (producer.inputs[i] != kNoTensor) materialize(g, producer.inputs[i], reader, index, eval, folded);
+    }
+    if (!eval) fail("it needs node '" + producer.name + "' evaluated, and no constant evaluator was given");
+    std::vector<std::vector<uint8_t>> values = eval->evaluate(g, producer);
+    for (size_t i = 0; i < producer.outputs.size(); i++) {
+        Tensor &out = g.tensor(producer.outputs[i]);
+        out.data = std::move(values.at(i));
+        out.is_initializer = true;
+    }
+    folded.insert(p);
+}
+
+/** Inputs an op must know as constants to infer its output shape. */
+bool is_shape_input(OpKind op, int index) {
+    switch (op) {
+    case OpKind::Reshape: return index == 1;
+    case OpKind::Slice: return index >= 1;
+    case OpKind::ReduceSum: return index == 1;
+    default: return false;
+    }
+}
+
+}  // namespace
+
+void infer_types(Graph &g, const ConstantEvaluator *eval) {
+    std::set<NodeId> folded;
     for (const Node &n : g.nodes) {
         verify_node_signature(g, n);
+        for (int i = 0; i < (int)n.inputs.size(); i++) {
+            if (n.inputs[i] != kNoTensor && is_shape_input(n.op, i)) materialize(g, n.inputs[i], n, i, eval, folded);
+        }
         std::vector<TensorType> types = infer_types(g, n);
         FUSOR_INTERNAL_ASSERT(types.size() >= n.outputs.size()) << "shape rule of " << op_name(n.op);
         for (size_t i = 0; i < n.outputs.size(); i++) g.tensor(n.outputs[i]).type = types[i];
+    }
+    if (!folded.empty()) {
+        for (NodeId p : folded) {
+            for (TensorId t : g.nodes[p].outputs) g.tensor(t).producer = -1;
+        }
+        remove_nodes(g, folded);  // their outputs are initializers now
     }
 }
 

@@ -11,9 +11,17 @@ namespace fusor {
  * where it can). Throws UserError naming the nodes of a cycle. */
 void sort_topologically(Graph &g);
 
+class ConstantEvaluator;
+
 /** Sets the type of every node output from the shape rules, in node order (which must be
- * topological). Throws UserError naming the node when a rule fails. */
-void infer_types(Graph &g);
+ * topological). Throws UserError naming the node when a rule fails.
+ *
+ * Inputs an op needs as constants to know its output shape (Reshape's shape, Slice's bounds,
+ * ReduceSum's axes) may be computed by a subgraph of constants and Shape nodes, as exporters emit
+ * (Shape -> Gather -> Concat -> Reshape). With \p eval, such subgraphs are evaluated here, once
+ * the shapes they read are known, and replaced by constants; without it, or when the value
+ * depends on input data, that is a UserError naming the node and input. */
+void infer_types(Graph &g, const ConstantEvaluator *eval = nullptr);
 
 /** Throws UserError describing the first violation; returns normally when \p g is well formed.
  * Checks: unique tensor and node names; inputs exist and are graph inputs, initializers or node

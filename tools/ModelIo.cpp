@@ -26,7 +26,7 @@ Layout layout_flag(const std::string &text) {
 Graph load_model_optimized(const std::string &path, bool optimize, const std::string &layout,
                            std::vector<PassReport> *reports) {
     Layout l = layout_flag(layout);
-    Graph g = load_model(path);
+    Graph g = load_model(path, &halide_constant_evaluator());
     if (!optimize) return g;
     OptimizeOptions o;
     o.evaluator = &halide_constant_evaluator();

@@ -25,7 +25,7 @@ Verb add_optimize(CLI::App &app) {
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     cmd->add_option("--passes", o->passes, "comma-separated passes to run instead of the standard list (dce, fold-constants, cse, peephole, layout-nhwc)");
     return {cmd, [=] {
-                Graph g = load_model(o->model);
+                Graph g = load_model(o->model, &halide_constant_evaluator());
                 OptimizeOptions opts;
                 opts.evaluator = &halide_constant_evaluator();
                 opts.layout = layout_flag(o->layout);

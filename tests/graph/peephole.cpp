@@ -175,7 +175,8 @@ TEST_CASE("peephole: the rule table names each rule once", "[graph][peephole]") 
                                          "matmul-add-to-gemm", "gemm-add-bias",
                                          "scale-into-conv-weights", "transpose-of-transpose",
                                          "reshape-of-reshape", "remove-identity", "hardswish",
-                                         "gelu-erf", "layernorm", "softmax"});
+                                         "gelu-erf", "layernorm", "softmax", "remove-dropout",
+                                         "remove-cast-to-same-type"});
 }
 
 TEST_CASE("peephole: reports no change on a graph with nothing to rewrite", "[graph][peephole]") {
@@ -1066,4 +1067,45 @@ TEST_CASE("peephole: the test models compute the same after the pass", "[graph][
         Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + model + ".json");
         CHECK(run(g).fired == fired);
     }
+}
+
+// ---- remove-dropout, remove-cast-to-same-type -------------------------------------------------
+
+TEST_CASE("peephole remove-dropout: inference Dropout is forwarded", "[graph][peephole]") {
+    Graph g = graph(R"(
+        input x f32[2,3]
+        const ratio f32[] = 0.25
+        d = Dropout(x, ratio)
+        y = Relu(d)
+        output y)");
+    Result r = run(g);
+    CHECK(r.ops == Names{"Relu"});
+    CHECK(r.fired == Events{{"remove-dropout", 1}});
+}
+
+TEST_CASE("peephole remove-dropout: not when its mask is read", "[graph][peephole]") {
+    Graph g = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+        "outputs": ["y", "m"], "nodes": [{"name": "d", "op": "Dropout", "inputs": ["x"], "outputs": ["y", "m"]}]})",
+                               "dropout.json");
+    check_unchanged(g);
+}
+
+TEST_CASE("peephole remove-cast-to-same-type: a Cast to the input's own type is forwarded", "[graph][peephole]") {
+    Graph g = graph(R"(
+        input x f32[4]
+        c = Cast(x) {"to": 1}
+        y = Neg(c)
+        output y)");
+    Result r = run(g);
+    CHECK(r.ops == Names{"Neg"});
+    CHECK(r.fired == Events{{"remove-cast-to-same-type", 1}});
+}
+
+TEST_CASE("peephole remove-cast-to-same-type: a Cast that changes the type stays", "[graph][peephole]") {
+    Graph g = graph(R"(
+        input x f32[4]
+        c = Cast(x) {"to": 7}
+        y = Neg(c)
+        output y)");
+    check_unchanged(g);
 }

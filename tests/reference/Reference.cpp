@@ -529,6 +529,35 @@ Value evaluate_node(const Evaluator &ev, const Node &n) {
         return unary_op(ev, n, [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); });
     case OpKind::Clip: return clip(ev, n);
     case OpKind::Identity: return copy_data(ev, n);
+    case OpKind::Dropout: return copy_data(ev, n);  // inference: the identity (the mask output is set below)
+    case OpKind::Cast: {
+        DType to = ev.g.type(n.outputs[0]).dtype;
+        return unary_op(ev, n, [&](double x) { return to == DType::Bool ? (x != 0 ? 1.0 : 0.0) : is_float(to) ? x : std::trunc(x); });
+    }
+    case OpKind::Gather: {
+        const Value &data = ev.in(n, 0), &indices = ev.in(n, 1);
+        Value out = ev.out_value(n);
+        int axis = normalize_axis(ev.g, n, attr_int(ev.g, n, "axis"), data.type.rank());
+        int64_t outer = 1, inner = 1, dim = data.type.shape[axis];
+        for (int i = 0; i < axis; i++) outer *= data.type.shape[i];
+        for (int i = axis + 1; i < data.type.rank(); i++) inner *= data.type.shape[i];
+        int64_t ni = (int64_t)indices.data.size();
+        for (int64_t o = 0; o < outer; o++) {
+            for (int64_t k = 0; k < ni; k++) {
+                int64_t j = (int64_t)indices.data[k];
+                if (j < 0) j += dim;
+                for (int64_t i = 0; i < inner; i++) out.data[(o * ni + k) * inner + i] = data.data[(o * dim + j) * inner + i];
+            }
+        }
+        return out;
+    }
+    case OpKind::Shape: {
+        Value out = ev.out_value(n);
+        auto [start, end] = shape_range(ev.g, n);
+        const TensorType &in = ev.g.type(n.inputs[0]);
+        for (int d = start; d < end; d++) out.data[d - start] = (double)in.shape[d];
+        return out;
+    }
     case OpKind::MatMul: return matmul(ev, n);
     case OpKind::Gemm: return gemm(ev, n);
     case OpKind::Conv: return conv(ev, n);
@@ -603,6 +632,10 @@ std::vector<Value> evaluate(const Graph &g, const std::vector<std::vector<uint8_
         Value v = evaluate_node(ev, n);
         for (double &x : v.data) x = round_to(v.type.dtype, x);
         ev.values[n.outputs.at(0)] = std::move(v);
+        if (n.op == OpKind::Dropout && n.outputs.size() > 1) {  // inference mask: all true
+            Value mask{g.type(n.outputs[1]), std::vector<double>((size_t)g.type(n.outputs[1]).num_elements(), 1.0)};
+            ev.values[n.outputs[1]] = std::move(mask);
+        }
     }
     std::vector<Value> out;
     for (TensorId t : g.outputs) {
