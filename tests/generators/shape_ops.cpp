@@ -87,7 +87,7 @@ TEST_CASE("op Cast: float to int truncates, to bool is nonzero, int to float", "
                         Catch::Contains("'c'") && Catch::Contains("attribute 'to' is 10"));
 }
 
-TEST_CASE("op Dropout: inference is the identity, with an all-true mask; training mode is refused", "[generators][shape_ops]") {
+TEST_CASE("op Dropout: inference is the identity with an all-true mask, and training mode is refused", "[generators][shape_ops]") {
     check_against_reference(graph(R"({"name": "x", "dtype": "f32", "shape": [3, 4]})", R"(["y", "m"])",
                                   R"({"name": "ratio", "dtype": "f32", "shape": [], "data": [0.5]})",
                                   R"({"name": "d", "op": "Dropout", "inputs": ["x", "ratio"], "outputs": ["y", "m"]})"),
