@@ -321,3 +321,21 @@ TEST_CASE("cli: inspect runs the rewrite passes unless --no-optimize", "[tools][
     CHECK(joff["nodes_after_optimize"] == joff["nodes_before_optimize"]);
     CHECK(jon["nodes_after_optimize"].get<int>() <= jon["nodes_before_optimize"].get<int>());
 }
+
+TEST_CASE("cli: inspect shows the ResNet block's BatchNormalizations folded away and fewer kernels", "[tools][cli]") {
+    std::string model = data("models/resnet_block.json");
+    Result on = run_fusor("inspect '" + model + "' --json --layout nchw");
+    Result off = run_fusor("inspect '" + model + "' --json --no-optimize");
+    REQUIRE(on.status == 0);
+    REQUIRE(off.status == 0);
+    auto jon = nlohmann::json::parse(on.out), joff = nlohmann::json::parse(off.out);
+    auto count_bn = [](const nlohmann::json &j) {
+        int n = 0;
+        for (auto &node : j["nodes"]) n += node["op"] == "BatchNormalization";
+        return n;
+    };
+    CHECK(count_bn(joff) == 2);
+    CHECK(count_bn(jon) == 0);
+    CHECK(jon["kernels"]["unfused"].get<int>() < joff["kernels"]["unfused"].get<int>());  // 5 < 7
+    CHECK(jon["kernels"]["fused"].get<int>() <= joff["kernels"]["fused"].get<int>());
+}
