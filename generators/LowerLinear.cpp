@@ -99,6 +99,21 @@ std::vector<Func> lower_Gemm(LowerContext &ctx) {
     return {f};
 }
 
+/** A conv's input, zero-padded outside \p bounds (Halide order) when the geometry pads. The padded
+ * input is its own stage, so the schedule can stage each tile's input window (with halo) once:
+ * the bounds test then runs once per input element instead of once per tap, and the taps read
+ * dense vectors. */
+Func padded_input(LowerContext &ctx, const LValue &X, const WindowGeometry &geo, const Region &bounds) {
+    bool padded = false;
+    for (size_t i = 0; i < geo.pads_begin.size(); i++) padded |= geo.pads_begin[i] || geo.pads_end[i];
+    if (!padded) return X.func;
+    Func bc = BoundaryConditions::constant_exterior(X.func, typed_const(halide_type(X.type.dtype), 0), bounds);
+    Func xin = ctx.make_stage("pad", X.type.shape, StageRole::Reused, false);
+    Var a = dim_var(0), b = dim_var(1), c = dim_var(2), d = dim_var(3);
+    xin(a, b, c, d) = bc(a, b, c, d);
+    return xin;
+}
+
 std::vector<Func> lower_Conv(LowerContext &ctx) {
     const LValue &X = ctx.input(0), &W = ctx.input(1);
     const TensorType &out = ctx.out_type();
@@ -108,19 +123,7 @@ std::vector<Func> lower_Conv(LowerContext &ctx) {
     int64_t M = W.type.shape[0], cpg = W.type.shape[1], kh = W.type.shape[2], kw = W.type.shape[3];
     int64_t mpg = M / geo.group;
     Type t = halide_type(out.dtype);
-    bool padded = false;
-    for (int i = 0; i < 2; i++) padded |= geo.pads_begin[i] || geo.pads_end[i];
-    Func xin = X.func;
-    if (padded) {
-        // The zero-padded input is its own stage, so the schedule can stage each tile's input
-        // window (with halo) once: the bounds test then runs once per input element instead of
-        // once per tap, and the taps read dense vectors.
-        Func bc = BoundaryConditions::constant_exterior(X.func, typed_const(t, 0),
-                                                        {{0, (int)Wd}, {0, (int)H}, {0, (int)C}, {Expr(), Expr()}});
-        xin = ctx.make_stage("pad", X.type.shape, StageRole::Reused, false);
-        Var x = dim_var(0), y = dim_var(1), c = dim_var(2), n = dim_var(3);
-        xin(x, y, c, n) = bc(x, y, c, n);
-    }
+    Func xin = padded_input(ctx, X, geo, {{0, (int)Wd}, {0, (int)H}, {0, (int)C}, {Expr(), Expr()}});
     Var ox = dim_var(0), oy = dim_var(1), m = dim_var(2), n = dim_var(3);
     Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
     RDom r(0, (int)kw, 0, (int)kh, 0, (int)cpg, sanitize_name(ctx.node().name) + "_r");
@@ -148,16 +151,8 @@ std::vector<Func> lower_ConvNhwc(LowerContext &ctx) {
     int64_t kh = W.type.shape[0], kw = W.type.shape[1], cpg = W.type.shape[2], M = W.type.shape[3];
     int64_t mpg = M / geo.group;
     Type t = halide_type(out.dtype);
-    bool padded = false;
-    for (int i = 0; i < 2; i++) padded |= geo.pads_begin[i] || geo.pads_end[i];
-    Func xin = X.func;
+    Func xin = padded_input(ctx, X, geo, {{0, (int)C}, {0, (int)Wd}, {0, (int)H}, {Expr(), Expr()}});
     Var m = dim_var(0), ox = dim_var(1), oy = dim_var(2), n = dim_var(3);
-    if (padded) {
-        Func bc = BoundaryConditions::constant_exterior(X.func, typed_const(t, 0),
-                                                        {{0, (int)C}, {0, (int)Wd}, {0, (int)H}, {Expr(), Expr()}});
-        xin = ctx.make_stage("pad", X.type.shape, StageRole::Reused, false);
-        xin(m, ox, oy, n) = bc(m, ox, oy, n);
-    }
     Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
     RDom r(0, (int)cpg, 0, (int)kw, 0, (int)kh, sanitize_name(ctx.node().name) + "_r");
     acc(m, ox, oy, n) = typed_const(t, 0);
