@@ -1,0 +1,61 @@
+#include "tuner/Signature.h"
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "Halide.h"
+#include "graph/Printer.h"
+
+namespace fusor {
+
+std::string content_hash(const std::string &text) {
+    // FNV-1a 64 with the standard offset basis, and a second lane with a different basis
+    uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
+    for (unsigned char c : text) {
+        a = (a ^ c) * 0x100000001b3ull;
+        b = (b ^ c) * 0x100000001b3ull;
+        b ^= b >> 29;
+    }
+    char buf[33];
+    std::snprintf(buf, sizeof(buf), "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
+    return buf;
+}
+
+std::string cluster_signature(const Graph &g, const Cluster &c) {
+    return content_hash(canonical_cluster_text(g, c));
+}
+
+std::string machine_fingerprint(bool family_only) {
+    std::string model = "unknown";
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(cpuinfo, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            size_t colon = line.find(':');
+            if (colon != std::string::npos) model = line.substr(colon + 2);
+            break;
+        }
+    }
+    std::string isa = Halide::get_host_target().to_string();
+    return family_only ? "isa:" + isa : "cpu:" + model + "|isa:" + isa;
+}
+
+std::string host_name() {
+    char buf[256] = {0};
+    if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+    return buf;
+}
+
+std::string utc_now() {
+    std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+}  // namespace fusor

@@ -1,0 +1,33 @@
+#pragma once
+/** \file
+ * Workload identity for the tuner: content hashes, the cluster signature (a hash of the cluster's
+ * canonical text), the resolved target string and the machine fingerprint. */
+
+#include <string>
+
+#include "graph/Graph.h"
+
+namespace fusor {
+
+/** A 128-bit content hash as 32 lowercase hex digits (two independent 64-bit FNV-1a lanes). Stable
+ * across platforms and runs: ids computed from it survive export, import and merge. */
+std::string content_hash(const std::string &text);
+
+/** The workload signature of cluster \p c: content_hash of canonical_cluster_text (ops,
+ * attributes, shapes, dtypes, topology and baked constants; node names normalized; weight values
+ * excluded). Renaming nodes or changing weights keeps it; changing a shape, attribute or baked
+ * constant changes it. */
+std::string cluster_signature(const Graph &g, const Cluster &c);
+
+/** This machine, for provenance and lookups: "cpu:<model name>|isa:<features>" from
+ * /proc/cpuinfo and Halide's host target. \p family_only drops the model name and keeps the ISA
+ * (the "same hardware family" level of lookups). */
+std::string machine_fingerprint(bool family_only = false);
+
+/** The host name, for provenance. */
+std::string host_name();
+
+/** The current UTC time as ISO 8601 ("2026-11-30T09:12:03Z"). */
+std::string utc_now();
+
+}  // namespace fusor

@@ -1,0 +1,99 @@
+#pragma once
+/** \file
+ * The SQLite tuning database: every trial the tuner measures, keyed by workload (cluster
+ * signature, resolved target), with provenance, shared and merged across machines. The schema is
+ * documented in docs/tuning_db.md. Only TuningDb.cpp includes sqlite3.h. */
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/Error.h"
+
+namespace fusor {
+
+/** Typed outcome of one trial. Failures are stored too, so the search never retries them. */
+enum class TrialStatus { Ok, Illegal, CompileError, RuntimeError, Timeout, WrongResult, Crash };
+const char *status_name(TrialStatus s);  ///< "ok", "illegal", "compile-error", "runtime-error", "timeout", "wrong-result", "crash"
+std::optional<TrialStatus> parse_status(const std::string &s);
+
+struct Workload {
+    std::string signature;       ///< cluster_signature (tuner/Signature.h)
+    std::string target;          ///< Halide target string with host resolved
+    std::string canonical_text;  ///< canonical_cluster_text, for humans and re-validation
+};
+
+struct Trial {
+    std::string id;  ///< content hash of every other field; set by TuningDb::add_trial
+    std::string signature, target;
+    std::string schedule;  ///< ClusterSchedule text (generators/Schedule.h)
+    TrialStatus status = TrialStatus::Ok;
+    std::optional<double> median_ms, min_ms, max_ms, compile_ms;
+    std::string error;     ///< failure text; empty when ok
+    std::string parent;    ///< id of the trial this one was derived from; empty for seeds
+    std::string strategy;  ///< "default", "random", "evolve", "Mullapudi2016", ...
+    // provenance
+    std::string fingerprint;  ///< machine_fingerprint()
+    std::string halide_version, fusor_version, host, created_at;
+};
+
+/** Raised for SQLite failures (with sqlite3_errmsg) and for files that are not fusor tuning
+ * databases or have an unknown schema version. A UserError: the tools exit with status 2. */
+class DbError : public UserError {
+public:
+    using UserError::UserError;
+};
+
+/** A handle on one database file (or ":memory:"). Opening creates the schema in a new or empty
+ * file; an existing file must be a fusor tuning database of a known schema version, else DbError
+ * naming the file and what was found. WAL mode and a busy timeout let several processes write one
+ * file at once. Every add_* commits before returning, so a killed process loses nothing stored. */
+class TuningDb {
+public:
+    static constexpr int kSchemaVersion = 1;
+
+    explicit TuningDb(const std::string &path);
+    ~TuningDb();
+    TuningDb(TuningDb &&) noexcept;
+    TuningDb &operator=(TuningDb &&) noexcept;
+
+    const std::string &path() const;
+
+    /** Inserts the workload if it is new (same signature and target: ignored). */
+    void add_workload(const Workload &w);
+    /** Computes t.id (content hash of all other fields), inserts the trial unless a trial with
+     * that id exists, commits, and returns the id. */
+    std::string add_trial(Trial &t);
+
+    std::vector<Workload> workloads() const;
+    std::optional<Workload> workload(const std::string &signature, const std::string &target) const;
+    /** All trials of a workload, oldest first (ties by id). */
+    std::vector<Trial> trials(const std::string &signature, const std::string &target) const;
+    std::optional<Trial> trial(const std::string &id) const;
+    /** The fastest ok trial of a workload measured on a machine whose fingerprint equals
+     * \p fingerprint (exact), or, if \p fingerprint is a family fingerprint ("isa:..."), on any
+     * machine with that ISA. nullopt if none. */
+    std::optional<Trial> best(const std::string &signature, const std::string &target, const std::string &fingerprint) const;
+    /** Schedules already tried for a workload on \p fingerprint (any status), for the search. */
+    std::vector<std::string> tried_schedules(const std::string &signature, const std::string &target,
+                                             const std::string &fingerprint) const;
+
+    /** Writes every workload and trial as JSON (format documented in docs/tuning_db.md). */
+    void export_json(const std::string &path) const;
+    /** Adds the workloads and trials of an exported JSON file; returns trials added (duplicates by
+     * id are skipped, so importing twice changes nothing). */
+    int import_json(const std::string &path);
+    /** Adds every workload and trial of another database file; deterministic and idempotent.
+     * Returns trials added. */
+    int merge_from(const std::string &other_path);
+    /** Deletes failed trials (status != ok) and, per workload and fingerprint, all ok trials but
+     * the \p keep_best fastest. Returns trials deleted. */
+    int prune(int keep_best);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusor
