@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "graph/Error.h"
@@ -172,6 +173,55 @@ OpPattern node_pattern(const Graph &g, const Node &n) {
         if (all_same) return OpPattern::ElemWise;
     }
     return p;
+}
+
+Graph extract_cluster(const Graph &g, const Cluster &c) {
+    Graph sub;
+    sub.name = "cluster";
+    std::map<TensorId, TensorId> map;
+    for (size_t i = 0; i < c.inputs.size(); i++) {
+        Tensor t = g.tensor(c.inputs[i]);
+        t.name = "in" + std::to_string(i);
+        t.producer = -1;
+        t.file.clear();
+        bool init = t.is_initializer;
+        TensorId id = sub.add_tensor(std::move(t));
+        if (!init) sub.inputs.push_back(id);
+        map[c.inputs[i]] = id;
+    }
+    int next = 0;
+    for (size_t k = 0; k < c.nodes.size(); k++) {
+        Node n = g.nodes[c.nodes[k]];
+        n.name = "n" + std::to_string(k);
+        for (TensorId &t : n.inputs) {
+            if (t != kNoTensor) t = map.at(t);
+        }
+        for (TensorId &t : n.outputs) {
+            Tensor out;
+            out.name = "t" + std::to_string(next++);
+            out.type = g.type(t);
+            TensorId id = sub.add_tensor(std::move(out));
+            map[t] = id;
+            t = id;
+        }
+        sub.nodes.push_back(std::move(n));
+    }
+    for (TensorId t : c.outputs) sub.outputs.push_back(map.at(t));
+    sub.reindex();
+    Cluster whole;
+    whole.id = 0;
+    whole.name = "k";
+    for (size_t k = 0; k < sub.nodes.size(); k++) whole.nodes.push_back((NodeId)k);
+    for (size_t i = 0; i < c.inputs.size(); i++) whole.inputs.push_back(map.at(c.inputs[i]));
+    whole.outputs = sub.outputs;
+    whole.anchor = c.anchor;
+    if (whole.anchor >= 0) {
+        auto pos = std::find(c.nodes.begin(), c.nodes.end(), c.anchor);
+        whole.anchor = pos == c.nodes.end() ? -1 : (NodeId)(pos - c.nodes.begin());
+    }
+    whole.pattern = c.pattern;
+    sub.clusters = {whole};
+    return sub;
 }
 
 bool form_clusters(Graph &g, const ClusterOptions &options) {

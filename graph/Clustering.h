@@ -28,4 +28,11 @@ OpPattern node_pattern(const Graph &g, const Node &n);
  * Returns true (the clustering always changes what g.clusters holds). */
 bool form_clusters(Graph &g, const ClusterOptions &options = {});
 
+/** Cluster \p c of \p g as a standalone graph with one cluster holding every node: cluster inputs
+ * become graph inputs named in0, in1, ... (initializers stay initializers, with their data), nodes
+ * are renamed n0, n1, ... and tensors t0, t1, ... in cluster order, and the cluster outputs are the
+ * graph outputs. Equal signatures give equal extracted graphs up to weight values, so Func names,
+ * and therefore schedule texts, are the same for every model that contains the cluster. */
+Graph extract_cluster(const Graph &g, const Cluster &c);
+
 }  // namespace fusor

@@ -59,8 +59,8 @@ void set_num_threads(int n) {
     }
 }
 
-std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Target &target) {
-    std::string key = target.to_string() + "\n" + canonical_cluster_text(g, c);
+std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule) {
+    std::string key = target.to_string() + "\n" + canonical_cluster_text(g, c) + "\n" + schedule;
     KernelCache &cache = kernel_cache();
     {
         std::lock_guard<std::mutex> lock(cache.mu);
@@ -69,8 +69,25 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
     }
     auto k = std::make_shared<Kernel>();
     k->key = key;
-    k->lowered = lower_cluster(g, c, c.name + "_");
-    k->schedule = default_schedule(g, c, k->lowered, target);
+    if (!schedule.empty()) {
+        // a tuned schedule names the stages of the extracted cluster (canonical names)
+        Graph sub = extract_cluster(g, c);
+        LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
+        std::string error;
+        auto parsed = parse_schedule(schedule, &error);
+        std::string why = parsed ? why_illegal(*parsed, lc) : "unparsable: " + error;
+        if (why.empty()) {
+            k->lowered = lc;
+            k->schedule = *parsed;
+            k->tuned = true;
+        } else {
+            k->fallback_reason = why;
+        }
+    }
+    if (!k->tuned) {
+        k->lowered = lower_cluster(g, c, c.name + "_");
+        k->schedule = default_schedule(g, c, k->lowered, target);
+    }
     apply_schedule(k->schedule, k->lowered);
     k->lowered.pipeline.jit_handlers().custom_malloc = halide_pool_malloc;
     k->lowered.pipeline.jit_handlers().custom_free = halide_pool_free;
@@ -112,7 +129,8 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         for (TensorId t : c.outputs) buffers_[t] = make_buffer(g_.type(t));
     }
     for (const Cluster &c : g_.clusters) {
-        kernels_.push_back(compile_kernel(g_, c, target_));
+        std::optional<std::string> tuned = options.schedule_for ? options.schedule_for(g_, c) : std::nullopt;
+        kernels_.push_back(compile_kernel(g_, c, target_, tuned.value_or("")));
         std::vector<Buffer<>> outs;
         for (TensorId t : c.outputs) outs.push_back(buffers_[t]);
         realizations_.emplace_back(outs);

@@ -3,7 +3,9 @@
  * The JIT executor: compiles a graph's clusters (fused) or nodes (unfused) to Halide pipelines
  * and runs them in order over buffers allocated once. */
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,10 @@ struct ExecutorOptions {
     int threads = 0;             ///< Halide worker threads; 0 = leave as is (HL_NUM_THREADS or all cores)
     std::string target = "host"; ///< Halide target string
     ClusterOptions clustering;   ///< ignored (singletons) in Unfused mode
+    /** Tuned schedules: given a cluster, the text of a schedule for its extracted form
+     * (extract_cluster: canonical names), or nullopt for the default schedule. The tools build
+     * this from a tuning database; the runtime does not depend on the tuner. */
+    std::function<std::optional<std::string>(const Graph &, const Cluster &)> schedule_for;
 };
 
 /** A compiled cluster: its lowering, the schedule applied to it, and the JIT-compiled pipeline.
@@ -35,10 +41,15 @@ struct Kernel {
     LoweredCluster lowered;
     ClusterSchedule schedule;
     std::string key;
+    bool tuned = false;           ///< compiled under a schedule from schedule_for
+    std::string fallback_reason;  ///< why a stored schedule was not used; empty otherwise
 };
 
-/** Compiles (or fetches from the cache) the kernel of cluster \p c of \p g. */
-std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Halide::Target &target);
+/** Compiles (or fetches from the cache) the kernel of cluster \p c of \p g, under the default
+ * schedule or, when \p schedule is not empty, under that schedule of the extracted cluster. An
+ * illegal stored schedule falls back to the default (Kernel::fallback_reason says why). */
+std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Halide::Target &target,
+                                       const std::string &schedule = "");
 
 /** Number of distinct kernels compiled so far in this process (for tests of the cache). */
 size_t kernel_cache_size();

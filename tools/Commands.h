@@ -22,5 +22,8 @@ Verb add_run(CLI::App &app);
 Verb add_bench(CLI::App &app);
 Verb add_ops(CLI::App &app);
 Verb add_optimize(CLI::App &app);
+Verb add_db(CLI::App &app);
+Verb add_autotune(CLI::App &app);
+Verb add_worker(CLI::App &app);
 
 }  // namespace fusor::cli

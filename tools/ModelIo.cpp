@@ -5,6 +5,9 @@
 #include "generators/ConstantEvaluator.h"
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
+#include "tuner/Autotune.h"
+#include "tuner/Signature.h"
+#include "tuner/TuningDb.h"
 #include "graph/Npy.h"
 
 namespace fusor::cli {
@@ -34,6 +37,25 @@ Graph load_model_optimized(const std::string &path, bool optimize, const std::st
     std::vector<PassReport> r = optimize_graph(g, o);
     if (reports) *reports = r;
     return g;
+}
+
+std::function<std::optional<std::string>(const Graph &, const Cluster &)> db_schedules(const std::string &db_path,
+                                                                                     const std::string &target,
+                                                                                     std::vector<std::string> *log) {
+    if (!std::filesystem::exists(db_path)) throw UserError("tuning db '" + db_path + "' does not exist");
+    auto db = std::make_shared<TuningDb>(db_path);
+    std::string resolved = resolved_target(target), fingerprint = machine_fingerprint();
+    return [db, resolved, fingerprint, log](const Graph &g, const Cluster &c) -> std::optional<std::string> {
+        std::string sig = cluster_signature(g, c);
+        std::optional<Trial> best = db->best(sig, resolved, fingerprint);
+        if (log) {
+            log->push_back(c.name + ": " + (best ? "tuned schedule " + best->id.substr(0, 12) + " (" +
+                                                       std::to_string(*best->median_ms) + " ms when measured)"
+                                                 : "no trial for this machine; default schedule"));
+        }
+        if (!best) return std::nullopt;
+        return best->schedule;
+    };
 }
 
 void load_inputs(Executor &ex, const std::string &dir) {

@@ -15,6 +15,13 @@ namespace fusor::cli {
 Graph load_model_optimized(const std::string &path, bool optimize, const std::string &layout = "auto",
                            std::vector<PassReport> *reports = nullptr);
 
+/** A schedule lookup for ExecutorOptions::schedule_for from the tuning database \p db_path:
+ * the best verified schedule measured on this exact machine, else nullopt (default schedule).
+ * Each decision is appended to \p log. */
+std::function<std::optional<std::string>(const Graph &, const Cluster &)> db_schedules(const std::string &db_path,
+                                                                                     const std::string &target,
+                                                                                     std::vector<std::string> *log);
+
 /** Parses a --layout value; throws UserError naming the flag otherwise. */
 Layout layout_flag(const std::string &text);
 

@@ -1,3 +1,5 @@
+#include <memory>
+
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -12,7 +14,7 @@ namespace fusor::cli {
 Verb add_bench(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("bench", "Time a model unfused and fused side by side in one run (medians)");
     struct Opts {
-        std::string model, target = "host", layout = "auto";
+        std::string model, target = "host", layout = "auto", db;
         bool json = false, per_cluster = false, no_optimize = false;
         int threads = 0, repeats = 10, warmup = 2;
     };
@@ -24,6 +26,7 @@ Verb add_bench(CLI::App &app) {
     cmd->add_option("--repeats", o->repeats, "timed rounds (each runs unfused then fused)")->check(CLI::Range(1, 100000))->capture_default_str();
     cmd->add_option("--warmup", o->warmup, "untimed rounds first")->check(CLI::Range(0, 1000))->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
+    cmd->add_option("--db", o->db, "also time the model under the best schedules this machine measured in this tuning database");
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
@@ -37,11 +40,26 @@ Verb add_bench(CLI::App &app) {
                 Executor fused(g, eo);
                 set_random_inputs(unfused, 1);
                 set_random_inputs(fused, 1);
-                auto t = time_interleaved({[&] { unfused.run(); }, [&] { fused.run(); }}, o->warmup, o->repeats);
+                std::unique_ptr<Executor> tuned;
+                std::vector<std::string> decisions;
+                if (!o->db.empty()) {
+                    ExecutorOptions to = eo;
+                    to.schedule_for = db_schedules(o->db, o->target, &decisions);
+                    tuned = std::make_unique<Executor>(g, to);
+                    set_random_inputs(*tuned, 1);
+                }
+                std::vector<std::function<void()>> fns = {[&] { unfused.run(); }, [&] { fused.run(); }};
+                if (tuned) fns.push_back([&] { tuned->run(); });
+                auto t = time_interleaved(fns, o->warmup, o->repeats);
                 double u = t[0].median_ms, f = t[1].median_ms;
                 nlohmann::json j = {{"model", o->model}, {"unfused_ms", u}, {"fused_ms", f}, {"speedup", u / f},
                                     {"unfused_kernels", unfused.num_kernels()}, {"fused_kernels", fused.num_kernels()},
                                     {"repeats", o->repeats}};
+                if (tuned) {
+                    j["tuned_ms"] = t[2].median_ms;
+                    j["tuned_vs_fused"] = f / t[2].median_ms;
+                    j["schedules"] = decisions;
+                }
                 auto per_kernel = [&](Executor &ex) {
                     std::vector<std::function<void()>> fns;
                     for (size_t k = 0; k < ex.num_kernels(); k++) fns.push_back([&, k] { ex.run_kernel(k); });
@@ -68,6 +86,10 @@ Verb add_bench(CLI::App &app) {
                 fmt::print("{}: unfused {:.3f} ms ({} kernels), fused {:.3f} ms ({} kernels), speedup {:.2f}x  "
                            "(medians of {})\n",
                            g.name, u, unfused.num_kernels(), f, fused.num_kernels(), u / f, o->repeats);
+                if (tuned) {
+                    fmt::print("  tuned {:.3f} ms: {:.2f}x the default fused schedules\n", t[2].median_ms, f / t[2].median_ms);
+                    for (const std::string &d : decisions) fmt::print("  schedule {}\n", d);
+                }
                 if (o->per_cluster) {
                     for (const char *key : {"clusters", "unfused_kernels_detail"}) {
                         fmt::print("{}:\n", std::string(key) == "clusters" ? "fused clusters" : "unfused kernels");

@@ -30,7 +30,7 @@ std::string summarize(const Tensor &t, const Halide::Buffer<> &b) {
 Verb add_run(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("run", "Run a model once, fused (default) or unfused, on .npy or seeded random inputs");
     struct Opts {
-        std::string model, inputs, outputs, target = "host", layout = "auto";
+        std::string model, inputs, outputs, target = "host", layout = "auto", db;
         uint64_t seed = 0;
         bool unfused = false, no_optimize = false;
         int threads = 0;
@@ -43,6 +43,7 @@ Verb add_run(CLI::App &app) {
     cmd->add_flag("--unfused", o->unfused, "one pipeline per node (the reference baseline)");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
+    cmd->add_option("--db", o->db, "use the best schedules this machine measured in this tuning database");
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
@@ -51,7 +52,10 @@ Verb add_run(CLI::App &app) {
                 eo.mode = o->unfused ? ExecMode::Unfused : ExecMode::Fused;
                 eo.threads = o->threads;
                 eo.target = o->target;
+                std::vector<std::string> decisions;
+                if (!o->db.empty() && !o->unfused) eo.schedule_for = db_schedules(o->db, o->target, &decisions);
                 Executor ex(g, eo);
+                for (const std::string &d : decisions) fmt::print("schedule {}\n", d);
                 if (!o->inputs.empty()) load_inputs(ex, o->inputs);
                 else set_random_inputs(ex, o->seed);
                 ex.run();

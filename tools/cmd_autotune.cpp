@@ -1,0 +1,97 @@
+#include <atomic>
+#include <csignal>
+#include <climits>
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include "Halide.h"
+#include "graph/Error.h"
+#include "tools/Commands.h"
+#include "tools/ModelIo.h"
+#include "tuner/Autotune.h"
+#include "tuner/Measure.h"
+
+namespace fusor::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_sigint(int) {
+    g_stop = true;
+}
+
+std::string self_exe() {
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0) throw std::runtime_error("cannot find the fusor binary (/proc/self/exe)");
+    buf[n] = 0;
+    return buf;
+}
+
+}  // namespace
+
+Verb add_autotune(CLI::App &app) {
+    CLI::App *cmd = app.add_subcommand("autotune", "Search schedules for every distinct cluster of a model and store every "
+                                                   "measured trial in a tuning database");
+    struct Opts {
+        std::string model, db, target = "host", strategy = "evolve", layout = "auto";
+        int trials = 32, threads = 0;
+        uint64_t seed = 1;
+        double timeout = 120;
+        bool no_optimize = false;
+    };
+    auto o = std::make_shared<Opts>();
+    cmd->add_option("model", o->model, "model file (.json)")->required();
+    cmd->add_option("--db", o->db, "tuning database file (created if missing)")->required();
+    cmd->add_option("--trials", o->trials, "candidates to measure in total, split across distinct clusters")->capture_default_str();
+    cmd->add_option("--threads", o->threads, "Halide threads candidates are timed with (default: all cores)");
+    cmd->add_option("--strategy", o->strategy, "evolve (mutate the best so far) or random (mutate the default)")->capture_default_str();
+    cmd->add_option("--seed", o->seed, "search seed")->capture_default_str();
+    cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
+    cmd->add_option("--timeout", o->timeout, "seconds per candidate (compile and run) before it counts as a timeout")->capture_default_str();
+    cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes");
+    cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
+    return {cmd, [=] {
+                if (o->trials < 1) throw UserError("--trials is " + std::to_string(o->trials) + "; expected at least 1");
+                if (o->strategy != "evolve" && o->strategy != "random") {
+                    throw UserError("--strategy is '" + o->strategy + "'; expected evolve or random");
+                }
+                if (o->target != "host" && !Halide::Target::validate_target_string(o->target)) {
+                    throw UserError("--target '" + o->target + "' is not a Halide target string");
+                }
+                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout);
+                TuningDb db(o->db);
+                AutotuneOptions ao;
+                ao.trials = o->trials;
+                ao.threads = o->threads;
+                ao.seed = o->seed;
+                ao.strategy = o->strategy;
+                ao.target = o->target;
+                ao.timeout_s = o->timeout;
+                ao.worker_exe = self_exe();
+                ao.stop = &g_stop;
+                ao.log = [](const std::string &line) { fmt::print("{}\n", line), std::fflush(stdout); };
+                std::signal(SIGINT, on_sigint);
+                auto results = autotune(g, db, ao);
+                fmt::print("\n{:<6} {:>12} {:>12} {:>8} {:>7}  signature\n", "cluster", "default ms", "best ms", "gain", "trials");
+                for (const ClusterTuning &r : results) {
+                    fmt::print("{:<6} {:>12.3f} {:>12.3f} {:>7.2f}x {:>7}  {}\n", r.name, r.default_ms, r.best_ms,
+                               r.best_ms > 0 ? r.default_ms / r.best_ms : 0.0, r.trials, r.signature.substr(0, 12));
+                }
+                if (g_stop) fmt::print("interrupted: every trial measured so far is stored in {}\n", o->db);
+                return g_stop ? 1 : 0;
+            }};
+}
+
+Verb add_worker(CLI::App &app) {
+    CLI::App *cmd = app.add_subcommand("worker", "internal: measure one candidate (used by autotune)");
+    cmd->group("");  // hidden from --help
+    auto job = std::make_shared<std::string>(), result = std::make_shared<std::string>();
+    cmd->add_option("job", *job)->required();
+    cmd->add_option("result", *result)->required();
+    return {cmd, [=] { return run_worker(*job, *result); }};
+}
+
+}  // namespace fusor::cli

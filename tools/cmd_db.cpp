@@ -1,0 +1,171 @@
+/** \file
+ * `fusor db`: look at, move and merge tuning databases (list, show, export, import, merge,
+ * prune). The work is TuningDb's; this file parses flags and prints. Verbs that only read a
+ * database refuse a missing file instead of creating it; verbs that write into a new file remove
+ * it again when they fail, so a failed command leaves no file behind and an existing one unaltered. */
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/Error.h"
+#include "tools/Commands.h"
+#include "tuner/TuningDb.h"
+
+namespace fusor::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/** Opens a database that must exist already (reading verbs do not create one). */
+TuningDb open_existing(const std::string &path) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) throw UserError("tuning db '" + path + "' does not exist");
+    return TuningDb(path);
+}
+
+/** Runs \p work on the database at \p path, created if missing; if \p work throws and the file
+ * was created here, removes it (and its WAL files) before rethrowing. */
+int with_db_for_writing(const std::string &path, const std::function<int(TuningDb &)> &work) {
+    std::error_code ec;
+    bool existed = fs::exists(path, ec);
+    try {
+        TuningDb db(path);
+        return work(db);
+    } catch (...) {
+        if (!existed) {
+            for (const char *suffix : {"", "-wal", "-shm"}) fs::remove(path + suffix, ec);
+        }
+        throw;
+    }
+}
+
+std::string prefix(const std::string &s, size_t n = 12) {
+    return s.substr(0, n);
+}
+
+std::string first_line(const std::string &s) {
+    size_t start = s.find_first_not_of(" \n");
+    if (start == std::string::npos) return "";
+    return s.substr(start, s.find('\n', start) - start);
+}
+
+std::string ms(const std::optional<double> &v) {
+    return v ? fmt::format("{:.4f}", *v) : std::string("-");
+}
+
+}  // namespace
+
+Verb add_db(CLI::App &app) {
+    CLI::App *cmd = app.add_subcommand("db", "Inspect, export, import, merge and prune tuning databases");
+    cmd->require_subcommand(1);
+    struct Opts {
+        std::string db, out, json, signature, into;
+        std::vector<std::string> sources;
+        int keep = 3;
+    };
+    auto o = std::make_shared<Opts>();
+
+    CLI::App *list = cmd->add_subcommand("list", "One line per workload: trials, ok trials, best median");
+    list->add_option("db", o->db, "tuning database")->required();
+
+    CLI::App *show = cmd->add_subcommand("show", "The trials of each workload, oldest first");
+    show->add_option("db", o->db, "tuning database")->required();
+    show->add_option("--signature", o->signature, "only workloads whose signature starts with this prefix");
+
+    CLI::App *exp = cmd->add_subcommand("export", "Write every workload and trial as one JSON file");
+    exp->add_option("db", o->db, "tuning database")->required();
+    exp->add_option("-o,--output", o->out, "JSON file to write")->required();
+
+    CLI::App *imp = cmd->add_subcommand("import", "Add the workloads and trials of an exported JSON file");
+    imp->add_option("db", o->db, "tuning database (created if missing)")->required();
+    imp->add_option("json", o->json, "exported JSON file")->required();
+
+    CLI::App *merge = cmd->add_subcommand("merge", "Add every workload and trial of other databases");
+    merge->add_option("--into", o->into, "tuning database to add to (created if missing)")->required();
+    merge->add_option("sources", o->sources, "databases to read")->required();
+
+    CLI::App *prune = cmd->add_subcommand("prune", "Delete failed trials and all but the fastest ok ones");
+    prune->add_option("db", o->db, "tuning database")->required();
+    prune->add_option("--keep", o->keep, "ok trials kept per workload and machine fingerprint")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+
+    return {cmd, [=]() -> int {
+                if (list->parsed()) {
+                    TuningDb db = open_existing(o->db);
+                    fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", "signature", "target", "trials", "ok",
+                               "best ms", "first line");
+                    for (const Workload &w : db.workloads()) {
+                        std::vector<Trial> ts = db.trials(w.signature, w.target);
+                        int ok = 0;
+                        std::optional<double> best;
+                        for (const Trial &t : ts) {
+                            if (t.status != TrialStatus::Ok) continue;
+                            ok++;
+                            if (t.median_ms && (!best || *t.median_ms < *best)) best = t.median_ms;
+                        }
+                        fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", prefix(w.signature), w.target, ts.size(),
+                                   ok, ms(best), first_line(w.canonical_text));
+                    }
+                    return 0;
+                }
+                if (show->parsed()) {
+                    TuningDb db = open_existing(o->db);
+                    for (const Workload &w : db.workloads()) {
+                        if (w.signature.rfind(o->signature, 0) != 0) continue;
+                        fmt::print("workload {} {}\n", w.signature, w.target);
+                        for (const Trial &t : db.trials(w.signature, w.target)) {
+                            fmt::print("  {:<12}  {:<13} {:>10}  {:<14} {:<12}  {}\n", prefix(t.id),
+                                       status_name(t.status), ms(t.median_ms), t.strategy,
+                                       t.parent.empty() ? "-" : prefix(t.parent),
+                                       first_line(t.status == TrialStatus::Ok ? t.schedule : t.error));
+                        }
+                    }
+                    return 0;
+                }
+                if (exp->parsed()) {
+                    TuningDb db = open_existing(o->db);
+                    db.export_json(o->out);
+                    fmt::print("{}: exported to {}\n", o->db, o->out);
+                    return 0;
+                }
+                if (imp->parsed()) {
+                    return with_db_for_writing(o->db, [&](TuningDb &db) {
+                        int added = db.import_json(o->json);
+                        fmt::print("{}: {} trials added to {}\n", o->json, added, o->db);
+                        return 0;
+                    });
+                }
+                if (merge->parsed()) {
+                    // Read every source once into a scratch database before writing anything, so
+                    // a bad source leaves the target as it was.
+                    std::error_code ec;
+                    for (const std::string &src : o->sources) {
+                        if (!fs::exists(src, ec)) throw UserError("tuning db '" + src + "' does not exist");
+                    }
+                    TuningDb scratch(":memory:");
+                    for (const std::string &src : o->sources) scratch.merge_from(src);
+                    return with_db_for_writing(o->into, [&](TuningDb &db) {
+                        for (const std::string &src : o->sources) {
+                            int added = db.merge_from(src);
+                            fmt::print("{}: {} trials added to {}\n", src, added, o->into);
+                        }
+                        return 0;
+                    });
+                }
+                if (prune->parsed()) {
+                    TuningDb db = open_existing(o->db);
+                    int deleted = db.prune(o->keep);
+                    fmt::print("{}: {} trials deleted\n", o->db, deleted);
+                    return 0;
+                }
+                return 2;
+            }};
+}
+
+}  // namespace fusor::cli

@@ -1,0 +1,24 @@
+#pragma once
+/** \file
+ * The search space of a lowered cluster's schedules, as edits of a schedule: the default schedule
+ * is one point, and every candidate is reached from it by legal edits. */
+
+#include <string>
+
+#include "generators/LowerCluster.h"
+#include "generators/Schedule.h"
+#include "graph/Random.h"
+
+namespace fusor {
+
+/** One random legal edit of \p s (a different tile, vector width, loop order, compute level, at
+ * loop, unrolling or parallel flag of one stage). Tries up to \p attempts edits and returns the
+ * first that why_illegal accepts; returns \p s unchanged if none was. \p lanes is the target's
+ * natural vector width for the cluster's type. */
+ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, int lanes, SplitMix64 &rng, int attempts = 32);
+
+/** The number of schedules the edits can reach: the product over stages of the choices each
+ * stage has (an upper bound: some combinations are illegal). As a double, since it is large. */
+double space_size(const LoweredCluster &lc, const ClusterSchedule &s, int lanes);
+
+}  // namespace fusor
