@@ -3,10 +3,12 @@
 # (apt-get), configures a Release build in build/ and builds:
 #
 #   cmake/bootstrap.sh demo   the main job on the built-in default model (configs/models/resnet_block.json):
-#                             inspect its fusion, run it fused, bench fused vs unfused
+#                             inspect its fusion, a short autotune into build/demo.db, then run and
+#                             bench (unfused, fused default, fused tuned) from that database
 #   cmake/bootstrap.sh test   build and run the whole test suite (ctest); CI runs this
 #
-# Environment: FUSOR_BUILD_DIR (default build), FUSOR_MODEL (demo model), JOBS (default: nproc).
+# Environment: FUSOR_BUILD_DIR (default build), FUSOR_MODEL (demo model), FUSOR_DB (demo tuning
+# database, default build/demo.db), FUSOR_TRIALS (demo autotune trials, default 12), JOBS (default: nproc).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -42,10 +44,13 @@ demo)
     install_missing
     configure_and_build OFF
     model="${FUSOR_MODEL:-configs/models/resnet_block.json}"
+    db="${FUSOR_DB:-$build/demo.db}"
     fusor="$build/tools/fusor"
     echo; echo "== fusor inspect $model"; "$fusor" inspect "$model" | tail -n 24
-    echo; echo "== fusor run $model (fused)"; "$fusor" run "$model" --random 0
-    echo; echo "== fusor bench $model"; "$fusor" bench "$model" --repeats 10 --per-cluster
+    echo; echo "== fusor autotune $model --db $db (short: ${FUSOR_TRIALS:-12} trials)"
+    "$fusor" autotune "$model" --db "$db" --trials "${FUSOR_TRIALS:-12}"
+    echo; echo "== fusor run $model --db $db"; "$fusor" run "$model" --random 0 --db "$db"
+    echo; echo "== fusor bench $model --db $db"; "$fusor" bench "$model" --repeats 10 --per-cluster --db "$db"
     ;;
 test)
     install_missing

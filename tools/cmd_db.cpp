@@ -2,7 +2,8 @@
  * `fusor db`: look at, move and merge tuning databases (list, show, export, import, merge,
  * prune). The work is TuningDb's; this file parses flags and prints. Verbs that only read a
  * database refuse a missing file instead of creating it; verbs that write into a new file remove
- * it again when they fail, so a failed command leaves no file behind and an existing one unaltered. */
+ * it again when they fail, so a failed command leaves no file behind and an existing one unaltered.
+ */
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -61,7 +62,8 @@ std::string ms(const std::optional<double> &v) {
 }  // namespace
 
 Verb add_db(CLI::App &app) {
-    CLI::App *cmd = app.add_subcommand("db", "Inspect, export, import, merge and prune tuning databases");
+    CLI::App *cmd =
+        app.add_subcommand("db", "Inspect, export, import, merge and prune tuning databases");
     cmd->require_subcommand(1);
     struct Opts {
         std::string db, out, json, signature, into;
@@ -70,36 +72,43 @@ Verb add_db(CLI::App &app) {
     };
     auto o = std::make_shared<Opts>();
 
-    CLI::App *list = cmd->add_subcommand("list", "One line per workload: trials, ok trials, best median");
+    CLI::App *list =
+        cmd->add_subcommand("list", "One line per workload: trials, ok trials, best median");
     list->add_option("db", o->db, "tuning database")->required();
 
     CLI::App *show = cmd->add_subcommand("show", "The trials of each workload, oldest first");
     show->add_option("db", o->db, "tuning database")->required();
-    show->add_option("--signature", o->signature, "only workloads whose signature starts with this prefix");
+    show->add_option("--signature", o->signature,
+                     "only workloads whose signature starts with this prefix");
 
-    CLI::App *exp = cmd->add_subcommand("export", "Write every workload and trial as one JSON file");
+    CLI::App *exp =
+        cmd->add_subcommand("export", "Write every workload and trial as one JSON file");
     exp->add_option("db", o->db, "tuning database")->required();
     exp->add_option("-o,--output", o->out, "JSON file to write")->required();
 
-    CLI::App *imp = cmd->add_subcommand("import", "Add the workloads and trials of an exported JSON file");
+    CLI::App *imp =
+        cmd->add_subcommand("import", "Add the workloads and trials of an exported JSON file");
     imp->add_option("db", o->db, "tuning database (created if missing)")->required();
     imp->add_option("json", o->json, "exported JSON file")->required();
 
-    CLI::App *merge = cmd->add_subcommand("merge", "Add every workload and trial of other databases");
-    merge->add_option("--into", o->into, "tuning database to add to (created if missing)")->required();
+    CLI::App *merge =
+        cmd->add_subcommand("merge", "Add every workload and trial of other databases");
+    merge->add_option("--into", o->into, "tuning database to add to (created if missing)")
+        ->required();
     merge->add_option("sources", o->sources, "databases to read")->required();
 
-    CLI::App *prune = cmd->add_subcommand("prune", "Delete failed trials and all but the fastest ok ones");
+    CLI::App *prune =
+        cmd->add_subcommand("prune", "Delete failed trials and all but the fastest ok ones");
     prune->add_option("db", o->db, "tuning database")->required();
     prune->add_option("--keep", o->keep, "ok trials kept per workload and machine fingerprint")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(CLI::Range(0, 1000000));
 
     return {cmd, [=]() -> int {
                 if (list->parsed()) {
                     TuningDb db = open_existing(o->db);
-                    fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", "signature", "target", "trials", "ok",
-                               "best ms", "first line");
+                    fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", "signature", "target",
+                               "trials", "ok", "best ms", "first line");
                     for (const Workload &w : db.workloads()) {
                         std::vector<Trial> ts = db.trials(w.signature, w.target);
                         int ok = 0;
@@ -109,8 +118,8 @@ Verb add_db(CLI::App &app) {
                             ok++;
                             if (t.median_ms && (!best || *t.median_ms < *best)) best = t.median_ms;
                         }
-                        fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", prefix(w.signature), w.target, ts.size(),
-                                   ok, ms(best), first_line(w.canonical_text));
+                        fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", prefix(w.signature),
+                                   w.target, ts.size(), ok, ms(best), first_line(w.canonical_text));
                     }
                     return 0;
                 }
@@ -120,10 +129,11 @@ Verb add_db(CLI::App &app) {
                         if (w.signature.rfind(o->signature, 0) != 0) continue;
                         fmt::print("workload {} {}\n", w.signature, w.target);
                         for (const Trial &t : db.trials(w.signature, w.target)) {
-                            fmt::print("  {:<12}  {:<13} {:>10}  {:<14} {:<12}  {}\n", prefix(t.id),
-                                       status_name(t.status), ms(t.median_ms), t.strategy,
-                                       t.parent.empty() ? "-" : prefix(t.parent),
-                                       first_line(t.status == TrialStatus::Ok ? t.schedule : t.error));
+                            fmt::print(
+                                "  {:<12}  {:<13} {:>10}  {:<14} {:<12}  {}\n", prefix(t.id),
+                                status_name(t.status), ms(t.median_ms), t.strategy,
+                                t.parent.empty() ? "-" : prefix(t.parent),
+                                first_line(t.status == TrialStatus::Ok ? t.schedule : t.error));
                         }
                     }
                     return 0;
@@ -146,7 +156,8 @@ Verb add_db(CLI::App &app) {
                     // a bad source leaves the target as it was.
                     std::error_code ec;
                     for (const std::string &src : o->sources) {
-                        if (!fs::exists(src, ec)) throw UserError("tuning db '" + src + "' does not exist");
+                        if (!fs::exists(src, ec))
+                            throw UserError("tuning db '" + src + "' does not exist");
                     }
                     TuningDb scratch(":memory:");
                     for (const std::string &src : o->sources) scratch.merge_from(src);

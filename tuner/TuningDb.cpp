@@ -46,8 +46,7 @@ void check(int rc, sqlite3 *db, const std::string &what) {
 /** One prepared statement. Bind indices start at 1, column indices at 0, as in SQLite. */
 class Statement {
 public:
-    Statement(sqlite3 *db, const char *sql, std::string what)
-        : db_(db), what_(std::move(what)) {
+    Statement(sqlite3 *db, const char *sql, std::string what) : db_(db), what_(std::move(what)) {
         check(sqlite3_prepare_v2(db_, sql, -1, &stmt_, nullptr), db_, what_);
     }
     ~Statement() {
@@ -76,8 +75,7 @@ public:
     }
     /** Steps to completion and returns the rows changed (for INSERT, UPDATE, DELETE). */
     int run() {
-        while (step()) {
-        }
+        while (step()) {}
         return sqlite3_changes(db_);
     }
     /** Makes the statement ready to run again; bindings are kept until rebound. */
@@ -116,8 +114,7 @@ int64_t query_int(sqlite3 *db, const char *sql, const std::string &what) {
 /** BEGIN IMMEDIATE on construction; ROLLBACK on destruction unless commit() ran. */
 class Transaction {
 public:
-    Transaction(sqlite3 *db, std::string what)
-        : db_(db), what_(std::move(what)) {
+    Transaction(sqlite3 *db, std::string what) : db_(db), what_(std::move(what)) {
         exec(db_, "BEGIN IMMEDIATE", what_);
     }
     ~Transaction() {
@@ -167,14 +164,13 @@ PRAGMA user_version = 1;
 static_assert(kApplicationId == 1718973295, "kSchema spells the application id in decimal");
 
 constexpr const char *kTrialColumns =
-    "id, signature, target, schedule, status, median_ms, min_ms, max_ms, compile_ms, error, parent, "
-    "strategy, fingerprint, halide_version, fusor_version, host, created_at";
+    "id, signature, target, schedule, status, median_ms, min_ms, max_ms, compile_ms, error, "
+    "parent, strategy, fingerprint, halide_version, fusor_version, host, created_at";
 
 /** Matches a trial's fingerprint against the lookup argument ?3: equal, or, for a family
  * fingerprint "isa:...", the trial's fingerprint ends with "|" followed by it. */
-constexpr const char *kFingerprintMatch =
-    "(fingerprint = ?3 OR (substr(?3, 1, 4) = 'isa:' AND "
-    "substr(fingerprint, -length(?3) - 1) = '|' || ?3))";
+constexpr const char *kFingerprintMatch = "(fingerprint = ?3 OR (substr(?3, 1, 4) = 'isa:' AND "
+                                          "substr(fingerprint, -length(?3) - 1) = '|' || ?3))";
 
 Trial read_trial(const Statement &s) {
     Trial t;
@@ -198,8 +194,9 @@ Trial read_trial(const Statement &s) {
     return t;
 }
 
-nlohmann::json time_json(const std::optional<double> &v) {
-    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+/** A time in ms as a JSON number, or null when not measured. */
+template <typename Json = nlohmann::json> Json time_json(const std::optional<double> &v) {
+    return v ? Json(*v) : Json(nullptr);
 }
 
 /** Every field but the id, in a fixed order, as one JSON array: the text the id hashes. nlohmann
@@ -214,21 +211,24 @@ std::string trial_content(const Trial &t) {
 
 std::string trial_id(const Trial &t) {
     for (const auto *v : {&t.median_ms, &t.min_ms, &t.max_ms, &t.compile_ms}) {
-        FUSOR_INTERNAL_ASSERT(!*v || std::isfinite(**v)) << "non-finite time in a trial of " << t.signature;
+        FUSOR_INTERNAL_ASSERT(!*v || std::isfinite(**v))
+            << "non-finite time in a trial of " << t.signature;
     }
     return content_hash(trial_content(t));
 }
 
-nlohmann::json trial_json(const Trial &t) {
+/** A trial as an export object, fields in schema order. */
+nlohmann::ordered_json trial_json(const Trial &t) {
+    using J = nlohmann::ordered_json;
     return {{"id", t.id},
             {"signature", t.signature},
             {"target", t.target},
             {"schedule", t.schedule},
             {"status", status_name(t.status)},
-            {"median_ms", time_json(t.median_ms)},
-            {"min_ms", time_json(t.min_ms)},
-            {"max_ms", time_json(t.max_ms)},
-            {"compile_ms", time_json(t.compile_ms)},
+            {"median_ms", time_json<J>(t.median_ms)},
+            {"min_ms", time_json<J>(t.min_ms)},
+            {"max_ms", time_json<J>(t.max_ms)},
+            {"compile_ms", time_json<J>(t.compile_ms)},
             {"error", t.error},
             {"parent", t.parent},
             {"strategy", t.strategy},
@@ -242,13 +242,13 @@ nlohmann::json trial_json(const Trial &t) {
 /** Reads an exported document's fields, throwing UserError "'<file>': <where>: <what>". */
 class JsonReader {
 public:
-    explicit JsonReader(std::string file)
-        : file_(std::move(file)) {
+    explicit JsonReader(std::string file) : file_(std::move(file)) {
     }
     [[noreturn]] void fail(const std::string &where, const std::string &what) const {
         throw UserError("'" + file_ + "': " + where + (where.empty() ? "" : ": ") + what);
     }
-    const nlohmann::json &field(const nlohmann::json &obj, const char *key, const std::string &where) const {
+    const nlohmann::json &field(const nlohmann::json &obj, const char *key,
+                                const std::string &where) const {
         auto it = obj.find(key);
         if (it == obj.end()) fail(where, std::string("missing field '") + key + "'");
         return *it;
@@ -258,7 +258,8 @@ public:
         if (!v.is_string()) fail(where + "." + key, "expected a string");
         return v.get<std::string>();
     }
-    std::optional<double> time(const nlohmann::json &obj, const char *key, const std::string &where) const {
+    std::optional<double> time(const nlohmann::json &obj, const char *key,
+                               const std::string &where) const {
         const nlohmann::json &v = field(obj, key, where);
         if (v.is_null()) return std::nullopt;
         if (!v.is_number()) fail(where + "." + key, "expected a number or null");
@@ -278,20 +279,28 @@ private:
 
 const char *status_name(TrialStatus s) {
     switch (s) {
-    case TrialStatus::Ok: return "ok";
-    case TrialStatus::Illegal: return "illegal";
-    case TrialStatus::CompileError: return "compile-error";
-    case TrialStatus::RuntimeError: return "runtime-error";
-    case TrialStatus::Timeout: return "timeout";
-    case TrialStatus::WrongResult: return "wrong-result";
-    case TrialStatus::Crash: return "crash";
+    case TrialStatus::Ok:
+        return "ok";
+    case TrialStatus::Illegal:
+        return "illegal";
+    case TrialStatus::CompileError:
+        return "compile-error";
+    case TrialStatus::RuntimeError:
+        return "runtime-error";
+    case TrialStatus::Timeout:
+        return "timeout";
+    case TrialStatus::WrongResult:
+        return "wrong-result";
+    case TrialStatus::Crash:
+        return "crash";
     }
     return "crash";
 }
 
 std::optional<TrialStatus> parse_status(const std::string &s) {
-    for (TrialStatus t : {TrialStatus::Ok, TrialStatus::Illegal, TrialStatus::CompileError, TrialStatus::RuntimeError,
-                          TrialStatus::Timeout, TrialStatus::WrongResult, TrialStatus::Crash}) {
+    for (TrialStatus t : {TrialStatus::Ok, TrialStatus::Illegal, TrialStatus::CompileError,
+                          TrialStatus::RuntimeError, TrialStatus::Timeout, TrialStatus::WrongResult,
+                          TrialStatus::Crash}) {
         if (s == status_name(t)) return t;
     }
     return std::nullopt;
@@ -301,8 +310,7 @@ struct TuningDb::Impl {
     std::string path;
     sqlite3 *db = nullptr;
 
-    Impl(std::string p, bool read_only)
-        : path(std::move(p)) {
+    Impl(std::string p, bool read_only) : path(std::move(p)) {
         try {
             open(read_only);
         } catch (...) {
@@ -380,8 +388,9 @@ struct TuningDb::Impl {
         int64_t tables = query_int(db, "SELECT count(*) FROM sqlite_master", what);
         if (app == kApplicationId) {
             if (version != kSchemaVersion) {
-                throw DbError("tuning db '" + path + "' has schema version " + std::to_string(version) +
-                              "; this fusor reads version " + std::to_string(kSchemaVersion));
+                throw DbError("tuning db '" + path + "' has schema version " +
+                              std::to_string(version) + "; this fusor reads version " +
+                              std::to_string(kSchemaVersion));
             }
             return false;
         }
@@ -395,17 +404,27 @@ struct TuningDb::Impl {
     /** Inserts unless present; returns 1 if added. The caller batches in a Transaction. */
     int insert_trial(Statement &s, const Trial &t) {
         s.reset();
-        s.bind(1, t.id).bind(2, t.signature).bind(3, t.target).bind(4, t.schedule).bind(5, std::string(status_name(t.status)));
+        s.bind(1, t.id)
+            .bind(2, t.signature)
+            .bind(3, t.target)
+            .bind(4, t.schedule)
+            .bind(5, std::string(status_name(t.status)));
         s.bind(6, t.median_ms).bind(7, t.min_ms).bind(8, t.max_ms).bind(9, t.compile_ms);
         s.bind(10, t.error).bind(11, t.parent).bind(12, t.strategy).bind(13, t.fingerprint);
-        s.bind(14, t.halide_version).bind(15, t.fusor_version).bind(16, t.host).bind(17, t.created_at);
+        s.bind(14, t.halide_version)
+            .bind(15, t.fusor_version)
+            .bind(16, t.host)
+            .bind(17, t.created_at);
         return s.run();
     }
     Statement insert_trial_statement() {
         return Statement(db,
-                         "INSERT OR IGNORE INTO trial (id, signature, target, schedule, status, median_ms, min_ms, "
-                         "max_ms, compile_ms, error, parent, strategy, fingerprint, halide_version, fusor_version, "
-                         "host, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                         "INSERT OR IGNORE INTO trial (id, signature, target, schedule, status, "
+                         "median_ms, min_ms, "
+                         "max_ms, compile_ms, error, parent, strategy, fingerprint, "
+                         "halide_version, fusor_version, "
+                         "host, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+                         "?12, ?13, ?14, "
                          "?15, ?16, ?17)",
                          ctx("cannot insert a trial into"));
     }
@@ -415,13 +434,16 @@ struct TuningDb::Impl {
         s.run();
     }
     Statement insert_workload_statement() {
-        return Statement(db, "INSERT OR IGNORE INTO workload (signature, target, canonical_text) VALUES (?1, ?2, ?3)",
+        return Statement(db,
+                         "INSERT OR IGNORE INTO workload (signature, target, canonical_text) "
+                         "VALUES (?1, ?2, ?3)",
                          ctx("cannot insert a workload into"));
     }
 
     std::vector<Workload> all_workloads() const {
-        Statement s(db, "SELECT signature, target, canonical_text FROM workload ORDER BY signature, target",
-                    ctx("cannot read"));
+        Statement s(
+            db, "SELECT signature, target, canonical_text FROM workload ORDER BY signature, target",
+            ctx("cannot read"));
         std::vector<Workload> out;
         while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2)});
         return out;
@@ -435,7 +457,8 @@ struct TuningDb::Impl {
     }
 
     /** Adds workloads and trials in one transaction; returns trials added. */
-    int insert_all(const std::vector<Workload> &ws, const std::vector<Trial> &ts, const char *action) {
+    int insert_all(const std::vector<Workload> &ws, const std::vector<Trial> &ts,
+                   const char *action) {
         Transaction tx(db, ctx(action));
         Statement iw = insert_workload_statement();
         for (const Workload &w : ws) insert_workload(iw, w);
@@ -474,8 +497,11 @@ std::vector<Workload> TuningDb::workloads() const {
     return impl_->all_workloads();
 }
 
-std::optional<Workload> TuningDb::workload(const std::string &signature, const std::string &target) const {
-    Statement s(impl_->db, "SELECT signature, target, canonical_text FROM workload WHERE signature = ?1 AND target = ?2",
+std::optional<Workload> TuningDb::workload(const std::string &signature,
+                                           const std::string &target) const {
+    Statement s(impl_->db,
+                "SELECT signature, target, canonical_text FROM workload WHERE signature = ?1 AND "
+                "target = ?2",
                 impl_->ctx("cannot read"));
     s.bind(1, signature).bind(2, target);
     if (!s.step()) return std::nullopt;
@@ -503,18 +529,22 @@ std::optional<Trial> TuningDb::trial(const std::string &id) const {
 std::optional<Trial> TuningDb::best(const std::string &signature, const std::string &target,
                                     const std::string &fingerprint) const {
     std::string sql = std::string("SELECT ") + kTrialColumns +
-                      " FROM trial WHERE signature = ?1 AND target = ?2 AND status = 'ok' AND median_ms IS NOT NULL"
-                      " AND " + kFingerprintMatch + " ORDER BY median_ms, id LIMIT 1";
+                      " FROM trial WHERE signature = ?1 AND target = ?2 AND status = 'ok' AND "
+                      "median_ms IS NOT NULL"
+                      " AND " +
+                      kFingerprintMatch + " ORDER BY median_ms, id LIMIT 1";
     Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
     s.bind(1, signature).bind(2, target).bind(3, fingerprint);
     if (!s.step()) return std::nullopt;
     return read_trial(s);
 }
 
-std::vector<std::string> TuningDb::tried_schedules(const std::string &signature, const std::string &target,
+std::vector<std::string> TuningDb::tried_schedules(const std::string &signature,
+                                                   const std::string &target,
                                                    const std::string &fingerprint) const {
-    std::string sql = std::string("SELECT schedule FROM trial WHERE signature = ?1 AND target = ?2 AND ") +
-                      kFingerprintMatch + " GROUP BY schedule ORDER BY min(created_at), schedule";
+    std::string sql =
+        std::string("SELECT schedule FROM trial WHERE signature = ?1 AND target = ?2 AND ") +
+        kFingerprintMatch + " GROUP BY schedule ORDER BY min(created_at), schedule";
     Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
     s.bind(1, signature).bind(2, target).bind(3, fingerprint);
     std::vector<std::string> out;
@@ -523,13 +553,14 @@ std::vector<std::string> TuningDb::tried_schedules(const std::string &signature,
 }
 
 void TuningDb::export_json(const std::string &path) const {
-    nlohmann::json doc = {{"format", kExportFormat},
-                          {"schema_version", kSchemaVersion},
-                          {"workloads", nlohmann::json::array()},
-                          {"trials", nlohmann::json::array()}};
+    nlohmann::ordered_json doc = {{"format", kExportFormat},
+                                  {"schema_version", kSchemaVersion},
+                                  {"workloads", nlohmann::ordered_json::array()},
+                                  {"trials", nlohmann::ordered_json::array()}};
     for (const Workload &w : impl_->all_workloads()) {
-        doc["workloads"].push_back(
-            {{"signature", w.signature}, {"target", w.target}, {"canonical_text", w.canonical_text}});
+        doc["workloads"].push_back({{"signature", w.signature},
+                                    {"target", w.target},
+                                    {"canonical_text", w.canonical_text}});
     }
     for (const Trial &t : impl_->all_trials()) doc["trials"].push_back(trial_json(t));
     std::ofstream out(path, std::ios::binary);
@@ -596,8 +627,9 @@ int TuningDb::import_json(const std::string &path) {
         t.created_at = r.text(o, "created_at", where);
         std::string expected = trial_id(t);
         if (t.id != expected) {
-            r.fail(where + ".id", "'" + t.id + "' is not the content hash of the trial (expected '" + expected +
-                                      "'); the file was edited or is corrupt");
+            r.fail(where + ".id", "'" + t.id +
+                                      "' is not the content hash of the trial (expected '" +
+                                      expected + "'); the file was edited or is corrupt");
         }
         ts.push_back(std::move(t));
     }
@@ -622,14 +654,16 @@ int TuningDb::merge_from(const std::string &other_path) {
 }
 
 int TuningDb::prune(int keep_best) {
-    if (keep_best < 0) throw UserError("prune: keep count must be >= 0, got " + std::to_string(keep_best));
+    if (keep_best < 0)
+        throw UserError("prune: keep count must be >= 0, got " + std::to_string(keep_best));
     Transaction tx(impl_->db, impl_->ctx("cannot prune"));
-    Statement s(impl_->db,
-                "DELETE FROM trial WHERE status != 'ok' OR id IN ("
-                " SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY signature, target, fingerprint"
-                "  ORDER BY median_ms IS NULL, median_ms, id) AS rn FROM trial WHERE status = 'ok')"
-                " WHERE rn > ?1)",
-                impl_->ctx("cannot prune"));
+    Statement s(
+        impl_->db,
+        "DELETE FROM trial WHERE status != 'ok' OR id IN ("
+        " SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY signature, target, fingerprint"
+        "  ORDER BY median_ms IS NULL, median_ms, id) AS rn FROM trial WHERE status = 'ok')"
+        " WHERE rn > ?1)",
+        impl_->ctx("cannot prune"));
     s.bind(1, (int64_t)keep_best);
     int deleted = s.run();
     tx.commit();

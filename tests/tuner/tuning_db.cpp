@@ -66,7 +66,8 @@ Trial make_trial(const std::string &sig, int n, std::optional<double> median_ms 
     t.halide_version = "14.0.0";
     t.fusor_version = "0.1.0";
     t.host = "testhost";
-    t.created_at = "2026-01-01T00:00:" + std::string(n < 10 ? "0" : "") + std::to_string(n % 60) + "Z";
+    t.created_at =
+        "2026-01-01T00:00:" + std::string(n < 10 ? "0" : "") + std::to_string(n % 60) + "Z";
     return t;
 }
 
@@ -101,7 +102,8 @@ std::string raw_query(const std::string &path, const std::string &sql) {
     sqlite3_stmt *s = nullptr;
     REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK);
     std::string out;
-    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0)) out = (const char *)sqlite3_column_text(s, 0);
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+        out = (const char *)sqlite3_column_text(s, 0);
     sqlite3_finalize(s);
     sqlite3_close(db);
     return out;
@@ -141,7 +143,8 @@ void check_same_trial(const Trial &a, const Trial &b) {
 }
 
 /** Expects \p f to throw DbError whose message names \p file. */
-void check_db_error_names(const std::function<void()> &f, const std::string &file, const std::string &detail) {
+void check_db_error_names(const std::function<void()> &f, const std::string &file,
+                          const std::string &detail) {
     try {
         f();
         FAIL("expected DbError about " << file);
@@ -160,8 +163,8 @@ struct Result {
 /** Runs `fusor <args>` through the shell and captures its exit status, stdout and stderr. */
 Result run_fusor(const std::string &args) {
     TempDir capture;
-    std::string cmd = std::string("'") + FUSOR_BINARY + "' " + args + " >'" + capture.file("out") + "' 2>'" +
-                      capture.file("err") + "'";
+    std::string cmd = std::string("'") + FUSOR_BINARY + "' " + args + " >'" + capture.file("out") +
+                      "' 2>'" + capture.file("err") + "'";
     int raw = std::system(cmd.c_str());
     Result r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -180,14 +183,17 @@ void check_user_error(const Result &r, const std::string &file) {
 
 }  // namespace
 
-TEST_CASE("tuning db schema: a new file has user_version 1 and the fusor application id", "[tuner][tuning_db]") {
+TEST_CASE("tuning db schema: a new file has user_version 1 and the fusor application id",
+          "[tuner][tuning_db]") {
     TempDir dir;
     std::string path = dir.file("new.db");
     { TuningDb db(path); }
     CHECK(raw_query(path, "PRAGMA user_version") == "1");
     CHECK(raw_query(path, "PRAGMA application_id") == std::to_string(0x6675736F));
     CHECK(raw_query(path, "PRAGMA journal_mode") == "wal");
-    CHECK(raw_query(path, "SELECT count(*) FROM sqlite_master WHERE name IN ('workload', 'trial')") == "2");
+    CHECK(
+        raw_query(path, "SELECT count(*) FROM sqlite_master WHERE name IN ('workload', 'trial')") ==
+        "2");
 
     // Reopening keeps the data.
     {
@@ -241,8 +247,9 @@ TEST_CASE("tuning db: workloads and trials round-trip with every field", "[tuner
     CHECK_FALSE(db.trial("0123").has_value());
     CHECK(db.trials("s1", "arm-64-linux").empty());
 
-    for (TrialStatus s : {TrialStatus::Ok, TrialStatus::Illegal, TrialStatus::CompileError, TrialStatus::RuntimeError,
-                          TrialStatus::Timeout, TrialStatus::WrongResult, TrialStatus::Crash}) {
+    for (TrialStatus s : {TrialStatus::Ok, TrialStatus::Illegal, TrialStatus::CompileError,
+                          TrialStatus::RuntimeError, TrialStatus::Timeout, TrialStatus::WrongResult,
+                          TrialStatus::Crash}) {
         CHECK(fusor::parse_status(fusor::status_name(s)) == s);
     }
     CHECK_FALSE(fusor::parse_status("fine").has_value());
@@ -297,7 +304,8 @@ TEST_CASE("tuning db: adding a trial twice stores it once", "[tuner][tuning_db]"
     CHECK(db.trials("s1", kTarget).size() == 1);
 }
 
-TEST_CASE("tuning db best: the fastest ok trial on an exact or family fingerprint", "[tuner][tuning_db]") {
+TEST_CASE("tuning db best: the fastest ok trial on an exact or family fingerprint",
+          "[tuner][tuning_db]") {
     TuningDb db(":memory:");
     db.add_workload(workload("s1"));
     std::vector<Trial> ts = {
@@ -316,7 +324,8 @@ TEST_CASE("tuning db best: the fastest ok trial on an exact or family fingerprin
     CHECK(db.best("s1", kTarget, kFamily)->id == ts[4].id);
     CHECK(db.best("s1", kTarget, kOtherIsa)->id == ts[5].id);
     CHECK(db.best("s1", kTarget, "isa:x86-64-linux-sse41")->id == ts[5].id);
-    CHECK_FALSE(db.best("s1", kTarget, "isa:x86-64-linux").has_value());  // a prefix of an ISA is not a family
+    // A prefix of an ISA is not a family.
+    CHECK_FALSE(db.best("s1", kTarget, "isa:x86-64-linux").has_value());
     CHECK_FALSE(db.best("s1", kTarget, "cpu:Model D|isa:x86-64-linux-sse41").has_value());
     CHECK_FALSE(db.best("s1", "arm-64-linux", kCpuA).has_value());
     CHECK_FALSE(db.best("s3", kTarget, kCpuA).has_value());
@@ -327,25 +336,29 @@ TEST_CASE("tuning db best: the fastest ok trial on an exact or family fingerprin
     CHECK(db.best("s1", kTarget, kCpuA)->id == std::min(ts[1].id, tie.id));
 }
 
-TEST_CASE("tuning db tried_schedules: every schedule tried on a fingerprint, any status", "[tuner][tuning_db]") {
+TEST_CASE("tuning db tried_schedules: every schedule tried on a fingerprint, any status",
+          "[tuner][tuning_db]") {
     TuningDb db(":memory:");
     Trial a = make_trial("s1", 1, 1.0), b = make_trial("s1", 2, std::nullopt, TrialStatus::Illegal);
     Trial c = make_trial("s1", 3, 1.0, TrialStatus::Ok, kOtherIsa);
     Trial dup = make_trial("s1", 4, 2.0);
     dup.schedule = a.schedule;  // tried twice: listed once
     for (Trial *t : {&a, &b, &c, &dup}) db.add_trial(*t);
-    CHECK(db.tried_schedules("s1", kTarget, kCpuA) == std::vector<std::string>{a.schedule, b.schedule});
+    CHECK(db.tried_schedules("s1", kTarget, kCpuA) ==
+          std::vector<std::string>{a.schedule, b.schedule});
     CHECK(db.tried_schedules("s1", kTarget, kOtherIsa) == std::vector<std::string>{c.schedule});
     CHECK(db.tried_schedules("s1", kTarget, kCpuB).empty());
     CHECK(db.tried_schedules("s1", kTarget, kFamily).size() == 2);
 }
 
-TEST_CASE("tuning db export and import: a fresh db gets identical trials, twice adds nothing", "[tuner][tuning_db]") {
+TEST_CASE("tuning db export and import: a fresh db gets identical trials, twice adds nothing",
+          "[tuner][tuning_db]") {
     TempDir dir;
     TuningDb src(dir.file("src.db"));
     src.add_workload(workload("s1"));
     src.add_workload(workload("s2"));
-    std::vector<Trial> ts = {make_trial("s1", 0, 1.0 / 3.0), make_trial("s1", 1, std::nullopt, TrialStatus::Crash),
+    std::vector<Trial> ts = {make_trial("s1", 0, 1.0 / 3.0),
+                             make_trial("s1", 1, std::nullopt, TrialStatus::Crash),
                              make_trial("s2", 2, 1e-300), make_trial("s2", 3, 12345.678901234567)};
     for (Trial &t : ts) src.add_trial(t);
     src.export_json(dir.file("out.json"));
@@ -369,7 +382,8 @@ TEST_CASE("tuning db export and import: a fresh db gets identical trials, twice 
     CHECK(slurp(dir.file("again.json")) == slurp(dir.file("out.json")));
 }
 
-TEST_CASE("tuning db import: malformed files are refused, naming the file, and insert nothing", "[tuner][tuning_db]") {
+TEST_CASE("tuning db import: malformed files are refused, naming the file, and insert nothing",
+          "[tuner][tuning_db]") {
     TempDir dir;
     TuningDb src(":memory:");
     src.add_workload(workload("s1"));
@@ -408,11 +422,13 @@ TEST_CASE("tuning db import: malformed files are refused, naming the file, and i
 
     write_file(dir.file("bad.json"), "{\"format\": \"fusor-tuning-db\", \"trials\": [");
     TuningDb dst(":memory:");
-    CHECK_THROWS_WITH(dst.import_json(dir.file("bad.json")), Contains("bad.json") && Contains("malformed JSON"));
+    CHECK_THROWS_WITH(dst.import_json(dir.file("bad.json")),
+                      Contains("bad.json") && Contains("malformed JSON"));
     CHECK_THROWS_WITH(dst.import_json(dir.file("missing.json")), Contains("missing.json"));
 }
 
-TEST_CASE("tuning db merge: union, idempotent, independent of order, best of both", "[tuner][tuning_db]") {
+TEST_CASE("tuning db merge: union, idempotent, independent of order, best of both",
+          "[tuner][tuning_db]") {
     TempDir dir;
     std::string a_path = dir.file("a.db"), b_path = dir.file("b.db");
     {
@@ -473,7 +489,8 @@ TEST_CASE("tuning db merge: union, idempotent, independent of order, best of bot
     CHECK_FALSE(fs::exists(dir.file("missing.db")));
 }
 
-TEST_CASE("tuning db prune: drops failures and all but the fastest ok per workload and machine", "[tuner][tuning_db]") {
+TEST_CASE("tuning db prune: drops failures and all but the fastest ok per workload and machine",
+          "[tuner][tuning_db]") {
     TuningDb db(":memory:");
     std::vector<Trial> ts;
     for (int i = 0; i < 5; i++) ts.push_back(make_trial("s1", i, 1.0 + i));
@@ -490,7 +507,8 @@ TEST_CASE("tuning db prune: drops failures and all but the fastest ok per worklo
     CHECK_THROWS_AS(db.prune(-1), UserError);
 }
 
-TEST_CASE("tuning db refuses a newer schema version and leaves the file alone", "[tuner][tuning_db]") {
+TEST_CASE("tuning db refuses a newer schema version and leaves the file alone",
+          "[tuner][tuning_db]") {
     TempDir dir;
     std::string path = dir.file("v7.db");
     {
@@ -500,18 +518,23 @@ TEST_CASE("tuning db refuses a newer schema version and leaves the file alone", 
     }
     raw_exec(path, "PRAGMA user_version = 7");
     std::string before = slurp(path);
-    check_db_error_names([&] { TuningDb db(path); }, "v7.db", "schema version 7; this fusor reads version 1");
-    check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v7.db", "schema version 7");
+    check_db_error_names([&] { TuningDb db(path); }, "v7.db",
+                         "schema version 7; this fusor reads version 1");
+    check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v7.db",
+                         "schema version 7");
     CHECK(slurp(path) == before);
 }
 
 TEST_CASE("tuning db refuses a foreign SQLite file and leaves it alone", "[tuner][tuning_db]") {
     TempDir dir;
     std::string path = dir.file("foreign.db");
-    raw_exec(path, "CREATE TABLE recipes (name TEXT, minutes INTEGER); INSERT INTO recipes VALUES ('soup', 40)");
+    raw_exec(path, "CREATE TABLE recipes (name TEXT, minutes INTEGER); INSERT INTO recipes VALUES "
+                   "('soup', 40)");
     std::string before = slurp(path);
-    check_db_error_names([&] { TuningDb db(path); }, "foreign.db", "not a fusor tuning database (application_id 0");
-    check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "foreign.db", "application_id 0");
+    check_db_error_names([&] { TuningDb db(path); }, "foreign.db",
+                         "not a fusor tuning database (application_id 0");
+    check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "foreign.db",
+                         "application_id 0");
     CHECK(slurp(path) == before);
     CHECK(raw_query(path, "SELECT name FROM recipes") == "soup");
 }
@@ -523,7 +546,8 @@ TEST_CASE("tuning db refuses a file that is not SQLite and leaves it alone", "[t
     for (int i = 0; i < 4096; i++) bytes += (char)((i * 131 + 7) % 256);
     write_file(path, bytes);
     check_db_error_names([&] { TuningDb db(path); }, "garbage.db", "file is not a database");
-    check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "garbage.db", "file is not a database");
+    check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "garbage.db",
+                         "file is not a database");
     CHECK(slurp(path) == bytes);
 
     // A valid SQLite header with a damaged body is an error too, never a crash.
@@ -579,7 +603,8 @@ TEST_CASE("tuning db: two processes write one file at once", "[tuner][tuning_db]
     CHECK(raw_query(path, "PRAGMA integrity_check") == "ok");
 }
 
-TEST_CASE("tuning db: a writer killed with SIGKILL loses nothing it committed", "[tuner][tuning_db]") {
+TEST_CASE("tuning db: a writer killed with SIGKILL loses nothing it committed",
+          "[tuner][tuning_db]") {
     TempDir dir;
     std::string path = dir.file("killed.db");
     { TuningDb db(path); }
@@ -593,8 +618,7 @@ TEST_CASE("tuning db: a writer killed with SIGKILL loses nothing it committed", 
                 Trial t = make_trial("s1", i, 1.0 + i);
                 db.add_trial(t);
             }
-        } catch (...) {
-        }
+        } catch (...) {}
         _exit(1);
     }
     size_t seen = 0;
@@ -638,7 +662,8 @@ TEST_CASE("fusor db: list, show, export, import, merge and prune", "[tuner][tuni
     {
         TuningDb db(path);
         db.add_workload(workload("0123456789abcdef0123456789abcdef"));
-        db.add_workload({"fedcba9876543210fedcba9876543210", kTarget, "y = Input f32[8]\nout = Tanh y\n"});
+        db.add_workload(
+            {"fedcba9876543210fedcba9876543210", kTarget, "y = Input f32[8]\nout = Tanh y\n"});
         ts = {make_trial("0123456789abcdef0123456789abcdef", 0, 2.5),
               make_trial("0123456789abcdef0123456789abcdef", 1, 1.25),
               make_trial("0123456789abcdef0123456789abcdef", 2, std::nullopt, TrialStatus::Timeout),
@@ -680,13 +705,15 @@ TEST_CASE("fusor db: list, show, export, import, merge and prune", "[tuner][tuni
 
     r = run_fusor("db prune '" + dir.file("copy.db") + "' --keep 1");
     CHECK(r.status == 0);
-    CHECK_THAT(r.out, Contains("3 trials deleted"));  // the timeout and the slower ok of each workload
+    CHECK_THAT(r.out,
+               Contains("3 trials deleted"));  // the timeout and the slower ok of each workload
     CHECK(trial_ids(dir.file("copy.db")).size() == 2);
 
     CHECK(run_fusor("db").status == 2);  // a db verb is required
 }
 
-TEST_CASE("fusor db: bad input exits 2 naming the file and leaves the database alone", "[tuner][tuning_db]") {
+TEST_CASE("fusor db: bad input exits 2 naming the file and leaves the database alone",
+          "[tuner][tuning_db]") {
     TempDir dir;
     std::string path = dir.file("runs.db");
     {
@@ -700,25 +727,33 @@ TEST_CASE("fusor db: bad input exits 2 naming the file and leaves the database a
     check_user_error(run_fusor("db list '" + dir.file("missing.db") + "'"), "missing.db");
     CHECK_FALSE(fs::exists(dir.file("missing.db")));
     check_user_error(run_fusor("db show '" + dir.file("missing.db") + "'"), "missing.db");
-    check_user_error(run_fusor("db export '" + dir.file("missing.db") + "' -o x.json"), "missing.db");
+    check_user_error(run_fusor("db export '" + dir.file("missing.db") + "' -o x.json"),
+                     "missing.db");
     CHECK_FALSE(fs::exists(dir.file("missing.db")));
 
     write_file(dir.file("garbage.db"), std::string(2000, '\x5a'));
     check_user_error(run_fusor("db list '" + dir.file("garbage.db") + "'"), "garbage.db");
     CHECK(slurp(dir.file("garbage.db")) == std::string(2000, '\x5a'));
 
-    write_file(dir.file("bad.json"), "{\"format\": \"fusor-tuning-db\", \"schema_version\": 1, \"trials\": [}");
-    check_user_error(run_fusor("db import '" + path + "' '" + dir.file("bad.json") + "'"), "bad.json");
+    write_file(dir.file("bad.json"),
+               "{\"format\": \"fusor-tuning-db\", \"schema_version\": 1, \"trials\": [}");
+    check_user_error(run_fusor("db import '" + path + "' '" + dir.file("bad.json") + "'"),
+                     "bad.json");
     CHECK(slurp(path) == before);
     // A new target is not left behind by a failed import.
-    check_user_error(run_fusor("db import '" + dir.file("new.db") + "' '" + dir.file("bad.json") + "'"), "bad.json");
+    check_user_error(
+        run_fusor("db import '" + dir.file("new.db") + "' '" + dir.file("bad.json") + "'"),
+        "bad.json");
     CHECK_FALSE(fs::exists(dir.file("new.db")));
 
-    check_user_error(run_fusor("db merge --into '" + path + "' '" + dir.file("garbage.db") + "'"), "garbage.db");
-    check_user_error(run_fusor("db merge --into '" + path + "' '" + dir.file("nope.db") + "'"), "nope.db");
-    CHECK(slurp(path) == before);
-    check_user_error(run_fusor("db import '" + dir.file("garbage.db") + "' '" + dir.file("bad.json") + "'"),
+    check_user_error(run_fusor("db merge --into '" + path + "' '" + dir.file("garbage.db") + "'"),
                      "garbage.db");
+    check_user_error(run_fusor("db merge --into '" + path + "' '" + dir.file("nope.db") + "'"),
+                     "nope.db");
+    CHECK(slurp(path) == before);
+    check_user_error(
+        run_fusor("db import '" + dir.file("garbage.db") + "' '" + dir.file("bad.json") + "'"),
+        "garbage.db");
     CHECK(slurp(dir.file("garbage.db")) == std::string(2000, '\x5a'));
     CHECK(trial_ids(path).size() == 1);
 }
