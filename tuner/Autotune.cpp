@@ -30,6 +30,15 @@ std::string resolved_target(const std::string &target) {
 
 namespace {
 
+/** The first \p n characters of \p s on one line, for progress output. */
+std::string one_line(const std::string &s, size_t n = 100) {
+    std::string out = s.substr(0, n);
+    for (char &c : out) {
+        if (c == '\n' || c == '\r') c = ' ';
+    }
+    return out;
+}
+
 /** Schedule text without notes: the identity of a candidate. */
 std::string schedule_key(ClusterSchedule s) {
     for (StageSchedule &st : s.stages) st.note.clear();
@@ -120,7 +129,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             default_id = t->id;
             if (t->median_ms) ct.default_ms = *t->median_ms;
             if (t->status == TrialStatus::Ok && (!best || *t->median_ms < *best->median_ms)) best = *t;
-            log(fmt::format("  default: {} {}", status_name(t->status), t->median_ms ? fmt::format("{:.3f} ms", *t->median_ms) : t->error));
+            log(fmt::format("  default: {} {}", status_name(t->status), t->median_ms ? fmt::format("{:.3f} ms", *t->median_ms) : one_line(t->error)));
         }
         int stale = 0;
         while (ct.trials < per_cluster && stale < 64 && !(opt.stop && *opt.stop)) {
@@ -140,7 +149,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
                 best_schedule = child;
             }
             log(fmt::format("  trial {}/{}: {:<13} {}{}", ct.trials, per_cluster, status_name(t->status),
-                            t->median_ms ? fmt::format("{:.3f} ms", *t->median_ms) : t->error.substr(0, 100),
+                            t->median_ms ? fmt::format("{:.3f} ms", *t->median_ms) : one_line(t->error),
                             best && best->median_ms ? fmt::format("   best {:.3f} ms{}", *best->median_ms,
                                                                   ct.default_ms > 0 ? fmt::format(" ({:.2f}x default)", ct.default_ms / *best->median_ms) : "")
                                                     : ""));
