@@ -172,13 +172,18 @@ constexpr const char *kTrialColumns =
 constexpr const char *kFingerprintMatch = "(fingerprint = ?3 OR (substr(?3, 1, 4) = 'isa:' AND "
                                           "substr(fingerprint, -length(?3) - 1) = '|' || ?3))";
 
-Trial read_trial(const Statement &s) {
+Trial read_trial(const Statement &s, const std::string &path) {
     Trial t;
     t.id = s.text(0);
     t.signature = s.text(1);
     t.target = s.text(2);
     t.schedule = s.text(3);
-    t.status = parse_status(s.text(4)).value_or(TrialStatus::Crash);
+    std::optional<TrialStatus> status = parse_status(s.text(4));
+    if (!status) {
+        throw DbError("tuning db '" + path + "': trial '" + s.text(0) + "' has unknown status '" +
+                      s.text(4) + "'");
+    }
+    t.status = *status;
     t.median_ms = s.real(5);
     t.min_ms = s.real(6);
     t.max_ms = s.real(7);
@@ -452,7 +457,7 @@ struct TuningDb::Impl {
         std::string sql = std::string("SELECT ") + kTrialColumns + " FROM trial ORDER BY id";
         Statement s(db, sql.c_str(), ctx("cannot read"));
         std::vector<Trial> out;
-        while (s.step()) out.push_back(read_trial(s));
+        while (s.step()) out.push_back(read_trial(s, path));
         return out;
     }
 
@@ -514,7 +519,7 @@ std::vector<Trial> TuningDb::trials(const std::string &signature, const std::str
     Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
     s.bind(1, signature).bind(2, target);
     std::vector<Trial> out;
-    while (s.step()) out.push_back(read_trial(s));
+    while (s.step()) out.push_back(read_trial(s, impl_->path));
     return out;
 }
 
@@ -523,7 +528,7 @@ std::optional<Trial> TuningDb::trial(const std::string &id) const {
     Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
     s.bind(1, id);
     if (!s.step()) return std::nullopt;
-    return read_trial(s);
+    return read_trial(s, impl_->path);
 }
 
 std::optional<Trial> TuningDb::best(const std::string &signature, const std::string &target,
@@ -536,7 +541,7 @@ std::optional<Trial> TuningDb::best(const std::string &signature, const std::str
     Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
     s.bind(1, signature).bind(2, target).bind(3, fingerprint);
     if (!s.step()) return std::nullopt;
-    return read_trial(s);
+    return read_trial(s, impl_->path);
 }
 
 std::vector<std::string> TuningDb::tried_schedules(const std::string &signature,

@@ -73,22 +73,29 @@ public:
     std::optional<Trial> trial(const std::string &id) const;
     /** The fastest ok trial of a workload measured on a machine whose fingerprint equals
      * \p fingerprint (exact), or, if \p fingerprint is a family fingerprint ("isa:..."), on any
-     * machine with that ISA. nullopt if none. */
+     * machine with that ISA ("cpu:...|isa:<x>" matches "isa:<x>"). Failed trials never answer;
+     * ties go to the smaller id. nullopt if none. A family hit was measured on other hardware:
+     * re-validate it before trusting it. */
     std::optional<Trial> best(const std::string &signature, const std::string &target, const std::string &fingerprint) const;
-    /** Schedules already tried for a workload on \p fingerprint (any status), for the search. */
+    /** Schedules already tried for a workload on \p fingerprint (any status), for the search:
+     * each once, in the order first tried. \p fingerprint matches as in best(). */
     std::vector<std::string> tried_schedules(const std::string &signature, const std::string &target,
                                              const std::string &fingerprint) const;
 
-    /** Writes every workload and trial as JSON (format documented in docs/tuning_db.md). */
+    /** Writes every workload and trial as JSON (format documented in docs/tuning_db.md), sorted,
+     * so the same contents give the same bytes. UserError if \p path cannot be written. */
     void export_json(const std::string &path) const;
     /** Adds the workloads and trials of an exported JSON file; returns trials added (duplicates by
-     * id are skipped, so importing twice changes nothing). */
+     * id are skipped, so importing twice changes nothing). A malformed file (bad JSON, another
+     * format or schema_version, a missing or mistyped field, an id that is not the trial's content
+     * hash) throws UserError naming the file and the field, and nothing is inserted. */
     int import_json(const std::string &path);
-    /** Adds every workload and trial of another database file; deterministic and idempotent.
-     * Returns trials added. */
+    /** Adds every workload and trial of another database file, opened read-only through the same
+     * checks as the constructor (a missing file is refused too), in one transaction; deterministic
+     * and idempotent. Returns trials added. */
     int merge_from(const std::string &other_path);
     /** Deletes failed trials (status != ok) and, per workload and fingerprint, all ok trials but
-     * the \p keep_best fastest. Returns trials deleted. */
+     * the \p keep_best fastest. Returns trials deleted. UserError if \p keep_best < 0. */
     int prune(int keep_best);
 
 private:

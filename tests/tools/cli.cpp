@@ -339,3 +339,45 @@ TEST_CASE("cli: inspect shows the ResNet block's BatchNormalizations folded away
     CHECK(jon["kernels"]["unfused"].get<int>() < joff["kernels"]["unfused"].get<int>());  // 5 < 7
     CHECK(jon["kernels"]["fused"].get<int>() <= joff["kernels"]["fused"].get<int>());
 }
+
+TEST_CASE("cli: autotune rejects bad input with exit status 2 and leaves databases alone", "[tools][cli]") {
+    TempDir dir;
+    std::string model = data("models/eltwise_chain.json");
+    Result zero = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --trials 0");
+    check_one_line_error(zero);
+    CHECK_THAT(zero.err, Contains("--trials"));
+    Result target = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --target x86-64-linux-bogus");
+    check_one_line_error(target);
+    CHECK_THAT(target.err, Contains("x86-64-linux-bogus"));
+    CHECK_FALSE(fs::exists(dir.file("a.db")));  // nothing created on bad input
+    std::ofstream(dir.file("foreign.db")) << "not a database";
+    Result foreign = run_fusor("autotune '" + model + "' --db '" + dir.file("foreign.db") + "' --trials 2");
+    check_one_line_error(foreign);
+    CHECK_THAT(foreign.err, Contains("foreign.db"));
+    CHECK(slurp(dir.file("foreign.db")) == "not a database");
+}
+
+TEST_CASE("cli: autotune, then run and bench from the database", "[tools][cli]") {
+    TempDir dir;
+    std::string model = data("models/transformer_mlp.json"), db = dir.file("t.db");
+    Result tune = run_fusor("autotune '" + model + "' --db '" + db + "' --trials 4 --threads 1");
+    INFO(tune.out << tune.err);
+    REQUIRE(tune.status == 0);
+    CHECK_THAT(tune.out, Contains("cluster 1/2") && Contains("default"));
+    Result a = run_fusor("run '" + model + "' --random 2 --outputs '" + dir.file("a") + "'");
+    Result b = run_fusor("run '" + model + "' --random 2 --db '" + db + "' --outputs '" + dir.file("b") + "'");
+    REQUIRE(a.status == 0);
+    REQUIRE(b.status == 0);
+    CHECK_THAT(b.out, Contains("tuned schedule"));
+    fusor::NpyArray ya = fusor::read_npy(dir.file("a/y.npy")), yb = fusor::read_npy(dir.file("b/y.npy"));
+    const float *pa = (const float *)ya.data.data(), *pb = (const float *)yb.data.data();
+    size_t bad = 0;
+    for (int64_t i = 0; i < ya.type.num_elements(); i++) bad += std::abs(pa[i] - pb[i]) > 1e-3f * (1 + std::abs(pa[i]));
+    CHECK(bad == 0);
+    Result bench = run_fusor("bench '" + model + "' --db '" + db + "' --json --repeats 3");
+    REQUIRE(bench.status == 0);
+    auto j = nlohmann::json::parse(bench.out);
+    CHECK(j.contains("unfused_ms"));
+    CHECK(j.contains("fused_ms"));
+    CHECK(j.contains("tuned_ms"));
+}
