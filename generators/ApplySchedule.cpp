@@ -1,6 +1,7 @@
 #include "generators/ApplySchedule.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "graph/Error.h"
@@ -120,6 +121,45 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
                 std::string list;
                 for (auto &n : names) list += (list.empty() ? "" : ", ") + n;
                 return where + ": '" + st.at_stage + "' has no loop '" + st.at_var + "' (loops: " + list + ")";
+            }
+        }
+    }
+    // Nesting: a stage computed at loop v of stage g must have every use inside that loop. Its
+    // consumers (looking through inlined ones) must be g itself, or computed at a loop of g at or
+    // inside v. Halide rejects anything else at compile time; say why here instead.
+    std::map<std::string, const StageInfo *> by_func;
+    for (const StageInfo &info : c.stages) by_func[info.func.name()] = &info;
+    std::map<std::string, std::vector<const StageInfo *>> consumers;  // by the producer's Func name
+    for (const StageInfo &info : c.stages) {
+        for (const auto &[callee, fn] : Internal::find_direct_calls(info.func.function())) {
+            if (callee != info.func.name() && by_func.count(callee)) consumers[callee].push_back(&info);
+        }
+    }
+    auto level_of = [&](const StageInfo &info) -> const StageSchedule * { return s.find(info.name); };
+    for (const StageSchedule &st : s.stages) {
+        if (st.level != ComputeLevel::At) continue;
+        const StageInfo *info = c.find_stage(st.stage);
+        const StageInfo *at_info = c.find_stage(st.at_stage);
+        const StageSchedule *at = s.find(st.at_stage);
+        if (!info || !at_info || !at) continue;
+        std::vector<std::string> loops = loop_names(*at, arg_names(at_info->func));
+        auto depth = [&](const std::string &loop) { return std::find(loops.begin(), loops.end(), loop) - loops.begin(); };
+        std::vector<const StageInfo *> work = consumers[info->func.name()];
+        std::set<const StageInfo *> seen;
+        while (!work.empty()) {
+            const StageInfo *u = work.back();
+            work.pop_back();
+            if (!seen.insert(u).second || u == at_info) continue;
+            const StageSchedule *us = level_of(*u);
+            if (!us || us->level == ComputeLevel::Inline) {  // an inlined consumer is used where its consumers are
+                for (const StageInfo *v : consumers[u->func.name()]) work.push_back(v);
+                continue;
+            }
+            bool inside = us->level == ComputeLevel::At && us->at_stage == st.at_stage && depth(us->at_var) >= depth(st.at_var);
+            if (!inside) {
+                std::string where_u = us->level == ComputeLevel::Root ? std::string("root") : us->at_stage + "." + us->at_var;
+                return "stage '" + st.stage + "': is computed at " + st.at_stage + "." + st.at_var + " but its consumer '" +
+                       u->name + "' is computed at " + where_u + ", outside that loop";
             }
         }
     }

@@ -96,6 +96,13 @@ TEST_CASE("why_illegal: names the stage and the reason", "[generators][default_s
           "stage 'cs_softmax': vec=64 exceeds extent 24 of x");
     CHECK(edit("cs_softmax_sum", [](StageSchedule &s) { s.at_var = "q"; }) ==
           "stage 'cs_softmax_sum': 'cs_softmax' has no loop 'q' (loops: w, z, y, x)");
+    // regression: invalid nestings reached Halide and failed there as compile errors
+    CHECK(edit("cs_softmax_sum", [](StageSchedule &s) { s.level = ComputeLevel::Root, s.at_stage.clear(), s.at_var.clear(); }) ==
+          "stage 'cs_softmax_exp': is computed at cs_softmax.y but its consumer 'cs_softmax_sum' is computed at root, "
+          "outside that loop");
+    CHECK(edit("cs_softmax_exp", [](StageSchedule &s) { s.at_var = "x"; }) ==
+          "stage 'cs_softmax_exp': is computed at cs_softmax.x but its consumer 'cs_softmax_sum' is computed at cs_softmax.y, "
+          "outside that loop");
     CHECK(edit("cs_nothing", [](StageSchedule &) {}).empty());
     ClusterSchedule extra = good;
     extra.stages.push_back(StageSchedule{"cs_nothing", ComputeLevel::Root});
