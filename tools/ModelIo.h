@@ -15,9 +15,11 @@ namespace fusor::cli {
 Graph load_model_optimized(const std::string &path, bool optimize, const std::string &layout = "auto",
                            std::vector<PassReport> *reports = nullptr);
 
-/** A schedule lookup for ExecutorOptions::schedule_for from the tuning database \p db_path:
- * the best verified schedule measured on this exact machine, else nullopt (default schedule).
- * Each decision is appended to \p log. */
+/** A schedule lookup for ExecutorOptions::schedule_for from the tuning database \p db_path, in
+ * DESIGN.md's order: the best verified schedule measured on this exact machine; else the best one
+ * measured on a machine of the same ISA family, re-validated here (verified against the reference
+ * and no slower than the default, both timed now); else nullopt (the default schedule). Each
+ * decision is appended to \p log. */
 std::function<std::optional<std::string>(const Graph &, const Cluster &)> db_schedules(const std::string &db_path,
                                                                                      const std::string &target,
                                                                                      std::vector<std::string> *log);

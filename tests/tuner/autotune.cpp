@@ -5,11 +5,13 @@
 #include <chrono>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include <sys/stat.h>
 
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
+#include "graph/Optimize.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
 #include "tuner/Measure.h"
@@ -40,6 +42,17 @@ std::string script(const TempDir &dir, const std::string &name, const std::strin
     std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
     chmod(path.c_str(), 0755);
     return path;
+}
+
+/** The graph `fusor run` tunes and runs: the model after the default rewrite passes (without
+ * constant folding, which this model does not need). */
+Graph model_graph_for_cli(const std::string &path) {
+    Graph g = load_graph_json(path);
+    OptimizeOptions o;
+    o.pipeline = PipelineOptions{};
+    o.layout = Layout::Auto;
+    optimize_graph(g, o);
+    return g;
 }
 
 MeasureJob small_job() {
@@ -137,4 +150,32 @@ TEST_CASE("measure: a worker that crashes, hangs or dies without a result is a t
     MeasureResult quit = measure_in_worker(script(dir, "quit", "echo 'out of memory' >&2; exit 3"), job, 30);
     CHECK(quit.status == TrialStatus::RuntimeError);
     CHECK_THAT(quit.error, Catch::Contains("status 3") && Catch::Contains("out of memory"));
+}
+
+TEST_CASE("run --db: a schedule from another machine of the same ISA is re-validated before use", "[tuner][autotune]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    {
+        TuningDb here(dir.file("here.db"));
+        autotune(model_graph_for_cli(model), here, options(2));
+        // the same trials, as if measured on another CPU model with this machine's ISA
+        TuningDb there(dir.file("there.db"));
+        for (const Workload &w : here.workloads()) {
+            there.add_workload(w);
+            for (Trial t : here.trials(w.signature, w.target)) {
+                t.fingerprint = "cpu:Some Other CPU|" + machine_fingerprint(/*family_only=*/true);
+                t.host = "elsewhere";
+                there.add_trial(t);
+            }
+        }
+    }
+    std::string out = dir.file("out.txt");
+    std::string cmd = std::string("'") + FUSOR_BINARY + "' run '" + model + "' --db '" + dir.file("there.db") + "' > '" + out + "' 2>&1";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    std::ifstream f(out);
+    std::stringstream text;
+    text << f.rdbuf();
+    INFO(text.str());
+    CHECK_THAT(text.str(), Catch::Contains("from another machine of this ISA (host elsewhere)") &&
+                               Catch::Contains("re-validated here"));
 }
