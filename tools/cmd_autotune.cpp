@@ -1,6 +1,7 @@
 #include <atomic>
 #include <csignal>
 #include <climits>
+#include <cmath>
 #include <unistd.h>
 
 #include <fmt/core.h>
@@ -22,6 +23,22 @@ void on_sigint(int) {
     g_stop = true;
 }
 
+/** "90", "90s", "10m" or "1h" in seconds; throws UserError naming the flag otherwise. */
+double parse_duration(const std::string &text) {
+    size_t used = 0;
+    double v = -1;
+    try {
+        v = std::stod(text, &used);
+    } catch (...) {
+    }
+    std::string unit = used < text.size() ? text.substr(used) : "s";
+    double scale = unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
+    if (v <= 0 || scale < 0 || std::isnan(v)) {
+        throw UserError("--budget is '" + text + "'; expected a positive duration such as 90s, 10m or 1h");
+    }
+    return v * scale;
+}
+
 std::string self_exe() {
     char buf[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -36,7 +53,7 @@ Verb add_autotune(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("autotune", "Search schedules for every distinct cluster of a model and store every "
                                                    "measured trial in a tuning database");
     struct Opts {
-        std::string model, db, target = "host", strategy = "evolve", layout = "auto";
+        std::string model, db, target = "host", strategy = "evolve", layout = "auto", budget;
         int trials = 32, threads = 0;
         uint64_t seed = 1;
         double timeout = 120;
@@ -45,7 +62,10 @@ Verb add_autotune(CLI::App &app) {
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json)")->required();
     cmd->add_option("--db", o->db, "tuning database file (created if missing)")->required();
-    cmd->add_option("--trials", o->trials, "candidates to measure in total, split across distinct clusters")->capture_default_str();
+    CLI::Option *trials_opt =
+        cmd->add_option("--trials", o->trials, "candidates to measure in total, split across distinct clusters by their share of the model's time")
+            ->capture_default_str();
+    cmd->add_option("--budget", o->budget, "wall time for the whole search (90s, 10m, 1h); with it, --trials only caps the count");
     cmd->add_option("--threads", o->threads, "Halide threads candidates are timed with (default: all cores)");
     cmd->add_option("--strategy", o->strategy, "evolve (mutate the best so far) or random (mutate the default)")->capture_default_str();
     cmd->add_option("--seed", o->seed, "search seed")->capture_default_str();
@@ -55,6 +75,7 @@ Verb add_autotune(CLI::App &app) {
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
                 if (o->trials < 1) throw UserError("--trials is " + std::to_string(o->trials) + "; expected at least 1");
+                double budget_s = o->budget.empty() ? 0 : parse_duration(o->budget);
                 if (o->strategy != "evolve" && o->strategy != "random") {
                     throw UserError("--strategy is '" + o->strategy + "'; expected evolve or random");
                 }
@@ -64,7 +85,9 @@ Verb add_autotune(CLI::App &app) {
                 Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout);
                 TuningDb db(o->db);
                 AutotuneOptions ao;
-                ao.trials = o->trials;
+                // with --budget, --trials caps the count only when given
+                ao.trials = budget_s > 0 && trials_opt->count() == 0 ? 1000000 : o->trials;
+                ao.budget_s = budget_s;
                 ao.threads = o->threads;
                 ao.seed = o->seed;
                 ao.strategy = o->strategy;

@@ -8,6 +8,8 @@
  * Every trial is committed as soon as it is measured. */
 #include "tuner/Autotune.h"
 
+#include <chrono>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -47,115 +49,171 @@ std::string schedule_key(ClusterSchedule s) {
 
 }  // namespace
 
+namespace {
+
+/** Everything the loop keeps about one distinct cluster. */
+struct Work {
+    ClusterTuning result;
+    int copies = 0;  ///< clusters of the model with this signature
+    Graph sub;
+    LoweredCluster lc;
+    ClusterSchedule def, best_schedule;
+    std::optional<Trial> best;
+    std::string default_id, nodes;
+    int lanes = 8;
+    MeasureJob job;
+    std::set<std::string> tried;
+};
+
+}  // namespace
+
 std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const AutotuneOptions &opt) {
     auto log = [&](const std::string &line) {
         if (opt.log) opt.log(line);
     };
+    using clock = std::chrono::steady_clock;
+    auto started = clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - started).count(); };
+    auto out_of_budget = [&] { return (opt.stop && *opt.stop) || (opt.budget_s > 0 && elapsed() >= opt.budget_s); };
     Graph cg = g;
     form_clusters(cg);
     std::string target = resolved_target(opt.target);
     Halide::Target htarget(target);
     std::string fingerprint = machine_fingerprint();
-    std::vector<int> distinct;
-    std::map<std::string, int> seen;
+    // one Work per distinct signature; identical clusters are tuned once
+    std::vector<Work> work;
+    std::map<std::string, size_t> by_signature;
     for (const Cluster &c : cg.clusters) {
-        if (seen.emplace(cluster_signature(cg, c), c.id).second) distinct.push_back(c.id);
-    }
-    int per_cluster = std::max(2, opt.trials / std::max<int>(1, (int)distinct.size()));
-    SplitMix64 rng(opt.seed);
-    std::vector<ClusterTuning> results;
-    for (size_t i = 0; i < distinct.size(); i++) {
-        if (opt.stop && *opt.stop) break;
-        const Cluster &c = cg.clusters[distinct[i]];
-        ClusterTuning ct;
-        ct.signature = cluster_signature(cg, c);
-        ct.name = c.name;
-        db.add_workload(Workload{ct.signature, target, canonical_cluster_text(cg, c)});
-        Graph sub = extract_cluster(cg, c);
-        LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
-        ClusterSchedule def = default_schedule(sub, sub.clusters[0], lc, htarget);
-        int lanes = htarget.natural_vector_size(lc.outputs[0].output_types()[0]);
-        std::string nodes;
-        for (NodeId n : c.nodes) nodes += (nodes.empty() ? "" : ",") + cg.nodes[n].name;
-        log(fmt::format("cluster {}/{} {} ({}): about {:.3g} schedules; {} trials", i + 1, distinct.size(), c.name, nodes,
-                        space_size(lc, def, lanes), per_cluster));
-        MeasureJob job;
-        job.graph_json = job_graph_json(cg, c);
-        job.target = target;
-        job.threads = opt.threads;
-        job.repeats = opt.repeats;
-        std::set<std::string> tried;
-        for (const std::string &s : db.tried_schedules(ct.signature, target, fingerprint)) tried.insert(s);
-        // best so far, including earlier runs on this machine (resume)
-        std::optional<Trial> best = db.best(ct.signature, target, fingerprint);
-        ClusterSchedule best_schedule = def;
-        if (best) {
+        std::string sig = cluster_signature(cg, c);
+        auto [it, fresh] = by_signature.emplace(sig, work.size());
+        if (!fresh) {
+            work[it->second].copies++;
+            continue;
+        }
+        Work w;
+        w.copies = 1;
+        w.result.signature = sig;
+        w.result.name = c.name;
+        db.add_workload(Workload{sig, target, canonical_cluster_text(cg, c)});
+        w.sub = extract_cluster(cg, c);
+        w.lc = lower_cluster(w.sub, w.sub.clusters[0], "k_");
+        w.def = default_schedule(w.sub, w.sub.clusters[0], w.lc, htarget);
+        w.best_schedule = w.def;
+        w.lanes = htarget.natural_vector_size(w.lc.outputs[0].output_types()[0]);
+        for (NodeId n : c.nodes) w.nodes += (w.nodes.empty() ? "" : ",") + cg.nodes[n].name;
+        w.job.graph_json = job_graph_json(cg, c);
+        w.job.target = target;
+        w.job.threads = opt.threads;
+        w.job.repeats = opt.repeats;
+        for (const std::string &sched : db.tried_schedules(sig, target, fingerprint)) w.tried.insert(sched);
+        w.best = db.best(sig, target, fingerprint);  // resume: the best of earlier runs on this machine
+        if (w.best) {
             std::string err;
-            if (auto parsed = parse_schedule(best->schedule, &err)) best_schedule = *parsed;
+            if (auto parsed = parse_schedule(w.best->schedule, &err)) w.best_schedule = *parsed;
         }
-        std::string def_key = schedule_key(def);
-        for (const Trial &t : db.trials(ct.signature, target)) {
-            if (t.strategy == "default" && t.fingerprint == fingerprint && t.median_ms) ct.default_ms = *t.median_ms;
+        for (const Trial &t : db.trials(sig, target)) {
+            if (t.strategy == "default" && t.fingerprint == fingerprint && t.median_ms) w.result.default_ms = *t.median_ms;
         }
-        auto measure = [&](const ClusterSchedule &s, const std::string &strategy, const std::string &parent) -> std::optional<Trial> {
-            std::string key = schedule_key(s);
-            if (tried.count(key)) return std::nullopt;
-            tried.insert(key);
-            job.schedule = key;
-            MeasureResult r = measure_in_worker(opt.worker_exe, job, opt.timeout_s);
-            Trial t;
-            t.signature = ct.signature;
-            t.target = target;
-            t.schedule = key;
-            t.status = r.status;
-            t.median_ms = r.median_ms;
-            t.min_ms = r.min_ms;
-            t.max_ms = r.max_ms;
-            t.compile_ms = r.compile_ms;
-            t.error = r.error;
-            t.parent = parent;
-            t.strategy = strategy;
-            t.fingerprint = fingerprint;
-            t.halide_version = FUSOR_HALIDE_VERSION;
-            t.fusor_version = FUSOR_VERSION;
-            t.host = host_name();
-            t.created_at = utc_now();
-            db.add_trial(t);
-            ct.trials++;
-            return t;
+        work.push_back(std::move(w));
+    }
+    SplitMix64 rng(opt.seed);
+    int measured = 0;
+    auto measure = [&](Work &w, const ClusterSchedule &sched, const std::string &strategy,
+                       const std::string &parent) -> std::optional<Trial> {
+        std::string key = schedule_key(sched);
+        if (w.tried.count(key)) return std::nullopt;
+        w.tried.insert(key);
+        w.job.schedule = key;
+        MeasureResult r = measure_in_worker(opt.worker_exe, w.job, opt.timeout_s);
+        Trial t;
+        t.signature = w.result.signature;
+        t.target = target;
+        t.schedule = key;
+        t.status = r.status;
+        t.median_ms = r.median_ms;
+        t.min_ms = r.min_ms;
+        t.max_ms = r.max_ms;
+        t.compile_ms = r.compile_ms;
+        t.error = r.error;
+        t.parent = parent;
+        t.strategy = strategy;
+        t.fingerprint = fingerprint;
+        t.halide_version = FUSOR_HALIDE_VERSION;
+        t.fusor_version = FUSOR_VERSION;
+        t.host = host_name();
+        t.created_at = utc_now();
+        db.add_trial(t);
+        w.result.trials++;
+        measured++;
+        if (t.status == TrialStatus::Ok && (!w.best || *t.median_ms < *w.best->median_ms)) {
+            w.best = t;
+            w.best_schedule = sched;
+        }
+        return t;
+    };
+    // Phase 1: the default schedule of every cluster, which also gives each cluster's share of
+    // end-to-end time (its time times the number of copies in the model).
+    for (size_t i = 0; i < work.size() && !out_of_budget() && measured < opt.trials; i++) {
+        Work &w = work[i];
+        if (auto t = measure(w, w.def, "default", "")) {
+            w.default_id = t->id;
+            if (t->median_ms) w.result.default_ms = *t->median_ms;
+            log(fmt::format("cluster {}/{} {} ({}) default: {} {}", i + 1, work.size(), w.result.name, w.nodes, status_name(t->status),
+                            t->median_ms ? fmt::format("{:.3f} ms", *t->median_ms) : one_line(t->error)));
+        }
+    }
+    // Phase 2: the rest of the budget, split by share and refreshed from the best times so far.
+    for (size_t round = 0; round < work.size() && !out_of_budget(); round++) {
+        auto share_ms = [&](const Work &w) {
+            double ms = w.best && w.best->median_ms ? *w.best->median_ms : w.result.default_ms;
+            return std::max(ms, 1e-6) * w.copies;
         };
-        std::string default_id;
-        if (auto t = measure(def, "default", "")) {
-            default_id = t->id;
-            if (t->median_ms) ct.default_ms = *t->median_ms;
-            if (t->status == TrialStatus::Ok && (!best || *t->median_ms < *best->median_ms)) best = *t;
-            log(fmt::format("  default: {} {}", status_name(t->status), t->median_ms ? fmt::format("{:.3f} ms", *t->median_ms) : one_line(t->error)));
+        // the not yet searched cluster with the largest share goes next
+        size_t i = work.size();
+        double total = 0;
+        for (size_t k = round; k < work.size(); k++) total += share_ms(work[k]);
+        for (size_t k = round; k < work.size(); k++) {
+            if (i == work.size() || share_ms(work[k]) > share_ms(work[i])) i = k;
         }
-        int stale = 0;
-        while (ct.trials < per_cluster && stale < 64 && !(opt.stop && *opt.stop)) {
+        std::swap(work[round], work[i]);
+        Work &w = work[round];
+        double share = share_ms(w) / total;
+        int trials_left = opt.trials - measured;
+        int quota = std::max(1, (int)std::lround(trials_left * share));
+        double time_quota = opt.budget_s > 0 ? (opt.budget_s - elapsed()) * share : 0;
+        double cluster_start = elapsed();
+        log(fmt::format("cluster {} ({}): {:.0f}% of the model's time; about {:.3g} schedules; {}", w.result.name, w.nodes, 100 * share,
+                        space_size(w.lc, w.def, w.lanes),
+                        opt.budget_s > 0 ? fmt::format("{:.0f} s", time_quota) : fmt::format("{} trials", quota)));
+        int done = 0, stale = 0;
+        while (!out_of_budget() && stale < 64 && measured < opt.trials &&
+               (opt.budget_s > 0 ? elapsed() - cluster_start < time_quota : done < quota)) {
             bool evolve = opt.strategy != "random";
-            const ClusterSchedule &parent = evolve ? best_schedule : def;
-            std::string parent_id = evolve && best ? best->id : default_id;
-            ClusterSchedule child = mutate(lc, parent, lanes, rng);
-            std::optional<Trial> t = measure(child, evolve ? "evolve" : "random", parent_id);
+            const ClusterSchedule &parent = evolve ? w.best_schedule : w.def;
+            std::string parent_id = evolve && w.best ? w.best->id : w.default_id;
+            ClusterSchedule child = mutate(w.lc, parent, w.lanes, rng);
+            std::optional<Trial> t = measure(w, child, evolve ? "evolve" : "random", parent_id);
             if (!t) {
                 stale++;
                 continue;
             }
             stale = 0;
-            bool improved = t->status == TrialStatus::Ok && (!best || *t->median_ms < *best->median_ms);
-            if (improved) {
-                best = *t;
-                best_schedule = child;
-            }
-            log(fmt::format("  trial {}/{}: {:<13} {}{}", ct.trials, per_cluster, status_name(t->status),
+            done++;
+            std::string eta = opt.budget_s > 0 ? fmt::format("{:.0f} s left", std::max(0.0, opt.budget_s - elapsed()))
+                                               : fmt::format("{} trials left", opt.trials - measured);
+            log(fmt::format("  {} trial {}: {:<13} {}{}   [{:.0f} s, {}]", w.result.name, done, status_name(t->status),
                             t->median_ms ? fmt::format("{:.3f} ms", *t->median_ms) : one_line(t->error),
-                            best && best->median_ms ? fmt::format("   best {:.3f} ms{}", *best->median_ms,
-                                                                  ct.default_ms > 0 ? fmt::format(" ({:.2f}x default)", ct.default_ms / *best->median_ms) : "")
-                                                    : ""));
+                            w.best && w.best->median_ms
+                                ? fmt::format("   best {:.3f} ms{}", *w.best->median_ms,
+                                              w.result.default_ms > 0 ? fmt::format(" ({:.2f}x default)", w.result.default_ms / *w.best->median_ms) : "")
+                                : "",
+                            elapsed(), eta));
         }
-        ct.best_ms = best && best->median_ms ? *best->median_ms : ct.default_ms;
-        results.push_back(ct);
+    }
+    std::vector<ClusterTuning> results;
+    for (Work &w : work) {
+        w.result.best_ms = w.best && w.best->median_ms ? *w.best->median_ms : w.result.default_ms;
+        results.push_back(w.result);
     }
     return results;
 }

@@ -16,7 +16,8 @@
 namespace fusor {
 
 struct AutotuneOptions {
-    int trials = 32;               ///< total candidates across the model's distinct clusters (the default schedule included)
+    int trials = 32;               ///< total candidates across the model's distinct clusters (each default included)
+    double budget_s = 0;           ///< wall-time budget in seconds; 0 = none (then trials bounds the run)
     int threads = 0;               ///< Halide threads the candidates are timed with; 0 = all cores
     uint64_t seed = 1;
     std::string strategy = "evolve";  ///< "evolve" (mutate the best so far) or "random" (mutate the default)
@@ -34,8 +35,10 @@ struct ClusterTuning {
     double default_ms = 0, best_ms = 0;
 };
 
-/** Tunes every distinct cluster of \p g (clustered here) into \p db. Trials are split evenly across
- * distinct clusters (at least two each: the default and one candidate). */
+/** Tunes every distinct cluster of \p g (clustered here) into \p db. First every cluster's default
+ * schedule is measured; then the remaining trials (or wall time) are split across clusters by
+ * their share of the model's time (default or best time so far, times the number of identical
+ * clusters), largest share first, with shares refreshed after each cluster's search. */
 std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const AutotuneOptions &options);
 
 /** Trial bookkeeping shared with `fusor run/bench --db`: the target string with host resolved. */

@@ -349,6 +349,9 @@ TEST_CASE("cli: autotune rejects bad input with exit status 2 and leaves databas
     Result target = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --target x86-64-linux-bogus");
     check_one_line_error(target);
     CHECK_THAT(target.err, Contains("x86-64-linux-bogus"));
+    Result budget = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --budget 0");
+    check_one_line_error(budget);
+    CHECK_THAT(budget.err, Contains("--budget"));
     CHECK_FALSE(fs::exists(dir.file("a.db")));  // nothing created on bad input
     std::ofstream(dir.file("foreign.db")) << "not a database";
     Result foreign = run_fusor("autotune '" + model + "' --db '" + dir.file("foreign.db") + "' --trials 2");

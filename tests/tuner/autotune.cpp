@@ -179,3 +179,23 @@ TEST_CASE("run --db: a schedule from another machine of the same ISA is re-valid
     CHECK_THAT(text.str(), Catch::Contains("from another machine of this ISA (host elsewhere)") &&
                                Catch::Contains("re-validated here"));
 }
+
+TEST_CASE("autotune: trials go to clusters by their share of the model's time", "[tuner][autotune]") {
+    // a 3x3 conv (milliseconds) and a small elementwise cluster after a softmax (microseconds)
+    Graph g = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 16, 40, 40]}],
+        "outputs": ["y"], "initializers": [{"name": "w", "dtype": "f32", "shape": [16, 16, 3, 3], "random": {"seed": 1}}],
+        "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w"], "outputs": ["c"], "attrs": {"pads": [1, 1, 1, 1]}},
+                  {"name": "pool", "op": "GlobalAveragePool", "inputs": ["c"], "outputs": ["p"]},
+                  {"name": "neg", "op": "Neg", "inputs": ["p"], "outputs": ["y"]}]})",
+                               "share.json");
+    TempDir dir;
+    TuningDb db(dir.file("t.db"));
+    auto results = autotune(g, db, options(8));
+    REQUIRE(results.size() == 2);
+    const ClusterTuning &conv = results[0].default_ms > results[1].default_ms ? results[0] : results[1];
+    const ClusterTuning &small = &conv == &results[0] ? results[1] : results[0];
+    INFO("conv " << conv.default_ms << " ms, " << conv.trials << " trials; small " << small.default_ms << " ms, " << small.trials
+                 << " trials");
+    CHECK(conv.trials > small.trials);
+    CHECK(conv.trials + small.trials == 8);
+}
