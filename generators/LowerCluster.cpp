@@ -44,7 +44,10 @@ template<typename Dimensioned>
 void constrain_dense(Dimensioned &&buf, const TensorType &t) {
     std::vector<int64_t> strides = dense_strides(t);
     for (int i = 0; i < t.rank(); i++) {
-        buf.dim(i).set_bounds(0, (int)t.shape[t.rank() - 1 - i]).set_stride((int)strides[i]);
+        int extent = (int)t.shape[t.rank() - 1 - i];
+        // constant bounds and strides let Halide specialize; the estimates are what the
+        // autoschedulers read (generators/AutoScheduler.h)
+        buf.dim(i).set_bounds(0, extent).set_stride((int)strides[i]).set_estimate(0, extent);
     }
 }
 

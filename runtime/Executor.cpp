@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "generators/ApplySchedule.h"
+#include "generators/AutoScheduler.h"
 #include "generators/DefaultSchedule.h"
 #include "graph/Error.h"
 #include "graph/Printer.h"
@@ -69,7 +70,22 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
     }
     auto k = std::make_shared<Kernel>();
     k->key = key;
-    if (!schedule.empty()) {
+    if (!autoscheduler_in(schedule).empty()) {
+        // a trial that an autoscheduler won: apply the same (deterministic) autoscheduler here
+        Graph sub = extract_cluster(g, c);
+        LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
+        std::string why = apply_autoscheduler(lc, autoscheduler_in(schedule), target, 0);
+        if (why.empty()) {
+            k->lowered = lc;
+            k->tuned = true;
+            k->lowered.pipeline.jit_handlers().custom_malloc = halide_pool_malloc;
+            k->lowered.pipeline.jit_handlers().custom_free = halide_pool_free;
+            k->lowered.pipeline.compile_jit(target);
+            std::lock_guard<std::mutex> lock(cache.mu);
+            return cache.kernels.emplace(key, k).first->second;
+        }
+        k->fallback_reason = why;
+    } else if (!schedule.empty()) {
         // a tuned schedule names the stages of the extracted cluster (canonical names)
         Graph sub = extract_cluster(g, c);
         LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");

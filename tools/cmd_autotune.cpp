@@ -2,11 +2,13 @@
 #include <csignal>
 #include <climits>
 #include <cmath>
+#include <sstream>
 #include <unistd.h>
 
 #include <fmt/core.h>
 
 #include "Halide.h"
+#include "generators/AutoScheduler.h"
 #include "graph/Error.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
@@ -54,6 +56,7 @@ Verb add_autotune(CLI::App &app) {
                                                    "measured trial in a tuning database");
     struct Opts {
         std::string model, db, target = "host", strategy = "evolve", layout = "auto", budget;
+        std::string autoschedulers = "Mullapudi2016,Adams2019,Li2018";
         int trials = 32, threads = 0;
         uint64_t seed = 1;
         double timeout = 120;
@@ -71,6 +74,9 @@ Verb add_autotune(CLI::App &app) {
     cmd->add_option("--seed", o->seed, "search seed")->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
     cmd->add_option("--timeout", o->timeout, "seconds per candidate (compile and run) before it counts as a timeout")->capture_default_str();
+    cmd->add_option("--autoschedulers", o->autoschedulers,
+                    "Halide autoschedulers timed as baselines per cluster (comma-separated; 'none' for none)")
+        ->capture_default_str();
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
@@ -95,6 +101,17 @@ Verb add_autotune(CLI::App &app) {
                 ao.timeout_s = o->timeout;
                 ao.worker_exe = self_exe();
                 ao.stop = &g_stop;
+                if (o->autoschedulers != "none") {
+                    std::stringstream ss(o->autoschedulers);
+                    std::string a;
+                    while (std::getline(ss, a, ',')) {
+                        const auto &known = autoscheduler_names();
+                        if (std::find(known.begin(), known.end(), a) == known.end()) {
+                            throw UserError("--autoschedulers names '" + a + "'; expected Mullapudi2016, Adams2019, Li2018 or none");
+                        }
+                        ao.autoschedulers.push_back(a);
+                    }
+                }
                 ao.log = [](const std::string &line) { fmt::print("{}\n", line), std::fflush(stdout); };
                 std::signal(SIGINT, on_sigint);
                 auto results = autotune(g, db, ao);

@@ -16,6 +16,7 @@
 #include <fmt/core.h>
 
 #include "Halide.h"
+#include "generators/AutoScheduler.h"
 #include "generators/DefaultSchedule.h"
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
@@ -161,6 +162,40 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             log(fmt::format("cluster {}/{} {} ({}) default: {} {}", i + 1, work.size(), w.result.name, w.nodes, status_name(t->status),
                             t->median_ms ? fmt::format("{:.3f} ms", *t->median_ms) : one_line(t->error)));
         }
+        // Halide's autoschedulers as fixed baselines: their decisions do not map into fusor's
+        // schedule form, so they are not mutated, but one that wins is used by run --db
+        for (const std::string &a : opt.autoschedulers) {
+            if (out_of_budget() || measured >= opt.trials) break;
+            ClusterSchedule marker;
+            std::optional<Trial> t;
+            std::string key = "autoscheduler " + a + "\n";
+            if (w.tried.count(key)) continue;
+            w.tried.insert(key);
+            w.job.schedule = key;
+            MeasureResult r = measure_in_worker(opt.worker_exe, w.job, opt.timeout_s);
+            Trial trial;
+            trial.signature = w.result.signature;
+            trial.target = target;
+            trial.schedule = key;
+            trial.status = r.status;
+            trial.median_ms = r.median_ms;
+            trial.min_ms = r.min_ms;
+            trial.max_ms = r.max_ms;
+            trial.compile_ms = r.compile_ms;
+            trial.error = r.error;
+            trial.strategy = a;
+            trial.fingerprint = fingerprint;
+            trial.halide_version = FUSOR_HALIDE_VERSION;
+            trial.fusor_version = FUSOR_VERSION;
+            trial.host = host_name();
+            trial.created_at = utc_now();
+            db.add_trial(trial);
+            w.result.trials++;
+            measured++;
+            if (trial.status == TrialStatus::Ok && (!w.best || *trial.median_ms < *w.best->median_ms)) w.best = trial;  // not a mutation parent
+            log(fmt::format("  {}: {} {}", a, status_name(trial.status),
+                            trial.median_ms ? fmt::format("{:.3f} ms", *trial.median_ms) : one_line(trial.error)));
+        }
     }
     // Phase 2: the rest of the budget, split by share and refreshed from the best times so far.
     for (size_t round = 0; round < work.size() && !out_of_budget(); round++) {
@@ -190,7 +225,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
                (opt.budget_s > 0 ? elapsed() - cluster_start < time_quota : done < quota)) {
             bool evolve = opt.strategy != "random";
             const ClusterSchedule &parent = evolve ? w.best_schedule : w.def;
-            std::string parent_id = evolve && w.best ? w.best->id : w.default_id;
+            std::string parent_id = evolve && w.best && autoscheduler_in(w.best->schedule).empty() ? w.best->id : w.default_id;
             ClusterSchedule child = mutate(w.lc, parent, w.lanes, rng);
             std::optional<Trial> t = measure(w, child, evolve ? "evolve" : "random", parent_id);
             if (!t) {

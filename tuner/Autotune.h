@@ -25,6 +25,9 @@ struct AutotuneOptions {
     double timeout_s = 120;        ///< per candidate: compile and run together
     int repeats = 7;
     std::string worker_exe;        ///< the fusor binary (it runs `fusor worker`)
+    /** Halide autoschedulers timed as baselines (and kept as candidates) after each default:
+     * any of Mullapudi2016, Adams2019, Li2018. */
+    std::vector<std::string> autoschedulers;
     std::function<void(const std::string &)> log;  ///< progress lines
     const std::atomic<bool> *stop = nullptr;       ///< set (e.g. by Ctrl-C) to stop after the current candidate
 };

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "generators/ApplySchedule.h"
+#include "generators/AutoScheduler.h"
 #include "generators/DefaultSchedule.h"
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
@@ -84,6 +85,9 @@ MeasureResult result_from_json(const json &j) {
 
 }  // namespace
 
+MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJob &job, const Halide::Target &target,
+                              double compile_ms);
+
 std::string job_graph_json(const Graph &g, const Cluster &c) {
     Graph sub = extract_cluster(g, c);
     uint64_t seed = 1000;
@@ -102,6 +106,22 @@ MeasureResult measure_here(const MeasureJob &job) {
     if (job.threads > 0) set_num_threads(job.threads);
     LoweredCluster lc = lower_cluster(g, c, "k_");
     ClusterSchedule sched;
+    std::string autoscheduler = autoscheduler_in(job.schedule);
+    if (!autoscheduler.empty()) {
+        // a baseline: Halide's autoscheduler decides, in place
+        auto t0 = std::chrono::steady_clock::now();
+        std::string why = apply_autoscheduler(lc, autoscheduler, target, job.threads);
+        if (!why.empty()) return fail(TrialStatus::CompileError, why);
+        try {
+            lc.pipeline.jit_handlers().custom_malloc = pool_malloc_hook;
+            lc.pipeline.jit_handlers().custom_free = pool_free_hook;
+            lc.pipeline.compile_jit(target);
+        } catch (const Halide::Error &e) {
+            return fail(TrialStatus::CompileError, e.what());
+        }
+        return time_and_verify(g, lc, job, target,
+                               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
     if (job.schedule.empty()) {
         sched = default_schedule(g, c, lc, target);
     } else {
@@ -112,7 +132,6 @@ MeasureResult measure_here(const MeasureJob &job) {
     }
     std::string why = why_illegal(sched, lc);
     if (!why.empty()) return fail(TrialStatus::Illegal, why);
-    MeasureResult r;
     auto t0 = std::chrono::steady_clock::now();
     try {
         apply_schedule(sched, lc);
@@ -122,7 +141,13 @@ MeasureResult measure_here(const MeasureJob &job) {
     } catch (const Halide::Error &e) {  // the one place a Halide compile error becomes data
         return fail(TrialStatus::CompileError, e.what());
     }
-    r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return time_and_verify(g, lc, job, target, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+}
+
+MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJob &job, const Halide::Target &target,
+                              double compile_ms) {
+    MeasureResult r;
+    r.compile_ms = compile_ms;
     auto inputs = random_inputs(g, job.seed);
     std::vector<Halide::Buffer<>> keep;
     for (size_t i = 0; i < lc.params.size(); i++) {

@@ -199,3 +199,44 @@ TEST_CASE("autotune: trials go to clusters by their share of the model's time", 
     CHECK(conv.trials > small.trials);
     CHECK(conv.trials + small.trials == 8);
 }
+
+TEST_CASE("autotune: Halide's autoschedulers are timed as verified baselines, and a winner is reused by run --db",
+          "[tuner][autotune]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    AutotuneOptions o = options(4);
+    o.autoschedulers = {"Mullapudi2016", "Adams2019", "Li2018"};
+    std::string signature;
+    {
+        TuningDb db(dir.file("t.db"));
+        auto results = autotune(model_graph_for_cli(model), db, o);
+        REQUIRE(results.size() == 1);
+        signature = results[0].signature;
+        std::set<std::string> baselines;
+        for (const Trial &t : db.trials(signature, resolved_target("host"))) {
+            if (t.schedule.rfind("autoscheduler ", 0) != 0) continue;
+            INFO(t.strategy << ": " << t.error);
+            CHECK(t.status == TrialStatus::Ok);  // compiled, timed and verified against the reference
+            CHECK(t.strategy == t.schedule.substr(14, t.schedule.size() - 15));
+            baselines.insert(t.strategy);
+        }
+        CHECK(baselines == std::set<std::string>{"Mullapudi2016", "Adams2019", "Li2018"});
+        // a database whose only trial for the cluster is an autoscheduler's: run --db must apply it
+        TuningDb only(dir.file("only.db"));
+        for (const Workload &w : db.workloads()) only.add_workload(w);
+        for (Trial t : db.trials(signature, resolved_target("host"))) {
+            if (t.strategy == "Li2018") only.add_trial(t);
+        }
+    }
+    std::string cmd = std::string("'") + FUSOR_BINARY + "' run '" + model + "' --random 3 --outputs '" + dir.file("a") + "' > /dev/null && '" +
+                      FUSOR_BINARY + "' run '" + model + "' --random 3 --db '" + dir.file("only.db") + "' --outputs '" + dir.file("b") +
+                      "' > '" + dir.file("log.txt") + "'";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    std::ifstream log(dir.file("log.txt"));
+    std::stringstream text;
+    text << log.rdbuf();
+    CHECK_THAT(text.str(), Catch::Contains("tuned schedule"));
+    std::ifstream a(dir.file("a/y.npy"), std::ios::binary), b(dir.file("b/y.npy"), std::ios::binary);
+    std::string da((std::istreambuf_iterator<char>(a)), {}), dbytes((std::istreambuf_iterator<char>(b)), {});
+    CHECK(da == dbytes);  // elementwise ops: every schedule computes the same bits
+}
