@@ -8,7 +8,7 @@
 #   cmake/bootstrap.sh test   build and run the whole test suite (ctest); CI runs this
 #
 # Environment: FUSOR_BUILD_DIR (default build), FUSOR_MODEL (demo model), FUSOR_DB (demo tuning
-# database, default build/demo.db), FUSOR_TRIALS (demo autotune trials, default 12), JOBS (default: nproc).
+# database, default build/demo.db), FUSOR_TRIALS (demo autotune trials, default 20), JOBS (default: nproc).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -47,8 +47,8 @@ demo)
     db="${FUSOR_DB:-$build/demo.db}"
     fusor="$build/tools/fusor"
     echo; echo "== fusor inspect $model"; "$fusor" inspect "$model" | tail -n 24
-    echo; echo "== fusor autotune $model --db $db (short: ${FUSOR_TRIALS:-12} trials)"
-    "$fusor" autotune "$model" --db "$db" --trials "${FUSOR_TRIALS:-12}"
+    echo; echo "== fusor autotune $model --db $db (short: ${FUSOR_TRIALS:-20} trials)"
+    "$fusor" autotune "$model" --db "$db" --trials "${FUSOR_TRIALS:-20}"
     echo; echo "== fusor run $model --db $db"; "$fusor" run "$model" --random 0 --db "$db"
     echo; echo "== fusor bench $model --db $db"; "$fusor" bench "$model" --repeats 10 --per-cluster --db "$db"
     ;;

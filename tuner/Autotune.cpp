@@ -217,7 +217,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         int quota = std::max(1, (int)std::lround(trials_left * share));
         double time_quota = opt.budget_s > 0 ? (opt.budget_s - elapsed()) * share : 0;
         double cluster_start = elapsed();
-        log(fmt::format("cluster {} ({}): {:.0f}% of the model's time; about {:.3g} schedules; {}", w.result.name, w.nodes, 100 * share,
+        log(fmt::format("cluster {} ({}): {:.0f}% of the time of the clusters not yet searched; about {:.3g} schedules; {}", w.result.name, w.nodes, 100 * share,
                         space_size(w.lc, w.def, w.lanes),
                         opt.budget_s > 0 ? fmt::format("{:.0f} s", time_quota) : fmt::format("{} trials", quota)));
         int done = 0, stale = 0;
