@@ -37,6 +37,7 @@ std::vector<std::vector<uint8_t>> HalideConstantEvaluator::evaluate(const Graph 
         outs.emplace_back(halide_type(type.dtype), sizes);
     }
     Halide::Realization r(outs);
+    prepare_jit(lc.pipeline);
     lc.pipeline.realize(r, target);
     std::vector<std::vector<uint8_t>> values;
     for (Halide::Buffer<> &b : outs) {

@@ -157,6 +157,7 @@ LowerFn find_lowering(OpKind op) {
         register_normalization_lowerings(t);
         register_reduce_lowerings(t);
         register_shape_lowerings(t);
+        register_test_lowerings(t);
         return t;
     }();
     return table.at((size_t)op);

@@ -108,6 +108,15 @@ private:
 /** Lowers one node: returns one Func per node output. Internal stages go through make_stage. */
 using LowerFn = std::vector<Halide::Func> (*)(LowerContext &ctx);
 
+/** Registers the extern functions lowered code may call (the test-only fusor.test.Fault op) with
+ * a pipeline about to be JIT-compiled. Every place that JIT-compiles a lowered pipeline calls it. */
+void prepare_jit(Halide::Pipeline &p);
+
+/** fusor.test.Fault in mode "wrong" corrupts values only while armed: the tuner's worker arms it
+ * around a candidate's timed runs, not around the reference, to emulate a candidate schedule that
+ * computes wrong values. */
+void set_test_fault_armed(bool armed);
+
 /** The lowering of \p op, or nullptr if none is registered (a bug: tests check every op has one). */
 LowerFn find_lowering(OpKind op);
 
@@ -123,5 +132,6 @@ void register_pool_lowerings(LoweringTable &t);
 void register_normalization_lowerings(LoweringTable &t);
 void register_reduce_lowerings(LoweringTable &t);
 void register_shape_lowerings(LoweringTable &t);
+void register_test_lowerings(LoweringTable &t);
 
 }  // namespace fusor

@@ -52,6 +52,7 @@ const char *pattern_name(OpPattern p);
     X(HardSwish, "", ElemWise, 1, 1, 1, unary_float, "")                                          \
     X(Clip, "", ElemWise, 1, 3, 1, clip, "")                                                      \
     X(MulAdd, "fusor", Broadcast, 3, 3, 1, broadcast, "")                                         \
+    X(Fault, "fusor.test", ElemWise, 1, 1, 1, unary_float, "mode:s")                              \
     X(Identity, "", ElemWise, 1, 1, 1, unary, "")                                                 \
     X(Cast, "", ElemWise, 1, 1, 1, cast, "saturate:i=1 to:i")                                      \
     X(Dropout, "", ElemWise, 1, 3, 2, dropout, "seed:i?")                                         \

@@ -80,6 +80,7 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
             k->tuned = true;
             k->lowered.pipeline.jit_handlers().custom_malloc = halide_pool_malloc;
             k->lowered.pipeline.jit_handlers().custom_free = halide_pool_free;
+            prepare_jit(k->lowered.pipeline);
             k->lowered.pipeline.compile_jit(target);
             std::lock_guard<std::mutex> lock(cache.mu);
             return cache.kernels.emplace(key, k).first->second;
@@ -116,6 +117,7 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
                                                     c.name, target.with_feature(Halide::Target::NoRuntime));
         }
     }
+    prepare_jit(k->lowered.pipeline);
     k->lowered.pipeline.compile_jit(target);
     std::lock_guard<std::mutex> lock(cache.mu);
     return cache.kernels.emplace(key, k).first->second;

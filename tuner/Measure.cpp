@@ -17,6 +17,7 @@
 #include "generators/ApplySchedule.h"
 #include "generators/AutoScheduler.h"
 #include "generators/DefaultSchedule.h"
+#include "generators/Lowering.h"
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
@@ -115,6 +116,7 @@ MeasureResult measure_here(const MeasureJob &job) {
         try {
             lc.pipeline.jit_handlers().custom_malloc = pool_malloc_hook;
             lc.pipeline.jit_handlers().custom_free = pool_free_hook;
+            prepare_jit(lc.pipeline);
             lc.pipeline.compile_jit(target);
         } catch (const Halide::Error &e) {
             return fail(TrialStatus::CompileError, e.what());
@@ -137,6 +139,7 @@ MeasureResult measure_here(const MeasureJob &job) {
         apply_schedule(sched, lc);
         lc.pipeline.jit_handlers().custom_malloc = pool_malloc_hook;
         lc.pipeline.jit_handlers().custom_free = pool_free_hook;
+        prepare_jit(lc.pipeline);
         lc.pipeline.compile_jit(target);
     } catch (const Halide::Error &e) {  // the one place a Halide compile error becomes data
         return fail(TrialStatus::CompileError, e.what());
@@ -166,11 +169,14 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
     for (TensorId t : lc.output_tensors) outs.push_back(make_buffer(g.type(t)));
     Halide::Realization realization(outs);
     try {
+        set_test_fault_armed(true);  // only fusor.test.Fault reads this
         Timing t = time_runs([&] { lc.pipeline.realize(realization, target); }, job.warmup, job.repeats);
+        set_test_fault_armed(false);
         r.median_ms = t.median_ms;
         r.min_ms = t.min_ms;
         r.max_ms = t.max_ms;
     } catch (const Halide::Error &e) {
+        set_test_fault_armed(false);
         return fail(TrialStatus::RuntimeError, e.what());
     }
     // verify against the unfused reference on the same inputs and weights

@@ -133,6 +133,7 @@ std::vector<float> run_with(const Graph &g, const Cluster &c, const std::string 
         bufs.push_back(b);
     }
     Halide::Buffer<> out = make_buffer(g.type(lc.output_tensors[0]));
+    prepare_jit(lc.pipeline);
     lc.pipeline.realize(out, target);
     const float *p = (const float *)out.data();
     return std::vector<float>(p, p + out.number_of_elements());

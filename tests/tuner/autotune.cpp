@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -239,4 +240,41 @@ TEST_CASE("autotune: Halide's autoschedulers are timed as verified baselines, an
     std::ifstream a(dir.file("a/y.npy"), std::ios::binary), b(dir.file("b/y.npy"), std::ios::binary);
     std::string da((std::istreambuf_iterator<char>(a)), {}), dbytes((std::istreambuf_iterator<char>(b)), {});
     CHECK(da == dbytes);  // elementwise ops: every schedule computes the same bits
+}
+
+TEST_CASE("autotune: generated kernels that crash, hang or compute wrong values are recorded, and the search goes on",
+          "[tuner][autotune]") {
+    // fusor.test.Fault lowers to an extern call inside the generated kernel that segfaults, never
+    // returns, or corrupts values in the candidate run (not in the reference)
+    struct Case {
+        std::string mode;
+        TrialStatus expected;
+    };
+    for (const Case &c : {Case{"segfault", TrialStatus::Crash}, Case{"hang", TrialStatus::Timeout}, Case{"wrong", TrialStatus::WrongResult}}) {
+        INFO("mode " << c.mode);
+        Graph g = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64]},
+            {"name": "z", "dtype": "f32", "shape": [64]}], "outputs": ["y1", "y2"],
+            "nodes": [{"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y1"], "attrs": {"mode": ")" +
+                                       c.mode + R"("}},
+                      {"name": "exp", "op": "Exp", "inputs": ["z"], "outputs": ["y2"]}]})",
+                                   "fault.json");
+        TempDir dir;
+        TuningDb db(dir.file("t.db"));
+        AutotuneOptions o = options(3);
+        o.timeout_s = 5;
+        auto results = autotune(g, db, o);
+        REQUIRE(results.size() == 2);
+        std::map<std::string, std::vector<Trial>> by_cluster;
+        for (const ClusterTuning &r : results) by_cluster[r.name] = db.trials(r.signature, resolved_target("host"));
+        bool faulty_recorded = false, healthy_ok = false;
+        for (auto &[name, trials] : by_cluster) {
+            for (const Trial &t : trials) {
+                if (t.status == c.expected) faulty_recorded = true;
+                if (t.status == TrialStatus::Ok) healthy_ok = true;
+                if (t.status != TrialStatus::Ok) CHECK_FALSE(t.error.empty());
+            }
+        }
+        CHECK(faulty_recorded);
+        CHECK(healthy_ok);  // the other cluster was still tuned
+    }
 }

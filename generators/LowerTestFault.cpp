@@ -1,0 +1,65 @@
+/** \file
+ * fusor.test.Fault: a test-only op whose generated kernel misbehaves on purpose, so the tuner's
+ * isolation is tested inside real kernels rather than in a mock. mode "segfault" dereferences null,
+ * "hang" never returns, "wrong" adds 1 while armed (see set_test_fault_armed), anything else is the
+ * identity. It is lowered to an extern call registered by prepare_jit. */
+#include <atomic>
+#include <csignal>
+#include <thread>
+
+#include "generators/Lowering.h"
+
+namespace {
+
+std::atomic<bool> g_armed{false};
+
+}  // namespace
+
+extern "C" float fusor_test_fault(float x, int32_t mode) {
+    if (mode == 1) {
+        volatile int *null = nullptr;
+        *null = 42;  // a segfault inside generated code
+    }
+    if (mode == 2) {
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // never returns
+    }
+    if (mode == 3 && g_armed.load()) return x + 1;
+    return x;
+}
+
+namespace fusor {
+
+using namespace Halide;
+
+void set_test_fault_armed(bool armed) {
+    g_armed = armed;
+}
+
+void prepare_jit(Pipeline &p) {
+    p.set_jit_externs({{"fusor_test_fault", JITExtern(fusor_test_fault)}});
+}
+
+namespace {
+
+std::vector<Func> lower_Fault(LowerContext &ctx) {
+    std::string mode = ctx.attr_string("mode");
+    int code = mode == "segfault" ? 1 : mode == "hang" ? 2 : mode == "wrong" ? 3 : 0;
+    if (!code) ctx.fail("attribute 'mode' is \"" + mode + "\"; expected segfault, hang or wrong");
+    const TensorType &out = ctx.out_type();
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    const LValue &in = ctx.input(0);
+    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
+        Expr x = cast(Float(32), call(in, idx));
+        Expr r = Internal::Call::make(Float(32), "fusor_test_fault", {x, Expr(code)}, Internal::Call::Extern);
+        return cast(halide_type(out.dtype), r);
+    });
+    return {f};
+}
+
+}  // namespace
+
+void register_test_lowerings(LoweringTable &t) {
+    t[(size_t)OpKind::Fault] = &lower_Fault;
+}
+
+}  // namespace fusor
