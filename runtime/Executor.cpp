@@ -60,6 +60,13 @@ void set_num_threads(int n) {
     }
 }
 
+void jit_compile(Pipeline &p, const Target &target) {
+    p.jit_handlers().custom_malloc = halide_pool_malloc;
+    p.jit_handlers().custom_free = halide_pool_free;
+    prepare_jit(p);
+    p.compile_jit(target);
+}
+
 std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule) {
     std::string key = target.to_string() + "\n" + canonical_cluster_text(g, c) + "\n" + schedule;
     KernelCache &cache = kernel_cache();
@@ -70,6 +77,7 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
     }
     auto k = std::make_shared<Kernel>();
     k->key = key;
+    bool autoscheduled = false;
     if (!autoscheduler_in(schedule).empty()) {
         // a trial that an autoscheduler won: apply the same (deterministic) autoscheduler here
         Graph sub = extract_cluster(g, c);
@@ -77,15 +85,10 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
         std::string why = apply_autoscheduler(lc, autoscheduler_in(schedule), target, 0);
         if (why.empty()) {
             k->lowered = lc;
-            k->tuned = true;
-            k->lowered.pipeline.jit_handlers().custom_malloc = halide_pool_malloc;
-            k->lowered.pipeline.jit_handlers().custom_free = halide_pool_free;
-            prepare_jit(k->lowered.pipeline);
-            k->lowered.pipeline.compile_jit(target);
-            std::lock_guard<std::mutex> lock(cache.mu);
-            return cache.kernels.emplace(key, k).first->second;
+            k->tuned = autoscheduled = true;
+        } else {
+            k->fallback_reason = why;
         }
-        k->fallback_reason = why;
     } else if (!schedule.empty()) {
         // a tuned schedule names the stages of the extracted cluster (canonical names)
         Graph sub = extract_cluster(g, c);
@@ -105,9 +108,7 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
         k->lowered = lower_cluster(g, c, c.name + "_");
         k->schedule = default_schedule(g, c, k->lowered, target);
     }
-    apply_schedule(k->schedule, k->lowered);
-    k->lowered.pipeline.jit_handlers().custom_malloc = halide_pool_malloc;
-    k->lowered.pipeline.jit_handlers().custom_free = halide_pool_free;
+    if (!autoscheduled) apply_schedule(k->schedule, k->lowered);
     if (const char *dir = getenv("FUSOR_DUMP_STMT")) {
         // developer aid: the lowered loop nest of every kernel compiled, one file per kernel
         std::string path = std::string(dir) + "/" + c.name + "_" + std::to_string(std::hash<std::string>()(key) % 100000) + ".stmt";
@@ -117,8 +118,7 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
                                                     c.name, target.with_feature(Halide::Target::NoRuntime));
         }
     }
-    prepare_jit(k->lowered.pipeline);
-    k->lowered.pipeline.compile_jit(target);
+    jit_compile(k->lowered.pipeline, target);
     std::lock_guard<std::mutex> lock(cache.mu);
     return cache.kernels.emplace(key, k).first->second;
 }

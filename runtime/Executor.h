@@ -51,6 +51,11 @@ struct Kernel {
 std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Halide::Target &target,
                                        const std::string &schedule = "");
 
+/** JIT-compiles a scheduled pipeline the way the runtime runs it: Halide scratch from the pool
+ * (PoolAllocator.h) and fusor's extern functions registered (prepare_jit). Every JIT compile of a
+ * lowered cluster outside tests goes through here. */
+void jit_compile(Halide::Pipeline &p, const Halide::Target &target);
+
 /** Number of distinct kernels compiled so far in this process (for tests of the cache). */
 size_t kernel_cache_size();
 

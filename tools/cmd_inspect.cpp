@@ -6,7 +6,6 @@
 #include "graph/JsonFormat.h"
 #include "graph/Printer.h"
 #include "tools/Commands.h"
-#include "generators/ConstantEvaluator.h"
 #include "tools/ModelIo.h"
 
 namespace fusor::cli {
@@ -35,8 +34,9 @@ Verb add_inspect(CLI::App &app) {
     cmd->add_option("--target", *target, "Halide target the schedules are made for")->capture_default_str();
     return {cmd, [=] {
                 std::vector<PassReport> passes;
-                int nodes_loaded = (int)load_model(*model, &halide_constant_evaluator()).nodes.size();
                 Graph fused = load_model_optimized(*model, !*no_optimize, *layout, &passes);
+                // the node count as loaded: what the first pass started from
+                int nodes_loaded = passes.empty() ? (int)fused.nodes.size() : passes.front().nodes_before;
                 Graph unfused = fused;
                 form_clusters(fused);
                 ClusterOptions single;

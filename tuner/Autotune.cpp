@@ -119,9 +119,11 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     }
     SplitMix64 rng(opt.seed);
     int measured = 0;
-    auto measure = [&](Work &w, const ClusterSchedule &sched, const std::string &strategy,
+    // Measures one candidate (schedule text \p key) unless this machine already did, and stores it.
+    // \p sched is the fusor schedule it came from, or null for an autoscheduler baseline, which
+    // can win but is not a mutation parent.
+    auto measure = [&](Work &w, const std::string &key, const ClusterSchedule *sched, const std::string &strategy,
                        const std::string &parent) -> std::optional<Trial> {
-        std::string key = schedule_key(sched);
         if (w.tried.count(key)) return std::nullopt;
         w.tried.insert(key);
         w.job.schedule = key;
@@ -148,7 +150,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         measured++;
         if (t.status == TrialStatus::Ok && (!w.best || *t.median_ms < *w.best->median_ms)) {
             w.best = t;
-            w.best_schedule = sched;
+            if (sched) w.best_schedule = *sched;
         }
         return t;
     };
@@ -156,7 +158,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     // end-to-end time (its time times the number of copies in the model).
     for (size_t i = 0; i < work.size() && !out_of_budget() && measured < opt.trials; i++) {
         Work &w = work[i];
-        if (auto t = measure(w, w.def, "default", "")) {
+        if (auto t = measure(w, schedule_key(w.def), &w.def, "default", "")) {
             w.default_id = t->id;
             if (t->median_ms) w.result.default_ms = *t->median_ms;
             log(fmt::format("cluster {}/{} {} ({}) default: {} {}", i + 1, work.size(), w.result.name, w.nodes, status_name(t->status),
@@ -166,35 +168,10 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         // schedule form, so they are not mutated, but one that wins is used by run --db
         for (const std::string &a : opt.autoschedulers) {
             if (out_of_budget() || measured >= opt.trials) break;
-            ClusterSchedule marker;
-            std::optional<Trial> t;
-            std::string key = "autoscheduler " + a + "\n";
-            if (w.tried.count(key)) continue;
-            w.tried.insert(key);
-            w.job.schedule = key;
-            MeasureResult r = measure_in_worker(opt.worker_exe, w.job, opt.timeout_s);
-            Trial trial;
-            trial.signature = w.result.signature;
-            trial.target = target;
-            trial.schedule = key;
-            trial.status = r.status;
-            trial.median_ms = r.median_ms;
-            trial.min_ms = r.min_ms;
-            trial.max_ms = r.max_ms;
-            trial.compile_ms = r.compile_ms;
-            trial.error = r.error;
-            trial.strategy = a;
-            trial.fingerprint = fingerprint;
-            trial.halide_version = FUSOR_HALIDE_VERSION;
-            trial.fusor_version = FUSOR_VERSION;
-            trial.host = host_name();
-            trial.created_at = utc_now();
-            db.add_trial(trial);
-            w.result.trials++;
-            measured++;
-            if (trial.status == TrialStatus::Ok && (!w.best || *trial.median_ms < *w.best->median_ms)) w.best = trial;  // not a mutation parent
-            log(fmt::format("  {}: {} {}", a, status_name(trial.status),
-                            trial.median_ms ? fmt::format("{:.3f} ms", *trial.median_ms) : one_line(trial.error)));
+            std::optional<Trial> trial = measure(w, "autoscheduler " + a + "\n", nullptr, a, "");
+            if (!trial) continue;
+            log(fmt::format("  {}: {} {}", a, status_name(trial->status),
+                            trial->median_ms ? fmt::format("{:.3f} ms", *trial->median_ms) : one_line(trial->error)));
         }
     }
     // Phase 2: the rest of the budget, split by share and refreshed from the best times so far.
@@ -227,7 +204,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             const ClusterSchedule &parent = evolve ? w.best_schedule : w.def;
             std::string parent_id = evolve && w.best && autoscheduler_in(w.best->schedule).empty() ? w.best->id : w.default_id;
             ClusterSchedule child = mutate(w.lc, parent, w.lanes, rng);
-            std::optional<Trial> t = measure(w, child, evolve ? "evolve" : "random", parent_id);
+            std::optional<Trial> t = measure(w, schedule_key(child), &child, evolve ? "evolve" : "random", parent_id);
             if (!t) {
                 stale++;
                 continue;

@@ -24,7 +24,6 @@
 #include "graph/Random.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
-#include "runtime/PoolAllocator.h"
 
 extern char **environ;
 
@@ -33,13 +32,6 @@ namespace fusor {
 using nlohmann::json;
 
 namespace {
-
-void *pool_malloc_hook(Halide::JITUserContext *, size_t n) {
-    return pool_malloc(n);
-}
-void pool_free_hook(Halide::JITUserContext *, void *p) {
-    pool_free(p);
-}
 
 /** The one cluster of a standalone job graph: every node, inputs in first-use order. */
 Cluster whole_graph_cluster(const Graph &g) {
@@ -106,41 +98,28 @@ MeasureResult measure_here(const MeasureJob &job) {
     Halide::Target target = job.target == "host" ? Halide::get_host_target() : Halide::Target(job.target);
     if (job.threads > 0) set_num_threads(job.threads);
     LoweredCluster lc = lower_cluster(g, c, "k_");
-    ClusterSchedule sched;
+    auto t0 = std::chrono::steady_clock::now();
     std::string autoscheduler = autoscheduler_in(job.schedule);
+    ClusterSchedule sched;
     if (!autoscheduler.empty()) {
-        // a baseline: Halide's autoscheduler decides, in place
-        auto t0 = std::chrono::steady_clock::now();
+        // a baseline: Halide's autoscheduler decides, in place (its time counts as compile time)
         std::string why = apply_autoscheduler(lc, autoscheduler, target, job.threads);
         if (!why.empty()) return fail(TrialStatus::CompileError, why);
-        try {
-            lc.pipeline.jit_handlers().custom_malloc = pool_malloc_hook;
-            lc.pipeline.jit_handlers().custom_free = pool_free_hook;
-            prepare_jit(lc.pipeline);
-            lc.pipeline.compile_jit(target);
-        } catch (const Halide::Error &e) {
-            return fail(TrialStatus::CompileError, e.what());
-        }
-        return time_and_verify(g, lc, job, target,
-                               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-    if (job.schedule.empty()) {
-        sched = default_schedule(g, c, lc, target);
     } else {
-        std::string error;
-        auto parsed = parse_schedule(job.schedule, &error);
-        if (!parsed) return fail(TrialStatus::Illegal, "schedule text: " + error);
-        sched = *parsed;
+        if (job.schedule.empty()) {
+            sched = default_schedule(g, c, lc, target);
+        } else {
+            std::string error;
+            auto parsed = parse_schedule(job.schedule, &error);
+            if (!parsed) return fail(TrialStatus::Illegal, "schedule text: " + error);
+            sched = *parsed;
+        }
+        std::string why = why_illegal(sched, lc);
+        if (!why.empty()) return fail(TrialStatus::Illegal, why);
     }
-    std::string why = why_illegal(sched, lc);
-    if (!why.empty()) return fail(TrialStatus::Illegal, why);
-    auto t0 = std::chrono::steady_clock::now();
     try {
-        apply_schedule(sched, lc);
-        lc.pipeline.jit_handlers().custom_malloc = pool_malloc_hook;
-        lc.pipeline.jit_handlers().custom_free = pool_free_hook;
-        prepare_jit(lc.pipeline);
-        lc.pipeline.compile_jit(target);
+        if (autoscheduler.empty()) apply_schedule(sched, lc);
+        jit_compile(lc.pipeline, target);
     } catch (const Halide::Error &e) {  // the one place a Halide compile error becomes data
         return fail(TrialStatus::CompileError, e.what());
     }
