@@ -20,11 +20,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "tuner/Signature.h"
 
@@ -351,8 +353,20 @@ struct TuningDb::Impl {
             return;
         }
         if (!in_memory) {
-            Statement wal(db, "PRAGMA journal_mode=WAL", ctx("cannot set WAL mode on"));
-            wal.step();
+            // Switching to WAL needs an exclusive lock, and SQLite may answer SQLITE_BUSY here
+            // without calling the busy handler (e.g. while another process creates the same new
+            // file), so retry until the busy timeout has passed.
+            auto start = std::chrono::steady_clock::now();
+            for (;;) {
+                int rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+                auto waited = std::chrono::steady_clock::now() - start;
+                if ((rc & 0xff) == SQLITE_BUSY && waited < std::chrono::milliseconds(kBusyTimeoutMs)) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                    continue;
+                }
+                check(rc, db, ctx("cannot set WAL mode on"));
+                break;
+            }
         }
         exec(db, "PRAGMA synchronous=NORMAL", ctx("cannot configure"));
         if (empty) {
@@ -388,9 +402,20 @@ struct TuningDb::Impl {
      * returns false for a fusor database of this schema version; refuses anything else. */
     bool recognize() const {
         std::string what = ctx("cannot read");
-        int64_t app = query_int(db, "PRAGMA application_id", what);
-        int64_t version = query_int(db, "PRAGMA user_version", what);
-        int64_t tables = query_int(db, "SELECT count(*) FROM sqlite_master", what);
+        // One snapshot for all three reads: another process may be creating the schema right now,
+        // and separate reads could see its tables but not yet its application id.
+        bool own_snapshot = sqlite3_get_autocommit(db) != 0;
+        if (own_snapshot) exec(db, "BEGIN", what);
+        int64_t app = 0, version = 0, tables = 0;
+        try {
+            app = query_int(db, "PRAGMA application_id", what);
+            version = query_int(db, "PRAGMA user_version", what);
+            tables = query_int(db, "SELECT count(*) FROM sqlite_master", what);
+        } catch (...) {
+            if (own_snapshot) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+            throw;
+        }
+        if (own_snapshot) exec(db, "COMMIT", what);
         if (app == kApplicationId) {
             if (version != kSchemaVersion) {
                 throw DbError("tuning db '" + path + "' has schema version " +
