@@ -157,6 +157,9 @@ LowerFn find_lowering(OpKind op) {
         register_normalization_lowerings(t);
         register_reduce_lowerings(t);
         register_shape_lowerings(t);
+        register_math_lowerings(t);
+        register_movement_lowerings(t);
+        register_spatial_lowerings(t);
         register_test_lowerings(t);
         return t;
     }();

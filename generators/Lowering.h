@@ -132,6 +132,9 @@ void register_pool_lowerings(LoweringTable &t);
 void register_normalization_lowerings(LoweringTable &t);
 void register_reduce_lowerings(LoweringTable &t);
 void register_shape_lowerings(LoweringTable &t);
+void register_math_lowerings(LoweringTable &t);
+void register_movement_lowerings(LoweringTable &t);
+void register_spatial_lowerings(LoweringTable &t);
 void register_test_lowerings(LoweringTable &t);
 
 }  // namespace fusor

@@ -1,5 +1,6 @@
 #include "graph/Op.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "graph/Error.h"
@@ -8,6 +9,15 @@
 namespace fusor {
 
 namespace {
+
+/** "1 2 3" -> {1, 2, 3}. */
+std::vector<int> parse_indices(const char *spec) {
+    std::vector<int> out;
+    std::istringstream in(spec);
+    int i;
+    while (in >> i) out.push_back(i);
+    return out;
+}
 
 std::vector<AttrSpec> parse_attr_specs(const char *spec) {
     std::vector<AttrSpec> out;
@@ -41,9 +51,9 @@ std::vector<AttrSpec> parse_attr_specs(const char *spec) {
 
 std::vector<OpInfo> build_table() {
     std::vector<OpInfo> t;
-#define FUSOR_OP_INFO(name, domain, pattern, min_in, max_in, max_out, rule, attrs) \
+#define FUSOR_OP_INFO(name, domain, pattern, min_in, max_in, max_out, rule, consts, attrs)        \
     t.push_back(OpInfo{OpKind::name, #name, domain, OpPattern::pattern, min_in, max_in, max_out, \
-                       &shape_rules::rule, parse_attr_specs(attrs)});
+                       &shape_rules::rule, parse_indices(consts), parse_attr_specs(attrs)});
     FUSOR_FOR_EACH_OP(FUSOR_OP_INFO)
 #undef FUSOR_OP_INFO
     return t;
@@ -66,6 +76,10 @@ const char *pattern_name(OpPattern p) {
     case OpPattern::Opaque: return "Opaque";
     }
     return "?";
+}
+
+bool OpInfo::is_const_input(int index) const {
+    return std::find(const_inputs.begin(), const_inputs.end(), index) != const_inputs.end();
 }
 
 const AttrSpec *OpInfo::find_attr(std::string_view attr) const {

@@ -27,63 +27,83 @@ const char *pattern_name(OpPattern p);
 // Attribute specs: space-separated `name:type[=default]`, type one of i f s ints floats; a `?`
 // after the type marks an optional attribute without default; no default and no `?` = required.
 // Columns: op, domain ("" = ONNX), pattern, min inputs, max inputs (-1 = variadic), max outputs,
-// shape rule (a function in ShapeInference.cpp), attributes. Semantics are ONNX opset 17's.
-#define FUSOR_FOR_EACH_OP(X)                                                                      \
-    X(Add, "", Broadcast, 2, 2, 1, broadcast, "")                                                 \
-    X(Sub, "", Broadcast, 2, 2, 1, broadcast, "")                                                 \
-    X(Mul, "", Broadcast, 2, 2, 1, broadcast, "")                                                 \
-    X(Div, "", Broadcast, 2, 2, 1, broadcast, "")                                                 \
-    X(Pow, "", Broadcast, 2, 2, 1, broadcast, "")                                                 \
-    X(Max, "", Broadcast, 1, -1, 1, broadcast, "")                                                \
-    X(Min, "", Broadcast, 1, -1, 1, broadcast, "")                                                \
-    X(Neg, "", ElemWise, 1, 1, 1, unary, "")                                                      \
-    X(Abs, "", ElemWise, 1, 1, 1, unary, "")                                                      \
-    X(Exp, "", ElemWise, 1, 1, 1, unary_float, "")                                                \
-    X(Log, "", ElemWise, 1, 1, 1, unary_float, "")                                                \
-    X(Sqrt, "", ElemWise, 1, 1, 1, unary_float, "")                                               \
-    X(Reciprocal, "", ElemWise, 1, 1, 1, unary_float, "")                                         \
-    X(Relu, "", ElemWise, 1, 1, 1, unary, "")                                                     \
-    X(LeakyRelu, "", ElemWise, 1, 1, 1, unary_float, "alpha:f=0.01")                              \
-    X(Sigmoid, "", ElemWise, 1, 1, 1, unary_float, "")                                            \
-    X(Tanh, "", ElemWise, 1, 1, 1, unary_float, "")                                               \
-    X(Erf, "", ElemWise, 1, 1, 1, unary_float, "")                                                \
-    X(Gelu, "fusor", ElemWise, 1, 1, 1, unary_float, "approximate:s=none")                        \
-    X(HardSigmoid, "", ElemWise, 1, 1, 1, unary_float, "alpha:f=0.2 beta:f=0.5")                  \
-    X(HardSwish, "", ElemWise, 1, 1, 1, unary_float, "")                                          \
-    X(Clip, "", ElemWise, 1, 3, 1, clip, "")                                                      \
-    X(MulAdd, "fusor", Broadcast, 3, 3, 1, broadcast, "")                                         \
-    X(Fault, "fusor.test", ElemWise, 1, 1, 1, unary_float, "mode:s")                              \
-    X(Identity, "", ElemWise, 1, 1, 1, unary, "")                                                 \
-    X(Cast, "", ElemWise, 1, 1, 1, cast, "saturate:i=1 to:i")                                      \
-    X(Dropout, "", ElemWise, 1, 3, 2, dropout, "seed:i?")                                         \
-    X(MatMul, "", OutFusable, 2, 2, 1, matmul, "")                                                \
-    X(Gemm, "", OutFusable, 2, 3, 1, gemm, "alpha:f=1 beta:f=1 transA:i=0 transB:i=0")            \
-    X(Conv, "", OutFusable, 2, 3, 1, conv,                                                        \
-      "auto_pad:s=NOTSET dilations:ints? group:i=1 kernel_shape:ints? pads:ints? strides:ints?")  \
-    X(ConvNhwc, "fusor", OutFusable, 2, 3, 1, conv,                                               \
-      "auto_pad:s=NOTSET dilations:ints? group:i=1 kernel_shape:ints? pads:ints? strides:ints?")  \
-    X(BatchNormalization, "", Broadcast, 5, 5, 1, batch_norm,                                     \
-      "epsilon:f=1e-05 momentum:f=0.9 training_mode:i=0")                                         \
-    X(MaxPool, "", Reduction, 1, 1, 1, pool,                                                      \
-      "auto_pad:s=NOTSET ceil_mode:i=0 dilations:ints? kernel_shape:ints pads:ints? "             \
-      "storage_order:i=0 strides:ints?")                                                          \
-    X(AveragePool, "", Reduction, 1, 1, 1, pool,                                                  \
-      "auto_pad:s=NOTSET ceil_mode:i=0 count_include_pad:i=0 kernel_shape:ints pads:ints? "       \
-      "strides:ints?")                                                                            \
-    X(GlobalAveragePool, "", Reduction, 1, 1, 1, global_pool, "")                                 \
-    X(Softmax, "", Reduction, 1, 1, 1, softmax, "axis:i=-1")                                      \
-    X(LayerNormalization, "", Reduction, 2, 3, 1, layer_norm,                                     \
-      "axis:i=-1 epsilon:f=1e-05 stash_type:i=1")                                                 \
-    X(ReduceSum, "", Reduction, 1, 2, 1, reduce_axes_input, "keepdims:i=1 noop_with_empty_axes:i=0") \
-    X(ReduceMean, "", Reduction, 1, 1, 1, reduce_axes_attr, "axes:ints? keepdims:i=1")            \
-    X(ReduceMax, "", Reduction, 1, 1, 1, reduce_axes_attr, "axes:ints? keepdims:i=1")             \
-    X(Reshape, "", Injective, 2, 2, 1, reshape, "allowzero:i=0")                                  \
-    X(Flatten, "", Injective, 1, 1, 1, flatten, "axis:i=1")                                       \
-    X(Transpose, "", Injective, 1, 1, 1, transpose, "perm:ints?")                                 \
-    X(Concat, "", Injective, 1, -1, 1, concat, "axis:i")                                          \
-    X(Slice, "", Injective, 3, 5, 1, slice, "")                                                   \
-    X(Gather, "", Injective, 2, 2, 1, gather, "axis:i=0")                                         \
-    X(Shape, "", Injective, 1, 1, 1, shape_of, "end:i? start:i=0")
+// shape rule (a function in namespace shape_rules, ShapeInference.h), constant inputs (space-separated
+// input indices whose values shape inference needs, e.g. Reshape's shape: the verifier folds them
+// to initializers at load), attributes. Semantics are ONNX opset 17's.
+//
+// The table is one list, written in families so that each family's rows, shape rules
+// (graph/ShapeRules<Family>.cpp), lowerings (generators/Lower<Family>.cpp) and reference
+// (tests/reference/Reference<Family>.cpp) sit together.
+#define FUSOR_OPS_CORE(X)                                                                           \
+    X(Add, "", Broadcast, 2, 2, 1, broadcast, "", "")                                               \
+    X(Sub, "", Broadcast, 2, 2, 1, broadcast, "", "")                                               \
+    X(Mul, "", Broadcast, 2, 2, 1, broadcast, "", "")                                               \
+    X(Div, "", Broadcast, 2, 2, 1, broadcast, "", "")                                               \
+    X(Pow, "", Broadcast, 2, 2, 1, broadcast, "", "")                                               \
+    X(Max, "", Broadcast, 1, -1, 1, broadcast, "", "")                                              \
+    X(Min, "", Broadcast, 1, -1, 1, broadcast, "", "")                                              \
+    X(Neg, "", ElemWise, 1, 1, 1, unary, "", "")                                                    \
+    X(Abs, "", ElemWise, 1, 1, 1, unary, "", "")                                                    \
+    X(Exp, "", ElemWise, 1, 1, 1, unary_float, "", "")                                              \
+    X(Log, "", ElemWise, 1, 1, 1, unary_float, "", "")                                              \
+    X(Sqrt, "", ElemWise, 1, 1, 1, unary_float, "", "")                                             \
+    X(Reciprocal, "", ElemWise, 1, 1, 1, unary_float, "", "")                                       \
+    X(Relu, "", ElemWise, 1, 1, 1, unary, "", "")                                                   \
+    X(LeakyRelu, "", ElemWise, 1, 1, 1, unary_float, "", "alpha:f=0.01")                            \
+    X(Sigmoid, "", ElemWise, 1, 1, 1, unary_float, "", "")                                          \
+    X(Tanh, "", ElemWise, 1, 1, 1, unary_float, "", "")                                             \
+    X(Erf, "", ElemWise, 1, 1, 1, unary_float, "", "")                                              \
+    X(Gelu, "fusor", ElemWise, 1, 1, 1, unary_float, "", "approximate:s=none")                      \
+    X(HardSigmoid, "", ElemWise, 1, 1, 1, unary_float, "", "alpha:f=0.2 beta:f=0.5")                \
+    X(HardSwish, "", ElemWise, 1, 1, 1, unary_float, "", "")                                        \
+    X(Clip, "", ElemWise, 1, 3, 1, clip, "", "")                                                    \
+    X(MulAdd, "fusor", Broadcast, 3, 3, 1, broadcast, "", "")                                       \
+    X(Fault, "fusor.test", ElemWise, 1, 1, 1, unary_float, "", "mode:s")                            \
+    X(Identity, "", ElemWise, 1, 1, 1, unary, "", "")                                               \
+    X(Cast, "", ElemWise, 1, 1, 1, cast, "", "saturate:i=1 to:i")                                   \
+    X(Dropout, "", ElemWise, 1, 3, 2, dropout, "", "seed:i?")                                       \
+    X(MatMul, "", OutFusable, 2, 2, 1, matmul, "", "")                                              \
+    X(Gemm, "", OutFusable, 2, 3, 1, gemm, "", "alpha:f=1 beta:f=1 transA:i=0 transB:i=0")          \
+    X(Conv, "", OutFusable, 2, 3, 1, conv, "",                                                      \
+      "auto_pad:s=NOTSET dilations:ints? group:i=1 kernel_shape:ints? pads:ints? strides:ints?")    \
+    X(ConvNhwc, "fusor", OutFusable, 2, 3, 1, conv, "",                                             \
+      "auto_pad:s=NOTSET dilations:ints? group:i=1 kernel_shape:ints? pads:ints? strides:ints?")    \
+    X(BatchNormalization, "", Broadcast, 5, 5, 1, batch_norm, "",                                   \
+      "epsilon:f=1e-05 momentum:f=0.9 training_mode:i=0")                                           \
+    X(MaxPool, "", Reduction, 1, 1, 1, pool, "",                                                    \
+      "auto_pad:s=NOTSET ceil_mode:i=0 dilations:ints? kernel_shape:ints pads:ints? "               \
+      "storage_order:i=0 strides:ints?")                                                            \
+    X(AveragePool, "", Reduction, 1, 1, 1, pool, "",                                                \
+      "auto_pad:s=NOTSET ceil_mode:i=0 count_include_pad:i=0 kernel_shape:ints pads:ints? "         \
+      "strides:ints?")                                                                              \
+    X(GlobalAveragePool, "", Reduction, 1, 1, 1, global_pool, "", "")                               \
+    X(Softmax, "", Reduction, 1, 1, 1, softmax, "", "axis:i=-1")                                    \
+    X(LayerNormalization, "", Reduction, 2, 3, 1, layer_norm, "",                                   \
+      "axis:i=-1 epsilon:f=1e-05 stash_type:i=1")                                                   \
+    X(ReduceSum, "", Reduction, 1, 2, 1, reduce_axes_input, "1", "keepdims:i=1 noop_with_empty_axes:i=0") \
+    X(ReduceMean, "", Reduction, 1, 1, 1, reduce_axes_attr, "", "axes:ints? keepdims:i=1")          \
+    X(ReduceMax, "", Reduction, 1, 1, 1, reduce_axes_attr, "", "axes:ints? keepdims:i=1")           \
+    X(Reshape, "", Injective, 2, 2, 1, reshape, "1", "allowzero:i=0")                               \
+    X(Flatten, "", Injective, 1, 1, 1, flatten, "", "axis:i=1")                                     \
+    X(Transpose, "", Injective, 1, 1, 1, transpose, "", "perm:ints?")                               \
+    X(Concat, "", Injective, 1, -1, 1, concat, "", "axis:i")                                        \
+    X(Slice, "", Injective, 3, 5, 1, slice, "1 2 3 4", "")                                          \
+    X(Gather, "", Injective, 2, 2, 1, gather, "", "axis:i=0")                                       \
+    X(Shape, "", Injective, 1, 1, 1, shape_of, "", "end:i? start:i=0")
+
+/** Elementwise math beyond the core set, comparisons and logic, variadic Sum/Mean, LogSoftmax,
+ * Hardmax, the remaining reductions, ArgMax/ArgMin (issue 3). */
+#define FUSOR_OPS_MATH(X)
+
+/** Data movement and shape ops: Squeeze/Unsqueeze, Expand, Tile, Split, Pad, GatherElements,
+ * DepthToSpace/SpaceToDepth, CumSum, Trilu, ConstantOfShape, Range, Size, Einsum (issue 3). */
+#define FUSOR_OPS_MOVEMENT(X)
+
+/** Windowed and spatial ops beyond the core set: ConvTranspose, GlobalMaxPool, Resize,
+ * InstanceNormalization, LRN, MeanVarianceNormalization (issue 3). */
+#define FUSOR_OPS_SPATIAL(X)
+
+#define FUSOR_FOR_EACH_OP(X) FUSOR_OPS_CORE(X) FUSOR_OPS_MATH(X) FUSOR_OPS_MOVEMENT(X) FUSOR_OPS_SPATIAL(X)
 
 enum class OpKind {
 #define FUSOR_OP_ENUM(name, ...) name,
@@ -124,9 +144,11 @@ struct OpInfo {
     int min_inputs, max_inputs;  ///< max -1 = variadic
     int max_outputs;
     ShapeRule shape_rule;
+    std::vector<int> const_inputs;  ///< inputs whose values shape inference needs (folded at load)
     std::vector<AttrSpec> attrs;
 
     const AttrSpec *find_attr(std::string_view attr) const;
+    bool is_const_input(int index) const;
 };
 
 const OpInfo &op_info(OpKind k);

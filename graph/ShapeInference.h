@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/Graph.h"
+#include "graph/Op.h"
 
 namespace fusor {
 
@@ -33,31 +34,13 @@ std::vector<int> reduced_axes(const Graph &g, const Node &n);
 /** Output types of \p n from its op's shape rule. */
 std::vector<TensorType> infer_types(const Graph &g, const Node &n);
 
+/** The shape rules the op table names, one per row (declared by expanding the table, so a new
+ * row's rule needs no declaration here). Defined in ShapeInference.cpp (the core ops) and
+ * ShapeRules<Family>.cpp. */
 namespace shape_rules {
-#define FUSOR_DECLARE_RULE(rule) std::vector<TensorType> rule(const Graph &g, const Node &n);
-FUSOR_DECLARE_RULE(broadcast)
-FUSOR_DECLARE_RULE(unary)
-FUSOR_DECLARE_RULE(unary_float)
-FUSOR_DECLARE_RULE(clip)
-FUSOR_DECLARE_RULE(matmul)
-FUSOR_DECLARE_RULE(gemm)
-FUSOR_DECLARE_RULE(conv)
-FUSOR_DECLARE_RULE(batch_norm)
-FUSOR_DECLARE_RULE(pool)
-FUSOR_DECLARE_RULE(global_pool)
-FUSOR_DECLARE_RULE(softmax)
-FUSOR_DECLARE_RULE(layer_norm)
-FUSOR_DECLARE_RULE(reduce_axes_input)
-FUSOR_DECLARE_RULE(reduce_axes_attr)
-FUSOR_DECLARE_RULE(reshape)
-FUSOR_DECLARE_RULE(flatten)
-FUSOR_DECLARE_RULE(transpose)
-FUSOR_DECLARE_RULE(concat)
-FUSOR_DECLARE_RULE(slice)
-FUSOR_DECLARE_RULE(cast)
-FUSOR_DECLARE_RULE(dropout)
-FUSOR_DECLARE_RULE(gather)
-FUSOR_DECLARE_RULE(shape_of)
+#define FUSOR_DECLARE_RULE(name, domain, pattern, min_in, max_in, max_out, rule, ...) \
+    std::vector<TensorType> rule(const Graph &g, const Node &n);
+FUSOR_FOR_EACH_OP(FUSOR_DECLARE_RULE)
 #undef FUSOR_DECLARE_RULE
 }  // namespace shape_rules
 

@@ -169,14 +169,9 @@ void materialize(Graph &g, TensorId t, const Node &reader, int index, const Cons
     folded.insert(p);
 }
 
-/** Inputs an op must know as constants to infer its output shape. */
+/** Inputs an op must know as constants to infer its output shape (the op table's column). */
 bool is_shape_input(OpKind op, int index) {
-    switch (op) {
-    case OpKind::Reshape: return index == 1;
-    case OpKind::Slice: return index >= 1;
-    case OpKind::ReduceSum: return index == 1;
-    default: return false;
-    }
+    return op_info(op).is_const_input(index);
 }
 
 }  // namespace

@@ -21,116 +21,13 @@
 
 #include "graph/Error.h"
 #include "graph/ShapeInference.h"
+#include "reference/ReferenceDetail.h"
 
 namespace fusor::ref {
 
 namespace {
 
-using Shape = std::vector<int64_t>;
-
-/** Product of s[begin..end) (end -1 = to the last dim). */
-int64_t product(const Shape &s, int begin = 0, int end = -1) {
-    if (end < 0) end = (int)s.size();
-    int64_t p = 1;
-    for (int i = begin; i < end; i++) p *= s[i];
-    return p;
-}
-
-/** Row-major strides of \p s (in elements). */
-Shape strides_of(const Shape &s) {
-    Shape st(s.size(), 1);
-    for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
-    return st;
-}
-
-/** Multi-index of flat position \p flat in \p s. */
-Shape unravel(int64_t flat, const Shape &s) {
-    Shape idx(s.size());
-    for (size_t i = s.size(); i-- > 0;) {
-        idx[i] = s[i] ? flat % s[i] : 0;
-        flat = s[i] ? flat / s[i] : 0;
-    }
-    return idx;
-}
-
-/** Flat position in a tensor of shape \p s read with numpy broadcasting at output index \p out
- * (\p s right-aligned against \p out; size-1 dims read index 0). */
-int64_t broadcast_offset(const Shape &s, const Shape &out) {
-    size_t lead = out.size() - s.size();
-    int64_t off = 0;
-    for (size_t i = 0; i < s.size(); i++) off = off * s[i] + (s[i] == 1 ? 0 : out[lead + i]);
-    return off;
-}
-
-/** \p v as a value of \p t: f32 rounded once, integers truncated toward zero and wrapped. */
-double round_to(DType t, double v) {
-    auto wrap = [&](auto type_tag) -> double {
-        using T = decltype(type_tag);
-        if (std::isnan(v)) return 0;
-        double tv = std::trunc(v);
-        if (std::fabs(tv) >= 9.2e18) return (double)(T)(int64_t)(tv < 0 ? INT64_MIN : INT64_MAX);
-        return (double)(T)(int64_t)tv;  // two's complement wrap through int64
-    };
-    switch (t) {
-    case DType::F32: return (double)(float)v;
-    case DType::F64: return v;
-    case DType::I64: return wrap(int64_t());
-    case DType::I32: return wrap(int32_t());
-    case DType::I8: return wrap(int8_t());
-    case DType::U8: return wrap(uint8_t());
-    case DType::Bool: return v != 0 ? 1.0 : 0.0;
-    }
-    return v;
-}
-
-/** The evaluation state: every tensor computed so far, by TensorId. */
-struct Evaluator {
-    const Graph &g;
-    std::vector<std::optional<Value>> values;
-
-    bool has(const Node &n, int i) const {
-        return i < (int)n.inputs.size() && n.inputs[i] != kNoTensor;
-    }
-    const Value &in(const Node &n, int i) const {
-        if (!has(n, i)) throw UserError(g.where(n) + ": input " + std::to_string(i) + " is required");
-        const auto &v = values.at(n.inputs[i]);
-        FUSOR_INTERNAL_ASSERT(v.has_value()) << "input " << i << " of '" << n.name << "' was not computed";
-        return *v;
-    }
-    Value out_value(const Node &n, int i = 0) const {
-        Value v;
-        v.type = g.type(n.outputs.at(i));
-        v.data.assign((size_t)v.type.num_elements(), 0.0);
-        return v;
-    }
-};
-
-// ---- elementwise ----------------------------------------------------------------------------
-
-/** out = f(inputs...) with numpy broadcasting over every present input. */
-template<typename F>
-Value broadcast_op(const Evaluator &ev, const Node &n, F f) {
-    Value out = ev.out_value(n);
-    std::vector<const Value *> ins;
-    for (int i = 0; i < (int)n.inputs.size(); i++) ins.push_back(ev.has(n, i) ? &ev.in(n, i) : nullptr);
-    std::vector<double> args(ins.size());
-    for (int64_t e = 0; e < (int64_t)out.data.size(); e++) {
-        Shape idx = unravel(e, out.type.shape);
-        for (size_t i = 0; i < ins.size(); i++) {
-            args[i] = ins[i] ? ins[i]->data[broadcast_offset(ins[i]->type.shape, idx)] : std::nan("");
-        }
-        out.data[e] = f(args);
-    }
-    return out;
-}
-
-template<typename F>
-Value unary_op(const Evaluator &ev, const Node &n, F f) {
-    const Value &x = ev.in(n, 0);
-    Value out = ev.out_value(n);
-    for (size_t e = 0; e < out.data.size(); e++) out.data[e] = f(x.data[e]);
-    return out;
-}
+using namespace detail;
 
 double gelu(double x, bool tanh_approx) {
     if (tanh_approx) return 0.5 * x * (1 + std::tanh(0.7978845608028654 /* sqrt(2/pi) */ * (x + 0.044715 * x * x * x)));
@@ -482,7 +379,8 @@ Value slice(const Evaluator &ev, const Node &n) {
     return out;
 }
 
-Value evaluate_node(const Evaluator &ev, const Node &n) {
+/** The core ops (FUSOR_OPS_CORE); nullopt for the other families. */
+std::optional<Value> evaluate_core(const Evaluator &ev, const Node &n) {
     using Args = const std::vector<double> &;
     bool integer = !is_float(ev.g.type(n.outputs.at(0)).dtype);
     switch (n.op) {
@@ -577,6 +475,16 @@ Value evaluate_node(const Evaluator &ev, const Node &n) {
     case OpKind::Transpose: return transpose(ev, n);
     case OpKind::Concat: return concat(ev, n);
     case OpKind::Slice: return slice(ev, n);
+    default: break;
+    }
+    return std::nullopt;
+}
+
+/** Every output of \p n, in order. */
+std::vector<Value> evaluate_node(const Evaluator &ev, const Node &n) {
+    if (auto v = evaluate_core(ev, n)) return {std::move(*v)};
+    for (auto family : {evaluate_math, evaluate_movement, evaluate_spatial}) {
+        if (auto v = family(ev, n)) return std::move(*v);
     }
     FUSOR_INTERNAL_ASSERT(false) << "reference: no evaluation for op " << op_name(n.op);
     return {};
@@ -630,9 +538,13 @@ std::vector<Value> evaluate(const Graph &g, const std::vector<std::vector<uint8_
         ev.values[id] = from_bytes(t.type, t.data.data());
     }
     for (const Node &n : g.nodes) {
-        Value v = evaluate_node(ev, n);
-        for (double &x : v.data) x = round_to(v.type.dtype, x);
-        ev.values[n.outputs.at(0)] = std::move(v);
+        std::vector<Value> vs = evaluate_node(ev, n);
+        FUSOR_INTERNAL_ASSERT(!vs.empty() && vs.size() <= n.outputs.size()) << "reference: outputs of " << n.name;
+        for (size_t k = 0; k < vs.size(); k++) {
+            if (n.outputs[k] == kNoTensor) continue;
+            for (double &x : vs[k].data) x = round_to(vs[k].type.dtype, x);
+            ev.values[n.outputs[k]] = std::move(vs[k]);
+        }
         if (n.op == OpKind::Dropout && n.outputs.size() > 1) {  // inference mask: all true
             Value mask{g.type(n.outputs[1]), std::vector<double>((size_t)g.type(n.outputs[1]).num_elements(), 1.0)};
             ev.values[n.outputs[1]] = std::move(mask);

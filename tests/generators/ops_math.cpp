@@ -1,0 +1,3 @@
+/** \file
+ * The FUSOR_OPS_MATH family (graph/Op.h) against the plain C++ reference, fused and unfused. */
+#include "support/OpCheck.h"
