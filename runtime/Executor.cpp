@@ -143,8 +143,26 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         buffers_[i] = make_buffer(t.type);
         if (!t.data.empty()) std::memcpy(buffers_[i].data(), t.data.data(), t.data.size());
     }
+    // Intermediates live in one arena planned by liveness (graph/MemoryPlanning.h). Not in place:
+    // Halide's default ShiftInwards tail strategy recomputes the last, overlapping vector or tile
+    // of a loop, which would read input elements an in-place output had already overwritten.
+    MemoryPlanOptions mo;
+    mo.in_place = false;
+    plan_ = plan_memory(g_, mo);
+    arena_.assign((size_t)plan_.arena_bytes + (size_t)plan_.alignment, 0);
+    uint8_t *base = arena_.data();
+    base += (plan_.alignment - (uintptr_t)base % plan_.alignment) % plan_.alignment;
     for (const Cluster &c : g_.clusters) {
-        for (TensorId t : c.outputs) buffers_[t] = make_buffer(g_.type(t));
+        for (TensorId t : c.outputs) {
+            const TensorType &type = g_.type(t);
+            const ArenaSlot *slot = plan_.find(t);
+            if (!slot) {
+                buffers_[t] = make_buffer(type);
+                continue;
+            }
+            std::vector<int> sizes(type.shape.rbegin(), type.shape.rend());
+            buffers_[t] = Buffer<>(halide_type(type.dtype), base + slot->offset, sizes);
+        }
     }
     for (const Cluster &c : g_.clusters) {
         std::optional<std::string> tuned = options.schedule_for ? options.schedule_for(g_, c) : std::nullopt;

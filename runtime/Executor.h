@@ -15,6 +15,7 @@
 #include "generators/Schedule.h"
 #include "graph/Clustering.h"
 #include "graph/Graph.h"
+#include "graph/MemoryPlanning.h"
 
 namespace fusor {
 
@@ -99,6 +100,11 @@ public:
         return g_.clusters.at(k);
     }
 
+    /** The arena layout of this executor's intermediates. */
+    const MemoryPlan &memory_plan() const {
+        return plan_;
+    }
+
     /** Kernel launches and intermediate traffic under the schedules applied. */
     TrafficReport traffic() const;
 
@@ -108,6 +114,8 @@ private:
     Halide::Target target_;
     std::vector<std::shared_ptr<Kernel>> kernels_;
     std::vector<Halide::Buffer<>> buffers_;  ///< by TensorId; undefined for non-materialized tensors
+    MemoryPlan plan_;                        ///< where each intermediate lives in arena_
+    std::vector<uint8_t> arena_;             ///< every intermediate; graph inputs/outputs have their own
     std::vector<Halide::Realization> realizations_;  ///< per kernel, over its output buffers
     /** Per kernel: this executor's tensors bound to the kernel's params, in param order. A cached
      * kernel may have been compiled for another cluster with equal canonical text, so its own

@@ -4,7 +4,11 @@
 #include "generators/FusionReport.h"
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
+#include "graph/MemoryPlanning.h"
+#include "graph/Partitioning.h"
 #include "graph/Printer.h"
+#include "runtime/Benchmark.h"
+#include "runtime/Executor.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 
@@ -32,6 +36,13 @@ Verb add_inspect(CLI::App &app) {
     cmd->add_option("model", *model, "model file (.json)")->required();
     cmd->add_flag("--json", *json_out, "machine-readable output");
     cmd->add_option("--target", *target, "Halide target the schedules are made for")->capture_default_str();
+    auto budget = std::make_shared<int64_t>(0);
+    cmd->add_option("--memory-budget", *budget,
+                    "split the clustered graph into parts that each need at most BYTES (arena, inputs, outputs, weights)")
+        ->check(CLI::PositiveNumber);
+    auto devices = std::make_shared<int>(0);
+    cmd->add_option("--devices", *devices, "split the clustered graph into N pipeline stages of balanced measured time")
+        ->check(CLI::PositiveNumber);
     return {cmd, [=] {
                 std::vector<PassReport> passes;
                 Graph fused = load_model_optimized(*model, !*no_optimize, *layout, &passes);
@@ -46,6 +57,22 @@ Verb add_inspect(CLI::App &app) {
                 std::vector<ClusterSchedule> schedules;
                 TrafficReport fr = planned_traffic(fused, t, &schedules);
                 TrafficReport ur = planned_traffic(unfused, t);
+                MemoryPlan fplan = plan_memory(fused), uplan = plan_memory(unfused);
+                std::optional<Partition> partition;
+                if (*budget > 0) partition = partition_by_memory(fused, *budget);
+                if (*devices > 0) {
+                    // balanced by measured time: each fused kernel timed on its own
+                    ExecutorOptions eo;
+                    Executor ex(fused, eo);
+                    std::vector<std::function<void()>> fns;
+                    for (size_t k = 0; k < ex.num_kernels(); k++) fns.push_back([&ex, k] { ex.run_kernel(k); });
+                    std::vector<double> cost;
+                    for (const Timing &tm : time_interleaved(fns, 1, 5)) cost.push_back(tm.median_ms);
+                    partition = partition_by_cost(fused, *devices, cost);
+                }
+                auto memory_json = [](const MemoryPlan &p) {
+                    return nlohmann::json{{"arena_bytes", p.arena_bytes}, {"naive_bytes", p.naive_bytes}, {"lower_bound_bytes", p.lower_bound}};
+                };
                 auto names = [&](const std::vector<TensorId> &ts) {
                     std::vector<std::string> out;
                     for (TensorId x : ts) out.push_back(fused.tensor(x).name);
@@ -77,6 +104,19 @@ Verb add_inspect(CLI::App &app) {
                                                  {"bytes_read", ct.bytes_read}});
                     }
                     j["kernels"] = {{"unfused", ur.kernels}, {"fused", fr.kernels}};
+                    j["memory"] = {{"unfused", memory_json(uplan)}, {"fused", memory_json(fplan)}};
+                    if (partition) {
+                        j["partition"] = nlohmann::json::array();
+                        for (const Part &part : partition->parts) {
+                            j["partition"].push_back({{"first_cluster", fused.clusters[part.begin].name},
+                                                      {"last_cluster", fused.clusters[part.end - 1].name},
+                                                      {"inputs", names(part.inputs)},
+                                                      {"outputs", names(part.outputs)},
+                                                      {"arena_bytes", part.arena_bytes},
+                                                      {"footprint_bytes", part.footprint()},
+                                                      {"cost_ms", part.cost}});
+                        }
+                    }
                     j["optimized"] = !*no_optimize;
                     j["nodes_before_optimize"] = nodes_loaded;
                     j["nodes_after_optimize"] = (int)fused.nodes.size();
@@ -104,6 +144,11 @@ Verb add_inspect(CLI::App &app) {
                 fmt::print("\nkernel launches:        unfused {:>4}   fused {:>4}\n", ur.kernels, fr.kernels);
                 fmt::print("intermediate written:   unfused {:>12}   fused {:>12}\n", mib(ur.bytes_written), mib(fr.bytes_written));
                 fmt::print("intermediate read:      unfused {:>12}   fused {:>12}\n", mib(ur.bytes_read), mib(fr.bytes_read));
+                fmt::print("arena (planned):        unfused {:>12}   fused {:>12}\n", mib(uplan.arena_bytes), mib(fplan.arena_bytes));
+                fmt::print("  naive sum:            unfused {:>12}   fused {:>12}\n", mib(uplan.naive_bytes), mib(fplan.naive_bytes));
+                fmt::print("  lower bound:          unfused {:>12}   fused {:>12}   (largest live set)\n", mib(uplan.lower_bound),
+                           mib(fplan.lower_bound));
+                if (partition) fmt::print("\n{}", print_partition(fused, *partition));
                 return 0;
             }};
 }

@@ -116,3 +116,30 @@ TEST_CASE("executor: fused mode runs one kernel per cluster", "[runtime][executo
     CHECK(un.num_kernels() == 8);
     CHECK(un.traffic().bytes_written == 7 * 37 * 70 * 4);  // 7 intermediates, f32[37,70] each
 }
+
+TEST_CASE("executor: intermediates live in one planned arena, smaller than a buffer each, with the same results",
+          "[runtime][executor][memory]") {
+    Graph g = test_model("resnet_block");
+    ExecutorOptions o;
+    o.mode = ExecMode::Unfused;  // many intermediates: the arena must reuse space
+    Executor unfused(g, o);
+    const MemoryPlan &plan = unfused.memory_plan();
+    check_memory_plan(unfused.graph(), plan);
+    REQUIRE(plan.slots.size() > 3);
+    CHECK(plan.arena_bytes < plan.naive_bytes);
+    CHECK(plan.arena_bytes >= plan.lower_bound);
+
+    Executor fused(g);
+    fill(unfused, 7);
+    fill(fused, 7);
+    unfused.run();
+    fused.run();
+    for (size_t k = 0; k < fused.num_outputs(); k++) {
+        const Halide::Buffer<> &a = unfused.output(k), &b = fused.output(k);
+        REQUIRE(a.size_in_bytes() == b.size_in_bytes());
+        const float *x = (const float *)a.data(), *y = (const float *)b.data();
+        size_t bad = 0;
+        for (size_t i = 0; i < a.number_of_elements(); i++) bad += !(std::abs(x[i] - y[i]) <= 1e-3f * (1 + std::abs(x[i])));
+        CHECK(bad == 0);
+    }
+}

@@ -384,3 +384,36 @@ TEST_CASE("cli: autotune, then run and bench from the database", "[tools][cli]")
     CHECK(j.contains("fused_ms"));
     CHECK(j.contains("tuned_ms"));
 }
+
+TEST_CASE("cli: inspect reports the memory plan and partitions under a budget or across devices", "[tools][cli][memory]") {
+    std::string model = data("models/transformer_mlp.json");
+    Result r = run_fusor("inspect --json --no-optimize '" + model + "'");
+    REQUIRE(r.status == 0);
+    auto j = nlohmann::json::parse(r.out);
+    for (const char *mode : {"unfused", "fused"}) {
+        INFO(mode);
+        auto m = j["memory"][mode];
+        CHECK(m["arena_bytes"].get<int64_t>() <= m["naive_bytes"].get<int64_t>());
+        CHECK(m["arena_bytes"].get<int64_t>() >= m["lower_bound_bytes"].get<int64_t>());
+    }
+    CHECK(j["memory"]["unfused"]["arena_bytes"].get<int64_t>() < j["memory"]["unfused"]["naive_bytes"].get<int64_t>());
+
+    // Generous budget: one part. Tight budget: several, each within it, covering every cluster.
+    r = run_fusor("inspect --json --no-optimize --memory-budget 1000000000 '" + model + "'");
+    REQUIRE(r.status == 0);
+    CHECK(nlohmann::json::parse(r.out)["partition"].size() == 1);
+    r = run_fusor("inspect --json --no-optimize --devices 2 '" + model + "'");
+    REQUIRE(r.status == 0);
+    auto parts = nlohmann::json::parse(r.out)["partition"];
+    REQUIRE(parts.size() == 2);
+    REQUIRE(parts[0]["outputs"].size() >= 1);
+    for (auto &t : parts[0]["outputs"]) {  // what stage 0 hands over, stage 1 reads
+        bool read = false;
+        for (auto &u : parts[1]["inputs"]) read = read || u == t;
+        CHECK(read);
+    }
+
+    r = run_fusor("inspect --memory-budget 1000 '" + model + "'");
+    check_one_line_error(r);
+    CHECK_THAT(r.err, Contains("cluster 'c0'") && Contains("memory budget of 1000 bytes"));
+}
