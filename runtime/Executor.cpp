@@ -5,9 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "generators/ApplySchedule.h"
-#include "generators/AutoScheduler.h"
-#include "generators/DefaultSchedule.h"
+#include "generators/ScheduleCluster.h"
 #include "graph/Error.h"
 #include "graph/Printer.h"
 #include "graph/Random.h"
@@ -77,38 +75,11 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
     }
     auto k = std::make_shared<Kernel>();
     k->key = key;
-    bool autoscheduled = false;
-    if (!autoscheduler_in(schedule).empty()) {
-        // a trial that an autoscheduler won: apply the same (deterministic) autoscheduler here
-        Graph sub = extract_cluster(g, c);
-        LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
-        std::string why = apply_autoscheduler(lc, autoscheduler_in(schedule), target, 0);
-        if (why.empty()) {
-            k->lowered = lc;
-            k->tuned = autoscheduled = true;
-        } else {
-            k->fallback_reason = why;
-        }
-    } else if (!schedule.empty()) {
-        // a tuned schedule names the stages of the extracted cluster (canonical names)
-        Graph sub = extract_cluster(g, c);
-        LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
-        std::string error;
-        auto parsed = parse_schedule(schedule, &error);
-        std::string why = parsed ? why_illegal(*parsed, lc) : "unparsable: " + error;
-        if (why.empty()) {
-            k->lowered = lc;
-            k->schedule = *parsed;
-            k->tuned = true;
-        } else {
-            k->fallback_reason = why;
-        }
-    }
-    if (!k->tuned) {
-        k->lowered = lower_cluster(g, c, c.name + "_");
-        k->schedule = default_schedule(g, c, k->lowered, target);
-    }
-    if (!autoscheduled) apply_schedule(k->schedule, k->lowered);
+    ScheduledCluster sc = schedule_cluster(g, c, target, schedule);
+    k->lowered = std::move(sc.lowered);
+    k->schedule = std::move(sc.schedule);
+    k->tuned = sc.tuned;
+    k->fallback_reason = std::move(sc.fallback_reason);
     if (const char *dir = getenv("FUSOR_DUMP_STMT")) {
         // developer aid: the lowered loop nest of every kernel compiled, one file per kernel
         std::string path = std::string(dir) + "/" + c.name + "_" + std::to_string(std::hash<std::string>()(key) % 100000) + ".stmt";

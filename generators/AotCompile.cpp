@@ -1,0 +1,314 @@
+/** \file
+ * compile_aot: kernels as runtime-free objects, a weight blob, generated glue compiled with the
+ * system compiler, and one deterministic archive. */
+#include "generators/AotCompile.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "generators/LowerCluster.h"
+#include "generators/ScheduleCluster.h"
+#include "generators/aot_embedded_sources.h"  // generated: kFusorAotSupport, kHalideRuntimeHeader
+#include "graph/Clustering.h"
+#include "graph/Error.h"
+#include "graph/MemoryPlanning.h"
+
+namespace fusor {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_file(const fs::path &path, const std::string &bytes) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), (std::streamsize)bytes.size());
+    if (!f) throw UserError(path.string() + ": cannot write");
+}
+
+/** A C string literal of \p s. */
+std::string c_string(const std::string &s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    return out + "\"";
+}
+
+std::string shape_text(const TensorType &t) {
+    std::string s = std::string(dtype_name(t.dtype)) + "[";
+    for (size_t i = 0; i < t.shape.size(); i++) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+    return s + "]";
+}
+
+int64_t round_up(int64_t v, int64_t a) {
+    return (v + a - 1) / a * a;
+}
+
+/** Runs \p cmd through the shell; throws UserError with its output when it fails. */
+void run_command(const std::string &cmd, const std::string &what) {
+    std::string full = cmd + " 2>&1";
+    FILE *p = popen(full.c_str(), "r");
+    if (!p) throw UserError(what + ": cannot run `" + cmd + "`");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    int status = pclose(p);
+    if (status != 0) throw UserError(what + " failed (`" + cmd + "`):\n" + out);
+}
+
+std::string quote(const std::string &s) {
+    std::string out = "'";
+    for (char c : s) {
+        if (c == '\'') out += "'\\''";
+        else out += c;
+    }
+    return out + "'";
+}
+
+}  // namespace
+
+bool is_c_identifier(const std::string &name) {
+    if (name.empty() || std::isdigit((unsigned char)name[0])) return false;
+    for (char c : name) {
+        if (!std::isalnum((unsigned char)c) && c != '_') return false;
+    }
+    return true;
+}
+
+std::string compile_aot_runtime(const Halide::Target &target, const std::string &out_dir) {
+    fs::create_directories(out_dir);
+    Halide::Target t = target.without_feature(Halide::Target::NoRuntime).without_feature(Halide::Target::UserContext);
+    fs::path obj = fs::path(out_dir) / "fusor_halide_runtime.o";
+    Halide::compile_standalone_runtime(obj.string(), t);
+    fs::path lib = fs::path(out_dir) / "libfusor_halide_runtime.a";
+    Halide::create_static_library({obj.string()}, t, lib.string(), /*deterministic=*/true);
+    fs::remove(obj);
+    write_file(fs::path(out_dir) / "HalideRuntime.h", kHalideRuntimeHeader);
+    return lib.string();
+}
+
+AotResult compile_aot(const Graph &model, const AotOptions &options) {
+    const std::string &name = options.name;
+    if (!is_c_identifier(name)) {
+        throw UserError("--name '" + name + "' must be a C identifier (letters, digits, '_'; not starting with a digit)");
+    }
+    fs::path dir = options.out_dir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw UserError(dir.string() + ": cannot create the output directory: " + ec.message());
+
+    Graph g = model;
+    form_clusters(g);
+    MemoryPlanOptions mo;
+    mo.in_place = false;  // see Executor: Halide's ShiftInwards tails re-read what they overwrite
+    MemoryPlan plan = plan_memory(g, mo);
+
+    for (TensorId t : g.outputs) {
+        if (g.tensor(t).producer < 0) {
+            throw UserError(g.source + ": graph output '" + g.tensor(t).name +
+                            "' is a graph input or a weight; fusor compile needs every output computed by a node");
+        }
+    }
+
+    // Tensor table: every tensor a kernel reads or writes, in first-use order.
+    std::map<TensorId, int> index;
+    std::vector<TensorId> order;
+    auto add = [&](TensorId t) {
+        if (index.count(t)) return index[t];
+        index[t] = (int)order.size();
+        order.push_back(t);
+        return index[t];
+    };
+    for (TensorId t : g.inputs) add(t);
+    for (TensorId t : g.outputs) add(t);
+
+    Halide::Target kt = options.target.with_feature(Halide::Target::NoRuntime).with_feature(Halide::Target::UserContext);
+    AotResult result;
+    std::vector<std::string> objects;
+    std::string weights;
+    std::map<TensorId, int64_t> weight_offset;
+    std::ostringstream kernel_decls, kernel_args, kernel_table;
+    for (const Cluster &c : g.clusters) {
+        std::optional<std::string> stored = options.schedule_for ? options.schedule_for(g, c) : std::nullopt;
+        ScheduledCluster sc = schedule_cluster(g, c, options.target, stored.value_or(""));
+        result.clusters.push_back({c.name, sc.tuned, sc.fallback_reason});
+        std::string fn = name + "_" + c.name;
+        std::vector<Halide::Argument> args(sc.lowered.params.begin(), sc.lowered.params.end());
+        fs::path obj = dir / (fn + ".o");
+        sc.lowered.pipeline.compile_to({{Halide::OutputFileType::object, obj.string()}}, args, fn, kt);
+        objects.push_back(obj.string());
+
+        std::vector<int> arg_tensors;
+        for (TensorId t : c.inputs) {
+            const Tensor &tensor = g.tensor(t);
+            if (is_baked_constant(tensor)) continue;
+            if (tensor.is_initializer && !weight_offset.count(t)) {
+                weights.resize((size_t)round_up((int64_t)weights.size(), 64), '\0');
+                weight_offset[t] = (int64_t)weights.size();
+                weights.append((const char *)tensor.data.data(), tensor.data.size());
+            }
+            arg_tensors.push_back(add(t));
+        }
+        FUSOR_INTERNAL_ASSERT(arg_tensors.size() == sc.lowered.params.size()) << "kernel params of " << c.name;
+        for (TensorId t : c.outputs) arg_tensors.push_back(add(t));
+        kernel_decls << "int " << fn << "_argv(void **args);\n";
+        kernel_args << "const int kArgs_" << c.name << "[] = {";
+        for (size_t i = 0; i < arg_tensors.size(); i++) kernel_args << (i ? ", " : "") << arg_tensors[i];
+        kernel_args << "};\n";
+        kernel_table << "    {" << c_string(c.name) << ", " << fn << "_argv, " << arg_tensors.size() << ", kArgs_" << c.name
+                     << "},\n";
+    }
+    result.arena_bytes = plan.arena_bytes;
+    result.weight_bytes = (int64_t)weights.size();
+
+    // Tensor descriptors.
+    std::ostringstream tensors;
+    for (TensorId t : order) {
+        const Tensor &tensor = g.tensor(t);
+        FUSOR_INTERNAL_ASSERT(tensor.type.shape.size() <= 8) << "rank of " << tensor.name;
+        Halide::Type ht = halide_type(tensor.type.dtype);
+        std::string kind, offset = "0";
+        auto in_it = std::find(g.inputs.begin(), g.inputs.end(), t);
+        auto out_it = std::find(g.outputs.begin(), g.outputs.end(), t);
+        if (in_it != g.inputs.end()) {
+            kind = "Kind::Input";
+            offset = std::to_string(in_it - g.inputs.begin());
+        } else if (out_it != g.outputs.end()) {
+            kind = "Kind::Output";
+            offset = std::to_string(out_it - g.outputs.begin());
+        } else if (weight_offset.count(t)) {
+            kind = "Kind::Weight";
+            offset = std::to_string(weight_offset[t]);
+        } else {
+            const ArenaSlot *slot = plan.find(t);
+            FUSOR_INTERNAL_ASSERT(slot) << "tensor '" << tensor.name << "' has no place";
+            kind = "Kind::Arena";
+            offset = std::to_string(slot->offset);
+        }
+        tensors << "    {" << c_string(tensor.name) << ", " << (int)ht.code() << ", " << ht.bits() << ", "
+                << tensor.type.shape.size() << ", {";
+        for (size_t i = 0; i < tensor.type.shape.size(); i++) tensors << (i ? ", " : "") << tensor.type.shape[i];
+        tensors << "}, " << kind << ", " << offset << "},\n";
+    }
+    auto list = [&](const std::vector<TensorId> &ts) {
+        std::string s;
+        for (TensorId t : ts) s += (s.empty() ? "" : ", ") + std::to_string(index[t]);
+        return s;
+    };
+
+    // Build info: what the library was built from.
+    std::ostringstream info;
+    info << "{\"name\": " << c_string(name) << ", \"model\": " << c_string(g.name)
+         << ", \"target\": " << c_string(options.target.to_string()) << ", \"fusor_version\": \"" FUSOR_VERSION "\", \"halide_version\": \"" FUSOR_HALIDE_VERSION
+         "\", \"arena_bytes\": " << plan.arena_bytes
+         << ", \"weight_bytes\": " << weights.size() << ", \"clusters\": [";
+    for (size_t i = 0; i < result.clusters.size(); i++) {
+        const AotCluster &c = result.clusters[i];
+        info << (i ? ", " : "") << "{\"name\": " << c_string(c.name) << ", \"schedule\": \"" << (c.tuned ? "tuned" : "default")
+             << "\"" << (c.fallback_reason.empty() ? "" : ", \"fallback\": " + c_string(c.fallback_reason)) << "}";
+    }
+    info << "], \"extra\": " << options.build_info_json << "}";
+    std::string info_text = info.str();
+
+    // Header.
+    std::ostringstream h;
+    std::string guard = "FUSOR_MODEL_" + name + "_H";
+    h << "/* " << name << ": model '" << g.name << "' compiled by fusor for " << options.target.to_string() << ".\n"
+      << " * Generated by `fusor compile`; do not edit.\n *\n"
+      << " * Inputs (dense row-major, ONNX dim order; as halide_buffer_t, dim 0 is the innermost):\n";
+    for (size_t i = 0; i < g.inputs.size(); i++) {
+        h << " *   " << i << ": " << g.tensor(g.inputs[i]).name << " " << shape_text(g.type(g.inputs[i])) << "\n";
+    }
+    h << " * Outputs:\n";
+    for (size_t i = 0; i < g.outputs.size(); i++) {
+        h << " *   " << i << ": " << g.tensor(g.outputs[i]).name << " " << shape_text(g.type(g.outputs[i])) << "\n";
+    }
+    h << " *\n * Link lib" << name << ".a and libfusor_halide_runtime.a (one per app and target), -lpthread -ldl.\n"
+      << " * Calls are not reentrant: one run at a time per model (kernels run multi-threaded inside). */\n"
+      << "#ifndef " << guard << "\n#define " << guard << "\n\n"
+      << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\nstruct halide_buffer_t;\n\n"
+      << "enum { " << name << "_num_inputs = " << g.inputs.size() << ", " << name << "_num_outputs = " << g.outputs.size()
+      << " };\n\n"
+      << "/* Allocates the arena (" << plan.arena_bytes << " bytes) and installs the scratch pool. Called by the\n"
+      << " * first run if not before. 0 on success. */\n"
+      << "int " << name << "_init(void);\n"
+      << "/* Frees the arena and the scratch pool. */\n"
+      << "void " << name << "_teardown(void);\n"
+      << "/* Worker threads for every Halide pipeline in the process (Halide's thread pool is shared). */\n"
+      << "int " << name << "_set_num_threads(int n);\n"
+      << "/* Runs the model. Buffers must have the dtypes and extents above (min 0, any strides).\n"
+      << " * 0 on success; -2 on a shape or type mismatch; -1 if a kernel failed; see _last_error(). */\n"
+      << "int " << name << "_run(struct halide_buffer_t *const *inputs, struct halide_buffer_t *const *outputs);\n"
+      << "/* The same over dense row-major arrays. */\n"
+      << "int " << name << "_run_raw(const void *const *inputs, void *const *outputs);\n"
+      << "/* Why the last call failed (\"\" after a success). */\n"
+      << "const char *" << name << "_last_error(void);\n"
+      << "/* JSON: the model, target, Halide version, arena and weight bytes, and per cluster whether a\n"
+      << " * tuned schedule was used, plus the tuning records and machine fingerprints it came from. */\n"
+      << "const char *" << name << "_build_info(void);\n\n"
+      << "#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
+    result.header = (dir / (name + ".h")).string();
+    write_file(result.header, h.str());
+
+    // Glue.
+    std::ostringstream cpp;
+    cpp << "// Generated by `fusor compile` for model '" << g.name << "'; do not edit.\n"
+        << "#define FUSOR_AOT_NS fusor_aot_" << name << "\n#include \"fusor_aot_support.h\"\n#include \"" << name << ".h\"\n\n"
+        << "extern \"C\" {\n" << kernel_decls.str() << "}\n\n"
+        << "__asm__(\".section .rodata\\n.balign 64\\n.global " << name << "_weight_blob\\n.hidden " << name
+        << "_weight_blob\\n" << name << "_weight_blob:\\n.incbin \\\"" << name << "_weights.bin\\\"\\n.byte 0\\n.previous\\n\");\n"
+        << "extern \"C\" const unsigned char " << name << "_weight_blob[];\n\n"
+        << "namespace {\nusing namespace fusor_aot_" << name << ";\n\n"
+        << "const TensorDesc kTensors[] = {\n" << tensors.str() << "};\n"
+        << kernel_args.str() << "const KernelDesc kKernels[] = {\n" << kernel_table.str() << "};\n"
+        << "const int kInputs[] = {" << list(g.inputs) << "};\n"
+        << "const int kOutputs[] = {" << list(g.outputs) << "};\n"
+        << "const char kBuildInfo[] = " << c_string(info_text) << ";\n\n"
+        << "Model &model() {\n    static Model m{" << c_string(name) << ", kTensors, " << order.size() << ", kKernels, "
+        << g.clusters.size() << ", kInputs, " << g.inputs.size() << ", kOutputs, " << g.outputs.size() << ", " << name
+        << "_weight_blob, " << plan.arena_bytes << "};\n    return m;\n}\n\n}  // namespace\n\n"
+        << "extern \"C\" {\n"
+        << "int " << name << "_init(void) { return model().init(); }\n"
+        << "void " << name << "_teardown(void) { model().teardown(); }\n"
+        << "int " << name << "_set_num_threads(int n) { return halide_set_num_threads(n); }\n"
+        << "int " << name << "_run(struct halide_buffer_t *const *inputs, struct halide_buffer_t *const *outputs) {\n"
+        << "    return model().run(inputs, outputs);\n}\n"
+        << "int " << name << "_run_raw(const void *const *inputs, void *const *outputs) {\n"
+        << "    return model().run_raw(inputs, outputs);\n}\n"
+        << "const char *" << name << "_last_error(void) { return model().error.c_str(); }\n"
+        << "const char *" << name << "_build_info(void) { return kBuildInfo; }\n"
+        << "}\n";
+    fs::path build = dir / (name + "_build");
+    fs::create_directories(build);
+    write_file(build / (name + ".cpp"), cpp.str());
+    write_file(build / (name + ".h"), h.str());
+    write_file(build / (name + "_weights.bin"), weights);
+    write_file(build / "fusor_aot_support.h", kFusorAotSupport);
+    write_file(build / "HalideRuntime.h", kHalideRuntimeHeader);
+    std::string cxx = options.cxx;
+    if (cxx.empty()) cxx = getenv("CXX") ? getenv("CXX") : "c++";
+    std::string glue_obj = "../" + name + "_glue.o";  // every archive member in one folder
+    run_command("cd " + quote(build.string()) + " && " + cxx + " -std=c++17 -O2 -fPIC -fno-ident -c " + name + ".cpp -o " +
+                    glue_obj,
+                "compiling the glue of " + name);
+    objects.push_back((dir / (name + "_glue.o")).string());
+
+    result.library = (dir / ("lib" + name + ".a")).string();
+    fs::remove(result.library, ec);
+    Halide::create_static_library(objects, kt, result.library, /*deterministic=*/true);
+    for (const std::string &o : objects) fs::remove(o, ec);
+    fs::remove_all(build, ec);
+    return result;
+}
+
+}  // namespace fusor

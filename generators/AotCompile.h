@@ -1,0 +1,59 @@
+#pragma once
+/** \file
+ * The AOT path: a whole model as a static library and a C header, with one entry point.
+ *
+ * Each cluster is lowered and scheduled exactly as the JIT executor does it
+ * (schedule_cluster), then compiled to an object without a Halide runtime under the name
+ * `<name>_<cluster>`. Weights go into one blob (`<name>_weights.bin`, embedded with `.incbin`).
+ * The glue (`<name>.cpp`) holds the tensor and kernel tables, the memory plan's arena offsets and
+ * the C API; it includes runtime/aot/fusor_aot_support.h and is compiled with the system C++
+ * compiler. Objects go into `lib<name>.a` through Halide's deterministic archive writer, so the
+ * same model, schedules and target give the same bytes. The Halide runtime is a separate archive
+ * (compile_aot_runtime), one per target, shared by every model an app links. */
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "Halide.h"
+#include "graph/Graph.h"
+
+namespace fusor {
+
+struct AotOptions {
+    std::string name;       ///< C identifier: prefix of every symbol and file
+    Halide::Target target;  ///< without NoRuntime/UserContext: those are added
+    std::string out_dir;
+    /** Stored schedule text for a cluster (as ExecutorOptions::schedule_for), or nullopt. */
+    std::function<std::optional<std::string>(const Graph &, const Cluster &)> schedule_for;
+    /** Extra JSON fields for the embedded build info (records used, fingerprints, versions). */
+    std::string build_info_json = "{}";
+    std::string cxx;  ///< C++ compiler for the glue; default $CXX, else c++
+};
+
+struct AotCluster {
+    std::string name;
+    bool tuned = false;
+    std::string fallback_reason;
+};
+
+struct AotResult {
+    std::string library, header;
+    std::vector<AotCluster> clusters;
+    int64_t arena_bytes = 0, weight_bytes = 0;
+};
+
+/** Compiles \p g (clustered here, in the fused mode) into options.out_dir/lib<name>.a and
+ * <name>.h. Throws UserError for a bad name or an unwritable directory, and when the glue does not
+ * compile (with the compiler's message). */
+AotResult compile_aot(const Graph &g, const AotOptions &options);
+
+/** Writes the Halide runtime for \p target as \p out_dir/libfusor_halide_runtime.a (plus
+ * HalideRuntime.h beside it) and returns the archive's path. */
+std::string compile_aot_runtime(const Halide::Target &target, const std::string &out_dir);
+
+/** True when \p name is a valid C identifier. */
+bool is_c_identifier(const std::string &name);
+
+}  // namespace fusor

@@ -1,0 +1,307 @@
+/* fusor AOT runtime support: the part of every `fusor compile` library that is not a kernel.
+ *
+ * The generated glue of a model (NAME.cpp, compiled by `fusor compile` into libNAME.a) includes
+ * this file once, after defining FUSOR_AOT_NS to a namespace of its own, so two models linked into
+ * one app share nothing but the Halide runtime. It needs only HalideRuntime.h: no libHalide, no
+ * fusor libraries.
+ *
+ * What it provides:
+ * - Model: the tables a generated model fills in (tensors, kernels, weights), and run(), which
+ *   checks the caller's buffers against the model's shapes, binds them, and calls every kernel in
+ *   order over one arena allocated at init.
+ * - A pool for Halide's scratch allocations inside kernels, reached through halide_malloc hooks:
+ *   kernels are compiled with a user_context argument, and the hooks serve a request from the pool
+ *   of the model whose user_context they receive (and from plain aligned malloc for any other
+ *   Halide code in the app). After the first run, runs allocate nothing. */
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "HalideRuntime.h"
+
+#ifndef FUSOR_AOT_NS
+#error "define FUSOR_AOT_NS before including fusor_aot_support.h"
+#endif
+
+namespace FUSOR_AOT_NS {
+
+enum class Kind { Input, Output, Weight, Arena };
+
+struct TensorDesc {
+    const char *name;
+    uint8_t type_code;  // halide_type_code_t
+    uint8_t type_bits;
+    int rank;
+    int64_t shape[8];  // ONNX order, outermost first
+    Kind kind;
+    int64_t offset;  // Weight: into the weight blob; Arena: into the arena; Input/Output: argument index
+};
+
+struct KernelDesc {
+    const char *name;
+    int (*fn_argv)(void **args);
+    int num_args;          // not counting user_context
+    const int *arg_tensor; // tensor index of each argument: parameters, then outputs
+};
+
+/* The magic word at the head of every user_context a fusor model passes to its kernels. */
+static const uint64_t kContextMagic = 0x6675736f72637478ull;  // "fusorctx"
+
+struct Pool {
+    std::mutex mu;
+    struct Block {
+        size_t size;
+        void *p;
+        bool free;
+    };
+    std::vector<Block> blocks;
+    uint64_t system_allocs = 0;
+
+    void *alloc(size_t size) {
+        std::lock_guard<std::mutex> lock(mu);
+        for (Block &b : blocks) {
+            if (b.free && b.size == size) {
+                b.free = false;
+                return b.p;
+            }
+        }
+        void *p = nullptr;
+        // 64 bytes of slack on each side: Halide may read a vector past either end
+        if (posix_memalign(&p, 64, size + 128) != 0) return nullptr;
+        system_allocs++;
+        blocks.push_back(Block{size, p, false});
+        return (char *)p + 64;
+    }
+    bool release(void *q) {
+        std::lock_guard<std::mutex> lock(mu);
+        for (Block &b : blocks) {
+            if ((char *)b.p + 64 == q) {
+                b.free = true;
+                return true;
+            }
+        }
+        return false;
+    }
+    void clear() {
+        std::lock_guard<std::mutex> lock(mu);
+        for (Block &b : blocks) free(b.p);
+        blocks.clear();
+    }
+};
+
+struct Context {
+    uint64_t magic = kContextMagic;
+    Pool *pool = nullptr;
+};
+
+/* Blocks not from a pool carry a header so the free hook can tell them apart. */
+static const uint64_t kSystemMagic = 0x6675736f72737973ull;  // "fusorsys"
+
+inline void *hook_malloc(void *user_context, size_t size) {
+    const Context *ctx = (const Context *)user_context;
+    if (ctx && ctx->magic == kContextMagic && ctx->pool) {
+        char *p = (char *)ctx->pool->alloc(size + 64);
+        if (!p) return nullptr;
+        std::memcpy(p, &kContextMagic, 8);
+        std::memcpy(p + 8, &ctx->pool, sizeof(Pool *));
+        return p + 64;
+    }
+    void *base = nullptr;
+    if (posix_memalign(&base, 64, size + 64 + 64) != 0) return nullptr;
+    std::memcpy(base, &kSystemMagic, 8);
+    return (char *)base + 64;
+}
+
+inline void hook_free(void *user_context, void *ptr) {
+    (void)user_context;
+    if (!ptr) return;
+    char *head = (char *)ptr - 64;
+    uint64_t magic;
+    std::memcpy(&magic, head, 8);
+    if (magic == kContextMagic) {
+        Pool *pool;
+        std::memcpy(&pool, head + 8, sizeof(Pool *));
+        pool->release(head);
+        return;
+    }
+    free(head);
+}
+
+struct Model {
+    const char *name;
+    const TensorDesc *tensors;
+    int num_tensors;
+    const KernelDesc *kernels;
+    int num_kernels;
+    const int *inputs;   // tensor index of each model input
+    int num_inputs;
+    const int *outputs;  // tensor index of each model output
+    int num_outputs;
+    const unsigned char *weights;
+    int64_t arena_bytes;
+
+    // state
+    bool ready = false;
+    uint8_t *arena = nullptr;
+    std::vector<halide_buffer_t> buffers;
+    std::vector<std::vector<halide_dimension_t>> dims;
+    std::vector<halide_buffer_t *> bound;  // per run: the buffer of each tensor
+    std::vector<halide_buffer_t> raw_in, raw_out;  // run_raw's wrappers, shapes fixed at init
+    std::vector<std::vector<halide_dimension_t>> raw_in_dims, raw_out_dims;
+    std::vector<halide_buffer_t *> raw_in_ptr, raw_out_ptr;
+    Pool pool;
+    Context ctx;
+    std::string error;
+
+    void fill_dense(halide_buffer_t &b, std::vector<halide_dimension_t> &d, const TensorDesc &t, void *host) {
+        d.assign(t.rank > 0 ? t.rank : 1, halide_dimension_t());
+        int64_t stride = 1;
+        for (int i = 0; i < t.rank; i++) {  // Halide order: innermost first
+            halide_dimension_t &dim = d[i];
+            dim.min = 0;
+            dim.extent = (int32_t)t.shape[t.rank - 1 - i];
+            dim.stride = (int32_t)stride;
+            dim.flags = 0;
+            stride *= t.shape[t.rank - 1 - i];
+        }
+        std::memset(&b, 0, sizeof(b));
+        b.host = (uint8_t *)host;
+        b.type.code = (halide_type_code_t)t.type_code;
+        b.type.bits = t.type_bits;
+        b.type.lanes = 1;
+        b.dimensions = t.rank;
+        b.dim = d.data();
+    }
+
+    int init() {
+        if (ready) return 0;
+        if (arena_bytes > 0 && posix_memalign((void **)&arena, 64, (size_t)arena_bytes) != 0) {
+            error = std::string(name) + ": cannot allocate the arena of " + std::to_string(arena_bytes) + " bytes";
+            return -3;
+        }
+        buffers.assign(num_tensors, halide_buffer_t());
+        dims.assign(num_tensors, {});
+        for (int i = 0; i < num_tensors; i++) {
+            const TensorDesc &t = tensors[i];
+            void *host = nullptr;
+            if (t.kind == Kind::Weight) host = (void *)(weights + t.offset);
+            if (t.kind == Kind::Arena) host = arena + t.offset;
+            fill_dense(buffers[i], dims[i], t, host);
+        }
+        bound.assign(num_tensors, nullptr);
+        raw_in.assign(num_inputs, halide_buffer_t());
+        raw_out.assign(num_outputs, halide_buffer_t());
+        raw_in_dims.assign(num_inputs, {});
+        raw_out_dims.assign(num_outputs, {});
+        raw_in_ptr.assign(num_inputs, nullptr);
+        raw_out_ptr.assign(num_outputs, nullptr);
+        for (int i = 0; i < num_inputs; i++) {
+            fill_dense(raw_in[i], raw_in_dims[i], tensors[inputs[i]], nullptr);
+            raw_in_ptr[i] = &raw_in[i];
+        }
+        for (int i = 0; i < num_outputs; i++) {
+            fill_dense(raw_out[i], raw_out_dims[i], tensors[outputs[i]], nullptr);
+            raw_out_ptr[i] = &raw_out[i];
+        }
+        ctx.pool = &pool;
+        halide_set_custom_malloc(hook_malloc);
+        halide_set_custom_free(hook_free);
+        ready = true;
+        return 0;
+    }
+
+    void teardown() {
+        free(arena);
+        arena = nullptr;
+        pool.clear();
+        ready = false;
+    }
+
+    static const char *type_name(uint8_t code, uint8_t bits) {
+        if (code == halide_type_float) return bits == 64 ? "f64" : "f32";
+        if (code == halide_type_uint) return bits == 1 ? "bool" : "u8";
+        return bits == 64 ? "i64" : bits == 32 ? "i32" : "i8";
+    }
+
+    static std::string shape_text(const TensorDesc &t) {
+        std::string s = std::string(type_name(t.type_code, t.type_bits)) + "[";
+        for (int i = 0; i < t.rank; i++) s += (i ? "," : "") + std::to_string(t.shape[i]);
+        return s + "]";
+    }
+
+    /* The caller's buffer must have the tensor's type, rank and extents (any strides). */
+    bool check(const halide_buffer_t *b, const TensorDesc &t, const char *role, int index) {
+        std::string where = std::string(name) + ": " + role + " " + std::to_string(index) + " '" + t.name + "'";
+        if (!b || !b->host) {
+            error = where + " is missing (null buffer or host pointer); expected " + shape_text(t);
+            return false;
+        }
+        bool type_ok = b->type.code == t.type_code && b->type.bits == t.type_bits && b->type.lanes == 1;
+        if (!type_ok || b->dimensions != t.rank) {
+            error = where + " has the wrong type or rank; expected " + shape_text(t);
+            return false;
+        }
+        for (int i = 0; i < t.rank; i++) {
+            if (b->dim[i].extent != t.shape[t.rank - 1 - i] || b->dim[i].min != 0) {
+                error = where + ": dim " + std::to_string(t.rank - 1 - i) + " (ONNX order) has extent " +
+                        std::to_string(b->dim[i].extent) + " and min " + std::to_string(b->dim[i].min) +
+                        "; expected " + shape_text(t);
+                return false;
+            }
+        }
+        return true;
+    }
+
+    int run(halide_buffer_t *const *ins, halide_buffer_t *const *outs) {
+        if (!ready) {
+            int e = init();
+            if (e) return e;
+        }
+        for (int i = 0; i < num_tensors; i++) bound[i] = &buffers[i];
+        for (int i = 0; i < num_inputs; i++) {
+            if (!check(ins ? ins[i] : nullptr, tensors[inputs[i]], "input", i)) return -2;
+            bound[inputs[i]] = ins[i];
+        }
+        for (int i = 0; i < num_outputs; i++) {
+            if (!check(outs ? outs[i] : nullptr, tensors[outputs[i]], "output", i)) return -2;
+            bound[outputs[i]] = outs[i];
+        }
+        void *args[64];
+        void *uc = &ctx;
+        for (int k = 0; k < num_kernels; k++) {
+            const KernelDesc &kd = kernels[k];
+            if (kd.num_args + 1 > 64) {
+                error = std::string(name) + ": kernel " + kd.name + " has too many arguments";
+                return -4;
+            }
+            args[0] = &uc;
+            for (int a = 0; a < kd.num_args; a++) args[a + 1] = bound[kd.arg_tensor[a]];
+            int r = kd.fn_argv(args);
+            if (r != 0) {
+                error = std::string(name) + ": kernel " + kd.name + " failed with Halide error " + std::to_string(r);
+                return -1;
+            }
+        }
+        error.clear();
+        return 0;
+    }
+
+    /* Dense row-major raw pointers: wraps them in buffers of the model's shapes and runs. */
+    int run_raw(const void *const *ins, void *const *outs) {
+        if (!ready) {
+            int e = init();
+            if (e) return e;
+        }
+        for (int i = 0; i < num_inputs; i++) raw_in[i].host = ins ? (uint8_t *)ins[i] : nullptr;
+        for (int i = 0; i < num_outputs; i++) raw_out[i].host = outs ? (uint8_t *)outs[i] : nullptr;
+        return run(raw_in_ptr.data(), raw_out_ptr.data());
+    }
+};
+
+}  // namespace FUSOR_AOT_NS

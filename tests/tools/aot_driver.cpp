@@ -1,0 +1,90 @@
+// A generic app for one `fusor compile` library, built by tests/tools/compile.cpp with
+// -DFUSOR_MODEL=<name> -include <name>.h. Usage:
+//   aot_driver IN.bin... -- OUT.bin:BYTES...   runs the model twice on raw row-major inputs and
+//                                               writes the outputs of the second run
+//   aot_driver --bad-shape                      calls the model with a wrong input extent
+// Exit status 0 on success; the model's error code and message otherwise.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "HalideRuntime.h"
+
+#define FUSOR_CAT2(a, b) a##b
+#define FUSOR_CAT(a, b) FUSOR_CAT2(a, b)
+#define MODEL_FN(suffix) FUSOR_CAT(FUSOR_MODEL, suffix)
+
+static std::vector<char> slurp(const char *path) {
+    std::vector<char> data;
+    FILE *f = std::fopen(path, "rb");
+    if (!f) return data;
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.insert(data.end(), buf, buf + n);
+    std::fclose(f);
+    return data;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && std::string(argv[1]) == "--bad-shape") {
+        // a 1-D buffer of 3 floats where the model expects something else
+        float data[3] = {0, 0, 0};
+        halide_dimension_t dim = {0, 3, 1, 0};
+        halide_buffer_t b;
+        std::memset(&b, 0, sizeof b);
+        b.host = (uint8_t *)data;
+        b.type.code = halide_type_float;
+        b.type.bits = 32;
+        b.type.lanes = 1;
+        b.dimensions = 1;
+        b.dim = &dim;
+        std::vector<halide_buffer_t *> ins(MODEL_FN(_num_inputs), &b), outs(MODEL_FN(_num_outputs), &b);
+        int r = MODEL_FN(_run)(ins.data(), outs.data());
+        std::printf("code %d: %s\n", r, MODEL_FN(_last_error)());
+        return r == -2 ? 0 : 1;
+    }
+    std::vector<std::vector<char>> inputs;
+    std::vector<std::pair<std::string, size_t>> outputs;
+    bool after = false;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        if (a == "--") {
+            after = true;
+        } else if (!after) {
+            inputs.push_back(slurp(argv[i]));
+        } else {
+            size_t colon = a.rfind(':');
+            outputs.emplace_back(a.substr(0, colon), std::stoul(a.substr(colon + 1)));
+        }
+    }
+    if ((int)inputs.size() != MODEL_FN(_num_inputs) || (int)outputs.size() != MODEL_FN(_num_outputs)) {
+        std::fprintf(stderr, "expected %d inputs and %d outputs\n", MODEL_FN(_num_inputs), MODEL_FN(_num_outputs));
+        return 3;
+    }
+    std::vector<const void *> in_ptrs;
+    for (auto &v : inputs) in_ptrs.push_back(v.data());
+    std::vector<std::vector<char>> out_data;
+    std::vector<void *> out_ptrs;
+    for (auto &o : outputs) out_data.emplace_back(o.second);
+    for (auto &v : out_data) out_ptrs.push_back(v.data());
+    MODEL_FN(_set_num_threads)(2);
+    if (MODEL_FN(_init)() != 0) return 4;
+    for (int rep = 0; rep < 2; rep++) {  // the second run reuses the arena and the scratch pool
+        int r = MODEL_FN(_run_raw)(in_ptrs.data(), out_ptrs.data());
+        if (r != 0) {
+            std::fprintf(stderr, "run failed (%d): %s\n", r, MODEL_FN(_last_error)());
+            return 5;
+        }
+    }
+    for (size_t k = 0; k < outputs.size(); k++) {
+        FILE *f = std::fopen(outputs[k].first.c_str(), "wb");
+        if (!f) return 6;
+        std::fwrite(out_data[k].data(), 1, out_data[k].size(), f);
+        std::fclose(f);
+    }
+    std::printf("%s\n", MODEL_FN(_build_info)());
+    MODEL_FN(_teardown)();
+    return 0;
+}

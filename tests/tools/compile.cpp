@@ -1,0 +1,175 @@
+// `fusor compile` as an app developer meets it: the static library of every test model, linked into
+// a plain C++ program with the Halide runtime archive, gives the JIT executor's outputs; a wrong
+// shape at the entry point is an error code and a message; the same inputs give the same bytes.
+#include <catch2/catch.hpp>
+
+#include "support/TempDir.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include "graph/DType.h"
+#include "graph/JsonFormat.h"
+#include "graph/Npy.h"
+#include "graph/Random.h"
+
+using Catch::Contains;
+namespace fs = std::filesystem;
+using fusor::test::TempDir;
+using namespace fusor;
+
+namespace {
+
+struct Result {
+    int status = -1;
+    std::string out;
+};
+
+/** Runs \p cmd through the shell with stdout and stderr captured together. */
+Result shell(const std::string &cmd, const TempDir &scratch) {
+    std::string log = scratch.file("log.txt");
+    int raw = std::system((cmd + " >'" + log + "' 2>&1").c_str());
+    Result r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    std::ifstream f(log);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    r.out = ss.str();
+    return r;
+}
+
+std::string stem(std::string name) {
+    for (char &c : name) {
+        if (c == '/' || c == ':') c = '_';
+    }
+    return name;
+}
+
+std::vector<uint8_t> slurp(const std::string &path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+/** Builds the AOT driver against lib<name>.a in \p lib; returns the app's path. */
+std::string build_driver(const TempDir &d, const std::string &lib, const std::string &name) {
+    std::string app = d.file("app_" + name);
+    std::string cxx = std::getenv("CXX") ? std::getenv("CXX") : "c++";
+    Result r = shell(cxx + " -std=c++17 -O1 -DFUSOR_MODEL=" + name + " -include '" + lib + "/" + name + ".h' -I'" + lib +
+                         "' '" + FUSOR_AOT_DRIVER + "' '" + lib + "/lib" + name + ".a' '" + lib +
+                         "/libfusor_halide_runtime.a' -lpthread -ldl -o '" + app + "'",
+                     d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return app;
+}
+
+void check_model(const std::string &model_name) {
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/" + model_name + ".json";
+    Graph g = load_graph_json(model);
+    auto inputs = random_inputs(g, 11);
+    fs::create_directories(d.file("in"));
+    std::string in_args;
+    for (size_t i = 0; i < g.inputs.size(); i++) {
+        const Tensor &t = g.tensor(g.inputs[i]);
+        write_npy(d.file("in/" + stem(t.name) + ".npy"), t.type, inputs[i].data());
+        std::ofstream(d.file("in" + std::to_string(i) + ".bin"), std::ios::binary)
+            .write((const char *)inputs[i].data(), (std::streamsize)inputs[i].size());
+        in_args += " '" + d.file("in" + std::to_string(i) + ".bin") + "'";
+    }
+    Result jit = shell(std::string("'") + FUSOR_BINARY + "' run '" + model + "' --threads 2 --inputs '" + d.file("in") +
+                           "' --outputs '" + d.file("jit") + "'",
+                       d);
+    INFO(jit.out);
+    REQUIRE(jit.status == 0);
+
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name m", d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    CHECK_THAT(c.out, Contains("untuned (default schedule)"));
+    std::string app = build_driver(d, d.file("lib"), "m");
+
+    std::string out_args;
+    for (size_t k = 0; k < g.outputs.size(); k++) {
+        out_args += " '" + d.file("out" + std::to_string(k) + ".bin") + ":" + std::to_string(g.type(g.outputs[k]).num_bytes()) + "'";
+    }
+    Result run = shell("'" + app + "'" + in_args + " --" + out_args, d);
+    INFO(run.out);
+    REQUIRE(run.status == 0);
+    auto info = nlohmann::json::parse(run.out);
+    CHECK(info["model"] == g.name);
+    CHECK(info["clusters"].size() >= 1);
+
+    for (size_t k = 0; k < g.outputs.size(); k++) {
+        const Tensor &t = g.tensor(g.outputs[k]);
+        INFO("output " << t.name);
+        NpyArray expected = read_npy(d.file("jit/" + stem(t.name) + ".npy"));
+        std::vector<uint8_t> got = slurp(d.file("out" + std::to_string(k) + ".bin"));
+        REQUIRE(got.size() == expected.data.size());
+        REQUIRE(t.type.dtype == DType::F32);
+        const float *a = (const float *)got.data(), *b = (const float *)expected.data.data();
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size() / 4; i++) bad += !(std::abs(a[i] - b[i]) <= 1e-4f * (1 + std::abs(b[i])));
+        CHECK(bad == 0);
+    }
+
+    Result bad = shell("'" + app + "' --bad-shape", d);
+    INFO(bad.out);
+    CHECK(bad.status == 0);
+    CHECK_THAT(bad.out, Contains("code -2") && Contains("expected f32["));
+}
+
+}  // namespace
+
+TEST_CASE("compile: the ResNet block's AOT library gives the JIT outputs", "[tools][compile]") {
+    check_model("resnet_block");
+}
+TEST_CASE("compile: the MobileNetV2 block's AOT library gives the JIT outputs", "[tools][compile]") {
+    check_model("mobilenet_v2_block");
+}
+TEST_CASE("compile: the transformer MLP's AOT library gives the JIT outputs", "[tools][compile]") {
+    check_model("transformer_mlp");
+}
+TEST_CASE("compile: the attention scores' AOT library gives the JIT outputs", "[tools][compile]") {
+    check_model("attention_scores");
+}
+TEST_CASE("compile: the elementwise chain's AOT library gives the JIT outputs", "[tools][compile]") {
+    check_model("eltwise_chain");
+}
+
+TEST_CASE("compile: the same model and target give a byte-identical library", "[tools][compile]") {
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/mobilenet_v2_block.json";
+    for (const char *out : {"a", "b"}) {
+        Result r = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file(out) + "' --name m", d);
+        INFO(r.out);
+        REQUIRE(r.status == 0);
+    }
+    std::vector<uint8_t> a = slurp(d.file("a/libm.a")), b = slurp(d.file("b/libm.a"));
+    REQUIRE(!a.empty());
+    CHECK(a == b);
+    CHECK(slurp(d.file("a/m.h")) == slurp(d.file("b/m.h")));
+    CHECK(slurp(d.file("a/libfusor_halide_runtime.a")) == slurp(d.file("b/libfusor_halide_runtime.a")));
+}
+
+TEST_CASE("compile: bad names, targets and folders give exit status 2", "[tools][compile]") {
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    auto fusor = [&](const std::string &args) { return shell(std::string("'") + FUSOR_BINARY + "' compile " + args, d); };
+    Result r = fusor("'" + model + "' -o '" + d.file("x") + "' --name 9lives");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Contains("C identifier"));
+    r = fusor("'" + model + "' -o '" + d.file("x") + "' --target x86-64-nonsense");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Contains("x86-64-nonsense"));
+    std::ofstream(d.file("file")) << "not a folder";
+    r = fusor("'" + model + "' -o '" + d.file("file") + "/sub'");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Contains("output directory"));
+}

@@ -1,0 +1,109 @@
+#include <filesystem>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "generators/AotCompile.h"
+#include "graph/Clustering.h"
+#include "graph/Error.h"
+#include "tools/Commands.h"
+#include "tools/ModelIo.h"
+#include "tuner/Autotune.h"
+#include "tuner/Signature.h"
+#include "tuner/TuningDb.h"
+
+namespace fusor::cli {
+
+namespace {
+
+/** A C identifier from a file stem: other characters become '_', a leading digit gets a '_'. */
+std::string default_name(const std::string &model) {
+    std::string s = std::filesystem::path(model).stem().string();
+    for (char &c : s) {
+        if (!std::isalnum((unsigned char)c) && c != '_') c = '_';
+    }
+    if (s.empty() || std::isdigit((unsigned char)s[0])) s = "_" + s;
+    return s;
+}
+
+}  // namespace
+
+Verb add_compile(CLI::App &app) {
+    CLI::App *cmd = app.add_subcommand("compile", "Compile a model into a static library and a C header (AOT), with the best "
+                                                  "verified schedules of a tuning database");
+    struct Opts {
+        std::string model, out, name, db, target = "host", layout = "auto";
+        bool no_optimize = false, no_runtime = false, runtime_only = false;
+    };
+    auto o = std::make_shared<Opts>();
+    cmd->add_option("model", o->model, "model file (.json)");
+    cmd->add_option("-o,--out", o->out, "output folder")->required();
+    cmd->add_option("--name", o->name, "C prefix of every symbol and file (default: the model's file name)");
+    cmd->add_option("--db", o->db, "tuning database: the best verified schedule per cluster, exact machine, then ISA family");
+    cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
+    cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
+    cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
+    cmd->add_flag("--no-runtime", o->no_runtime, "do not write libfusor_halide_runtime.a (an app links one per target)");
+    cmd->add_flag("--runtime-only", o->runtime_only, "write only libfusor_halide_runtime.a and HalideRuntime.h");
+    return {cmd, [=] {
+                if (o->target != "host" && !Halide::Target::validate_target_string(o->target)) {
+                    throw UserError("--target '" + o->target + "' is not a Halide target string (e.g. host, x86-64-linux-avx2)");
+                }
+                Halide::Target target = o->target == "host" ? Halide::get_host_target() : Halide::Target(o->target);
+                if (o->runtime_only) {
+                    fmt::print("wrote {}\n", compile_aot_runtime(target, o->out));
+                    return 0;
+                }
+                if (o->model.empty()) throw UserError("compile: a model file is required (or --runtime-only)");
+                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout);
+                AotOptions ao;
+                ao.name = o->name.empty() ? default_name(o->model) : o->name;
+                ao.target = target;
+                ao.out_dir = o->out;
+                nlohmann::json extra = {{"records", nlohmann::json::array()}};
+                if (!o->db.empty()) {
+                    // exact machine first, then the ISA family (as run and bench do, without timing
+                    // here: the library records which record and machine each schedule came from)
+                    if (!std::filesystem::exists(o->db)) throw UserError("tuning db '" + o->db + "' does not exist");
+                    auto db = std::make_shared<TuningDb>(o->db);
+                    std::string resolved = resolved_target(o->target);
+                    std::string exact = machine_fingerprint(), family = machine_fingerprint(/*family_only=*/true);
+                    auto records = std::make_shared<nlohmann::json>(nlohmann::json::array());
+                    ao.schedule_for = [db, resolved, exact, family, records](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
+                        std::string sig = cluster_signature(gg, c);
+                        std::optional<Trial> t = db->best(sig, resolved, exact);
+                        if (!t) t = db->best(sig, resolved, family);
+                        if (!t) return std::nullopt;
+                        records->push_back({{"cluster", c.name}, {"signature", sig}, {"record", t->id}, {"fingerprint", t->fingerprint},
+                                            {"median_ms", t->median_ms.value_or(0)}});
+                        return t->schedule;
+                    };
+                    // the records are known only after compiling; compile_aot reads build_info_json
+                    // after scheduling, so collect them in a first pass over the clusters
+                    Graph clustered = g;
+                    form_clusters(clustered);
+                    for (const Cluster &c : clustered.clusters) ao.schedule_for(clustered, c);
+                    extra["records"] = *records;
+                    extra["db"] = std::filesystem::path(o->db).filename().string();
+                }
+                ao.build_info_json = extra.dump();
+                AotResult r = compile_aot(g, ao);
+                if (!o->no_runtime) compile_aot_runtime(target, o->out);
+                std::vector<std::string> untuned;
+                for (const AotCluster &c : r.clusters) {
+                    if (!c.tuned) untuned.push_back(c.name);
+                    if (!c.fallback_reason.empty()) fmt::print("{}: stored schedule not used: {}\n", c.name, c.fallback_reason);
+                }
+                fmt::print("compiled {} -> {} and {}\n", g.name, r.library, r.header);
+                fmt::print("  {} clusters, {} tuned; arena {} bytes, weights {} bytes\n", r.clusters.size(),
+                           r.clusters.size() - untuned.size(), r.arena_bytes, r.weight_bytes);
+                if (!untuned.empty()) {
+                    std::string list;
+                    for (const std::string &u : untuned) list += (list.empty() ? "" : ", ") + u;
+                    fmt::print("  untuned (default schedule): {}\n", list);
+                }
+                return 0;
+            }};
+}
+
+}  // namespace fusor::cli
