@@ -251,6 +251,11 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
       << "int " << name << "_run(struct halide_buffer_t *const *inputs, struct halide_buffer_t *const *outputs);\n"
       << "/* The same over dense row-major arrays. */\n"
       << "int " << name << "_run_raw(const void *const *inputs, void *const *outputs);\n"
+      << "/* Name and size in bytes (dense) of input or output i; NULL / 0 when out of range. */\n"
+      << "const char *" << name << "_input_name(int i);\n"
+      << "long long " << name << "_input_bytes(int i);\n"
+      << "const char *" << name << "_output_name(int i);\n"
+      << "long long " << name << "_output_bytes(int i);\n"
       << "/* Why the last call failed (\"\" after a success). */\n"
       << "const char *" << name << "_last_error(void);\n"
       << "/* JSON: the model, target, Halide version, arena and weight bytes, and per cluster whether a\n"
@@ -285,6 +290,14 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
         << "    return model().run(inputs, outputs);\n}\n"
         << "int " << name << "_run_raw(const void *const *inputs, void *const *outputs) {\n"
         << "    return model().run_raw(inputs, outputs);\n}\n"
+        << "const char *" << name << "_input_name(int i) { return i >= 0 && i < " << g.inputs.size()
+        << " ? kTensors[kInputs[i]].name : nullptr; }\n"
+        << "long long " << name << "_input_bytes(int i) { return i >= 0 && i < " << g.inputs.size()
+        << " ? model().bytes_of(kInputs[i]) : 0; }\n"
+        << "const char *" << name << "_output_name(int i) { return i >= 0 && i < " << g.outputs.size()
+        << " ? kTensors[kOutputs[i]].name : nullptr; }\n"
+        << "long long " << name << "_output_bytes(int i) { return i >= 0 && i < " << g.outputs.size()
+        << " ? model().bytes_of(kOutputs[i]) : 0; }\n"
         << "const char *" << name << "_last_error(void) { return model().error.c_str(); }\n"
         << "const char *" << name << "_build_info(void) { return kBuildInfo; }\n"
         << "}\n";

@@ -292,6 +292,13 @@ struct Model {
         return 0;
     }
 
+    int64_t bytes_of(int tensor) const {
+        const TensorDesc &t = tensors[tensor];
+        int64_t n = (t.type_bits + 7) / 8;
+        for (int i = 0; i < t.rank; i++) n *= t.shape[i];
+        return n;
+    }
+
     /* Dense row-major raw pointers: wraps them in buffers of the model's shapes and runs. */
     int run_raw(const void *const *ins, void *const *outs) {
         if (!ready) {

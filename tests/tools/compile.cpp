@@ -173,3 +173,60 @@ TEST_CASE("compile: bad names, targets and folders give exit status 2", "[tools]
     CHECK(r.status == 2);
     CHECK_THAT(r.out, Contains("output directory"));
 }
+
+TEST_CASE("compile: the example app links two models through find_package(fusor) from an installed tree",
+          "[tools][compile][install]") {
+    TempDir d;
+    std::string prefix = d.file("prefix"), build = d.file("example-build"), data = d.file("data");
+    Result r = shell(std::string("cmake --install '") + FUSOR_BUILD_DIR + "' --prefix '" + prefix + "'", d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK(fs::exists(prefix + "/bin/fusor"));
+    r = shell(std::string("cmake -S '") + FUSOR_SOURCE_DIR + "/examples/two_models' -B '" + build + "' -DCMAKE_PREFIX_PATH='" +
+                  prefix + "' -DCMAKE_BUILD_TYPE=Release",
+              d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    r = shell("cmake --build '" + build + "'", d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+
+    fs::create_directories(data);
+    struct M {
+        const char *name, *file;
+    };
+    for (M m : {M{"resnet", "resnet_block"}, M{"mlp", "transformer_mlp"}}) {
+        std::string model = std::string(FUSOR_SOURCE_DIR) + "/configs/models/" + m.file + ".json";
+        Graph g = load_graph_json(model);
+        auto inputs = random_inputs(g, 3);
+        fs::create_directories(d.file(std::string("npy_") + m.name));
+        for (size_t i = 0; i < g.inputs.size(); i++) {
+            const Tensor &t = g.tensor(g.inputs[i]);
+            write_npy(d.file(std::string("npy_") + m.name + "/" + stem(t.name) + ".npy"), t.type, inputs[i].data());
+            std::ofstream(data + "/" + m.name + "_in" + std::to_string(i) + ".bin", std::ios::binary)
+                .write((const char *)inputs[i].data(), (std::streamsize)inputs[i].size());
+        }
+        Result jit = shell(std::string("'") + FUSOR_BINARY + "' run '" + model + "' --inputs '" + d.file(std::string("npy_") + m.name) +
+                               "' --outputs '" + d.file(std::string("jit_") + m.name) + "'",
+                           d);
+        INFO(jit.out);
+        REQUIRE(jit.status == 0);
+    }
+    r = shell("'" + build + "/two_models' '" + data + "'", d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, Contains("resnet output y") && Contains("mlp output y"));
+    for (M m : {M{"resnet", "resnet_block"}, M{"mlp", "transformer_mlp"}}) {
+        Graph g = load_graph_json(std::string(FUSOR_SOURCE_DIR) + "/configs/models/" + m.file + ".json");
+        for (size_t k = 0; k < g.outputs.size(); k++) {
+            NpyArray expected = read_npy(d.file(std::string("jit_") + m.name + "/" + stem(g.tensor(g.outputs[k]).name) + ".npy"));
+            std::vector<uint8_t> got = slurp(data + "/" + m.name + "_out" + std::to_string(k) + ".bin");
+            REQUIRE(got.size() == expected.data.size());
+            const float *a = (const float *)got.data(), *b = (const float *)expected.data.data();
+            size_t bad = 0;
+            for (size_t i = 0; i < got.size() / 4; i++) bad += !(std::abs(a[i] - b[i]) <= 1e-4f * (1 + std::abs(b[i])));
+            INFO(m.name << " output " << k);
+            CHECK(bad == 0);
+        }
+    }
+}
