@@ -39,6 +39,9 @@ std::map<NodeId, std::set<int>> reached_outputs(const Graph &g, const Cluster &c
 
 }  // namespace
 
+/** Outputs smaller than this run on the calling thread. */
+constexpr int64_t kMinParallelElements = 16384;
+
 ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc,
                                  const Halide::Target &target) {
     auto reach = reached_outputs(g, c);
@@ -55,7 +58,14 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         const StageInfo &o = lc.output_stage(i);
         plans[i].s.stage = o.name;
         plans[i].s.level = ComputeLevel::Root;
-        plans[i].s.parallel = true;
+        // Waking the thread pool costs about a microsecond: a small output that no reduction feeds
+        // is done sooner on the calling thread (64 floats: 0.7 -> 0.2 us per call, bench_dispatch).
+        int64_t elements = 1;
+        for (int64_t e : o.extents) elements *= e;
+        bool reduces = std::any_of(lc.stages.begin(), lc.stages.end(), [&](const StageInfo &st) {
+            return st.role == StageRole::Accumulator && reach[st.node].count((int)i);
+        });
+        plans[i].s.parallel = reduces || elements >= kMinParallelElements;
         int rank = (int)o.extents.size();
         plans[i].at_dim = rank >= 2 ? 1 : 0;
     }

@@ -7,7 +7,7 @@
 namespace fusor {
 
 struct ClusterOptions {
-    int max_nodes = 32;  ///< size cap: a cluster never holds more nodes than this
+    int max_nodes = 64;  ///< size cap: a cluster never holds more nodes than this (TVM caps fusion depth too)
     /** Unfused mode: every node is its own cluster. */
     bool singleton = false;
 };

@@ -235,21 +235,22 @@ struct Model {
         return s + "]";
     }
 
-    /* The caller's buffer must have the tensor's type, rank and extents (any strides). */
+    /* The caller's buffer must have the tensor's type, rank and extents (any strides). Allocates
+     * only to describe a mismatch. */
     bool check(const halide_buffer_t *b, const TensorDesc &t, const char *role, int index) {
-        std::string where = std::string(name) + ": " + role + " " + std::to_string(index) + " '" + t.name + "'";
+        auto where = [&] { return std::string(name) + ": " + role + " " + std::to_string(index) + " '" + t.name + "'"; };
         if (!b || !b->host) {
-            error = where + " is missing (null buffer or host pointer); expected " + shape_text(t);
+            error = where() + " is missing (null buffer or host pointer); expected " + shape_text(t);
             return false;
         }
         bool type_ok = b->type.code == t.type_code && b->type.bits == t.type_bits && b->type.lanes == 1;
         if (!type_ok || b->dimensions != t.rank) {
-            error = where + " has the wrong type or rank; expected " + shape_text(t);
+            error = where() + " has the wrong type or rank; expected " + shape_text(t);
             return false;
         }
         for (int i = 0; i < t.rank; i++) {
             if (b->dim[i].extent != t.shape[t.rank - 1 - i] || b->dim[i].min != 0) {
-                error = where + ": dim " + std::to_string(t.rank - 1 - i) + " (ONNX order) has extent " +
+                error = where() + ": dim " + std::to_string(t.rank - 1 - i) + " (ONNX order) has extent " +
                         std::to_string(b->dim[i].extent) + " and min " + std::to_string(b->dim[i].min) +
                         "; expected " + shape_text(t);
                 return false;
@@ -288,7 +289,7 @@ struct Model {
                 return -1;
             }
         }
-        error.clear();
+        if (!error.empty()) error.clear();
         return 0;
     }
 
