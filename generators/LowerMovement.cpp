@@ -121,7 +121,7 @@ std::vector<Func> lower_Pad(LowerContext &ctx) {
     return define_value(ctx, [&](const Index &idx) {
         if (empty) return value;  // constant mode (the others refuse to pad an empty axis)
         Index in(idx.size());
-        Expr inside = const_true();
+        Expr inside = Internal::const_true();
         for (size_t a = 0; a < idx.size(); a++) {
             int d = (int)x.type.shape[a];
             Expr i = p.begin[a] ? idx[a] - (int)p.begin[a] : idx[a];
@@ -192,8 +192,8 @@ std::vector<Func> lower_CumSum(LowerContext &ctx) {
         scan(Index(at.rbegin(), at.rend())) += scan(Index(prev.rbegin(), prev.rend()));
     }
     Type t = halide_type(out.dtype);
-    return define_value(ctx, [&](const Index &idx) {
-        auto read = [&](Expr p) {
+    return define_value(ctx, [&](const Index &idx) -> Expr {
+        auto read = [&](Expr p) -> Expr {
             Index i = idx;
             i[axis] = p;
             return scan(Index(i.rbegin(), i.rend()));
