@@ -237,7 +237,8 @@ EinsumSpec einsum_spec(const Graph &g, const Node &n) {
             int64_t dim = type.shape[d];
             if (l < ell) {  // ellipsis dims broadcast
                 if (dim != 1 && s.sizes[l] != 1 && s.sizes[l] != dim) {
-                    throw bad("cannot broadcast the ellipsis dims of input " + std::to_string(i) + " " + to_string(type));
+                    throw bad("cannot broadcast the ellipsis dims of input " + std::to_string(i) + " " +
+                              to_string(type));
                 }
                 if (dim != 1) s.sizes[l] = dim;
             } else if (s.sizes[l] < 0) {
@@ -359,7 +360,8 @@ std::vector<TensorType> gather_elements(const Graph &g, const Node &n) {
     int axis = normalize_axis(g, n, attr_int(g, n, "axis"), data.rank());
     for (int a = 0; a < data.rank(); a++) {
         if (a != axis && idx.shape[a] > data.shape[a]) {
-            fail(g, n, "indices " + to_string(idx) + " exceed data " + to_string(data) + " in dim " + std::to_string(a));
+            fail(g, n, "indices " + to_string(idx) + " exceed data " + to_string(data) + " in dim " +
+                           std::to_string(a));
         }
     }
     if (data.shape[axis] == 0 && idx.num_elements() > 0) fail(g, n, "gathers from an empty axis");
@@ -373,7 +375,8 @@ std::vector<TensorType> depth_to_space(const Graph &g, const Node &n) {
     if (mode != "DCR" && mode != "CRD") fail(g, n, "attribute 'mode' is \"" + mode + "\"; expected DCR or CRD");
     if (t.rank() != 4) fail(g, n, "input 0 has shape " + to_string(t) + "; expected rank 4 (N x C x H x W)");
     if (b < 1 || t.shape[1] % (b * b)) {
-        fail(g, n, "channels of " + to_string(t) + " are not divisible by blocksize^2 (blocksize " + std::to_string(b) + ")");
+        fail(g, n, "channels of " + to_string(t) + " are not divisible by blocksize^2 (blocksize " +
+                       std::to_string(b) + ")");
     }
     t.shape = {t.shape[0], t.shape[1] / (b * b), t.shape[2] * b, t.shape[3] * b};
     return {t};
@@ -415,7 +418,8 @@ std::vector<TensorType> constant_of_shape(const Graph &g, const Node &n) {
     auto d = dtype_from_onnx(code);
     if (!d) {
         fail(g, n, "attribute 'dtype' is " + std::to_string(code) +
-                       "; expected an ONNX type code fusor supports (1 float, 2 uint8, 3 int8, 6 int32, 7 int64, 9 bool, 11 double)");
+                       "; expected an ONNX type code fusor supports (1 float, 2 uint8, 3 int8, 6 int32, "
+                       "7 int64, 9 bool, 11 double)");
     }
     return {TensorType{*d, shape}};
 }
@@ -424,9 +428,10 @@ std::vector<TensorType> range(const Graph &g, const Node &n) {
     DType t = in_type(g, n, 0).dtype;
     for (int i = 0; i < 3; i++) {
         const Tensor &x = g.tensor(n.inputs[i]);
-        if (x.type.dtype != t) fail(g, n, "inputs must share one dtype; input " + std::to_string(i) + " is " + dtype_name(x.type.dtype));
-        if (x.type.num_elements() != 1) fail(g, n, "input " + std::to_string(i) + " must be a scalar, got " + to_string(x.type));
-        if (!x.is_initializer) fail(g, n, "input " + std::to_string(i) + " ('" + x.name + "') must be a constant initializer");
+        std::string which = "input " + std::to_string(i);
+        if (x.type.dtype != t) fail(g, n, "inputs must share one dtype; " + which + " is " + dtype_name(x.type.dtype));
+        if (x.type.num_elements() != 1) fail(g, n, which + " must be a scalar, got " + to_string(x.type));
+        if (!x.is_initializer) fail(g, n, which + " ('" + x.name + "') must be a constant initializer");
     }
     if (t == DType::Bool) fail(g, n, "inputs have dtype bool; expected a numeric dtype");
     auto at = [&](int i) { return g.tensor(n.inputs[i]); };

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "generators/ConstantEvaluator.h"
+#include "graph/ConstantFolding.h"
 #include "graph/Error.h"
 #include "runtime/Executor.h"
 #include "support/OpCheck.h"
@@ -390,4 +391,20 @@ TEST_CASE("shape computations over movement ops are evaluated when the model is 
     CHECK(g.type(g.find_tensor("r")) == TensorType{DType::I64, {4}});
     CHECK(g.tensor(g.find_tensor("rs")).value_as_int(0) == 4);
     check_against_reference(json, 1e-6, 2, &halide_constant_evaluator());
+}
+
+TEST_CASE("fold_constants: Size folds from its input's static shape, whatever the data", "[generators][ops][movement]") {
+    // y = x * Cast(Size(x)): Size reads a graph input, yet its value is known
+    std::string json = graph({in("x", {2, 3})}, {"y"}, {},
+                             {node("size", "Size", {"x"}, {"n"}), node("cast", "Cast", {"n"}, {"nf"}, R"("to": 1)"),
+                              node("mul", "Mul", {"x", "nf"}, {"y"})});
+    Graph g = load(json);
+    CHECK(fold_constants(g, halide_constant_evaluator()));
+    REQUIRE(g.nodes.size() == 1);
+    CHECK(g.nodes[0].op == OpKind::Mul);
+    const Tensor &nf = g.tensor(g.find_tensor("nf"));
+    REQUIRE(nf.is_initializer);
+    CHECK(nf.value_as_double(0) == 6.0);
+    CHECK_FALSE(fold_constants(g, halide_constant_evaluator()));
+    check_against_reference(json, 0);
 }
