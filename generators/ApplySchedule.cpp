@@ -193,6 +193,7 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
         int k = (int)st.tile.size();
         auto schedule_def = [&](Stage stage, int update_index) {
             bool is_update = update_index >= 0;
+            bool touched = false;  // whether this definition got any scheduling directive
             std::vector<VarOrRVar> order;  // innermost first
             if (!is_update && k > 0) {
                 for (int d = 0; d < k; d++) {
@@ -208,11 +209,22 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
                 for (auto it = st.order.rbegin(); it != st.order.rend(); ++it) custom.push_back(Var(*it));
                 stage.reorder(custom);
             }
+            // An update's pure loops: the args it writes at a plain Var. A scan (CumSum) writes
+            // along a reduction variable instead, so that dim has no pure loop in its update.
+            std::set<std::string> pure;
+            for (int d = 0; d < rank; d++) pure.insert(var_name(d));
+            if (is_update) {
+                pure.clear();
+                for (const Expr &a : f.update_args(update_index)) {
+                    const auto *v = a.as<Internal::Variable>();
+                    if (v && !v->reduction_domain.defined()) pure.insert(v->name);
+                }
+            }
             std::vector<Loop> loops = loops_of(is_update ? StageSchedule{} : st, args, info.extents);
             std::string par;
             if (st.parallel) {
                 for (const Loop &l : loops) {
-                    if (l.extent > 1) {
+                    if (l.extent > 1 && (!is_update || pure.count(l.name))) {
                         par = l.name;
                         break;
                     }
@@ -222,22 +234,27 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
                 // pure loops inside the reduction loops, except the parallel one, which stays outside
                 std::vector<VarOrRVar> upd;
                 for (int d = 0; d < rank; d++) {
-                    if (var_name(d) != par) upd.push_back(Var(var_name(d)));
+                    if (var_name(d) != par && pure.count(var_name(d))) upd.push_back(Var(var_name(d)));
                 }
                 for (const RVar &r : f.rvars(update_index)) upd.push_back(r);
                 if (!par.empty()) upd.push_back(Var(par));
-                if (upd.size() > 1) stage.reorder(upd);
+                if (upd.size() > 1) stage.reorder(upd), touched = true;
             }
             std::string inner = rank == 0 ? "" : (!is_update && k > 0 ? var_name(0) + "i" : var_name(0));
-            if (st.vector_width && !inner.empty()) {
+            if (st.vector_width && !inner.empty() && (!is_update || pure.count(inner))) {
                 Var v(inner), vv(inner + "v");
                 stage.split(v, v, vv, st.vector_width, tail).vectorize(vv);
+                touched = true;
             }
             for (int d : st.unroll) {
                 std::string u = !is_update && d < k ? var_name(d) + "i" : var_name(d);
+                if (is_update && !pure.count(u)) continue;
                 stage.unroll(Var(u));
+                touched = true;
             }
-            if (!par.empty()) stage.parallel(Var(par));
+            if (!par.empty()) stage.parallel(Var(par)), touched = true;
+            // a scan over a vector has no pure loop to schedule in its update
+            if (is_update && !touched) stage.unscheduled();
         };
         schedule_def(f, -1);
         for (int u = 0; u < f.num_update_definitions(); u++) schedule_def(f.update(u), u);

@@ -34,6 +34,18 @@ bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_element
             count_event("fold-Shape");
             continue;
         }
+        if (n.op == OpKind::Size) {
+            // so is a Size's
+            int64_t count = g.type(n.inputs[0]).num_elements();
+            Tensor &out = g.tensor(n.outputs[0]);
+            out.data.resize(8);
+            std::memcpy(out.data.data(), &count, 8);
+            out.is_initializer = true;
+            out.producer = -1;
+            folded.insert(n.id);
+            count_event("fold-Size");
+            continue;
+        }
         if (!all_constant) continue;
         int64_t cap = std::max(max_elements, largest_input);
         bool small = std::all_of(n.outputs.begin(), n.outputs.end(), [&](TensorId t) { return g.type(t).num_elements() <= cap; });

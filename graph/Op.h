@@ -26,10 +26,10 @@ const char *pattern_name(OpPattern p);
 
 // Attribute specs: space-separated `name:type[=default]`, type one of i f s ints floats; a `?`
 // after the type marks an optional attribute without default; no default and no `?` = required.
-// Columns: op, domain ("" = ONNX), pattern, min inputs, max inputs (-1 = variadic), max outputs,
-// shape rule (a function in namespace shape_rules, ShapeInference.h), constant inputs (space-separated
-// input indices whose values shape inference needs, e.g. Reshape's shape: the verifier folds them
-// to initializers at load), attributes. Semantics are ONNX opset 17's.
+// Columns: op, domain ("" = ONNX), pattern, min inputs, max inputs (-1 = variadic), max outputs
+// (-1 = variadic), shape rule (a function in namespace shape_rules, ShapeInference.h), constant
+// inputs (space-separated input indices whose values shape inference needs, e.g. Reshape's shape:
+// the verifier folds them to initializers at load), attributes. Semantics are ONNX opset 17's.
 //
 // The table is one list, written in families so that each family's rows, shape rules
 // (graph/ShapeRules<Family>.cpp), lowerings (generators/Lower<Family>.cpp) and reference
@@ -97,7 +97,22 @@ const char *pattern_name(OpPattern p);
 
 /** Data movement and shape ops: Squeeze/Unsqueeze, Expand, Tile, Split, Pad, GatherElements,
  * DepthToSpace/SpaceToDepth, CumSum, Trilu, ConstantOfShape, Range, Size, Einsum (issue 3). */
-#define FUSOR_OPS_MOVEMENT(X)
+#define FUSOR_OPS_MOVEMENT(X)                                                                       \
+    X(Squeeze, "", Injective, 1, 2, 1, squeeze, "1", "")                                            \
+    X(Unsqueeze, "", Injective, 2, 2, 1, unsqueeze, "1", "")                                        \
+    X(Expand, "", Injective, 2, 2, 1, expand, "1", "")                                              \
+    X(Tile, "", Injective, 2, 2, 1, tile, "1", "")                                                  \
+    X(Split, "", Injective, 1, 2, -1, split, "1", "axis:i=0")                                       \
+    X(Pad, "", Injective, 2, 3, 1, pad, "1", "mode:s=constant")                                     \
+    X(GatherElements, "", Injective, 2, 2, 1, gather_elements, "", "axis:i=0")                      \
+    X(DepthToSpace, "", Injective, 1, 1, 1, depth_to_space, "", "blocksize:i mode:s=DCR")           \
+    X(SpaceToDepth, "", Injective, 1, 1, 1, space_to_depth, "", "blocksize:i")                      \
+    X(CumSum, "", Reduction, 2, 2, 1, cumsum, "1", "exclusive:i=0 reverse:i=0")                     \
+    X(Trilu, "", Injective, 1, 2, 1, trilu, "1", "upper:i=1")                                       \
+    X(ConstantOfShape, "", Injective, 1, 1, 1, constant_of_shape, "0", "dtype:i=1 value:f=0")       \
+    X(Range, "", Injective, 3, 3, 1, range, "0 1 2", "")                                            \
+    X(Size, "", Injective, 1, 1, 1, size_of, "", "")                                                \
+    X(Einsum, "", OutFusable, 1, -1, 1, einsum, "", "equation:s")
 
 /** Windowed and spatial ops beyond the core set: ConvTranspose, GlobalMaxPool, Resize,
  * InstanceNormalization, LRN, MeanVarianceNormalization (issue 3). */
@@ -142,7 +157,7 @@ struct OpInfo {
     const char *domain;  ///< "" for ONNX's default domain, "fusor" for ops of our own
     OpPattern pattern;
     int min_inputs, max_inputs;  ///< max -1 = variadic
-    int max_outputs;
+    int max_outputs;  ///< -1 = variadic (Split)
     ShapeRule shape_rule;
     std::vector<int> const_inputs;  ///< inputs whose values shape inference needs (folded at load)
     std::vector<AttrSpec> attrs;

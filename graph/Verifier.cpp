@@ -50,9 +50,11 @@ void verify_node_signature(const Graph &g, const Node &n) {
             throw UserError(g.where(n) + ": input " + std::to_string(i) + " is required");
         }
     }
-    if (n.outputs.empty() || (int)n.outputs.size() > info.max_outputs) {
+    if (n.outputs.empty() || (info.max_outputs >= 0 && (int)n.outputs.size() > info.max_outputs)) {
         throw UserError(g.where(n) + ": has " + std::to_string(n.outputs.size()) + " outputs; expected " +
-                        (info.max_outputs == 1 ? std::string("1") : "1 to " + std::to_string(info.max_outputs)));
+                        (info.max_outputs < 0    ? std::string("at least 1")
+                         : info.max_outputs == 1 ? std::string("1")
+                                                 : "1 to " + std::to_string(info.max_outputs)));
     }
     for (const auto &[name, value] : n.attrs) {
         const AttrSpec *spec = info.find_attr(name);
@@ -152,6 +154,16 @@ void materialize(Graph &g, TensorId t, const Node &reader, int index, const Cons
         Tensor &out = g.tensor(producer.outputs[0]);
         out.data.resize(sizeof(int64_t) * (end - start));
         for (int d = start; d < end; d++) std::memcpy(out.data.data() + 8 * (d - start), &in.shape[d], 8);
+        out.is_initializer = true;
+        folded.insert(p);
+        return;
+    }
+    if (producer.op == OpKind::Size) {
+        // so is a Size's
+        int64_t count = g.type(producer.inputs[0]).num_elements();
+        Tensor &out = g.tensor(producer.outputs[0]);
+        out.data.resize(sizeof(int64_t));
+        std::memcpy(out.data.data(), &count, 8);
         out.is_initializer = true;
         folded.insert(p);
         return;
