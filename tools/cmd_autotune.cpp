@@ -129,9 +129,11 @@ Verb add_worker(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("worker", "internal: measure one candidate (used by autotune)");
     cmd->group("");  // hidden from --help
     auto job = std::make_shared<std::string>(), result = std::make_shared<std::string>();
+    auto hold = std::make_shared<bool>(false);
     cmd->add_option("job", *job)->required();
     cmd->add_option("result", *result)->required();
-    return {cmd, [=] { return run_worker(*job, *result); }};
+    cmd->add_flag("--hold", *hold, "after compiling, wait for a byte on stdin before timing");
+    return {cmd, [=] { return run_worker(*job, *result, *hold); }};
 }
 
 }  // namespace fusor::cli

@@ -2,6 +2,7 @@
 // worker isolation that turns crashes and hangs into typed statuses.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -262,6 +263,7 @@ TEST_CASE("autotune: generated kernels that crash, hang or compute wrong values 
         TuningDb db(dir.file("t.db"));
         AutotuneOptions o = options(3);
         o.timeout_s = 5;
+        o.jobs = 2;  // the faulty candidate shares its compile batch with the healthy cluster's
         auto results = autotune(g, db, o);
         REQUIRE(results.size() == 2);
         std::map<std::string, std::vector<Trial>> by_cluster;
@@ -277,4 +279,72 @@ TEST_CASE("autotune: generated kernels that crash, hang or compute wrong values 
         CHECK(faulty_recorded);
         CHECK(healthy_ok);  // the other cluster was still tuned
     }
+}
+
+TEST_CASE("measure: a batch compiles in parallel workers, and a candidate that crashes while timed does not stop it",
+          "[tuner][autotune]") {
+    Graph fg = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64]}], "outputs": ["y"],
+        "nodes": [{"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y"], "attrs": {"mode": "segfault"}}]})",
+                                "fault.json");
+    form_clusters(fg);
+    MeasureJob crash;
+    crash.graph_json = job_graph_json(fg, fg.clusters[0]);
+    crash.repeats = 2;
+    std::vector<MeasureJob> jobs = {small_job(), crash, small_job()};
+    jobs[2].seed = 2;
+    BatchOptions o;
+    o.parallel = 2;
+    o.compile_timeout_s = o.run_timeout_s = 60;
+    std::vector<size_t> order;
+    o.on_result = [&](size_t i, const MeasureResult &) { order.push_back(i); };
+    auto results = measure_batch(FUSOR_BINARY, jobs, o);
+    REQUIRE(results.size() == 3);
+    REQUIRE(results[0]);
+    REQUIRE(results[1]);
+    REQUIRE(results[2]);
+    INFO(results[0]->error << " | " << results[1]->error << " | " << results[2]->error);
+    CHECK(results[0]->status == TrialStatus::Ok);
+    CHECK(results[1]->status == TrialStatus::Crash);
+    CHECK_THAT(results[1]->error, Catch::Contains("while timing"));
+    CHECK(results[1]->compile_ms.value_or(0) > 0);  // it compiled, then crashed in its timed runs
+    CHECK(results[2]->status == TrialStatus::Ok);    // the batch went on after the crash
+    CHECK(order == std::vector<size_t>{0, 1, 2});
+}
+
+TEST_CASE("measure: a stopped batch cancels the candidates it has not timed", "[tuner][autotune]") {
+    std::atomic<bool> stop{true};
+    BatchOptions o;
+    o.parallel = 2;
+    o.stop = &stop;
+    auto results = measure_batch(FUSOR_BINARY, {small_job(), small_job()}, o);
+    CHECK_FALSE(results[0]);
+    CHECK_FALSE(results[1]);
+}
+
+TEST_CASE("autotune: a mapped autoscheduler seed is a candidate whose parent is the baseline; an unmapped one says why",
+          "[tuner][autotune][seeds]") {
+    Graph g = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [24, 200]}],
+        "outputs": ["y"], "initializers": [{"name": "s", "dtype": "f32", "shape": [], "data": [0.5]}],
+        "nodes": [{"name": "sm", "op": "Softmax", "inputs": ["x"], "outputs": ["p"], "attrs": {"axis": -1}},
+                  {"name": "mul", "op": "Mul", "inputs": ["p", "s"], "outputs": ["y"]}]})",
+                               "softmax.json");
+    TempDir dir;
+    TuningDb db(dir.file("t.db"));
+    AutotuneOptions o = options(5);
+    o.autoschedulers = {"Mullapudi2016", "Li2018"};
+    o.jobs = 2;
+    auto results = autotune(g, db, o);
+    REQUIRE(results.size() == 1);
+    std::map<std::string, Trial> by_strategy;
+    for (const Trial &t : db.trials(results[0].signature, resolved_target("host"))) by_strategy[t.strategy] = t;
+    REQUIRE(by_strategy.count("Mullapudi2016"));
+    REQUIRE(by_strategy.count("from Mullapudi2016"));
+    const Trial &seed = by_strategy["from Mullapudi2016"];
+    INFO(seed.schedule << seed.error);
+    CHECK(seed.status == TrialStatus::Ok);
+    CHECK(seed.parent == by_strategy["Mullapudi2016"].id);
+    CHECK(seed.schedule.rfind("autoscheduler", 0) == std::string::npos);  // a fusor schedule
+    REQUIRE(by_strategy.count("Li2018"));
+    CHECK_THAT(by_strategy["Li2018"].error, Catch::Contains("not mapped"));
+    CHECK(results[0].trials == 5);
 }
