@@ -255,8 +255,14 @@ std::optional<ClusterSchedule> schedule_from_funcs(const LoweredCluster &lc, std
     for (StageSchedule &st : out.stages) {
         if (st.level != ComputeLevel::At) continue;
         const StageInfo *info = lc.find_stage(st.stage);
+        // Halide qualifies loop names by the splits that made them ("x.xi"); a LoopLevel names the
+        // last part, and matches a loop by that suffix
         auto &names = loop_names_by_stage[st.at_stage];
         auto it = names.find(st.at_var);
+        for (auto k = names.begin(); it == names.end() && k != names.end(); ++k) {
+            const std::string &full = k->first;
+            if (full.size() > st.at_var.size() && full.compare(full.size() - st.at_var.size() - 1, std::string::npos, "." + st.at_var) == 0) it = k;
+        }
         if (it == names.end() || it->second.empty()) {
             return fail(*info, "is computed at " + st.at_stage + "." + st.at_var + ", a loop fusor's form of '" + st.at_stage + "' lacks");
         }

@@ -206,6 +206,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             }
             last = fmt::format("{} {} {}", c.strategy, status_name(t.status),
                                t.median_ms ? fmt::format("{:.3f} ms", *t.median_ms) : one_line(t.error, 60));
+            if (c.strategy == "default" && t.median_ms) w.result.default_ms = *t.median_ms;
             results[i] = r;
             trials[i] = t;
             report(w);
@@ -262,7 +263,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         }
     }
     // Phase 2: the rest of the budget, split by share and refreshed from the best times so far.
-    for (size_t round = 0; round < work.size() && !out_of_budget(); round++) {
+    for (size_t round = 0; round < work.size() && !out_of_budget() && measured < opt.trials; round++) {
         auto share_ms = [&](const Work &w) {
             double ms = w.best && w.best->median_ms ? *w.best->median_ms : w.result.default_ms;
             return std::max(ms, 1e-6) * w.copies;

@@ -9,7 +9,13 @@
 #include <set>
 #include <sstream>
 
+#include <csignal>
+#include <thread>
+
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
@@ -21,6 +27,8 @@
 
 using namespace fusor;
 using fusor::test::TempDir;
+
+extern char **environ;
 
 namespace {
 
@@ -347,4 +355,56 @@ TEST_CASE("autotune: a mapped autoscheduler seed is a candidate whose parent is 
     REQUIRE(by_strategy.count("Li2018"));
     CHECK_THAT(by_strategy["Li2018"].error, Catch::Contains("not mapped"));
     CHECK(results[0].trials == 5);
+}
+
+TEST_CASE("autotune: Ctrl-C stops cleanly, keeps what was measured and says how to resume", "[tuner][autotune]") {
+    // as a terminal does: SIGINT to the tuner's whole process group (its workers have their own)
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json", out = dir.file("out.txt");
+    std::vector<std::string> args = {FUSOR_BINARY, "autotune", model, "--db", dir.file("t.db"), "--trials", "200",
+                                     "--jobs", "2", "--threads", "1", "--autoschedulers", "none"};
+    std::vector<char *> argv;
+    for (std::string &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, dir.file("err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    pid_t pid;
+    REQUIRE(posix_spawn(&pid, FUSOR_BINARY, &actions, &attr, argv.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    auto slurp = [](const std::string &path) {
+        std::ifstream f(path);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        return ss.str();
+    };
+    auto t0 = std::chrono::steady_clock::now();
+    while (slurp(out).find("trial 1:") == std::string::npos &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    kill(-pid, SIGINT);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::string text = slurp(out) + slurp(dir.file("err.txt"));
+    INFO(text);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK_THAT(text, Catch::Contains("run the same command again to resume"));
+    TuningDb db(dir.file("t.db"));
+    int stored = 0;
+    for (const Workload &w : db.workloads()) {
+        for (const Trial &t : db.trials(w.signature, w.target)) {
+            stored++;
+            CHECK(t.status != TrialStatus::Crash);  // no worker was hit by the Ctrl-C
+        }
+    }
+    CHECK(stored >= 2);
+    CHECK(stored < 200);
 }
