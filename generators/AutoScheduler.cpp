@@ -216,7 +216,13 @@ std::optional<ClusterSchedule> schedule_from_funcs(const LoweredCluster &lc, std
         // memory types (Adams2019 puts small buffers on the stack) are not carried over: Halide
         // chooses the stack itself for small constant-size buffers, and values do not change
         bool inlined = compute.is_inlined() && !info.is_output;
-        if (!inlined && !store.is_inlined() && !(store == compute)) {  // an unset store level follows compute
+        bool store_apart = !inlined && !store.is_inlined() && !(store == compute);  // an unset store level follows compute
+        if (store_apart && !compute.is_root() && !compute.is_inlined() && store.is_root()) {
+            st.store_root = true;
+        } else if (store_apart && !compute.is_root() && !compute.is_inlined() && store.func() == compute.func()) {
+            st.store_stage = store.func();
+            st.store_var = store.var().name();  // a Halide name until resolved below
+        } else if (store_apart) {
             return fail(info, "stores at " + store.to_string() + " but computes at " + compute.to_string());
         }
         if (inlined) {
@@ -251,22 +257,31 @@ std::optional<ClusterSchedule> schedule_from_funcs(const LoweredCluster &lc, std
         }
         out.stages.push_back(st);
     }
-    // compute_at loops in fusor's names; consumers come after their producers in lc.stages
+    // compute_at and store_at loops in fusor's names
     for (StageSchedule &st : out.stages) {
         if (st.level != ComputeLevel::At) continue;
         const StageInfo *info = lc.find_stage(st.stage);
         // Halide qualifies loop names by the splits that made them ("x.xi"); a LoopLevel names the
         // last part, and matches a loop by that suffix
-        auto &names = loop_names_by_stage[st.at_stage];
-        auto it = names.find(st.at_var);
-        for (auto k = names.begin(); it == names.end() && k != names.end(); ++k) {
-            const std::string &full = k->first;
-            if (full.size() > st.at_var.size() && full.compare(full.size() - st.at_var.size() - 1, std::string::npos, "." + st.at_var) == 0) it = k;
+        auto resolve = [&](const std::string &stage, std::string &var) {
+            auto &names = loop_names_by_stage[stage];
+            auto it = names.find(var);
+            for (auto k = names.begin(); it == names.end() && k != names.end(); ++k) {
+                const std::string &full = k->first;
+                if (full.size() > var.size() && full.compare(full.size() - var.size() - 1, std::string::npos, "." + var) == 0) it = k;
+            }
+            if (it == names.end() || it->second.empty()) return false;
+            var = it->second;
+            return true;
+        };
+        std::string at_var = st.at_var;
+        if (!resolve(st.at_stage, st.at_var)) {
+            return fail(*info, "is computed at " + st.at_stage + "." + at_var + ", a loop fusor's form of '" + st.at_stage + "' lacks");
         }
-        if (it == names.end() || it->second.empty()) {
-            return fail(*info, "is computed at " + st.at_stage + "." + st.at_var + ", a loop fusor's form of '" + st.at_stage + "' lacks");
+        std::string store_var = st.store_var;
+        if (!st.store_stage.empty() && !resolve(st.store_stage, st.store_var)) {
+            return fail(*info, "is stored at " + st.store_stage + "." + store_var + ", a loop fusor's form of '" + st.store_stage + "' lacks");
         }
-        st.at_var = it->second;
     }
     return out;
 }

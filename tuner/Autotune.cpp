@@ -172,7 +172,8 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         std::vector<std::optional<Trial>> trials(todo.size());
         BatchOptions bo;
         bo.parallel = jobs;
-        bo.compile_timeout_s = bo.run_timeout_s = opt.timeout_s;
+        bo.run_timeout_s = opt.timeout_s;
+        bo.compile_timeout_s = opt.compile_timeout_s > 0 ? opt.compile_timeout_s : opt.timeout_s;
         bo.stop = opt.stop;
         std::vector<MeasureResult> results(todo.size());
         bo.on_result = [&](size_t i, const MeasureResult &r) {

@@ -34,7 +34,8 @@ struct AutotuneOptions {
     uint64_t seed = 1;
     std::string strategy = "evolve";  ///< "evolve" (mutate the best so far) or "random" (mutate the default)
     std::string target = "host";
-    double timeout_s = 120;        ///< per candidate: limit of its compile, and again of its run
+    double timeout_s = 120;        ///< per candidate: limit of its run (and of its compile unless set below)
+    double compile_timeout_s = 0;  ///< per candidate: limit of its compile; 0 = timeout_s
     int jobs = 0;                  ///< candidates compiled at once in workers; 0 = number of cores
     int repeats = 7;
     std::string worker_exe;        ///< the fusor binary (it runs `fusor worker`)
