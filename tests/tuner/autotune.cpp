@@ -409,3 +409,31 @@ TEST_CASE("autotune: Ctrl-C stops cleanly, keeps what was measured and says how 
     CHECK(stored >= 2);
     CHECK(stored < 200);
 }
+
+TEST_CASE("autotune: two databases tuned with different seeds merge into one whose best is the better of the two",
+          "[tuner][autotune][merge]") {
+    TempDir dir;
+    Graph g = model("eltwise_chain");
+    std::string signature;
+    double best_a = 0, best_b = 0;
+    for (uint64_t seed : {1, 2}) {
+        TuningDb db(dir.file("seed" + std::to_string(seed) + ".db"));
+        AutotuneOptions o = options(3);
+        o.seed = seed;
+        o.jobs = 2;
+        auto results = autotune(g, db, o);
+        REQUIRE(results.size() == 1);
+        signature = results[0].signature;
+        (seed == 1 ? best_a : best_b) = results[0].best_ms;
+    }
+    TuningDb merged(dir.file("merged.db"));
+    merged.merge_from(dir.file("seed1.db"));
+    merged.merge_from(dir.file("seed2.db"));
+    auto best = merged.best(signature, resolved_target("host"), machine_fingerprint());
+    REQUIRE(best);
+    REQUIRE(best->median_ms);
+    CHECK(*best->median_ms == std::min(best_a, best_b));
+    size_t trials = merged.trials(signature, resolved_target("host")).size();
+    CHECK(merged.merge_from(dir.file("seed2.db")) == 0);  // idempotent
+    CHECK(merged.trials(signature, resolved_target("host")).size() == trials);
+}
