@@ -1,11 +1,17 @@
 /** \file
  * Autotuning loop. Entry point: autotune(). Per distinct cluster (by signature):
  *   1. extract the cluster as a standalone graph (canonical names, so schedule texts are portable);
- *   2. measure the default schedule (strategy "default"), unless this machine already did;
- *   3. repeat: pick a parent (evolve: the fastest verified schedule so far; random: the default),
- *      apply one legal random edit (tuner/ScheduleSpace.h), skip schedules already tried on this
- *      machine, measure in a fresh worker, store the trial with its parent and provenance.
- * Every trial is committed as soon as it is measured. */
+ *   2. seeds, in one batch: the default schedule (strategy "default") and Halide's autoschedulers
+ *      (fixed baselines, schedule text "autoscheduler <Name>"); a baseline whose decisions map
+ *      into fusor's form (the worker reads them back) is measured again as that schedule
+ *      (strategy "from <Name>", parent: the baseline) and can be mutated; one that does not map
+ *      keeps the reason in its error text;
+ *   3. repeat: pick a parent (evolve: the fastest verified fusor schedule so far; random: the
+ *      default), make a batch of --jobs distinct legal random edits (tuner/ScheduleSpace.h) not
+ *      yet tried on this machine, and measure the batch (tuner/Measure.h: compiled in parallel
+ *      workers, timed one at a time); store each trial with its parent and provenance.
+ * Every trial is committed as soon as it is measured. AutotuneOptions::progress gets the state
+ * after each one; AutotuneOptions::stop cancels the candidates not yet timed. */
 #include "tuner/Autotune.h"
 
 #include <chrono>
