@@ -362,7 +362,7 @@ void write_charts(const std::string &out, const json &results) {
     }
     dat.close();
     std::ofstream gp(out + "/tuning.gp");
-    gp << "set terminal pngcairo size 1100,500\nset output '" << out << "/tuning_bars.png'\n"
+    gp << "set terminal pngcairo size 1100,500 noenhanced\nset output '" << out << "/tuning_bars.png'\n"
        << "set title 'speed relative to the default schedule (higher is faster)'\nset style data histograms\n"
        << "set style histogram clustered gap 1\nset style fill solid border -1\nset key outside right\nset ylabel 'x default'\n"
        << "set xtics rotate by -20\nset datafile missing 'NaN'\n"
