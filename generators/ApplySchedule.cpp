@@ -111,6 +111,38 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
                        " of " + (st.tile.empty() ? arg_names(info->func)[0] : arg_names(info->func)[0] + "i");
             }
         }
+        if (st.rfactor) {
+            if (!info->func.has_update_definition() || info->func.rvars(0).empty()) {
+                return where + ": rfactor=" + std::to_string(st.rfactor) + " needs a reduction (an update over a reduction domain)";
+            }
+            const Internal::ReductionVariable &rv = info->func.function().update(0).schedule().rvars()[0];
+            const int64_t *extent = Internal::as_const_int(Internal::simplify(rv.extent));
+            if (extent && st.rfactor > *extent) {
+                return where + ": rfactor=" + std::to_string(st.rfactor) + " exceeds extent " + std::to_string(*extent) + " of reduction loop " + rv.var;
+            }
+            auto assoc = Internal::prove_associativity(info->func.name(), info->func.update_args(0), info->func.update_values(0).as_vector());
+            if (!assoc.associative()) return where + ": rfactor needs an associative update, and update 0 is not one";
+        }
+        if ((st.store_root || !st.store_stage.empty()) && st.level != ComputeLevel::At) {
+            return where + ": store= applies to stages computed at a consumer's loop (at=) only";
+        }
+        if (!st.store_stage.empty() && st.level == ComputeLevel::At) {
+            if (st.store_stage != st.at_stage) {
+                return where + ": store=" + st.store_stage + "." + st.store_var + " must name a loop of '" + st.at_stage +
+                       "', where it is computed";
+            }
+            const StageSchedule *at = s.find(st.at_stage);
+            const StageInfo *at_info = c.find_stage(st.at_stage);
+            if (at && at_info) {
+                auto names = loop_names(*at, arg_names(at_info->func));
+                auto store_pos = std::find(names.begin(), names.end(), st.store_var);
+                auto compute_pos = std::find(names.begin(), names.end(), st.at_var);
+                if (store_pos == names.end()) return where + ": '" + st.at_stage + "' has no loop '" + st.store_var + "' to store at";
+                if (store_pos > compute_pos) {
+                    return where + ": stored at " + st.store_stage + "." + st.store_var + ", inside the loop it is computed at (" + st.at_var + ")";
+                }
+            }
+        }
         if (st.level == ComputeLevel::At) {
             const StageSchedule *at = s.find(st.at_stage);
             const StageInfo *at_info = c.find_stage(st.at_stage);
@@ -186,6 +218,24 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             f.compute_root();
         } else {
             f.compute_at(c.find_stage(st.at_stage)->func, Var(st.at_var));
+            if (st.store_root) f.store_root();
+            if (!st.store_stage.empty()) f.store_at(c.find_stage(st.store_stage)->func, Var(st.store_var));
+        }
+        if (st.rfactor) {
+            // split the innermost reduction loop; its inner part becomes the pure dim u of an
+            // intermediate of partial results, computed per realization of this stage
+            Stage u0 = f.update(0);
+            RVar r(f.function().update(0).schedule().rvars()[0].var);
+            RVar ro(r.name() + "o"), ri(r.name() + "i");
+            Var u(f.name() + "_u");
+            u0.split(r, ro, ri, st.rfactor);
+            Func partial = u0.rfactor(ri, u);
+            partial.compute_at(f, Var::outermost());
+            int lanes = st.vector_width > 0 ? st.vector_width : 0;
+            if (lanes > 1 && st.rfactor % lanes == 0) {
+                partial.vectorize(u, lanes);
+                partial.update(0).vectorize(u, lanes);
+            }
         }
         // Outputs have exact extents (ShiftInwards never leaves them); internal stages may be
         // asked for any region, so they guard their tails.
@@ -236,7 +286,11 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
                 for (int d = 0; d < rank; d++) {
                     if (var_name(d) != par && pure.count(var_name(d))) upd.push_back(Var(var_name(d)));
                 }
-                for (const RVar &r : f.rvars(update_index)) upd.push_back(r);
+                for (const RVar &r : f.rvars(update_index)) {
+                    // after rfactor the names are qualified ("r.ri"); Halide matches the last part
+                    std::string name = r.name();
+                    upd.push_back(RVar(name.substr(name.rfind('.') + 1)));
+                }
                 if (!par.empty()) upd.push_back(Var(par));
                 if (upd.size() > 1) stage.reorder(upd), touched = true;
             }

@@ -3,13 +3,16 @@
  * Halide's own autoschedulers (Mullapudi2016, Adams2019, Li2018, loaded as plugins) applied to a
  * lowered cluster: the tuner's baselines and seeds. Their decisions are applied in place (they
  * cannot all be expressed in fusor's schedule form), so such a trial's schedule text is the
- * autoscheduler's name: "autoscheduler Adams2019". */
+ * autoscheduler's name: "autoscheduler Adams2019". Where they can, schedule_from_funcs reads them
+ * back as a ClusterSchedule, which the tuner measures and mutates like its own. */
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "Halide.h"
 #include "generators/LowerCluster.h"
+#include "generators/Schedule.h"
 
 namespace fusor {
 
@@ -25,5 +28,14 @@ std::string autoscheduler_in(const std::string &schedule);
  * minutes and ~16 GB on a conv cluster). Returns "" on success, else why not (unknown name,
  * missing plugin, or the autoscheduler's own error). */
 std::string apply_autoscheduler(LoweredCluster &lc, const std::string &name, const Halide::Target &target, int threads);
+
+/** Reads the schedule now applied to \p lc's Funcs (e.g. by apply_autoscheduler) back into fusor's
+ * form, through each Func's get_schedule(): compute level, splits as tiles and vector widths, loop
+ * order, parallel and unrolled loops. Returns nullopt with *why set when a decision has no fusor
+ * equivalent (a fused or twice-split loop, a parallel loop that is not the outermost, store_at
+ * apart from compute_at, a split or rfactor of a reduction, a wrapper, ...). Tail strategies are
+ * not carried over (fusor picks its own; values do not change). The result passes why_illegal
+ * only if Halide's schedule did; the caller checks. */
+std::optional<ClusterSchedule> schedule_from_funcs(const LoweredCluster &lc, std::string *why);
 
 }  // namespace fusor

@@ -6,7 +6,8 @@ namespace fusor {
 
 bool StageSchedule::operator==(const StageSchedule &o) const {
     return stage == o.stage && level == o.level && at_stage == o.at_stage && at_var == o.at_var && tile == o.tile &&
-           vector_width == o.vector_width && unroll == o.unroll && order == o.order && parallel == o.parallel;
+           vector_width == o.vector_width && unroll == o.unroll && order == o.order && parallel == o.parallel &&
+           rfactor == o.rfactor && store_root == o.store_root && store_stage == o.store_stage && store_var == o.store_var;
 }
 
 const StageSchedule *ClusterSchedule::find(const std::string &stage) const {
@@ -24,6 +25,8 @@ std::string to_text(const StageSchedule &s) {
     case ComputeLevel::Root: o << " root"; break;
     case ComputeLevel::At: o << " at=" << s.at_stage << "." << s.at_var; break;
     }
+    if (s.store_root) o << " store=root";
+    if (!s.store_stage.empty()) o << " store=" << s.store_stage << "." << s.store_var;
     if (!s.tile.empty()) {
         o << " tile=";
         for (size_t i = 0; i < s.tile.size(); i++) o << (i ? "x" : "") << s.tile[i];
@@ -37,6 +40,7 @@ std::string to_text(const StageSchedule &s) {
         o << " unroll=";
         for (size_t i = 0; i < s.unroll.size(); i++) o << (i ? "," : "") << s.unroll[i];
     }
+    if (s.rfactor) o << " rfactor=" << s.rfactor;
     if (s.parallel) o << " parallel";
     if (!s.note.empty()) o << "  # " << s.note;
     return o.str();
@@ -123,10 +127,27 @@ std::optional<ClusterSchedule> parse_schedule(std::string_view text, std::string
                     st.order.push_back(item);
                 }
                 if (st.order.size() < 2) return fail("'" + w + "': order needs at least two loops");
+            } else if (w.rfind("store=", 0) == 0) {
+                std::string at = value("store=");
+                size_t dot = at.rfind('.');
+                if (at == "root") {
+                    st.store_root = true;
+                } else if (dot == std::string::npos || dot == 0 || dot + 1 == at.size()) {
+                    return fail("'" + w + "': expected store=root or store=<stage>.<loop>");
+                } else {
+                    st.store_stage = at.substr(0, dot);
+                    st.store_var = at.substr(dot + 1);
+                }
+            } else if (w.rfind("rfactor=", 0) == 0) {
+                std::vector<int> v;
+                if (!parse_int_list(value("rfactor="), ',', &v) || v.size() != 1 || v[0] < 2) {
+                    return fail("'" + w + "': expected rfactor=<factor of at least 2>");
+                }
+                st.rfactor = v[0];
             } else if (w == "parallel") {
                 st.parallel = true;
             } else {
-                return fail("unknown token '" + w + "'; expected inline, root, at=, tile=, order=, vec=, unroll= or parallel");
+                return fail("unknown token '" + w + "'; expected inline, root, at=, store=, tile=, order=, vec=, unroll=, rfactor= or parallel");
             }
         }
         if (!level_seen) return fail("stage '" + st.stage + "' has no compute level (inline, root or at=)");

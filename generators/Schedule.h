@@ -5,6 +5,8 @@
  *     c0_conv1_acc at=c0_relu1.xo vec=16 unroll=0,1
  *     c0_relu1 root tile=16x8 order=xo,yo vec=16 parallel
  *     c0_bn1 inline
+ *     c0_sum_acc root rfactor=16 vec=8
+ *     c0_pad at=c0_conv.xi store=c0_conv.yo
  * Applying a schedule to Funcs happens in exactly one place (ApplySchedule.h). */
 
 #include <optional>
@@ -30,6 +32,15 @@ struct StageSchedule {
     std::vector<std::string> order;     ///< loops moved into this order, outermost first (the
                                         ///< others keep their places); empty = default order
     bool parallel = false;              ///< parallelize the outermost loop of extent > 1
+    /** Reduction split: update 0's innermost reduction loop is split by this factor and its inner
+     * part rfactored into an intermediate of that many partial results (computed per realization
+     * of this stage, its pure dim vectorized), which this stage's update then sums. 0 = none. */
+    int rfactor = 0;
+    /** Storage placement apart from the compute level (level At only): allocated at the root
+     * (store_root) or at an outer loop of the consumer (store_stage.store_var), so values persist
+     * across iterations of the loops between. Both empty/false: stored where computed. */
+    bool store_root = false;
+    std::string store_stage, store_var;
     std::string note;                   ///< why the default schedule chose this (text after '#'); not compared
 
     bool operator==(const StageSchedule &o) const;

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cmath>
 #include <sstream>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
@@ -21,8 +22,31 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
+/** First Ctrl-C: stop after the candidate being timed; a second one quits at once. */
 void on_sigint(int) {
     g_stop = true;
+    const char msg[] = "\nstopping after the candidate being timed (Ctrl-C again to quit now)\n";
+    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+    (void)ignored;
+    std::signal(SIGINT, SIG_DFL);
+}
+
+/** 75 -> "1m15s". */
+std::string duration_text(double s) {
+    if (s < 0) return "?";
+    long t = std::lround(s);
+    if (t < 60) return std::to_string(t) + "s";
+    if (t < 3600) return fmt::format("{}m{:02}s", t / 60, t % 60);
+    return fmt::format("{}h{:02}m", t / 3600, (t % 3600) / 60);
+}
+
+/** The progress line: cluster i/n, trials, best so far vs default, elapsed, ETA. */
+std::string progress_text(const AutotuneProgress &p) {
+    std::string best = p.best_ms > 0 ? fmt::format("best {:.3f} ms", p.best_ms) : std::string("best -");
+    if (p.best_ms > 0 && p.default_ms > 0) best += fmt::format(" ({:.2f}x default)", p.default_ms / p.best_ms);
+    std::string trials = p.trials_total < 1000000 ? fmt::format("{}/{}", p.trials_done, p.trials_total) : std::to_string(p.trials_done);
+    return fmt::format("cluster {}/{} {} | trials {} | {} | {} elapsed, ETA {} | last: {}", p.cluster, p.clusters, p.cluster_name,
+                       trials, best, duration_text(p.elapsed_s), duration_text(p.eta_s), p.last);
 }
 
 /** "90", "90s", "10m" or "1h" in seconds; throws UserError naming the flag otherwise. */
@@ -57,7 +81,7 @@ Verb add_autotune(CLI::App &app) {
     struct Opts {
         std::string model, db, target = "host", strategy = "evolve", layout = "auto", budget;
         std::string autoschedulers = "Mullapudi2016,Adams2019,Li2018";
-        int trials = 32, threads = 0;
+        int trials = 32, threads = 0, jobs = 0;
         uint64_t seed = 1;
         double timeout = 120;
         bool no_optimize = false;
@@ -70,6 +94,9 @@ Verb add_autotune(CLI::App &app) {
             ->capture_default_str();
     cmd->add_option("--budget", o->budget, "wall time for the whole search (90s, 10m, 1h); with it, --trials only caps the count");
     cmd->add_option("--threads", o->threads, "Halide threads candidates are timed with (default: all cores)");
+    CLI::Option *jobs_opt = cmd->add_option("--jobs", o->jobs,
+                                            "candidates compiled at once in worker processes; each is then timed alone "
+                                            "(default: number of cores)");
     cmd->add_option("--strategy", o->strategy, "evolve (mutate the best so far) or random (mutate the default)")->capture_default_str();
     cmd->add_option("--seed", o->seed, "search seed")->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
@@ -81,6 +108,7 @@ Verb add_autotune(CLI::App &app) {
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
                 if (o->trials < 1) throw UserError("--trials is " + std::to_string(o->trials) + "; expected at least 1");
+                if (jobs_opt->count() && o->jobs < 1) throw UserError("--jobs is " + std::to_string(o->jobs) + "; expected at least 1");
                 double budget_s = o->budget.empty() ? 0 : parse_duration(o->budget);
                 if (o->strategy != "evolve" && o->strategy != "random") {
                     throw UserError("--strategy is '" + o->strategy + "'; expected evolve or random");
@@ -95,6 +123,7 @@ Verb add_autotune(CLI::App &app) {
                 ao.trials = budget_s > 0 && trials_opt->count() == 0 ? 1000000 : o->trials;
                 ao.budget_s = budget_s;
                 ao.threads = o->threads;
+                ao.jobs = o->jobs;
                 ao.seed = o->seed;
                 ao.strategy = o->strategy;
                 ao.target = o->target;
@@ -112,15 +141,42 @@ Verb add_autotune(CLI::App &app) {
                         ao.autoschedulers.push_back(a);
                     }
                 }
-                ao.log = [](const std::string &line) { fmt::print("{}\n", line), std::fflush(stdout); };
+                // On a terminal the progress is one line on stderr, rewritten in place under the
+                // event lines; otherwise plain lines.
+                bool tty = isatty(2);
+                auto status = std::make_shared<std::string>();
+                ao.log = [tty, status](const std::string &line) {
+                    if (tty && !status->empty()) std::fputs("\r\033[K", stderr), std::fflush(stderr);
+                    fmt::print("{}\n", line);
+                    std::fflush(stdout);
+                    if (tty && !status->empty()) std::fputs(status->c_str(), stderr), std::fflush(stderr);
+                };
+                ao.progress = [tty, status](const AutotuneProgress &p) {
+                    *status = progress_text(p);
+                    if (tty) {
+                        struct winsize ws {};
+                        size_t width = ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 ? ws.ws_col - 1 : 119;
+                        if (status->size() > width) status->resize(width);
+                        std::fputs(("\r\033[K" + *status).c_str(), stderr);
+                    } else {
+                        std::fputs(("progress: " + *status + "\n").c_str(), stderr);
+                    }
+                    std::fflush(stderr);
+                };
                 std::signal(SIGINT, on_sigint);
                 auto results = autotune(g, db, ao);
+                std::signal(SIGINT, SIG_DFL);
+                if (tty && !status->empty()) std::fputs("\n", stderr);
                 fmt::print("\n{:<6} {:>12} {:>12} {:>8} {:>7}  signature\n", "cluster", "default ms", "best ms", "gain", "trials");
                 for (const ClusterTuning &r : results) {
                     fmt::print("{:<6} {:>12.3f} {:>12.3f} {:>7.2f}x {:>7}  {}\n", r.name, r.default_ms, r.best_ms,
                                r.best_ms > 0 ? r.default_ms / r.best_ms : 0.0, r.trials, r.signature.substr(0, 12));
                 }
-                if (g_stop) fmt::print("interrupted: every trial measured so far is stored in {}\n", o->db);
+                if (g_stop) {
+                    fmt::print("interrupted: every trial measured so far is stored in {}; run the same command again to resume "
+                               "(stored schedules are not measured again)\n",
+                               o->db);
+                }
                 return g_stop ? 1 : 0;
             }};
 }
@@ -129,9 +185,11 @@ Verb add_worker(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("worker", "internal: measure one candidate (used by autotune)");
     cmd->group("");  // hidden from --help
     auto job = std::make_shared<std::string>(), result = std::make_shared<std::string>();
+    auto hold = std::make_shared<bool>(false);
     cmd->add_option("job", *job)->required();
     cmd->add_option("result", *result)->required();
-    return {cmd, [=] { return run_worker(*job, *result); }};
+    cmd->add_flag("--hold", *hold, "after compiling, wait for a byte on stdin before timing");
+    return {cmd, [=] { return run_worker(*job, *result, *hold); }};
 }
 
 }  // namespace fusor::cli

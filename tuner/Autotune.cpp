@@ -1,17 +1,24 @@
 /** \file
  * Autotuning loop. Entry point: autotune(). Per distinct cluster (by signature):
  *   1. extract the cluster as a standalone graph (canonical names, so schedule texts are portable);
- *   2. measure the default schedule (strategy "default"), unless this machine already did;
- *   3. repeat: pick a parent (evolve: the fastest verified schedule so far; random: the default),
- *      apply one legal random edit (tuner/ScheduleSpace.h), skip schedules already tried on this
- *      machine, measure in a fresh worker, store the trial with its parent and provenance.
- * Every trial is committed as soon as it is measured. */
+ *   2. seeds, in one batch: the default schedule (strategy "default") and Halide's autoschedulers
+ *      (fixed baselines, schedule text "autoscheduler <Name>"); a baseline whose decisions map
+ *      into fusor's form (the worker reads them back) is measured again as that schedule
+ *      (strategy "from <Name>", parent: the baseline) and can be mutated; one that does not map
+ *      keeps the reason in its error text;
+ *   3. repeat: pick a parent (evolve: the fastest verified fusor schedule so far; random: the
+ *      default), make a batch of --jobs distinct legal random edits (tuner/ScheduleSpace.h) not
+ *      yet tried on this machine, and measure the batch (tuner/Measure.h: compiled in parallel
+ *      workers, timed one at a time); store each trial with its parent and provenance.
+ * Every trial is committed as soon as it is measured. AutotuneOptions::progress gets the state
+ * after each one; AutotuneOptions::stop cancels the candidates not yet timed. */
 #include "tuner/Autotune.h"
 
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <fmt/core.h>
 
@@ -59,6 +66,7 @@ struct Work {
     Graph sub;
     LoweredCluster lc;
     ClusterSchedule def, best_schedule;
+    std::string best_schedule_id;  ///< trial of best_schedule: the parent of evolved candidates
     std::optional<Trial> best;
     std::string default_id, nodes;
     int lanes = 8;
@@ -110,72 +118,159 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         w.best = db.best(sig, target, fingerprint);  // resume: the best of earlier runs on this machine
         if (w.best) {
             std::string err;
-            if (auto parsed = parse_schedule(w.best->schedule, &err)) w.best_schedule = *parsed;
+            if (auto parsed = parse_schedule(w.best->schedule, &err)) {
+                w.best_schedule = *parsed;
+                w.best_schedule_id = w.best->id;
+            }
         }
         for (const Trial &t : db.trials(sig, target)) {
-            if (t.strategy == "default" && t.fingerprint == fingerprint && t.median_ms) w.result.default_ms = *t.median_ms;
+            if (t.strategy == "default" && t.fingerprint == fingerprint && t.median_ms) {
+                w.result.default_ms = *t.median_ms;
+                w.default_id = t.id;
+            }
         }
+        if (w.best_schedule_id.empty()) w.best_schedule_id = w.default_id;
         work.push_back(std::move(w));
     }
     SplitMix64 rng(opt.seed);
     int measured = 0;
-    // Measures one candidate (schedule text \p key) unless this machine already did, and stores it.
-    // \p sched is the fusor schedule it came from, or null for an autoscheduler baseline, which
-    // can win but is not a mutation parent.
-    auto measure = [&](Work &w, const std::string &key, const ClusterSchedule *sched, const std::string &strategy,
-                       const std::string &parent) -> std::optional<Trial> {
-        if (w.tried.count(key)) return std::nullopt;
-        w.tried.insert(key);
-        w.job.schedule = key;
-        MeasureResult r = measure_in_worker(opt.worker_exe, w.job, opt.timeout_s);
-        Trial t;
-        t.signature = w.result.signature;
-        t.target = target;
-        t.schedule = key;
-        t.status = r.status;
-        t.median_ms = r.median_ms;
-        t.min_ms = r.min_ms;
-        t.max_ms = r.max_ms;
-        t.compile_ms = r.compile_ms;
-        t.error = r.error;
-        t.parent = parent;
-        t.strategy = strategy;
-        t.fingerprint = fingerprint;
-        t.halide_version = FUSOR_HALIDE_VERSION;
-        t.fusor_version = FUSOR_VERSION;
-        t.host = host_name();
-        t.created_at = utc_now();
-        db.add_trial(t);
-        w.result.trials++;
-        measured++;
-        if (t.status == TrialStatus::Ok && (!w.best || *t.median_ms < *w.best->median_ms)) {
-            w.best = t;
-            if (sched) w.best_schedule = *sched;
+    int jobs = opt.jobs > 0 ? opt.jobs : std::max(1, (int)std::thread::hardware_concurrency());
+    size_t current = 0;  // index into work of the cluster being measured, for progress
+    std::string last;
+    auto report = [&](const Work &w) {
+        if (!opt.progress) return;
+        AutotuneProgress p;
+        p.cluster = (int)current + 1;
+        p.clusters = (int)work.size();
+        p.cluster_name = w.result.name;
+        p.trials_done = measured;
+        p.trials_total = opt.trials;
+        p.default_ms = w.result.default_ms;
+        p.best_ms = w.best && w.best->median_ms ? *w.best->median_ms : 0;
+        p.elapsed_s = elapsed();
+        if (opt.budget_s > 0) {
+            p.eta_s = std::max(0.0, opt.budget_s - p.elapsed_s);
+        } else if (measured > 0) {
+            p.eta_s = p.elapsed_s / measured * (opt.trials - measured);
         }
-        return t;
+        p.last = last;
+        opt.progress(p);
+    };
+    // Measures a batch of candidates of one cluster (those this machine has not measured yet) in
+    // workers, storing each trial as its result arrives. A candidate with a schedule is a fusor
+    // schedule (a possible mutation parent); without, an autoscheduler baseline.
+    struct Candidate {
+        std::string key;
+        std::optional<ClusterSchedule> sched;
+        std::string strategy, parent;
+    };
+    auto measure = [&](Work &w, std::vector<Candidate> cands) {
+        std::vector<Candidate> todo;
+        std::vector<MeasureJob> batch;
+        for (Candidate &c : cands) {
+            if (w.tried.count(c.key)) continue;
+            w.tried.insert(c.key);
+            MeasureJob job = w.job;
+            job.schedule = c.key;
+            batch.push_back(job);
+            todo.push_back(std::move(c));
+        }
+        std::vector<std::optional<Trial>> trials(todo.size());
+        BatchOptions bo;
+        bo.parallel = jobs;
+        bo.run_timeout_s = opt.timeout_s;
+        bo.compile_timeout_s = opt.compile_timeout_s > 0 ? opt.compile_timeout_s : opt.timeout_s;
+        bo.stop = opt.stop;
+        std::vector<MeasureResult> results(todo.size());
+        bo.on_result = [&](size_t i, const MeasureResult &r) {
+            Candidate &c = todo[i];
+            Trial t;
+            t.signature = w.result.signature;
+            t.target = target;
+            t.schedule = c.key;
+            t.status = r.status;
+            t.median_ms = r.median_ms;
+            t.min_ms = r.min_ms;
+            t.max_ms = r.max_ms;
+            t.compile_ms = r.compile_ms;
+            t.error = r.error;
+            if (r.status == TrialStatus::Ok && !c.sched && !r.unmapped.empty()) {
+                t.error = "not mapped into fusor's schedule form: " + r.unmapped;  // kept as a fixed baseline
+            }
+            t.parent = c.parent;
+            t.strategy = c.strategy;
+            t.fingerprint = fingerprint;
+            t.halide_version = FUSOR_HALIDE_VERSION;
+            t.fusor_version = FUSOR_VERSION;
+            t.host = host_name();
+            t.created_at = utc_now();
+            db.add_trial(t);
+            w.result.trials++;
+            measured++;
+            if (t.status == TrialStatus::Ok && (!w.best || *t.median_ms < *w.best->median_ms)) {
+                w.best = t;
+                if (c.sched) w.best_schedule = *c.sched, w.best_schedule_id = t.id;
+            }
+            last = fmt::format("{} {} {}", c.strategy, status_name(t.status),
+                               t.median_ms ? fmt::format("{:.3f} ms", *t.median_ms) : one_line(t.error, 60));
+            if (c.strategy == "default" && t.median_ms) w.result.default_ms = *t.median_ms;
+            results[i] = r;
+            trials[i] = t;
+            report(w);
+        };
+        measure_batch(opt.worker_exe, batch, bo);
+        return std::make_pair(std::move(todo), std::make_pair(std::move(trials), std::move(results)));
+    };
+    auto ms_or_error = [](const Trial &t) {
+        return t.median_ms ? fmt::format("{:.3f} ms", *t.median_ms) : one_line(t.error);
     };
     // Phase 1: the default schedule of every cluster, which also gives each cluster's share of
-    // end-to-end time (its time times the number of copies in the model).
+    // end-to-end time (its time times the number of copies in the model), and Halide's
+    // autoschedulers: timed as baselines; where their decisions map into fusor's schedule form,
+    // that schedule is measured too, as a seed the search can mutate.
     for (size_t i = 0; i < work.size() && !out_of_budget() && measured < opt.trials; i++) {
         Work &w = work[i];
-        if (auto t = measure(w, schedule_key(w.def), &w.def, "default", "")) {
-            w.default_id = t->id;
-            if (t->median_ms) w.result.default_ms = *t->median_ms;
-            log(fmt::format("cluster {}/{} {} ({}) default: {} {}", i + 1, work.size(), w.result.name, w.nodes, status_name(t->status),
-                            t->median_ms ? fmt::format("{:.3f} ms", *t->median_ms) : one_line(t->error)));
+        current = i;
+        std::vector<Candidate> seeds = {{schedule_key(w.def), w.def, "default", ""}};
+        for (const std::string &a : opt.autoschedulers) seeds.push_back({"autoscheduler " + a + "\n", std::nullopt, a, ""});
+        seeds.resize(std::min<size_t>(seeds.size(), opt.trials - measured));
+        auto [done, measured_seeds] = measure(w, seeds);
+        auto &[trials, results] = measured_seeds;
+        std::vector<Candidate> mapped;
+        for (size_t k = 0; k < done.size(); k++) {
+            if (!trials[k]) continue;
+            const Trial &t = *trials[k];
+            if (t.strategy == "default") {
+                w.default_id = t.id;
+                if (w.best_schedule_id.empty()) w.best_schedule_id = t.id;
+                if (t.median_ms) w.result.default_ms = *t.median_ms;
+                log(fmt::format("cluster {}/{} {} ({}) default: {} {}", i + 1, work.size(), w.result.name, w.nodes,
+                                status_name(t.status), ms_or_error(t)));
+                continue;
+            }
+            std::string how;
+            if (t.status == TrialStatus::Ok && !results[k].mapped_schedule.empty()) {
+                std::string err;
+                if (auto parsed = parse_schedule(results[k].mapped_schedule, &err)) {
+                    mapped.push_back({schedule_key(*parsed), *parsed, "from " + t.strategy, t.id});
+                    how = "; maps into fusor's schedule form";
+                }
+            } else if (t.status == TrialStatus::Ok) {
+                how = "; kept as a fixed baseline (" + one_line(results[k].unmapped, 80) + ")";
+            }
+            log(fmt::format("  {}: {} {}{}", t.strategy, status_name(t.status), ms_or_error(t), how));
         }
-        // Halide's autoschedulers as fixed baselines: their decisions do not map into fusor's
-        // schedule form, so they are not mutated, but one that wins is used by run --db
-        for (const std::string &a : opt.autoschedulers) {
-            if (out_of_budget() || measured >= opt.trials) break;
-            std::optional<Trial> trial = measure(w, "autoscheduler " + a + "\n", nullptr, a, "");
-            if (!trial) continue;
-            log(fmt::format("  {}: {} {}", a, status_name(trial->status),
-                            trial->median_ms ? fmt::format("{:.3f} ms", *trial->median_ms) : one_line(trial->error)));
+        // the mapped seeds, measured as fusor schedules (parents for the search when they win)
+        mapped.resize(std::min<size_t>(mapped.size(), std::max(0, opt.trials - measured)));
+        if (!mapped.empty() && !out_of_budget()) {
+            auto [mdone, mres] = measure(w, mapped);
+            for (size_t k = 0; k < mdone.size(); k++) {
+                if (mres.first[k]) log(fmt::format("  {}: {} {}", mdone[k].strategy, status_name(mres.first[k]->status), ms_or_error(*mres.first[k])));
+            }
         }
     }
     // Phase 2: the rest of the budget, split by share and refreshed from the best times so far.
-    for (size_t round = 0; round < work.size() && !out_of_budget(); round++) {
+    for (size_t round = 0; round < work.size() && !out_of_budget() && measured < opt.trials; round++) {
         auto share_ms = [&](const Work &w) {
             double ms = w.best && w.best->median_ms ? *w.best->median_ms : w.result.default_ms;
             return std::max(ms, 1e-6) * w.copies;
@@ -189,37 +284,51 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         }
         std::swap(work[round], work[i]);
         Work &w = work[round];
+        current = round;
         double share = share_ms(w) / total;
         int trials_left = opt.trials - measured;
         int quota = std::max(1, (int)std::lround(trials_left * share));
         double time_quota = opt.budget_s > 0 ? (opt.budget_s - elapsed()) * share : 0;
         double cluster_start = elapsed();
-        log(fmt::format("cluster {} ({}): {:.0f}% of the time of the clusters not yet searched; about {:.3g} schedules; {}", w.result.name, w.nodes, 100 * share,
-                        space_size(w.lc, w.def, w.lanes),
+        log(fmt::format("cluster {}/{} {} ({}): {:.0f}% of the time of the clusters not yet searched; about {:.3g} schedules; {}",
+                        round + 1, work.size(), w.result.name, w.nodes, 100 * share, space_size(w.lc, w.def, w.lanes),
                         opt.budget_s > 0 ? fmt::format("{:.0f} s", time_quota) : fmt::format("{} trials", quota)));
         int done = 0, stale = 0;
+        bool evolve = opt.strategy != "random";
         while (!out_of_budget() && stale < 64 && measured < opt.trials &&
                (opt.budget_s > 0 ? elapsed() - cluster_start < time_quota : done < quota)) {
-            bool evolve = opt.strategy != "random";
+            // a batch of distinct, untried children of the current parent
             const ClusterSchedule &parent = evolve ? w.best_schedule : w.def;
-            std::string parent_id = evolve && w.best && autoscheduler_in(w.best->schedule).empty() ? w.best->id : w.default_id;
-            ClusterSchedule child = mutate(w.lc, parent, w.lanes, rng);
-            std::optional<Trial> t = measure(w, schedule_key(child), &child, evolve ? "evolve" : "random", parent_id);
-            if (!t) {
-                stale++;
+            std::string parent_id = evolve && !w.best_schedule_id.empty() ? w.best_schedule_id : w.default_id;
+            int want = std::min(jobs, opt.trials - measured);
+            if (opt.budget_s <= 0) want = std::min(want, quota - done);
+            std::vector<Candidate> batch;
+            std::set<std::string> keys;
+            for (int attempt = 0; (int)batch.size() < want && attempt < 8 * want; attempt++) {
+                ClusterSchedule child = mutate(w.lc, parent, w.lanes, rng);
+                std::string key = schedule_key(child);
+                if (w.tried.count(key) || !keys.insert(key).second) continue;
+                batch.push_back({key, child, evolve ? "evolve" : "random", parent_id});
+            }
+            if (batch.empty()) {
+                stale += 8;
                 continue;
             }
             stale = 0;
-            done++;
-            std::string eta = opt.budget_s > 0 ? fmt::format("{:.0f} s left", std::max(0.0, opt.budget_s - elapsed()))
-                                               : fmt::format("{} trials left", opt.trials - measured);
-            log(fmt::format("  {} trial {}: {:<13} {}{}   [{:.0f} s, {}]", w.result.name, done, status_name(t->status),
-                            t->median_ms ? fmt::format("{:.3f} ms", *t->median_ms) : one_line(t->error),
-                            w.best && w.best->median_ms
-                                ? fmt::format("   best {:.3f} ms{}", *w.best->median_ms,
-                                              w.result.default_ms > 0 ? fmt::format(" ({:.2f}x default)", w.result.default_ms / *w.best->median_ms) : "")
-                                : "",
-                            elapsed(), eta));
+            auto [bdone, bres] = measure(w, batch);
+            for (size_t k = 0; k < bdone.size(); k++) {
+                if (!bres.first[k]) continue;
+                const Trial &t = *bres.first[k];
+                done++;
+                std::string eta = opt.budget_s > 0 ? fmt::format("{:.0f} s left", std::max(0.0, opt.budget_s - elapsed()))
+                                                   : fmt::format("{} trials left", opt.trials - measured);
+                log(fmt::format("  {} trial {}: {:<13} {}{}   [{:.0f} s, {}]", w.result.name, done, status_name(t.status), ms_or_error(t),
+                                w.best && w.best->median_ms
+                                    ? fmt::format("   best {:.3f} ms{}", *w.best->median_ms,
+                                                  w.result.default_ms > 0 ? fmt::format(" ({:.2f}x default)", w.result.default_ms / *w.best->median_ms) : "")
+                                    : "",
+                                elapsed(), eta));
+            }
         }
     }
     std::vector<ClusterTuning> results;

@@ -15,6 +15,18 @@
 
 namespace fusor {
 
+/** Where the search stands, for a progress display (sent after every measured candidate). */
+struct AutotuneProgress {
+    int cluster = 0, clusters = 0;  ///< 1-based index of the cluster being measured, of the distinct clusters
+    std::string cluster_name;
+    int trials_done = 0;            ///< measured in this run, all clusters
+    int trials_total = 0;           ///< the --trials cap (with a budget: what the budget may allow at most)
+    double default_ms = 0, best_ms = 0;  ///< this cluster's; 0 = not known yet
+    double elapsed_s = 0;
+    double eta_s = -1;              ///< estimated seconds left; -1 = unknown
+    std::string last;               ///< the last candidate: strategy, status, time
+};
+
 struct AutotuneOptions {
     int trials = 32;               ///< total candidates across the model's distinct clusters (each default included)
     double budget_s = 0;           ///< wall-time budget in seconds; 0 = none (then trials bounds the run)
@@ -22,14 +34,19 @@ struct AutotuneOptions {
     uint64_t seed = 1;
     std::string strategy = "evolve";  ///< "evolve" (mutate the best so far) or "random" (mutate the default)
     std::string target = "host";
-    double timeout_s = 120;        ///< per candidate: compile and run together
+    double timeout_s = 120;        ///< per candidate: limit of its run (and of its compile unless set below)
+    double compile_timeout_s = 0;  ///< per candidate: limit of its compile; 0 = timeout_s
+    int jobs = 0;                  ///< candidates compiled at once in workers; 0 = number of cores
     int repeats = 7;
     std::string worker_exe;        ///< the fusor binary (it runs `fusor worker`)
     /** Halide autoschedulers timed as baselines (and kept as candidates) after each default:
      * any of Mullapudi2016, Adams2019, Li2018. */
     std::vector<std::string> autoschedulers;
-    std::function<void(const std::string &)> log;  ///< progress lines
-    const std::atomic<bool> *stop = nullptr;       ///< set (e.g. by Ctrl-C) to stop after the current candidate
+    std::function<void(const std::string &)> log;  ///< event lines (cluster started, baselines, trials)
+    std::function<void(const AutotuneProgress &)> progress;  ///< after every measured candidate
+    /** Set (e.g. by Ctrl-C) to stop after the candidate being timed; candidates of the batch not
+     * yet timed are cancelled, not stored, and measured by the next run. */
+    const std::atomic<bool> *stop = nullptr;
 };
 
 struct ClusterTuning {
@@ -39,9 +56,12 @@ struct ClusterTuning {
 };
 
 /** Tunes every distinct cluster of \p g (clustered here) into \p db. First every cluster's default
- * schedule is measured; then the remaining trials (or wall time) are split across clusters by
+ * schedule and the autoschedulers' baselines are measured (a baseline whose decisions map into
+ * fusor's schedule form is measured again as that schedule, strategy "from <Name>", and becomes a
+ * mutation parent); then the remaining trials (or wall time) are split across clusters by
  * their share of the model's time (default or best time so far, times the number of identical
- * clusters), largest share first, with shares refreshed after each cluster's search. */
+ * clusters), largest share first, with shares refreshed after each cluster's search. Candidates go
+ * to workers in batches of options.jobs (compiled in parallel, timed one at a time). */
 std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const AutotuneOptions &options);
 
 /** Trial bookkeeping shared with `fusor run/bench --db`: the target string with host resolved. */

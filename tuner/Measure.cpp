@@ -1,7 +1,9 @@
 #include "tuner/Measure.h"
 
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <csignal>
 #include <cstring>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +65,8 @@ json result_to_json(const MeasureResult &r) {
     if (r.min_ms) j["min_ms"] = *r.min_ms;
     if (r.max_ms) j["max_ms"] = *r.max_ms;
     if (r.compile_ms) j["compile_ms"] = *r.compile_ms;
+    if (!r.mapped_schedule.empty()) j["mapped_schedule"] = r.mapped_schedule;
+    if (!r.unmapped.empty()) j["unmapped"] = r.unmapped;
     return j;
 }
 
@@ -73,6 +78,8 @@ MeasureResult result_from_json(const json &j) {
     if (j.contains("min_ms")) r.min_ms = j["min_ms"].get<double>();
     if (j.contains("max_ms")) r.max_ms = j["max_ms"].get<double>();
     if (j.contains("compile_ms")) r.compile_ms = j["compile_ms"].get<double>();
+    r.mapped_schedule = j.value("mapped_schedule", std::string());
+    r.unmapped = j.value("unmapped", std::string());
     return r;
 }
 
@@ -92,38 +99,84 @@ std::string job_graph_json(const Graph &g, const Cluster &c) {
     return to_json(sub);
 }
 
-MeasureResult measure_here(const MeasureJob &job) {
-    Graph g = parse_graph_json(job.graph_json, "<measure job>");
-    Cluster c = whole_graph_cluster(g);
-    Halide::Target target = job.target == "host" ? Halide::get_host_target() : Halide::Target(job.target);
+namespace {
+
+/** A candidate after its compile phase: ready to time, or failed. */
+struct Compiled {
+    Graph g;
+    LoweredCluster lc;
+    Halide::Target target;
+    double compile_ms = 0;
+    std::optional<MeasureResult> failure;
+    std::string mapped_schedule, unmapped;  ///< see MeasureResult
+};
+
+Compiled compile_candidate(const MeasureJob &job) {
+    Compiled c;
+    c.g = parse_graph_json(job.graph_json, "<measure job>");
+    Cluster cluster = whole_graph_cluster(c.g);
+    c.target = job.target == "host" ? Halide::get_host_target() : Halide::Target(job.target);
     if (job.threads > 0) set_num_threads(job.threads);
-    LoweredCluster lc = lower_cluster(g, c, "k_");
+    c.lc = lower_cluster(c.g, cluster, "k_");
     auto t0 = std::chrono::steady_clock::now();
     std::string autoscheduler = autoscheduler_in(job.schedule);
     ClusterSchedule sched;
     if (!autoscheduler.empty()) {
         // a baseline: Halide's autoscheduler decides, in place (its time counts as compile time)
-        std::string why = apply_autoscheduler(lc, autoscheduler, target, job.threads);
-        if (!why.empty()) return fail(TrialStatus::CompileError, why);
+        std::string why = apply_autoscheduler(c.lc, autoscheduler, c.target, job.threads);
+        if (!why.empty()) {
+            c.failure = fail(TrialStatus::CompileError, why);
+            return c;
+        }
+        std::string unmapped;
+        if (auto mapped = schedule_from_funcs(c.lc, &unmapped)) {
+            std::string illegal = why_illegal(*mapped, c.lc);
+            if (illegal.empty()) {
+                c.mapped_schedule = to_text(*mapped);
+            } else {
+                c.unmapped = "maps to an illegal schedule: " + illegal;
+            }
+        } else {
+            c.unmapped = unmapped;
+        }
     } else {
         if (job.schedule.empty()) {
-            sched = default_schedule(g, c, lc, target);
+            sched = default_schedule(c.g, cluster, c.lc, c.target);
         } else {
             std::string error;
             auto parsed = parse_schedule(job.schedule, &error);
-            if (!parsed) return fail(TrialStatus::Illegal, "schedule text: " + error);
+            if (!parsed) {
+                c.failure = fail(TrialStatus::Illegal, "schedule text: " + error);
+                return c;
+            }
             sched = *parsed;
         }
-        std::string why = why_illegal(sched, lc);
-        if (!why.empty()) return fail(TrialStatus::Illegal, why);
+        std::string why = why_illegal(sched, c.lc);
+        if (!why.empty()) {
+            c.failure = fail(TrialStatus::Illegal, why);
+            return c;
+        }
     }
     try {
-        if (autoscheduler.empty()) apply_schedule(sched, lc);
-        jit_compile(lc.pipeline, target);
+        if (autoscheduler.empty()) apply_schedule(sched, c.lc);
+        jit_compile(c.lc.pipeline, c.target);
     } catch (const Halide::Error &e) {  // the one place a Halide compile error becomes data
-        return fail(TrialStatus::CompileError, e.what());
+        c.failure = fail(TrialStatus::CompileError, e.what());
+        return c;
     }
-    return time_and_verify(g, lc, job, target, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    c.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return c;
+}
+
+}  // namespace
+
+MeasureResult measure_here(const MeasureJob &job) {
+    Compiled c = compile_candidate(job);
+    if (c.failure) return *c.failure;
+    MeasureResult r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms);
+    r.mapped_schedule = c.mapped_schedule;
+    r.unmapped = c.unmapped;
+    return r;
 }
 
 MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJob &job, const Halide::Target &target,
@@ -188,7 +241,18 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
     return r;
 }
 
-int run_worker(const std::string &job_path, const std::string &result_path) {
+namespace {
+
+/** Writes \p text to \p path through a temporary file and a rename, so a reader never sees half. */
+void write_atomically(const std::string &path, const std::string &text) {
+    std::string tmp = path + ".tmp";
+    std::ofstream(tmp) << text;
+    std::rename(tmp.c_str(), path.c_str());
+}
+
+}  // namespace
+
+int run_worker(const std::string &job_path, const std::string &result_path, bool hold) {
     std::ifstream in(job_path);
     json j = json::parse(in);
     MeasureJob job;
@@ -199,54 +263,108 @@ int run_worker(const std::string &job_path, const std::string &result_path) {
     job.warmup = j.value("warmup", 2);
     job.repeats = j.value("repeats", 7);
     job.seed = j.value("seed", (uint64_t)1);
-    MeasureResult r = measure_here(job);
-    std::ofstream(result_path) << result_to_json(r).dump() << "\n";
+    Compiled c = compile_candidate(job);
+    if (c.failure) {
+        write_atomically(result_path, result_to_json(*c.failure).dump() + "\n");
+        return 0;
+    }
+    if (hold) {
+        write_atomically(result_path + ".compiled", json{{"compile_ms", c.compile_ms}}.dump() + "\n");
+        char go = 0;
+        ssize_t n;
+        do {
+            n = read(0, &go, 1);
+        } while (n < 0 && errno == EINTR);
+        if (n != 1) return 0;  // the parent is gone or cancelled the batch
+    }
+    MeasureResult r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms);
+    r.mapped_schedule = c.mapped_schedule;
+    r.unmapped = c.unmapped;
+    write_atomically(result_path, result_to_json(r).dump() + "\n");
     return 0;
 }
 
-MeasureResult measure_in_worker(const std::string &exe, const MeasureJob &job, double timeout_s) {
+namespace {
+
+/** One worker process of a batch and what the parent knows about it. */
+struct Worker {
+    size_t job = 0;
+    pid_t pid = -1;
+    int sock = -1;  ///< the parent's end of the worker's stdin
+    std::string dir;
+    bool compiled = false;
+    std::optional<double> compile_ms;
+    std::optional<MeasureResult> result;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+void remove_dir(const std::string &dir) {
+    std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+/** Starts `exe worker job.json result.json --hold` in its own process group, stdin a socket. */
+std::optional<MeasureResult> spawn(const std::string &exe, const MeasureJob &job, Worker &w) {
     char dir_template[] = "/tmp/fusor_worker_XXXXXX";
     if (!mkdtemp(dir_template)) return fail(TrialStatus::RuntimeError, "cannot create a temporary folder for the worker");
-    std::string dir = dir_template, job_path = dir + "/job.json", result_path = dir + "/result.json";
+    w.dir = dir_template;
+    std::string job_path = w.dir + "/job.json", result_path = w.dir + "/result.json";
     json j = {{"graph", job.graph_json}, {"schedule", job.schedule}, {"target", job.target}, {"threads", job.threads},
               {"warmup", job.warmup}, {"repeats", job.repeats}, {"seed", job.seed}};
     std::ofstream(job_path) << j.dump();
-    std::vector<std::string> args = {exe, "worker", job_path, result_path};
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+        return fail(TrialStatus::RuntimeError, std::string("cannot create a socket for the worker: ") + std::strerror(errno));
+    }
+    std::vector<std::string> args = {exe, "worker", job_path, result_path, "--hold"};
     std::vector<char *> argv;
     for (std::string &a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    pid_t pid;
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, (dir + "/stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, (dir + "/stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 0);  // dup2 clears close-on-exec
+    posix_spawn_file_actions_addopen(&actions, 1, (w.dir + "/stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, (w.dir + "/stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);  // Ctrl-C goes to the tuner only
+    posix_spawnattr_setpgroup(&attr, 0);
+    int rc = posix_spawn(&w.pid, exe.c_str(), &actions, &attr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
-    auto cleanup = [&] { std::system(("rm -rf '" + dir + "'").c_str()); };
+    posix_spawnattr_destroy(&attr);
+    close(fds[1]);
+    w.sock = fds[0];
     if (rc != 0) {
-        cleanup();
+        w.pid = -1;
         return fail(TrialStatus::RuntimeError, "cannot start worker '" + exe + "': " + std::strerror(rc));
     }
-    auto start = std::chrono::steady_clock::now();
-    int status = 0;
-    while (true) {
-        pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done == pid) break;
-        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (elapsed > timeout_s) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            cleanup();
-            return fail(TrialStatus::Timeout, "no result after " + std::to_string((int)timeout_s) + " s; the worker was killed");
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return std::nullopt;
+}
+
+/** Kills the worker's process group and reaps it. */
+void kill_worker(Worker &w) {
+    if (w.pid > 0) {
+        kill(-w.pid, SIGKILL);
+        kill(w.pid, SIGKILL);
+        int status;
+        waitpid(w.pid, &status, 0);
+        w.pid = -1;
     }
+}
+
+/** The outcome of a worker that exited with \p status. */
+MeasureResult finished(const Worker &w, int status) {
+    std::ifstream result(w.dir + "/result.json");
     MeasureResult r;
-    std::ifstream result(result_path);
     if (WIFSIGNALED(status)) {
-        r = fail(TrialStatus::Crash, std::string("the worker died of signal ") + strsignal(WTERMSIG(status)));
+        r = fail(TrialStatus::Crash, std::string("the worker died of signal ") + strsignal(WTERMSIG(status)) +
+                                         (w.compiled ? " while timing" : " while compiling"));
     } else if (!result) {
-        std::ifstream err(dir + "/stderr");
+        std::ifstream err(w.dir + "/stderr");
         std::stringstream ss;
         ss << err.rdbuf();
         std::string text = ss.str();
@@ -260,8 +378,109 @@ MeasureResult measure_in_worker(const std::string &exe, const MeasureJob &job, d
             r = fail(TrialStatus::RuntimeError, std::string("unreadable worker result: ") + e.what());
         }
     }
-    cleanup();
+    if (!r.compile_ms && w.compile_ms) r.compile_ms = w.compile_ms;
     return r;
+}
+
+/** Polls \p w once: sets w.result when it exited, w.compiled when it holds a compiled candidate. */
+void poll_worker(Worker &w) {
+    int status = 0;
+    if (waitpid(w.pid, &status, WNOHANG) == w.pid) {
+        w.pid = -1;
+        w.result = finished(w, status);
+        return;
+    }
+    if (!w.compiled) {
+        std::ifstream marker(w.dir + "/result.json.compiled");
+        if (marker) {
+            w.compiled = true;
+            try {
+                w.compile_ms = json::parse(marker).at("compile_ms").get<double>();
+            } catch (const std::exception &) {
+            }
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<std::optional<MeasureResult>> measure_batch(const std::string &exe, const std::vector<MeasureJob> &jobs,
+                                                        const BatchOptions &options) {
+    std::vector<std::optional<MeasureResult>> results(jobs.size());
+    auto stopped = [&] { return options.stop && options.stop->load(); };
+    auto report = [&](size_t i) {
+        if (options.on_result && results[i]) options.on_result(i, *results[i]);
+    };
+    size_t group = (size_t)std::max(1, options.parallel);
+    for (size_t first = 0; first < jobs.size() && !stopped(); first += group) {
+        std::vector<Worker> workers;
+        for (size_t i = first; i < std::min(jobs.size(), first + group); i++) {
+            Worker w;
+            w.job = i;
+            if (auto failed = spawn(exe, jobs[i], w)) w.result = failed;
+            workers.push_back(std::move(w));
+        }
+        auto close_all = [&] {
+            for (Worker &w : workers) {
+                kill_worker(w);
+                if (w.sock >= 0) close(w.sock);
+                w.sock = -1;
+                if (!w.dir.empty()) remove_dir(w.dir);
+            }
+        };
+        // compile phase: all of the group at once
+        auto start = Clock::now();
+        while (!stopped()) {
+            bool waiting = false;
+            for (Worker &w : workers) {
+                if (w.result || w.compiled) continue;
+                poll_worker(w);
+                if (w.result || w.compiled) continue;
+                if (seconds_since(start) > options.compile_timeout_s) {
+                    kill_worker(w);
+                    w.result = fail(TrialStatus::Timeout, "no result after " + std::to_string((int)options.compile_timeout_s) +
+                                                              " s of compiling; the worker was killed");
+                    continue;
+                }
+                waiting = true;
+            }
+            if (!waiting) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        // timing phase: one at a time, the others blocked in read()
+        for (Worker &w : workers) {
+            if (stopped()) break;
+            if (!w.result) {
+                char go = 'g';
+                if (send(w.sock, &go, 1, MSG_NOSIGNAL) != 1) {
+                    // it exited between its compile and now; collect how
+                }
+                auto run_start = Clock::now();
+                while (true) {
+                    poll_worker(w);
+                    if (w.result) break;
+                    if (seconds_since(run_start) > options.run_timeout_s) {
+                        kill_worker(w);
+                        w.result = fail(TrialStatus::Timeout, "no result after " + std::to_string((int)options.run_timeout_s) +
+                                                                  " s of running; the worker was killed");
+                        if (w.compile_ms) w.result->compile_ms = w.compile_ms;
+                        break;
+                    }
+                    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                }
+            }
+            results[w.job] = w.result;
+            report(w.job);
+        }
+        close_all();
+    }
+    return results;
+}
+
+MeasureResult measure_in_worker(const std::string &exe, const MeasureJob &job, double timeout_s) {
+    BatchOptions o;
+    o.compile_timeout_s = o.run_timeout_s = timeout_s;
+    return measure_batch(exe, {job}, o).at(0).value();
 }
 
 }  // namespace fusor

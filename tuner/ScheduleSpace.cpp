@@ -3,7 +3,9 @@
  *   outputs (root):      tile (none or per-dim extents from {1,2,4,6,8,12,16,32,64}), vector width
  *                        (0, lanes/2, lanes, 2*lanes), the xo/yo loop order, parallel on or off
  *   accumulators and     compute level (at one of the consumer's loops, or root), vector width,
- *   reused stages:       unrolling of dims 0 and 1
+ *   reused stages:       unrolling of dims 0 and 1, storage (where computed, root, or the
+ *                        consumer's outermost loop); accumulators also rfactor (none, lanes,
+ *                        4 or 16 times lanes)
  *   per-element values:  inline (the default) or root
  * Each candidate is checked by why_illegal; illegal edits are retried. */
 #include "tuner/ScheduleSpace.h"
@@ -65,7 +67,8 @@ void edit_output(StageSchedule &s, const StageInfo &st, int lanes, SplitMix64 &r
 
 void edit_internal(StageSchedule &s, const StageInfo &st, const LoweredCluster &lc, const ClusterSchedule &all, int lanes,
                    SplitMix64 &rng) {
-    switch (pick(rng, 3)) {
+    bool reduction = st.func.has_update_definition() && !st.func.rvars(0).empty();
+    switch (pick(rng, reduction ? 5 : 4)) {
     case 0: {  // compute level: root or one of an output's loops
         if (st.role == StageRole::Value) {
             s.level = s.level == ComputeLevel::Inline ? ComputeLevel::Root : ComputeLevel::Inline;
@@ -77,11 +80,17 @@ void edit_internal(StageSchedule &s, const StageInfo &st, const LoweredCluster &
         const StageSchedule *os = all.find(out.name);
         if (!os || pick(rng, 5) == 0) {
             s.level = ComputeLevel::Root;
+            s.store_root = false;
+            s.store_stage.clear();
+            s.store_var.clear();
             s.at_stage.clear();
             s.at_var.clear();
             break;
         }
         std::vector<std::string> loops = loop_names(*os, args_of(out));
+        s.store_root = false;
+        s.store_stage.clear();
+        s.store_var.clear();
         s.level = ComputeLevel::At;
         s.at_stage = out.name;
         s.at_var = loops[pick(rng, (int)loops.size())];
@@ -92,6 +101,26 @@ void edit_internal(StageSchedule &s, const StageInfo &st, const LoweredCluster &
         if (s.level == ComputeLevel::Inline) break;
         int options[] = {0, lanes / 2, lanes};
         s.vector_width = options[pick(rng, 3)];
+        break;
+    }
+    case 3: {  // storage: where it is computed, at the root, or at the consumer's outermost loop
+        if (s.level != ComputeLevel::At) break;
+        const StageSchedule *at = all.find(s.at_stage);
+        const StageInfo *at_info = lc.find_stage(s.at_stage);
+        s.store_root = false;
+        s.store_stage.clear();
+        s.store_var.clear();
+        int choice = pick(rng, 3);
+        if (choice == 1) s.store_root = true;
+        if (choice == 2 && at && at_info) {
+            std::vector<std::string> loops = loop_names(*at, args_of(*at_info));
+            if (loops.front() != s.at_var) s.store_stage = s.at_stage, s.store_var = loops.front();
+        }
+        break;
+    }
+    case 4: {  // reduction split: partial results over the innermost reduction loop
+        int options[] = {0, lanes, 4 * lanes, 16 * lanes};
+        s.rfactor = options[pick(rng, 4)];
         break;
     }
     default: {
@@ -137,7 +166,8 @@ double space_size(const LoweredCluster &lc, const ClusterSchedule &s, int lanes)
         } else {
             double loops = 0;
             for (size_t o = 0; o < lc.outputs.size(); o++) loops += lc.output_stage(o).extents.size() * 2;
-            n *= (loops + 1) * 3 /*vector widths*/ * 4 /*unroll*/;
+            n *= (loops + 1) * 3 /*vector widths*/ * 4 /*unroll*/ * 3 /*storage*/;
+            if (info->func.has_update_definition()) n *= 4;  // rfactor
         }
     }
     return n;

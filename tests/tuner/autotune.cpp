@@ -2,13 +2,20 @@
 // worker isolation that turns crashes and hangs into typed statuses.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include <csignal>
+#include <thread>
+
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
@@ -20,6 +27,8 @@
 
 using namespace fusor;
 using fusor::test::TempDir;
+
+extern char **environ;
 
 namespace {
 
@@ -261,7 +270,9 @@ TEST_CASE("autotune: generated kernels that crash, hang or compute wrong values 
         TempDir dir;
         TuningDb db(dir.file("t.db"));
         AutotuneOptions o = options(3);
-        o.timeout_s = 5;
+        o.timeout_s = 5;  // the hang is in the timed runs
+        o.compile_timeout_s = 120;  // a loaded machine may compile slowly
+        o.jobs = 2;  // the faulty candidate shares its compile batch with the healthy cluster's
         auto results = autotune(g, db, o);
         REQUIRE(results.size() == 2);
         std::map<std::string, std::vector<Trial>> by_cluster;
@@ -277,4 +288,167 @@ TEST_CASE("autotune: generated kernels that crash, hang or compute wrong values 
         CHECK(faulty_recorded);
         CHECK(healthy_ok);  // the other cluster was still tuned
     }
+}
+
+TEST_CASE("measure: a batch compiles in parallel workers, and a candidate that crashes while timed does not stop it",
+          "[tuner][autotune]") {
+    Graph fg = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64]}], "outputs": ["y"],
+        "nodes": [{"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y"], "attrs": {"mode": "segfault"}}]})",
+                                "fault.json");
+    form_clusters(fg);
+    MeasureJob crash;
+    crash.graph_json = job_graph_json(fg, fg.clusters[0]);
+    crash.repeats = 2;
+    std::vector<MeasureJob> jobs = {small_job(), crash, small_job()};
+    jobs[2].seed = 2;
+    BatchOptions o;
+    o.parallel = 2;
+    o.compile_timeout_s = o.run_timeout_s = 60;
+    std::vector<size_t> order;
+    o.on_result = [&](size_t i, const MeasureResult &) { order.push_back(i); };
+    auto results = measure_batch(FUSOR_BINARY, jobs, o);
+    REQUIRE(results.size() == 3);
+    REQUIRE(results[0]);
+    REQUIRE(results[1]);
+    REQUIRE(results[2]);
+    INFO(results[0]->error << " | " << results[1]->error << " | " << results[2]->error);
+    CHECK(results[0]->status == TrialStatus::Ok);
+    CHECK(results[1]->status == TrialStatus::Crash);
+    CHECK_THAT(results[1]->error, Catch::Contains("while timing"));
+    CHECK(results[1]->compile_ms.value_or(0) > 0);  // it compiled, then crashed in its timed runs
+    CHECK(results[2]->status == TrialStatus::Ok);    // the batch went on after the crash
+    CHECK(order == std::vector<size_t>{0, 1, 2});
+}
+
+TEST_CASE("measure: a stopped batch cancels the candidates it has not timed", "[tuner][autotune]") {
+    std::atomic<bool> stop{true};
+    BatchOptions o;
+    o.parallel = 2;
+    o.stop = &stop;
+    auto results = measure_batch(FUSOR_BINARY, {small_job(), small_job()}, o);
+    CHECK_FALSE(results[0]);
+    CHECK_FALSE(results[1]);
+}
+
+TEST_CASE("autotune: a mapped autoscheduler seed is a candidate whose parent is the baseline; an unmapped one says why",
+          "[tuner][autotune][seeds]") {
+    Graph g = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [24, 200]}],
+        "outputs": ["y"], "initializers": [{"name": "s", "dtype": "f32", "shape": [], "data": [0.5]}],
+        "nodes": [{"name": "sm", "op": "Softmax", "inputs": ["x"], "outputs": ["p"], "attrs": {"axis": -1}},
+                  {"name": "mul", "op": "Mul", "inputs": ["p", "s"], "outputs": ["y"]}]})",
+                               "softmax.json");
+    TempDir dir;
+    TuningDb db(dir.file("t.db"));
+    AutotuneOptions o = options(5);
+    o.autoschedulers = {"Mullapudi2016", "Li2018"};
+    o.jobs = 2;
+    auto results = autotune(g, db, o);
+    REQUIRE(results.size() == 1);
+    std::map<std::string, Trial> by_strategy;
+    for (const Trial &t : db.trials(results[0].signature, resolved_target("host"))) by_strategy[t.strategy] = t;
+    REQUIRE(by_strategy.count("Mullapudi2016"));
+    REQUIRE(by_strategy.count("from Mullapudi2016"));
+    const Trial &seed = by_strategy["from Mullapudi2016"];
+    INFO(seed.schedule << seed.error);
+    CHECK(seed.status == TrialStatus::Ok);
+    CHECK(seed.parent == by_strategy["Mullapudi2016"].id);
+    CHECK(seed.schedule.rfind("autoscheduler", 0) == std::string::npos);  // a fusor schedule
+    REQUIRE(by_strategy.count("Li2018"));
+    CHECK_THAT(by_strategy["Li2018"].error, Catch::Contains("not mapped"));
+    CHECK(results[0].trials == 5);
+}
+
+TEST_CASE("autotune: Ctrl-C stops cleanly, keeps what was measured and says how to resume", "[tuner][autotune]") {
+    // as a terminal does: SIGINT to the tuner's whole process group (its workers have their own)
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json", out = dir.file("out.txt");
+    std::vector<std::string> args = {FUSOR_BINARY, "autotune", model, "--db", dir.file("t.db"), "--trials", "200",
+                                     "--jobs", "2", "--threads", "1", "--autoschedulers", "none"};
+    std::vector<char *> argv;
+    for (std::string &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, dir.file("err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    pid_t pid;
+    REQUIRE(posix_spawn(&pid, FUSOR_BINARY, &actions, &attr, argv.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    auto slurp = [](const std::string &path) {
+        std::ifstream f(path);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        return ss.str();
+    };
+    auto t0 = std::chrono::steady_clock::now();
+    while (slurp(out).find("trial 1:") == std::string::npos &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    kill(-pid, SIGINT);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::string text = slurp(out) + slurp(dir.file("err.txt"));
+    INFO(text);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK_THAT(text, Catch::Contains("run the same command again to resume"));
+    TuningDb db(dir.file("t.db"));
+    int stored = 0;
+    for (const Workload &w : db.workloads()) {
+        for (const Trial &t : db.trials(w.signature, w.target)) {
+            stored++;
+            CHECK(t.status != TrialStatus::Crash);  // no worker was hit by the Ctrl-C
+        }
+    }
+    CHECK(stored >= 2);
+    CHECK(stored < 200);
+}
+
+TEST_CASE("autotune: two databases tuned with different seeds merge into one whose best is the better of the two",
+          "[tuner][autotune][merge]") {
+    TempDir dir;
+    Graph g = model("eltwise_chain");
+    std::string signature;
+    double best_a = 0, best_b = 0;
+    for (uint64_t seed : {1, 2}) {
+        TuningDb db(dir.file("seed" + std::to_string(seed) + ".db"));
+        AutotuneOptions o = options(3);
+        o.seed = seed;
+        o.jobs = 2;
+        auto results = autotune(g, db, o);
+        REQUIRE(results.size() == 1);
+        signature = results[0].signature;
+        (seed == 1 ? best_a : best_b) = results[0].best_ms;
+    }
+    TuningDb merged(dir.file("merged.db"));
+    merged.merge_from(dir.file("seed1.db"));
+    merged.merge_from(dir.file("seed2.db"));
+    auto best = merged.best(signature, resolved_target("host"), machine_fingerprint());
+    REQUIRE(best);
+    REQUIRE(best->median_ms);
+    CHECK(*best->median_ms == std::min(best_a, best_b));
+    size_t trials = merged.trials(signature, resolved_target("host")).size();
+    CHECK(merged.merge_from(dir.file("seed2.db")) == 0);  // idempotent
+    CHECK(merged.trials(signature, resolved_target("host")).size() == trials);
+}
+
+TEST_CASE("autotune: --jobs 0 is refused with exit status 2 and no database is created", "[tuner][autotune]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    std::string cmd = std::string("'") + FUSOR_BINARY + "' autotune '" + model + "' --db '" + dir.file("t.db") + "' --jobs 0 2> '" +
+                      dir.file("err.txt") + "'";
+    int status = std::system(cmd.c_str());
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 2);
+    std::ifstream err(dir.file("err.txt"));
+    std::stringstream text;
+    text << err.rdbuf();
+    CHECK_THAT(text.str(), Catch::Contains("--jobs is 0"));
+    CHECK_FALSE(std::ifstream(dir.file("t.db")).good());
 }

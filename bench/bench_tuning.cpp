@@ -1,0 +1,504 @@
+/** \file
+ * bench_tuning: the autotuner's benchmark (issue 5). Per cluster (conv 3x3 64->64 on 56x56 + bias +
+ * ReLU; MatMul 512x768x3072 + bias + GELU; Softmax 4096x1024; LayerNorm 4096x768; the 8-op
+ * elementwise chain), measured in one run on this machine:
+ *   - the default schedule, each Halide autoscheduler (Adams2019 with --beam, in a worker), and the
+ *     tuned schedule after the stated budget (--trials per cluster, or --budget seconds);
+ *   - random search at the same number of trials (a separate database);
+ *   - oneDNN doing the same fused work (conv and matmul with bias + activation post-ops and
+ *     prepacked weights, softmax, layer normalization), when built with libdnnl-dev;
+ *   - the fraction of peak FLOP/s (an FMA loop measured in this run) or of copy bandwidth;
+ *   - candidates evaluated per minute, and the isolation overhead (the softmax's default schedule
+ *     timed in a worker vs in this process);
+ *   - a two-seed merge check: a second search with another seed, both databases merged; the
+ *     merged best must be the better of the two.
+ * Writes results.json, the bars chart and best-so-far charts (gnuplot) under --out.
+ *
+ *   bench_tuning [--trials N | --budget S] [--threads N] [--jobs N] [--beam N] [--reduced]
+ *                [--only NAME...] [--out DIR]
+ */
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <immintrin.h>
+#include <nlohmann/json.hpp>
+
+#ifdef FUSOR_HAVE_DNNL
+#include <dnnl.hpp>
+#endif
+
+#include "generators/ConstantEvaluator.h"
+#include "graph/Clustering.h"
+#include "graph/JsonFormat.h"
+#include "graph/Optimize.h"
+#include "runtime/Benchmark.h"
+#include "tuner/Autotune.h"
+#include "tuner/Measure.h"
+#include "tuner/Signature.h"
+#include "tuner/TuningDb.h"
+
+using namespace fusor;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+/** One benchmark cluster: a one-cluster graph and how to judge its speed. */
+struct Case {
+    std::string name;
+    Graph graph;
+    double flops = 0;  ///< > 0: judged against peak FLOP/s; else against copy bandwidth
+    double bytes = 0;  ///< compulsory traffic: inputs read once, outputs written once
+    std::vector<int64_t> dims;  ///< shape parameters for oneDNN
+};
+
+std::string shape_json(const std::vector<int64_t> &s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); i++) out += (i ? "," : "") + std::to_string(s[i]);
+    return out + "]";
+}
+
+Graph parse(const std::string &text, const std::string &name) {
+    Graph g = parse_graph_json(text, name);
+    OptimizeOptions o;
+    o.evaluator = &halide_constant_evaluator();
+    optimize_graph(g, o);  // as `fusor autotune` does (MatMul + Add becomes Gemm, NCHW kept)
+    return g;
+}
+
+std::vector<Case> make_cases(bool reduced, const std::string &source_dir) {
+    std::vector<Case> cases;
+    int64_t hw = reduced ? 14 : 56, ch = reduced ? 16 : 64;
+    {
+        Case c;
+        c.name = "conv3x3_bias_relu";
+        c.graph = parse(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": )" + shape_json({1, ch, hw, hw}) +
+                            R"(}], "outputs": ["y"], "initializers": [
+                {"name": "w", "dtype": "f32", "shape": )" + shape_json({ch, ch, 3, 3}) + R"(, "random": {"seed": 1, "low": -0.1, "high": 0.1}},
+                {"name": "b", "dtype": "f32", "shape": )" + shape_json({ch}) + R"(, "random": {"seed": 2}}],
+            "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w", "b"], "outputs": ["c"], "attrs": {"pads": [1, 1, 1, 1]}},
+                      {"name": "relu", "op": "Relu", "inputs": ["c"], "outputs": ["y"]}]})",
+                        c.name);
+        c.flops = 2.0 * ch * ch * 9 * hw * hw;
+        c.bytes = 4.0 * (2 * ch * hw * hw + ch * ch * 9);
+        c.dims = {ch, hw};
+        cases.push_back(std::move(c));
+    }
+    {
+        int64_t m = reduced ? 64 : 512, k = reduced ? 96 : 768, n = reduced ? 384 : 3072;
+        Case c;
+        c.name = "matmul_bias_gelu";
+        c.graph = parse(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": )" + shape_json({m, k}) +
+                            R"(}], "outputs": ["y"], "initializers": [
+                {"name": "w", "dtype": "f32", "shape": )" + shape_json({k, n}) + R"(, "random": {"seed": 1, "low": -0.1, "high": 0.1}},
+                {"name": "b", "dtype": "f32", "shape": )" + shape_json({n}) + R"(, "random": {"seed": 2}}],
+            "nodes": [{"name": "mm", "op": "MatMul", "inputs": ["x", "w"], "outputs": ["t"]},
+                      {"name": "add", "op": "Add", "inputs": ["t", "b"], "outputs": ["u"]},
+                      {"name": "gelu", "op": "Gelu", "domain": "fusor", "inputs": ["u"], "outputs": ["y"]}]})",
+                        c.name);
+        c.flops = 2.0 * m * k * n;
+        c.bytes = 4.0 * (m * k + k * n + m * n);
+        c.dims = {m, k, n};
+        cases.push_back(std::move(c));
+    }
+    {
+        int64_t rows = reduced ? 256 : 4096, cols = 1024;
+        Case c;
+        c.name = "softmax";
+        c.graph = parse(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": )" + shape_json({rows, cols}) +
+                            R"(}], "outputs": ["y"],
+            "nodes": [{"name": "sm", "op": "Softmax", "inputs": ["x"], "outputs": ["y"], "attrs": {"axis": -1}}]})",
+                        c.name);
+        c.bytes = 4.0 * 2 * rows * cols;
+        c.dims = {rows, cols};
+        cases.push_back(std::move(c));
+    }
+    {
+        int64_t rows = reduced ? 256 : 4096, cols = 768;
+        Case c;
+        c.name = "layernorm";
+        c.graph = parse(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": )" + shape_json({rows, cols}) +
+                            R"(}], "outputs": ["y"], "initializers": [
+                {"name": "g", "dtype": "f32", "shape": )" + shape_json({cols}) + R"(, "random": {"seed": 1}},
+                {"name": "b", "dtype": "f32", "shape": )" + shape_json({cols}) + R"(, "random": {"seed": 2}}],
+            "nodes": [{"name": "ln", "op": "LayerNormalization", "inputs": ["x", "g", "b"], "outputs": ["y"], "attrs": {"axis": -1}}]})",
+                        c.name);
+        c.bytes = 4.0 * 2 * rows * cols;
+        c.dims = {rows, cols};
+        cases.push_back(std::move(c));
+    }
+    {
+        Case c;
+        c.name = "eltwise_chain";
+        std::string path = source_dir + (reduced ? "/tests/data/models/eltwise_chain.json" : "/configs/models/eltwise_chain.json");
+        Graph g = load_graph_json(path);
+        OptimizeOptions o;
+        o.evaluator = &halide_constant_evaluator();
+        optimize_graph(g, o);
+        c.graph = g;
+        c.bytes = 4.0 * 2 * g.type(g.inputs[0]).num_elements();
+        cases.push_back(std::move(c));
+    }
+    return cases;
+}
+
+// ---- yardsticks measured in this run ----
+
+/** GFLOP/s of an FMA loop with independent accumulators on \p threads threads (AVX-512 when the
+ * CPU has it, else AVX2). */
+__attribute__((target("avx2,fma"))) double fma_loop_avx2(int64_t iters) {
+    __m256 a[10];
+    for (int i = 0; i < 10; i++) a[i] = _mm256_set1_ps(1.0f + i * 1e-3f);
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int64_t k = 0; k < iters; k++) {
+        for (int i = 0; i < 10; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    }
+    float sink[8];
+    __m256 s = a[0];
+    for (int i = 1; i < 10; i++) s = _mm256_add_ps(s, a[i]);
+    _mm256_storeu_ps(sink, s);
+    return sink[0];
+}
+
+__attribute__((target("avx512f"))) double fma_loop_avx512(int64_t iters) {
+    __m512 a[12];
+    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps(1.0f + i * 1e-3f);
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (int64_t k = 0; k < iters; k++) {
+        for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    }
+    __m512 s = a[0];
+    for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+double peak_gflops(int threads) {
+    bool avx512 = __builtin_cpu_supports("avx512f");
+    int64_t iters = 20'000'000;
+    double flops_per_iter = avx512 ? 12 * 16 * 2 : 10 * 8 * 2;
+    std::vector<double> sink(threads);
+    Timing t = time_runs(
+        [&] {
+            std::vector<std::thread> pool;
+            for (int i = 0; i < threads; i++) {
+                pool.emplace_back([&, i] { sink[i] = avx512 ? fma_loop_avx512(iters) : fma_loop_avx2(iters); });
+            }
+            for (auto &p : pool) p.join();
+        },
+        1, 5);
+    return flops_per_iter * iters * threads / (t.min_ms * 1e6);  // a capability: the best run
+}
+
+/** GB/s of a multi-threaded copy of 256 MiB (read + write counted). */
+double copy_gbps(int threads) {
+    size_t n = 256u << 20;
+    std::vector<char> a(n, 1), b(n, 0);
+    Timing t = time_runs(
+        [&] {
+            std::vector<std::thread> pool;
+            size_t chunk = n / threads;
+            for (int i = 0; i < threads; i++) pool.emplace_back([&, i] { std::memcpy(b.data() + i * chunk, a.data() + i * chunk, chunk); });
+            for (auto &p : pool) p.join();
+        },
+        1, 5);
+    return 2.0 * n / (t.min_ms * 1e6);  // a capability: the best run
+}
+
+// ---- oneDNN doing the same fused work ----
+
+#ifdef FUSOR_HAVE_DNNL
+std::optional<double> onednn_ms(const Case &c, int repeats) {
+    using namespace dnnl;
+    engine eng(engine::kind::cpu, 0);
+    stream s(eng);
+    using tag = memory::format_tag;
+    using dt = memory::data_type;
+    auto filled = [&](const memory::desc &md) {
+        memory m(md, eng);
+        float *p = (float *)m.get_data_handle();
+        for (size_t i = 0; i < md.get_size() / 4; i++) p[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        return m;
+    };
+    std::function<void()> run;
+    std::vector<memory> keep;
+    if (c.name == "conv3x3_bias_relu") {
+        int64_t ch = c.dims[0], hw = c.dims[1];
+        memory::desc src({1, ch, hw, hw}, dt::f32, tag::any), wei({ch, ch, 3, 3}, dt::f32, tag::any), bias({ch}, dt::f32, tag::x),
+            dst({1, ch, hw, hw}, dt::f32, tag::any);
+        post_ops po;
+        po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+        primitive_attr attr;
+        attr.set_post_ops(po);
+        convolution_forward::primitive_desc pd(
+            convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, src, wei, bias, dst, {1, 1}, {1, 1},
+                                      {1, 1}),
+            attr, eng);
+        // inputs in the blocked layout oneDNN chose; weights prepacked once
+        memory msrc = filled(pd.src_desc()), mwei = filled(pd.weights_desc()), mb = filled(bias), mdst(pd.dst_desc(), eng);
+        convolution_forward prim(pd);
+        keep = {msrc, mwei, mb, mdst};
+        run = [=, &s]() mutable {
+            prim.execute(s, {{DNNL_ARG_SRC, msrc}, {DNNL_ARG_WEIGHTS, mwei}, {DNNL_ARG_BIAS, mb}, {DNNL_ARG_DST, mdst}});
+            s.wait();
+        };
+    } else if (c.name == "matmul_bias_gelu") {
+        int64_t m = c.dims[0], k = c.dims[1], n = c.dims[2];
+        memory::desc src({m, k}, dt::f32, tag::ab), wei({k, n}, dt::f32, tag::any), bias({1, n}, dt::f32, tag::ab), dst({m, n}, dt::f32, tag::ab);
+        post_ops po;
+        po.append_eltwise(1.f, algorithm::eltwise_gelu_erf, 0.f, 0.f);
+        primitive_attr attr;
+        attr.set_post_ops(po);
+        matmul::primitive_desc pd(matmul::desc(src, wei, bias, dst), attr, eng);
+        memory msrc = filled(src), mwei = filled(pd.weights_desc()), mb = filled(bias), mdst(dst, eng);
+        matmul prim(pd);
+        keep = {msrc, mwei, mb, mdst};
+        run = [=, &s]() mutable {
+            prim.execute(s, {{DNNL_ARG_SRC, msrc}, {DNNL_ARG_WEIGHTS, mwei}, {DNNL_ARG_BIAS, mb}, {DNNL_ARG_DST, mdst}});
+            s.wait();
+        };
+    } else if (c.name == "softmax") {
+        memory::desc md({c.dims[0], c.dims[1]}, dt::f32, tag::ab);
+        softmax_forward::primitive_desc pd(softmax_forward::desc(prop_kind::forward_inference, md, 1), eng);
+        memory msrc = filled(md), mdst(md, eng);
+        softmax_forward prim(pd);
+        run = [=, &s]() mutable {
+            prim.execute(s, {{DNNL_ARG_SRC, msrc}, {DNNL_ARG_DST, mdst}});
+            s.wait();
+        };
+    } else if (c.name == "layernorm") {
+        memory::desc md({c.dims[0], c.dims[1]}, dt::f32, tag::ab), ss({c.dims[1]}, dt::f32, tag::x);
+        layer_normalization_forward::primitive_desc pd(
+            layer_normalization_forward::desc(prop_kind::forward_inference, md, 1e-5f,
+                                              normalization_flags::use_scale | normalization_flags::use_shift),
+            eng);
+        memory msrc = filled(md), mdst(md, eng), mscale = filled(ss), mshift = filled(ss);
+        layer_normalization_forward prim(pd);
+        run = [=, &s]() mutable {
+            prim.execute(s, {{DNNL_ARG_SRC, msrc}, {DNNL_ARG_DST, mdst}, {DNNL_ARG_SCALE, mscale}, {DNNL_ARG_SHIFT, mshift}});
+            s.wait();
+        };
+    } else {
+        return std::nullopt;  // no fused oneDNN primitive for the elementwise chain
+    }
+    return time_runs(run, 3, repeats).median_ms;
+}
+#else
+std::optional<double> onednn_ms(const Case &, int) {
+    return std::nullopt;
+}
+#endif
+
+// ---- tuning ----
+
+struct SearchRun {
+    double default_ms = 0, best_ms = 0, wall_s = 0;
+    int trials = 0;
+    std::map<std::string, double> baselines;  ///< autoscheduler -> ms (verified trials only)
+    std::vector<double> best_so_far;           ///< after each search trial (defaults and baselines first)
+    std::string signature, target;
+};
+
+SearchRun search(const Graph &g, const std::string &db_path, const std::string &strategy, uint64_t seed,
+                 const std::vector<std::string> &autoschedulers, int trials, double budget_s, int threads, int jobs) {
+    TuningDb db(db_path);
+    AutotuneOptions o;
+    o.trials = budget_s > 0 ? 1000000 : trials;
+    o.budget_s = budget_s;
+    o.threads = threads;
+    o.jobs = jobs;
+    o.seed = seed;
+    o.strategy = strategy;
+    o.autoschedulers = autoschedulers;
+    o.worker_exe = FUSOR_BINARY;
+    o.timeout_s = 300;
+    o.log = [&](const std::string &line) { fmt::print("    {}\n", line); };
+    auto t0 = std::chrono::steady_clock::now();
+    auto results = autotune(g, db, o);
+    SearchRun r;
+    r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (results.size() != 1) throw std::runtime_error("expected one cluster, found " + std::to_string(results.size()));
+    r.default_ms = results[0].default_ms;
+    r.best_ms = results[0].best_ms;
+    r.trials = results[0].trials;
+    r.signature = results[0].signature;
+    r.target = resolved_target("host");
+    double best = 0;
+    for (const Trial &t : db.trials(r.signature, r.target)) {
+        if (t.status == TrialStatus::Ok && t.median_ms) {
+            if (best == 0 || *t.median_ms < best) best = *t.median_ms;
+            if (t.strategy != "default" && t.strategy != "evolve" && t.strategy != "random" && t.strategy.rfind("from ", 0) != 0) {
+                r.baselines[t.strategy] = *t.median_ms;
+            }
+        }
+        r.best_so_far.push_back(best);
+    }
+    return r;
+}
+
+void write_charts(const std::string &out, const json &results) {
+    std::ofstream dat(out + "/tuning_bars.dat");
+    dat << "cluster default Mullapudi2016 Adams2019 Li2018 tuned random oneDNN\n";
+    auto v = [](const json &j, const char *k) { return j.contains(k) && !j[k].is_null() ? j[k].get<double>() : NAN; };
+    for (const json &c : results["clusters"]) {
+        double d = v(c, "default_ms");
+        dat << c["name"].get<std::string>();
+        for (const char *k : {"default_ms", "Mullapudi2016_ms", "Adams2019_ms", "Li2018_ms", "tuned_ms", "random_ms", "onednn_ms"}) {
+            double x = v(c, k);
+            dat << " " << (std::isnan(x) ? std::string("NaN") : fmt::format("{:.4f}", d / x));
+        }
+        dat << "\n";
+    }
+    dat.close();
+    std::ofstream gp(out + "/tuning.gp");
+    gp << "set terminal pngcairo size 1100,500 noenhanced\nset output '" << out << "/tuning_bars.png'\n"
+       << "set title 'speed relative to the default schedule (higher is faster)'\nset style data histograms\n"
+       << "set style histogram clustered gap 1\nset style fill solid border -1\nset key outside right\nset ylabel 'x default'\n"
+       << "set xtics rotate by -20\nset datafile missing 'NaN'\n"
+       << "plot for [i=2:8] '" << out << "/tuning_bars.dat' using i:xtic(1) title columnhead\n";
+    for (const json &c : results["clusters"]) {
+        std::string name = c["name"];
+        std::ofstream cd(out + "/tuning_" + name + "_curve.dat");
+        const json &s = c["best_so_far_search"], &r = c["best_so_far_random"];
+        for (size_t i = 0; i < std::max(s.size(), r.size()); i++) {
+            cd << i + 1 << " " << (i < s.size() ? fmt::format("{:.4f}", s[i].get<double>()) : "NaN") << " "
+               << (i < r.size() ? fmt::format("{:.4f}", r[i].get<double>()) : "NaN") << "\n";
+        }
+        gp << "set output '" << out << "/tuning_" << name << "_curve.png'\nset style data linespoints\nset title 'best so far: " << name
+           << "'\nset xlabel 'trials'\nset ylabel 'ms'\nset xtics norotate\n"
+           << "plot '" << out << "/tuning_" << name << "_curve.dat' using 1:2 title 'search (evolve)', '' using 1:3 title 'random'\n";
+    }
+    gp.close();
+    if (std::system(("gnuplot '" + out + "/tuning.gp' 2>/dev/null").c_str()) != 0) {
+        fmt::print("gnuplot failed or is missing: charts not written (data files are)\n");
+    }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"bench_tuning: the autotuner against Halide's autoschedulers, random search and oneDNN"};
+    std::string out = std::string(FUSOR_SOURCE_DIR) + "/docs/bench";
+    int trials = 64, threads = 0, jobs = 0, beam = 1, repeats = 20;
+    double budget = 0;
+    bool reduced = false;
+    std::vector<std::string> only;
+    app.add_option("--trials", trials, "trials per cluster for the search and for random search")->capture_default_str();
+    app.add_option("--budget", budget, "seconds per cluster for the search instead (random search gets as many trials)");
+    app.add_option("--threads", threads, "Halide threads candidates are timed with (default: all cores)");
+    app.add_option("--jobs", jobs, "candidates compiled at once (default: number of cores)");
+    app.add_option("--beam", beam, "Adams2019 beam size (HL_BEAM_SIZE in its worker)")->capture_default_str();
+    app.add_option("--repeats", repeats, "timed runs for oneDNN and the isolation check")->capture_default_str();
+    app.add_flag("--reduced", reduced, "small shapes (a smoke test of the benchmark, not figures)");
+    app.add_option("--only", only, "cluster names to run");
+    app.add_option("--out", out, "folder for results.json and the charts")->capture_default_str();
+    CLI11_PARSE(app, argc, argv);
+    if (trials < 1 || budget < 0 || beam < 1) {
+        fmt::print(stderr, "bench_tuning: --trials and --beam must be at least 1, --budget positive\n");
+        return 2;
+    }
+    setenv("HL_BEAM_SIZE", std::to_string(beam).c_str(), 1);  // inherited by the workers
+    int nthreads = threads > 0 ? threads : (int)std::thread::hardware_concurrency();
+    fs::create_directories(out);
+    std::string dbs = out + "/tuning_dbs";
+    fs::remove_all(dbs);
+    fs::create_directories(dbs);
+
+    double peak = peak_gflops(nthreads), bw = copy_gbps(nthreads);
+    fmt::print("yardsticks ({} threads): FMA peak {:.0f} GFLOP/s, copy {:.1f} GB/s\n", nthreads, peak, bw);
+    json results = {{"threads", nthreads}, {"peak_gflops", peak}, {"copy_gbps", bw}, {"reduced", reduced},
+                    {"trials_per_cluster", budget > 0 ? json(nullptr) : json(trials)}, {"budget_s_per_cluster", budget},
+                    {"adams2019_beam", beam}, {"target", resolved_target("host")}, {"fingerprint", machine_fingerprint()}};
+#ifdef FUSOR_HAVE_DNNL
+    results["onednn"] = true;
+#else
+    results["onednn"] = false;
+#endif
+    int all_trials = 0;
+    double all_wall = 0;
+    for (Case &c : make_cases(reduced, FUSOR_SOURCE_DIR)) {
+        if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
+        fmt::print("== {}\n", c.name);
+        json r = {{"name", c.name}};
+        SearchRun tuned = search(c.graph, dbs + "/" + c.name + ".db", "evolve", 1, {"Mullapudi2016", "Adams2019", "Li2018"}, trials,
+                                 budget, threads, jobs);
+        int search_trials = tuned.trials;
+        SearchRun random = search(c.graph, dbs + "/" + c.name + "_random.db", "random", 1, {}, search_trials, 0, threads, jobs);
+        all_trials += tuned.trials + random.trials;
+        all_wall += tuned.wall_s + random.wall_s;
+        r["default_ms"] = tuned.default_ms;
+        for (const std::string &a : {"Mullapudi2016", "Adams2019", "Li2018"}) {
+            r[a + "_ms"] = tuned.baselines.count(a) ? json(tuned.baselines[a]) : json(nullptr);  // null: failed or wrong
+        }
+        r["tuned_ms"] = tuned.best_ms;
+        r["random_ms"] = random.best_ms;
+        r["trials"] = search_trials;
+        r["best_so_far_search"] = tuned.best_so_far;
+        r["best_so_far_random"] = random.best_so_far;
+        std::optional<double> dnnl = onednn_ms(c, repeats);
+        r["onednn_ms"] = dnnl ? json(*dnnl) : json(nullptr);
+        double best_as = 0;
+        for (auto &[a, ms] : tuned.baselines) best_as = best_as == 0 ? ms : std::min(best_as, ms);
+        r["tuned_vs_best_autoscheduler"] = best_as > 0 ? json(best_as / tuned.best_ms) : json(nullptr);
+        r["tuned_vs_onednn"] = dnnl ? json(*dnnl / tuned.best_ms) : json(nullptr);
+        r["search_vs_random"] = random.best_ms / tuned.best_ms;
+        if (c.flops > 0) r["fraction_of_peak_flops"] = c.flops / (tuned.best_ms * 1e6) / peak;
+        r["fraction_of_copy_bandwidth"] = c.bytes / (tuned.best_ms * 1e6) / bw;
+        results["clusters"].push_back(r);
+        fmt::print("   default {:.3f} ms, tuned {:.3f} ms, random {:.3f} ms, oneDNN {}\n", tuned.default_ms, tuned.best_ms, random.best_ms,
+                   dnnl ? fmt::format("{:.3f} ms", *dnnl) : "-");
+    }
+    results["candidates_per_minute"] = all_wall > 0 ? all_trials / all_wall * 60 : 0;
+
+    // isolation overhead: the default schedule of the softmax (long enough to time well), in a
+    // worker vs in this process
+    {
+        Graph g = make_cases(reduced, FUSOR_SOURCE_DIR).at(2).graph;
+        form_clusters(g);
+        MeasureJob job;
+        job.graph_json = job_graph_json(g, g.clusters[0]);
+        job.threads = threads;
+        job.repeats = repeats;
+        MeasureResult here = measure_here(job), there = measure_in_worker(FUSOR_BINARY, job, 300);
+        if (here.median_ms && there.median_ms) {
+            results["isolation_overhead"] = *there.median_ms / *here.median_ms;
+            fmt::print("isolation: worker {:.3f} ms vs in-process {:.3f} ms ({:.2f}x)\n", *there.median_ms, *here.median_ms,
+                       *there.median_ms / *here.median_ms);
+        }
+    }
+    // two-seed merge check on the elementwise chain: the merged best is the better of the two
+    {
+        Graph g = make_cases(reduced, FUSOR_SOURCE_DIR).back().graph;
+        int n = std::min(trials, 16);
+        SearchRun a = search(g, dbs + "/seed1.db", "evolve", 1, {}, n, 0, threads, jobs);
+        SearchRun b = search(g, dbs + "/seed2.db", "evolve", 2, {}, n, 0, threads, jobs);
+        {
+            TuningDb merged(dbs + "/merged.db");
+            merged.merge_from(dbs + "/seed1.db");
+            merged.merge_from(dbs + "/seed2.db");
+        }
+        TuningDb merged(dbs + "/merged.db");
+        auto best = merged.best(a.signature, a.target, machine_fingerprint());
+        double want = std::min(a.best_ms, b.best_ms);
+        bool ok = best && best->median_ms && *best->median_ms == want;
+        results["merge_check"] = {{"seed1_best_ms", a.best_ms}, {"seed2_best_ms", b.best_ms},
+                                  {"merged_best_ms", best && best->median_ms ? json(*best->median_ms) : json(nullptr)}, {"ok", ok}};
+        fmt::print("merge check: seed 1 {:.4f} ms, seed 2 {:.4f} ms, merged {} ({})\n", a.best_ms, b.best_ms,
+                   best && best->median_ms ? fmt::format("{:.4f} ms", *best->median_ms) : "-", ok ? "ok" : "FAILED");
+    }
+    std::ofstream(out + "/tuning_results.json") << results.dump(2) << "\n";
+    write_charts(out, results);
+    fmt::print("wrote {}/tuning_results.json and charts\n", out);
+    return 0;
+}
