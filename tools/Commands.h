@@ -25,5 +25,6 @@ Verb add_optimize(CLI::App &app);
 Verb add_db(CLI::App &app);
 Verb add_autotune(CLI::App &app);
 Verb add_worker(CLI::App &app);
+Verb add_conformance(CLI::App &app);
 
 }  // namespace fusor::cli
