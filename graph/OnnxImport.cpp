@@ -15,6 +15,7 @@
 #include "graph/OnnxImport.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -445,7 +446,8 @@ void Importer::import_graph(const onnx::GraphProto &graph, const std::string &pr
         node_names_.erase(name);  // emit() claims it
         std::string domain = p.domain();
         if (domain == "ai.onnx.ml" || domain == "ai.onnx.preview.training") {
-            unsupported(p, 0, name, "the " + domain + " domain is out of scope");
+            const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(p.op_type(), INT32_MAX, domain);
+            unsupported(p, schema ? schema->since_version() : 1, name, "the " + domain + " domain is out of scope");
             for (const std::string &o : p.output()) {
                 if (!o.empty()) bind(o, add_tensor(o, std::nullopt));
             }
@@ -498,11 +500,25 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
     // graph inputs: those that are not initializers (IR < 4 lists initializers as inputs too)
     std::set<std::string> inits;
     for (const auto &t : graph.initializer()) inits.insert(t.name());
+    std::set<std::string> frozen;  // inputs with a value given that an op needs at load
+    for (const onnx::NodeProto &p : graph.node()) {
+        auto kind = find_op(p.op_type());
+        if (!kind || !(p.domain().empty() || p.domain() == "ai.onnx")) continue;
+        for (int i = 0; i < p.input_size(); i++) {
+            if (op_info(*kind).is_const_input(i) && options_.input_values.count(p.input(i))) frozen.insert(p.input(i));
+        }
+    }
     std::vector<std::string> unbound;
     std::set<std::string> bound_used;
     for (const onnx::ValueInfoProto &in : graph.input()) {
         if (inits.count(in.name())) continue;
         std::string where = file_ + ": input '" + in.name() + "'";
+        if (frozen.count(in.name())) {
+            const OnnxTensorFile &v = *options_.input_values.at(in.name());
+            bind(in.name(), constant(v.type, v.data, in.name()));
+            bound_used.insert(in.name());
+            continue;
+        }
         if (!in.type().has_tensor_type()) throw UnsupportedError(where + " is not a tensor (sequence, map and optional types are out of scope)");
         const auto &tt = in.type().tensor_type();
         TensorType type;

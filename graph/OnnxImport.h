@@ -33,9 +33,16 @@ public:
     }
 };
 
+struct OnnxTensorFile;
+
 struct OnnxImportOptions {
     InputShapes shapes;                     ///< bindings for inputs with symbolic or unknown dims
     const ConstantEvaluator *eval = nullptr;  ///< folds shape subgraphs at load (infer_types)
+    /** Values of graph inputs by name. An input given here that feeds an input an op needs at
+     * load (the op table's constant inputs: Reshape's shape, Slice's starts, ReduceSum's axes)
+     * becomes a constant holding this value, as the ONNX backend tests feed such inputs as data;
+     * other inputs given here stay graph inputs. */
+    std::map<std::string, const OnnxTensorFile *> input_values;
 };
 
 /** Reads, converts and verifies the model at \p path. External-data tensors are read from files

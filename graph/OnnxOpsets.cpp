@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "graph/OnnxImportDetail.h"
+#include "graph/ShapeInference.h"
 
 namespace fusor::onnx_detail {
 
@@ -309,6 +310,15 @@ bool convert_node(Importer &im, OnnxNode &n) {
                 return false;
             }
             it->second = *code;
+        }
+    }
+    if (op == "Cast" || op == "CastLike") {
+        auto it = n.attrs.find("to");
+        if (it != n.attrs.end() && std::holds_alternative<int64_t>(it->second) && !dtype_from_onnx(std::get<int64_t>(it->second))) {
+            int64_t code = std::get<int64_t>(it->second);
+            im.unsupported(n.proto, n.version, n.name, std::string("cast to ") + onnx_dtype_name((int)code) +
+                                                           ": fusor supports float, double, int64, int32, int8, uint8 and bool");
+            return false;
         }
     }
     if (op == "BatchNormalization") {

@@ -129,7 +129,16 @@ CaseResult run_case_unguarded(const std::string &dir, const Options &o) {
         std::vector<fs::path> inputs = numbered(sets[0], "input_");
         OnnxImportOptions io;
         io.eval = &halide_constant_evaluator();
-        for (size_t k = 0; k < inputs.size() && k < names.size(); k++) io.shapes[names[k]] = read_onnx_tensor(inputs[k].string()).type.shape;
+        std::vector<OnnxTensorFile> values(std::min(inputs.size(), names.size()));
+        for (size_t k = 0; k < values.size(); k++) {
+            try {
+                values[k] = read_onnx_tensor(inputs[k].string());
+            } catch (const UserError &) {
+                continue;  // not a tensor (a sequence or optional): the importer says why it is unsupported
+            }
+            io.shapes[names[k]] = values[k].type.shape;
+            io.input_values[names[k]] = &values[k];
+        }
         g = load_onnx(model, io);
         if (o.optimize) {
             OptimizeOptions opt;
