@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -28,7 +29,8 @@ std::string shell_quote(const std::string &s) {
 /** Runs one case in a child `fusor conformance --json` process, so a case that crashes or aborts
  * the process becomes an error of that case only. */
 CaseResult run_isolated(const std::string &dir, bool unfused) {
-    std::string cmd = shell_quote("/proc/self/exe") + " conformance --json " + (unfused ? "--unfused " : "") + shell_quote(dir) + " 2>&1";
+    static const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();  // not the shell's
+    std::string cmd = shell_quote(self) + " conformance --json " + (unfused ? "--unfused " : "") + shell_quote(dir) + " 2>&1";
     CaseResult r{dir, conformance::case_id(dir), Status::Error, "", 0};
     FILE *p = popen(cmd.c_str(), "r");
     if (!p) {
