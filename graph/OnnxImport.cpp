@@ -25,6 +25,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
+#include "graph/ConstantFolding.h"
 #include "graph/OnnxImportDetail.h"
 #include "graph/ShapeInference.h"
 #include "graph/Verifier.h"
@@ -303,6 +304,28 @@ void Importer::try_infer(const Node &n) {
         }
     } catch (const std::exception &) {
         // left untyped: the final infer_types reports the problem with the whole graph's context
+    }
+}
+
+std::optional<double> Importer::fold_scalar(TensorId id) const {
+    if (const Tensor *t = constant_tensor(id)) {
+        if (t->type.num_elements() == 1) return t->value_as_double(0);
+        return std::nullopt;
+    }
+    if (!options_.eval || !unsupported_.empty()) return std::nullopt;
+    try {
+        Graph tmp = g_;
+        std::string name = tmp.tensor(id).name;
+        tmp.outputs = {id};
+        tmp.reindex();
+        sort_topologically(tmp);
+        infer_types(tmp, options_.eval);
+        fold_constants(tmp, *options_.eval);
+        TensorId t = tmp.find_tensor(name);
+        if (t == kNoTensor || !tmp.tensor(t).is_initializer || tmp.type(t).num_elements() != 1) return std::nullopt;
+        return tmp.tensor(t).value_as_double(0);
+    } catch (const std::exception &) {
+        return std::nullopt;  // not computable at load: the If stays unsupported
     }
 }
 

@@ -59,6 +59,10 @@ public:
     std::optional<TensorType> type_of(TensorId id) const;
     /** The initializer behind \p id, or nullptr when it is not a constant (yet). */
     const Tensor *constant_tensor(TensorId id) const;
+    /** The value of a one-element tensor when it is a constant, or becomes one once shapes are
+     * known (Shape -> Gather -> Equal ... folded with the evaluator on a copy of the graph so
+     * far); nullopt when it depends on input data or no evaluator was given. */
+    std::optional<double> fold_scalar(TensorId id) const;
     void unsupported(const onnx::NodeProto &p, int version, const std::string &name, const std::string &why);
     /** Imports a graph's initializers and nodes into the current scope (node names prefixed). */
     void import_graph(const onnx::GraphProto &graph, const std::string &prefix);

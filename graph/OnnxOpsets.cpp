@@ -211,12 +211,12 @@ bool convert_constant_of_shape(Importer &im, OnnxNode &n) {
 
 /** `If` whose condition is a constant at import: the taken branch is inlined. */
 bool convert_if(Importer &im, OnnxNode &n) {
-    const Tensor *cond = im.constant_tensor(input(n, 0));
-    if (!cond || cond->type.num_elements() != 1) {
+    std::optional<double> cond = im.fold_scalar(input(n, 0));
+    if (!cond) {
         im.unsupported(n.proto, n.version, n.name, "If on a runtime condition is not supported yet (only a condition known at load)");
         return false;
     }
-    const char *branch = cond->value_as_double(0) != 0 ? "then_branch" : "else_branch";
+    const char *branch = *cond != 0 ? "then_branch" : "else_branch";
     if (!n.special.count(branch)) {
         im.unsupported(n.proto, n.version, n.name, std::string("missing attribute '") + branch + "'");
         return false;

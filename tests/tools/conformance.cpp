@@ -117,7 +117,69 @@ std::string write_symbolic_model(const TempDir &dir) {
     return dir.file("sym.onnx");
 }
 
+/** x: f32[N,3]; If (N - 4 != 0) then Identity(x) else Transpose(x): the condition is known once
+ * N is bound. */
+std::string write_shape_if_model(const TempDir &dir) {
+    onnx::ModelProto m;
+    m.set_ir_version(7);
+    m.add_opset_import()->set_version(13);
+    auto *g = m.mutable_graph();
+    auto *in = g->add_input();
+    in->set_name("x");
+    auto *tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param("N");
+    tt->mutable_shape()->add_dim()->set_dim_value(3);
+    auto scalar = [&](const std::string &name, int64_t v) {
+        auto *t = g->add_initializer();
+        t->set_name(name);
+        t->set_data_type(onnx::TensorProto::INT64);
+        t->add_int64_data(v);
+    };
+    scalar("zero", 0);
+    scalar("four", 4);
+    auto node = [&](onnx::GraphProto *graph, const std::string &op, std::vector<std::string> ins, const std::string &out) {
+        auto *n = graph->add_node();
+        n->set_op_type(op);
+        for (auto &i : ins) n->add_input(i);
+        n->add_output(out);
+        return n;
+    };
+    node(g, "Shape", {"x"}, "shape");
+    node(g, "Gather", {"shape", "zero"}, "n");
+    node(g, "Sub", {"n", "four"}, "d");
+    auto *cast = node(g, "Cast", {"d"}, "cond");
+    auto *to = cast->add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(onnx::TensorProto::BOOL);
+    auto *branch_if = node(g, "If", {"cond"}, "y");
+    for (auto [name, op] : {std::pair{"then_branch", "Identity"}, std::pair{"else_branch", "Transpose"}}) {
+        auto *a = branch_if->add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto::GRAPH);
+        node(a->mutable_g(), op, {"x"}, "out");
+        a->mutable_g()->add_output()->set_name("out");
+    }
+    g->add_output()->set_name("y");
+    std::ofstream f(dir.file("shape_if.onnx"), std::ios::binary);
+    f << m.SerializeAsString();
+    return dir.file("shape_if.onnx");
+}
+
 }  // namespace
+
+TEST_CASE("conformance: an If whose condition is known after shape binding folds to its branch", "[tools][conformance]") {
+    TempDir dir;
+    std::string model = write_shape_if_model(dir);
+    Result four = run_fusor("run '" + model + "' --shape x=4x3");
+    INFO(four.err);
+    CHECK(four.status == 0);
+    CHECK_THAT(four.out, Contains("f32[3,4]"));  // N - 4 == 0: else branch
+    Result five = run_fusor("run '" + model + "' --shape x=5x3");
+    CHECK(five.status == 0);
+    CHECK_THAT(five.out, Contains("f32[5,3]"));  // then branch
+}
 
 TEST_CASE("conformance: node cases a-b", "[tools][conformance]") {
     check_shard("node", "ab");
