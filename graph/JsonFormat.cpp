@@ -490,8 +490,8 @@ std::string to_json(const Graph &g) {
         j["outputs"] = json::array();
         for (TensorId t : n.outputs) j["outputs"].push_back(g.tensor(t).name);
         json attrs = json::object();
-        for (const auto &[k, v] : n.attrs) {
-            std::visit([&](const auto &x) { attrs[k] = x; }, v);
+        for (const auto &kv : n.attrs) {  // (clang 14 cannot capture a structured binding)
+            std::visit([&](const auto &x) { attrs[kv.first] = x; }, kv.second);
         }
         if (!attrs.empty()) j["attrs"] = attrs;
         doc["nodes"].push_back(j);

@@ -483,16 +483,12 @@ void Importer::import_graph(const onnx::GraphProto &graph, const std::string &pr
         const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(p.op_type(), (int)opset_, "");
         int version = schema ? schema->since_version() : (int)opset_;
         OnnxNode n = read_node(p, version, name);
-        bool ok = false;
         if (!schema) unsupported(p, version, name, "not an ONNX op at opset " + std::to_string(opset_));
-        else ok = convert_node(*this, n);
-        if (!ok) {
-            for (const std::string &o : p.output()) {
-                if (!o.empty() && !lookup(o)) bind(o, add_tensor(o, std::nullopt));
-            }
-        }
+        else convert_node(*this, n);
+        // outputs of an unsupported node, or optional ones a conversion left unbound: placeholders,
+        // so later nodes still resolve their inputs (and report their own problems)
         for (const std::string &o : p.output()) {
-            if (!o.empty() && !lookup(o)) bind(o, add_tensor(o, std::nullopt));  // untouched optional output
+            if (!o.empty() && !lookup(o)) bind(o, add_tensor(o, std::nullopt));
         }
     }
 }
@@ -512,8 +508,7 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
             }
         }
     }
-    if (opset_ < 0) opset_ = m.opset_import_size() ? 1 : 1;  // IR v1-2 models without an opset: opset 1
-    if (opset_ == 0) opset_ = 1;
+    if (opset_ <= 0) opset_ = 1;  // early models without a default-domain opset_import: opset 1
     if (opset_ > 17) {
         throw UnsupportedError(file_ + ": default-domain opset " + std::to_string(opset_) + " is newer than 17, the newest fusor imports");
     }
