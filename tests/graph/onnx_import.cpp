@@ -218,7 +218,7 @@ TEST_CASE("onnx import: external data must stay inside the model's folder", "[gr
     check_close(run_ref(g, {{10, 20, 30}}), {11, 22, 33});
 }
 
-TEST_CASE("onnx import: every unsupported node is listed at once with op, version and name", "[graph][onnx]") {
+TEST_CASE("onnx import: every unsupported node is listed at once with op and version and name", "[graph][onnx]") {
     Model m(13);
     m.input("x", {2});
     m.node("NoSuchOp", {"x"}, {"a"}, "first");
@@ -245,7 +245,7 @@ TEST_CASE("onnx import: unsupported dtypes name the tensor", "[graph][onnx]") {
     CHECK_THROWS_WITH(import(m), Contains("input 'half' has dtype float16"));
 }
 
-TEST_CASE("onnx import: symbolic dims need a binding, which the error lists", "[graph][onnx]") {
+TEST_CASE("onnx import: symbolic dims need a binding that the error lists", "[graph][onnx]") {
     Model m(13);
     m.input("x", {-1, 3});
     m.node("Relu", {"x"}, {"y"});
@@ -322,7 +322,7 @@ TEST_CASE("onnx import: legacy broadcast with axis realigns the second input", "
     check_close(run_ref(import(m), {iota(12)}), want);
 }
 
-TEST_CASE("onnx import: Reshape-1, Concat-1 default axis, BatchNormalization-6 is_test", "[graph][onnx]") {
+TEST_CASE("onnx import: Reshape-1 and Concat-1 default axis and BatchNormalization-6 is_test", "[graph][onnx]") {
     Model m(3);  // Reshape-1 and Concat-1
     m.input("x", {2, 3});
     attr_ints(m.node("Reshape", {"x"}, {"r"}), "shape", {3, 2});

@@ -269,7 +269,7 @@ TEST_CASE("conformance: the CLI prints totals and writes --json and a pass list"
     CHECK(run_fusor("conformance /nonexistent").status == 2);
 }
 
-TEST_CASE("conformance: .onnx models work in fusor run, inspect and bench", "[tools][conformance]") {
+TEST_CASE("conformance: .onnx models work in fusor run and inspect and bench", "[tools][conformance]") {
     std::string model = kData + "/pytorch-converted/test_Conv2d/model.onnx";
     if (!fs::exists(model)) {
         WARN("skipped: libonnx-testdata is not installed");
