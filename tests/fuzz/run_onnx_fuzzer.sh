@@ -17,4 +17,4 @@ if [[ -d $data && -z "$(ls -A "$corpus")" ]]; then
     for m in "$data"/*/test_*/model.onnx; do cp "$m" "$corpus/seed_$((i++)).onnx"; done
 fi
 cd "$build"
-exec ./onnx_import_fuzzer -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -timeout=10 onnx_corpus
+exec tests/fuzz/onnx_import_fuzzer -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -timeout=10 onnx_corpus
