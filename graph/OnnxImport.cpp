@@ -141,6 +141,7 @@ std::vector<uint8_t> tensor_data(const onnx::TensorProto &t, TensorType &type, c
     double elements = 1;
     for (int64_t d : t.dims()) {
         if (d < 0) throw UserError(where + " has a negative dim " + std::to_string(d));
+        if (d > INT32_MAX) throw UserError(where + " has dim " + std::to_string(d) + "; a dim holds at most 2^31 - 1");
         type.shape.push_back(d);
         elements *= (double)d;
     }
@@ -566,6 +567,12 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
         } else if (symbolic) {
             unbound.push_back("'" + in.name() + "' [" + (tt.has_shape() ? dims_text : std::string("unknown rank")) + "]");
             continue;
+        }
+        double elements = 1;
+        for (int64_t d : type.shape) elements *= (double)d;
+        bool huge_dim = std::any_of(type.shape.begin(), type.shape.end(), [](int64_t d) { return d > INT32_MAX; });
+        if (elements > 2147483647.0 || huge_dim) {
+            throw UserError(where + ": shape " + shape_to_string(type.shape) + " has more than 2^31 - 1 elements");
         }
         TensorId id = add_tensor(in.name(), type);
         g_.inputs.push_back(id);
