@@ -16,7 +16,8 @@ mode="${1:-}"
 build="${FUSOR_BUILD_DIR:-build}"
 jobs="${JOBS:-$(nproc)}"
 
-packages=(g++ cmake ninja-build pkg-config libhalide14-0-dev nlohmann-json3-dev catch2 libcli11-dev libfmt-dev libsqlite3-dev gnuplot-nox libdnnl-dev)
+packages=(g++ cmake ninja-build pkg-config libhalide14-0-dev nlohmann-json3-dev catch2 libcli11-dev libfmt-dev libsqlite3-dev gnuplot-nox
+          libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata libdnnl-dev)
 
 install_missing() {
     local missing=()

@@ -1,5 +1,6 @@
 #include "graph/JsonFormat.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -422,11 +423,25 @@ Graph load_graph_json(const std::string &path, const ConstantEvaluator *eval) {
     return parse_graph_json(ss.str(), path, dir, eval);
 }
 
-Graph load_model(const std::string &path, const ConstantEvaluator *eval) {
+Graph load_model(const std::string &path, const ConstantEvaluator *eval, const InputShapes &shapes) {
     if (path.size() >= 5 && path.substr(path.size() - 5) == ".onnx") {
-        throw UserError(path + ": ONNX import is not available yet; convert to fusor's JSON format");
+        OnnxImportOptions o;
+        o.shapes = shapes;
+        o.eval = eval;
+        return load_onnx(path, o);
     }
-    return load_graph_json(path, eval);
+    Graph g = load_graph_json(path, eval);
+    for (const auto &[name, shape] : shapes) {
+        TensorId t = g.find_tensor(name);
+        if (t == kNoTensor || std::find(g.inputs.begin(), g.inputs.end(), t) == g.inputs.end()) {
+            throw UserError(path + ": --shape names '" + name + "', which is not an input of the graph");
+        }
+        if (g.type(t).shape != shape) {
+            throw UserError(path + ": --shape " + name + "=" + shape_to_string(shape) + " but the graph declares input '" +
+                            name + "' as " + to_string(g.type(t)) + " (JSON graphs have static shapes)");
+        }
+    }
+    return g;
 }
 
 std::string to_json(const Graph &g) {
@@ -475,8 +490,8 @@ std::string to_json(const Graph &g) {
         j["outputs"] = json::array();
         for (TensorId t : n.outputs) j["outputs"].push_back(g.tensor(t).name);
         json attrs = json::object();
-        for (const auto &[k, v] : n.attrs) {
-            std::visit([&](const auto &x) { attrs[k] = x; }, v);
+        for (const auto &kv : n.attrs) {  // (clang 14 cannot capture a structured binding)
+            std::visit([&](const auto &x) { attrs[kv.first] = x; }, kv.second);
         }
         if (!attrs.empty()) j["attrs"] = attrs;
         doc["nodes"].push_back(j);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "graph/Graph.h"
+#include "graph/OnnxImport.h"
 
 namespace fusor {
 
@@ -26,7 +27,9 @@ Graph parse_graph_json(const std::string &text, const std::string &source = "<js
  * reference when they came from one, inline data otherwise. */
 std::string to_json(const Graph &g);
 
-/** Loads a model by extension (.json today; .onnx arrives with the ONNX importer). */
-Graph load_model(const std::string &path, const ConstantEvaluator *eval = nullptr);
+/** Loads a model by extension: `.onnx` through the ONNX importer (OnnxImport.h), anything else as
+ * fusor's JSON. \p shapes binds ONNX inputs' symbolic dims; for a JSON model each named input
+ * must exist and have exactly that shape (a UserError otherwise). */
+Graph load_model(const std::string &path, const ConstantEvaluator *eval = nullptr, const InputShapes &shapes = {});
 
 }  // namespace fusor

@@ -126,8 +126,9 @@ bool convert_to_nhwc(Graph &g) {
                 twin = add_initializer(g, x.name + "_nhwc", TensorType{x.type.dtype, shape}, std::move(data));
             } else {
                 // an activation entering the region: one transpose per tensor
-                twin = add_tensor(g, x.name + "_nhwc");
-                add_node(g, OpKind::Transpose, x.name + "_to_nhwc", {t}, {twin}, {{"perm", kToNhwc}});
+                std::string name = x.name;  // add_tensor may reallocate g.tensors under x
+                twin = add_tensor(g, name + "_nhwc");
+                add_node(g, OpKind::Transpose, name + "_to_nhwc", {t}, {twin}, {{"perm", kToNhwc}});
                 count_event("layout-boundary-transpose");
             }
             nhwc[t] = twin;

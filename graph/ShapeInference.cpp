@@ -223,8 +223,8 @@ std::vector<int64_t> reshape_target(const Graph &g, const Node &n) {
             infer = (int)i;
         } else if (shape[i] < 0) {
             throw UserError(g.where(n) + ": shape[" + std::to_string(i) + "] is negative");
-        } else {
-            known *= shape[i];
+        } else if (__builtin_mul_overflow(known, shape[i], &known)) {  // found by the ONNX fuzzer
+            throw UserError(g.where(n) + ": shape " + shape_to_string(shape) + " has more elements than an int64 holds");
         }
     }
     int64_t total = x.num_elements();

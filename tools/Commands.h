@@ -26,5 +26,6 @@ Verb add_db(CLI::App &app);
 Verb add_autotune(CLI::App &app);
 Verb add_worker(CLI::App &app);
 Verb add_compile(CLI::App &app);
+Verb add_conformance(CLI::App &app);
 
 }  // namespace fusor::cli

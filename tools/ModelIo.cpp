@@ -30,9 +30,9 @@ Layout layout_flag(const std::string &text) {
 }
 
 Graph load_model_optimized(const std::string &path, bool optimize, const std::string &layout,
-                           std::vector<PassReport> *reports) {
+                           std::vector<PassReport> *reports, const InputShapes &shapes) {
     Layout l = layout_flag(layout);
-    Graph g = load_model(path, &halide_constant_evaluator());
+    Graph g = load_model(path, &halide_constant_evaluator(), shapes);
     if (!optimize) return g;
     OptimizeOptions o;
     o.evaluator = &halide_constant_evaluator();
@@ -40,6 +40,19 @@ Graph load_model_optimized(const std::string &path, bool optimize, const std::st
     std::vector<PassReport> r = optimize_graph(g, o);
     if (reports) *reports = r;
     return g;
+}
+
+std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd) {
+    auto flags = std::make_shared<std::vector<std::string>>();
+    cmd->add_option("--shape", *flags,
+                    "bind an ONNX input's symbolic dims: NAME=D1xD2x... (repeatable), e.g. --shape images=1x3x320x320");
+    return flags;
+}
+
+InputShapes shape_bindings(const std::vector<std::string> &flags) {
+    InputShapes shapes;
+    for (const std::string &f : flags) parse_shape_binding(f, shapes);
+    return shapes;
 }
 
 std::function<std::optional<std::string>(const Graph &, const Cluster &)> db_schedules(const std::string &db_path,

@@ -3,8 +3,12 @@
  * Loading a model with CLI options applied, and moving graph inputs and outputs between .npy
  * files and an executor. */
 
+#include <memory>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
+#include "graph/OnnxImport.h"
 #include "graph/Optimize.h"
 #include "runtime/Executor.h"
 
@@ -13,7 +17,14 @@ namespace fusor::cli {
 /** Loads a model and, unless \p optimize is false, runs the rewrite passes (graph/Optimize.h)
  * with Halide constant folding; the pass reports go to *reports when given. */
 Graph load_model_optimized(const std::string &path, bool optimize, const std::string &layout = "auto",
-                           std::vector<PassReport> *reports = nullptr);
+                           std::vector<PassReport> *reports = nullptr, const InputShapes &shapes = {});
+
+/** Registers the model-loading flags every verb that loads a model shares, today the repeatable
+ * `--shape NAME=D1xD2x...` binding an ONNX input's symbolic dims; returns where they land at
+ * parse time (shape_bindings turns them into InputShapes). */
+std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd);
+/** Parses --shape values; throws UserError naming the malformed one. */
+InputShapes shape_bindings(const std::vector<std::string> &flags);
 
 /** A schedule lookup for ExecutorOptions::schedule_for from the tuning database \p db_path, in
  * DESIGN.md's order: the best verified schedule measured on this exact machine; else the best one

@@ -19,7 +19,8 @@ Verb add_bench(CLI::App &app) {
         int threads = 0, repeats = 10, warmup = 2;
     };
     auto o = std::make_shared<Opts>();
-    cmd->add_option("model", o->model, "model file (.json)")->required();
+    cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
+    auto shapes = add_shape_flag(cmd);
     cmd->add_flag("--json", o->json, "machine-readable output");
     cmd->add_flag("--per-cluster", o->per_cluster, "also time each fused cluster and each unfused kernel, with shares");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
@@ -30,7 +31,7 @@ Verb add_bench(CLI::App &app) {
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
-                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout);
+                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
                 ExecutorOptions eo;
                 eo.threads = o->threads;
                 eo.target = o->target;

@@ -33,7 +33,8 @@ Verb add_inspect(CLI::App &app) {
     cmd->add_flag("--no-optimize", *no_optimize, "skip the graph rewrite passes (clustering still runs)");
     auto layout = std::make_shared<std::string>("auto");
     cmd->add_option("--layout", *layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
-    cmd->add_option("model", *model, "model file (.json)")->required();
+    cmd->add_option("model", *model, "model file (.json or .onnx)")->required();
+    auto shapes = add_shape_flag(cmd);
     cmd->add_flag("--json", *json_out, "machine-readable output");
     cmd->add_option("--target", *target, "Halide target the schedules are made for")->capture_default_str();
     auto budget = std::make_shared<int64_t>(0);
@@ -45,7 +46,7 @@ Verb add_inspect(CLI::App &app) {
         ->check(CLI::PositiveNumber);
     return {cmd, [=] {
                 std::vector<PassReport> passes;
-                Graph fused = load_model_optimized(*model, !*no_optimize, *layout, &passes);
+                Graph fused = load_model_optimized(*model, !*no_optimize, *layout, &passes, shape_bindings(*shapes));
                 // the node count as loaded: what the first pass started from
                 int nodes_loaded = passes.empty() ? (int)fused.nodes.size() : passes.front().nodes_before;
                 Graph unfused = fused;

@@ -19,13 +19,14 @@ Verb add_optimize(CLI::App &app) {
         bool print_passes = false;
     };
     auto o = std::make_shared<Opts>();
-    cmd->add_option("model", o->model, "model file (.json)")->required();
+    cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
+    auto shapes = add_shape_flag(cmd);
     cmd->add_option("-o,--output", o->out, "where to write the optimized graph (.json)")->required();
     cmd->add_flag("--print-passes", o->print_passes, "print each pass: nodes before and after, time, rules fired");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     cmd->add_option("--passes", o->passes, "comma-separated passes to run instead of the standard list (dce, fold-constants, cse, peephole, layout-nhwc)");
     return {cmd, [=] {
-                Graph g = load_model(o->model, &halide_constant_evaluator());
+                Graph g = load_model(o->model, &halide_constant_evaluator(), shape_bindings(*shapes));
                 OptimizeOptions opts;
                 opts.evaluator = &halide_constant_evaluator();
                 opts.layout = layout_flag(o->layout);

@@ -36,7 +36,8 @@ Verb add_run(CLI::App &app) {
         int threads = 0;
     };
     auto o = std::make_shared<Opts>();
-    cmd->add_option("model", o->model, "model file (.json)")->required();
+    cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
+    auto shapes = add_shape_flag(cmd);
     auto *in = cmd->add_option("--inputs", o->inputs, "folder with one <input>.npy per graph input");
     cmd->add_option("--random", o->seed, "fill inputs from this seed (the default, with seed 0)")->excludes(in);
     cmd->add_option("--outputs", o->outputs, "write each output to <DIR>/<output>.npy");
@@ -47,7 +48,7 @@ Verb add_run(CLI::App &app) {
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
-                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout);
+                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
                 ExecutorOptions eo;
                 eo.mode = o->unfused ? ExecMode::Unfused : ExecMode::Fused;
                 eo.threads = o->threads;

@@ -16,7 +16,7 @@ int main(int argc, char **argv) {
                                            fusor::cli::add_bench(app), fusor::cli::add_optimize(app),
                                            fusor::cli::add_ops(app), fusor::cli::add_db(app),
                                            fusor::cli::add_autotune(app), fusor::cli::add_compile(app),
-                                           fusor::cli::add_worker(app)};
+                                           fusor::cli::add_worker(app), fusor::cli::add_conformance(app)};
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp &e) {

@@ -1,0 +1,670 @@
+/* The ONNX importer.
+ *
+ * Map of this file:
+ *   - TensorProto reading (every storage form, external data confined to the model's folder);
+ *   - Importer: one pass over the nodes in file order. Each ONNX node gets its effective version
+ *     (the newest schema version <= the model's opset, from libonnx's OpSchemaRegistry) and is
+ *     converted to the opset-17 form of the op table by OnnxOpsets.cpp (convert_node), which emits
+ *     fusor nodes through the Importer's small builder API (emit, constants, type_of);
+ *   - every unsupported node is collected and reported in one UnsupportedError at the end;
+ *   - then the graph is sorted, typed (infer_types folds shape subgraphs with the evaluator) and
+ *     verified like a JSON graph.
+ *
+ * Names: fusor tensor and node names are unique, ONNX names in subgraphs (If branches) may shadow
+ * outer ones, so names are resolved through a scope stack and renamed (`name__1`) on collision. */
+#include "graph/OnnxImport.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+
+#include "graph/ConstantFolding.h"
+#include "graph/OnnxImportDetail.h"
+#include "graph/ShapeInference.h"
+#include "graph/Verifier.h"
+
+namespace fusor {
+
+namespace fs = std::filesystem;
+
+void parse_shape_binding(const std::string &text, InputShapes &shapes) {
+    size_t eq = text.rfind('=');
+    auto bad = [&](const std::string &why) {
+        throw UserError("--shape '" + text + "': " + why + "; expected NAME=D1xD2x... (e.g. input=1x3x224x224)");
+    };
+    if (eq == std::string::npos || eq == 0) bad("missing NAME=");
+    std::string name = text.substr(0, eq), dims = text.substr(eq + 1);
+    std::vector<int64_t> shape;
+    size_t pos = 0;
+    while (pos < dims.size()) {
+        size_t x = dims.find_first_of("x,", pos);
+        std::string d = dims.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+        if (d.empty() || d.find_first_not_of("0123456789") != std::string::npos || d.size() > 10) {
+            bad("dim '" + d + "' is not a non-negative integer");
+        }
+        shape.push_back(std::stoll(d));
+        if (x == std::string::npos) break;
+        pos = x + 1;
+        if (pos == dims.size()) bad("trailing 'x'");
+    }
+    if (shapes.count(name)) bad("input '" + name + "' is bound twice");
+    shapes[name] = shape;
+}
+
+namespace onnx_detail {
+
+const char *onnx_dtype_name(int code) {
+    static const char *names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32",
+                                  "int64", "string", "bool", "float16", "double", "uint32", "uint64",
+                                  "complex64", "complex128", "bfloat16"};
+    return code >= 0 && code <= 16 ? names[code] : "unknown";
+}
+
+DType tensor_dtype(int code, const std::string &where) {
+    auto d = dtype_from_onnx(code);
+    if (!d) {
+        throw UnsupportedError(where + " has dtype " + onnx_dtype_name(code) + " (" + std::to_string(code) +
+                               "); fusor supports float, double, int64, int32, int8, uint8 and bool");
+    }
+    return *d;
+}
+
+namespace {
+
+std::vector<uint8_t> read_external(const onnx::TensorProto &t, const std::string &base_dir,
+                                   const std::string &where, size_t want) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &kv : t.external_data()) {
+        try {
+            if (kv.key() == "location") location = kv.value();
+            else if (kv.key() == "offset") offset = std::stoll(kv.value());
+            else if (kv.key() == "length") length = std::stoll(kv.value());
+        } catch (const std::exception &) {
+            throw UserError(where + ": external data '" + kv.key() + "' is '" + kv.value() + "'; expected an integer");
+        }
+    }
+    if (location.empty()) throw UserError(where + ": external data has no 'location'");
+    fs::path rel(location);
+    bool escapes = rel.is_absolute();
+    for (const auto &part : rel) escapes |= part == "..";
+    fs::path full = fs::path(base_dir) / rel;
+    std::error_code ec;
+    fs::path dir = fs::weakly_canonical(base_dir, ec), real = fs::weakly_canonical(full, ec);
+    if (!escapes) {
+        auto [d, r] = std::mismatch(dir.begin(), dir.end(), real.begin(), real.end());
+        escapes = d != dir.end();
+    }
+    if (escapes) {
+        throw UserError(where + ": external data location '" + location +
+                        "' escapes the model's folder; it must be a relative path inside it");
+    }
+    std::ifstream f(real, std::ios::binary);
+    if (!f) throw UserError(where + ": external data file '" + location + "' does not exist or is not readable");
+    f.seekg(0, std::ios::end);
+    int64_t size = f.tellg();
+    if (offset < 0 || offset > size) {
+        throw UserError(where + ": external data offset " + std::to_string(offset) + " is outside '" + location +
+                        "' (" + std::to_string(size) + " bytes)");
+    }
+    if (length < 0) length = size - offset;
+    if (offset + length > size || (size_t)length != want) {
+        throw UserError(where + ": external data in '" + location + "' has " + std::to_string(std::min(length, size - offset)) +
+                        " bytes; the tensor's shape needs " + std::to_string(want));
+    }
+    std::vector<uint8_t> out((size_t)length);
+    f.seekg(offset);
+    f.read((char *)out.data(), length);
+    return out;
+}
+
+template<typename Field, typename T>
+void copy_field(const Field &field, std::vector<uint8_t> &out) {
+    for (int i = 0; i < field.size(); i++) {
+        T v = (T)field.Get(i);
+        std::memcpy(out.data() + i * sizeof(T), &v, sizeof(T));
+    }
+}
+
+}  // namespace
+
+std::vector<uint8_t> tensor_data(const onnx::TensorProto &t, TensorType &type, const std::string &base_dir,
+                                 const std::string &where) {
+    type.shape.clear();
+    double elements = 1;
+    for (int64_t d : t.dims()) {
+        if (d < 0) throw UserError(where + " has a negative dim " + std::to_string(d));
+        if (d > INT32_MAX) throw UserError(where + " has dim " + std::to_string(d) + "; a dim holds at most 2^31 - 1");
+        type.shape.push_back(d);
+        elements *= (double)d;
+    }
+    if (elements > 2147483647.0) throw UserError(where + " has more than 2^31 - 1 elements");
+    if (t.data_type() == 0) throw UserError(where + " has no data_type");
+    type.dtype = tensor_dtype(t.data_type(), where);
+    size_t n = (size_t)type.num_elements(), bytes = type.num_bytes();
+    auto mismatch = [&](size_t got, const char *field) {
+        throw UserError(where + ": " + field + " holds " + std::to_string(got) + " values; shape " +
+                        shape_to_string(type.shape) + " needs " + std::to_string(n));
+    };
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) return read_external(t, base_dir, where, bytes);
+    if (t.has_raw_data()) {
+        const std::string &raw = t.raw_data();
+        if (raw.size() != bytes) {
+            throw UserError(where + ": raw_data has " + std::to_string(raw.size()) + " bytes; " + to_string(type) +
+                            " needs " + std::to_string(bytes));
+        }
+        return std::vector<uint8_t>(raw.begin(), raw.end());
+    }
+    std::vector<uint8_t> out(bytes);
+    switch (type.dtype) {
+    case DType::F32:
+        if ((size_t)t.float_data_size() != n) mismatch(t.float_data_size(), "float_data");
+        copy_field<decltype(t.float_data()), float>(t.float_data(), out);
+        break;
+    case DType::F64:
+        if ((size_t)t.double_data_size() != n) mismatch(t.double_data_size(), "double_data");
+        copy_field<decltype(t.double_data()), double>(t.double_data(), out);
+        break;
+    case DType::I64:
+        if ((size_t)t.int64_data_size() != n) mismatch(t.int64_data_size(), "int64_data");
+        copy_field<decltype(t.int64_data()), int64_t>(t.int64_data(), out);
+        break;
+    case DType::I32:
+        if ((size_t)t.int32_data_size() != n) mismatch(t.int32_data_size(), "int32_data");
+        copy_field<decltype(t.int32_data()), int32_t>(t.int32_data(), out);
+        break;
+    case DType::I8:
+        if ((size_t)t.int32_data_size() != n) mismatch(t.int32_data_size(), "int32_data");
+        copy_field<decltype(t.int32_data()), int8_t>(t.int32_data(), out);
+        break;
+    case DType::U8:
+    case DType::Bool:
+        if ((size_t)t.int32_data_size() != n) mismatch(t.int32_data_size(), "int32_data");
+        copy_field<decltype(t.int32_data()), uint8_t>(t.int32_data(), out);
+        if (type.dtype == DType::Bool) {
+            for (uint8_t &b : out) b = b != 0;
+        }
+        break;
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Importer
+
+Importer::Importer(std::string file, std::string base_dir, const OnnxImportOptions &options)
+    : file_(std::move(file)), base_dir_(std::move(base_dir)), options_(options) {
+    scopes_.emplace_back();
+}
+
+std::string Importer::fresh_name(std::set<std::string> &used, const std::string &base) {
+    std::string name = base.empty() ? "t" : base;
+    for (int i = 1; used.count(name); i++) name = base + "__" + std::to_string(i);
+    used.insert(name);
+    return name;
+}
+
+TensorId Importer::add_tensor(const std::string &base, std::optional<TensorType> type) {
+    Tensor t;
+    t.name = fresh_name(tensor_names_, base);
+    if (type) t.type = *type;
+    TensorId id = g_.add_tensor(std::move(t));
+    known_.resize(g_.tensors.size(), false);
+    known_[id] = type.has_value();
+    return id;
+}
+
+void Importer::bind(const std::string &onnx_name, TensorId id) {
+    scopes_.back()[onnx_name] = id;
+}
+
+std::optional<TensorId> Importer::lookup(const std::string &onnx_name) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+        auto f = it->find(onnx_name);
+        if (f != it->end()) return f->second;
+    }
+    return std::nullopt;
+}
+
+TensorId Importer::constant(const TensorType &type, std::vector<uint8_t> data, const std::string &hint) {
+    TensorId id = add_tensor(hint, type);
+    Tensor &t = g_.tensor(id);
+    t.is_initializer = true;
+    t.data = std::move(data);
+    return id;
+}
+
+TensorId Importer::const_i64(const std::vector<int64_t> &v, const std::string &hint) {
+    std::vector<uint8_t> data(v.size() * 8);
+    if (!v.empty()) std::memcpy(data.data(), v.data(), data.size());
+    return constant(TensorType{DType::I64, {(int64_t)v.size()}}, std::move(data), hint);
+}
+
+TensorId Importer::const_scalar(DType dtype, double v, const std::string &hint) {
+    TensorType type{dtype, {}};
+    std::vector<uint8_t> data(dtype_size(dtype));
+    auto put = [&](auto x) { std::memcpy(data.data(), &x, sizeof(x)); };
+    switch (dtype) {
+    case DType::F32: put((float)v); break;
+    case DType::F64: put(v); break;
+    case DType::I64: put((int64_t)v); break;
+    case DType::I32: put((int32_t)v); break;
+    case DType::I8: put((int8_t)v); break;
+    case DType::U8: put((uint8_t)v); break;
+    case DType::Bool: put((uint8_t)(v != 0)); break;
+    }
+    return constant(type, std::move(data), hint);
+}
+
+std::optional<TensorType> Importer::type_of(TensorId id) const {
+    if (id == kNoTensor || id >= (TensorId)known_.size() || !known_[id]) return std::nullopt;
+    return g_.type(id);
+}
+
+const Tensor *Importer::constant_tensor(TensorId id) const {
+    if (id == kNoTensor || !g_.tensor(id).is_initializer) return nullptr;
+    return &g_.tensor(id);
+}
+
+std::vector<TensorId> Importer::emit(const std::string &op, const std::vector<TensorId> &inputs, const Attrs &attrs,
+                                     const std::string &name, int num_outputs) {
+    auto kind = find_op(op);
+    FUSOR_INTERNAL_ASSERT(kind) << "emit of unknown op " << op;
+    Node n;
+    n.op = *kind;
+    n.name = fresh_name(node_names_, name);
+    n.inputs = inputs;
+    while (!n.inputs.empty() && n.inputs.back() == kNoTensor) n.inputs.pop_back();
+    n.attrs = attrs;
+    for (int i = 0; i < num_outputs; i++) n.outputs.push_back(add_tensor(n.name + (i ? "_out" + std::to_string(i) : "_out"), std::nullopt));
+    n.id = (NodeId)g_.nodes.size();
+    g_.nodes.push_back(n);
+    try_infer(g_.nodes.back());
+    return g_.nodes.back().outputs;
+}
+
+void Importer::try_infer(const Node &n) {
+    for (TensorId t : n.inputs) {
+        if (t != kNoTensor && !known_[t]) return;
+    }
+    for (int i = 0; i < (int)n.inputs.size(); i++) {
+        if (n.inputs[i] != kNoTensor && op_info(n.op).is_const_input(i) && !g_.tensor(n.inputs[i]).is_initializer) return;
+    }
+    try {
+        std::vector<TensorType> types = infer_types(g_, n);
+        for (size_t i = 0; i < n.outputs.size() && i < types.size(); i++) {
+            g_.tensor(n.outputs[i]).type = types[i];
+            known_[n.outputs[i]] = true;
+        }
+    } catch (const std::exception &) {
+        // left untyped: the final infer_types reports the problem with the whole graph's context
+    }
+}
+
+std::optional<double> Importer::fold_scalar(TensorId id) const {
+    if (const Tensor *t = constant_tensor(id)) {
+        if (t->type.num_elements() == 1) return t->value_as_double(0);
+        return std::nullopt;
+    }
+    if (!options_.eval || !unsupported_.empty()) return std::nullopt;
+    try {
+        Graph tmp = g_;
+        std::string name = tmp.tensor(id).name;
+        tmp.outputs = {id};
+        tmp.reindex();
+        sort_topologically(tmp);
+        infer_types(tmp, options_.eval);
+        fold_constants(tmp, *options_.eval);
+        TensorId t = tmp.find_tensor(name);
+        if (t == kNoTensor || !tmp.tensor(t).is_initializer || tmp.type(t).num_elements() != 1) return std::nullopt;
+        return tmp.tensor(t).value_as_double(0);
+    } catch (const std::exception &) {
+        return std::nullopt;  // not computable at load: the If stays unsupported
+    }
+}
+
+void Importer::unsupported(const onnx::NodeProto &p, int version, const std::string &name, const std::string &why) {
+    std::string entry = "node '" + name + "' (" + p.op_type() + "-" + std::to_string(version) + "): " + why;
+    unsupported_.push_back(entry);
+}
+
+void Importer::rename_output(TensorId id, const std::string &onnx_name) {
+    // the ONNX name is the user's handle (graph outputs, messages): give it to the final tensor
+    Tensor &t = g_.tensor(id);
+    tensor_names_.erase(t.name);
+    t.name = fresh_name(tensor_names_, onnx_name);
+}
+
+namespace {
+
+/** An ONNX attribute as a fusor value; nullopt for tensor, graph and other kinds. */
+std::optional<AttrValue> plain_attr(const onnx::AttributeProto &a) {
+    using A = onnx::AttributeProto;
+    A::AttributeType type = a.type();
+    if (type == A::UNDEFINED) {  // IR version 1 models may omit the type
+        if (a.has_f()) type = A::FLOAT;
+        else if (a.has_i()) type = A::INT;
+        else if (a.has_s()) type = A::STRING;
+        else if (a.floats_size()) type = A::FLOATS;
+        else if (a.ints_size()) type = A::INTS;
+        else if (a.has_t()) type = A::TENSOR;
+        else if (a.has_g()) type = A::GRAPH;
+    }
+    switch (type) {
+    case A::FLOAT: return AttrValue((double)a.f());
+    case A::INT: return AttrValue((int64_t)a.i());
+    case A::STRING: return AttrValue(a.s());
+    case A::FLOATS: return AttrValue(std::vector<double>(a.floats().begin(), a.floats().end()));
+    case A::INTS: return AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    default: return std::nullopt;
+    }
+}
+
+}  // namespace
+
+OnnxNode Importer::read_node(const onnx::NodeProto &p, int version, const std::string &name) {
+    OnnxNode n{p, version, name, {}, {}, {}};
+    for (const std::string &in : p.input()) {
+        if (in.empty()) {
+            n.inputs.push_back(kNoTensor);
+            continue;
+        }
+        auto id = lookup(in);
+        if (!id) {
+            throw UserError(file_ + ": node '" + name + "' (" + p.op_type() + "): input '" + in +
+                            "' is not a graph input, an initializer or the output of an earlier node");
+        }
+        n.inputs.push_back(*id);
+    }
+    while (!n.inputs.empty() && n.inputs.back() == kNoTensor) n.inputs.pop_back();
+    for (const auto &a : p.attribute()) {
+        if (auto v = plain_attr(a)) n.attrs[a.name()] = *v;
+        else n.special[a.name()] = &a;
+    }
+    return n;
+}
+
+bool Importer::emit_generic(OnnxNode &n, const std::string &op) {
+    auto kind = find_op(op);
+    if (!kind || *op_info(*kind).domain) {
+        unsupported(n.proto, n.version, n.name, out_of_scope_reason(op));
+        return false;
+    }
+    const OpInfo &info = op_info(*kind);
+    Attrs attrs;
+    for (auto &[key, value] : n.attrs) {
+        const AttrSpec *spec = info.find_attr(key);
+        if (!spec) {
+            unsupported(n.proto, n.version, n.name, "attribute '" + key + "' is not supported by fusor's " + op);
+            return false;
+        }
+        AttrValue v = value;
+        if (spec->type == AttrType::Float && std::holds_alternative<int64_t>(v)) v = (double)std::get<int64_t>(v);
+        if (spec->type == AttrType::Floats && std::holds_alternative<std::vector<int64_t>>(v)) {
+            auto &xs = std::get<std::vector<int64_t>>(v);
+            v = std::vector<double>(xs.begin(), xs.end());
+        }
+        attrs[key] = v;
+    }
+    if (!n.special.empty()) {
+        unsupported(n.proto, n.version, n.name, "attribute '" + n.special.begin()->first + "' (a tensor or graph) is not supported");
+        return false;
+    }
+    int num_outputs = 0;
+    for (int i = 0; i < n.proto.output_size(); i++) {
+        if (!n.proto.output(i).empty()) num_outputs = i + 1;
+    }
+    if (num_outputs > info.max_outputs) {
+        unsupported(n.proto, n.version, n.name, "output " + std::to_string(num_outputs - 1) + " ('" +
+                                                    n.proto.output(num_outputs - 1) + "') is not supported");
+        return false;
+    }
+    std::vector<TensorId> outs = emit(op, n.inputs, attrs, n.name, std::max(num_outputs, 1));
+    for (int i = 0; i < num_outputs; i++) {
+        if (n.proto.output(i).empty()) continue;
+        rename_output(outs[i], n.proto.output(i));
+        bind(n.proto.output(i), outs[i]);
+    }
+    return true;
+}
+
+void Importer::bind_outputs(OnnxNode &n, const std::vector<TensorId> &outs) {
+    for (int i = 0; i < n.proto.output_size() && i < (int)outs.size(); i++) {
+        if (n.proto.output(i).empty()) continue;
+        rename_output(outs[i], n.proto.output(i));
+        bind(n.proto.output(i), outs[i]);
+    }
+}
+
+std::string out_of_scope_reason(const std::string &op) {
+    auto has = [&](const char *s) { return op.find(s) != std::string::npos; };
+    if (has("Sequence") || has("Optional")) return "sequence and optional types are out of scope";
+    if (has("String") || op == "RegexFullMatch") return "string types are out of scope";
+    if (has("Quantize") || has("QLinear") || has("Integer")) return "quantized ops are out of scope";
+    if (op == "Gradient" || op == "Adagrad" || op == "Adam" || op == "Momentum") return "the preview-training domain is out of scope";
+    return "fusor has no op '" + op + "'";
+}
+
+void Importer::import_graph(const onnx::GraphProto &graph, const std::string &prefix) {
+    for (const onnx::TensorProto &init : graph.initializer()) {
+        std::string where = file_ + ": initializer '" + init.name() + "'";
+        TensorType type;
+        std::vector<uint8_t> data = tensor_data(init, type, base_dir_, where);
+        TensorId id = constant(type, std::move(data), init.name());
+        bind(init.name(), id);
+    }
+    if (graph.sparse_initializer_size()) {
+        throw UnsupportedError(file_ + ": sparse initializers are not supported");
+    }
+    for (int i = 0; i < graph.node_size(); i++) {
+        const onnx::NodeProto &p = graph.node(i);
+        std::string base = p.name().empty() ? p.op_type() + "_" + std::to_string(i) : p.name();
+        std::string name = fresh_name(node_names_, prefix + base);
+        node_names_.erase(name);  // emit() claims it
+        std::string domain = p.domain();
+        if (domain == "ai.onnx.ml" || domain == "ai.onnx.preview.training") {
+            const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(p.op_type(), INT32_MAX, domain);
+            unsupported(p, schema ? schema->since_version() : 1, name, "the " + domain + " domain is out of scope");
+            for (const std::string &o : p.output()) {
+                if (!o.empty()) bind(o, add_tensor(o, std::nullopt));
+            }
+            continue;
+        }
+        if (!domain.empty() && domain != "ai.onnx") {
+            throw UserError(file_ + ": node '" + name + "' (" + p.op_type() + "): unknown op domain '" + domain +
+                            "'; fusor imports ONNX's default domain (opsets 1 to 17)");
+        }
+        const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(p.op_type(), (int)opset_, "");
+        int version = schema ? schema->since_version() : (int)opset_;
+        OnnxNode n = read_node(p, version, name);
+        if (!schema) unsupported(p, version, name, "not an ONNX op at opset " + std::to_string(opset_));
+        else convert_node(*this, n);
+        // outputs of an unsupported node, or optional ones a conversion left unbound: placeholders,
+        // so later nodes still resolve their inputs (and report their own problems)
+        for (const std::string &o : p.output()) {
+            if (!o.empty() && !lookup(o)) bind(o, add_tensor(o, std::nullopt));
+        }
+    }
+}
+
+Graph Importer::import_model(const onnx::ModelProto &m) {
+    g_.source = file_;
+    opset_ = -1;
+    for (const auto &op : m.opset_import()) {
+        const std::string &d = op.domain();
+        if (d.empty() || d == "ai.onnx") opset_ = op.version();
+        else if (d != "ai.onnx.ml" && d != "ai.onnx.preview.training") {
+            bool used = false;
+            for (const auto &n : m.graph().node()) used |= n.domain() == d;
+            if (used) {
+                throw UserError(file_ + ": unknown opset domain '" + d + "' (version " + std::to_string(op.version()) +
+                                "); fusor imports ONNX's default domain (opsets 1 to 17)");
+            }
+        }
+    }
+    if (opset_ <= 0) opset_ = 1;  // early models without a default-domain opset_import: opset 1
+    if (opset_ > 17) {
+        throw UnsupportedError(file_ + ": default-domain opset " + std::to_string(opset_) + " is newer than 17, the newest fusor imports");
+    }
+    const onnx::GraphProto &graph = m.graph();
+    g_.name = graph.name().empty() ? fs::path(file_).stem().string() : graph.name();
+
+    // graph inputs: those that are not initializers (IR < 4 lists initializers as inputs too)
+    std::set<std::string> inits;
+    for (const auto &t : graph.initializer()) inits.insert(t.name());
+    std::set<std::string> frozen;  // inputs with a value given that an op needs at load
+    for (const onnx::NodeProto &p : graph.node()) {
+        auto kind = find_op(p.op_type());
+        if (!kind || !(p.domain().empty() || p.domain() == "ai.onnx")) continue;
+        for (int i = 0; i < p.input_size(); i++) {
+            if (op_info(*kind).is_const_input(i) && options_.input_values.count(p.input(i))) frozen.insert(p.input(i));
+        }
+    }
+    std::vector<std::string> unbound;
+    std::set<std::string> bound_used;
+    for (const onnx::ValueInfoProto &in : graph.input()) {
+        if (inits.count(in.name())) continue;
+        std::string where = file_ + ": input '" + in.name() + "'";
+        if (frozen.count(in.name())) {
+            const OnnxTensorFile &v = *options_.input_values.at(in.name());
+            bind(in.name(), constant(v.type, v.data, in.name()));
+            bound_used.insert(in.name());
+            continue;
+        }
+        if (!in.type().has_tensor_type()) throw UnsupportedError(where + " is not a tensor (sequence, map and optional types are out of scope)");
+        const auto &tt = in.type().tensor_type();
+        TensorType type;
+        type.dtype = tensor_dtype(tt.elem_type(), where);
+        auto binding = options_.shapes.find(in.name());
+        if (binding != options_.shapes.end()) bound_used.insert(in.name());
+        std::string dims_text;
+        bool symbolic = !tt.has_shape();
+        if (tt.has_shape()) {
+            for (int d = 0; d < tt.shape().dim_size(); d++) {
+                const auto &dim = tt.shape().dim(d);
+                dims_text += (d ? "," : "") + (dim.has_dim_value() ? std::to_string(dim.dim_value())
+                                               : dim.has_dim_param() ? dim.dim_param() : std::string("?"));
+                if (!dim.has_dim_value() || dim.dim_value() < 0) symbolic = true;
+                type.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+            }
+        }
+        if (binding != options_.shapes.end()) {
+            const auto &want = binding->second;
+            bool fits = !tt.has_shape() || want.size() == type.shape.size();
+            for (size_t d = 0; fits && tt.has_shape() && d < want.size(); d++) fits = type.shape[d] < 0 || type.shape[d] == want[d];
+            if (!fits) {
+                throw UserError(where + ": --shape " + in.name() + "=" + shape_to_string(want) + " does not fit its declared dims [" +
+                                dims_text + "]");
+            }
+            type.shape = want;
+        } else if (symbolic) {
+            unbound.push_back("'" + in.name() + "' [" + (tt.has_shape() ? dims_text : std::string("unknown rank")) + "]");
+            continue;
+        }
+        double elements = 1;
+        for (int64_t d : type.shape) elements *= (double)d;
+        bool huge_dim = std::any_of(type.shape.begin(), type.shape.end(), [](int64_t d) { return d > INT32_MAX; });
+        if (elements > 2147483647.0 || huge_dim) {
+            throw UserError(where + ": shape " + shape_to_string(type.shape) + " has more than 2^31 - 1 elements");
+        }
+        TensorId id = add_tensor(in.name(), type);
+        g_.inputs.push_back(id);
+        bind(in.name(), id);
+    }
+    if (!unbound.empty()) {
+        std::string list;
+        for (const std::string &u : unbound) list += (list.empty() ? "" : ", ") + u;
+        throw UserError(file_ + ": inputs with symbolic or unknown dims need --shape NAME=D1xD2x...: " + list);
+    }
+    for (const auto &[name, shape] : options_.shapes) {
+        if (!bound_used.count(name)) throw UserError(file_ + ": --shape names '" + name + "', which is not an input of the model");
+    }
+
+    import_graph(graph, "");
+
+    if (!unsupported_.empty()) {
+        std::string msg = file_ + ": " + std::to_string(unsupported_.size()) + " unsupported node" +
+                          (unsupported_.size() == 1 ? "" : "s") + ": ";
+        for (size_t i = 0; i < unsupported_.size(); i++) msg += (i ? "; " : "") + unsupported_[i];
+        throw UnsupportedError(msg);
+    }
+    for (const onnx::ValueInfoProto &out : graph.output()) {
+        auto id = lookup(out.name());
+        if (!id) throw UserError(file_ + ": graph output '" + out.name() + "' is not produced by any node");
+        TensorId t = *id;
+        bool is_node_output = false;
+        for (const Node &n : g_.nodes) is_node_output |= std::count(n.outputs.begin(), n.outputs.end(), t) > 0;
+        if (!is_node_output || std::count(g_.outputs.begin(), g_.outputs.end(), t)) {
+            // an input, a weight or a repeated output: give it a node of its own
+            t = emit("Identity", {t}, {}, out.name() + "_identity", 1)[0];
+            rename_output(t, out.name());
+        }
+        g_.outputs.push_back(t);
+    }
+    g_.reindex();
+    sort_topologically(g_);
+    infer_types(g_, options_.eval);
+    verify_graph(g_);
+    return std::move(g_);
+}
+
+}  // namespace onnx_detail
+
+Graph parse_onnx(const std::string &bytes, const std::string &source, const std::string &base_dir,
+                 const OnnxImportOptions &options) {
+    onnx::ModelProto m;
+    if (bytes.empty() || !m.ParseFromString(bytes)) {
+        throw UserError(source + ": not a valid ONNX model (the file is truncated or not an ONNX protobuf)");
+    }
+    if (!m.has_graph()) throw UserError(source + ": not a valid ONNX model (no graph)");
+    onnx_detail::Importer importer(source, base_dir, options);
+    return importer.import_model(m);
+}
+
+Graph load_onnx(const std::string &path, const OnnxImportOptions &options) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw UserError("cannot open '" + path + "': no such file or not readable");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    fs::path dir = fs::path(path).parent_path();
+    return parse_onnx(ss.str(), path, dir.empty() ? "." : dir.string(), options);
+}
+
+std::vector<std::string> onnx_graph_inputs(const std::string &path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw UserError("cannot open '" + path + "': no such file or not readable");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    onnx::ModelProto m;
+    if (!m.ParseFromString(ss.str())) throw UserError(path + ": not a valid ONNX model (the file is truncated or not an ONNX protobuf)");
+    std::set<std::string> inits;
+    for (const auto &t : m.graph().initializer()) inits.insert(t.name());
+    std::vector<std::string> names;
+    for (const auto &in : m.graph().input()) {
+        if (!inits.count(in.name())) names.push_back(in.name());
+    }
+    return names;
+}
+
+OnnxTensorFile read_onnx_tensor(const std::string &path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw UserError("cannot open '" + path + "': no such file or not readable");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    onnx::TensorProto t;
+    if (!t.ParseFromString(ss.str())) throw UserError(path + ": not a valid ONNX TensorProto");
+    OnnxTensorFile out;
+    out.name = t.name();
+    fs::path dir = fs::path(path).parent_path();
+    out.data = onnx_detail::tensor_data(t, out.type, dir.empty() ? "." : dir.string(), path + ": tensor '" + t.name() + "'");
+    return out;
+}
+
+}  // namespace fusor

@@ -1,0 +1,103 @@
+#pragma once
+/** \file
+ * Internals the ONNX importer (OnnxImport.cpp) shares with its op-version conversions
+ * (OnnxOpsets.cpp): the Importer's builder API. Not for use outside those two files. */
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "graph/OnnxImport.h"
+
+namespace fusor::onnx_detail {
+
+/** One ONNX node as read: its effective op version, unique fusor name, resolved inputs
+ * (kNoTensor for omitted ones, trailing ones dropped) and attributes. */
+struct OnnxNode {
+    const onnx::NodeProto &proto;
+    int version;  ///< the newest version of the op <= the model's opset
+    std::string name;
+    std::vector<TensorId> inputs;
+    Attrs attrs;  ///< int, float, string and list attributes
+    std::map<std::string, const onnx::AttributeProto *> special;  ///< tensor and graph attributes
+};
+
+const char *onnx_dtype_name(int code);
+/** The fusor dtype of an ONNX type code; UnsupportedError naming \p where otherwise. */
+DType tensor_dtype(int code, const std::string &where);
+/** A TensorProto's data as little-endian bytes, with \p type set from its dims and data_type. */
+std::vector<uint8_t> tensor_data(const onnx::TensorProto &t, TensorType &type, const std::string &base_dir,
+                                 const std::string &where);
+/** Why an op fusor lacks is not run: the out-of-scope category, or "fusor has no op". */
+std::string out_of_scope_reason(const std::string &op);
+
+class Importer {
+public:
+    Importer(std::string file, std::string base_dir, const OnnxImportOptions &options);
+    Graph import_model(const onnx::ModelProto &m);
+
+    // --- builder API for the conversions -------------------------------------------------------
+    /** Appends a node of table op \p op; returns its output tensors (fresh names). */
+    std::vector<TensorId> emit(const std::string &op, const std::vector<TensorId> &inputs, const Attrs &attrs,
+                               const std::string &name, int num_outputs = 1);
+    /** Emits the node as the op table's \p op with its attributes unchanged (checked against the
+     * table) and binds its ONNX outputs; records it as unsupported and returns false otherwise. */
+    bool emit_generic(OnnxNode &n, const std::string &op);
+    /** Binds the node's ONNX output names to \p outs (renaming them to those names). */
+    void bind_outputs(OnnxNode &n, const std::vector<TensorId> &outs);
+    void bind(const std::string &onnx_name, TensorId id);
+    std::optional<TensorId> lookup(const std::string &onnx_name) const;
+    TensorId constant(const TensorType &type, std::vector<uint8_t> data, const std::string &hint);
+    TensorId const_i64(const std::vector<int64_t> &v, const std::string &hint);
+    TensorId const_scalar(DType dtype, double v, const std::string &hint);
+    /** The tensor's type when known at this point of the import (inputs, weights, and node
+     * outputs whose shape rule could run); nullopt otherwise. */
+    std::optional<TensorType> type_of(TensorId id) const;
+    /** The initializer behind \p id, or nullptr when it is not a constant (yet). */
+    const Tensor *constant_tensor(TensorId id) const;
+    /** The value of a one-element tensor when it is a constant, or becomes one once shapes are
+     * known (Shape -> Gather -> Equal ... folded with the evaluator on a copy of the graph so
+     * far); nullopt when it depends on input data or no evaluator was given. */
+    std::optional<double> fold_scalar(TensorId id) const;
+    void unsupported(const onnx::NodeProto &p, int version, const std::string &name, const std::string &why);
+    /** Imports a graph's initializers and nodes into the current scope (node names prefixed). */
+    void import_graph(const onnx::GraphProto &graph, const std::string &prefix);
+    void push_scope() {
+        scopes_.emplace_back();
+    }
+    void pop_scope() {
+        scopes_.pop_back();
+    }
+    const std::string &file() const {
+        return file_;
+    }
+    const std::string &base_dir() const {
+        return base_dir_;
+    }
+
+private:
+    std::string fresh_name(std::set<std::string> &used, const std::string &base);
+    TensorId add_tensor(const std::string &base, std::optional<TensorType> type);
+    void rename_output(TensorId id, const std::string &onnx_name);
+    void try_infer(const Node &n);
+    OnnxNode read_node(const onnx::NodeProto &p, int version, const std::string &name);
+
+    std::string file_, base_dir_;
+    const OnnxImportOptions &options_;
+    Graph g_;
+    int64_t opset_ = 1;
+    std::vector<bool> known_;  ///< by TensorId: type is known during import
+    std::vector<std::map<std::string, TensorId>> scopes_;
+    std::set<std::string> tensor_names_, node_names_;
+    std::vector<std::string> unsupported_;
+};
+
+/** Converts one node from its version to the opset-17 form and emits it; false when it was
+ * recorded as unsupported. Defined in OnnxOpsets.cpp. */
+bool convert_node(Importer &im, OnnxNode &n);
+
+}  // namespace fusor::onnx_detail

@@ -1,0 +1,433 @@
+// The ONNX importer: bad input gets a UserError naming the file and the node or tensor; old op
+// versions convert to the opset-17 form with the numbers the old version defines (checked with the
+// plain C++ reference); weights in every storage form; symbolic dims bound by name.
+#include <catch2/catch.hpp>
+
+#include "support/TempDir.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <onnx/onnx_pb.h>
+
+#include "graph/OnnxImport.h"
+#include "reference/Reference.h"
+
+using Catch::Contains;
+using fusor::Graph;
+using fusor::TensorType;
+using fusor::UnsupportedError;
+using fusor::UserError;
+using fusor::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+/** A small ModelProto built in code (a default-domain opset and one graph). */
+struct Model {
+    onnx::ModelProto m;
+
+    explicit Model(int opset) {
+        m.set_ir_version(7);
+        auto *op = m.add_opset_import();
+        op->set_domain("");
+        op->set_version(opset);
+        m.mutable_graph()->set_name("test");
+    }
+    onnx::GraphProto &g() {
+        return *m.mutable_graph();
+    }
+    /** dims: -1 becomes the symbolic dim "N". */
+    void input(const std::string &name, std::vector<int64_t> dims, int elem = onnx::TensorProto::FLOAT) {
+        auto *in = g().add_input();
+        in->set_name(name);
+        auto *tt = in->mutable_type()->mutable_tensor_type();
+        tt->set_elem_type(elem);
+        auto *shape = tt->mutable_shape();
+        for (int64_t d : dims) {
+            if (d < 0) shape->add_dim()->set_dim_param("N");
+            else shape->add_dim()->set_dim_value(d);
+        }
+    }
+    void output(const std::string &name) {
+        g().add_output()->set_name(name);
+    }
+    onnx::NodeProto &node(const std::string &op, std::vector<std::string> ins, std::vector<std::string> outs,
+                          const std::string &name = "") {
+        auto *n = g().add_node();
+        n->set_op_type(op);
+        n->set_name(name.empty() ? op + std::to_string(g().node_size()) : name);
+        for (auto &i : ins) n->add_input(i);
+        for (auto &o : outs) n->add_output(o);
+        return *n;
+    }
+    onnx::TensorProto &init(const std::string &name, std::vector<int64_t> dims, std::vector<float> values) {
+        auto *t = g().add_initializer();
+        t->set_name(name);
+        t->set_data_type(onnx::TensorProto::FLOAT);
+        for (int64_t d : dims) t->add_dims(d);
+        for (float v : values) t->add_float_data(v);
+        return *t;
+    }
+    std::string bytes() const {
+        return m.SerializeAsString();
+    }
+    std::string write(const TempDir &dir, const std::string &file = "model.onnx") const {
+        std::ofstream f(dir.file(file), std::ios::binary);
+        f << bytes();
+        return dir.file(file);
+    }
+};
+
+void attr_i(onnx::NodeProto &n, const std::string &name, int64_t v) {
+    auto *a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+}
+void attr_f(onnx::NodeProto &n, const std::string &name, float v) {
+    auto *a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+}
+void attr_s(onnx::NodeProto &n, const std::string &name, const std::string &v) {
+    auto *a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+}
+void attr_ints(onnx::NodeProto &n, const std::string &name, std::vector<int64_t> v) {
+    auto *a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+}
+
+Graph import(const Model &m, const fusor::InputShapes &shapes = {}) {
+    fusor::OnnxImportOptions o;
+    o.shapes = shapes;
+    return fusor::parse_onnx(m.bytes(), "test.onnx", ".", o);
+}
+
+std::vector<uint8_t> f32_bytes(const std::vector<float> &v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+}
+
+/** Runs the imported graph through the reference on f32 inputs; returns output 0. */
+std::vector<double> run_ref(const Graph &g, const std::vector<std::vector<float>> &inputs) {
+    std::vector<std::vector<uint8_t>> raw;
+    for (auto &v : inputs) raw.push_back(f32_bytes(v));
+    return fusor::ref::evaluate(g, raw).at(0).data;
+}
+
+std::vector<float> iota(int n, float start = 0, float step = 1) {
+    std::vector<float> v(n);
+    for (int i = 0; i < n; i++) v[i] = start + step * i;
+    return v;
+}
+
+void check_close(const std::vector<double> &got, const std::vector<double> &want) {
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); i++) {
+        INFO("element " << i);
+        CHECK(got[i] == Approx(want[i]).epsilon(1e-5).margin(1e-6));
+    }
+}
+
+}  // namespace
+
+// ---- bad input ---------------------------------------------------------------------------------
+
+TEST_CASE("onnx import: a truncated or non-ONNX file is an error naming the file", "[graph][onnx]") {
+    Model m(13);
+    m.input("x", {2});
+    m.node("Relu", {"x"}, {"y"});
+    m.output("y");
+    std::string bytes = m.bytes();
+    CHECK_THROWS_WITH(fusor::parse_onnx(bytes.substr(0, bytes.size() / 2), "cut.onnx", "."),
+                      Contains("cut.onnx") && Contains("not a valid ONNX model"));
+    CHECK_THROWS_WITH(fusor::parse_onnx("{\"format_version\": 1}", "text.onnx", "."), Contains("text.onnx") && Contains("not a valid ONNX model"));
+    CHECK_THROWS_WITH(fusor::load_onnx("/nonexistent/model.onnx"), Contains("cannot open"));
+}
+
+TEST_CASE("onnx import: an unknown opset domain is an error naming the domain", "[graph][onnx]") {
+    Model m(13);
+    auto *op = m.m.add_opset_import();
+    op->set_domain("com.example");
+    op->set_version(1);
+    m.input("x", {2});
+    m.node("Frobnicate", {"x"}, {"y"}, "frob").set_domain("com.example");
+    m.output("y");
+    CHECK_THROWS_WITH(import(m), Contains("test.onnx") && Contains("unknown opset domain 'com.example'"));
+}
+
+TEST_CASE("onnx import: tensor data whose length disagrees with the shape names the tensor", "[graph][onnx]") {
+    Model m(13);
+    m.input("x", {2, 3});
+    m.init("w", {2, 3}, {1, 2, 3, 4, 5});  // 5 values for 6 elements
+    m.node("Add", {"x", "w"}, {"y"});
+    m.output("y");
+    CHECK_THROWS_WITH(import(m), Contains("test.onnx") && Contains("initializer 'w'") && Contains("float_data holds 5 values") &&
+                                     Contains("needs 6"));
+    auto &w = *m.g().mutable_initializer(0);
+    w.clear_float_data();
+    w.set_raw_data(std::string(20, '\0'));
+    CHECK_THROWS_WITH(import(m), Contains("initializer 'w'") && Contains("raw_data has 20 bytes") && Contains("needs 24"));
+}
+
+TEST_CASE("onnx import: external data must stay inside the model's folder", "[graph][onnx]") {
+    TempDir outer;
+    fs::create_directories(outer.path / "model");
+    {
+        std::ofstream f(outer.file("w.bin"), std::ios::binary);
+        std::vector<float> w = {1, 2, 3};
+        f.write((const char *)w.data(), 12);
+        std::ofstream g(outer.file("model/w.bin"), std::ios::binary);
+        g.write((const char *)w.data(), 12);
+    }
+    fs::create_symlink(outer.path / "w.bin", outer.path / "model" / "link.bin");
+    auto model_with = [&](const std::string &location) {
+        Model m(13);
+        m.input("x", {3});
+        auto &w = *m.g().add_initializer();
+        w.set_name("w");
+        w.set_data_type(onnx::TensorProto::FLOAT);
+        w.add_dims(3);
+        w.set_data_location(onnx::TensorProto::EXTERNAL);
+        auto *kv = w.add_external_data();
+        kv->set_key("location");
+        kv->set_value(location);
+        m.node("Add", {"x", "w"}, {"y"});
+        m.output("y");
+        TempDir unused;  // model written into outer/model
+        std::ofstream f((outer.path / "model" / "model.onnx").string(), std::ios::binary);
+        f << m.bytes();
+        return (outer.path / "model" / "model.onnx").string();
+    };
+    for (std::string bad : {std::string("../w.bin"), outer.file("w.bin"), std::string("link.bin")}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(fusor::load_onnx(model_with(bad)),
+                          Contains("model.onnx") && Contains("initializer 'w'") && Contains("escapes the model's folder"));
+    }
+    Graph g = fusor::load_onnx(model_with("w.bin"));
+    check_close(run_ref(g, {{10, 20, 30}}), {11, 22, 33});
+}
+
+TEST_CASE("onnx import: every unsupported node is listed at once with op and version and name", "[graph][onnx]") {
+    Model m(13);
+    m.input("x", {2});
+    m.node("NoSuchOp", {"x"}, {"a"}, "first");
+    m.node("Relu", {"a"}, {"b"});
+    m.node("StringNormalizer", {"b"}, {"c"}, "second");
+    m.output("c");
+    try {
+        import(m);
+        FAIL("expected UnsupportedError");
+    } catch (const UnsupportedError &e) {
+        std::string msg = e.what();
+        CHECK_THAT(msg, Contains("2 unsupported nodes"));
+        CHECK_THAT(msg, Contains("node 'first' (NoSuchOp-13): not an ONNX op"));
+        CHECK_THAT(msg, Contains("node 'second' (StringNormalizer-10): string types are out of scope"));
+    }
+}
+
+TEST_CASE("onnx import: unsupported dtypes name the tensor", "[graph][onnx]") {
+    Model m(13);
+    m.input("half", {2}, onnx::TensorProto::FLOAT16);
+    m.node("Relu", {"half"}, {"y"});
+    m.output("y");
+    CHECK_THROWS_AS(import(m), UnsupportedError);
+    CHECK_THROWS_WITH(import(m), Contains("input 'half' has dtype float16"));
+}
+
+TEST_CASE("onnx import: symbolic dims need a binding that the error lists", "[graph][onnx]") {
+    Model m(13);
+    m.input("x", {-1, 3});
+    m.node("Relu", {"x"}, {"y"});
+    m.output("y");
+    CHECK_THROWS_WITH(import(m), Contains("need --shape") && Contains("'x' [N,3]"));
+    Graph g = import(m, {{"x", {5, 3}}});
+    CHECK(g.type(g.outputs[0]) == (TensorType{fusor::DType::F32, {5, 3}}));
+    CHECK_THROWS_WITH(import(m, {{"x", {5, 4}}}), Contains("does not fit its declared dims [N,3]"));
+    CHECK_THROWS_WITH(import(m, {{"x", {5, 3}}, {"z", {1}}}), Contains("'z', which is not an input"));
+}
+
+TEST_CASE("onnx import: --shape bindings parse and malformed ones are errors", "[graph][onnx]") {
+    fusor::InputShapes s;
+    fusor::parse_shape_binding("images=1x3x320x320", s);
+    fusor::parse_shape_binding("scalar=", s);
+    CHECK(s["images"] == std::vector<int64_t>{1, 3, 320, 320});
+    CHECK(s["scalar"].empty());
+    CHECK_THROWS_WITH(fusor::parse_shape_binding("images=1x3", s), Contains("bound twice"));
+    CHECK_THROWS_WITH(fusor::parse_shape_binding("x=1xNx3", s), Contains("dim 'N'"));
+    CHECK_THROWS_WITH(fusor::parse_shape_binding("noequals", s), Contains("expected NAME="));
+}
+
+// ---- op-version conversions ---------------------------------------------------------------------
+
+TEST_CASE("onnx import: Clip-6 min and max attributes become inputs", "[graph][onnx]") {
+    Model m(6);
+    m.input("x", {4});
+    auto &n = m.node("Clip", {"x"}, {"y"});
+    attr_f(n, "min", -1);
+    attr_f(n, "max", 1);
+    m.output("y");
+    check_close(run_ref(import(m), {{-2, -0.5, 0.5, 2}}), {-1, -0.5, 0.5, 1});
+}
+
+TEST_CASE("onnx import: Slice-1 attributes become inputs", "[graph][onnx]") {
+    Model m(9);
+    m.input("x", {3, 4});
+    auto &n = m.node("Slice", {"x"}, {"y"});
+    attr_ints(n, "starts", {1, 0});
+    attr_ints(n, "ends", {3, 10});
+    attr_ints(n, "axes", {0, 1});
+    m.output("y");
+    check_close(run_ref(import(m), {iota(12)}), {4, 5, 6, 7, 8, 9, 10, 11});
+}
+
+TEST_CASE("onnx import: Softmax-1 coerces to 2-D at axis", "[graph][onnx]") {
+    Model m(11);
+    m.input("x", {2, 2, 3});
+    attr_i(m.node("Softmax", {"x"}, {"y"}), "axis", 1);
+    m.output("y");
+    std::vector<float> x = iota(12, -1, 0.25f);
+    // opset-11 semantics: each batch row of 6 elements (dims 1 and 2 together) sums to 1
+    std::vector<double> want(12);
+    for (int b = 0; b < 2; b++) {
+        double sum = 0;
+        for (int i = 0; i < 6; i++) sum += std::exp((double)x[b * 6 + i]);
+        for (int i = 0; i < 6; i++) want[b * 6 + i] = std::exp((double)x[b * 6 + i]) / sum;
+    }
+    Graph g = import(m);
+    check_close(run_ref(g, {x}), want);
+    CHECK(g.type(g.outputs[0]).shape == std::vector<int64_t>{2, 2, 3});
+}
+
+TEST_CASE("onnx import: legacy broadcast with axis realigns the second input", "[graph][onnx]") {
+    Model m(6);
+    m.input("a", {2, 3, 2});
+    m.init("b", {3}, {100, 200, 300});
+    auto &n = m.node("Add", {"a", "b"}, {"y"});
+    attr_i(n, "broadcast", 1);
+    attr_i(n, "axis", 1);
+    m.output("y");
+    std::vector<double> want;
+    for (int i = 0; i < 12; i++) want.push_back(i + 100.0 * (1 + (i / 2) % 3));
+    check_close(run_ref(import(m), {iota(12)}), want);
+}
+
+TEST_CASE("onnx import: Reshape-1 and Concat-1 default axis and BatchNormalization-6 is_test", "[graph][onnx]") {
+    Model m(3);  // Reshape-1 and Concat-1
+    m.input("x", {2, 3});
+    attr_ints(m.node("Reshape", {"x"}, {"r"}), "shape", {3, 2});
+    m.node("Concat", {"r", "r"}, {"c"});  // Concat-1: axis defaults to 1
+    m.output("c");
+    Graph g = import(m);
+    CHECK(g.type(g.outputs[0]).shape == std::vector<int64_t>{3, 4});
+    check_close(run_ref(g, {iota(6)}), {0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5});
+
+    Model bn(6);
+    bn.input("x", {1, 2, 2});
+    bn.init("s", {2}, {2, 3});
+    bn.init("b", {2}, {1, -1});
+    bn.init("mean", {2}, {0, 1});
+    bn.init("var", {2}, {1, 4});
+    auto &n = bn.node("BatchNormalization", {"x", "s", "b", "mean", "var"}, {"y"});
+    attr_i(n, "is_test", 1);
+    attr_i(n, "spatial", 1);
+    attr_f(n, "epsilon", 0);
+    bn.output("y");
+    check_close(run_ref(import(bn), {{1, 2, 3, 5}}), {3, 5, 2, 5});
+    auto &training = *bn.g().mutable_node(0);
+    training.mutable_attribute(0)->set_i(0);
+    CHECK_THROWS_WITH(import(bn), Contains("training-mode BatchNormalization"));
+}
+
+TEST_CASE("onnx import: Cast-1 takes its type as a string", "[graph][onnx]") {
+    Model m(1);
+    m.input("x", {3});
+    attr_s(m.node("Cast", {"x"}, {"y"}), "to", "INT32");
+    m.output("y");
+    Graph g = import(m);
+    CHECK(g.type(g.outputs[0]).dtype == fusor::DType::I32);
+    check_close(run_ref(g, {{1.5f, -2.5f, 7}}), {1, -2, 7});
+}
+
+TEST_CASE("onnx import: Constant nodes in every value form and initializer storage forms", "[graph][onnx]") {
+    Model m(13);
+    m.input("x", {2});
+    auto &c1 = m.node("Constant", {}, {"c1"});
+    auto *a = c1.add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_dims(2);
+    float raw[2] = {10, 20};
+    a->mutable_t()->set_raw_data(std::string((const char *)raw, 8));
+    auto &c2 = m.node("Constant", {}, {"c2"});
+    a = c2.add_attribute();
+    a->set_name("value_floats");
+    a->set_type(onnx::AttributeProto::FLOATS);
+    a->add_floats(100);
+    a->add_floats(200);
+    auto &c3 = m.node("Constant", {}, {"c3"});
+    attr_f(c3, "value_float", 1000);
+    m.node("Add", {"x", "c1"}, {"s1"});
+    m.node("Add", {"s1", "c2"}, {"s2"});
+    m.node("Add", {"s2", "c3"}, {"y"});
+    m.output("y");
+    check_close(run_ref(import(m), {{1, 2}}), {1111, 1222});
+
+    Model d(13);  // double_data and int32_data-held bools
+    d.input("x", {2}, onnx::TensorProto::DOUBLE);
+    auto &w = *d.g().add_initializer();
+    w.set_name("w");
+    w.set_data_type(onnx::TensorProto::DOUBLE);
+    w.add_dims(2);
+    w.add_double_data(0.25);
+    w.add_double_data(-4);
+    d.node("Mul", {"x", "w"}, {"y"});
+    d.output("y");
+    Graph g = import(d);
+    double xs[2] = {2, 3};
+    std::vector<uint8_t> bytes((uint8_t *)xs, (uint8_t *)xs + 16);
+    check_close(fusor::ref::evaluate(g, {bytes}).at(0).data, {0.5, -12});
+}
+
+TEST_CASE("onnx import: If with a constant condition inlines the taken branch", "[graph][onnx]") {
+    Model m(13);
+    m.input("x", {2});
+    auto &c = m.node("Constant", {}, {"cond"});
+    auto *a = c.add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
+    a->mutable_t()->add_int32_data(0);
+    auto &n = m.node("If", {"cond"}, {"y"}, "if");
+    for (auto [branch, op] : {std::pair{"then_branch", "Neg"}, std::pair{"else_branch", "Relu"}}) {
+        auto *b = n.add_attribute();
+        b->set_name(branch);
+        b->set_type(onnx::AttributeProto::GRAPH);
+        auto *sub = b->mutable_g();
+        auto *sn = sub->add_node();
+        sn->set_op_type(op);
+        sn->add_input("x");
+        sn->add_output("x_out");  // names in a branch may shadow outer ones
+        sub->add_output()->set_name("x_out");
+    }
+    m.output("y");
+    check_close(run_ref(import(m), {{-1, 2}}), {0, 2});
+    m.g().mutable_node(0)->mutable_attribute(0)->mutable_t()->set_int32_data(0, 1);
+    check_close(run_ref(import(m), {{-1, 2}}), {1, -2});
+
+    m.g().mutable_node(0)->set_op_type("Identity");  // a runtime condition
+    m.g().mutable_node(0)->clear_attribute();
+    m.g().mutable_node(0)->add_input("x");
+    CHECK_THROWS_WITH(import(m), Contains("node 'if' (If-13): If on a runtime condition"));
+}
