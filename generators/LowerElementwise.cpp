@@ -71,7 +71,7 @@ Expr pow_any(Expr a, Expr b) {
     }
 
 FUSOR_UNARY(Neg, -x)
-FUSOR_UNARY(Abs, abs(x))
+FUSOR_UNARY(Abs, cast(t, abs(x)))  // Halide's integer abs is unsigned
 FUSOR_UNARY(Exp, exp(x))
 FUSOR_UNARY(Log, log(x))
 FUSOR_UNARY(Sqrt, sqrt(x))

@@ -213,7 +213,7 @@ struct AxisOp {
     int64_t len;
     std::vector<Expr> idx;       // output vars, ONNX order
     std::vector<int64_t> row_shape;
-    std::vector<int> reduced;    // the axis as a Halide dim of the input
+    std::vector<int> reduced;    // the axis as a Halide dim (of the input, and of an output that keeps it)
     std::string base;
 
     AxisOp(LowerContext &c, int axis_)
@@ -238,8 +238,8 @@ struct AxisOp {
         i[axis] = v;
         return i;
     }
-    /** A row stage with update over the axis: init, then acc = update(acc, x at r, r). The
-     * reduced dim is only a dim of the node's output when \p keeps_axis. */
+    /** A row stage with an update over the axis: init, then acc = update(acc, x at r, r). The
+     * axis is a dim of the node's output (reduced away by this stage) only when \p out_keeps_axis. */
     Func accumulate(const std::string &suffix, Expr init,
                     const std::function<Expr(Expr acc, Expr x, Expr r)> &update, bool out_keeps_axis = true) {
         Func f = ctx.make_stage(suffix, row_shape, StageRole::Accumulator, false,
@@ -252,7 +252,8 @@ struct AxisOp {
     }
 };
 
-/** The extremum along the axis, then the first (last) index holding it, as i64. */
+/** The extremum along the axis, then the first (last) index holding it, as i64. With a NaN on
+ * the axis the index is unspecified (it may be the axis length). */
 std::pair<Func, Func> arg_extremum(AxisOp &op, bool is_max, bool last, bool out_keeps_axis) {
     Type t = halide_type(op.X.type.dtype);
     Func ext = op.accumulate("ext", is_max ? t.min() : t.max(),

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <type_traits>
 
+#include "generators/ConstantEvaluator.h"
+#include "graph/ConstantFolding.h"
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
 #include "graph/Random.h"
@@ -645,5 +647,43 @@ TEST_CASE("regression: integer Div and Mean by 3 truncate toward zero", "[genera
         check_values(op_graph("Div", {{11}, {11}}, "", {dt}), {x, std::vector<double>(11, 3)}, want);
         check_values(op_graph("Div", {{11}, {}}, "", {dt}), {x, {3}}, want);
         check_values(op_graph("Mean", {{11}, {}, {}}, "", {dt}), {x, {0}, {0}}, want);
+    }
+}
+
+TEST_CASE("op Abs, Neg: signed integers", "[generators][ops][math]") {
+    for (const char *op : {"Abs", "Neg"}) {
+        for (const char *dt : {"i32", "i64", "i8"}) {
+            INFO(op << " " << dt);
+            check_graph(op_graph(op, {{3, 7}}, "", {dt}), kExact, signed_ints);
+            check_graph(op_graph(op, {{}}, "", {dt}), kExact, signed_ints);
+        }
+    }
+    check_values(op_graph("Abs", {{4}}, "", {"i32"}), {{-2147483647, -5, 0, 5}}, {2147483647, 5, 0, 5});
+}
+
+TEST_CASE("math ops on constants fold, bool results included", "[generators][ops][math][constant_folding]") {
+    // c = Not(Greater(w, 0)), m = ArgMax(w), s = ReduceLogSumExp(w): all constant; Where and Add remain
+    Graph g = parse(GraphBuilder()
+                        .input("x", {3, 4})
+                        .init("w", {3, 4}, {0.5, -1, 2, 0, -3, 1, 1, -0.5, 4, -4, 0.25, 2})
+                        .init("zero", {}, {0})
+                        .node("Greater", {"w", "zero"}, "g")
+                        .node("Not", {"g"}, "c")
+                        .node("ArgMax", {"w"}, "m", R"("axis": 1)")
+                        .node("Cast", {"m"}, "mf", R"("to": 1)")
+                        .node("Where", {"c", "x", "mf"}, "t")
+                        .node("ReduceLogSumExp", {"w"}, "s", R"("axes": [0])")
+                        .node("Add", {"t", "s"}, "y")
+                        .json());
+    Inputs inputs = random_inputs(g, 3);
+    std::vector<ref::Value> before = ref::evaluate(g, inputs);
+    CHECK(fold_constants(g, halide_constant_evaluator()));
+    std::vector<std::string> ops;
+    for (const Node &n : g.nodes) ops.push_back(op_name(n.op));
+    CHECK(ops == std::vector<std::string>{"Where", "Add"});
+    for (ExecMode mode : {ExecMode::Fused, ExecMode::Unfused}) {
+        std::vector<ref::Value> after = run_executor(g, mode, inputs);
+        REQUIRE(after[0].data.size() == before[0].data.size());
+        for (size_t i = 0; i < after[0].data.size(); i++) CHECK(after[0].data[i] == Approx(before[0].data[i]).epsilon(1e-6));
     }
 }
