@@ -24,15 +24,15 @@ using Args = const std::vector<Expr> &;
 
 /** Defines the node's output as op(inputs read with broadcasting, output type). One-element
  * constant inputs are baked. */
-template<typename F>
-std::vector<Func> pointwise(LowerContext &ctx, F op) {
+template <typename F> std::vector<Func> pointwise(LowerContext &ctx, F op) {
     const TensorType &out = ctx.out_type();
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
         std::vector<Expr> args;
         for (int i = 0; i < (int)ctx.node().inputs.size(); i++) {
             if (auto c = ctx.scalar_constant(i)) {
-                args.push_back(typed_const(halide_type(ctx.graph().type(ctx.node().inputs[i]).dtype), *c));
+                args.push_back(
+                    typed_const(halide_type(ctx.graph().type(ctx.node().inputs[i]).dtype), *c));
             } else {
                 args.push_back(call_broadcast(ctx.input(i), idx));
             }
@@ -58,7 +58,8 @@ Expr log1p_expr(Expr x) {
 Expr trunc_div(Expr a, Expr b) {
     Expr zero = k(a.type(), 0), q = a / b;
     if (a.type().is_uint()) return q;
-    return select(a < zero && a % b != zero, q + select(b > zero, k(a.type(), 1), k(a.type(), -1)), q);
+    return select(a < zero && a % b != zero, q + select(b > zero, k(a.type(), 1), k(a.type(), -1)),
+                  q);
 }
 
 /** C's fmod: the remainder with the sign of the dividend. */
@@ -67,19 +68,20 @@ Expr c_remainder(Expr a, Expr b) {
     return a - b * trunc_div(a, b);
 }
 
-#define FUSOR_UNARY(name, body)                                        \
-    std::vector<Func> lower_##name(LowerContext &ctx) {               \
-        return pointwise(ctx, [&](Args a, Type t) -> Expr {            \
-            Expr x = a[0];                                              \
-            (void)t;                                                    \
-            return body;                                                \
-        });                                                             \
+#define FUSOR_UNARY(name, body)                                                                    \
+    std::vector<Func> lower_##name(LowerContext &ctx) {                                            \
+        return pointwise(ctx, [&](Args a, Type t) -> Expr {                                        \
+            Expr x = a[0];                                                                         \
+            (void)t;                                                                               \
+            return body;                                                                           \
+        });                                                                                        \
     }
 
 FUSOR_UNARY(Softplus, max(x, k(t, 0)) + log1p_expr(exp(-abs(x))))
 FUSOR_UNARY(Softsign, x / (k(t, 1) + abs(x)))
 // keeps 0 (and NaN); unsigned values are never negative
-FUSOR_UNARY(Sign, t.is_uint() ? select(x > k(t, 0), k(t, 1), x) : select(x > k(t, 0), k(t, 1), x < k(t, 0), k(t, -1), x))
+FUSOR_UNARY(Sign, t.is_uint() ? select(x > k(t, 0), k(t, 1), x)
+                              : select(x > k(t, 0), k(t, 1), x < k(t, 0), k(t, -1), x))
 FUSOR_UNARY(Floor, floor(x))
 FUSOR_UNARY(Ceil, ceil(x))
 FUSOR_UNARY(Round, round(x))  // Halide's round takes halves to even, as ONNX asks
@@ -98,12 +100,12 @@ FUSOR_UNARY(IsNaN, is_nan(x))
 FUSOR_UNARY(Not, !x)
 #undef FUSOR_UNARY
 
-#define FUSOR_BINARY(name, body)                                       \
-    std::vector<Func> lower_##name(LowerContext &ctx) {               \
-        return pointwise(ctx, [&](Args a, Type t) -> Expr {            \
-            (void)t;                                                    \
-            return body;                                                \
-        });                                                             \
+#define FUSOR_BINARY(name, body)                                                                   \
+    std::vector<Func> lower_##name(LowerContext &ctx) {                                            \
+        return pointwise(ctx, [&](Args a, Type t) -> Expr {                                        \
+            (void)t;                                                                               \
+            return body;                                                                           \
+        });                                                                                        \
     }
 
 FUSOR_BINARY(PRelu, select(a[0] < k(a[0].type(), 0), a[1] * a[0], a[0]))
@@ -143,7 +145,8 @@ std::vector<Func> lower_Celu(LowerContext &ctx) {
 
 std::vector<Func> lower_ThresholdedRelu(LowerContext &ctx) {
     double alpha = ctx.attr_float("alpha");
-    return pointwise(ctx, [&](Args a, Type t) { return select(a[0] > k(t, alpha), a[0], k(t, 0)); });
+    return pointwise(ctx,
+                     [&](Args a, Type t) { return select(a[0] > k(t, alpha), a[0], k(t, 0)); });
 }
 
 /** Shrink on any numeric type: the comparison and the shift by bias are done in f64 (bias and
@@ -153,7 +156,8 @@ std::vector<Func> lower_Shrink(LowerContext &ctx) {
     return pointwise(ctx, [&](Args a, Type t) {
         Type w = t.is_float() ? t : Float(64);
         Expr x = cast(w, a[0]);
-        return cast(t, select(x < k(w, -lambd), x + k(w, bias), x > k(w, lambd), x - k(w, bias), k(w, 0)));
+        return cast(
+            t, select(x<k(w, -lambd), x + k(w, bias), x> k(w, lambd), x - k(w, bias), k(w, 0)));
     });
 }
 
@@ -211,14 +215,16 @@ struct AxisOp {
     const LValue &X;
     int rank, axis;
     int64_t len;
-    std::vector<Expr> idx;       // output vars, ONNX order
+    std::vector<Expr> idx;  // output vars, ONNX order
     std::vector<int64_t> row_shape;
-    std::vector<int> reduced;    // the axis as a Halide dim (of the input, and of an output that keeps it)
+    std::vector<int>
+        reduced;  // the axis as a Halide dim (of the input, and of an output that keeps it)
     std::string base;
 
     AxisOp(LowerContext &c, int axis_)
-        : ctx(c), X(c.input(0)), rank(c.input(0).type.rank()), axis(axis_), len(X.type.shape[axis_]),
-          idx(LowerContext::exprs(c.vars(rank))), base(sanitize_name(c.node().name)) {
+        : ctx(c), X(c.input(0)), rank(c.input(0).type.rank()), axis(axis_),
+          len(X.type.shape[axis_]), idx(LowerContext::exprs(c.vars(rank))),
+          base(sanitize_name(c.node().name)) {
         for (int i = 0; i < rank; i++) {
             if (i != axis) row_shape.push_back(X.type.shape[i]);
         }
@@ -239,9 +245,11 @@ struct AxisOp {
         return i;
     }
     /** A row stage with an update over the axis: init, then acc = update(acc, x at r, r). The
-     * axis is a dim of the node's output (reduced away by this stage) only when \p out_keeps_axis. */
+     * axis is a dim of the node's output (reduced away by this stage) only when \p out_keeps_axis.
+     */
     Func accumulate(const std::string &suffix, Expr init,
-                    const std::function<Expr(Expr acc, Expr x, Expr r)> &update, bool out_keeps_axis = true) {
+                    const std::function<Expr(Expr acc, Expr x, Expr r)> &update,
+                    bool out_keeps_axis = true) {
         Func f = ctx.make_stage(suffix, row_shape, StageRole::Accumulator, false,
                                 out_keeps_axis ? reduced : std::vector<int>{});
         RDom r(0, (int)len, base + "_" + suffix + "_r");
@@ -256,20 +264,25 @@ struct AxisOp {
  * the axis the index is unspecified (it may be the axis length). */
 std::pair<Func, Func> arg_extremum(AxisOp &op, bool is_max, bool last, bool out_keeps_axis) {
     Type t = halide_type(op.X.type.dtype);
-    Func ext = op.accumulate("ext", is_max ? t.min() : t.max(),
-                             [&](Expr acc, Expr x, Expr) { return is_max ? max(acc, x) : min(acc, x); }, out_keeps_axis);
+    Func ext = op.accumulate(
+        "ext", is_max ? t.min() : t.max(),
+        [&](Expr acc, Expr x, Expr) { return is_max ? max(acc, x) : min(acc, x); }, out_keeps_axis);
     std::vector<Expr> row = op.row_args(op.idx);
     Expr miss = k(Int(64), last ? -1 : (double)op.len);
-    Func index = op.accumulate("index", miss, [&](Expr acc, Expr x, Expr r) {
-        Expr hit = select(x == ext(row), cast<int64_t>(r), miss);
-        return last ? max(acc, hit) : min(acc, hit);
-    }, out_keeps_axis);
+    Func index = op.accumulate(
+        "index", miss,
+        [&](Expr acc, Expr x, Expr r) {
+            Expr hit = select(x == ext(row), cast<int64_t>(r), miss);
+            return last ? max(acc, hit) : min(acc, hit);
+        },
+        out_keeps_axis);
     return {ext, index};
 }
 
 std::vector<Func> lower_arg(LowerContext &ctx, bool is_max) {
     const TensorType &out = ctx.out_type();
-    int axis = normalize_axis(ctx.graph(), ctx.node(), ctx.attr_int("axis"), ctx.input(0).type.rank());
+    int axis =
+        normalize_axis(ctx.graph(), ctx.node(), ctx.attr_int("axis"), ctx.input(0).type.rank());
     bool keep = ctx.attr_int("keepdims") != 0, last = ctx.attr_int("select_last_index") != 0;
     AxisOp op(ctx, axis);
     Func index = arg_extremum(op, is_max, last, keep).second;
@@ -309,11 +322,14 @@ std::vector<Func> lower_LogSoftmax(LowerContext &ctx) {
     AxisOp op(ctx, normalize_axis(ctx.graph(), ctx.node(), ctx.attr_int("axis"), out.rank()));
     std::vector<Expr> row = op.row_args(op.idx);
     Func mx = op.accumulate("max", t.min(), [](Expr acc, Expr x, Expr) { return max(acc, x); });
-    Func sum = op.accumulate("sum", k(t, 0), [&](Expr acc, Expr x, Expr) { return acc + exp(x - mx(row)); });
+    Func sum = op.accumulate("sum", k(t, 0),
+                             [&](Expr acc, Expr x, Expr) { return acc + exp(x - mx(row)); });
     Func lse = ctx.make_stage("lse", op.row_shape, StageRole::RowInvariant, false, op.reduced);
     lse(row) = mx(row) + log(sum(row));
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
-    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &i) { return call(op.X, i) - lse(op.row_args(i)); });
+    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &i) {
+        return call(op.X, i) - lse(op.row_args(i));
+    });
     return {f};
 }
 

@@ -22,15 +22,17 @@ const TensorType &input(const Graph &g, const Node &n, int i) {
 
 void require_same_dtype(const Graph &g, const Node &n, int a, int b) {
     if (input(g, n, a).dtype != input(g, n, b).dtype) {
-        bad_dtype(g, n, b, std::string(dtype_name(input(g, n, a).dtype)) + " (the dtype of input " +
-                               std::to_string(a) + ")");
+        bad_dtype(g, n, b,
+                  std::string(dtype_name(input(g, n, a).dtype)) + " (the dtype of input " +
+                      std::to_string(a) + ")");
     }
 }
 
 /** Output shape of numpy broadcasting over inputs \p first.. (all present). */
 std::vector<int64_t> broadcast_all(const Graph &g, const Node &n, int first = 0) {
     std::vector<int64_t> out = input(g, n, first).shape;
-    for (int i = first + 1; i < (int)n.inputs.size(); i++) out = broadcast_shapes(g, n, out, input(g, n, i).shape);
+    for (int i = first + 1; i < (int)n.inputs.size(); i++)
+        out = broadcast_shapes(g, n, out, input(g, n, i).shape);
     return out;
 }
 
@@ -60,11 +62,13 @@ std::vector<TensorType> logical(const Graph &g, const Node &n) {
 
 /** BitShift: unsigned integers (u8 is the only one fusor has), broadcast. */
 std::vector<TensorType> bit_shift(const Graph &g, const Node &n) {
-    if (input(g, n, 0).dtype != DType::U8) bad_dtype(g, n, 0, "u8 (ONNX BitShift takes unsigned integers)");
+    if (input(g, n, 0).dtype != DType::U8)
+        bad_dtype(g, n, 0, "u8 (ONNX BitShift takes unsigned integers)");
     require_same_dtype(g, n, 0, 1);
     std::string dir = attr_string(g, n, "direction");
     if (dir != "LEFT" && dir != "RIGHT") {
-        throw UserError(g.where(n) + ": attribute 'direction' is \"" + dir + "\"; expected LEFT or RIGHT");
+        throw UserError(g.where(n) + ": attribute 'direction' is \"" + dir +
+                        "\"; expected LEFT or RIGHT");
     }
     return {TensorType{DType::U8, broadcast_all(g, n)}};
 }
@@ -84,7 +88,8 @@ std::vector<TensorType> prelu(const Graph &g, const Node &n) {
 /** Greater, Less, GreaterOrEqual, LessOrEqual, Equal: inputs of one dtype, a bool output. */
 std::vector<TensorType> compare(const Graph &g, const Node &n) {
     require_same_dtype(g, n, 0, 1);
-    if (n.op != OpKind::Equal && input(g, n, 0).dtype == DType::Bool) bad_dtype(g, n, 0, "a numeric dtype");
+    if (n.op != OpKind::Equal && input(g, n, 0).dtype == DType::Bool)
+        bad_dtype(g, n, 0, "a numeric dtype");
     return {TensorType{DType::Bool, broadcast_all(g, n)}};
 }
 
@@ -102,7 +107,8 @@ std::vector<TensorType> mod(const Graph &g, const Node &n) {
     if (t == DType::Bool) bad_dtype(g, n, 0, "a numeric dtype");
     int64_t fmod = attr_int(g, n, "fmod");
     if (fmod != 0 && fmod != 1) {
-        throw UserError(g.where(n) + ": attribute 'fmod' is " + std::to_string(fmod) + "; expected 0 or 1");
+        throw UserError(g.where(n) + ": attribute 'fmod' is " + std::to_string(fmod) +
+                        "; expected 0 or 1");
     }
     if (is_float(t) && fmod == 0) {
         throw UserError(g.where(n) + ": attribute 'fmod' is 0 but the inputs are " + dtype_name(t) +
@@ -127,7 +133,8 @@ std::vector<TensorType> arg_reduce(const Graph &g, const Node &n) {
     std::vector<int64_t> out;
     for (int i = 0; i < x.rank(); i++) {
         if (i != axis) out.push_back(x.shape[i]);
-        else if (attr_int(g, n, "keepdims")) out.push_back(1);
+        else if (attr_int(g, n, "keepdims"))
+            out.push_back(1);
     }
     return {TensorType{DType::I64, out}};
 }

@@ -36,8 +36,10 @@ std::string shape_json(const Shape &s) {
 /** A JSON graph (docs/json_format.md) built one node at a time; nodes are named n0, n1, ... */
 class GraphBuilder {
 public:
-    GraphBuilder &input(const std::string &name, const Shape &shape, const std::string &dtype = "f32") {
-        inputs_.push_back(R"({"name":")" + name + R"(","dtype":")" + dtype + R"(","shape":)" + shape_json(shape) + "}");
+    GraphBuilder &input(const std::string &name, const Shape &shape,
+                        const std::string &dtype = "f32") {
+        inputs_.push_back(R"({"name":")" + name + R"(","dtype":")" + dtype + R"(","shape":)" +
+                          shape_json(shape) + "}");
         return *this;
     }
     GraphBuilder &init(const std::string &name, const Shape &shape, const std::vector<double> &data,
@@ -47,15 +49,17 @@ public:
         for (size_t i = 0; i < data.size(); i++) {
             d << (i ? "," : "");
             if (dtype == "f32" || dtype == "f64") d << data[i];
-            else d << (int64_t)data[i];
+            else
+                d << (int64_t)data[i];
         }
-        inits_.push_back(R"({"name":")" + name + R"(","dtype":")" + dtype + R"(","shape":)" + shape_json(shape) +
-                         R"(,"data":[)" + d.str() + "]}");
+        inits_.push_back(R"({"name":")" + name + R"(","dtype":")" + dtype + R"(","shape":)" +
+                         shape_json(shape) + R"(,"data":[)" + d.str() + "]}");
         return *this;
     }
-    GraphBuilder &node(const std::string &op, const std::vector<std::string> &ins, const std::string &out,
-                       const std::string &attrs = "") {
-        std::string j = R"({"name":"n)" + std::to_string(nodes_.size()) + R"(","op":")" + op + R"(","inputs":[)";
+    GraphBuilder &node(const std::string &op, const std::vector<std::string> &ins,
+                       const std::string &out, const std::string &attrs = "") {
+        std::string j = R"({"name":"n)" + std::to_string(nodes_.size()) + R"(","op":")" + op +
+                        R"(","inputs":[)";
         for (size_t i = 0; i < ins.size(); i++) j += (i ? ",\"" : "\"") + ins[i] + "\"";
         j += R"(],"outputs":[")" + out + "\"]";
         if (!attrs.empty()) j += R"(,"attrs":{)" + attrs + "}";
@@ -76,7 +80,8 @@ public:
         std::string o = "[";
         for (size_t i = 0; i < outs.size(); i++) o += (i ? ",\"" : "\"") + outs[i] + "\"";
         return "{\"format_version\":1,\"name\":\"math_test\",\n\"inputs\":" + list(inputs_) +
-               ",\n\"initializers\":" + list(inits_) + ",\n\"nodes\":" + list(nodes_) + ",\n\"outputs\":" + o + "]}";
+               ",\n\"initializers\":" + list(inits_) + ",\n\"nodes\":" + list(nodes_) +
+               ",\n\"outputs\":" + o + "]}";
     }
 
 private:
@@ -84,8 +89,8 @@ private:
 };
 
 /** A one-node graph: inputs x0, x1, ... of \p shapes and \p dtypes (the last one repeats). */
-std::string op_graph(const std::string &op, const std::vector<Shape> &shapes, const std::string &attrs = "",
-                     std::vector<std::string> dtypes = {"f32"}) {
+std::string op_graph(const std::string &op, const std::vector<Shape> &shapes,
+                     const std::string &attrs = "", std::vector<std::string> dtypes = {"f32"}) {
     GraphBuilder b;
     std::vector<std::string> ins;
     for (size_t i = 0; i < shapes.size(); i++) {
@@ -132,11 +137,22 @@ InputFix map_ints(std::function<int64_t(int64_t, size_t)> f) {
             for (size_t e = 0; e < n; e++) {
                 uint8_t *p = in[i].data();
                 switch (t) {
-                case DType::I32: reinterpret_cast<int32_t *>(p)[e] = (int32_t)f(reinterpret_cast<int32_t *>(p)[e], i); break;
-                case DType::I64: reinterpret_cast<int64_t *>(p)[e] = f(reinterpret_cast<int64_t *>(p)[e], i); break;
-                case DType::I8: reinterpret_cast<int8_t *>(p)[e] = (int8_t)f(reinterpret_cast<int8_t *>(p)[e], i); break;
-                case DType::U8: p[e] = (uint8_t)f(p[e], i); break;
-                default: break;
+                case DType::I32:
+                    reinterpret_cast<int32_t *>(p)[e] =
+                        (int32_t)f(reinterpret_cast<int32_t *>(p)[e], i);
+                    break;
+                case DType::I64:
+                    reinterpret_cast<int64_t *>(p)[e] = f(reinterpret_cast<int64_t *>(p)[e], i);
+                    break;
+                case DType::I8:
+                    reinterpret_cast<int8_t *>(p)[e] =
+                        (int8_t)f(reinterpret_cast<int8_t *>(p)[e], i);
+                    break;
+                case DType::U8:
+                    p[e] = (uint8_t)f(p[e], i);
+                    break;
+                default:
+                    break;
                 }
             }
         }
@@ -152,7 +168,8 @@ InputFix both(InputFix a, InputFix b) {
 
 InputFix signed_ints = map_ints([](int64_t v, size_t) { return v - 5; });
 
-std::vector<ref::Value> run_executor(const Graph &g, ExecMode mode, const Inputs &inputs, size_t *num_kernels = nullptr) {
+std::vector<ref::Value> run_executor(const Graph &g, ExecMode mode, const Inputs &inputs,
+                                     size_t *num_kernels = nullptr) {
     ExecutorOptions opts;
     opts.mode = mode;
     Executor ex(g, opts);
@@ -171,8 +188,8 @@ std::vector<ref::Value> run_executor(const Graph &g, ExecMode mode, const Inputs
 /** Parses \p json, runs it fused and unfused on random_inputs(seed) passed through \p fix, and
  * checks every output against the reference within \p tol (NaN matches NaN). Returns the
  * number of fused and unfused kernels through \p kernels when given. */
-void check_graph(const std::string &json, Tolerance tol, const InputFix &fix = nullptr, uint64_t seed = 11,
-                 std::pair<size_t, size_t> *kernels = nullptr) {
+void check_graph(const std::string &json, Tolerance tol, const InputFix &fix = nullptr,
+                 uint64_t seed = 11, std::pair<size_t, size_t> *kernels = nullptr) {
     INFO("graph:\n" << json);
     Graph g = parse_graph_json(json, "math_test");
     Inputs inputs = random_inputs(g, seed);
@@ -188,12 +205,14 @@ void check_graph(const std::string &json, Tolerance tol, const InputFix &fix = n
             int64_t bad = 0, first = -1;
             for (size_t i = 0; i < want[o].data.size(); i++) {
                 double a = got[o].data[i], b = want[o].data[i];
-                bool ok = (std::isnan(a) && std::isnan(b)) || a == b || std::fabs(a - b) <= tol.abs + tol.rel * std::fabs(b);
+                bool ok = (std::isnan(a) && std::isnan(b)) || a == b ||
+                          std::fabs(a - b) <= tol.abs + tol.rel * std::fabs(b);
                 if (!ok && bad++ == 0) first = (int64_t)i;
             }
-            INFO("output " << o << " (" << to_string(want[o].type) << "): " << bad << " of " << want[o].data.size()
-                           << " differ; first at " << first << ": got " << (bad ? got[o].data[first] : 0.0)
-                           << " expected " << (bad ? want[o].data[first] : 0.0));
+            INFO("output " << o << " (" << to_string(want[o].type) << "): " << bad << " of "
+                           << want[o].data.size() << " differ; first at " << first << ": got "
+                           << (bad ? got[o].data[first] : 0.0) << " expected "
+                           << (bad ? want[o].data[first] : 0.0));
             CHECK(bad == 0);
         }
     }
@@ -201,7 +220,8 @@ void check_graph(const std::string &json, Tolerance tol, const InputFix &fix = n
 
 /** Runs \p json (inputs given as doubles, converted to each input's dtype) fused and unfused and
  * checks output 0 equals \p expected exactly. For checks of the reference itself. */
-void check_values(const std::string &json, const std::vector<std::vector<double>> &ins, const std::vector<double> &expected) {
+void check_values(const std::string &json, const std::vector<std::vector<double>> &ins,
+                  const std::vector<double> &expected) {
     INFO("graph:\n" << json);
     Graph g = parse_graph_json(json, "math_test");
     Inputs inputs;
@@ -211,11 +231,21 @@ void check_values(const std::string &json, const std::vector<std::vector<double>
         for (size_t e = 0; e < ins[i].size(); e++) {
             double v = ins[i][e];
             switch (t) {
-            case DType::F32: reinterpret_cast<float *>(bytes.data())[e] = (float)v; break;
-            case DType::F64: reinterpret_cast<double *>(bytes.data())[e] = v; break;
-            case DType::I32: reinterpret_cast<int32_t *>(bytes.data())[e] = (int32_t)v; break;
-            case DType::I64: reinterpret_cast<int64_t *>(bytes.data())[e] = (int64_t)v; break;
-            default: bytes[e] = (uint8_t)v; break;
+            case DType::F32:
+                reinterpret_cast<float *>(bytes.data())[e] = (float)v;
+                break;
+            case DType::F64:
+                reinterpret_cast<double *>(bytes.data())[e] = v;
+                break;
+            case DType::I32:
+                reinterpret_cast<int32_t *>(bytes.data())[e] = (int32_t)v;
+                break;
+            case DType::I64:
+                reinterpret_cast<int64_t *>(bytes.data())[e] = (int64_t)v;
+                break;
+            default:
+                bytes[e] = (uint8_t)v;
+                break;
             }
         }
         inputs.push_back(bytes);
@@ -227,7 +257,8 @@ void check_values(const std::string &json, const std::vector<std::vector<double>
     }
 }
 
-void check_unary(const std::string &op, Tolerance tol, const InputFix &fix = nullptr, const std::string &attrs = "") {
+void check_unary(const std::string &op, Tolerance tol, const InputFix &fix = nullptr,
+                 const std::string &attrs = "") {
     for (const Shape &s : {Shape{2, 3, 4, 5}, Shape{7}, Shape{}}) {
         INFO(op << " f32 " << shape_json(s) << " " << attrs);
         check_graph(op_graph(op, {s}, attrs), tol, fix);
@@ -238,14 +269,17 @@ void check_unary(const std::string &op, Tolerance tol, const InputFix &fix = nul
 
 /** Broadcasting shape pairs of the binary op tests. */
 const std::vector<std::pair<Shape, Shape>> broadcast_cases = {
-    {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {}}, {{}, {3, 4}}, {{2, 3, 4}, {3, 1}}, {{2, 1, 4}, {3, 1}}, {{1, 5}, {7, 1}},
+    {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {}},     {{}, {3, 4}},
+    {{2, 3, 4}, {3, 1}},    {{2, 1, 4}, {3, 1}}, {{1, 5}, {7, 1}},
 };
 
-void check_binary(const std::string &op, const std::vector<std::string> &dtypes, const InputFix &fix = nullptr,
-                  Tolerance tol = kExact, const std::string &attrs = "") {
+void check_binary(const std::string &op, const std::vector<std::string> &dtypes,
+                  const InputFix &fix = nullptr, Tolerance tol = kExact,
+                  const std::string &attrs = "") {
     for (const std::string &dt : dtypes) {
         for (const auto &[a, b] : broadcast_cases) {
-            INFO(op << " " << dt << " " << shape_json(a) << " with " << shape_json(b) << " " << attrs);
+            INFO(op << " " << dt << " " << shape_json(a) << " with " << shape_json(b) << " "
+                    << attrs);
             check_graph(op_graph(op, {a, b}, attrs, {dt}), tol, fix);
         }
     }
@@ -290,19 +324,22 @@ TEST_CASE("op ThresholdedRelu: default and explicit alpha", "[generators][ops][m
     check_unary("ThresholdedRelu", kExact, nullptr, R"("alpha": 0.25)");
 }
 
-TEST_CASE("op Shrink: floats and integers, default and explicit bias and lambd", "[generators][ops][math]") {
+TEST_CASE("op Shrink: floats and integers, default and explicit bias and lambd",
+          "[generators][ops][math]") {
     check_unary("Shrink", kF32, scaled(2));
     check_unary("Shrink", kF32, scaled(2), R"("bias": 0.5, "lambd": 1.0)");
     for (const char *dt : {"i32", "i64", "i8"}) {
         INFO("dtype " << dt);
-        check_graph(op_graph("Shrink", {{3, 7}}, R"("bias": 1.5, "lambd": 1.5)", {dt}), kExact, signed_ints);
+        check_graph(op_graph("Shrink", {{3, 7}}, R"("bias": 1.5, "lambd": 1.5)", {dt}), kExact,
+                    signed_ints);
         check_graph(op_graph("Shrink", {{3, 7}}, "", {dt}), kExact, signed_ints);
     }
     check_graph(op_graph("Shrink", {{3, 7}}, R"("bias": 2.0, "lambd": 3.0)", {"u8"}), kExact);
 }
 
 TEST_CASE("op PRelu: slope broadcast to X", "[generators][ops][math]") {
-    for (const Shape &slope : {Shape{3, 1, 1}, Shape{1}, Shape{}, Shape{5}, Shape{2, 3, 4, 5}, Shape{4, 1}}) {
+    for (const Shape &slope :
+         {Shape{3, 1, 1}, Shape{1}, Shape{}, Shape{5}, Shape{2, 3, 4, 5}, Shape{4, 1}}) {
         INFO("slope " << shape_json(slope));
         check_graph(op_graph("PRelu", {{2, 3, 4, 5}, slope}), kF32);
     }
@@ -311,7 +348,8 @@ TEST_CASE("op PRelu: slope broadcast to X", "[generators][ops][math]") {
 }
 
 TEST_CASE("op PRelu: a slope that does not broadcast to X is refused", "[generators][ops][math]") {
-    CHECK_THROWS_WITH(parse(op_graph("PRelu", {{3, 4}, {2, 3, 4}})), Catch::Contains("'n0'") && Catch::Contains("slope"));
+    CHECK_THROWS_WITH(parse(op_graph("PRelu", {{3, 4}, {2, 3, 4}})),
+                      Catch::Contains("'n0'") && Catch::Contains("slope"));
     CHECK_THROWS_WITH(parse(op_graph("PRelu", {{3, 4}, {3}})), Catch::Contains("'n0'"));
 }
 
@@ -345,8 +383,10 @@ TEST_CASE("op Round: halves go to the even neighbour", "[generators][ops][math]"
     }
 }
 
-TEST_CASE("op Sin, Cos, Tan, Atan, Sinh, Cosh, Asinh: inputs from -3 to 3", "[generators][ops][math]") {
-    for (const char *op : {"Sin", "Cos", "Atan", "Sinh", "Cosh", "Asinh"}) check_unary(op, kLoose, scaled(3));
+TEST_CASE("op Sin, Cos, Tan, Atan, Sinh, Cosh, Asinh: inputs from -3 to 3",
+          "[generators][ops][math]") {
+    for (const char *op : {"Sin", "Cos", "Atan", "Sinh", "Cosh", "Asinh"})
+        check_unary(op, kLoose, scaled(3));
     check_unary("Tan", kLoose, scaled(1.4));  // away from the poles at +-pi/2
 }
 
@@ -368,8 +408,10 @@ InputFix specials = [](const Graph &g, Inputs &in) {
             using T = std::remove_pointer_t<decltype(p)>;
             for (size_t e = 0; e < n; e++) {
                 if (e % 3 == 0) p[e] = std::numeric_limits<T>::quiet_NaN();
-                else if (e % 5 == 0) p[e] = std::numeric_limits<T>::infinity();
-                else if (e % 7 == 0) p[e] = -std::numeric_limits<T>::infinity();
+                else if (e % 5 == 0)
+                    p[e] = std::numeric_limits<T>::infinity();
+                else if (e % 7 == 0)
+                    p[e] = -std::numeric_limits<T>::infinity();
             }
         };
         DType t = g.type(g.inputs[i]).dtype;
@@ -380,11 +422,13 @@ InputFix specials = [](const Graph &g, Inputs &in) {
 }  // namespace
 
 TEST_CASE("op IsNaN: NaN, infinities and finite values", "[generators][ops][math]") {
-    for (const char *dt : {"f32", "f64"}) check_graph(op_graph("IsNaN", {{5, 7}}, "", {dt}), kExact, specials);
+    for (const char *dt : {"f32", "f64"})
+        check_graph(op_graph("IsNaN", {{5, 7}}, "", {dt}), kExact, specials);
     check_values(op_graph("IsNaN", {{4}}), {{NAN, 1, INFINITY, -0.0}}, {1, 0, 0, 0});
 }
 
-TEST_CASE("op IsInf: each detect_negative and detect_positive combination", "[generators][ops][math]") {
+TEST_CASE("op IsInf: each detect_negative and detect_positive combination",
+          "[generators][ops][math]") {
     for (const char *dt : {"f32", "f64"}) {
         for (const char *attrs : {"", R"("detect_negative": 0)", R"("detect_positive": 0)",
                                   R"("detect_negative": 0, "detect_positive": 0)"}) {
@@ -392,33 +436,42 @@ TEST_CASE("op IsInf: each detect_negative and detect_positive combination", "[ge
             check_graph(op_graph("IsInf", {{5, 7}}, attrs, {dt}), kExact, specials);
         }
     }
-    check_values(op_graph("IsInf", {{4}}, R"("detect_negative": 0)"), {{NAN, -INFINITY, INFINITY, 3}}, {0, 0, 1, 0});
+    check_values(op_graph("IsInf", {{4}}, R"("detect_negative": 0)"),
+                 {{NAN, -INFINITY, INFINITY, 3}}, {0, 0, 1, 0});
 }
 
 TEST_CASE("op Not, And, Or, Xor: bools with broadcasting", "[generators][ops][math]") {
     check_graph(op_graph("Not", {{3, 5}}, "", {"bool"}), kExact);
     check_graph(op_graph("Not", {{}}, "", {"bool"}), kExact);
     for (const char *op : {"And", "Or", "Xor"}) check_binary(op, {"bool"});
-    check_values(op_graph("Xor", {{4}, {4}}, "", {"bool"}), {{0, 0, 1, 1}, {0, 1, 0, 1}}, {0, 1, 1, 0});
+    check_values(op_graph("Xor", {{4}, {4}}, "", {"bool"}), {{0, 0, 1, 1}, {0, 1, 0, 1}},
+                 {0, 1, 1, 0});
 }
 
 TEST_CASE("op Not, And, Where: non-bool conditions are refused", "[generators][ops][math]") {
-    CHECK_THROWS_WITH(parse(op_graph("Not", {{3}})), Catch::Contains("'n0'") && Catch::Contains("expected bool"));
-    CHECK_THROWS_WITH(parse(op_graph("And", {{3}, {3}}, "", {"bool", "f32"})), Catch::Contains("input 1"));
+    CHECK_THROWS_WITH(parse(op_graph("Not", {{3}})),
+                      Catch::Contains("'n0'") && Catch::Contains("expected bool"));
+    CHECK_THROWS_WITH(parse(op_graph("And", {{3}, {3}}, "", {"bool", "f32"})),
+                      Catch::Contains("input 1"));
     CHECK_THROWS_WITH(parse(op_graph("Where", {{3}, {3}, {3}})), Catch::Contains("condition"));
-    CHECK_THROWS_WITH(parse(op_graph("Where", {{3}, {3}, {3}}, "", {"bool", "f32", "i64"})), Catch::Contains("input 2"));
+    CHECK_THROWS_WITH(parse(op_graph("Where", {{3}, {3}, {3}}, "", {"bool", "f32", "i64"})),
+                      Catch::Contains("input 2"));
 }
 
 TEST_CASE("op BitShift: left and right on u8", "[generators][ops][math]") {
     InputFix shifts = map_ints([](int64_t v, size_t i) { return i == 1 ? v % 8 : v * 28; });
-    for (const char *dir : {R"("direction": "LEFT")", R"("direction": "RIGHT")"}) check_binary("BitShift", {"u8"}, shifts, kExact, dir);
-    CHECK_THROWS_WITH(parse(op_graph("BitShift", {{3}, {3}}, R"("direction": "UP")", {"u8"})), Catch::Contains("direction"));
-    CHECK_THROWS_WITH(parse(op_graph("BitShift", {{3}, {3}}, R"("direction": "LEFT")", {"i32"})), Catch::Contains("u8"));
+    for (const char *dir : {R"("direction": "LEFT")", R"("direction": "RIGHT")"})
+        check_binary("BitShift", {"u8"}, shifts, kExact, dir);
+    CHECK_THROWS_WITH(parse(op_graph("BitShift", {{3}, {3}}, R"("direction": "UP")", {"u8"})),
+                      Catch::Contains("direction"));
+    CHECK_THROWS_WITH(parse(op_graph("BitShift", {{3}, {3}}, R"("direction": "LEFT")", {"i32"})),
+                      Catch::Contains("u8"));
 }
 
 // ---- comparisons and selection ----------------------------------------------------------------
 
-TEST_CASE("op Greater, Less, GreaterOrEqual, LessOrEqual, Equal: floats and integers with ties", "[generators][ops][math]") {
+TEST_CASE("op Greater, Less, GreaterOrEqual, LessOrEqual, Equal: floats and integers with ties",
+          "[generators][ops][math]") {
     // floats rounded to multiples of 0.5 so that equal pairs occur
     InputFix ties = map_float([](double x, size_t) { return std::round(x * 2) / 2; });
     for (const char *op : {"Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal"}) {
@@ -430,25 +483,33 @@ TEST_CASE("op Greater, Less, GreaterOrEqual, LessOrEqual, Equal: floats and inte
 }
 
 TEST_CASE("op Greater: mismatched dtypes and bool inputs are refused", "[generators][ops][math]") {
-    CHECK_THROWS_WITH(parse(op_graph("Greater", {{3}, {3}}, "", {"f32", "i64"})), Catch::Contains("'n0'") && Catch::Contains("input 1"));
-    CHECK_THROWS_WITH(parse(op_graph("Less", {{3}, {3}}, "", {"bool"})), Catch::Contains("numeric"));
+    CHECK_THROWS_WITH(parse(op_graph("Greater", {{3}, {3}}, "", {"f32", "i64"})),
+                      Catch::Contains("'n0'") && Catch::Contains("input 1"));
+    CHECK_THROWS_WITH(parse(op_graph("Less", {{3}, {3}}, "", {"bool"})),
+                      Catch::Contains("numeric"));
     CHECK_THROWS_WITH(parse(op_graph("Equal", {{3}, {4}})), Catch::Contains("broadcast"));
 }
 
 TEST_CASE("op Where: three-way broadcasting, several dtypes", "[generators][ops][math]") {
     const std::vector<std::vector<Shape>> cases = {
-        {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}}, {{2, 1, 4}, {3, 1}, {4}}, {{}, {2, 3}, {3}}, {{5}, {}, {}}, {{3, 1}, {1, 4}, {2, 1, 1}},
+        {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}},
+        {{2, 1, 4}, {3, 1}, {4}},
+        {{}, {2, 3}, {3}},
+        {{5}, {}, {}},
+        {{3, 1}, {1, 4}, {2, 1, 1}},
     };
     for (const auto &s : cases) {
         for (const char *dt : {"f32", "i64", "i32", "bool"}) {
-            INFO("Where " << dt << " " << shape_json(s[0]) << " " << shape_json(s[1]) << " " << shape_json(s[2]));
+            INFO("Where " << dt << " " << shape_json(s[0]) << " " << shape_json(s[1]) << " "
+                          << shape_json(s[2]));
             check_graph(op_graph("Where", s, "", {"bool", dt}), kExact);
         }
     }
     check_graph(op_graph("Where", {{3, 4}, {3, 4}, {4}}, "", {"bool", "f64"}), kExact);
 }
 
-TEST_CASE("op Mod: integer mod takes the divisor's sign, fmod the dividend's", "[generators][ops][math]") {
+TEST_CASE("op Mod: integer mod takes the divisor's sign, fmod the dividend's",
+          "[generators][ops][math]") {
     // dividends -20..16, divisors -4..5 without 0
     InputFix fix = map_ints([](int64_t v, size_t input) {
         if (input == 0) return v * 4 - 20;
@@ -458,34 +519,45 @@ TEST_CASE("op Mod: integer mod takes the divisor's sign, fmod the dividend's", "
         check_binary("Mod", {"i32", "i64"}, fix, kExact, attrs);
         check_graph(op_graph("Mod", {{3, 5}, {5}}, attrs, {"i8"}), kExact, fix);
     }
-    check_values(op_graph("Mod", {{4}, {4}}, "", {"i32"}), {{-7, 7, -7, 7}, {2, -2, -2, 2}}, {1, -1, -1, 1});
-    check_values(op_graph("Mod", {{4}, {4}}, R"("fmod": 1)", {"i32"}), {{-7, 7, -7, 7}, {2, -2, -2, 2}}, {-1, 1, -1, 1});
-    InputFix floats = map_float([](double x, size_t input) { return input == 0 ? x * 10 : (x < 0 ? x - 0.5 : x + 0.5) * 2; });
+    check_values(op_graph("Mod", {{4}, {4}}, "", {"i32"}), {{-7, 7, -7, 7}, {2, -2, -2, 2}},
+                 {1, -1, -1, 1});
+    check_values(op_graph("Mod", {{4}, {4}}, R"("fmod": 1)", {"i32"}),
+                 {{-7, 7, -7, 7}, {2, -2, -2, 2}}, {-1, 1, -1, 1});
+    InputFix floats = map_float([](double x, size_t input) {
+        return input == 0 ? x * 10 : (x < 0 ? x - 0.5 : x + 0.5) * 2;
+    });
     check_binary("Mod", {"f32", "f64"}, floats, kF32, R"("fmod": 1)");
-    check_values(op_graph("Mod", {{4}, {4}}, R"("fmod": 1)", {"f64"}), {{-7.5, 7.5, -7.5, 7.5}, {2, -2, -2, 2}}, {-1.5, 1.5, -1.5, 1.5});
+    check_values(op_graph("Mod", {{4}, {4}}, R"("fmod": 1)", {"f64"}),
+                 {{-7.5, 7.5, -7.5, 7.5}, {2, -2, -2, 2}}, {-1.5, 1.5, -1.5, 1.5});
 }
 
 TEST_CASE("op Mod: floats with fmod=0 are refused", "[generators][ops][math]") {
-    CHECK_THROWS_WITH(parse(op_graph("Mod", {{3}, {3}})), Catch::Contains("'n0'") && Catch::Contains("fmod=1"));
-    CHECK_THROWS_WITH(parse(op_graph("Mod", {{3}, {3}}, R"("fmod": 2)", {"i32"})), Catch::Contains("fmod"));
+    CHECK_THROWS_WITH(parse(op_graph("Mod", {{3}, {3}})),
+                      Catch::Contains("'n0'") && Catch::Contains("fmod=1"));
+    CHECK_THROWS_WITH(parse(op_graph("Mod", {{3}, {3}}, R"("fmod": 2)", {"i32"})),
+                      Catch::Contains("fmod"));
 }
 
 TEST_CASE("op Sum, Mean: one to four inputs with broadcasting", "[generators][ops][math]") {
-    const std::vector<std::vector<Shape>> cases = {{{2, 3, 4}}, {{2, 3, 4}, {3, 1}}, {{2, 3, 4}, {4}, {}}, {{2, 1, 4}, {3, 1}, {}, {2, 3, 4}}};
+    const std::vector<std::vector<Shape>> cases = {
+        {{2, 3, 4}}, {{2, 3, 4}, {3, 1}}, {{2, 3, 4}, {4}, {}}, {{2, 1, 4}, {3, 1}, {}, {2, 3, 4}}};
     for (const char *op : {"Sum", "Mean"}) {
         for (const auto &s : cases) {
             INFO(op << " with " << s.size() << " inputs");
             check_graph(op_graph(op, s), kF32);
             check_graph(op_graph(op, s, "", {"f64"}), kF64);
-            check_graph(op_graph(op, s, "", {"i32"}), kExact, signed_ints);  // Mean truncates toward zero
+            check_graph(op_graph(op, s, "", {"i32"}), kExact,
+                        signed_ints);  // Mean truncates toward zero
         }
     }
 }
 
 // ---- softmax-like ops along one axis ----------------------------------------------------------
 
-TEST_CASE("op LogSoftmax: each axis, f32 and f64, large inputs stay finite", "[generators][ops][math]") {
-    for (const char *attrs : {"", R"("axis": 0)", R"("axis": 1)", R"("axis": -2)", R"("axis": 2)"}) {
+TEST_CASE("op LogSoftmax: each axis, f32 and f64, large inputs stay finite",
+          "[generators][ops][math]") {
+    for (const char *attrs :
+         {"", R"("axis": 0)", R"("axis": 1)", R"("axis": -2)", R"("axis": 2)"}) {
         INFO("LogSoftmax " << attrs);
         check_graph(op_graph("LogSoftmax", {{3, 4, 5}}, attrs), kLoose, scaled(3));
         check_graph(op_graph("LogSoftmax", {{3, 4, 5}}, attrs, {"f64"}), kF64, scaled(3));
@@ -507,11 +579,13 @@ TEST_CASE("op Hardmax: each axis, ties pick the first maximum", "[generators][op
 }
 
 TEST_CASE("op ArgMax, ArgMin: axis, keepdims, select_last_index, ties", "[generators][ops][math]") {
-    InputFix ties = both(map_float([](double x, size_t) { return std::floor(x * 2); }), signed_ints);
+    InputFix ties =
+        both(map_float([](double x, size_t) { return std::floor(x * 2); }), signed_ints);
     for (const char *op : {"ArgMax", "ArgMin"}) {
         for (const char *axis : {R"("axis": 0)", R"("axis": 1)", R"("axis": -1)"}) {
             for (const char *keep : {R"("keepdims": 1)", R"("keepdims": 0)"}) {
-                for (const char *last : {R"("select_last_index": 0)", R"("select_last_index": 1)"}) {
+                for (const char *last :
+                     {R"("select_last_index": 0)", R"("select_last_index": 1)"}) {
                     std::string attrs = std::string(axis) + ", " + keep + ", " + last;
                     INFO(op << " " << attrs);
                     check_graph(op_graph(op, {{3, 4, 5}}, attrs), kExact, ties);
@@ -519,7 +593,7 @@ TEST_CASE("op ArgMax, ArgMin: axis, keepdims, select_last_index, ties", "[genera
                 }
             }
         }
-        check_graph(op_graph(op, {{6}}), kExact);                               // defaults: axis 0, keepdims
+        check_graph(op_graph(op, {{6}}), kExact);  // defaults: axis 0, keepdims
         check_graph(op_graph(op, {{6}}, R"("keepdims": 0)", {"i64"}), kExact);  // rank-0 output
         check_graph(op_graph(op, {{4, 6}}, "", {"f64"}), kExact);
     }
@@ -531,10 +605,11 @@ TEST_CASE("op ArgMax, ArgMin: axis, keepdims, select_last_index, ties", "[genera
 // ---- reductions --------------------------------------------------------------------------------
 
 namespace {
-void check_reduction(const std::string &op, Tolerance tol, const InputFix &fix, const std::vector<std::string> &dtypes) {
+void check_reduction(const std::string &op, Tolerance tol, const InputFix &fix,
+                     const std::vector<std::string> &dtypes) {
     for (const std::string &dt : dtypes) {
-        for (const char *axes : {"", R"("axes": [1])", R"("axes": [0, 2])", R"("axes": [-1])", R"("axes": [])",
-                                 R"("axes": [2, 0, 1])"}) {
+        for (const char *axes : {"", R"("axes": [1])", R"("axes": [0, 2])", R"("axes": [-1])",
+                                 R"("axes": [])", R"("axes": [2, 0, 1])"}) {
             for (const char *keep : {"", R"("keepdims": 0)"}) {
                 std::string attrs = std::string(axes) + (*axes && *keep ? ", " : "") + keep;
                 INFO(op << " " << dt << " " << attrs);
@@ -554,7 +629,9 @@ TEST_CASE("op ReduceMin: axes, keepdims, floats and integers", "[generators][ops
 TEST_CASE("op ReduceProd: axes, keepdims, floats and integers", "[generators][ops][math]") {
     // factors near 1 keep the products of up to 60 of them in range
     InputFix near_one = both(map_float([](double x, size_t) { return 1 + x * 0.25; }),
-                             map_ints([](int64_t v, size_t) { return v == 0 ? 2 : v % 2 ? -1 : 1; }));
+                             map_ints([](int64_t v, size_t) {
+                                 return v == 0 ? 2 : v % 2 ? -1 : 1;
+                             }));
     check_reduction("ReduceProd", kF32, near_one, {"f32", "f64", "i32", "i64"});
 }
 
@@ -564,22 +641,28 @@ TEST_CASE("op ReduceL1, ReduceL2, ReduceSumSquare: axes, keepdims", "[generators
     check_reduction("ReduceL2", kF32, nullptr, {"f32", "f64"});
 }
 
-TEST_CASE("op ReduceLogSum, ReduceLogSumExp: axes, keepdims, large inputs", "[generators][ops][math]") {
-    check_reduction("ReduceLogSum", kLoose, map_float([](double x, size_t) { return std::fabs(x) + 0.1; }), {"f32", "f64"});
+TEST_CASE("op ReduceLogSum, ReduceLogSumExp: axes, keepdims, large inputs",
+          "[generators][ops][math]") {
+    check_reduction("ReduceLogSum", kLoose,
+                    map_float([](double x, size_t) { return std::fabs(x) + 0.1; }), {"f32", "f64"});
     check_reduction("ReduceLogSumExp", kLoose, scaled(3), {"f32", "f64"});
     // exp(500) overflows f32 and exp(1000) f64: the max must be subtracted first
     check_graph(op_graph("ReduceLogSumExp", {{4, 16}}, R"("axes": [1])"), kLoose, scaled(500));
-    check_graph(op_graph("ReduceLogSumExp", {{4, 16}}, R"("axes": [0])", {"f64"}), kF64, scaled(1000));
+    check_graph(op_graph("ReduceLogSumExp", {{4, 16}}, R"("axes": [0])", {"f64"}), kF64,
+                scaled(1000));
 }
 
 TEST_CASE("op ReduceL2: integer inputs and repeated axes are refused", "[generators][ops][math]") {
-    CHECK_THROWS_WITH(parse(op_graph("ReduceL2", {{3, 4}}, "", {"i32"})), Catch::Contains("'n0'") && Catch::Contains("f32 or f64"));
-    CHECK_THROWS_WITH(parse(op_graph("ReduceMin", {{3, 4}}, R"("axes": [1, -1])")), Catch::Contains("repeat"));
+    CHECK_THROWS_WITH(parse(op_graph("ReduceL2", {{3, 4}}, "", {"i32"})),
+                      Catch::Contains("'n0'") && Catch::Contains("f32 or f64"));
+    CHECK_THROWS_WITH(parse(op_graph("ReduceMin", {{3, 4}}, R"("axes": [1, -1])")),
+                      Catch::Contains("repeat"));
 }
 
 // ---- inside fused clusters ---------------------------------------------------------------------
 
-TEST_CASE("math ops fused with elementwise neighbours match the reference", "[generators][ops][math]") {
+TEST_CASE("math ops fused with elementwise neighbours match the reference",
+          "[generators][ops][math]") {
     SECTION("comparison, Where and activations in one elementwise cluster") {
         std::pair<size_t, size_t> kernels;
         check_graph(GraphBuilder()
@@ -592,8 +675,10 @@ TEST_CASE("math ops fused with elementwise neighbours match the reference", "[ge
                         .node("Where", {"c", "e", "t"}, "w")
                         .node("Mod", {"w", "b"}, "y", R"("fmod": 1)")
                         .json(),
-                    kLoose, map_float([](double x, size_t i) { return i == 1 ? x + (x < 0 ? -1.5 : 1.5) : x * 3; }), 5,
-                    &kernels);
+                    kLoose, map_float([](double x, size_t i) {
+                        return i == 1 ? x + (x < 0 ? -1.5 : 1.5) : x * 3;
+                    }),
+                    5, &kernels);
         CHECK(kernels.first == 1);
         CHECK(kernels.second == 6);
     }
@@ -643,8 +728,14 @@ TEST_CASE("regression: integer Div and Mean by 3 truncate toward zero", "[genera
     std::vector<double> want = {-2, -1, -1, 0, 0, 0, 0, 0, 1, 1, 2};
     for (const char *dt : {"i32", "i64"}) {
         INFO("dtype " << dt);
-        check_values(GraphBuilder().input("x", {11}, dt).init("d", {}, {3}, dt).node("Div", {"x", "d"}, "y").json(), {x}, want);
-        check_values(op_graph("Div", {{11}, {11}}, "", {dt}), {x, std::vector<double>(11, 3)}, want);
+        check_values(GraphBuilder()
+                         .input("x", {11}, dt)
+                         .init("d", {}, {3}, dt)
+                         .node("Div", {"x", "d"}, "y")
+                         .json(),
+                     {x}, want);
+        check_values(op_graph("Div", {{11}, {11}}, "", {dt}), {x, std::vector<double>(11, 3)},
+                     want);
         check_values(op_graph("Div", {{11}, {}}, "", {dt}), {x, {3}}, want);
         check_values(op_graph("Mean", {{11}, {}, {}}, "", {dt}), {x, {0}, {0}}, want);
     }
@@ -658,11 +749,14 @@ TEST_CASE("op Abs, Neg: signed integers", "[generators][ops][math]") {
             check_graph(op_graph(op, {{}}, "", {dt}), kExact, signed_ints);
         }
     }
-    check_values(op_graph("Abs", {{4}}, "", {"i32"}), {{-2147483647, -5, 0, 5}}, {2147483647, 5, 0, 5});
+    check_values(op_graph("Abs", {{4}}, "", {"i32"}), {{-2147483647, -5, 0, 5}},
+                 {2147483647, 5, 0, 5});
 }
 
-TEST_CASE("math ops on constants fold, bool results included", "[generators][ops][math][constant_folding]") {
-    // c = Not(Greater(w, 0)), m = ArgMax(w), s = ReduceLogSumExp(w): all constant; Where and Add remain
+TEST_CASE("math ops on constants fold, bool results included",
+          "[generators][ops][math][constant_folding]") {
+    // c = Not(Greater(w, 0)), m = ArgMax(w), s = ReduceLogSumExp(w): all constant; Where and Add
+    // remain
     Graph g = parse(GraphBuilder()
                         .input("x", {3, 4})
                         .init("w", {3, 4}, {0.5, -1, 2, 0, -3, 1, 1, -0.5, 4, -4, 0.25, 2})
@@ -684,6 +778,7 @@ TEST_CASE("math ops on constants fold, bool results included", "[generators][ops
     for (ExecMode mode : {ExecMode::Fused, ExecMode::Unfused}) {
         std::vector<ref::Value> after = run_executor(g, mode, inputs);
         REQUIRE(after[0].data.size() == before[0].data.size());
-        for (size_t i = 0; i < after[0].data.size(); i++) CHECK(after[0].data[i] == Approx(before[0].data[i]).epsilon(1e-6));
+        for (size_t i = 0; i < after[0].data.size(); i++)
+            CHECK(after[0].data[i] == Approx(before[0].data[i]).epsilon(1e-6));
     }
 }

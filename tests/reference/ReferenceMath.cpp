@@ -14,8 +14,7 @@ namespace {
 using Args = const std::vector<double> &;
 
 /** Calls f(begin offset, stride) for every 1-D line of \p s along \p axis. */
-template<typename F>
-void for_each_line(const Shape &s, int axis, F f) {
+template <typename F> void for_each_line(const Shape &s, int axis, F f) {
     int64_t outer = product(s, 0, axis), len = s[axis], inner = product(s, axis + 1);
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t i = 0; i < inner; i++) f(o * len * inner + i, inner, len);
@@ -95,7 +94,8 @@ Value reduce(const Evaluator &ev, const Node &n) {
         case OpKind::ReduceSumSquare:
             for (double x : v) r += x * x;
             break;
-        default: FUSOR_INTERNAL_ASSERT(false) << "reference: not a reduction: " << op_name(n.op);
+        default:
+            FUSOR_INTERNAL_ASSERT(false) << "reference: not a reduction: " << op_name(n.op);
         }
         out.data[o] = r;
     }
@@ -140,7 +140,9 @@ double sign(double x) {
 
 std::optional<std::vector<Value>> evaluate_math(const Evaluator &ev, const Node &n) {
     auto f = [&](const char *name) { return attr_float(ev.g, n, name); };
-    auto one = [](Value v) { return std::optional<std::vector<Value>>(std::vector<Value>{std::move(v)}); };
+    auto one = [](Value v) {
+        return std::optional<std::vector<Value>>(std::vector<Value>{std::move(v)});
+    };
     auto unary = [&](auto fn) { return one(unary_op(ev, n, fn)); };
     auto binary = [&](auto fn) { return one(broadcast_op(ev, n, fn)); };
     switch (n.op) {
@@ -150,15 +152,21 @@ std::optional<std::vector<Value>> evaluate_math(const Evaluator &ev, const Node 
     }
     case OpKind::Selu: {
         double alpha = f("alpha"), gamma = f("gamma");
-        return unary([=](double x) { return x <= 0 ? gamma * (alpha * std::exp(x) - alpha) : gamma * x; });
+        return unary(
+            [=](double x) { return x <= 0 ? gamma * (alpha * std::exp(x) - alpha) : gamma * x; });
     }
     case OpKind::Celu: {
         double alpha = f("alpha");
-        return unary([=](double x) { return std::max(0.0, x) + std::min(0.0, alpha * (std::exp(x / alpha) - 1)); });
+        return unary([=](double x) {
+            return std::max(0.0, x) + std::min(0.0, alpha * (std::exp(x / alpha) - 1));
+        });
     }
     // log(exp(x) + 1), written so that large |x| neither overflows nor loses the small term
-    case OpKind::Softplus: return unary([](double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); });
-    case OpKind::Softsign: return unary([](double x) { return x / (1 + std::fabs(x)); });
+    case OpKind::Softplus:
+        return unary(
+            [](double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); });
+    case OpKind::Softsign:
+        return unary([](double x) { return x / (1 + std::fabs(x)); });
     case OpKind::ThresholdedRelu: {
         double alpha = f("alpha");
         return unary([=](double x) { return x > alpha ? x : 0.0; });
@@ -167,28 +175,46 @@ std::optional<std::vector<Value>> evaluate_math(const Evaluator &ev, const Node 
         double bias = f("bias"), lambd = f("lambd");
         return unary([=](double x) { return x < -lambd ? x + bias : x > lambd ? x - bias : 0.0; });
     }
-    case OpKind::Sign: return unary(sign);
-    case OpKind::Floor: return unary([](double x) { return std::floor(x); });
-    case OpKind::Ceil: return unary([](double x) { return std::ceil(x); });
+    case OpKind::Sign:
+        return unary(sign);
+    case OpKind::Floor:
+        return unary([](double x) { return std::floor(x); });
+    case OpKind::Ceil:
+        return unary([](double x) { return std::ceil(x); });
     // halves to even: nearbyint in the default rounding mode (round-to-nearest-even)
-    case OpKind::Round: return unary([](double x) { return std::nearbyint(x); });
-    case OpKind::Sin: return unary([](double x) { return std::sin(x); });
-    case OpKind::Cos: return unary([](double x) { return std::cos(x); });
-    case OpKind::Tan: return unary([](double x) { return std::tan(x); });
-    case OpKind::Asin: return unary([](double x) { return std::asin(x); });
-    case OpKind::Acos: return unary([](double x) { return std::acos(x); });
-    case OpKind::Atan: return unary([](double x) { return std::atan(x); });
-    case OpKind::Sinh: return unary([](double x) { return std::sinh(x); });
-    case OpKind::Cosh: return unary([](double x) { return std::cosh(x); });
-    case OpKind::Asinh: return unary([](double x) { return std::asinh(x); });
-    case OpKind::Acosh: return unary([](double x) { return std::acosh(x); });
-    case OpKind::Atanh: return unary([](double x) { return std::atanh(x); });
-    case OpKind::IsNaN: return unary([](double x) { return std::isnan(x) ? 1.0 : 0.0; });
+    case OpKind::Round:
+        return unary([](double x) { return std::nearbyint(x); });
+    case OpKind::Sin:
+        return unary([](double x) { return std::sin(x); });
+    case OpKind::Cos:
+        return unary([](double x) { return std::cos(x); });
+    case OpKind::Tan:
+        return unary([](double x) { return std::tan(x); });
+    case OpKind::Asin:
+        return unary([](double x) { return std::asin(x); });
+    case OpKind::Acos:
+        return unary([](double x) { return std::acos(x); });
+    case OpKind::Atan:
+        return unary([](double x) { return std::atan(x); });
+    case OpKind::Sinh:
+        return unary([](double x) { return std::sinh(x); });
+    case OpKind::Cosh:
+        return unary([](double x) { return std::cosh(x); });
+    case OpKind::Asinh:
+        return unary([](double x) { return std::asinh(x); });
+    case OpKind::Acosh:
+        return unary([](double x) { return std::acosh(x); });
+    case OpKind::Atanh:
+        return unary([](double x) { return std::atanh(x); });
+    case OpKind::IsNaN:
+        return unary([](double x) { return std::isnan(x) ? 1.0 : 0.0; });
     case OpKind::IsInf: {
-        bool neg = attr_int(ev.g, n, "detect_negative") != 0, pos = attr_int(ev.g, n, "detect_positive") != 0;
+        bool neg = attr_int(ev.g, n, "detect_negative") != 0,
+             pos = attr_int(ev.g, n, "detect_positive") != 0;
         return unary([=](double x) { return std::isinf(x) && (x < 0 ? neg : pos) ? 1.0 : 0.0; });
     }
-    case OpKind::Not: return unary([](double x) { return x != 0 ? 0.0 : 1.0; });
+    case OpKind::Not:
+        return unary([](double x) { return x != 0 ? 0.0 : 1.0; });
     case OpKind::BitShift: {
         bool left = attr_string(ev.g, n, "direction") == "LEFT";
         return binary([=](Args a) {
@@ -197,16 +223,26 @@ std::optional<std::vector<Value>> evaluate_math(const Evaluator &ev, const Node 
             return (double)(left ? (x << s) & 0xff : x >> s);  // u8 wraps
         });
     }
-    case OpKind::PRelu: return binary([](Args a) { return a[0] < 0 ? a[1] * a[0] : a[0]; });
-    case OpKind::Greater: return binary([](Args a) { return a[0] > a[1] ? 1.0 : 0.0; });
-    case OpKind::Less: return binary([](Args a) { return a[0] < a[1] ? 1.0 : 0.0; });
-    case OpKind::GreaterOrEqual: return binary([](Args a) { return a[0] >= a[1] ? 1.0 : 0.0; });
-    case OpKind::LessOrEqual: return binary([](Args a) { return a[0] <= a[1] ? 1.0 : 0.0; });
-    case OpKind::Equal: return binary([](Args a) { return a[0] == a[1] ? 1.0 : 0.0; });
-    case OpKind::And: return binary([](Args a) { return a[0] != 0 && a[1] != 0 ? 1.0 : 0.0; });
-    case OpKind::Or: return binary([](Args a) { return a[0] != 0 || a[1] != 0 ? 1.0 : 0.0; });
-    case OpKind::Xor: return binary([](Args a) { return (a[0] != 0) != (a[1] != 0) ? 1.0 : 0.0; });
-    case OpKind::Where: return binary([](Args a) { return a[0] != 0 ? a[1] : a[2]; });
+    case OpKind::PRelu:
+        return binary([](Args a) { return a[0] < 0 ? a[1] * a[0] : a[0]; });
+    case OpKind::Greater:
+        return binary([](Args a) { return a[0] > a[1] ? 1.0 : 0.0; });
+    case OpKind::Less:
+        return binary([](Args a) { return a[0] < a[1] ? 1.0 : 0.0; });
+    case OpKind::GreaterOrEqual:
+        return binary([](Args a) { return a[0] >= a[1] ? 1.0 : 0.0; });
+    case OpKind::LessOrEqual:
+        return binary([](Args a) { return a[0] <= a[1] ? 1.0 : 0.0; });
+    case OpKind::Equal:
+        return binary([](Args a) { return a[0] == a[1] ? 1.0 : 0.0; });
+    case OpKind::And:
+        return binary([](Args a) { return a[0] != 0 && a[1] != 0 ? 1.0 : 0.0; });
+    case OpKind::Or:
+        return binary([](Args a) { return a[0] != 0 || a[1] != 0 ? 1.0 : 0.0; });
+    case OpKind::Xor:
+        return binary([](Args a) { return (a[0] != 0) != (a[1] != 0) ? 1.0 : 0.0; });
+    case OpKind::Where:
+        return binary([](Args a) { return a[0] != 0 ? a[1] : a[2]; });
     case OpKind::Mod: {
         bool fmod = attr_int(ev.g, n, "fmod") != 0;
         return binary([=](Args a) { return mod(a[0], a[1], fmod); });
@@ -221,17 +257,21 @@ std::optional<std::vector<Value>> evaluate_math(const Evaluator &ev, const Node 
         });
     }
     case OpKind::LogSoftmax:
-    case OpKind::Hardmax: return one(softmax_like(ev, n));
+    case OpKind::Hardmax:
+        return one(softmax_like(ev, n));
     case OpKind::ReduceMin:
     case OpKind::ReduceProd:
     case OpKind::ReduceL1:
     case OpKind::ReduceL2:
     case OpKind::ReduceLogSum:
     case OpKind::ReduceLogSumExp:
-    case OpKind::ReduceSumSquare: return one(reduce(ev, n));
+    case OpKind::ReduceSumSquare:
+        return one(reduce(ev, n));
     case OpKind::ArgMax:
-    case OpKind::ArgMin: return one(arg_reduce(ev, n));
-    default: return std::nullopt;
+    case OpKind::ArgMin:
+        return one(arg_reduce(ev, n));
+    default:
+        return std::nullopt;
     }
 }
 
