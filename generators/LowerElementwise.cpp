@@ -35,10 +35,13 @@ Expr constant(Type t, double v) {
     return typed_const(t, v);
 }
 
-/** ONNX Div on integers truncates toward zero; Halide's / floors. */
+/** ONNX Div on integers truncates toward zero; Halide's / is Euclidean (remainder >= 0), so
+ * negative dividends with a remainder step one toward zero. Halide 14's div_round_to_zero is not
+ * used: it gives wrong i32 quotients for constant divisors such as 3 (-4 / 3 gave 1). */
 Expr divide(Expr a, Expr b) {
-    if (a.type().is_float()) return a / b;
-    return div_round_to_zero(a, b);
+    if (a.type().is_float() || a.type().is_uint()) return a / b;
+    Expr zero = Internal::make_zero(a.type()), q = a / b;
+    return select(a < zero && a % b != zero, q + select(b > zero, constant(a.type(), 1), constant(a.type(), -1)), q);
 }
 
 Expr sigmoid(Expr x) {
@@ -68,7 +71,7 @@ Expr pow_any(Expr a, Expr b) {
     }
 
 FUSOR_UNARY(Neg, -x)
-FUSOR_UNARY(Abs, abs(x))
+FUSOR_UNARY(Abs, cast(t, abs(x)))  // Halide's integer abs is unsigned
 FUSOR_UNARY(Exp, exp(x))
 FUSOR_UNARY(Log, log(x))
 FUSOR_UNARY(Sqrt, sqrt(x))

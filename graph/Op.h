@@ -93,7 +93,60 @@ const char *pattern_name(OpPattern p);
 
 /** Elementwise math beyond the core set, comparisons and logic, variadic Sum/Mean, LogSoftmax,
  * Hardmax, the remaining reductions, ArgMax/ArgMin (issue 3). */
-#define FUSOR_OPS_MATH(X)
+#define FUSOR_OPS_MATH(X)                                                                           \
+    X(Elu, "", ElemWise, 1, 1, 1, unary_float, "", "alpha:f=1")                                     \
+    X(Selu, "", ElemWise, 1, 1, 1, unary_float, "",                                                 \
+      "alpha:f=1.67326319217681884765625 gamma:f=1.05070102214813232421875")                        \
+    X(Celu, "", ElemWise, 1, 1, 1, unary_float, "", "alpha:f=1")                                    \
+    X(Softplus, "", ElemWise, 1, 1, 1, unary_float, "", "")                                         \
+    X(Softsign, "", ElemWise, 1, 1, 1, unary_float, "", "")                                         \
+    X(ThresholdedRelu, "", ElemWise, 1, 1, 1, unary_float, "", "alpha:f=1")                         \
+    X(Shrink, "", ElemWise, 1, 1, 1, unary_numeric, "", "bias:f=0 lambd:f=0.5")                     \
+    X(Sign, "", ElemWise, 1, 1, 1, unary_numeric, "", "")                                           \
+    X(Floor, "", ElemWise, 1, 1, 1, unary_float, "", "")                                            \
+    X(Ceil, "", ElemWise, 1, 1, 1, unary_float, "", "")                                             \
+    X(Round, "", ElemWise, 1, 1, 1, unary_float, "", "")                                            \
+    X(Sin, "", ElemWise, 1, 1, 1, unary_float, "", "")                                              \
+    X(Cos, "", ElemWise, 1, 1, 1, unary_float, "", "")                                              \
+    X(Tan, "", ElemWise, 1, 1, 1, unary_float, "", "")                                              \
+    X(Asin, "", ElemWise, 1, 1, 1, unary_float, "", "")                                             \
+    X(Acos, "", ElemWise, 1, 1, 1, unary_float, "", "")                                             \
+    X(Atan, "", ElemWise, 1, 1, 1, unary_float, "", "")                                             \
+    X(Sinh, "", ElemWise, 1, 1, 1, unary_float, "", "")                                             \
+    X(Cosh, "", ElemWise, 1, 1, 1, unary_float, "", "")                                             \
+    X(Asinh, "", ElemWise, 1, 1, 1, unary_float, "", "")                                            \
+    X(Acosh, "", ElemWise, 1, 1, 1, unary_float, "", "")                                            \
+    X(Atanh, "", ElemWise, 1, 1, 1, unary_float, "", "")                                            \
+    X(IsNaN, "", ElemWise, 1, 1, 1, float_test, "", "")                                             \
+    X(IsInf, "", ElemWise, 1, 1, 1, float_test, "", "detect_negative:i=1 detect_positive:i=1")      \
+    X(Not, "", ElemWise, 1, 1, 1, logical, "", "")                                                  \
+    X(BitShift, "", Broadcast, 2, 2, 1, bit_shift, "", "direction:s")                               \
+    X(PRelu, "", Broadcast, 2, 2, 1, prelu, "", "")                                                 \
+    X(Greater, "", Broadcast, 2, 2, 1, compare, "", "")                                             \
+    X(Less, "", Broadcast, 2, 2, 1, compare, "", "")                                                \
+    X(GreaterOrEqual, "", Broadcast, 2, 2, 1, compare, "", "")                                      \
+    X(LessOrEqual, "", Broadcast, 2, 2, 1, compare, "", "")                                         \
+    X(Equal, "", Broadcast, 2, 2, 1, compare, "", "")                                               \
+    X(And, "", Broadcast, 2, 2, 1, logical, "", "")                                                 \
+    X(Or, "", Broadcast, 2, 2, 1, logical, "", "")                                                  \
+    X(Xor, "", Broadcast, 2, 2, 1, logical, "", "")                                                 \
+    X(Where, "", Broadcast, 3, 3, 1, where, "", "")                                                 \
+    X(Mod, "", Broadcast, 2, 2, 1, mod, "", "fmod:i=0")                                             \
+    X(Sum, "", Broadcast, 1, -1, 1, broadcast, "", "")                                              \
+    X(Mean, "", Broadcast, 1, -1, 1, broadcast, "", "")                                             \
+    X(LogSoftmax, "", Reduction, 1, 1, 1, softmax, "", "axis:i=-1")                                 \
+    X(Hardmax, "", Reduction, 1, 1, 1, softmax, "", "axis:i=-1")                                    \
+    X(ReduceMin, "", Reduction, 1, 1, 1, reduce_axes_attr, "", "axes:ints? keepdims:i=1")           \
+    X(ReduceProd, "", Reduction, 1, 1, 1, reduce_axes_attr, "", "axes:ints? keepdims:i=1")          \
+    X(ReduceL1, "", Reduction, 1, 1, 1, reduce_axes_attr, "", "axes:ints? keepdims:i=1")            \
+    X(ReduceL2, "", Reduction, 1, 1, 1, reduce_axes_float, "", "axes:ints? keepdims:i=1")           \
+    X(ReduceLogSum, "", Reduction, 1, 1, 1, reduce_axes_float, "", "axes:ints? keepdims:i=1")       \
+    X(ReduceLogSumExp, "", Reduction, 1, 1, 1, reduce_axes_float, "", "axes:ints? keepdims:i=1")    \
+    X(ReduceSumSquare, "", Reduction, 1, 1, 1, reduce_axes_attr, "", "axes:ints? keepdims:i=1")     \
+    X(ArgMax, "", Reduction, 1, 1, 1, arg_reduce, "",                                               \
+      "axis:i=0 keepdims:i=1 select_last_index:i=0")                                                \
+    X(ArgMin, "", Reduction, 1, 1, 1, arg_reduce, "",                                               \
+      "axis:i=0 keepdims:i=1 select_last_index:i=0")
 
 /** Data movement and shape ops: Squeeze/Unsqueeze, Expand, Tile, Split, Pad, GatherElements,
  * DepthToSpace/SpaceToDepth, CumSum, Trilu, ConstantOfShape, Range, Size, Einsum (issue 3). */

@@ -28,7 +28,9 @@ WindowGeometry window_geometry(const Graph &g, const Node &n);
 std::vector<int64_t> broadcast_shapes(const Graph &g, const Node &n, const std::vector<int64_t> &a,
                                       const std::vector<int64_t> &b);
 
-/** Axes reduced by a ReduceSum/ReduceMean/ReduceMax node, normalized and sorted. */
+/** Axes reduced by a Reduce* node (ReduceSum's constant axes input, the others' `axes`
+ * attribute), normalized and sorted; none given = every axis, except ReduceSum with
+ * noop_with_empty_axes, which reduces none. */
 std::vector<int> reduced_axes(const Graph &g, const Node &n);
 
 /** Output types of \p n from its op's shape rule. */
