@@ -54,7 +54,7 @@ std::vector<Func> lower_ConvTranspose(LowerContext &ctx) {
     Expr m = idx[1];
     Expr c = (m / (int)mpg) * (int)cpg + r[sd];
     std::vector<Expr> xi = {idx[0], c}, wi = {c, m % (int)mpg};
-    Expr valid = const_true();
+    Expr valid = Internal::const_true();
     bool tested = false;
     for (int i = 0; i < sd; i++) {
         int s = (int)geo.strides[i], d = (int)geo.dilations[i];
@@ -182,16 +182,17 @@ std::vector<Func> lower_Resize(LowerContext &ctx) {
         active.push_back(d);
         int n = taps[d].n, o_n = (int)out.shape[d];
         std::string tag = base + "_d" + std::to_string(d);
-        ibuf[d] = Buffer<int32_t>(std::vector<int>{n, o_n}, tag + "_idx");  // (tap, o): a row of taps per output coordinate
-        wbuf[d] = Buffer<>(t, std::vector<int>{n, o_n}, tag + "_w");
+        // (o, tap): output coordinates innermost, so a vector of outputs reads dense table rows
+        ibuf[d] = Buffer<int32_t>(std::vector<int>{o_n, n}, tag + "_idx");
+        wbuf[d] = Buffer<>(t, std::vector<int>{o_n, n}, tag + "_w");
         mbuf[d] = Buffer<uint8_t>(std::vector<int>{o_n}, tag + "_inside");
         for (int o = 0; o < o_n; o++) {
             mbuf[d](o) = taps[d].inside[o];
             for (int k = 0; k < n; k++) {
-                ibuf[d](k, o) = taps[d].idx[(size_t)o * n + k];
+                ibuf[d](o, k) = taps[d].idx[(size_t)o * n + k];
                 double w = taps[d].w[(size_t)o * n + k];
-                if (t.bits() == 32) wbuf[d].as<float>()(k, o) = (float)w;
-                else wbuf[d].as<double>()(k, o) = w;
+                if (t.bits() == 32) wbuf[d].as<float>()(o, k) = (float)w;
+                else wbuf[d].as<double>()(o, k) = w;
             }
         }
     }
@@ -207,9 +208,10 @@ std::vector<Func> lower_Resize(LowerContext &ctx) {
                 src[d] = idx[d];
                 continue;
             }
-            src[d] = ibuf[d](Expr(tap[d]), idx[d]);
+            // the clamp is a no-op on the table's values; it tells bounds inference the range
+            src[d] = clamp(ibuf[d](idx[d], tap[d]), 0, (int)X.type.shape[d] - 1);
             if (p.mode != "nearest") {
-                Expr wd = wbuf[d](Expr(tap[d]), idx[d]);
+                Expr wd = wbuf[d](idx[d], tap[d]);
                 w = w.defined() ? w * wd : wd;
             }
         }
@@ -225,7 +227,7 @@ std::vector<Func> lower_Resize(LowerContext &ctx) {
         if (a == active.size()) break;
     }
     if (p.coordinate_mode == "tf_crop_and_resize") {
-        Expr inside = const_true();
+        Expr inside = Internal::const_true();
         for (int d : active) inside = inside && mbuf[d](idx[d]) != 0;
         sum = select(inside, sum, typed_const(t, ctx.attr_float("extrapolation_value")));
     }
