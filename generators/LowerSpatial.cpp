@@ -77,7 +77,8 @@ std::vector<Func> lower_ConvTranspose(LowerContext &ctx) {
         xi.push_back(p);
         wi.push_back(k);
     }
-    Expr term = xin(std::vector<Expr>(xi.rbegin(), xi.rend())) * win(std::vector<Expr>(wi.rbegin(), wi.rend()));
+    Expr term = xin(std::vector<Expr>(xi.rbegin(), xi.rend())) *
+                win(std::vector<Expr>(wi.rbegin(), wi.rend()));
     if (tested) term = select(valid, term, typed_const(t, 0));
     std::vector<Expr> args(idx.rbegin(), idx.rend());
     Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
@@ -119,10 +120,13 @@ DimTaps dim_taps(const ResizeParams &p, int d, int64_t in, double cubic_a, bool 
     DimTaps t;
     int64_t out = p.out_shape[d];
     bool crop = p.coordinate_mode == "tf_crop_and_resize";
-    t.identity = !crop && ((p.scales[d] == 1.0 && in == out) || (p.coordinate_mode == "align_corners" && p.lengths[d] == (double)in));
+    t.identity = !crop && ((p.scales[d] == 1.0 && in == out) ||
+                           (p.coordinate_mode == "align_corners" && p.lengths[d] == (double)in));
     if (t.identity) return t;
     t.n = p.mode == "nearest" ? 1 : p.mode == "linear" ? 2 : 4;
-    auto clampi = [&](int64_t i) { return (int32_t)std::min<int64_t>(std::max<int64_t>(i, 0), in - 1); };
+    auto clampi = [&](int64_t i) {
+        return (int32_t)std::min<int64_t>(std::max<int64_t>(i, 0), in - 1);
+    };
     for (int64_t o = 0; o < out; o++) {
         double x = source_coordinate(p, d, in, o);
         t.inside.push_back(!crop || (x >= 0 && x <= (double)(in - 1)));
@@ -130,9 +134,12 @@ DimTaps dim_taps(const ResizeParams &p, int d, int64_t in, double cubic_a, bool 
         if (p.mode == "nearest") {
             double pick;
             if (p.nearest_mode == "floor") pick = f;
-            else if (p.nearest_mode == "ceil") pick = std::ceil(x);
-            else if (r == 0.5) pick = p.nearest_mode == "round_prefer_floor" ? f : f + 1;
-            else pick = r < 0.5 ? f : f + 1;
+            else if (p.nearest_mode == "ceil")
+                pick = std::ceil(x);
+            else if (r == 0.5)
+                pick = p.nearest_mode == "round_prefer_floor" ? f : f + 1;
+            else
+                pick = r < 0.5 ? f : f + 1;
             t.idx.push_back(clampi((int64_t)pick));
             t.w.push_back(1.0);
         } else if (p.mode == "linear") {
@@ -142,8 +149,10 @@ DimTaps dim_taps(const ResizeParams &p, int d, int64_t in, double cubic_a, bool 
             t.w.push_back(r);
         } else {
             double A = cubic_a;
-            auto near = [&](double s) { return ((A + 2) * s - (A + 3)) * s * s + 1; };       // |s| <= 1
-            auto far = [&](double s) { return ((A * s - 5 * A) * s + 8 * A) * s - 4 * A; };  // 1 < |s| < 2
+            auto near = [&](double s) { return ((A + 2) * s - (A + 3)) * s * s + 1; };  // |s| <= 1
+            auto far = [&](double s) {
+                return ((A * s - 5 * A) * s + 8 * A) * s - 4 * A;
+            };  // 1 < |s| < 2
             double w[4] = {far(1 + r), near(r), near(1 - r), far(2 - r)};
             double sum = 0;
             for (int k = 0; k < 4; k++) {
@@ -192,7 +201,8 @@ std::vector<Func> lower_Resize(LowerContext &ctx) {
                 ibuf[d](o, k) = taps[d].idx[(size_t)o * n + k];
                 double w = taps[d].w[(size_t)o * n + k];
                 if (t.bits() == 32) wbuf[d].as<float>()(o, k) = (float)w;
-                else wbuf[d].as<double>()(o, k) = w;
+                else
+                    wbuf[d].as<double>()(o, k) = w;
             }
         }
     }
@@ -301,12 +311,14 @@ std::vector<Func> lower_InstanceNormalization(LowerContext &ctx) {
     std::vector<int> spatial;
     for (int a = 2; a < r; a++) spatial.push_back(a);
     Moments mo = moments(ctx, X, spatial);
-    Func rstd = ctx.make_stage("rstd", {out.shape[0], out.shape[1]}, StageRole::RowInvariant, false, ctx.halide_dims(spatial));
+    Func rstd = ctx.make_stage("rstd", {out.shape[0], out.shape[1]}, StageRole::RowInvariant, false,
+                               ctx.halide_dims(spatial));
     Var c = dim_var(0), n = dim_var(1);
     rstd(c, n) = typed_const(t, 1) / sqrt(mo.var(c, n) + typed_const(t, ctx.attr_float("epsilon")));
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, r, [&](const std::vector<Expr> &i) {
-        return (call(X, i) - mo.at(mo.mean, i)) * mo.at(rstd, i) * ctx.input(1).func(i[1]) + ctx.input(2).func(i[1]);
+        return (call(X, i) - mo.at(mo.mean, i)) * mo.at(rstd, i) * ctx.input(1).func(i[1]) +
+               ctx.input(2).func(i[1]);
     });
     return {f};
 }
@@ -331,11 +343,13 @@ std::vector<Func> lower_LRN(LowerContext &ctx) {
     int r = out.rank();
     Type t = halide_type(out.dtype);
     int64_t size = ctx.attr_int("size");
-    double alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta"), bias = ctx.attr_float("bias");
+    double alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta"),
+           bias = ctx.attr_float("bias");
     Region bounds(r, Range(Expr(), Expr()));
     bounds[r - 2] = Range(0, (int)X.type.shape[1]);  // channels: Halide dim r - 2
     Func xin = BoundaryConditions::constant_exterior(X.func, typed_const(t, 0), bounds);
-    int64_t lo = (size - 1) / 2, hi = size - 1 - lo;  // window [c - floor((size-1)/2), c + ceil((size-1)/2)]
+    int64_t lo = (size - 1) / 2,
+            hi = size - 1 - lo;  // window [c - floor((size-1)/2), c + ceil((size-1)/2)]
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, r, [&](const std::vector<Expr> &i) {
         Expr sq;
@@ -374,7 +388,8 @@ std::vector<Func> lower_LpNormalization(LowerContext &ctx) {
     RDom rd(0, (int)out.shape[axis], sanitize_name(ctx.node().name) + "_r");
     std::vector<Expr> xi(r);
     for (int a = 0, j = r - 2; a < r; a++) xi[a] = a == axis ? Expr(rd.x) : Expr(row_vars[j--]);
-    Func acc = ctx.make_stage("norm", row_shape, StageRole::Accumulator, false, ctx.halide_dims({axis}));
+    Func acc =
+        ctx.make_stage("norm", row_shape, StageRole::Accumulator, false, ctx.halide_dims({axis}));
     acc(row_vars) = typed_const(t, 0);
     Expr v = call(X, xi);
     acc(row_vars) += l1 ? abs(v) : v * v;

@@ -26,16 +26,16 @@ bool has_input(const Node &n, int i) {
 void require_float(const Graph &g, const Node &n, int i) {
     const TensorType &t = input_type(g, n, i);
     if (!is_float(t.dtype)) {
-        throw UserError(g.where(n) + ": input " + std::to_string(i) + " has dtype " + dtype_name(t.dtype) +
-                        "; expected f32 or f64");
+        throw UserError(g.where(n) + ": input " + std::to_string(i) + " has dtype " +
+                        dtype_name(t.dtype) + "; expected f32 or f64");
     }
 }
 
 void require_dtype_of_input0(const Graph &g, const Node &n, int i) {
     DType a = input_type(g, n, 0).dtype, b = input_type(g, n, i).dtype;
     if (a != b) {
-        throw UserError(g.where(n) + ": input " + std::to_string(i) + " has dtype " + dtype_name(b) +
-                        " but input 0 has " + dtype_name(a));
+        throw UserError(g.where(n) + ": input " + std::to_string(i) + " has dtype " +
+                        dtype_name(b) + " but input 0 has " + dtype_name(a));
     }
 }
 
@@ -67,8 +67,8 @@ WindowGeometry conv_transpose_geometry(const Graph &g, const Node &n) {
                         "; expected N x C x 1 to 3 spatial dims");
     }
     if (w.rank() != x.rank()) {
-        throw UserError(g.where(n) + ": shape mismatch: weight " + to_string(w) + " must have the rank of input " +
-                        to_string(x));
+        throw UserError(g.where(n) + ": shape mismatch: weight " + to_string(w) +
+                        " must have the rank of input " + to_string(x));
     }
     size_t sd = (size_t)x.rank() - 2;
     WindowGeometry geo;
@@ -76,15 +76,16 @@ WindowGeometry conv_transpose_geometry(const Graph &g, const Node &n) {
     geo.kernel.assign(w.shape.begin() + 2, w.shape.end());
     auto kernel_attr = attr_ints(g, n, "kernel_shape");
     if (kernel_attr && *kernel_attr != geo.kernel) {
-        throw UserError(g.where(n) + ": shape mismatch: kernel_shape " + shape_to_string(*kernel_attr) +
-                        " disagrees with weight shape " + to_string(w));
+        throw UserError(g.where(n) + ": shape mismatch: kernel_shape " +
+                        shape_to_string(*kernel_attr) + " disagrees with weight shape " +
+                        to_string(w));
     }
     geo.group = attr_int(g, n, "group");
     auto list = [&](const char *name, int64_t fill, size_t len) {
         std::vector<int64_t> v = attr_ints(g, n, name).value_or(std::vector<int64_t>(len, fill));
         if (v.size() != len) {
-            throw UserError(g.where(n) + ": attribute '" + name + "' has " + std::to_string(v.size()) +
-                            " values; expected " + std::to_string(len));
+            throw UserError(g.where(n) + ": attribute '" + name + "' has " +
+                            std::to_string(v.size()) + " values; expected " + std::to_string(len));
         }
         return v;
     };
@@ -94,13 +95,16 @@ WindowGeometry conv_transpose_geometry(const Graph &g, const Node &n) {
     std::vector<int64_t> pads = list("pads", 0, 2 * sd);
     for (size_t i = 0; i < sd; i++) {
         if (geo.strides[i] < 1 || geo.dilations[i] < 1 || out_pad[i] < 0) {
-            throw UserError(g.where(n) + ": strides and dilations must be positive and output_padding non-negative");
+            throw UserError(
+                g.where(n) +
+                ": strides and dilations must be positive and output_padding non-negative");
         }
     }
     geo.pads_begin.assign(pads.begin(), pads.begin() + sd);
     geo.pads_end.assign(pads.begin() + sd, pads.end());
     std::string auto_pad = attr_string(g, n, "auto_pad");
-    if (auto_pad != "NOTSET" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" && auto_pad != "VALID") {
+    if (auto_pad != "NOTSET" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" &&
+        auto_pad != "VALID") {
         throw UserError(g.where(n) + ": attribute 'auto_pad' is \"" + auto_pad +
                         "\"; expected NOTSET, SAME_UPPER, SAME_LOWER or VALID");
     }
@@ -110,14 +114,16 @@ WindowGeometry conv_transpose_geometry(const Graph &g, const Node &n) {
         out_shape = *out_shape_attr;
         if (out_shape.size() == sd + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
         if (out_shape.size() != sd) {
-            throw UserError(g.where(n) + ": attribute 'output_shape' has " + std::to_string(out_shape_attr->size()) +
-                            " values; expected " + std::to_string(sd));
+            throw UserError(g.where(n) + ": attribute 'output_shape' has " +
+                            std::to_string(out_shape_attr->size()) + " values; expected " +
+                            std::to_string(sd));
         }
     }
     bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
     geo.out_spatial.resize(sd);
     for (size_t i = 0; i < sd; i++) {
-        int64_t full = geo.strides[i] * (geo.in_spatial[i] - 1) + out_pad[i] + (geo.kernel[i] - 1) * geo.dilations[i] + 1;
+        int64_t full = geo.strides[i] * (geo.in_spatial[i] - 1) + out_pad[i] +
+                       (geo.kernel[i] - 1) * geo.dilations[i] + 1;
         if (out_shape_attr || same) {
             int64_t target = out_shape_attr ? out_shape[i] : geo.in_spatial[i] * geo.strides[i];
             int64_t total = full - target;
@@ -134,8 +140,9 @@ WindowGeometry conv_transpose_geometry(const Graph &g, const Node &n) {
         }
         geo.out_spatial[i] = full - geo.pads_begin[i] - geo.pads_end[i];
         if (geo.out_spatial[i] < 1) {
-            throw UserError(g.where(n) + ": shape mismatch: output spatial dim " + std::to_string(i) + " would be " +
-                            std::to_string(geo.out_spatial[i]) + "; pads exceed the transposed convolution's output");
+            throw UserError(g.where(n) + ": shape mismatch: output spatial dim " +
+                            std::to_string(i) + " would be " + std::to_string(geo.out_spatial[i]) +
+                            "; pads exceed the transposed convolution's output");
         }
     }
     return geo;
@@ -149,17 +156,21 @@ ResizeParams resize_params(const Graph &g, const Node &n) {
     p.coordinate_mode = attr_string(g, n, "coordinate_transformation_mode");
     p.nearest_mode = attr_string(g, n, "nearest_mode");
     if (p.mode != "nearest" && p.mode != "linear" && p.mode != "cubic") {
-        throw UserError(g.where(n) + ": attribute 'mode' is \"" + p.mode + "\"; expected nearest, linear or cubic");
+        throw UserError(g.where(n) + ": attribute 'mode' is \"" + p.mode +
+                        "\"; expected nearest, linear or cubic");
     }
-    static const char *kCoordModes[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                        "tf_crop_and_resize"};
-    if (std::find_if(std::begin(kCoordModes), std::end(kCoordModes), [&](const char *m) { return p.coordinate_mode == m; }) ==
-        std::end(kCoordModes)) {
-        throw UserError(g.where(n) + ": attribute 'coordinate_transformation_mode' is \"" + p.coordinate_mode +
-                        "\"; expected half_pixel, pytorch_half_pixel, align_corners, asymmetric or tf_crop_and_resize");
+    static const char *kCoordModes[] = {"half_pixel", "pytorch_half_pixel", "align_corners",
+                                        "asymmetric", "tf_crop_and_resize"};
+    if (std::find_if(std::begin(kCoordModes), std::end(kCoordModes), [&](const char *m) {
+            return p.coordinate_mode == m;
+        }) == std::end(kCoordModes)) {
+        throw UserError(g.where(n) + ": attribute 'coordinate_transformation_mode' is \"" +
+                        p.coordinate_mode +
+                        "\"; expected half_pixel, pytorch_half_pixel, align_corners, asymmetric or "
+                        "tf_crop_and_resize");
     }
-    if (p.nearest_mode != "round_prefer_floor" && p.nearest_mode != "round_prefer_ceil" && p.nearest_mode != "floor" &&
-        p.nearest_mode != "ceil") {
+    if (p.nearest_mode != "round_prefer_floor" && p.nearest_mode != "round_prefer_ceil" &&
+        p.nearest_mode != "floor" && p.nearest_mode != "ceil") {
         throw UserError(g.where(n) + ": attribute 'nearest_mode' is \"" + p.nearest_mode +
                         "\"; expected round_prefer_floor, round_prefer_ceil, floor or ceil");
     }
@@ -171,16 +182,19 @@ ResizeParams resize_params(const Graph &g, const Node &n) {
     std::vector<int64_t> sizes;
     if (has_input(n, 3)) sizes = constant_ints(g, n, 3);
     if (!scales.empty() && !sizes.empty()) {
-        throw UserError(g.where(n) + ": both scales and sizes are given; expected exactly one of them");
+        throw UserError(g.where(n) +
+                        ": both scales and sizes are given; expected exactly one of them");
     }
     if (scales.empty() && sizes.empty()) {
-        throw UserError(g.where(n) + ": neither scales (input 2) nor sizes (input 3) is given; expected one of them");
+        throw UserError(
+            g.where(n) +
+            ": neither scales (input 2) nor sizes (input 3) is given; expected one of them");
     }
     const char *which = scales.empty() ? "sizes" : "scales";
     size_t len = scales.empty() ? sizes.size() : scales.size();
     if ((int)len != r) {
-        throw UserError(g.where(n) + ": " + which + " has " + std::to_string(len) + " values; expected " +
-                        std::to_string(r) + " (the rank of input 0)");
+        throw UserError(g.where(n) + ": " + which + " has " + std::to_string(len) +
+                        " values; expected " + std::to_string(r) + " (the rank of input 0)");
     }
     p.scales.resize(r);
     p.out_shape.resize(r);
@@ -198,8 +212,9 @@ ResizeParams resize_params(const Graph &g, const Node &n) {
             p.scales[i] = (double)sizes[i] / (double)x.shape[i];
         }
         if (p.out_shape[i] < 1) {
-            throw UserError(g.where(n) + ": output dim " + std::to_string(i) + " would be empty (scale " +
-                            std::to_string(p.scales[i]) + " of " + std::to_string(x.shape[i]) + ")");
+            throw UserError(g.where(n) + ": output dim " + std::to_string(i) +
+                            " would be empty (scale " + std::to_string(p.scales[i]) + " of " +
+                            std::to_string(x.shape[i]) + ")");
         }
     }
     p.roi_start.assign(r, 0.0);
@@ -207,8 +222,9 @@ ResizeParams resize_params(const Graph &g, const Node &n) {
     if (p.coordinate_mode == "tf_crop_and_resize") {
         std::vector<double> roi = constant_doubles(g, n, 1);
         if ((int)roi.size() != 2 * r) {
-            throw UserError(g.where(n) + ": tf_crop_and_resize needs roi (input 1) with " + std::to_string(2 * r) +
-                            " values [starts..., ends...], got " + std::to_string(roi.size()));
+            throw UserError(g.where(n) + ": tf_crop_and_resize needs roi (input 1) with " +
+                            std::to_string(2 * r) + " values [starts..., ends...], got " +
+                            std::to_string(roi.size()));
         }
         p.roi_start.assign(roi.begin(), roi.begin() + r);
         p.roi_end.assign(roi.begin() + r, roi.end());
@@ -237,16 +253,18 @@ std::vector<TensorType> conv_transpose(const Graph &g, const Node &n) {
     WindowGeometry geo = conv_transpose_geometry(g, n);
     int64_t c = x.shape[1];
     if (geo.group < 1 || c % geo.group || w.shape[0] != c) {
-        throw UserError(g.where(n) + ": shape mismatch: input channels " + std::to_string(c) + ", weight " +
-                        to_string(w) + " (expected [C, M/group, kernel...]) and group " + std::to_string(geo.group) +
-                        " are inconsistent");
+        throw UserError(g.where(n) + ": shape mismatch: input channels " + std::to_string(c) +
+                        ", weight " + to_string(w) +
+                        " (expected [C, M/group, kernel...]) and group " +
+                        std::to_string(geo.group) + " are inconsistent");
     }
     int64_t m = w.shape[1] * geo.group;
     if (has_input(n, 2)) {
         require_dtype_of_input0(g, n, 2);
         if (input_type(g, n, 2).shape != std::vector<int64_t>{m}) {
-            throw UserError(g.where(n) + ": shape mismatch: bias " + to_string(input_type(g, n, 2)) + " must be [" +
-                            std::to_string(m) + "]");
+            throw UserError(g.where(n) + ": shape mismatch: bias " +
+                            to_string(input_type(g, n, 2)) + " must be [" + std::to_string(m) +
+                            "]");
         }
     }
     std::vector<int64_t> out = {x.shape[0], m};
@@ -264,13 +282,15 @@ std::vector<TensorType> instance_norm(const Graph &g, const Node &n) {
     require_float(g, n, 0);
     const TensorType &x = input_type(g, n, 0);
     if (x.rank() < 3) {
-        throw UserError(g.where(n) + ": input 0 has shape " + to_string(x) + "; expected N x C x spatial dims");
+        throw UserError(g.where(n) + ": input 0 has shape " + to_string(x) +
+                        "; expected N x C x spatial dims");
     }
     for (int i = 1; i < 3; i++) {
         require_dtype_of_input0(g, n, i);
         if (input_type(g, n, i).shape != std::vector<int64_t>{x.shape[1]}) {
             throw UserError(g.where(n) + ": shape mismatch: input " + std::to_string(i) + " is " +
-                            to_string(input_type(g, n, i)) + "; expected [" + std::to_string(x.shape[1]) + "] (channels)");
+                            to_string(input_type(g, n, i)) + "; expected [" +
+                            std::to_string(x.shape[1]) + "] (channels)");
         }
     }
     return {x};
@@ -279,8 +299,11 @@ std::vector<TensorType> instance_norm(const Graph &g, const Node &n) {
 std::vector<TensorType> lrn(const Graph &g, const Node &n) {
     require_float(g, n, 0);
     const TensorType &x = input_type(g, n, 0);
-    if (x.rank() < 2) throw UserError(g.where(n) + ": input 0 has shape " + to_string(x) + "; expected N x C x ...");
-    if (attr_int(g, n, "size") < 1) throw UserError(g.where(n) + ": attribute 'size' must be positive");
+    if (x.rank() < 2)
+        throw UserError(g.where(n) + ": input 0 has shape " + to_string(x) +
+                        "; expected N x C x ...");
+    if (attr_int(g, n, "size") < 1)
+        throw UserError(g.where(n) + ": attribute 'size' must be positive");
     return {x};
 }
 
@@ -295,7 +318,9 @@ std::vector<TensorType> lp_norm(const Graph &g, const Node &n) {
     const TensorType &x = input_type(g, n, 0);
     normalize_axis(g, n, attr_int(g, n, "axis"), x.rank());
     int64_t p = attr_int(g, n, "p");
-    if (p != 1 && p != 2) throw UserError(g.where(n) + ": attribute 'p' is " + std::to_string(p) + "; expected 1 or 2");
+    if (p != 1 && p != 2)
+        throw UserError(g.where(n) + ": attribute 'p' is " + std::to_string(p) +
+                        "; expected 1 or 2");
     return {x};
 }
 

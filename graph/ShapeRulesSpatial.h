@@ -21,7 +21,7 @@ WindowGeometry conv_transpose_geometry(const Graph &g, const Node &n);
 
 /** Resolved Resize parameters, one entry per input dim (ONNX order). */
 struct ResizeParams {
-    std::vector<double> scales;        ///< output / input as the coordinate transform uses it
+    std::vector<double> scales;  ///< output / input as the coordinate transform uses it
     std::vector<int64_t> out_shape;
     /** The resized length the coordinate transforms use: the size when sizes is given, else
      * input length * scale (not rounded, as in ONNX's reference: align_corners with scales

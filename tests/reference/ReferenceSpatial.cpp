@@ -25,13 +25,16 @@ Value conv_transpose(const Evaluator &ev, const Node &n) {
     WindowGeometry geo = conv_transpose_geometry(ev.g, n);
     Value out = ev.out_value(n);
     size_t sd = geo.kernel.size();
-    int64_t batch = X.type.shape[0], C = X.type.shape[1], mpg = W.type.shape[1], M = mpg * geo.group;
+    int64_t batch = X.type.shape[0], C = X.type.shape[1], mpg = W.type.shape[1],
+            M = mpg * geo.group;
     int64_t cpg = C / geo.group;
-    int64_t in_sp = product(geo.in_spatial), out_sp = product(geo.out_spatial), k_sp = product(geo.kernel);
+    int64_t in_sp = product(geo.in_spatial), out_sp = product(geo.out_spatial),
+            k_sp = product(geo.kernel);
     Shape out_st = strides_of(geo.out_spatial);
     for (int64_t b = 0; b < batch; b++) {
         for (int64_t m = 0; m < M; m++) {
-            for (int64_t o = 0; o < out_sp; o++) out.data[(b * M + m) * out_sp + o] = bias ? bias->data[m] : 0.0;
+            for (int64_t o = 0; o < out_sp; o++)
+                out.data[(b * M + m) * out_sp + o] = bias ? bias->data[m] : 0.0;
         }
         for (int64_t c = 0; c < C; c++) {
             int64_t grp = c / cpg;
@@ -43,14 +46,16 @@ Value conv_transpose(const Evaluator &ev, const Node &n) {
                     int64_t off = 0;
                     bool inside = true;
                     for (size_t d = 0; d < sd; d++) {
-                        int64_t q = pi[d] * geo.strides[d] + ki[d] * geo.dilations[d] - geo.pads_begin[d];
+                        int64_t q =
+                            pi[d] * geo.strides[d] + ki[d] * geo.dilations[d] - geo.pads_begin[d];
                         inside &= q >= 0 && q < geo.out_spatial[d];
                         off += q * out_st[d];
                     }
                     if (!inside) continue;
                     for (int64_t j = 0; j < mpg; j++) {
                         int64_t m = grp * mpg + j;
-                        out.data[(b * M + m) * out_sp + off] += x * W.data[(c * mpg + j) * k_sp + kf];
+                        out.data[(b * M + m) * out_sp + off] +=
+                            x * W.data[(c * mpg + j) * k_sp + kf];
                     }
                 }
             }
@@ -68,7 +73,8 @@ std::vector<Value> max_pool_with_indices(const Evaluator &ev, const Node &n) {
     Value out = ev.out_value(n, 0), indices = ev.out_value(n, 1);
     int64_t planes = X.type.shape[0] * X.type.shape[1];
     size_t sd = geo.kernel.size();
-    int64_t in_sp = product(geo.in_spatial), out_sp = product(geo.out_spatial), k_sp = product(geo.kernel);
+    int64_t in_sp = product(geo.in_spatial), out_sp = product(geo.out_spatial),
+            k_sp = product(geo.kernel);
     Shape in_st = strides_of(geo.in_spatial), cm_st(sd, 1);
     for (size_t d = 1; d < sd; d++) cm_st[d] = cm_st[d - 1] * geo.in_spatial[d - 1];
     for (int64_t pl = 0; pl < planes; pl++) {
@@ -81,7 +87,8 @@ std::vector<Value> max_pool_with_indices(const Evaluator &ev, const Node &n) {
                 int64_t off = 0, cm = 0;
                 bool inside = true;
                 for (size_t d = 0; d < sd; d++) {
-                    int64_t p = oi[d] * geo.strides[d] + ki[d] * geo.dilations[d] - geo.pads_begin[d];
+                    int64_t p =
+                        oi[d] * geo.strides[d] + ki[d] * geo.dilations[d] - geo.pads_begin[d];
                     inside &= p >= 0 && p < geo.in_spatial[d];
                     off += p * in_st[d];
                     cm += p * cm_st[d];
@@ -121,15 +128,18 @@ struct Tap {
 
 /** The taps of output coordinate \p o along dim \p d, or nullopt when tf_crop_and_resize puts the
  * source coordinate outside the input (the output is then extrapolation_value). */
-std::optional<std::vector<Tap>> resize_taps(const Graph &g, const Node &n, const ResizeParams &p, int d, int64_t in,
-                                            int64_t o) {
+std::optional<std::vector<Tap>> resize_taps(const Graph &g, const Node &n, const ResizeParams &p,
+                                            int d, int64_t in, int64_t o) {
     double len = p.lengths[d];
     double scale = p.scales[d], xr = (double)o, x;
     const std::string &ctm = p.coordinate_mode;
     if (ctm == "half_pixel") x = (xr + 0.5) / scale - 0.5;
-    else if (ctm == "pytorch_half_pixel") x = len > 1 ? (xr + 0.5) / scale - 0.5 : 0.0;
-    else if (ctm == "align_corners") x = len == 1 ? 0.0 : xr * (double)(in - 1) / (len - 1);
-    else if (ctm == "asymmetric") x = xr / scale;
+    else if (ctm == "pytorch_half_pixel")
+        x = len > 1 ? (xr + 0.5) / scale - 0.5 : 0.0;
+    else if (ctm == "align_corners")
+        x = len == 1 ? 0.0 : xr * (double)(in - 1) / (len - 1);
+    else if (ctm == "asymmetric")
+        x = xr / scale;
     else {
         double s = p.roi_start[d], e = p.roi_end[d];
         x = len > 1 ? s * (double)(in - 1) + xr * (e - s) * (double)(in - 1) / (len - 1)
@@ -142,10 +152,14 @@ std::optional<std::vector<Tap>> resize_taps(const Graph &g, const Node &n, const
     if (p.mode == "nearest") {
         const std::string &nm = p.nearest_mode;
         if (ratio == 1.0) coeffs = {0, 1};
-        else if (nm == "round_prefer_floor") coeffs = {ratio <= 0.5 ? 1.0 : 0.0, ratio > 0.5 ? 1.0 : 0.0};
-        else if (nm == "round_prefer_ceil") coeffs = {ratio < 0.5 ? 1.0 : 0.0, ratio >= 0.5 ? 1.0 : 0.0};
-        else if (nm == "floor") coeffs = {1, 0};
-        else coeffs = {0, 1};
+        else if (nm == "round_prefer_floor")
+            coeffs = {ratio <= 0.5 ? 1.0 : 0.0, ratio > 0.5 ? 1.0 : 0.0};
+        else if (nm == "round_prefer_ceil")
+            coeffs = {ratio < 0.5 ? 1.0 : 0.0, ratio >= 0.5 ? 1.0 : 0.0};
+        else if (nm == "floor")
+            coeffs = {1, 0};
+        else
+            coeffs = {0, 1};
     } else if (p.mode == "linear") {
         coeffs = {1 - ratio, ratio};
     } else {
@@ -160,7 +174,9 @@ std::optional<std::vector<Tap>> resize_taps(const Graph &g, const Node &n, const
     int64_t nt = (int64_t)coeffs.size(), pad = (nt + 1) / 2;
     std::vector<int64_t> cand;
     for (int64_t i = -pad; i < in + pad; i++) cand.push_back(i);
-    std::stable_sort(cand.begin(), cand.end(), [&](int64_t a, int64_t b) { return std::fabs(x - (double)a) < std::fabs(x - (double)b); });
+    std::stable_sort(cand.begin(), cand.end(), [&](int64_t a, int64_t b) {
+        return std::fabs(x - (double)a) < std::fabs(x - (double)b);
+    });
     cand.resize((size_t)nt);
     std::sort(cand.begin(), cand.end());
     bool exclude = attr_int(g, n, "exclude_outside") != 0 && p.mode == "cubic";
@@ -173,7 +189,8 @@ std::optional<std::vector<Tap>> resize_taps(const Graph &g, const Node &n, const
         for (double &c : coeffs) c /= sum;
     }
     std::vector<Tap> taps;
-    for (int64_t k = 0; k < nt; k++) taps.push_back({std::clamp<int64_t>(cand[k], 0, in - 1), coeffs[k]});
+    for (int64_t k = 0; k < nt; k++)
+        taps.push_back({std::clamp<int64_t>(cand[k], 0, in - 1), coeffs[k]});
     return taps;
 }
 
@@ -187,7 +204,8 @@ Value resize(const Evaluator &ev, const Node &n) {
     // taps[d][o]: per dim and output coordinate
     std::vector<std::vector<std::optional<std::vector<Tap>>>> taps(r);
     for (int d = 0; d < r; d++) {
-        for (int64_t o = 0; o < p.out_shape[d]; o++) taps[d].push_back(resize_taps(ev.g, n, p, d, in_shape[d], o));
+        for (int64_t o = 0; o < p.out_shape[d]; o++)
+            taps[d].push_back(resize_taps(ev.g, n, p, d, in_shape[d], o));
     }
     Shape in_st = strides_of(in_shape);
     for (int64_t e = 0; e < (int64_t)out.data.size(); e++) {
@@ -240,7 +258,8 @@ Value instance_norm(const Evaluator &ev, const Node &n) {
         var /= (double)inner;
         int64_t c = pl % C;
         for (int64_t i = 0; i < inner; i++) {
-            out.data[pl * inner + i] = scale.data[c] * (x[i] - mean) / std::sqrt(var + eps) + B.data[c];
+            out.data[pl * inner + i] =
+                scale.data[c] * (x[i] - mean) / std::sqrt(var + eps) + B.data[c];
         }
     }
     return out;
@@ -278,13 +297,15 @@ Value mean_variance_norm(const Evaluator &ev, const Node &n) {
  * [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to [0, C))^beta. */
 Value lrn(const Evaluator &ev, const Node &n) {
     const Value &X = ev.in(n, 0);
-    double alpha = attr_float(ev.g, n, "alpha"), beta = attr_float(ev.g, n, "beta"), bias = attr_float(ev.g, n, "bias");
+    double alpha = attr_float(ev.g, n, "alpha"), beta = attr_float(ev.g, n, "beta"),
+           bias = attr_float(ev.g, n, "bias");
     int64_t size = attr_int(ev.g, n, "size");
     int64_t C = X.type.shape[1], inner = product(X.type.shape, 2), batch = X.type.shape[0];
     Value out = ev.out_value(n);
     for (int64_t b = 0; b < batch; b++) {
         for (int64_t c = 0; c < C; c++) {
-            int64_t lo = std::max<int64_t>(0, c - (size - 1) / 2), hi = std::min<int64_t>(C - 1, c + size / 2);
+            int64_t lo = std::max<int64_t>(0, c - (size - 1) / 2),
+                    hi = std::min<int64_t>(C - 1, c + size / 2);
             for (int64_t i = 0; i < inner; i++) {
                 double sq = 0;
                 for (int64_t j = lo; j <= hi; j++) {
@@ -311,7 +332,8 @@ Value lp_norm(const Evaluator &ev, const Node &n) {
         for (int64_t i = 0; i < inner; i++) {
             auto at = [&](int64_t k) { return (o * len + k) * inner + i; };
             double norm = 0;
-            for (int64_t k = 0; k < len; k++) norm += l1 ? std::fabs(X.data[at(k)]) : X.data[at(k)] * X.data[at(k)];
+            for (int64_t k = 0; k < len; k++)
+                norm += l1 ? std::fabs(X.data[at(k)]) : X.data[at(k)] * X.data[at(k)];
             if (!l1) norm = std::sqrt(norm);
             for (int64_t k = 0; k < len; k++) out.data[at(k)] = X.data[at(k)] / norm;
         }
@@ -323,15 +345,24 @@ Value lp_norm(const Evaluator &ev, const Node &n) {
 
 std::optional<std::vector<Value>> evaluate_spatial(const Evaluator &ev, const Node &n) {
     switch (n.op) {
-    case OpKind::MaxPool: return max_pool_with_indices(ev, n);  // the core evaluator handles one output
-    case OpKind::ConvTranspose: return std::vector<Value>{conv_transpose(ev, n)};
-    case OpKind::GlobalMaxPool: return std::vector<Value>{global_max_pool(ev, n)};
-    case OpKind::Resize: return std::vector<Value>{resize(ev, n)};
-    case OpKind::InstanceNormalization: return std::vector<Value>{instance_norm(ev, n)};
-    case OpKind::LRN: return std::vector<Value>{lrn(ev, n)};
-    case OpKind::MeanVarianceNormalization: return std::vector<Value>{mean_variance_norm(ev, n)};
-    case OpKind::LpNormalization: return std::vector<Value>{lp_norm(ev, n)};
-    default: return std::nullopt;
+    case OpKind::MaxPool:
+        return max_pool_with_indices(ev, n);  // the core evaluator handles one output
+    case OpKind::ConvTranspose:
+        return std::vector<Value>{conv_transpose(ev, n)};
+    case OpKind::GlobalMaxPool:
+        return std::vector<Value>{global_max_pool(ev, n)};
+    case OpKind::Resize:
+        return std::vector<Value>{resize(ev, n)};
+    case OpKind::InstanceNormalization:
+        return std::vector<Value>{instance_norm(ev, n)};
+    case OpKind::LRN:
+        return std::vector<Value>{lrn(ev, n)};
+    case OpKind::MeanVarianceNormalization:
+        return std::vector<Value>{mean_variance_norm(ev, n)};
+    case OpKind::LpNormalization:
+        return std::vector<Value>{lp_norm(ev, n)};
+    default:
+        return std::nullopt;
     }
 }
 
