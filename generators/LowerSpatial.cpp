@@ -193,16 +193,20 @@ std::vector<Func> lower_Resize(LowerContext &ctx) {
         std::string tag = base + "_d" + std::to_string(d);
         // (o, tap): output coordinates innermost, so a vector of outputs reads dense table rows
         ibuf[d] = Buffer<int32_t>(std::vector<int>{o_n, n}, tag + "_idx");
-        wbuf[d] = Buffer<>(t, std::vector<int>{o_n, n}, tag + "_w");
+        bool weighted = p.mode != "nearest";  // nearest reads one tap: no weights (any dtype)
+        if (weighted) wbuf[d] = Buffer<>(t, std::vector<int>{o_n, n}, tag + "_w");
         mbuf[d] = Buffer<uint8_t>(std::vector<int>{o_n}, tag + "_inside");
         for (int o = 0; o < o_n; o++) {
             mbuf[d](o) = taps[d].inside[o];
             for (int k = 0; k < n; k++) {
                 ibuf[d](o, k) = taps[d].idx[(size_t)o * n + k];
                 double w = taps[d].w[(size_t)o * n + k];
-                if (t.bits() == 32) wbuf[d].as<float>()(o, k) = (float)w;
-                else
+                if (!weighted) continue;
+                if (t.bits() == 32) {
+                    wbuf[d].as<float>()(o, k) = (float)w;
+                } else {
                     wbuf[d].as<double>()(o, k) = w;
+                }
             }
         }
     }
