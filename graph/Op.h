@@ -100,7 +100,8 @@ const char *pattern_name(OpPattern p);
 #define FUSOR_OPS_MOVEMENT(X)
 
 /** Windowed and spatial ops beyond the core set: ConvTranspose, GlobalMaxPool, Resize,
- * InstanceNormalization, LRN, MeanVarianceNormalization (issue 3). */
+ * InstanceNormalization, LRN, MeanVarianceNormalization, LpNormalization (issue 3). Conv, MaxPool
+ * and AveragePool (core rows) take 1 to 3 spatial dims; MaxPool's second output is Indices. */
 #define FUSOR_OPS_SPATIAL(X)                                                                        \
     X(ConvTranspose, "", OutFusable, 2, 3, 1, conv_transpose, "",                                   \
       "auto_pad:s=NOTSET dilations:ints? group:i=1 kernel_shape:ints? output_padding:ints? "        \

@@ -754,3 +754,24 @@ TEST_CASE("spatial ops: Conv -> Resize (2x nearest upsample) -> Add fused",
             .node("Add", {"r", "z"}, {"y"})
             .json());
 }
+
+TEST_CASE("spatial ops: 1-D and 3-D Conv followed by BatchNormalization (peephole folding)",
+          "[generators][ops][spatial]") {
+    for (const Shape &x : {Shape{1, 3, 10}, Shape{1, 3, 4, 5, 6}}) {
+        Shape w = {4, 3, 3};
+        while (w.size() < x.size()) w.push_back(3);
+        std::string pads = x.size() == 3 ? "[1,1]" : "[1,1,1,1,1,1]";
+        fusor::test::check_against_reference(Builder()
+                                                 .input("x", x)
+                                                 .weight("w", w, 51)
+                                                 .weight("b", {4}, 52)
+                                                 .weight("scale", {4}, 53)
+                                                 .weight("shift", {4}, 54)
+                                                 .weight("mean", {4}, 55)
+                                                 .init("var", {4}, {0.5, 1, 1.5, 2})
+                                                 .node("Conv", {"x", "w", "b"}, {"c"}, R"("pads": )" + pads)
+                                                 .node("BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"n"})
+                                                 .node("Relu", {"n"}, {"y"})
+                                                 .json());
+    }
+}
