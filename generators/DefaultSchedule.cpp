@@ -96,7 +96,9 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             // register blocking: (tx / vec) x ty accumulators held in vector registers
             bool is_conv = false;
             for (const StageInfo &st : lc.stages) {
-                if (reach[st.node].count((int)i) && g.nodes[st.node].op == OpKind::Conv) is_conv = true;
+                if (!reach[st.node].count((int)i)) continue;
+                OpKind op = g.nodes[st.node].op;
+                if (op == OpKind::Conv || op == OpKind::ConvTranspose) is_conv = true;
             }
             // Accumulators must stay in registers: with R vector registers, keep (tx / vec) * ty
             // <= R - 4 (the rest hold the operand vectors and a broadcast). Matmul: two vectors

@@ -1,7 +1,7 @@
 /** \file
- * Lowerings of the OutFusable ops: MatMul, Gemm, Conv. Each writes its reduction as an explicit
- * update definition of an accumulator stage (`<node>_acc`, so schedules can tile, vectorize and
- * later rfactor it) and defines the node's output as a pure stage over the accumulator. */
+ * Lowerings of the OutFusable ops: MatMul, Gemm, Conv (1 to 3 spatial dims). Each writes its
+ * reduction as an explicit update definition of an accumulator stage (`<node>_acc`, so schedules
+ * can tile, vectorize and later rfactor it) and defines the node's output as a pure stage over the accumulator. */
 #include "generators/Lowering.h"
 
 #include "graph/ShapeInference.h"
@@ -114,11 +114,60 @@ Func padded_input(LowerContext &ctx, const LValue &X, const WindowGeometry &geo,
     return xin;
 }
 
+/** Conv over 1 or 3 spatial dims (NC...): the 2-D lowering below with the spatial dims and the
+ * kernel window generalized. Its accumulator is scheduled like the 2-D one (register-blocked
+ * over the two innermost output dims). */
+std::vector<Func> lower_conv_nd(LowerContext &ctx, const WindowGeometry &geo) {
+    const LValue &X = ctx.input(0), &W = ctx.input(1);
+    const TensorType &out = ctx.out_type();
+    int rank = X.type.rank(), sd = rank - 2;
+    int64_t C = X.type.shape[1], M = W.type.shape[0], cpg = W.type.shape[1];
+    int64_t mpg = M / geo.group;
+    Type t = halide_type(out.dtype);
+    bool padded = false;
+    for (int i = 0; i < sd; i++) padded |= geo.pads_begin[i] || geo.pads_end[i];
+    Func xin = X.func;
+    if (padded) {
+        Region bounds;  // Halide order: spatial dims innermost first, then C; N unbounded
+        for (int a = rank - 1; a >= 1; a--) bounds.push_back(Range(0, (int)X.type.shape[a]));
+        bounds.push_back(Range(Expr(), Expr()));
+        Func bc = BoundaryConditions::constant_exterior(X.func, typed_const(t, 0), bounds);
+        xin = ctx.make_stage("pad", X.type.shape, StageRole::Reused, false);
+        std::vector<Var> pv;
+        for (int i = 0; i < rank; i++) pv.push_back(dim_var(i));
+        xin(pv) = bc(pv);
+    }
+    Region window;  // Halide order: kernel of the innermost spatial dim first, then channels
+    for (int i = sd - 1; i >= 0; i--) window.push_back(Range(0, (int)W.type.shape[2 + i]));
+    window.push_back(Range(0, (int)cpg));
+    RDom r(window, sanitize_name(ctx.node().name) + "_r");
+    Expr rc = r[sd];
+    std::vector<Expr> idx = LowerContext::exprs(ctx.vars(rank));  // n, m, spatial...
+    Expr m = idx[1];
+    Expr ci = cpg == C ? rc : (m / (int)mpg) * (int)cpg + rc;
+    std::vector<Expr> xi = {idx[0], ci}, wi = {m, rc};
+    for (int i = 0; i < sd; i++) {
+        Expr k = r[sd - 1 - i];
+        xi.push_back(idx[2 + i] * (int)geo.strides[i] + k * (int)geo.dilations[i] - (int)geo.pads_begin[i]);
+        wi.push_back(k);
+    }
+    std::vector<Expr> args(idx.rbegin(), idx.rend());
+    Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
+    acc(args) = typed_const(t, 0);
+    acc(args) += xin(std::vector<Expr>(xi.rbegin(), xi.rend())) * call(W, wi);
+    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    Expr y = acc(args);
+    if (ctx.has_input(2)) y = y + ctx.input(2).func(m);
+    f(args) = y;
+    return {f};
+}
+
 std::vector<Func> lower_Conv(LowerContext &ctx) {
     const LValue &X = ctx.input(0), &W = ctx.input(1);
     const TensorType &out = ctx.out_type();
-    if (X.type.rank() != 4) ctx.fail("only 2-D convolution (NCHW) is supported; input is " + to_string(X.type));
     WindowGeometry geo = window_geometry(ctx.graph(), ctx.node());
+    if (X.type.rank() == 3 || X.type.rank() == 5) return lower_conv_nd(ctx, geo);
+    if (X.type.rank() != 4) ctx.fail("Conv needs N x C x 1 to 3 spatial dims; input is " + to_string(X.type));
     int64_t C = X.type.shape[1], H = X.type.shape[2], Wd = X.type.shape[3];
     int64_t M = W.type.shape[0], cpg = W.type.shape[1], kh = W.type.shape[2], kw = W.type.shape[3];
     int64_t mpg = M / geo.group;

@@ -1,6 +1,7 @@
 /** \file
- * Lowerings of pooling: MaxPool, AveragePool (2-D, NCHW) and GlobalAveragePool (any rank). The
- * window reduction is an explicit update definition of an accumulator stage. */
+ * Lowerings of pooling: MaxPool (with Indices) and AveragePool over 1 to 3 spatial dims (NC...),
+ * GlobalAveragePool and GlobalMaxPool (any rank). The window reduction is an explicit update
+ * definition of an accumulator stage. */
 #include "generators/Lowering.h"
 
 #include "graph/ShapeInference.h"
@@ -11,45 +12,78 @@ using namespace Halide;
 
 namespace {
 
+/** MaxPool (with its optional Indices output) and AveragePool over 1 to 3 spatial dims. Taps
+ * outside the input read the pad value (lowest for max, 0 for the average) and the average
+ * divides by the number of taps counted as count_include_pad says. */
 std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max) {
     const LValue &X = ctx.input(0);
     const TensorType &out = ctx.out_type();
-    if (X.type.rank() != 4) ctx.fail("only 2-D pooling (NCHW) is supported; input is " + to_string(X.type));
-    if (is_max && ctx.attr_int("storage_order") != 0) ctx.fail("storage_order=1 (column-major indices) is not supported");
+    int rank = X.type.rank();
+    if (rank < 3 || rank > 5) ctx.fail("pooling needs N x C x 1 to 3 spatial dims; input is " + to_string(X.type));
+    int sd = rank - 2;
     WindowGeometry geo = window_geometry(ctx.graph(), ctx.node());
-    int64_t C = X.type.shape[1], H = X.type.shape[2], Wd = X.type.shape[3];
     Type t = halide_type(out.dtype);
     Expr pad_value = is_max ? t.min() : typed_const(t, 0);
-    Func xin = BoundaryConditions::constant_exterior(X.func, pad_value, {{0, (int)Wd}, {0, (int)H}, {0, (int)C}, {Expr(), Expr()}});
-    Var ox = dim_var(0), oy = dim_var(1), c = dim_var(2), n = dim_var(3);
-    Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
-    RDom r(0, (int)geo.kernel[1], 0, (int)geo.kernel[0], sanitize_name(ctx.node().name) + "_r");
-    Expr ix0 = ox * (int)geo.strides[1] - (int)geo.pads_begin[1];
-    Expr iy0 = oy * (int)geo.strides[0] - (int)geo.pads_begin[0];
-    Expr v = xin(ix0 + r.x * (int)geo.dilations[1], iy0 + r.y * (int)geo.dilations[0], c, n);
-    acc(ox, oy, c, n) = pad_value;
-    if (is_max) {
-        acc(ox, oy, c, n) = max(acc(ox, oy, c, n), v);
-    } else {
-        acc(ox, oy, c, n) += v;
+    Region bounds;  // Halide order: spatial dims innermost first, then C; N unbounded
+    for (int a = rank - 1; a >= 1; a--) bounds.push_back(Range(0, (int)X.type.shape[a]));
+    bounds.push_back(Range(Expr(), Expr()));
+    Func xin = BoundaryConditions::constant_exterior(X.func, pad_value, bounds);
+    Region window;  // Halide order: the innermost spatial dim's kernel first
+    for (int i = sd - 1; i >= 0; i--) window.push_back(Range(0, (int)geo.kernel[i]));
+    RDom r(window, sanitize_name(ctx.node().name) + "_r");
+    std::vector<Expr> idx = LowerContext::exprs(ctx.vars(rank));  // ONNX order: n, c, spatial...
+    std::vector<Expr> start(sd), tap(sd);
+    for (int i = 0; i < sd; i++) {
+        start[i] = idx[2 + i] * (int)geo.strides[i] - (int)geo.pads_begin[i];
+        tap[i] = start[i] + r[sd - 1 - i] * (int)geo.dilations[i];
     }
+    std::vector<Expr> in_idx = {idx[0], idx[1]};
+    in_idx.insert(in_idx.end(), tap.begin(), tap.end());
+    Expr v = xin(std::vector<Expr>(in_idx.rbegin(), in_idx.rend()));
+    std::vector<Expr> args(idx.rbegin(), idx.rend());
+    bool with_indices = is_max && ctx.node().outputs.size() > 1 && ctx.node().outputs[1] != kNoTensor;
+    Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
+    if (with_indices) {
+        // Indices: the flat position of the (first) maximum in the whole input tensor, row-major
+        // over (N, C, spatial...), or with storage_order=1 column-major over the spatial dims
+        bool column_major = ctx.attr_int("storage_order") != 0;
+        int64_t plane = 1;
+        for (int i = 0; i < sd; i++) plane *= X.type.shape[2 + i];
+        Expr flat = cast<int64_t>(idx[0] * (int)X.type.shape[1] + idx[1]) * Expr(plane);
+        int64_t stride = 1;
+        for (int k = 0; k < sd; k++) {
+            int i = column_major ? k : sd - 1 - k;
+            flat = flat + cast<int64_t>(tap[i]) * Expr(stride);
+            stride *= X.type.shape[2 + i];
+        }
+        acc(args) = Tuple(pad_value, cast<int64_t>(-1));
+        Expr better = v > acc(args)[0];
+        acc(args) = Tuple(select(better, v, acc(args)[0]), select(better, flat, acc(args)[1]));
+        f(args) = acc(args)[0];
+        Func indices = ctx.make_stage("indices", out.shape, StageRole::Value, true);
+        indices(args) = acc(args)[1];
+        return {f, indices};
+    }
+    acc(args) = pad_value;
     if (is_max) {
-        f(ox, oy, c, n) = acc(ox, oy, c, n);
+        acc(args) = max(acc(args), v);
+        f(args) = acc(args);
         return {f};
     }
+    acc(args) += v;
     bool include_pad = ctx.attr_int("count_include_pad") != 0;
-    auto count = [&](Expr start, int64_t k, int64_t in, int64_t pad_end) {
-        if (include_pad) return min(start + (int)k, (int)(in + pad_end)) - start;
-        return min(start + (int)k, (int)in) - max(start, 0);
-    };
-    Expr cnt = count(iy0, geo.kernel[0], H, geo.pads_end[0]) * count(ix0, geo.kernel[1], Wd, geo.pads_end[1]);
-    f(ox, oy, c, n) = acc(ox, oy, c, n) / cast(t, cnt);
+    Expr cnt = 1;
+    for (int i = 0; i < sd; i++) {
+        int k = (int)geo.kernel[i], in = (int)geo.in_spatial[i];
+        cnt = cnt * (include_pad ? min(start[i] + k, in + (int)geo.pads_end[i]) - start[i]
+                                 : min(start[i] + k, in) - max(start[i], 0));
+    }
+    f(args) = acc(args) / cast(t, cnt);
     return {f};
 }
 
 std::vector<Func> lower_MaxPool(LowerContext &ctx) {
-    if (ctx.node().outputs.size() > 1) ctx.fail("the Indices output of MaxPool is not supported");
     return lower_window_pool(ctx, true);
 }
 
@@ -57,7 +91,8 @@ std::vector<Func> lower_AveragePool(LowerContext &ctx) {
     return lower_window_pool(ctx, false);
 }
 
-std::vector<Func> lower_GlobalAveragePool(LowerContext &ctx) {
+/** GlobalAveragePool and GlobalMaxPool over every spatial dim of an input of any rank >= 3. */
+std::vector<Func> lower_global_pool(LowerContext &ctx, bool is_max) {
     const LValue &X = ctx.input(0);
     const TensorType &out = ctx.out_type();
     int r = X.type.rank();
@@ -74,15 +109,31 @@ std::vector<Func> lower_GlobalAveragePool(LowerContext &ctx) {
     Func acc = ctx.make_stage("acc", {X.type.shape[0], X.type.shape[1]}, StageRole::Accumulator, false,
                               ctx.halide_dims(spatial));
     Var c = dim_var(0), n = dim_var(1);
-    acc(c, n) = typed_const(t, 0);
     std::vector<Expr> in_args;
     for (int i = 0; i < r - 2; i++) in_args.push_back(rd[i]);
     in_args.push_back(c);
     in_args.push_back(n);
-    acc(c, n) += X.func(in_args);
+    if (is_max) {
+        acc(c, n) = t.min();
+        acc(c, n) = max(acc(c, n), X.func(in_args));
+    } else {
+        acc(c, n) = typed_const(t, 0);
+        acc(c, n) += X.func(in_args);
+    }
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
-    LowerContext::define(f, r, [&](const std::vector<Expr> &idx) { return acc(idx[1], idx[0]) / typed_const(t, (double)count); });
+    LowerContext::define(f, r, [&](const std::vector<Expr> &idx) {
+        Expr a = acc(idx[1], idx[0]);
+        return is_max ? a : a / typed_const(t, (double)count);
+    });
     return {f};
+}
+
+std::vector<Func> lower_GlobalAveragePool(LowerContext &ctx) {
+    return lower_global_pool(ctx, false);
+}
+
+std::vector<Func> lower_GlobalMaxPool(LowerContext &ctx) {
+    return lower_global_pool(ctx, true);
 }
 
 }  // namespace
@@ -91,6 +142,7 @@ void register_pool_lowerings(LoweringTable &t) {
     t[(size_t)OpKind::MaxPool] = &lower_MaxPool;
     t[(size_t)OpKind::AveragePool] = &lower_AveragePool;
     t[(size_t)OpKind::GlobalAveragePool] = &lower_GlobalAveragePool;
+    t[(size_t)OpKind::GlobalMaxPool] = &lower_GlobalMaxPool;
 }
 
 }  // namespace fusor

@@ -70,7 +70,7 @@ const char *pattern_name(OpPattern p);
       "auto_pad:s=NOTSET dilations:ints? group:i=1 kernel_shape:ints? pads:ints? strides:ints?")    \
     X(BatchNormalization, "", Broadcast, 5, 5, 1, batch_norm, "",                                   \
       "epsilon:f=1e-05 momentum:f=0.9 training_mode:i=0")                                           \
-    X(MaxPool, "", Reduction, 1, 1, 1, pool, "",                                                    \
+    X(MaxPool, "", Reduction, 1, 1, 2, pool, "",                                                    \
       "auto_pad:s=NOTSET ceil_mode:i=0 dilations:ints? kernel_shape:ints pads:ints? "               \
       "storage_order:i=0 strides:ints?")                                                            \
     X(AveragePool, "", Reduction, 1, 1, 1, pool, "",                                                \
@@ -168,8 +168,20 @@ const char *pattern_name(OpPattern p);
     X(Einsum, "", OutFusable, 1, -1, 1, einsum, "", "equation:s")
 
 /** Windowed and spatial ops beyond the core set: ConvTranspose, GlobalMaxPool, Resize,
- * InstanceNormalization, LRN, MeanVarianceNormalization (issue 3). */
-#define FUSOR_OPS_SPATIAL(X)
+ * InstanceNormalization, LRN, MeanVarianceNormalization, LpNormalization (issue 3). Conv, MaxPool
+ * and AveragePool (core rows) take 1 to 3 spatial dims; MaxPool's second output is Indices. */
+#define FUSOR_OPS_SPATIAL(X)                                                                        \
+    X(ConvTranspose, "", OutFusable, 2, 3, 1, conv_transpose, "",                                   \
+      "auto_pad:s=NOTSET dilations:ints? group:i=1 kernel_shape:ints? output_padding:ints? "        \
+      "output_shape:ints? pads:ints? strides:ints?")                                                \
+    X(GlobalMaxPool, "", Reduction, 1, 1, 1, global_pool, "", "")                                   \
+    X(Resize, "", Injective, 1, 4, 1, resize, "1 2 3",                                              \
+      "coordinate_transformation_mode:s=half_pixel cubic_coeff_a:f=-0.75 exclude_outside:i=0 "      \
+      "extrapolation_value:f=0 mode:s=nearest nearest_mode:s=round_prefer_floor")                   \
+    X(InstanceNormalization, "", Reduction, 3, 3, 1, instance_norm, "", "epsilon:f=1e-05")          \
+    X(LRN, "", Reduction, 1, 1, 1, lrn, "", "alpha:f=0.0001 beta:f=0.75 bias:f=1 size:i")           \
+    X(MeanVarianceNormalization, "", Reduction, 1, 1, 1, mean_variance_norm, "", "axes:ints?")      \
+    X(LpNormalization, "", Reduction, 1, 1, 1, lp_norm, "", "axis:i=-1 p:i=2")
 
 #define FUSOR_FOR_EACH_OP(X) FUSOR_OPS_CORE(X) FUSOR_OPS_MATH(X) FUSOR_OPS_MOVEMENT(X) FUSOR_OPS_SPATIAL(X)
 

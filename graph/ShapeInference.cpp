@@ -414,7 +414,8 @@ std::vector<TensorType> pool(const Graph &g, const Node &n) {
     WindowGeometry geo = window_geometry(g, n);
     std::vector<int64_t> out = {x.shape[0], x.shape[1]};
     out.insert(out.end(), geo.out_spatial.begin(), geo.out_spatial.end());
-    return {TensorType{x.dtype, out}};
+    // MaxPool's optional second output: Indices, i64, of the output's shape
+    return {TensorType{x.dtype, out}, TensorType{DType::I64, out}};
 }
 
 std::vector<TensorType> global_pool(const Graph &g, const Node &n) {

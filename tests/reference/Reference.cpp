@@ -462,7 +462,9 @@ std::optional<Value> evaluate_core(const Evaluator &ev, const Node &n) {
     case OpKind::Conv: return conv(ev, n);
     case OpKind::ConvNhwc: return conv_nhwc(ev, n);
     case OpKind::BatchNormalization: return batch_norm(ev, n);
-    case OpKind::MaxPool: return pool(ev, n, /*is_max=*/true);
+    case OpKind::MaxPool:
+        if (n.outputs.size() > 1 && n.outputs[1] != kNoTensor) break;  // with Indices: evaluate_spatial
+        return pool(ev, n, /*is_max=*/true);
     case OpKind::AveragePool: return pool(ev, n, /*is_max=*/false);
     case OpKind::GlobalAveragePool: return global_average_pool(ev, n);
     case OpKind::Softmax: return softmax(ev, n);
