@@ -421,7 +421,7 @@ bool Importer::emit_generic(OnnxNode &n, const std::string &op) {
     for (int i = 0; i < n.proto.output_size(); i++) {
         if (!n.proto.output(i).empty()) num_outputs = i + 1;
     }
-    if (num_outputs > info.max_outputs) {
+    if (info.max_outputs >= 0 && num_outputs > info.max_outputs) {  // -1: variadic (Split)
         unsupported(n.proto, n.version, n.name, "output " + std::to_string(num_outputs - 1) + " ('" +
                                                     n.proto.output(num_outputs - 1) + "') is not supported");
         return false;

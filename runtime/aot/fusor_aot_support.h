@@ -195,6 +195,7 @@ struct Model {
             fill_dense(buffers[i], dims[i], t, host);
         }
         bound.assign(num_tensors, nullptr);
+        for (int i = 0; i < num_tensors; i++) bound[i] = &buffers[i];  // inputs and outputs rebound per run
         raw_in.assign(num_inputs, halide_buffer_t());
         raw_out.assign(num_outputs, halide_buffer_t());
         raw_in_dims.assign(num_inputs, {});
@@ -264,7 +265,6 @@ struct Model {
             int e = init();
             if (e) return e;
         }
-        for (int i = 0; i < num_tensors; i++) bound[i] = &buffers[i];
         for (int i = 0; i < num_inputs; i++) {
             if (!check(ins ? ins[i] : nullptr, tensors[inputs[i]], "input", i)) return -2;
             bound[inputs[i]] = ins[i];
