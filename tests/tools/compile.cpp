@@ -17,6 +17,7 @@
 #include "graph/DType.h"
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
+#include "graph/OnnxImport.h"
 #include "graph/Random.h"
 
 using Catch::Contains;
@@ -228,5 +229,35 @@ TEST_CASE("compile: the example app links two models through find_package(fusor)
             INFO(m.name << " output " << k);
             CHECK(bad == 0);
         }
+    }
+}
+
+TEST_CASE("compile: ONNX test models nobody wrote anything for build and run as AOT libraries", "[tools][compile][onnx]") {
+    // PyTorch exports from libonnx-testdata: their own inputs and expected outputs are the oracle.
+    const std::string root = "/usr/share/libonnx-testdata/data/pytorch-converted/";
+    for (const char *name : {"test_Conv2d_depthwise_padded", "test_ConvTranspose2d", "test_BatchNorm2d_eval", "test_PixelShuffle",
+                             "test_GLU", "test_LogSoftmax", "test_MaxPool3d_stride_padding", "test_PReLU_2d_multiparam"}) {
+        INFO(name);
+        TempDir d;
+        std::string dir = root + name;
+        OnnxTensorFile in = read_onnx_tensor(dir + "/test_data_set_0/input_0.pb");
+        OnnxTensorFile out = read_onnx_tensor(dir + "/test_data_set_0/output_0.pb");
+        std::ofstream(d.file("in0.bin"), std::ios::binary).write((const char *)in.data.data(), (std::streamsize)in.data.size());
+        Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + dir + "/model.onnx' -o '" + d.file("lib") + "' --name m", d);
+        INFO(c.out);
+        REQUIRE(c.status == 0);
+        std::string app = build_driver(d, d.file("lib"), "m");
+        Result run = shell("'" + app + "' '" + d.file("in0.bin") + "' -- '" + d.file("out0.bin") + ":" +
+                               std::to_string(out.data.size()) + "'",
+                           d);
+        INFO(run.out);
+        REQUIRE(run.status == 0);
+        std::vector<uint8_t> got = slurp(d.file("out0.bin"));
+        REQUIRE(got.size() == out.data.size());
+        REQUIRE(out.type.dtype == DType::F32);
+        const float *a = (const float *)got.data(), *b = (const float *)out.data.data();
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size() / 4; i++) bad += !(std::abs(a[i] - b[i]) <= 1e-7f + 1e-3f * std::abs(b[i]));
+        CHECK(bad == 0);
     }
 }
