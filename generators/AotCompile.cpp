@@ -256,6 +256,9 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
       << "long long " << name << "_input_bytes(int i);\n"
       << "const char *" << name << "_output_name(int i);\n"
       << "long long " << name << "_output_bytes(int i);\n"
+      << "/* Blocks Halide's scratch pool has taken from the system so far (it stops growing after the\n"
+      << " * first run: later runs allocate nothing). */\n"
+      << "long long " << name << "_scratch_system_allocations(void);\n"
       << "/* Why the last call failed (\"\" after a success). */\n"
       << "const char *" << name << "_last_error(void);\n"
       << "/* JSON: the model, target, Halide version, arena and weight bytes, and per cluster whether a\n"
@@ -298,6 +301,7 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
         << " ? kTensors[kOutputs[i]].name : nullptr; }\n"
         << "long long " << name << "_output_bytes(int i) { return i >= 0 && i < " << g.outputs.size()
         << " ? model().bytes_of(kOutputs[i]) : 0; }\n"
+        << "long long " << name << "_scratch_system_allocations(void) { return (long long)model().pool.system_allocs; }\n"
         << "const char *" << name << "_last_error(void) { return model().error.c_str(); }\n"
         << "const char *" << name << "_build_info(void) { return kBuildInfo; }\n"
         << "}\n";

@@ -68,7 +68,7 @@ struct Pool {
         for (Block &b : blocks) {
             if (b.free && b.size == size) {
                 b.free = false;
-                return b.p;
+                return (char *)b.p + 64;
             }
         }
         void *p = nullptr;

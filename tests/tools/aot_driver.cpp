@@ -1,7 +1,8 @@
 // A generic app for one `fusor compile` library, built by tests/tools/compile.cpp with
 // -DFUSOR_MODEL=<name> -include <name>.h. Usage:
-//   aot_driver IN.bin... -- OUT.bin:BYTES...   runs the model twice on raw row-major inputs and
-//                                               writes the outputs of the second run
+//   aot_driver IN.bin... -- OUT.bin:BYTES...   runs the model three times on raw row-major inputs,
+//                                               checks that runs 2 and 3 took no scratch memory from
+//                                               the system, and writes the outputs of the last run
 //   aot_driver --bad-shape                      calls the model with a wrong input extent
 // Exit status 0 on success; the model's error code and message otherwise.
 #include <cstdio>
@@ -71,13 +72,17 @@ int main(int argc, char **argv) {
     for (auto &v : out_data) out_ptrs.push_back(v.data());
     MODEL_FN(_set_num_threads)(2);
     if (MODEL_FN(_init)() != 0) return 4;
-    for (int rep = 0; rep < 2; rep++) {  // the second run reuses the arena and the scratch pool
+    long long allocs[3] = {0, 0, 0};
+    for (int rep = 0; rep < 3; rep++) {  // later runs reuse the arena and the scratch pool
         int r = MODEL_FN(_run_raw)(in_ptrs.data(), out_ptrs.data());
         if (r != 0) {
             std::fprintf(stderr, "run failed (%d): %s\n", r, MODEL_FN(_last_error)());
             return 5;
         }
+        allocs[rep] = MODEL_FN(_scratch_system_allocations)();
     }
+    std::fprintf(stderr, "scratch system allocations after runs 1..3: %lld %lld %lld\n", allocs[0], allocs[1], allocs[2]);
+    if (allocs[2] != allocs[0]) return 7;  // steady state allocates nothing
     for (size_t k = 0; k < outputs.size(); k++) {
         FILE *f = std::fopen(outputs[k].first.c_str(), "wb");
         if (!f) return 6;
