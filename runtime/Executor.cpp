@@ -168,6 +168,32 @@ void Executor::set_input(size_t i, const void *data, size_t bytes) {
     std::memcpy(b.data(), data, bytes);
 }
 
+void Executor::bind(TensorId t, const char *role, void *host, size_t bytes) {
+    Buffer<> &b = buffers_.at(t);
+    if (own_host_.empty()) own_host_.assign(buffers_.size(), nullptr);
+    if (!own_host_[t]) own_host_[t] = b.data();
+    if (!host) {
+        b.raw_buffer()->host = (uint8_t *)own_host_[t];
+        return;
+    }
+    if (bytes != b.size_in_bytes()) {
+        const Tensor &tensor = g_.tensor(t);
+        throw UserError(std::string(role) + " '" + tensor.name + "' is " + to_string(tensor.type) + " (" +
+                        std::to_string(b.size_in_bytes()) + " bytes); the buffer bound to it has " + std::to_string(bytes) + " bytes");
+    }
+    // Every copy of this Halide::Buffer (the realizations, the kernel params set in run_kernel)
+    // shares one halide_buffer_t, so swapping its host pointer rebinds them all.
+    b.raw_buffer()->host = (uint8_t *)host;
+}
+
+void Executor::bind_input(size_t i, const void *host, size_t bytes) {
+    bind(g_.inputs.at(i), "input", const_cast<void *>(host), bytes);
+}
+
+void Executor::bind_output(size_t i, void *host, size_t bytes) {
+    bind(g_.outputs.at(i), "output", host, bytes);
+}
+
 void Executor::run_kernel(size_t k) {
     Kernel &kn = *kernels_[k];
     // Kernels may be shared with other executors: bind this executor's buffers on every call.

@@ -86,6 +86,14 @@ public:
     /** Copies \p bytes of row-major data into input \p i; throws UserError if the size differs. */
     void set_input(size_t i, const void *data, size_t bytes);
 
+    /** Binds caller-owned memory as input \p i / output \p i without copying: the buffer's host
+     * pointer is swapped (the Halide buffer objects, created once, stay the same), so later runs
+     * read \p host / write their results straight into it. \p host must hold the tensor dense and
+     * row-major (ONNX order) and outlive its use; nullptr restores the executor's own memory.
+     * \p bytes is checked against the tensor's size (UserError naming it otherwise). */
+    void bind_input(size_t i, const void *host, size_t bytes);
+    void bind_output(size_t i, void *host, size_t bytes);
+
     /** Runs every kernel in order. */
     void run();
     /** Runs kernel \p k alone (its inputs must have been produced); for per-cluster timing. */
@@ -114,6 +122,8 @@ private:
     Halide::Target target_;
     std::vector<std::shared_ptr<Kernel>> kernels_;
     std::vector<Halide::Buffer<>> buffers_;  ///< by TensorId; undefined for non-materialized tensors
+    std::vector<void *> own_host_;           ///< by TensorId: the host pointer allocated here (for unbinding)
+    void bind(TensorId t, const char *role, void *host, size_t bytes);
     MemoryPlan plan_;                        ///< where each intermediate lives in arena_
     std::vector<uint8_t> arena_;             ///< every intermediate; graph inputs/outputs have their own
     std::vector<Halide::Realization> realizations_;  ///< per kernel, over its output buffers

@@ -11,6 +11,8 @@
 #include "graph/OnnxImport.h"
 #include "graph/Optimize.h"
 #include "runtime/Executor.h"
+#include "runtime/Session.h"
+#include "tuner/DbSchedules.h"
 
 namespace fusor::cli {
 
@@ -26,14 +28,8 @@ std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd);
 /** Parses --shape values; throws UserError naming the malformed one. */
 InputShapes shape_bindings(const std::vector<std::string> &flags);
 
-/** A schedule lookup for ExecutorOptions::schedule_for from the tuning database \p db_path, in
- * DESIGN.md's order: the best verified schedule measured on this exact machine; else the best one
- * measured on a machine of the same ISA family, re-validated here (verified against the reference
- * and no slower than the default, both timed now); else nullopt (the default schedule). Each
- * decision is appended to \p log. */
-std::function<std::optional<std::string>(const Graph &, const Cluster &)> db_schedules(const std::string &db_path,
-                                                                                     const std::string &target,
-                                                                                     std::vector<std::string> *log);
+/** Moved to tuner/DbSchedules.h (the embedding API uses it too). */
+using fusor::db_schedules;
 
 /** Parses a --layout value; throws UserError naming the flag otherwise. */
 Layout layout_flag(const std::string &text);

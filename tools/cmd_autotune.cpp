@@ -97,6 +97,7 @@ Verb add_autotune(CLI::App &app) {
     CLI::Option *jobs_opt = cmd->add_option("--jobs", o->jobs,
                                             "candidates compiled at once in worker processes; each is then timed alone "
                                             "(default: number of cores)");
+    auto shapes = add_shape_flag(cmd);
     cmd->add_option("--strategy", o->strategy, "evolve (mutate the best so far) or random (mutate the default)")->capture_default_str();
     cmd->add_option("--seed", o->seed, "search seed")->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
@@ -116,7 +117,7 @@ Verb add_autotune(CLI::App &app) {
                 if (o->target != "host" && !Halide::Target::validate_target_string(o->target)) {
                     throw UserError("--target '" + o->target + "' is not a Halide target string");
                 }
-                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout);
+                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
                 TuningDb db(o->db);
                 AutotuneOptions ao;
                 // with --budget, --trials caps the count only when given

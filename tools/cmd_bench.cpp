@@ -6,6 +6,7 @@
 #include "graph/JsonFormat.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
+#include "runtime/Session.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 
@@ -31,22 +32,29 @@ Verb add_bench(CLI::App &app) {
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
-                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
-                ExecutorOptions eo;
-                eo.threads = o->threads;
-                eo.target = o->target;
-                eo.mode = ExecMode::Unfused;
-                Executor unfused(g, eo);
-                eo.mode = ExecMode::Fused;
-                Executor fused(g, eo);
+                layout_flag(o->layout);  // the CLI's wording of a bad --layout
+                SessionOptions so;
+                so.shapes = shape_bindings(*shapes);
+                so.optimize = !o->no_optimize;
+                so.layout = o->layout;
+                so.threads = o->threads;
+                so.target = o->target;
+                Graph g = load_optimized_model(o->model, so);  // once, compiled three ways
+                so.mode = ExecMode::Unfused;
+                Session unfused_session(g, so);
+                so.mode = ExecMode::Fused;
+                Session fused_session(g, so);
+                Executor &unfused = unfused_session.executor(), &fused = fused_session.executor();
                 set_random_inputs(unfused, 1);
                 set_random_inputs(fused, 1);
-                std::unique_ptr<Executor> tuned;
+                std::unique_ptr<Session> tuned_session;
+                Executor *tuned = nullptr;
                 std::vector<std::string> decisions;
                 if (!o->db.empty()) {
-                    ExecutorOptions to = eo;
-                    to.schedule_for = db_schedules(o->db, o->target, &decisions);
-                    tuned = std::make_unique<Executor>(g, to);
+                    SessionOptions to = so;
+                    use_tuning_db(to, o->db, &decisions);
+                    tuned_session = std::make_unique<Session>(g, to);
+                    tuned = &tuned_session->executor();
                     set_random_inputs(*tuned, 1);
                 }
                 std::vector<std::function<void()>> fns = {[&] { unfused.run(); }, [&] { fused.run(); }};

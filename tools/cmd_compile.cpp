@@ -38,6 +38,7 @@ Verb add_compile(CLI::App &app) {
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json)");
     cmd->add_option("-o,--out", o->out, "output folder")->required();
+    auto shapes = add_shape_flag(cmd);
     cmd->add_option("--name", o->name, "C prefix of every symbol and file (default: the model's file name)");
     cmd->add_option("--db", o->db, "tuning database: the best verified schedule per cluster, exact machine, then ISA family");
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
@@ -55,7 +56,7 @@ Verb add_compile(CLI::App &app) {
                     return 0;
                 }
                 if (o->model.empty()) throw UserError("compile: a model file is required (or --runtime-only)");
-                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout);
+                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
                 AotOptions ao;
                 ao.name = o->name.empty() ? default_name(o->model) : o->name;
                 ao.target = target;

@@ -3,7 +3,7 @@
 #include <fmt/core.h>
 
 #include "graph/JsonFormat.h"
-#include "runtime/Executor.h"
+#include "runtime/Session.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 
@@ -48,18 +48,23 @@ Verb add_run(CLI::App &app) {
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
-                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
-                ExecutorOptions eo;
-                eo.mode = o->unfused ? ExecMode::Unfused : ExecMode::Fused;
-                eo.threads = o->threads;
-                eo.target = o->target;
+                layout_flag(o->layout);  // the CLI's wording of a bad --layout
+                SessionOptions so;
+                so.shapes = shape_bindings(*shapes);
+                so.optimize = !o->no_optimize;
+                so.layout = o->layout;
+                so.mode = o->unfused ? ExecMode::Unfused : ExecMode::Fused;
+                so.threads = o->threads;
+                so.target = o->target;
+                Graph g = load_optimized_model(o->model, so);
                 std::vector<std::string> decisions;
-                if (!o->db.empty() && !o->unfused) eo.schedule_for = db_schedules(o->db, o->target, &decisions);
-                Executor ex(g, eo);
+                if (!o->db.empty() && !o->unfused) use_tuning_db(so, o->db, &decisions);
+                Session session(g, so);
+                Executor &ex = session.executor();
                 for (const std::string &d : decisions) fmt::print("schedule {}\n", d);
                 if (!o->inputs.empty()) load_inputs(ex, o->inputs);
                 else set_random_inputs(ex, o->seed);
-                ex.run();
+                session.run();
                 fmt::print("ran {} ({}, {} kernels)\n", g.name, o->unfused ? "unfused" : "fused", ex.num_kernels());
                 for (size_t i = 0; i < ex.num_outputs(); i++) {
                     fmt::print("  {}\n", summarize(ex.graph().tensor(ex.graph().outputs[i]), ex.output(i)));

@@ -1,0 +1,104 @@
+#pragma once
+/** \file
+ * The embedding API: load a model, bind its symbolic input shapes, set threads and run it on
+ * caller-owned buffers from a program that links fusor (docs/embedding.md has an example).
+ *
+ * Placement: dependencies point one way (tools -> tuner -> runtime -> generators -> graph). A
+ * Session is the JIT engine (load + optimize + compile + run), so it lives in runtime/ and does not
+ * depend on the tuner: tuned schedules come in through SessionOptions::schedule_for, a callback.
+ * The callback that reads a tuning database (tuner/DbSchedules.h: db_schedules, and the one-call
+ * use_tuning_db) lives in tuner/, which may depend on runtime/. The CLI verbs run and bench load
+ * and run models through this API.
+ *
+ * Buffers: run() binds the caller's memory by swapping the host pointers of Halide buffers the
+ * executor created once, then runs; nothing is allocated or copied per run, and outputs are
+ * written in place into the caller's memory. The binding lasts for that call only (the executor's
+ * own buffers are restored after it). Intermediates live in the session's own arena.
+ */
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "Halide.h"
+#include "graph/Graph.h"
+#include "graph/OnnxImport.h"
+#include "graph/Optimize.h"
+#include "runtime/Executor.h"
+
+namespace fusor {
+
+struct SessionOptions {
+    /** Bindings of ONNX inputs' symbolic dims, e.g. {"images", {1, 3, 320, 320}} (the CLI's
+     * `--shape images=1x3x320x320`; parse_shape_binding in graph/OnnxImport.h parses that text). */
+    InputShapes shapes;
+    bool optimize = true;        ///< run the rewrite passes (graph/Optimize.h) with constant folding
+    std::string layout = "auto"; ///< layout of conv regions: auto, nchw or nhwc
+    int threads = 0;             ///< Halide worker threads; 0 = leave as is (HL_NUM_THREADS or all cores)
+    std::string target = "host"; ///< Halide target string
+    ExecMode mode = ExecMode::Fused;
+    ClusterOptions clustering;
+    /** Tuned schedules per cluster, or nullopt for the default (ExecutorOptions::schedule_for).
+     * tuner/DbSchedules.h builds one from a tuning database. Ignored in Unfused mode. */
+    std::function<std::optional<std::string>(const Graph &, const Cluster &)> schedule_for;
+};
+
+/** Loads a model (.json or .onnx) with \p o.shapes bound and, when \p o.optimize, runs the rewrite
+ * passes with Halide constant folding (pass reports to *reports when given). Throws UserError for
+ * a missing or malformed file, an unknown layout or a bad shape binding. */
+Graph load_optimized_model(const std::string &path, const SessionOptions &o, std::vector<PassReport> *reports = nullptr);
+
+/** A model compiled once and run many times over caller-owned buffers. Not thread-safe: one run
+ * at a time per session (sessions may run concurrently; they share compiled kernels). */
+class Session {
+public:
+    /** Loads \p model_path (load_optimized_model) and compiles it. */
+    explicit Session(const std::string &model_path, const SessionOptions &options = {});
+    /** Compiles an already loaded graph (no load, no rewrite passes). */
+    explicit Session(const Graph &graph, const SessionOptions &options = {});
+
+    size_t num_inputs() const;
+    size_t num_outputs() const;
+    /** Name and type (dtype, shape in ONNX order) of input/output \p i. */
+    const Tensor &input(size_t i) const;
+    const Tensor &output(size_t i) const;
+    /** Index of the input/output named \p name; UserError naming it when there is none. */
+    size_t input_index(const std::string &name) const;
+    size_t output_index(const std::string &name) const;
+
+    /** Sets Halide's worker thread count for this process (n >= 1). */
+    void set_threads(int n);
+
+    /** Runs on dense row-major caller memory: inputs[i] holds input i, outputs[i] receives output
+     * i, each exactly num_elements * element size bytes (sizes, when given, are checked). No
+     * copies: the pointers are bound in place. UserError on a count or size mismatch. */
+    void run(const std::vector<const void *> &inputs, const std::vector<void *> &outputs);
+    void run(const std::vector<const void *> &inputs, const std::vector<size_t> &input_bytes,
+             const std::vector<void *> &outputs, const std::vector<size_t> &output_bytes);
+    /** Runs on caller Halide buffers (Halide dim order: innermost first, i.e. the ONNX shape
+     * reversed), which must be dense; UserError naming the tensor when the dtype, shape or
+     * strides differ from the graph's. */
+    void run(const std::vector<const halide_buffer_t *> &inputs, const std::vector<halide_buffer_t *> &outputs);
+
+    /** Runs on whatever the executor's buffers hold (executor().set_input, earlier bindings). */
+    void run();
+
+    /** The graph as compiled (after the rewrite passes and clustering). */
+    const Graph &graph() const;
+    /** The underlying executor: per-kernel runs, traffic, its own input/output buffers. */
+    Executor &executor() {
+        return *ex_;
+    }
+    const Executor &executor() const {
+        return *ex_;
+    }
+
+private:
+    void check_counts(size_t inputs, size_t outputs) const;
+    SessionOptions options_;
+    std::unique_ptr<Executor> ex_;
+};
+
+}  // namespace fusor

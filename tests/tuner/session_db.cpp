@@ -1,0 +1,57 @@
+// The embedding API with a tuning database (tuner/DbSchedules.h): a session compiled under the
+// schedules this machine measured runs them (the log says so) and computes what the default
+// schedules compute, on caller-owned memory.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "graph/Error.h"
+#include "graph/Random.h"
+#include "runtime/Session.h"
+#include "support/TempDir.h"
+#include "tuner/Autotune.h"
+#include "tuner/DbSchedules.h"
+#include "tuner/TuningDb.h"
+
+using namespace fusor;
+using Catch::Contains;
+using fusor::test::TempDir;
+
+TEST_CASE("session: use_tuning_db compiles the schedules this machine measured", "[tuner][session]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    {
+        TuningDb db(dir.file("t.db"));
+        AutotuneOptions ao;
+        ao.trials = 3;
+        ao.threads = 1;
+        ao.repeats = 3;
+        ao.worker_exe = FUSOR_BINARY;
+        ao.timeout_s = 120;
+        // tune exactly the graph a session loads (same passes, so the same cluster signatures)
+        autotune(load_optimized_model(model, SessionOptions{}), db, ao);
+    }
+    SessionOptions o;
+    std::vector<std::string> log;
+    use_tuning_db(o, dir.file("t.db"), &log);
+    Session tuned(model, o);
+    Session plain(model);
+    REQUIRE(tuned.executor().num_kernels() == 1);
+    INFO((log.empty() ? std::string("no log") : log[0]));
+    REQUIRE(log.size() == 1);
+    CHECK_THAT(log[0], Contains("tuned schedule"));
+    CHECK(tuned.executor().kernel(0).tuned);
+    CHECK_FALSE(plain.executor().kernel(0).tuned);
+
+    auto inputs = random_inputs(tuned.graph(), 3);
+    std::vector<float> a(tuned.output(0).type.num_elements()), b(a.size());
+    tuned.run({inputs[0].data()}, {a.data()});
+    plain.run({inputs[0].data()}, {b.data()});
+    for (size_t k = 0; k < a.size(); k++) {
+        INFO("element " << k);
+        REQUIRE(std::abs(a[k] - b[k]) <= 1e-5f + 1e-5f * std::abs(b[k]));
+    }
+
+    SessionOptions missing;
+    CHECK_THROWS_WITH(use_tuning_db(missing, dir.file("nope.db")), Contains("nope.db") && Contains("does not exist"));
+}

@@ -1,0 +1,61 @@
+#include "tuner/DbSchedules.h"
+
+#include <filesystem>
+
+#include <fmt/core.h>
+
+#include "graph/Error.h"
+#include "tuner/Autotune.h"
+#include "tuner/Measure.h"
+#include "tuner/Signature.h"
+#include "tuner/TuningDb.h"
+
+namespace fusor {
+
+ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log) {
+    if (!std::filesystem::exists(db_path)) throw UserError("tuning db '" + db_path + "' does not exist");
+    auto db = std::make_shared<TuningDb>(db_path);
+    std::string resolved = resolved_target(target), fingerprint = machine_fingerprint();
+    std::string family = machine_fingerprint(/*family_only=*/true);
+    return [db, resolved, fingerprint, family, log](const Graph &g, const Cluster &c) -> std::optional<std::string> {
+        auto note = [&](const std::string &line) {
+            if (log) log->push_back(c.name + ": " + line);
+        };
+        std::string sig = cluster_signature(g, c);
+        // lookup order: this exact machine -> same ISA family (re-validated here) -> default
+        if (std::optional<Trial> best = db->best(sig, resolved, fingerprint)) {
+            note(fmt::format("tuned schedule {} ({:.3f} ms when measured on this machine)", best->id.substr(0, 12), *best->median_ms));
+            return best->schedule;
+        }
+        std::optional<Trial> other = db->best(sig, resolved, family);
+        if (!other) {
+            note("no trial for this machine or its ISA family; default schedule");
+            return std::nullopt;
+        }
+        // a schedule measured on another machine of the same ISA: verify and time it here first
+        MeasureJob job;
+        job.graph_json = job_graph_json(g, c);
+        job.target = resolved;
+        job.repeats = 5;
+        MeasureResult theirs = [&] {
+            job.schedule = other->schedule;
+            return measure_here(job);
+        }();
+        job.schedule.clear();
+        MeasureResult mine = measure_here(job);
+        bool ok = theirs.status == TrialStatus::Ok && mine.status == TrialStatus::Ok && *theirs.median_ms <= *mine.median_ms * 1.05;
+        note(fmt::format("schedule {} from another machine of this ISA (host {}): re-validated here, {} vs default {}: {}",
+                         other->id.substr(0, 12), other->host,
+                         theirs.median_ms ? fmt::format("{:.3f} ms", *theirs.median_ms) : status_name(theirs.status),
+                         mine.median_ms ? fmt::format("{:.3f} ms", *mine.median_ms) : status_name(mine.status),
+                         ok ? "used" : "not used"));
+        if (!ok) return std::nullopt;
+        return other->schedule;
+    };
+}
+
+void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log) {
+    o.schedule_for = db_schedules(db_path, o.target, log);
+}
+
+}  // namespace fusor

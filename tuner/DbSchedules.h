@@ -1,0 +1,29 @@
+#pragma once
+/** \file
+ * Tuned schedules from a tuning database for the JIT runtime (runtime/Executor.h schedule_for,
+ * runtime/Session.h SessionOptions::schedule_for). This lives in tuner/ because reading the
+ * database and re-validating a schedule (timing it here) need the tuner, and dependencies point
+ * one way (tools -> tuner -> runtime): the runtime takes only the callback. */
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/Session.h"
+
+namespace fusor {
+
+using ScheduleLookup = std::function<std::optional<std::string>(const Graph &, const Cluster &)>;
+
+/** A schedule lookup from the tuning database \p db_path, in DESIGN.md's order: the best verified
+ * schedule measured on this exact machine; else the best one measured on a machine of the same ISA
+ * family, re-validated here (verified against the reference and no slower than the default, both
+ * timed now); else nullopt (the default schedule). Each decision is appended to \p log (which must
+ * outlive the lookup's use) when given. Throws UserError when the file does not exist. */
+ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log = nullptr);
+
+/** The one-call convenience: sets \p o.schedule_for to db_schedules(\p db_path, o.target, \p log). */
+void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log = nullptr);
+
+}  // namespace fusor
