@@ -78,7 +78,7 @@ const char *pattern_name(OpPattern p);
       "strides:ints?")                                                                              \
     X(GlobalAveragePool, "", Reduction, 1, 1, 1, global_pool, "", "")                               \
     X(Softmax, "", Reduction, 1, 1, 1, softmax, "", "axis:i=-1")                                    \
-    X(LayerNormalization, "", Reduction, 2, 3, 1, layer_norm, "",                                   \
+    X(LayerNormalization, "", Reduction, 2, 3, 3, layer_norm, "",                                   \
       "axis:i=-1 epsilon:f=1e-05 stash_type:i=1")                                                   \
     X(ReduceSum, "", Reduction, 1, 2, 1, reduce_axes_input, "1", "keepdims:i=1 noop_with_empty_axes:i=0") \
     X(ReduceMean, "", Reduction, 1, 1, 1, reduce_axes_attr, "", "axes:ints? keepdims:i=1")          \
