@@ -493,7 +493,7 @@ std::optional<Value> evaluate_core(const Evaluator &ev, const Node &n) {
 std::vector<Value> evaluate_node(const Evaluator &ev, const Node &n) {
     if (n.op == OpKind::LayerNormalization) return layer_norm(ev, n);
     if (auto v = evaluate_core(ev, n)) return {std::move(*v)};
-    for (auto family : {evaluate_math, evaluate_movement, evaluate_spatial}) {
+    for (auto family : {evaluate_math, evaluate_movement, evaluate_spatial, evaluate_recurrent}) {
         if (auto v = family(ev, n)) return std::move(*v);
     }
     FUSOR_INTERNAL_ASSERT(false) << "reference: no evaluation for op " << op_name(n.op);
