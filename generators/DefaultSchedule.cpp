@@ -70,7 +70,7 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         plans[i].at_dim = rank >= 2 ? 1 : 0;
     }
     for (const StageInfo &s : lc.stages) {
-        if (s.is_output || s.role == StageRole::Value || s.role == StageRole::Hoisted) continue;
+        if (s.is_output || s.role == StageRole::Value || s.role == StageRole::Hoisted || s.role == StageRole::Recurrence) continue;
         const std::set<int> &r = reach[s.node];
         if (r.size() != 1) continue;
         OutputPlan &p = plans[*r.begin()];
@@ -174,6 +174,10 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             s.parallel = false;
             break;
         }
+        case StageRole::Recurrence:
+            s.level = ComputeLevel::Root;
+            s.note = "time recurrence: computed once, serially";
+            break;
         case StageRole::Accumulator:
         case StageRole::RowInvariant:
         case StageRole::Reused: {

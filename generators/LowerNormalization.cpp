@@ -1,6 +1,6 @@
 /** \file
- * Lowerings of BatchNormalization (inference), Softmax and LayerNormalization. Softmax and
- * LayerNormalization are row reductions: accumulator stages over the reduced axes, computed once
+ * Lowerings of BatchNormalization (inference), Softmax and LayerNormalization (with its optional
+ * Mean and InvStdDev outputs). Softmax and LayerNormalization are row reductions: accumulator stages over the reduced axes, computed once
  * per row by the default schedule, and a pure output stage. */
 #include "generators/Lowering.h"
 
@@ -93,7 +93,6 @@ std::vector<Func> lower_Softmax(LowerContext &ctx) {
 std::vector<Func> lower_LayerNormalization(LowerContext &ctx) {
     const LValue &X = ctx.input(0);
     const TensorType &out = ctx.out_type();
-    if (ctx.node().outputs.size() > 1) ctx.fail("the Mean and InvStdDev outputs are not supported");
     int r = out.rank();
     int axis = normalize_axis(ctx.graph(), ctx.node(), ctx.attr_int("axis"), r);
     Type t = halide_type(out.dtype);
@@ -136,7 +135,21 @@ std::vector<Func> lower_LayerNormalization(LowerContext &ctx) {
         if (ctx.has_input(2)) y = y + call_broadcast(ctx.input(2), inner);
         return y;
     });
-    return {f};
+    if (ctx.node().outputs.size() == 1) return {f};
+    // Mean and InvStdDev: the row statistics over X's shape with the normalized axes set to 1,
+    // computed in X's type and cast to the stash type
+    std::vector<Func> outs = {f};
+    const std::pair<const char *, Func> stats[] = {{"mean_out", mean}, {"rstd_out", rstd}};
+    for (int k = 0; k < 2 && k + 1 < (int)ctx.node().outputs.size(); k++) {
+        const TensorType &st = ctx.out_type(k + 1);
+        Func s = ctx.make_stage(stats[k].first, st.shape, StageRole::Value, false, reduced);
+        Func src = stats[k].second;
+        LowerContext::define(s, r, [&](const std::vector<Expr> &i) {
+            return cast(halide_type(st.dtype), call_onnx(src, drop_axes(i, axis, r - 1)));
+        });
+        outs.push_back(s);
+    }
+    return outs;
 }
 
 }  // namespace

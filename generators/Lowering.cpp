@@ -13,6 +13,7 @@ const char *role_name(StageRole r) {
     case StageRole::RowInvariant: return "row-invariant";
     case StageRole::Reused: return "reused";
     case StageRole::Hoisted: return "hoisted";
+    case StageRole::Recurrence: return "recurrence";
     }
     return "?";
 }
@@ -160,6 +161,7 @@ LowerFn find_lowering(OpKind op) {
         register_math_lowerings(t);
         register_movement_lowerings(t);
         register_spatial_lowerings(t);
+        register_recurrent_lowerings(t);
         register_test_lowerings(t);
         return t;
     }();

@@ -30,6 +30,8 @@ enum class StageRole {
     RowInvariant,  ///< pure, derived from accumulators (e.g. 1/sqrt(var+eps)); computed with them
     Reused,        ///< pure, read by several stages; computed once per row instead of inlined
     Hoisted,       ///< small pure stage over parameters only (per-channel scale); computed once
+    Recurrence,    ///< a time recurrence (update over an RDom on time reading the step before):
+                   ///< computed once at root, serially (its update may not be split or vectorized)
 };
 const char *role_name(StageRole r);
 
@@ -135,6 +137,7 @@ void register_shape_lowerings(LoweringTable &t);
 void register_math_lowerings(LoweringTable &t);
 void register_movement_lowerings(LoweringTable &t);
 void register_spatial_lowerings(LoweringTable &t);
+void register_recurrent_lowerings(LoweringTable &t);
 void register_test_lowerings(LoweringTable &t);
 
 }  // namespace fusor

@@ -352,6 +352,7 @@ std::optional<AttrValue> plain_attr(const onnx::AttributeProto &a) {
         if (a.has_f()) type = A::FLOAT;
         else if (a.has_i()) type = A::INT;
         else if (a.has_s()) type = A::STRING;
+        else if (a.strings_size()) type = A::STRINGS;
         else if (a.floats_size()) type = A::FLOATS;
         else if (a.ints_size()) type = A::INTS;
         else if (a.has_t()) type = A::TENSOR;
@@ -363,6 +364,11 @@ std::optional<AttrValue> plain_attr(const onnx::AttributeProto &a) {
     case A::STRING: return AttrValue(a.s());
     case A::FLOATS: return AttrValue(std::vector<double>(a.floats().begin(), a.floats().end()));
     case A::INTS: return AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    case A::STRINGS: {  // held as one space-separated string (RNN/GRU/LSTM `activations`)
+        std::string joined;
+        for (const std::string &s : a.strings()) joined += (joined.empty() ? "" : " ") + s;
+        return AttrValue(joined);
+    }
     default: return std::nullopt;
     }
 }

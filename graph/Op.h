@@ -78,7 +78,7 @@ const char *pattern_name(OpPattern p);
       "strides:ints?")                                                                              \
     X(GlobalAveragePool, "", Reduction, 1, 1, 1, global_pool, "", "")                               \
     X(Softmax, "", Reduction, 1, 1, 1, softmax, "", "axis:i=-1")                                    \
-    X(LayerNormalization, "", Reduction, 2, 3, 1, layer_norm, "",                                   \
+    X(LayerNormalization, "", Reduction, 2, 3, 3, layer_norm, "",                                   \
       "axis:i=-1 epsilon:f=1e-05 stash_type:i=1")                                                   \
     X(ReduceSum, "", Reduction, 1, 2, 1, reduce_axes_input, "1", "keepdims:i=1 noop_with_empty_axes:i=0") \
     X(ReduceMean, "", Reduction, 1, 1, 1, reduce_axes_attr, "", "axes:ints? keepdims:i=1")          \
@@ -183,7 +183,22 @@ const char *pattern_name(OpPattern p);
     X(MeanVarianceNormalization, "", Reduction, 1, 1, 1, mean_variance_norm, "", "axes:ints?")      \
     X(LpNormalization, "", Reduction, 1, 1, 1, lp_norm, "", "axis:i=-1 p:i=2")
 
-#define FUSOR_FOR_EACH_OP(X) FUSOR_OPS_CORE(X) FUSOR_OPS_MATH(X) FUSOR_OPS_MOVEMENT(X) FUSOR_OPS_SPATIAL(X)
+/** Recurrent ops, opaque (never fused; issue 3): RNN, GRU, LSTM with ONNX opset-14 semantics.
+ * `activations` is ONNX's list of strings, held as one space-separated string (the importer joins
+ * a STRINGS attribute that way). Outputs Y, Y_h (and LSTM's Y_c), each optional. */
+#define FUSOR_OPS_RECURRENT(X)                                                                      \
+    X(RNN, "", Opaque, 3, 6, 2, recurrent, "",                                                      \
+      "activation_alpha:floats? activation_beta:floats? activations:s? clip:f? direction:s=forward " \
+      "hidden_size:i? layout:i=0")                                                                  \
+    X(GRU, "", Opaque, 3, 6, 2, recurrent, "",                                                      \
+      "activation_alpha:floats? activation_beta:floats? activations:s? clip:f? direction:s=forward " \
+      "hidden_size:i? layout:i=0 linear_before_reset:i=0")                                          \
+    X(LSTM, "", Opaque, 3, 8, 3, recurrent, "",                                                     \
+      "activation_alpha:floats? activation_beta:floats? activations:s? clip:f? direction:s=forward " \
+      "hidden_size:i? input_forget:i=0 layout:i=0")
+
+#define FUSOR_FOR_EACH_OP(X)                                                                        \
+    FUSOR_OPS_CORE(X) FUSOR_OPS_MATH(X) FUSOR_OPS_MOVEMENT(X) FUSOR_OPS_SPATIAL(X) FUSOR_OPS_RECURRENT(X)
 
 enum class OpKind {
 #define FUSOR_OP_ENUM(name, ...) name,

@@ -444,7 +444,12 @@ std::vector<TensorType> layer_norm(const Graph &g, const Node &n) {
                                    " does not broadcast to the normalized shape " + shape_to_string(norm_shape));
         }
     }
-    return {x};
+    // optional Mean and InvStdDev: X's shape with the normalized axes set to 1, in the stash type
+    // (stash_type 1 = float; otherwise X's own type)
+    TensorType stat = x;
+    for (int a = axis; a < x.rank(); a++) stat.shape[a] = 1;
+    if (attr_int(g, n, "stash_type") == 1) stat.dtype = DType::F32;
+    return {x, stat, stat};
 }
 
 static std::vector<TensorType> reduce_common(const Graph &g, const Node &n) {

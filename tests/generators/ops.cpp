@@ -74,6 +74,15 @@ public:
         nodes_.push_back(j + "}");
         return *this;
     }
+    /** A node with several outputs (an empty name is an omitted optional output). */
+    GraphBuilder &node_outs(const std::string &op, const std::vector<std::string> &ins,
+                            const std::vector<std::string> &outs, const std::string &attrs = "") {
+        std::string j = R"({"name":"n)" + std::to_string(nodes_.size()) + R"(","op":")" + op + "\"";
+        j += R"(,"inputs":)" + names_json(ins) + R"(,"outputs":)" + names_json(outs);
+        if (!attrs.empty()) j += R"(,"attrs":{)" + attrs + "}";
+        nodes_.push_back(j + "}");
+        return *this;
+    }
     GraphBuilder &output(const std::string &name) {
         outputs_.push_back(name);
         return *this;
@@ -728,6 +737,31 @@ TEST_CASE("op LayerNormalization: axis -1 and earlier, with and without bias", "
     check_graph(ln({4, 6}, {4, 6}, {4, 6}, R"("axis": 0)"), kLoose);
     SECTION("scale and bias as runtime tensors") {
         check_graph(op_graph("LayerNormalization", {{3, 10}, {10}, {10}}), kLoose);
+    }
+}
+
+TEST_CASE("op LayerNormalization: Mean and InvStdDev outputs", "[generators][ops]") {
+    auto ln = [](const Shape &x, int axis, const std::string &dtype, const std::string &extra,
+                 bool consume) {
+        Shape norm(x.begin() + (axis < 0 ? axis + (int)x.size() : axis), x.end());
+        GraphBuilder b;
+        b.input("x", x, dtype).input("scale", norm, dtype);
+        b.node_outs("LayerNormalization", {"x", "scale"}, {"y", "mean", "rstd"},
+                    R"("axis": )" + std::to_string(axis) + extra);
+        b.output("y").output("mean").output("rstd");
+        if (consume) b.node("Mul", {"mean", "rstd"}, "mr").output("mr");  // the statistics feed another op
+        return b.json();
+    };
+    check_graph(ln({2, 3, 8}, -1, "f32", "", false), kLoose);
+    check_graph(ln({2, 3, 8}, 1, "f32", R"(, "epsilon": 0.01)", true), kLoose);
+    check_graph(ln({4, 6}, 0, "f32", "", false), kLoose);
+    SECTION("f64 input: stash_type 1 gives f32 statistics, stash_type 0 f64") {
+        Graph g = parse_graph_json(ln({3, 5}, -1, "f64", "", false), "op_test");
+        CHECK(g.type(g.nodes[0].outputs[1]).dtype == DType::F32);
+        CHECK(g.type(g.nodes[0].outputs[2]).shape == Shape{3, 1});
+        check_graph(ln({3, 5}, -1, "f64", "", false), kLoose);
+        Graph g0 = parse_graph_json(ln({3, 5}, -1, "f64", R"(, "stash_type": 0)", false), "op_test");
+        CHECK(g0.type(g0.nodes[0].outputs[1]).dtype == DType::F64);
     }
 }
 

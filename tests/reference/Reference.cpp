@@ -264,8 +264,9 @@ Value softmax(const Evaluator &ev, const Node &n) {
 }
 
 /** LayerNormalization over axes [axis, rank): population variance; scale and bias broadcast to
- * the normalized shape. */
-Value layer_norm(const Evaluator &ev, const Node &n) {
+ * the normalized shape. Outputs Y and, when the node has them, Mean and InvStdDev (one value per
+ * row; their type, float for stash_type 1, comes from the graph). */
+std::vector<Value> layer_norm(const Evaluator &ev, const Node &n) {
     const Value &X = ev.in(n, 0), &scale = ev.in(n, 1);
     const Value *bias = ev.has(n, 2) ? &ev.in(n, 2) : nullptr;
     const Shape &s = X.type.shape;
@@ -274,6 +275,8 @@ Value layer_norm(const Evaluator &ev, const Node &n) {
     Shape norm_shape(s.begin() + axis, s.end());
     int64_t rows = product(s, 0, axis), len = product(norm_shape);
     Value out = ev.out_value(n);
+    std::vector<Value> stats;
+    for (size_t k = 1; k < n.outputs.size(); k++) stats.push_back(ev.out_value(n, (int)k));
     for (int64_t r = 0; r < rows; r++) {
         const double *x = &X.data[r * len];
         double mean = 0, var = 0;
@@ -282,6 +285,8 @@ Value layer_norm(const Evaluator &ev, const Node &n) {
         for (int64_t i = 0; i < len; i++) var += (x[i] - mean) * (x[i] - mean);
         var /= (double)len;
         double rstd = 1 / std::sqrt(var + eps);
+        if (stats.size() > 0) stats[0].data[r] = mean;
+        if (stats.size() > 1) stats[1].data[r] = rstd;
         for (int64_t i = 0; i < len; i++) {
             Shape idx = unravel(i, norm_shape);
             double y = (x[i] - mean) * rstd * scale.data[broadcast_offset(scale.type.shape, idx)];
@@ -289,7 +294,9 @@ Value layer_norm(const Evaluator &ev, const Node &n) {
             out.data[r * len + i] = y;
         }
     }
-    return out;
+    std::vector<Value> outs = {std::move(out)};
+    for (Value &v : stats) outs.push_back(std::move(v));
+    return outs;
 }
 
 // ---- reductions ------------------------------------------------------------------------------
@@ -468,7 +475,7 @@ std::optional<Value> evaluate_core(const Evaluator &ev, const Node &n) {
     case OpKind::AveragePool: return pool(ev, n, /*is_max=*/false);
     case OpKind::GlobalAveragePool: return global_average_pool(ev, n);
     case OpKind::Softmax: return softmax(ev, n);
-    case OpKind::LayerNormalization: return layer_norm(ev, n);
+    case OpKind::LayerNormalization: break;  // several outputs: evaluate_node
     case OpKind::ReduceSum: return reduce(ev, n, Reduce::Sum);
     case OpKind::ReduceMean: return reduce(ev, n, Reduce::Mean);
     case OpKind::ReduceMax: return reduce(ev, n, Reduce::Max);
@@ -484,8 +491,9 @@ std::optional<Value> evaluate_core(const Evaluator &ev, const Node &n) {
 
 /** Every output of \p n, in order. */
 std::vector<Value> evaluate_node(const Evaluator &ev, const Node &n) {
+    if (n.op == OpKind::LayerNormalization) return layer_norm(ev, n);
     if (auto v = evaluate_core(ev, n)) return {std::move(*v)};
-    for (auto family : {evaluate_math, evaluate_movement, evaluate_spatial}) {
+    for (auto family : {evaluate_math, evaluate_movement, evaluate_spatial, evaluate_recurrent}) {
         if (auto v = family(ev, n)) return std::move(*v);
     }
     FUSOR_INTERNAL_ASSERT(false) << "reference: no evaluation for op " << op_name(n.op);

@@ -125,5 +125,6 @@ Value unary_op(const Evaluator &ev, const Node &n, F f) {
 std::optional<std::vector<Value>> evaluate_math(const Evaluator &ev, const Node &n);
 std::optional<std::vector<Value>> evaluate_movement(const Evaluator &ev, const Node &n);
 std::optional<std::vector<Value>> evaluate_spatial(const Evaluator &ev, const Node &n);
+std::optional<std::vector<Value>> evaluate_recurrent(const Evaluator &ev, const Node &n);
 
 }  // namespace fusor::ref::detail

@@ -1,0 +1,184 @@
+/** \file
+ * The FUSOR_OPS_RECURRENT family (graph/Op.h): RNN, GRU and LSTM against the plain C++ reference,
+ * fused and unfused: directions, layouts, optional inputs and outputs, sequence lengths,
+ * activations and clip. ONNX's own backend cases run through `fusor conformance`. */
+#include "support/OpCheck.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "graph/Error.h"
+#include "graph/JsonFormat.h"
+
+using namespace fusor;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+std::string list_json(const Shape &s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); i++) out += (i ? "," : "") + std::to_string(s[i]);
+    return out + "]";
+}
+
+/** A graph in the JSON format, one piece at a time; nodes are named n0, n1, ... */
+class Builder {
+public:
+    explicit Builder(std::string dtype = "f32") : dtype_(std::move(dtype)) {
+    }
+    Builder &input(const std::string &name, const Shape &shape) {
+        inputs_.push_back(R"({"name":")" + name + R"(","dtype":")" + dtype_ + R"(","shape":)" +
+                          list_json(shape) + "}");
+        return *this;
+    }
+    /** An initializer with inline data (dtype "" = the graph's float dtype). */
+    Builder &init(const std::string &name, const Shape &shape, const std::vector<double> &data,
+                  std::string dtype = "") {
+        if (dtype.empty()) dtype = dtype_;
+        std::ostringstream d;
+        d.precision(17);
+        for (size_t i = 0; i < data.size(); i++) d << (i ? "," : "") << data[i];
+        inits_.push_back(R"({"name":")" + name + R"(","dtype":")" + dtype + R"(","shape":)" +
+                         list_json(shape) + R"(,"data":[)" + d.str() + "]}");
+        return *this;
+    }
+    /** A seeded uniform initializer in [-1, 1) of the graph's dtype. */
+    Builder &weight(const std::string &name, const Shape &shape, uint64_t seed) {
+        inits_.push_back(R"({"name":")" + name + R"(","dtype":")" + dtype_ + R"(","shape":)" +
+                         list_json(shape) + R"(,"random":{"seed":)" + std::to_string(seed) +
+                         R"(,"distribution":"uniform","low":-1,"high":1}})");
+        return *this;
+    }
+    Builder &node(const std::string &op, const std::vector<std::string> &ins,
+                  const std::vector<std::string> &outs, const std::string &attrs = "") {
+        auto names = [](const std::vector<std::string> &v) {
+            std::string s = "[";
+            for (size_t i = 0; i < v.size(); i++) s += (i ? ",\"" : "\"") + v[i] + "\"";
+            return s + "]";
+        };
+        nodes_.push_back(R"({"name":"n)" + std::to_string(nodes_.size()) + R"(","op":")" + op +
+                         R"(","inputs":)" + names(ins) + R"(,"outputs":)" + names(outs) +
+                         (attrs.empty() ? "" : R"(,"attrs":{)" + attrs + "}") + "}");
+        if (outputs_.empty() || explicit_outputs_ == 0) last_ = outs;
+        return *this;
+    }
+    Builder &output(const std::string &name) {
+        outputs_.push_back(name);
+        explicit_outputs_++;
+        return *this;
+    }
+    std::string json() const {
+        auto join = [](const std::vector<std::string> &v) {
+            std::string s;
+            for (size_t i = 0; i < v.size(); i++) s += (i ? ",\n  " : "\n  ") + v[i];
+            return "[" + s + "]";
+        };
+        std::vector<std::string> outs = explicit_outputs_ ? outputs_ : last_;
+        std::string o = "[";
+        for (size_t i = 0; i < outs.size(); i++) o += (i ? ",\"" : "\"") + outs[i] + "\"";
+        return "{\"format_version\":1,\"name\":\"spatial_test\",\n\"inputs\":" + join(inputs_) +
+               ",\n\"initializers\":" + join(inits_) + ",\n\"nodes\":" + join(nodes_) +
+               ",\n\"outputs\":" + o + "]}";
+    }
+
+private:
+    std::string dtype_;
+    std::vector<std::string> inputs_, inits_, nodes_, outputs_, last_;
+    int explicit_outputs_ = 0;
+};
+
+const char *const kFloatTypes[] = {"f32", "f64"};
+
+constexpr int64_t T = 4, B = 2, I = 3, H = 3;
+
+/** A one-node recurrent graph over X [T, B, I] (layout 1: [B, T, I]) with random weights; \p opt
+ * names the optional inputs to add (B, sequence_lens, initial_h, initial_c, P), \p outs the
+ * outputs. */
+std::string recurrent_graph(const std::string &op, const std::string &attrs, const std::vector<std::string> &opt,
+                            const std::vector<std::string> &outs, const std::string &dt = "f32", int dirs = 1,
+                            int layout = 0) {
+    int64_t gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
+    auto has = [&](const std::string &s) { return std::find(opt.begin(), opt.end(), s) != opt.end(); };
+    Builder b(dt);
+    b.input("x", layout == 0 ? Shape{T, B, I} : Shape{B, T, I});
+    b.weight("w", {dirs, gates * H, I}, 11).weight("r", {dirs, gates * H, H}, 12);
+    std::vector<std::string> ins = {"x", "w", "r", "", "", "", "", ""};
+    if (has("B")) b.weight("b", {dirs, 2 * gates * H}, 13), ins[3] = "b";
+    if (has("sequence_lens")) b.init("lens", {B}, {3, 1}, "i32"), ins[4] = "lens";
+    Shape state = layout == 0 ? Shape{dirs, B, H} : Shape{B, dirs, H};
+    if (has("initial_h")) b.weight("h0", state, 14), ins[5] = "h0";
+    if (has("initial_c")) b.weight("c0", state, 15), ins[6] = "c0";
+    if (has("P")) b.weight("p", {dirs, 3 * H}, 16), ins[7] = "p";
+    while (!ins.empty() && ins.back().empty()) ins.pop_back();
+    std::string a = R"("layout": )" + std::to_string(layout);
+    if (!attrs.empty()) a += ", " + attrs;
+    b.node(op, ins, outs, a);
+    return b.json();
+}
+
+}  // namespace
+
+TEST_CASE("op RNN: forward, reverse, bidirectional; layouts; optional inputs", "[generators][ops][recurrent]") {
+    for (const char *dt : kFloatTypes) {
+        fusor::test::check_against_reference(recurrent_graph("RNN", "", {}, {"y", "y_h"}, dt));
+    }
+    fusor::test::check_against_reference(
+        recurrent_graph("RNN", R"("direction": "reverse")", {"B", "initial_h"}, {"y", "y_h"}));
+    fusor::test::check_against_reference(
+        recurrent_graph("RNN", R"("direction": "bidirectional")", {"B", "initial_h"}, {"y", "y_h"}, "f32", 2));
+    fusor::test::check_against_reference(
+        recurrent_graph("RNN", R"("direction": "bidirectional")", {"B", "initial_h"}, {"y", "y_h"}, "f64", 2, 1));
+}
+
+TEST_CASE("op RNN: sequence_lens, activations with alpha, clip", "[generators][ops][recurrent]") {
+    fusor::test::check_against_reference(recurrent_graph(
+        "RNN", R"("direction": "bidirectional")", {"B", "sequence_lens", "initial_h"}, {"y", "y_h"}, "f32", 2));
+    fusor::test::check_against_reference(
+        recurrent_graph("RNN", R"("activations": "LeakyRelu", "activation_alpha": [0.3], "clip": 0.5)", {"B"},
+                        {"y", "y_h"}));
+    fusor::test::check_against_reference(recurrent_graph(
+        "RNN", R"("direction": "bidirectional", "activations": "Relu Sigmoid")", {"B"}, {"y", "y_h"}, "f32", 2));
+}
+
+TEST_CASE("op GRU: linear_before_reset 0 and 1, directions, layouts, sequence_lens", "[generators][ops][recurrent]") {
+    for (const char *dt : kFloatTypes) {
+        fusor::test::check_against_reference(recurrent_graph("GRU", "", {"B"}, {"y", "y_h"}, dt));
+    }
+    fusor::test::check_against_reference(
+        recurrent_graph("GRU", R"("linear_before_reset": 1)", {"B", "initial_h"}, {"y", "y_h"}));
+    fusor::test::check_against_reference(recurrent_graph(
+        "GRU", R"("direction": "bidirectional", "linear_before_reset": 1)", {"B", "sequence_lens", "initial_h"},
+        {"y", "y_h"}, "f32", 2, 1));
+    fusor::test::check_against_reference(recurrent_graph(
+        "GRU", R"("direction": "reverse", "activations": "HardSigmoid Relu", "clip": 0.7)", {"B", "sequence_lens"},
+        {"y", "y_h"}));
+}
+
+TEST_CASE("op LSTM: peepholes, input_forget, Y_c, directions, layouts, sequence_lens", "[generators][ops][recurrent]") {
+    for (const char *dt : kFloatTypes) {
+        fusor::test::check_against_reference(
+            recurrent_graph("LSTM", "", {"B", "initial_h", "initial_c"}, {"y", "y_h", "y_c"}, dt));
+    }
+    fusor::test::check_against_reference(
+        recurrent_graph("LSTM", "", {"B", "P"}, {"y", "y_h", "y_c"}));
+    fusor::test::check_against_reference(
+        recurrent_graph("LSTM", R"("input_forget": 1, "clip": 0.8)", {"B", "P"}, {"y"}));
+    fusor::test::check_against_reference(recurrent_graph(
+        "LSTM", R"("direction": "bidirectional")", {"B", "sequence_lens", "initial_h", "initial_c", "P"},
+        {"y", "y_h", "y_c"}, "f32", 2, 1));
+    fusor::test::check_against_reference(recurrent_graph(
+        "LSTM", R"("direction": "reverse", "activations": "Sigmoid Relu Tanh")", {"B", "sequence_lens"},
+        {"y", "y_h", "y_c"}));
+}
+
+TEST_CASE("op RNN GRU LSTM: bad inputs and attributes are user errors", "[generators][ops][recurrent]") {
+    auto load = [](const std::string &json) { return parse_graph_json(json, "recurrent.json"); };
+    CHECK_THROWS_AS(load(recurrent_graph("RNN", R"("direction": "sideways")", {}, {"y"})), UserError);
+    CHECK_THROWS_AS(load(recurrent_graph("RNN", R"("hidden_size": 5)", {}, {"y"})), UserError);
+    CHECK_THROWS_AS(load(recurrent_graph("GRU", R"("activations": "Sigmoid Softsign")", {}, {"y"})), UserError);
+    CHECK_THROWS_AS(load(recurrent_graph("LSTM", R"("activations": "Sigmoid Tanh")", {}, {"y"})), UserError);
+    // W of a one-direction node used with direction bidirectional
+    CHECK_THROWS_AS(load(recurrent_graph("RNN", R"("direction": "bidirectional")", {}, {"y"})), UserError);
+    CHECK_NOTHROW(load(recurrent_graph("RNN", R"("hidden_size": 3)", {}, {"y"})));
+}
