@@ -16,9 +16,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -251,13 +253,21 @@ TensorId Importer::const_scalar(DType dtype, double v, const std::string &hint) 
     TensorType type{dtype, {}};
     std::vector<uint8_t> data(dtype_size(dtype));
     auto put = [&](auto x) { std::memcpy(data.data(), &x, sizeof(x)); };
+    // integers saturate (NaN -> 0): a float attribute out of the type's range is never UB
+    auto sat = [&](auto type_tag) {
+        using T = decltype(type_tag);
+        if (std::isnan(v)) return T(0);
+        if (v <= (double)std::numeric_limits<T>::lowest()) return std::numeric_limits<T>::lowest();
+        if (v >= (double)std::numeric_limits<T>::max()) return std::numeric_limits<T>::max();
+        return (T)v;
+    };
     switch (dtype) {
-    case DType::F32: put((float)v); break;
+    case DType::F32: put(std::isfinite(v) && std::fabs(v) > 3.4e38 ? (float)std::copysign(INFINITY, v) : (float)v); break;
     case DType::F64: put(v); break;
-    case DType::I64: put((int64_t)v); break;
-    case DType::I32: put((int32_t)v); break;
-    case DType::I8: put((int8_t)v); break;
-    case DType::U8: put((uint8_t)v); break;
+    case DType::I64: put(sat(int64_t())); break;
+    case DType::I32: put(sat(int32_t())); break;
+    case DType::I8: put(sat(int8_t())); break;
+    case DType::U8: put(sat(uint8_t())); break;
     case DType::Bool: put((uint8_t)(v != 0)); break;
     }
     return constant(type, std::move(data), hint);

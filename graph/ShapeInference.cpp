@@ -288,7 +288,17 @@ std::pair<int, int> shape_range(const Graph &g, const Node &n) {
 }
 
 std::vector<TensorType> infer_types(const Graph &g, const Node &n) {
-    return op_info(n.op).shape_rule(g, n);
+    std::vector<TensorType> types = op_info(n.op).shape_rule(g, n);
+    for (size_t i = 0; i < types.size(); i++) {
+        int64_t elements = 1;
+        for (int64_t d : types[i].shape) {
+            if (d < 0 || d > kMaxDim || __builtin_mul_overflow(elements, d, &elements) || elements > kMaxDim) {
+                throw UserError(g.where(n) + ": output " + std::to_string(i) + " would have more than " +
+                                std::to_string(kMaxDim) + " elements (or a negative dim)");
+            }
+        }
+    }
+    return types;
 }
 
 namespace shape_rules {

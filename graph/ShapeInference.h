@@ -33,6 +33,10 @@ std::vector<int64_t> broadcast_shapes(const Graph &g, const Node &n, const std::
  * noop_with_empty_axes, which reduces none. */
 std::vector<int> reduced_axes(const Graph &g, const Node &n);
 
+/** The largest dim, and the most elements, a tensor may have (2^40): shape rules refuse larger
+ * results before they overflow, so a malformed model is an error and never undefined behaviour. */
+constexpr int64_t kMaxDim = int64_t(1) << 40;
+
 /** Output types of \p n from its op's shape rule. */
 std::vector<TensorType> infer_types(const Graph &g, const Node &n);
 

@@ -325,7 +325,9 @@ std::vector<TensorType> tile(const Graph &g, const Node &n) {
     }
     for (int a = 0; a < t.rank(); a++) {
         if (repeats[a] < 0) fail(g, n, "input 1 (repeats) has a negative value");
-        t.shape[a] *= repeats[a];
+        if (__builtin_mul_overflow(t.shape[a], repeats[a], &t.shape[a]) || t.shape[a] > kMaxDim) {
+            fail(g, n, "input 1 (repeats) makes dim " + std::to_string(a) + " larger than " + std::to_string(kMaxDim));
+        }
     }
     return {t};
 }
@@ -441,14 +443,18 @@ std::vector<TensorType> range(const Graph &g, const Node &n) {
         if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) {
             fail(g, n, "delta must be finite and nonzero, and start and limit finite");
         }
-        len = (int64_t)std::max(0.0, std::ceil((limit - start) / delta));
+        double steps = std::max(0.0, std::ceil((limit - start) / delta));
+        if (!(steps <= (double)kMaxDim)) fail(g, n, "would have more than " + std::to_string(kMaxDim) + " elements");
+        len = (int64_t)steps;
     } else {
         int64_t start = at(0).value_as_int(0), limit = at(1).value_as_int(0), delta = at(2).value_as_int(0);
         if (delta == 0) fail(g, n, "delta must be nonzero");
-        int64_t span = limit - start;
+        int64_t span;
+        if (__builtin_sub_overflow(limit, start, &span)) fail(g, n, "limit - start overflows int64");
         // ceil(span / delta) with integer division rounding toward zero
         len = span / delta + ((span % delta != 0) && ((span > 0) == (delta > 0)) ? 1 : 0);
         len = std::max<int64_t>(0, len);
+        if (len > kMaxDim) fail(g, n, "would have more than " + std::to_string(kMaxDim) + " elements");
     }
     return {TensorType{t, {len}}};
 }
