@@ -14,7 +14,9 @@
  *
  * Ops not listed pass through by name (emit_generic), so ops other families add to the table
  * import without changes here. */
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "graph/OnnxImportDetail.h"
 #include "graph/ShapeInference.h"
@@ -29,7 +31,12 @@ std::optional<int64_t> take_int(OnnxNode &n, const std::string &key) {
     AttrValue v = it->second;
     n.attrs.erase(it);
     if (auto *i = std::get_if<int64_t>(&v)) return *i;
-    if (auto *f = std::get_if<double>(&v)) return (int64_t)*f;
+    if (auto *f = std::get_if<double>(&v)) {  // saturating: an out-of-range float is never UB
+        if (std::isnan(*f)) return 0;
+        if (*f <= -9.2e18) return std::numeric_limits<int64_t>::min();
+        if (*f >= 9.2e18) return std::numeric_limits<int64_t>::max();
+        return (int64_t)*f;
+    }
     return std::nullopt;
 }
 
