@@ -1,6 +1,6 @@
 /** \file
  * Lowerings of elementwise and broadcasting ops: arithmetic, activations, Clip, Identity. */
-#include "generators/Lowering.h"
+#include "generators/LowerPointwise.h"
 
 namespace fusor {
 
@@ -8,40 +8,10 @@ using namespace Halide;
 
 namespace {
 
-/** Defines the node's output as f(read inputs with broadcasting) through \p op. */
-template<typename F>
-std::vector<Func> pointwise(LowerContext &ctx, F op) {
-    const TensorType &out = ctx.out_type();
-    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
-    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
-        std::vector<Expr> args;
-        for (int i = 0; i < (int)ctx.node().inputs.size(); i++) {
-            if (!ctx.has_input(i)) {
-                args.push_back(Expr());
-            } else if (auto c = ctx.scalar_constant(i)) {
-                args.push_back(typed_const(halide_type(ctx.graph().type(ctx.node().inputs[i]).dtype), *c));
-            } else {
-                args.push_back(call_broadcast(ctx.input(i), idx));
-            }
-        }
-        return op(args, halide_type(out.dtype));
-    });
-    return {f};
-}
-
-using Args = const std::vector<Expr> &;
+using namespace pointwise_detail;
 
 Expr constant(Type t, double v) {
     return typed_const(t, v);
-}
-
-/** ONNX Div on integers truncates toward zero; Halide's / is Euclidean (remainder >= 0), so
- * negative dividends with a remainder step one toward zero. Halide 14's div_round_to_zero is not
- * used: it gives wrong i32 quotients for constant divisors such as 3 (-4 / 3 gave 1). */
-Expr divide(Expr a, Expr b) {
-    if (a.type().is_float() || a.type().is_uint()) return a / b;
-    Expr zero = Internal::make_zero(a.type()), q = a / b;
-    return select(a < zero && a % b != zero, q + select(b > zero, constant(a.type(), 1), constant(a.type(), -1)), q);
 }
 
 Expr sigmoid(Expr x) {
@@ -61,14 +31,6 @@ Expr pow_any(Expr a, Expr b) {
     return cast(t, pow(cast(Float(64), a), cast(Float(64), b)));
 }
 
-#define FUSOR_UNARY(name, body)                                           \
-    std::vector<Func> lower_##name(LowerContext &ctx) {                  \
-        return pointwise(ctx, [&](Args a, Type t) -> Expr {               \
-            Expr x = a[0];                                                 \
-            (void)t;                                                       \
-            return body;                                                   \
-        });                                                                \
-    }
 
 FUSOR_UNARY(Neg, -x)
 FUSOR_UNARY(Abs, cast(t, abs(x)))  // Halide's integer abs is unsigned
@@ -149,7 +111,7 @@ std::vector<Func> lower_Mul(LowerContext &ctx) {
     return pointwise(ctx, [](Args a, Type) { return a[0] * a[1]; });
 }
 std::vector<Func> lower_Div(LowerContext &ctx) {
-    return pointwise(ctx, [](Args a, Type) { return divide(a[0], a[1]); });
+    return pointwise(ctx, [](Args a, Type) { return trunc_div(a[0], a[1]); });
 }
 std::vector<Func> lower_Pow(LowerContext &ctx) {
     if (auto c = ctx.scalar_constant(1)) {

@@ -10,7 +10,7 @@
  *   extremum, then the first (or last) index holding it. Both can be split by rfactor.
  * - Numerics: LogSoftmax is x - (max + log(sum(exp(x - max)))); Softplus is
  *   max(x, 0) + log1p(exp(-|x|)), with log1p written out (Halide 14 has none). */
-#include "generators/Lowering.h"
+#include "generators/LowerPointwise.h"
 
 #include "graph/ShapeInference.h"
 
@@ -20,27 +20,7 @@ using namespace Halide;
 
 namespace {
 
-using Args = const std::vector<Expr> &;
-
-/** Defines the node's output as op(inputs read with broadcasting, output type). One-element
- * constant inputs are baked. */
-template <typename F> std::vector<Func> pointwise(LowerContext &ctx, F op) {
-    const TensorType &out = ctx.out_type();
-    Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
-    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
-        std::vector<Expr> args;
-        for (int i = 0; i < (int)ctx.node().inputs.size(); i++) {
-            if (auto c = ctx.scalar_constant(i)) {
-                args.push_back(
-                    typed_const(halide_type(ctx.graph().type(ctx.node().inputs[i]).dtype), *c));
-            } else {
-                args.push_back(call_broadcast(ctx.input(i), idx));
-            }
-        }
-        return op(args, halide_type(out.dtype));
-    });
-    return {f};
-}
+using namespace pointwise_detail;
 
 Expr k(Type t, double v) {
     return typed_const(t, v);
@@ -52,30 +32,12 @@ Expr log1p_expr(Expr x) {
     return select(u == k(x.type(), 1), x, log(u) * x / (u - k(x.type(), 1)));
 }
 
-/** Integer division truncating toward zero, from Halide's Euclidean division (remainder >= 0).
- * Halide 14's div_round_to_zero gives wrong i32 quotients for constant divisors such as 3 (-4 / 3
- * gave 1), so it is not used (as in LowerElementwise.cpp's divide). A zero divisor gives 0. */
-Expr trunc_div(Expr a, Expr b) {
-    Expr zero = k(a.type(), 0), q = a / b;
-    if (a.type().is_uint()) return q;
-    return select(a < zero && a % b != zero, q + select(b > zero, k(a.type(), 1), k(a.type(), -1)),
-                  q);
-}
-
 /** C's fmod: the remainder with the sign of the dividend. */
 Expr c_remainder(Expr a, Expr b) {
     if (a.type().is_float()) return a - b * trunc(a / b);
     return a - b * trunc_div(a, b);
 }
 
-#define FUSOR_UNARY(name, body)                                                                    \
-    std::vector<Func> lower_##name(LowerContext &ctx) {                                            \
-        return pointwise(ctx, [&](Args a, Type t) -> Expr {                                        \
-            Expr x = a[0];                                                                         \
-            (void)t;                                                                               \
-            return body;                                                                           \
-        });                                                                                        \
-    }
 
 FUSOR_UNARY(Softplus, max(x, k(t, 0)) + log1p_expr(exp(-abs(x))))
 FUSOR_UNARY(Softsign, x / (k(t, 1) + abs(x)))
