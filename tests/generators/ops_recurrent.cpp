@@ -119,7 +119,7 @@ std::string recurrent_graph(const std::string &op, const std::string &attrs, con
 
 }  // namespace
 
-TEST_CASE("op RNN: forward, reverse, bidirectional; layouts; optional inputs", "[generators][ops][recurrent]") {
+TEST_CASE("op RNN: forward, reverse, bidirectional, layouts, optional inputs", "[generators][ops][recurrent]") {
     for (const char *dt : kFloatTypes) {
         fusor::test::check_against_reference(recurrent_graph("RNN", "", {}, {"y", "y_h"}, dt));
     }

@@ -330,7 +330,7 @@ TEST_CASE("measure: a stopped batch cancels the candidates it has not timed", "[
     CHECK_FALSE(results[1]);
 }
 
-TEST_CASE("autotune: a mapped autoscheduler seed is a candidate whose parent is the baseline; an unmapped one says why",
+TEST_CASE("autotune: a mapped autoscheduler seed is a candidate whose parent is the baseline, an unmapped one says why",
           "[tuner][autotune][seeds]") {
     Graph g = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [24, 200]}],
         "outputs": ["y"], "initializers": [{"name": "s", "dtype": "f32", "shape": [], "data": [0.5]}],
