@@ -4,6 +4,8 @@
 //   jit_fused   the JIT executor, fused
 //   jit_unfused the JIT executor, one kernel per node
 //   hand        one hand-written Halide pipeline of the same work, compiled ahead of time
+//   aot_kernel  the AOT library's one kernel called directly, without the entry point: splits the
+//               AOT cost into the kernel (vs hand) and the glue (vs aot_fused)
 // Prints per-call microseconds (medians) and writes docs/bench/dispatch.json.
 #include <cstring>
 #include <fstream>
@@ -20,6 +22,9 @@
 #include "tiny_chain_hand.h"
 
 using namespace fusor;
+
+// The library's kernel for cluster c0 (not in the public header): user context first.
+extern "C" int tiny_chain64_c0(void *user_context, halide_buffer_t *x, halide_buffer_t *y);
 
 int main(int argc, char **argv) {
     CLI::App app{"dispatch overhead: AOT-fused vs JIT vs a hand-written Halide pipeline"};
@@ -59,21 +64,24 @@ int main(int argc, char **argv) {
         }
     }
 
-    std::vector<std::string> names = {"aot_fused", "jit_fused", "jit_unfused", "hand"};
+    std::vector<float> y_kernel(64);
+    Halide::Runtime::Buffer<float> ky(y_kernel.data(), 64, 1);
+    std::vector<std::string> names = {"aot_fused", "jit_fused", "jit_unfused", "hand", "aot_kernel"};
     std::vector<std::function<void()>> fns = {
         [&] { for (int c = 0; c < calls; c++) tiny_chain64_run_raw(ins, outs); },
         [&] { for (int c = 0; c < calls; c++) fused.run(); },
         [&] { for (int c = 0; c < calls / 10; c++) unfused.run(); },  // ~50x slower: fewer calls
         [&] { for (int c = 0; c < calls; c++) tiny_chain_hand(hx, hy); },
+        [&] { for (int c = 0; c < calls; c++) tiny_chain64_c0(nullptr, hx, ky); },
     };
-    std::vector<int> per = {calls, calls, calls / 10, calls};
+    std::vector<int> per = {calls, calls, calls / 10, calls, calls};
     std::vector<Timing> t = time_interleaved(fns, 1, rounds);
     nlohmann::json j;
     j["model"] = "bench/models/tiny_chain64.json (64 elementwise ops, 1x64 f32)";
     j["threads"] = threads;
     j["rounds"] = rounds;
     j["kernels"] = {{"aot_fused", fused.num_kernels()}, {"jit_fused", fused.num_kernels()}, {"jit_unfused", unfused.num_kernels()},
-                    {"hand", 1}};
+                    {"hand", 1}, {"aot_kernel", 1}};
     fmt::print("{:<12} {:>12}\n", "mode", "us/call");
     double hand_us = t[3].median_ms * 1000.0 / per[3];
     for (size_t k = 0; k < names.size(); k++) {

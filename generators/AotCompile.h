@@ -18,6 +18,7 @@
 
 #include "Halide.h"
 #include "graph/Graph.h"
+#include "graph/Partitioning.h"
 
 namespace fusor {
 
@@ -44,10 +45,16 @@ struct AotResult {
     int64_t arena_bytes = 0, weight_bytes = 0;
 };
 
-/** Compiles \p g (clustered here, in the fused mode) into options.out_dir/lib<name>.a and
+/** Compiles \p g (clustered here in the fused mode, unless it already has clusters: a part) into options.out_dir/lib<name>.a and
  * <name>.h. Throws UserError for a bad name or an unwritable directory, and when the glue does not
  * compile (with the compiler's message). */
 AotResult compile_aot(const Graph &g, const AotOptions &options);
+
+/** Compiles each part of \p p (a partition of clustered \p g) as its own library,
+ * lib<name>_part<k>.a with <name>_part<k>.h, and writes an umbrella header <name>.h that includes
+ * them, states how the parts hand tensors to each other (by name) and defines <name>_num_parts and
+ * the X-macro <name>_PARTS(X), which expands X(<name>_part0) X(<name>_part1) ... in run order. */
+std::vector<AotResult> compile_aot_parts(const Graph &g, const Partition &p, const AotOptions &options);
 
 /** Writes the Halide runtime for \p target as \p out_dir/libfusor_halide_runtime.a (plus
  * HalideRuntime.h beside it) and returns the archive's path. */

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "graph/Error.h"
@@ -50,6 +51,42 @@ Part make_part(const Graph &g, int begin, int end, const MemoryPlanOptions &opti
     }
     p.arena_bytes = plan_memory(g, begin, end, external, options).arena_bytes;
     return p;
+}
+
+Graph extract_part(const Graph &g, const Part &p) {
+    Graph sub;
+    sub.name = g.name;
+    sub.source = g.source;
+    std::map<TensorId, TensorId> map;
+    auto bring = [&](TensorId t) {
+        if (t == kNoTensor) return kNoTensor;
+        auto it = map.find(t);
+        if (it != map.end()) return it->second;
+        Tensor copy = g.tensor(t);
+        copy.producer = -1;
+        return map[t] = sub.add_tensor(std::move(copy));
+    };
+    for (TensorId t : p.inputs) sub.inputs.push_back(bring(t));
+    for (int ci = p.begin; ci < p.end; ci++) {
+        const Cluster &c = g.clusters[ci];
+        Cluster nc = c;
+        nc.id = ci - p.begin;
+        nc.nodes.clear();
+        for (NodeId id : c.nodes) {
+            Node n = g.nodes[id];
+            for (TensorId &t : n.inputs) t = bring(t);
+            for (TensorId &t : n.outputs) t = bring(t);
+            if (id == c.anchor) nc.anchor = (NodeId)sub.nodes.size();
+            nc.nodes.push_back((NodeId)sub.nodes.size());
+            sub.nodes.push_back(std::move(n));
+        }
+        for (TensorId &t : nc.inputs) t = bring(t);
+        for (TensorId &t : nc.outputs) t = bring(t);
+        sub.clusters.push_back(std::move(nc));
+    }
+    for (TensorId t : p.outputs) sub.outputs.push_back(map.at(t));
+    sub.reindex();
+    return sub;
 }
 
 Partition partition_by_memory(const Graph &g, int64_t budget, const MemoryPlanOptions &options) {

@@ -50,6 +50,12 @@ Partition partition_by_cost(const Graph &g, int parts, const std::vector<double>
 /** The part [\p begin, \p end) with its inputs, outputs and arena filled in. */
 Part make_part(const Graph &g, int begin, int end, const MemoryPlanOptions &options = {});
 
+/** Part \p p of clustered \p g as a graph of its own: its nodes and clusters (names kept, clusters
+ * renumbered from 0 in the same order), the weights they read, the part's inputs as graph inputs and
+ * its outputs as graph outputs. Compiling each part separately (fusor compile --memory-budget or
+ * --devices) and running them in order gives the whole graph's outputs. */
+Graph extract_part(const Graph &g, const Part &p);
+
 /** A readable table of \p p: one line per part with its clusters, arena bytes, inputs and outputs. */
 std::string print_partition(const Graph &g, const Partition &p);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/Executor.h"
+
 namespace fusor {
 
 double median(std::vector<double> v) {
@@ -42,6 +44,18 @@ std::vector<Timing> time_interleaved(const std::vector<std::function<void()>> &f
 
 Timing time_runs(const std::function<void()> &fn, int warmup, int repeats) {
     return time_interleaved({fn}, warmup, repeats)[0];
+}
+
+std::vector<double> measure_cluster_costs(const Graph &g, const ExecutorOptions &options, int rounds) {
+    ExecutorOptions eo = options;
+    eo.mode = ExecMode::Fused;
+    Executor ex(g, eo);
+    set_random_inputs(ex, 1);  // data-dependent kernels (e.g. Gather) see realistic values
+    std::vector<std::function<void()>> fns;
+    for (size_t k = 0; k < ex.num_kernels(); k++) fns.push_back([&ex, k] { ex.run_kernel(k); });
+    std::vector<double> cost;
+    for (const Timing &t : time_interleaved(fns, 1, rounds)) cost.push_back(t.median_ms);
+    return cost;
 }
 
 }  // namespace fusor

@@ -5,7 +5,11 @@
 #include <functional>
 #include <vector>
 
+#include "graph/Graph.h"
+
 namespace fusor {
+
+struct ExecutorOptions;
 
 struct Timing {
     double median_ms = 0, min_ms = 0, max_ms = 0;
@@ -18,6 +22,11 @@ Timing time_runs(const std::function<void()> &fn, int warmup, int repeats);
 /** Times several functions side by side: each round runs every function once in turn, so slow
  * drifts of a shared machine affect all of them alike. Returns one Timing per function. */
 std::vector<Timing> time_interleaved(const std::vector<std::function<void()>> &fns, int warmup, int rounds);
+
+/** The measured time (median ms) of each fused cluster of \p g run on its own, in cluster order,
+ * with random inputs: the cost that partition_by_cost balances across devices. \p g is clustered
+ * the way the executor clusters it (form_clusters with \p options' clustering). */
+std::vector<double> measure_cluster_costs(const Graph &g, const ExecutorOptions &options, int rounds = 5);
 
 /** Median of \p v (the mean of the two middle values for even sizes); 0 for empty input. */
 double median(std::vector<double> v);

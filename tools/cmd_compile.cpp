@@ -6,6 +6,9 @@
 #include "generators/AotCompile.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
+#include "graph/Partitioning.h"
+#include "runtime/Benchmark.h"
+#include "runtime/Executor.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 #include "tuner/Autotune.h"
@@ -44,6 +47,14 @@ Verb add_compile(CLI::App &app) {
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
+    auto budget = std::make_shared<int64_t>(0);
+    cmd->add_option("--memory-budget", *budget,
+                    "split the model into parts that each need at most BYTES (arena, inputs, outputs, weights); "
+                    "one library per part")
+        ->check(CLI::PositiveNumber);
+    auto devices = std::make_shared<int>(0);
+    cmd->add_option("--devices", *devices, "split the model into N pipeline stages of balanced measured time; one library per part")
+        ->check(CLI::PositiveNumber);
     cmd->add_flag("--no-runtime", o->no_runtime, "do not write libfusor_halide_runtime.a (an app links one per target)");
     cmd->add_flag("--runtime-only", o->runtime_only, "write only libfusor_halide_runtime.a and HalideRuntime.h");
     return {cmd, [=] {
@@ -88,21 +99,40 @@ Verb add_compile(CLI::App &app) {
                     extra["db"] = std::filesystem::path(o->db).filename().string();
                 }
                 ao.build_info_json = extra.dump();
-                AotResult r = compile_aot(g, ao);
+                if (*budget > 0 && *devices > 0) throw UserError("compile: --memory-budget and --devices are exclusive");
+                auto report = [](const AotResult &r, const std::string &what) {
+                    std::vector<std::string> untuned;
+                    for (const AotCluster &c : r.clusters) {
+                        if (!c.tuned) untuned.push_back(c.name);
+                        if (!c.fallback_reason.empty()) fmt::print("{}: stored schedule not used: {}\n", c.name, c.fallback_reason);
+                    }
+                    fmt::print("compiled {} -> {} and {}\n", what, r.library, r.header);
+                    fmt::print("  {} clusters, {} tuned; arena {} bytes, weights {} bytes\n", r.clusters.size(),
+                               r.clusters.size() - untuned.size(), r.arena_bytes, r.weight_bytes);
+                    if (!untuned.empty()) {
+                        std::string list;
+                        for (const std::string &u : untuned) list += (list.empty() ? "" : ", ") + u;
+                        fmt::print("  untuned (default schedule): {}\n", list);
+                    }
+                };
+                if (*budget > 0 || *devices > 0) {
+                    Graph clustered = g;
+                    form_clusters(clustered);
+                    Partition partition;
+                    if (*budget > 0) {
+                        partition = partition_by_memory(clustered, *budget);
+                    } else {
+                        // costs measured with the host JIT: relative cluster times, whatever the target
+                        partition = partition_by_cost(clustered, *devices, measure_cluster_costs(clustered, ExecutorOptions{}));
+                    }
+                    fmt::print("{}", print_partition(clustered, partition));
+                    std::vector<AotResult> parts = compile_aot_parts(clustered, partition, ao);
+                    for (size_t k = 0; k < parts.size(); k++) report(parts[k], g.name + " part " + std::to_string(k));
+                    fmt::print("wrote {}\n", (std::filesystem::path(o->out) / (ao.name + ".h")).string());
+                } else {
+                    report(compile_aot(g, ao), g.name);
+                }
                 if (!o->no_runtime) compile_aot_runtime(target, o->out);
-                std::vector<std::string> untuned;
-                for (const AotCluster &c : r.clusters) {
-                    if (!c.tuned) untuned.push_back(c.name);
-                    if (!c.fallback_reason.empty()) fmt::print("{}: stored schedule not used: {}\n", c.name, c.fallback_reason);
-                }
-                fmt::print("compiled {} -> {} and {}\n", g.name, r.library, r.header);
-                fmt::print("  {} clusters, {} tuned; arena {} bytes, weights {} bytes\n", r.clusters.size(),
-                           r.clusters.size() - untuned.size(), r.arena_bytes, r.weight_bytes);
-                if (!untuned.empty()) {
-                    std::string list;
-                    for (const std::string &u : untuned) list += (list.empty() ? "" : ", ") + u;
-                    fmt::print("  untuned (default schedule): {}\n", list);
-                }
                 return 0;
             }};
 }

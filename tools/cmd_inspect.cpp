@@ -63,12 +63,7 @@ Verb add_inspect(CLI::App &app) {
                 if (*budget > 0) partition = partition_by_memory(fused, *budget);
                 if (*devices > 0) {
                     // balanced by measured time: each fused kernel timed on its own
-                    ExecutorOptions eo;
-                    Executor ex(fused, eo);
-                    std::vector<std::function<void()>> fns;
-                    for (size_t k = 0; k < ex.num_kernels(); k++) fns.push_back([&ex, k] { ex.run_kernel(k); });
-                    std::vector<double> cost;
-                    for (const Timing &tm : time_interleaved(fns, 1, 5)) cost.push_back(tm.median_ms);
+                    std::vector<double> cost = measure_cluster_costs(fused, ExecutorOptions{});
                     partition = partition_by_cost(fused, *devices, cost);
                 }
                 auto memory_json = [](const MemoryPlan &p) {

@@ -45,10 +45,14 @@ struct TensorDesc {
 
 struct KernelDesc {
     const char *name;
-    int (*fn_argv)(void **args);
     int num_args;          // not counting user_context
     const int *arg_tensor; // tensor index of each argument: parameters, then outputs
 };
+
+/* The generated glue's kernel sequence: calls every kernel in order with direct calls (no argv
+ * unpacking, no table walk) on the buffers bound to each tensor. Returns 0, or the Halide error
+ * code of the first kernel that failed with its index in *failed. */
+using RunKernels = int (*)(const void *user_context, halide_buffer_t *const *bound, int *failed);
 
 /* The magic word at the head of every user_context a fusor model passes to its kernels. */
 static const uint64_t kContextMagic = 0x6675736f72637478ull;  // "fusorctx"
@@ -145,6 +149,7 @@ struct Model {
     int num_outputs;
     const unsigned char *weights;
     int64_t arena_bytes;
+    RunKernels run_kernels;
 
     // state
     bool ready = false;
@@ -273,21 +278,16 @@ struct Model {
             if (!check(outs ? outs[i] : nullptr, tensors[outputs[i]], "output", i)) return -2;
             bound[outputs[i]] = outs[i];
         }
-        void *args[64];
-        void *uc = &ctx;
-        for (int k = 0; k < num_kernels; k++) {
-            const KernelDesc &kd = kernels[k];
-            if (kd.num_args + 1 > 64) {
-                error = std::string(name) + ": kernel " + kd.name + " has too many arguments";
-                return -4;
-            }
-            args[0] = &uc;
-            for (int a = 0; a < kd.num_args; a++) args[a + 1] = bound[kd.arg_tensor[a]];
-            int r = kd.fn_argv(args);
-            if (r != 0) {
-                error = std::string(name) + ": kernel " + kd.name + " failed with Halide error " + std::to_string(r);
-                return -1;
-            }
+        return run_bound();
+    }
+
+    /* Every kernel in order over the buffers in `bound`. */
+    int run_bound() {
+        int failed = 0;
+        int r = run_kernels(&ctx, bound.data(), &failed);
+        if (r != 0) {
+            error = std::string(name) + ": kernel " + kernels[failed].name + " failed with Halide error " + std::to_string(r);
+            return -1;
         }
         if (!error.empty()) error.clear();
         return 0;
@@ -306,9 +306,24 @@ struct Model {
             int e = init();
             if (e) return e;
         }
-        for (int i = 0; i < num_inputs; i++) raw_in[i].host = ins ? (uint8_t *)ins[i] : nullptr;
-        for (int i = 0; i < num_outputs; i++) raw_out[i].host = outs ? (uint8_t *)outs[i] : nullptr;
-        return run(raw_in_ptr.data(), raw_out_ptr.data());
+        // the wrappers have the model's shapes by construction: only the pointers need checking
+        for (int i = 0; i < num_inputs; i++) {
+            raw_in[i].host = ins ? (uint8_t *)ins[i] : nullptr;
+            if (!raw_in[i].host) return missing("input", i, tensors[inputs[i]]);
+            bound[inputs[i]] = &raw_in[i];
+        }
+        for (int i = 0; i < num_outputs; i++) {
+            raw_out[i].host = outs ? (uint8_t *)outs[i] : nullptr;
+            if (!raw_out[i].host) return missing("output", i, tensors[outputs[i]]);
+            bound[outputs[i]] = &raw_out[i];
+        }
+        return run_bound();
+    }
+
+    int missing(const char *role, int index, const TensorDesc &t) {
+        error = std::string(name) + ": " + role + " " + std::to_string(index) + " '" + t.name +
+                "' is missing (null pointer); expected " + shape_text(t);
+        return -2;
     }
 };
 

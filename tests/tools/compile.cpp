@@ -290,3 +290,94 @@ TEST_CASE("compile: steady-state AOT runs take Halide scratch from the pool, nev
     CHECK(second == first);
     CHECK(third == first);
 }
+
+namespace {
+
+/** Compiles the test model \p model_name split by \p split_flag, runs its parts in order through
+ * the parts driver and compares the outputs with the JIT executor's. Returns the number of parts. */
+size_t check_parts(const std::string &model_name, const std::string &split_flag) {
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/" + model_name + ".json";
+    Graph g = load_graph_json(model);
+    auto inputs = random_inputs(g, 5);
+    fs::create_directories(d.file("in"));
+    std::string in_args;
+    for (size_t i = 0; i < g.inputs.size(); i++) {
+        const Tensor &t = g.tensor(g.inputs[i]);
+        write_npy(d.file("in/" + stem(t.name) + ".npy"), t.type, inputs[i].data());
+        std::string bin = d.file("in" + std::to_string(i) + ".bin");
+        std::ofstream(bin, std::ios::binary).write((const char *)inputs[i].data(), (std::streamsize)inputs[i].size());
+        in_args += " '" + t.name + "=" + bin + "'";
+    }
+    Result jit = shell(std::string("'") + FUSOR_BINARY + "' run '" + model + "' --threads 2 --inputs '" + d.file("in") +
+                           "' --outputs '" + d.file("jit") + "'",
+                       d);
+    INFO(jit.out);
+    REQUIRE(jit.status == 0);
+
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name m " + split_flag, d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    std::string libs;
+    size_t parts = 0;
+    while (fs::exists(d.file("lib/libm_part" + std::to_string(parts) + ".a"))) {
+        libs += " '" + d.file("lib/libm_part" + std::to_string(parts) + ".a") + "'";
+        parts++;
+    }
+    REQUIRE(parts >= 1);
+    CHECK_FALSE(fs::exists(d.file("lib/libm.a")));  // one library per part, no whole-model one
+    std::string app = d.file("app");
+    std::string cxx = std::getenv("CXX") ? std::getenv("CXX") : "c++";
+    Result b = shell(cxx + " -std=c++17 -O1 -DFUSOR_MODEL=m -include '" + d.file("lib/m.h") + "' -I'" + d.file("lib") + "' '" +
+                         FUSOR_AOT_PARTS_DRIVER + "'" + libs + " '" + d.file("lib/libfusor_halide_runtime.a") +
+                         "' -lpthread -ldl -o '" + app + "'",
+                     d);
+    INFO(b.out);
+    REQUIRE(b.status == 0);
+
+    std::string out_args;
+    for (size_t k = 0; k < g.outputs.size(); k++) {
+        out_args += " '" + g.tensor(g.outputs[k]).name + "=" + d.file("out" + std::to_string(k) + ".bin") + "'";
+    }
+    Result run = shell("'" + app + "'" + in_args + " --" + out_args, d);
+    INFO(run.out);
+    REQUIRE(run.status == 0);
+    CHECK_THAT(run.out, Contains(std::to_string(parts) + " parts"));
+    for (size_t k = 0; k < g.outputs.size(); k++) {
+        const Tensor &t = g.tensor(g.outputs[k]);
+        INFO("output " << t.name);
+        NpyArray expected = read_npy(d.file("jit/" + stem(t.name) + ".npy"));
+        std::vector<uint8_t> got = slurp(d.file("out" + std::to_string(k) + ".bin"));
+        REQUIRE(got.size() == expected.data.size());
+        REQUIRE(t.type.dtype == DType::F32);
+        const float *x = (const float *)got.data(), *y = (const float *)expected.data.data();
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size() / 4; i++) bad += !(std::abs(x[i] - y[i]) <= 1e-4f * (1 + std::abs(y[i])));
+        CHECK(bad == 0);
+    }
+    return parts;
+}
+
+}  // namespace
+
+TEST_CASE("compile: --devices 2 gives two part libraries that run in sequence to the JIT outputs", "[tools][compile][partition]") {
+    CHECK(check_parts("transformer_mlp", "--devices 2") == 2);
+}
+
+TEST_CASE("compile: under --memory-budget every part fits and the parts give the JIT outputs", "[tools][compile][partition]") {
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/resnet_block.json";
+    // the budget that inspect splits the model under, and its parts' footprints
+    TempDir d;
+    const int64_t budget = 20000;  // three parts of one cluster each
+    Result r = shell(std::string("'") + FUSOR_BINARY + "' inspect --json '" + model + "' --memory-budget " + std::to_string(budget), d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    auto parts = nlohmann::json::parse(r.out)["partition"];
+    REQUIRE(parts.size() >= 2);
+    for (auto &p : parts) CHECK(p["footprint_bytes"].get<int64_t>() <= budget);
+    CHECK(check_parts("resnet_block", "--memory-budget " + std::to_string(budget)) == parts.size());
+
+    Result tiny = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("x") + "' --memory-budget 100", d);
+    CHECK(tiny.status == 2);
+    CHECK_THAT(tiny.out, Contains("cluster 'c0'") && Contains("memory budget of 100 bytes"));
+}
