@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "generators/ApplySchedule.h"
 #include "generators/LowerCluster.h"
 #include "generators/ScheduleCluster.h"
 #include "generators/aot_embedded_sources.h"  // generated: kFusorAotSupport, kHalideRuntimeHeader
@@ -109,9 +110,6 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
 
     Graph g = model;
     if (g.clusters.empty()) form_clusters(g);  // a part (extract_part) keeps its clusters
-    MemoryPlanOptions mo;
-    mo.in_place = false;  // see Executor: Halide's ShiftInwards tails re-read what they overwrite
-    MemoryPlan plan = plan_memory(g, mo);
 
     for (TensorId t : g.outputs) {
         if (g.tensor(t).producer < 0) {
@@ -138,9 +136,11 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
     std::string weights;
     std::map<TensorId, int64_t> weight_offset;
     std::ostringstream kernel_decls, kernel_args, kernel_table, kernel_calls;
+    std::vector<bool> tails_exact;  // per cluster: may write in place (see Executor)
     for (const Cluster &c : g.clusters) {
         std::optional<std::string> stored = options.schedule_for ? options.schedule_for(g, c) : std::nullopt;
         ScheduledCluster sc = schedule_cluster(g, c, options.target, stored.value_or(""));
+        tails_exact.push_back(output_tails_exact(sc.schedule, sc.lowered));
         result.clusters.push_back({c.name, sc.tuned, sc.fallback_reason});
         std::string fn = name + "_" + c.name;
         std::vector<Halide::Argument> args(sc.lowered.params.begin(), sc.lowered.params.end());
@@ -172,6 +172,9 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
         kernel_args << "};\n";
         kernel_table << "    {" << c_string(c.name) << ", " << arg_tensors.size() << ", kArgs_" << c.name << "},\n";
     }
+    MemoryPlanOptions mo;
+    mo.kernel_allows_in_place = [&](const Cluster &c) { return tails_exact.at((size_t)c.id); };
+    MemoryPlan plan = plan_memory(g, mo);
     result.arena_bytes = plan.arena_bytes;
     result.weight_bytes = (int64_t)weights.size();
 

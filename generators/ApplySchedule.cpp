@@ -315,4 +315,20 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
     }
 }
 
+bool output_tails_exact(const ClusterSchedule &s, const LoweredCluster &c) {
+    if (s.stages.empty()) return false;
+    for (const StageSchedule &st : s.stages) {
+        const StageInfo *info = c.find_stage(st.stage);
+        if (!info || !info->is_output) continue;
+        if (st.rfactor) return false;
+        const std::vector<int64_t> &ext = info->extents;
+        for (size_t d = 0; d < st.tile.size(); d++) {
+            if (d >= ext.size() || st.tile[d] <= 0 || ext[d] % st.tile[d] != 0) return false;
+        }
+        int64_t inner = !st.tile.empty() ? st.tile[0] : (ext.empty() ? 1 : ext[0]);
+        if (st.vector_width > 1 && inner % st.vector_width != 0) return false;
+    }
+    return true;
+}
+
 }  // namespace fusor

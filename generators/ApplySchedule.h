@@ -21,6 +21,13 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c);
  * schedule does not name are inlined. Call once per lowering. */
 void apply_schedule(const ClusterSchedule &s, LoweredCluster &c);
 
+/** True when \p s splits every output's loops only by factors that divide their extents, so
+ * Halide's ShiftInwards tails never recompute an element: each output element is then written
+ * exactly once, after everything it reads, and an elementwise cluster may write its output over an
+ * input (in-place memory planning). False for an empty schedule (an autoscheduler's: its splits are
+ * not known here). */
+bool output_tails_exact(const ClusterSchedule &s, const LoweredCluster &c);
+
 /** Loop names a stage with pure args \p args (Halide order) has under \p s, outermost first
  * (what `at=` may name). */
 std::vector<std::string> loop_names(const StageSchedule &s, const std::vector<std::string> &args);

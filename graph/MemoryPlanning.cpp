@@ -94,7 +94,7 @@ MemoryPlan plan_memory(const Graph &g, int begin, int end, const std::vector<boo
         ArenaSlot &s = plan.slots[i];
         const Cluster &c = g.clusters[s.first];
         int joined = -1;
-        if (options.in_place) {
+        if (options.in_place && (!options.kernel_allows_in_place || options.kernel_allows_in_place(c))) {
             for (TensorId in : c.inputs) {
                 int j = slot_of[in];
                 if (j < 0 || !may_write_in_place(g, c, in, plan.slots[j].last, c.id)) continue;

@@ -11,6 +11,7 @@
  * cluster overwrites an input that dies there (in place). */
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "graph/Graph.h"
@@ -22,6 +23,10 @@ struct MemoryPlanOptions {
     /** Let an elementwise cluster write its output over an input of the same size that it is the
      * last reader of. */
     bool in_place = true;
+    /** When set, also required for in place: whether cluster \p c's compiled kernel writes each
+     * output element once, after reading what it needs (e.g. no overlapping vector tails; see
+     * output_tails_exact in generators/ApplySchedule.h). The graph alone cannot tell. */
+    std::function<bool(const Cluster &c)> kernel_allows_in_place;
 };
 
 /** One intermediate's place in the arena. */

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "generators/ApplySchedule.h"
 #include "generators/ScheduleCluster.h"
 #include "graph/Error.h"
 #include "graph/Printer.h"
@@ -114,11 +115,25 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         buffers_[i] = make_buffer(t.type);
         if (!t.data.empty()) std::memcpy(buffers_[i].data(), t.data.data(), t.data.size());
     }
-    // Intermediates live in one arena planned by liveness (graph/MemoryPlanning.h). Not in place:
-    // Halide's default ShiftInwards tail strategy recomputes the last, overlapping vector or tile
-    // of a loop, which would read input elements an in-place output had already overwritten.
+    for (const Cluster &c : g_.clusters) {
+        std::optional<std::string> tuned = options.schedule_for ? options.schedule_for(g_, c) : std::nullopt;
+        kernels_.push_back(compile_kernel(g_, c, target_, tuned.value_or("")));
+        std::vector<TensorId> params;
+        for (TensorId t : c.inputs) {
+            if (!is_baked_constant(g_.tensor(t))) params.push_back(t);
+        }
+        FUSOR_INTERNAL_ASSERT(params.size() == kernels_.back()->lowered.params.size()) << "kernel params of " << c.name;
+        param_tensors_.push_back(params);
+    }
+    // Intermediates live in one arena planned by liveness (graph/MemoryPlanning.h). An elementwise
+    // cluster may write over an input that dies there only when its kernel has no overlapping
+    // tails: Halide's ShiftInwards recomputes the last vector or tile of a loop, which would read
+    // input elements already overwritten.
     MemoryPlanOptions mo;
-    mo.in_place = false;
+    mo.kernel_allows_in_place = [this](const Cluster &c) {
+        const Kernel &k = *kernels_.at((size_t)c.id);
+        return output_tails_exact(k.schedule, k.lowered);
+    };
     plan_ = plan_memory(g_, mo);
     arena_.assign((size_t)plan_.arena_bytes + (size_t)plan_.alignment, 0);
     uint8_t *base = arena_.data();
@@ -136,17 +151,9 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         }
     }
     for (const Cluster &c : g_.clusters) {
-        std::optional<std::string> tuned = options.schedule_for ? options.schedule_for(g_, c) : std::nullopt;
-        kernels_.push_back(compile_kernel(g_, c, target_, tuned.value_or("")));
         std::vector<Buffer<>> outs;
         for (TensorId t : c.outputs) outs.push_back(buffers_[t]);
         realizations_.emplace_back(outs);
-        std::vector<TensorId> params;
-        for (TensorId t : c.inputs) {
-            if (!is_baked_constant(g_.tensor(t))) params.push_back(t);
-        }
-        FUSOR_INTERNAL_ASSERT(params.size() == kernels_.back()->lowered.params.size()) << "kernel params of " << c.name;
-        param_tensors_.push_back(params);
     }
 }
 
