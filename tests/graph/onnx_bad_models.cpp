@@ -1,0 +1,71 @@
+// Malformed ONNX models the importer must reject with a UserError naming the file, the node and
+// what was wrong: reductions of what the libFuzzer target (tests/fuzz) found, each of which was
+// undefined behaviour, a crash, a hang or a huge allocation before its fix. The models are
+// checked in as tests/data/bad/onnx_*.onnx; read one with
+//   protoc --decode onnx.ModelProto -I/usr/include onnx/onnx.proto < tests/data/bad/onnx_....onnx
+// and write one from that text form with --encode.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph/OnnxImport.h"
+
+using Catch::Contains;
+using fusor::UserError;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct BadModel {
+    const char *file;                   // under tests/data/bad/
+    std::vector<std::string> mentions;  // besides the file's path
+};
+
+// One line per model: what it holds, and what went wrong before the fix.
+const BadModel kBadModels[] = {
+    // Squeeze-11 with axes=[0] on a rank-0 input: normalize_axis accepted axis 0 for rank 0 and
+    // the shape rule read shape[0] of an empty shape (UBSan: reference binding to null pointer)
+    {"onnx_squeeze_scalar_axis.onnx", {"node 'sq' (Squeeze)", "axis 0", "rank-0"}},
+    // Add-6 with broadcast=1 and axis=INT64_MIN on inputs [2,7] and [3]: the legacy-broadcast
+    // realignment computed rank - axis and overflowed int64
+    {"onnx_legacy_broadcast_huge_axis.onnx",
+     {"node 'add' (Add-6)", "legacy broadcast axis -9223372036854775808", "does not fit ranks 2 and 1"}},
+};
+
+std::string bad_path(const std::string &file) {
+    return std::string(FUSOR_TEST_DATA) + "/bad/" + file;
+}
+
+}  // namespace
+
+TEST_CASE("onnx import: each fuzzer-found malformed model is a user error naming the file and node", "[graph][onnx]") {
+    for (const BadModel &m : kBadModels) {
+        std::string path = bad_path(m.file);
+        INFO("model " << m.file);
+        REQUIRE(fs::exists(path));
+        try {
+            fusor::load_onnx(path);
+            FAIL("the importer accepted " << path);
+        } catch (const UserError &e) {
+            std::string msg = e.what();
+            CHECK_THAT(msg, Contains(path));
+            for (const std::string &s : m.mentions) CHECK_THAT(msg, Contains(s));
+        }
+    }
+}
+
+TEST_CASE("onnx import: every bad ONNX model in the test data has an expected message", "[graph][onnx]") {
+    std::set<std::string> listed;
+    for (const BadModel &m : kBadModels) listed.insert(m.file);
+    int found = 0;
+    for (const auto &entry : fs::directory_iterator(bad_path(""))) {
+        if (entry.path().extension() != ".onnx") continue;
+        found++;
+        INFO("tests/data/bad/" << entry.path().filename().string() << " is not listed in kBadModels");
+        CHECK(listed.count(entry.path().filename().string()) == 1);
+    }
+    CHECK(found == (int)listed.size());
+}
