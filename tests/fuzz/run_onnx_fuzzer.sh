@@ -31,6 +31,10 @@ if [[ -d $data && -z "$(ls -A "$corpus")" ]]; then
 fi
 cd "$build"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+# symbolized stacks: Debian's llvm-14 package has only the versioned llvm-symbolizer-14 on PATH
+if [[ -z "${ASAN_SYMBOLIZER_PATH:-}" && -x /usr/bin/llvm-symbolizer-14 ]]; then
+    export ASAN_SYMBOLIZER_PATH=/usr/bin/llvm-symbolizer-14
+fi
 # -timeout: seconds per input; -rss_limit_mb / -malloc_limit_mb: the importer must refuse absurd
 # sizes (kMaxDim) long before it allocates anything near these.
 exec tests/fuzz/onnx_import_fuzzer -seed=1 -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 \

@@ -33,6 +33,10 @@ const BadModel kBadModels[] = {
     // realignment computed rank - axis and overflowed int64
     {"onnx_legacy_broadcast_huge_axis.onnx",
      {"node 'add' (Add-6)", "legacy broadcast axis -9223372036854775808", "does not fit ranks 2 and 1"}},
+    // an f64 initializer of shape [2^31 - 1] without data: its 16 GiB were allocated before the
+    // length of double_data was checked (libFuzzer: out-of-memory)
+    {"onnx_huge_initializer_no_data.onnx",
+     {"initializer 'w'", "double_data holds 0 values", "shape [2147483647] needs 2147483647"}},
 };
 
 std::string bad_path(const std::string &file) {
