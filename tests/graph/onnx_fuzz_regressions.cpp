@@ -1,5 +1,5 @@
-// What the importer's libFuzzer target (tests/fuzz) found, each undefined behaviour, a crash, a
-// hang or a huge allocation before its fix. Malformed models must be rejected with a UserError
+// Findings of the importer's libFuzzer target (tests/fuzz), or found by review and confirmed
+// through it: each was undefined behaviour, a crash, a hang or a huge allocation before its fix. Malformed models must be rejected with a UserError
 // naming the file, the node and what was wrong; they are checked in as tests/data/bad/onnx_*.onnx
 // (reductions of the fuzzer's inputs); read one with
 //   protoc --decode onnx.ModelProto -I/usr/include onnx/onnx.proto < tests/data/bad/onnx_....onnx
@@ -36,7 +36,7 @@ const BadModel kBadModels[] = {
     {"onnx_legacy_broadcast_huge_axis.onnx",
      {"node 'add' (Add-6)", "legacy broadcast axis -9223372036854775808", "does not fit ranks 2 and 1"}},
     // an f64 initializer of shape [2^31 - 1] without data: its 16 GiB were allocated before the
-    // length of double_data was checked (libFuzzer: out-of-memory)
+    // length of double_data was checked (found by review; libFuzzer: out-of-memory)
     {"onnx_huge_initializer_no_data.onnx",
      {"initializer 'w'", "double_data holds 0 values", "shape [2147483647] needs 2147483647"}},
 };
@@ -47,7 +47,7 @@ std::string bad_path(const std::string &file) {
 
 }  // namespace
 
-TEST_CASE("onnx import: each fuzzer-found malformed model is a user error naming the file and node", "[graph][onnx]") {
+TEST_CASE("onnx import: each malformed model from fuzzing is a user error naming the file and node", "[graph][onnx]") {
     for (const BadModel &m : kBadModels) {
         std::string path = bad_path(m.file);
         INFO("model " << m.file);
@@ -77,7 +77,7 @@ TEST_CASE("onnx import: every bad ONNX model in the test data has an expected me
 }
 
 // regression: naming N nodes of one name tried suffixes __1, __2, ... from 1 each time, N^2/2 set
-// lookups (the fuzzer's 64 KB model of 3800 such nodes took over 10 s). The speed is the fuzz
+// lookups (a 64 KB model of 3800 such nodes took over 10 s in the fuzz target). The speed is the fuzz
 // run's check (-timeout); this checks the names the resumed counter gives stay distinct and in
 // order.
 TEST_CASE("regression: thousands of nodes of one name get distinct names in order", "[graph][onnx]") {
