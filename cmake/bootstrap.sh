@@ -5,20 +5,25 @@
 #   cmake/bootstrap.sh demo   the main job on the built-in default model (configs/models/resnet_block.json):
 #                             inspect its fusion, a short autotune into build/demo.db, then run and
 #                             bench (unfused, fused default, fused tuned) from that database
-#   cmake/bootstrap.sh test   build and run the whole test suite (ctest); CI runs this. The importer's
-#                             fuzzer runs separately: tests/fuzz/run_onnx_fuzzer.sh 60 (clang-14)
+#   cmake/bootstrap.sh test   build and run the whole test suite (ctest), then, when it passes, the ONNX
+#                             importer's fuzzer for 60 s with a fixed seed (tests/fuzz/run_onnx_fuzzer.sh
+#                             60: clang-14, ASan+UBSan+libFuzzer, builds only the graph library in
+#                             build-fuzz/, about 3 min on 2 cores); CI runs this
 #
 # Environment: FUSOR_BUILD_DIR (default build), FUSOR_MODEL (demo model), FUSOR_DB (demo tuning
-# database, default build/demo.db), FUSOR_TRIALS (demo autotune trials, default 20), JOBS (default: nproc).
+# database, default build/demo.db), FUSOR_TRIALS (demo autotune trials, default 20), JOBS (default: nproc),
+# FUSOR_FUZZ_SECONDS (test mode's fuzz run, default 60; 0 skips it).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+root="$(pwd)"
 mode="${1:-}"
 build="${FUSOR_BUILD_DIR:-build}"
 jobs="${JOBS:-$(nproc)}"
 
 packages=(g++ cmake ninja-build pkg-config libhalide14-0-dev nlohmann-json3-dev catch2 libcli11-dev libfmt-dev libsqlite3-dev gnuplot-nox
-          libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata libdnnl-dev)
+          libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata libdnnl-dev
+          clang-14 libclang-rt-14-dev llvm-14)  # the last three: the fuzz run (llvm-14: llvm-symbolizer-14)
 
 install_missing() {
     local missing=()
@@ -76,6 +81,12 @@ test)
         exit 1
     fi
     ctest --output-on-failure -j "$jobs" --timeout 600
+    cd "$root"
+    fuzz_seconds="${FUSOR_FUZZ_SECONDS:-60}"
+    if ((fuzz_seconds > 0)); then
+        echo "== fuzzing the ONNX importer for $fuzz_seconds s (tests/fuzz/run_onnx_fuzzer.sh)"
+        JOBS="$jobs" tests/fuzz/run_onnx_fuzzer.sh "$fuzz_seconds"
+    fi
     ;;
 *)
     echo "usage: cmake/bootstrap.sh demo|test" >&2

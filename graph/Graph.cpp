@@ -158,9 +158,14 @@ std::vector<int64_t> constant_ints(const Graph &g, const Node &n, int input_inde
 }
 
 int normalize_axis(const Graph &g, const Node &n, int64_t axis, int rank) {
-    if (axis < -rank || axis >= std::max(rank, 1)) {
+    if (rank == 0) {
+        throw UserError(g.where(n) + ": axis " + std::to_string(axis) +
+                        " given for a rank-0 (scalar) tensor, which has no axes");
+    }
+    if (axis < -rank || axis >= rank) {
         throw UserError(g.where(n) + ": axis " + std::to_string(axis) + " is out of range for rank " +
-                        std::to_string(rank));
+                        std::to_string(rank) + "; expected " + std::to_string(-rank) + " to " +
+                        std::to_string(rank - 1));
     }
     return (int)(axis < 0 ? axis + rank : axis);
 }

@@ -93,6 +93,7 @@ private:
     std::vector<bool> known_;  ///< by TensorId: type is known during import
     std::vector<std::map<std::string, TensorId>> scopes_;
     std::set<std::string> tensor_names_, node_names_;
+    std::map<std::pair<const std::set<std::string> *, std::string>, int> last_suffix_;  ///< fresh_name's, by set and base
     std::vector<std::string> unsupported_;
 };
 

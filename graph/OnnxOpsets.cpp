@@ -121,8 +121,9 @@ bool convert_legacy_broadcast(Importer &im, OnnxNode &n) {
         im.unsupported(n.proto, n.version, n.name, "legacy broadcast with 'axis' needs the ranks of both inputs at import");
         return false;
     }
-    int64_t ax = *axis < 0 ? *axis + *ra : *axis;
-    int64_t trailing = *ra - ax - *rb;
+    // range first: the arithmetic below overflows on an absurd axis (fuzzer: -9.2e18)
+    int64_t ax = *axis < -*ra || *axis > *ra ? -1 : *axis < 0 ? *axis + *ra : *axis;
+    int64_t trailing = ax < 0 ? -1 : *ra - ax - *rb;
     if (ax < 0 || trailing < 0) {
         im.unsupported(n.proto, n.version, n.name, "legacy broadcast axis " + std::to_string(*axis) + " does not fit ranks " +
                                                        std::to_string(*ra) + " and " + std::to_string(*rb));
