@@ -12,6 +12,7 @@
  *    into shared memory by all the block's threads when it fits;
  *  - a stage needed by several outputs is materialized as its own kernel. */
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -63,23 +64,37 @@ int64_t block_footprint(const StageInfo &consumer, const StageInfo &producer, co
     for (size_t d = 0; d < args.size() && d < coverage.size(); d++) {
         scope.push(args[d].name(), Interval(Expr(0), Expr((int)coverage[d] - 1)));
     }
+    // every call to the producer in the consumer's updates: the hull of its argument ranges
+    class Calls : public IRVisitor {
+    public:
+        std::string name;
+        std::vector<std::vector<Expr>> args;
+        using IRVisitor::visit;
+        void visit(const Call *op) override {
+            IRVisitor::visit(op);
+            if (op->name == name && op->call_type == Call::Halide) args.push_back(op->args);
+        }
+    } calls;
+    calls.name = producer.func.name();
     Box box;
     bool found = false;
     for (int u = 0; u < consumer.func.num_update_definitions(); u++) {
         for (const ReductionVariable &rv : consumer.func.function().update(u).schedule().rvars()) {
             if (!scope.contains(rv.var)) scope.push(rv.var, Interval(rv.min, simplify(rv.min + rv.extent - 1)));
         }
-        for (const Expr &v : consumer.func.update_values(u).as_vector()) {
-            auto boxes = boxes_required(v, scope);
-            auto it = boxes.find(producer.func.name());
-            if (it == boxes.end()) continue;
-            box = found ? box_union(box, it->second) : it->second;
-            found = true;
-        }
+        Tuple values = consumer.func.update_values(u);
+        for (const Expr &v : values.as_vector()) v.accept(&calls);
+    }
+    for (const std::vector<Expr> &a : calls.args) {
+        Box b;
+        for (const Expr &e : a) b.push_back(bounds_of_expr_in_scope(e, scope));
+        box = found ? box_union(box, b) : b;
+        found = true;
     }
     if (!found) return 0;
     int64_t bytes = producer.func.output_types()[0].bytes();
     for (size_t d = 0; d < box.size(); d++) {
+        if (!box[d].is_bounded()) return -1;
         Expr extent = simplify(box[d].max - box[d].min + 1);
         const int64_t *e = as_const_int(extent);
         if (!e) return -1;
@@ -115,6 +130,7 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
         StageSchedule s;
         bool anchored = false;
         int at_dim = 0;  // the block covers dims below this whole (row reductions)
+        int64_t staged_bytes = -1;  // shared memory of the staged operand per block; -1: not staged
     };
     std::vector<OutputPlan> plans(lc.outputs.size());
     for (const StageInfo &s : lc.stages) {
@@ -142,11 +158,45 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
         }
         OutputPlan &p = plans[i];
         if (p.anchored) {
-            // 16x16 threads, each with a 2x2 register tile where the output is large enough
-            int tx = std::min(16, floor_pow2(o.extents[0])), ty = std::min(16, floor_pow2(o.extents[1]));
-            int rx = o.extents[0] >= 2 * tx ? 2 : 1, ry = o.extents[1] >= 2 * ty ? 2 : 1;
-            s.gpu_threads = {tx, ty};
-            s.tile = {rx, ry};
+            // 16x16 threads, each with a 2x2 register tile where the output is large enough; with
+            // a staged operand (packed B panel, padded conv window), the first block shape whose
+            // window fits the shared-memory budget (narrower blocks for a long reduction)
+            std::vector<const StageInfo *> staged, accs;
+            for (const StageInfo &st : lc.stages) {
+                if (!reach[st.node].count((int)i) || reach[st.node].size() != 1) continue;
+                if (st.role == StageRole::Reused && !st.aligned && !st.extents.empty()) staged.push_back(&st);
+                if (st.role == StageRole::Accumulator && st.aligned) accs.push_back(&st);
+            }
+            auto shape = [&](int tx0, int rx0) {
+                int tx = std::min(tx0, floor_pow2(o.extents[0]));
+                int ty = std::min(kThreadsPerBlock / tx, floor_pow2(o.extents[1]));
+                int rx = o.extents[0] >= (int64_t)rx0 * tx ? rx0 : 1, ry = o.extents[1] >= 2 * ty ? 2 : 1;
+                return std::array<int, 4>{tx, ty, rx, ry};
+            };
+            std::array<int, 4> chosen = shape(16, 2);
+            p.staged_bytes = -1;
+            if (!staged.empty()) {
+                for (auto [tx0, rx0] : std::vector<std::pair<int, int>>{{16, 2}, {16, 1}, {8, 1}, {4, 1}}) {
+                    std::array<int, 4> sh = shape(tx0, rx0);
+                    std::vector<int64_t> coverage(o.extents.size(), 1);
+                    coverage[0] = (int64_t)sh[0] * sh[2];
+                    coverage[1] = (int64_t)sh[1] * sh[3];
+                    int64_t bytes = 0;
+                    for (const StageInfo *stg : staged) {
+                        for (const StageInfo *acc : accs) {
+                            int64_t b = block_footprint(*acc, *stg, coverage);
+                            bytes = b < 0 || bytes < 0 ? -1 : std::max(bytes, b);
+                        }
+                    }
+                    if (bytes > 0 && bytes <= kSharedBudget) {
+                        chosen = sh;
+                        p.staged_bytes = bytes;
+                        break;
+                    }
+                }
+            }
+            s.gpu_threads = {chosen[0], chosen[1]};
+            s.tile = {chosen[2], chosen[3]};
             s.unroll = {0, 1};
         } else if (p.at_dim > 0 && p.at_dim <= std::min(rank, 3)) {
             // one block covers every dim the reductions run along: their results are per block
@@ -204,27 +254,17 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
                 // a staged operand: per block in shared memory when its window fits
                 const OutputPlan &p = plans[*r.begin()];
                 const StageInfo &o = lc.output_stage(*r.begin());
-                std::vector<int64_t> coverage;
-                for (size_t d = 0; d < o.extents.size(); d++) {
-                    int64_t per_block = d < p.s.gpu_threads.size() ? (int64_t)p.s.gpu_threads[d] * (d < p.s.tile.size() ? p.s.tile[d] : 1) : 1;
-                    coverage.push_back(per_block);
-                }
-                int64_t bytes = -1;
-                for (const StageInfo &acc : lc.stages) {
-                    if (acc.role == StageRole::Accumulator && acc.aligned && reach[acc.node].count(*r.begin())) {
-                        bytes = std::max(bytes, block_footprint(acc, st, coverage));
-                    }
-                }
+                int64_t bytes = p.staged_bytes;
                 if (bytes > 0 && bytes <= kSharedBudget && rank > 0) {
                     s.level = ComputeLevel::At;
                     s.at_stage = p.s.stage;
                     s.at_var = dim_var(0).name() + "o";
-                    s.gpu_threads = plain_threads(st.extents);
+                    // the output's thread shape: the block's threads copy the window together
+                    s.gpu_threads.assign(p.s.gpu_threads.begin(), p.s.gpu_threads.begin() + std::min<size_t>(rank, p.s.gpu_threads.size()));
                     s.memory = MemoryKind::Shared;
                     s.note = "staged per block in shared memory, " + std::to_string(bytes) + " bytes";
                 } else {
-                    s.note = bytes > 0 ? "window of " + std::to_string(bytes) + " bytes per block exceeds the shared-memory budget: read in place"
-                                       : "read in place";
+                    s.note = "its window per block does not fit the shared-memory budget: read in place";
                 }
             }
             break;
