@@ -206,7 +206,9 @@ CudaCheck check_cuda_pipeline(Pipeline p, const std::string &name, const Target 
 
 CudaCheck check_cuda_cluster(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule) {
     ScheduledCluster sc = schedule_cluster(g, c, target, schedule);
-    return check_cuda_pipeline(sc.lowered.pipeline, sanitize_name(c.name), target);
+    CudaCheck k = check_cuda_pipeline(sc.lowered.pipeline, sanitize_name(c.name), target);
+    k.schedule = sc.schedule;
+    return k;
 }
 
 std::string cuda_resource_violation(const CudaCheck &c, const CudaLimits &limits) {

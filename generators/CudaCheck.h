@@ -14,6 +14,7 @@
 
 #include "Halide.h"
 #include "generators/LowerCluster.h"
+#include "generators/Schedule.h"
 #include "graph/Graph.h"
 
 namespace fusor {
@@ -57,6 +58,7 @@ struct CudaCheck {
     bool ptxas_found = false;
     std::string ptxas_error;              ///< ptxas rejected the PTX (its message); empty when fine
     std::vector<KernelResources> resources;  ///< per kernel and architecture checked
+    ClusterSchedule schedule;             ///< what check_cuda_cluster applied
     int64_t launch_count() const;         ///< launches per call (-1 when a host loop is not constant)
 };
 
