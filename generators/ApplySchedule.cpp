@@ -25,8 +25,43 @@ struct Loop {
     int64_t extent;
 };
 
+/** Block dims of a GPU root stage, innermost first: the tiled dims' outer loops, then the untiled
+ * dims; beyond three (CUDA's grid), the outer ones fuse into one loop named by concatenation. */
+std::vector<Loop> gpu_block_loops(const StageSchedule &s, const std::vector<std::string> &args, const std::vector<int64_t> &extents) {
+    int rank = (int)extents.size();
+    int k = std::min((int)s.gpu_threads.size(), rank);
+    std::vector<Loop> blocks;
+    for (int d = 0; d < k; d++) {
+        int64_t per_block = (int64_t)s.gpu_threads[d] * (d < (int)s.tile.size() ? s.tile[d] : 1);
+        blocks.push_back({args[d] + "o", (extents[d] + per_block - 1) / per_block});
+    }
+    for (int d = k; d < rank; d++) blocks.push_back({args[d], extents[d]});
+    while (blocks.size() > 3) {
+        blocks[2] = {blocks[2].name + blocks[3].name, blocks[2].extent * blocks[3].extent};
+        blocks.erase(blocks.begin() + 3);
+    }
+    return blocks;
+}
+
 std::vector<Loop> loops_of(const StageSchedule &s, const std::vector<std::string> &args, const std::vector<int64_t> &extents) {
     int rank = (int)extents.size();
+    if (!s.gpu_threads.empty() && s.level == ComputeLevel::Root) {
+        // blocks (outermost first), threads, then the per-thread tile
+        int k = std::min((int)s.gpu_threads.size(), rank);
+        std::vector<Loop> blocks = gpu_block_loops(s, args, extents), out(blocks.rbegin(), blocks.rend());
+        for (int d = k - 1; d >= 0; d--) out.push_back({args[d] + "i", std::min<int64_t>(s.gpu_threads[d], extents[d])});
+        for (int d = std::min(k, (int)s.tile.size()) - 1; d >= 0; d--) out.push_back({args[d] + "r", s.tile[d]});
+        return out;
+    }
+    if (!s.gpu_threads.empty()) {
+        // computed at a block loop: serial outer parts, then the threads
+        int k = std::min((int)s.gpu_threads.size(), rank);
+        std::vector<Loop> out;
+        for (int d = rank - 1; d >= k; d--) out.push_back({args[d], extents[d]});
+        for (int d = k - 1; d >= 0; d--) out.push_back({args[d] + "o", (extents[d] + s.gpu_threads[d] - 1) / s.gpu_threads[d]});
+        for (int d = k - 1; d >= 0; d--) out.push_back({args[d] + "i", std::min<int64_t>(s.gpu_threads[d], extents[d])});
+        return out;
+    }
     int k = std::min((int)s.tile.size(), rank);
     std::vector<Loop> out;
     for (int d = rank - 1; d >= k; d--) out.push_back({args[d], extents[d]});
@@ -47,6 +82,60 @@ std::vector<Loop> loops_of(const StageSchedule &s, const std::vector<std::string
         for (size_t i = 0; i < slots.size(); i++) out[slots[i]] = moved[i];
     }
     return out;
+}
+
+/** What a loop of a stage is on the GPU. */
+enum class GpuLoop { None, Block, Thread, Serial };
+
+GpuLoop gpu_loop_kind(const StageSchedule &s, const std::vector<std::string> &args, const std::string &loop) {
+    if (s.gpu_threads.empty()) return GpuLoop::None;
+    int k = std::min(s.gpu_threads.size(), args.size());
+    for (int d = 0; d < k; d++) {
+        if (loop == args[d] + "i") return GpuLoop::Thread;
+    }
+    if (s.level != ComputeLevel::Root) return GpuLoop::Serial;
+    std::vector<int64_t> ones(args.size(), 1);
+    for (const Loop &l : gpu_block_loops(s, args, ones)) {
+        if (l.name == loop) return GpuLoop::Block;
+    }
+    return GpuLoop::Serial;
+}
+
+/** Whether stage \p name runs inside a GPU kernel under \p s, and if so, whether per thread
+ * (inside a thread loop) rather than per block. */
+struct GpuPlace {
+    bool on_gpu = false, per_thread = false;
+};
+
+GpuPlace gpu_place(const ClusterSchedule &s, const LoweredCluster &c, const std::string &name, int depth = 0) {
+    const StageSchedule *st = s.find(name);
+    const StageInfo *info = c.find_stage(name);
+    if (!st || !info || depth > 64) return {};
+    if (st->level == ComputeLevel::Root) return {!st->gpu_threads.empty(), false};
+    if (st->level != ComputeLevel::At) return {};
+    const StageSchedule *at = s.find(st->at_stage);
+    const StageInfo *at_info = c.find_stage(st->at_stage);
+    if (!at || !at_info) return {};
+    GpuPlace outer = gpu_place(s, c, st->at_stage, depth + 1);
+    if (!outer.on_gpu) return {};
+    if (outer.per_thread) return outer;
+    GpuLoop kind = gpu_loop_kind(*at, arg_names(at_info->func), st->at_var);
+    // computed inside the consumer's own thread loops, or inside its per-thread tile
+    if (kind == GpuLoop::Thread) return {true, true};
+    if (kind == GpuLoop::Serial && at->level == ComputeLevel::Root) return {true, true};
+    if (kind == GpuLoop::Serial || kind == GpuLoop::None) {
+        // a serial loop of a block-level stage: outside or inside its threads by position
+        std::vector<std::string> names;
+        std::vector<int64_t> ones(arg_names(at_info->func).size(), 1);
+        for (const Loop &l : loops_of(*at, arg_names(at_info->func), ones)) names.push_back(l.name);
+        auto pos = std::find(names.begin(), names.end(), st->at_var);
+        bool inside_threads = false;
+        for (auto it = names.begin(); it != pos && it != names.end(); ++it) {
+            if (gpu_loop_kind(*at, arg_names(at_info->func), *it) == GpuLoop::Thread) inside_threads = true;
+        }
+        return {true, inside_threads};
+    }
+    return {true, false};
 }
 
 }  // namespace
@@ -78,10 +167,31 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
         if ((int)st.tile.size() > rank) {
             return where + ": tile has " + std::to_string(st.tile.size()) + " extents but the stage has " + std::to_string(rank) + " dims";
         }
-        if (st.level == ComputeLevel::Inline && (st.vector_width || st.parallel || !st.tile.empty() || !st.unroll.empty())) {
+        if (st.level == ComputeLevel::Inline && (st.vector_width || st.parallel || !st.tile.empty() || !st.unroll.empty() ||
+                                                 !st.gpu_threads.empty() || st.memory != MemoryKind::Auto)) {
             return where + ": an inlined stage takes no loop directives";
         }
         if (st.level == ComputeLevel::At && !st.tile.empty()) return where + ": tiling applies to root stages only";
+        if (!st.gpu_threads.empty()) {
+            if (rank == 0) return where + ": a scalar stage has no dims to put on GPU threads";
+            if ((int)st.gpu_threads.size() > rank) {
+                return where + ": gpu= has " + std::to_string(st.gpu_threads.size()) + " extents but the stage has " + std::to_string(rank) + " dims";
+            }
+            if (st.vector_width || st.parallel || !st.order.empty()) return where + ": vec=, parallel and order= do not apply to GPU stages (gpu=)";
+            if (!st.tile.empty() && st.tile.size() != st.gpu_threads.size()) {
+                return where + ": the per-thread tile= of a GPU stage needs one extent per gpu= dim";
+            }
+            if (info->is_output) {
+                for (size_t d = 0; d < st.gpu_threads.size(); d++) {
+                    int64_t per_block = (int64_t)st.gpu_threads[d] * (d < st.tile.size() ? st.tile[d] : 1);
+                    if (per_block > info->extents[d]) {
+                        return where + ": gpu= x tile= covers " + std::to_string(per_block) + " along " + arg_names(info->func)[d] +
+                               ", more than its extent " + std::to_string(info->extents[d]);
+                    }
+                }
+            }
+        }
+        if (st.memory != MemoryKind::Auto && st.level != ComputeLevel::At) return where + ": mem= applies to stages computed at a loop (at=) only";
         if (!st.order.empty()) {
             auto names = loop_names(st, arg_names(info->func));
             std::set<std::string> seen;
@@ -195,6 +305,17 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
             }
         }
     }
+    // GPU placement: threads of a block-level stage cannot nest inside another stage's threads,
+    // and shared memory exists per block only
+    for (const StageSchedule &st : s.stages) {
+        if (st.level != ComputeLevel::At) continue;
+        if (st.gpu_threads.empty() && st.memory == MemoryKind::Auto) continue;
+        GpuPlace p = gpu_place(s, c, st.stage);
+        std::string where = "stage '" + st.stage + "'";
+        if (!p.on_gpu) return where + ": gpu= and mem= need a consumer loop inside a GPU kernel (a stage with gpu=), but " + st.at_stage + "." + st.at_var + " is not";
+        if (p.per_thread && !st.gpu_threads.empty()) return where + ": gpu= threads at " + st.at_stage + "." + st.at_var + ", which is already inside GPU threads";
+        if (p.per_thread && st.memory == MemoryKind::Shared) return where + ": mem=shared at " + st.at_stage + "." + st.at_var + ", which is per thread (shared memory is per block)";
+    }
     for (const StageInfo &info : c.stages) {
         if (info.func.has_update_definition() && !s.find(info.name)) {
             return "stage '" + info.name + "': has update definitions (a reduction) but the schedule does not place it";
@@ -203,6 +324,86 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
     }
     return "";
 }
+
+namespace {
+
+/** The loop nest of a stage with gpu= (see StageSchedule::gpu_threads), on its pure definition and
+ * on every update that writes its tiled dims at plain Vars (reductions keep their reduction loops
+ * innermost, inside each thread). An update that cannot (a scan) stays serial in the kernel. */
+void schedule_gpu(const StageSchedule &st, const StageInfo &info, Func f) {
+    const std::vector<std::string> args = arg_names(f);
+    int rank = (int)info.extents.size();
+    int k = std::min((int)st.gpu_threads.size(), rank);
+    bool root = st.level == ComputeLevel::Root;
+    bool per_thread_tile = root && !st.tile.empty();
+    TailStrategy tail = info.is_output ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
+    auto schedule_def = [&](Stage stage, int update_index) {
+        std::set<std::string> pure;
+        if (update_index < 0) {
+            pure.insert(args.begin(), args.end());
+        } else {
+            for (const Expr &a : f.update_args(update_index)) {
+                const auto *v = a.as<Internal::Variable>();
+                if (v && !v->reduction_domain.defined()) pure.insert(v->name);
+            }
+        }
+        for (int d = 0; d < rank; d++) {
+            if (!pure.count(args[d])) return;  // a scan: leave the update serial
+        }
+        std::vector<VarOrRVar> order;  // innermost first
+        if (update_index >= 0) {
+            for (const RVar &r : f.rvars(update_index)) {
+                std::string name = r.name();
+                order.push_back(RVar(name.substr(name.rfind('.') + 1)));
+            }
+        }
+        std::vector<VarOrRVar> threads, blocks;
+        for (int d = 0; d < k; d++) {
+            Var v(args[d]), vo(args[d] + "o"), vi(args[d] + "i"), vr(args[d] + "r"), vin(args[d] + "_in");
+            int t = st.gpu_threads[d];
+            if (per_thread_tile) {
+                // x = xo * (t * r) + xr * t + xi: consecutive threads touch consecutive elements
+                stage.split(v, vo, vin, t * st.tile[d], tail).split(vin, vr, vi, t, TailStrategy::RoundUp);
+            } else {
+                stage.split(v, vo, vi, t, root ? tail : TailStrategy::GuardWithIf);
+            }
+            threads.push_back(vi);
+        }
+        if (per_thread_tile) {
+            for (int d = 0; d < k; d++) order.push_back(Var(args[d] + "r"));
+        }
+        order.insert(order.end(), threads.begin(), threads.end());
+        for (int d = 0; d < k; d++) order.push_back(Var(args[d] + "o"));
+        for (int d = k; d < rank; d++) order.push_back(Var(args[d]));
+        if (order.size() > 1) stage.reorder(order);
+        for (int d : st.unroll) {
+            if (per_thread_tile && d < k) stage.unroll(Var(args[d] + "r"));
+        }
+        if (root) {
+            // blocks: the tiled dims' outer loops and the untiled dims, fused down to three
+            std::vector<std::string> names;
+            for (int d = 0; d < k; d++) names.push_back(args[d] + "o");
+            for (int d = k; d < rank; d++) names.push_back(args[d]);
+            while (names.size() > 3) {
+                std::string fused = names[2] + names[3];
+                stage.fuse(Var(names[2]), Var(names[3]), Var(fused));
+                names[2] = fused;
+                names.erase(names.begin() + 3);
+            }
+            for (const std::string &n : names) blocks.push_back(Var(n));
+            if (blocks.size() == 1) stage.gpu_blocks(blocks[0]);
+            if (blocks.size() == 2) stage.gpu_blocks(blocks[0], blocks[1]);
+            if (blocks.size() == 3) stage.gpu_blocks(blocks[0], blocks[1], blocks[2]);
+        }
+        if (threads.size() == 1) stage.gpu_threads(threads[0]);
+        if (threads.size() == 2) stage.gpu_threads(threads[0], threads[1]);
+        if (threads.size() == 3) stage.gpu_threads(threads[0], threads[1], threads[2]);
+    };
+    schedule_def(f, -1);
+    for (int u = 0; u < f.num_update_definitions(); u++) schedule_def(f.update(u), u);
+}
+
+}  // namespace
 
 void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
     std::string why = why_illegal(s, c);
@@ -221,6 +422,9 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             if (st.store_root) f.store_root();
             if (!st.store_stage.empty()) f.store_at(c.find_stage(st.store_stage)->func, Var(st.store_var));
         }
+        if (st.memory == MemoryKind::Shared) f.store_in(MemoryType::GPUShared);
+        if (st.memory == MemoryKind::Register) f.store_in(MemoryType::Register);
+        GpuPlace place = gpu_place(s, c, st.stage);
         if (st.rfactor) {
             // split the innermost reduction loop; its inner part becomes the pure dim u of an
             // intermediate of partial results, computed per realization of this stage
@@ -232,7 +436,11 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             Func partial = u0.rfactor(ri, u);
             partial.compute_at(f, Var::outermost());
             int lanes = st.vector_width > 0 ? st.vector_width : 0;
-            if (lanes > 1 && st.rfactor % lanes == 0) {
+            if (place.on_gpu && !place.per_thread) {
+                // a block-level reduction: one partial per thread, in shared memory
+                partial.store_in(MemoryType::GPUShared).gpu_threads(u);
+                partial.update(0).gpu_threads(u);
+            } else if (lanes > 1 && st.rfactor % lanes == 0) {
                 partial.vectorize(u, lanes);
                 partial.update(0).vectorize(u, lanes);
             }
@@ -240,6 +448,10 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
         // Outputs have exact extents (ShiftInwards never leaves them); internal stages may be
         // asked for any region, so they guard their tails.
         TailStrategy tail = info.is_output ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
+        if (!st.gpu_threads.empty()) {
+            schedule_gpu(st, info, f);
+            continue;
+        }
         int k = (int)st.tile.size();
         auto schedule_def = [&](Stage stage, int update_index) {
             bool is_update = update_index >= 0;

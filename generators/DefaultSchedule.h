@@ -23,4 +23,11 @@ namespace fusor {
 ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc,
                                  const Halide::Target &target);
 
+/** The default schedule on a CUDA target (DefaultScheduleGpu.cpp; docs/cuda.md): outputs tiled into
+ * blocks x threads, elementwise stages inlined, row reductions (softmax, layernorm) per block
+ * through shared memory so such a cluster is one kernel, conv/matmul accumulators per thread in
+ * registers with their staged operand per block in shared memory. default_schedule calls it when
+ * the target has CUDA. */
+ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc);
+
 }  // namespace fusor

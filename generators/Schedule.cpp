@@ -7,7 +7,8 @@ namespace fusor {
 bool StageSchedule::operator==(const StageSchedule &o) const {
     return stage == o.stage && level == o.level && at_stage == o.at_stage && at_var == o.at_var && tile == o.tile &&
            vector_width == o.vector_width && unroll == o.unroll && order == o.order && parallel == o.parallel &&
-           rfactor == o.rfactor && store_root == o.store_root && store_stage == o.store_stage && store_var == o.store_var;
+           rfactor == o.rfactor && store_root == o.store_root && store_stage == o.store_stage && store_var == o.store_var &&
+           gpu_threads == o.gpu_threads && memory == o.memory;
 }
 
 const StageSchedule *ClusterSchedule::find(const std::string &stage) const {
@@ -27,6 +28,10 @@ std::string to_text(const StageSchedule &s) {
     }
     if (s.store_root) o << " store=root";
     if (!s.store_stage.empty()) o << " store=" << s.store_stage << "." << s.store_var;
+    if (!s.gpu_threads.empty()) {
+        o << " gpu=";
+        for (size_t i = 0; i < s.gpu_threads.size(); i++) o << (i ? "x" : "") << s.gpu_threads[i];
+    }
     if (!s.tile.empty()) {
         o << " tile=";
         for (size_t i = 0; i < s.tile.size(); i++) o << (i ? "x" : "") << s.tile[i];
@@ -41,6 +46,8 @@ std::string to_text(const StageSchedule &s) {
         for (size_t i = 0; i < s.unroll.size(); i++) o << (i ? "," : "") << s.unroll[i];
     }
     if (s.rfactor) o << " rfactor=" << s.rfactor;
+    if (s.memory == MemoryKind::Shared) o << " mem=shared";
+    if (s.memory == MemoryKind::Register) o << " mem=register";
     if (s.parallel) o << " parallel";
     if (!s.note.empty()) o << "  # " << s.note;
     return o.str();
@@ -144,10 +151,26 @@ std::optional<ClusterSchedule> parse_schedule(std::string_view text, std::string
                     return fail("'" + w + "': expected rfactor=<factor of at least 2>");
                 }
                 st.rfactor = v[0];
+            } else if (w.rfind("gpu=", 0) == 0) {
+                if (!parse_int_list(value("gpu="), 'x', &st.gpu_threads) || st.gpu_threads.size() > 3) {
+                    return fail("'" + w + "': expected gpu=<threads>[x<threads>[x<threads>]] (at most 3 dims)");
+                }
+                int64_t total = 1;
+                for (int t : st.gpu_threads) {
+                    if (t < 1) return fail("'" + w + "': thread extents must be positive");
+                    total *= t;
+                }
+                if (total > 1024) return fail("'" + w + "': " + std::to_string(total) + " threads per block; CUDA allows at most 1024");
+            } else if (w.rfind("mem=", 0) == 0) {
+                std::string m = value("mem=");
+                if (m == "shared") st.memory = MemoryKind::Shared;
+                else if (m == "register") st.memory = MemoryKind::Register;
+                else if (m == "auto") st.memory = MemoryKind::Auto;
+                else return fail("'" + w + "': expected mem=shared, mem=register or mem=auto");
             } else if (w == "parallel") {
                 st.parallel = true;
             } else {
-                return fail("unknown token '" + w + "'; expected inline, root, at=, store=, tile=, order=, vec=, unroll=, rfactor= or parallel");
+                return fail("unknown token '" + w + "'; expected inline, root, at=, store=, tile=, order=, vec=, unroll=, rfactor=, gpu=, mem= or parallel");
             }
         }
         if (!level_seen) return fail("stage '" + st.stage + "' has no compute level (inline, root or at=)");

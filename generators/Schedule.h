@@ -7,6 +7,11 @@
  *     c0_bn1 inline
  *     c0_sum_acc root rfactor=16 vec=8
  *     c0_pad at=c0_conv.xi store=c0_conv.yo
+ * and on CUDA targets (docs/cuda.md):
+ *     c0_relu root gpu=16x16 tile=2x2 unroll=0,1       # blocks x threads x per-thread tile
+ *     c0_packb at=c0_relu.xo gpu=16x16 mem=shared      # staged per block by all its threads
+ *     c0_acc at=c0_relu.xi mem=register unroll=0,1     # per thread, in registers
+ *     c0_sum at=c0_out.xo rfactor=256 mem=shared       # block-level reduction: 256 threads
  * Applying a schedule to Funcs happens in exactly one place (ApplySchedule.h). */
 
 #include <optional>
@@ -18,6 +23,10 @@ namespace fusor {
 
 /** Where a stage's values are computed relative to its consumer. */
 enum class ComputeLevel { Inline, Root, At };
+
+/** Where a GPU stage's values live (Halide's MemoryType). Auto lets Halide choose (shared at a
+ * block loop, registers or local memory at a thread loop). */
+enum class MemoryKind { Auto, Shared, Register };
 
 /** Schedule of one stage of a lowered cluster. Loop names after scheduling: an untiled dim i keeps
  * its var (x, y, z, w, d4, ...); a tiled dim splits into `<var>o` (outer) and `<var>i` (inner);
@@ -41,6 +50,14 @@ struct StageSchedule {
      * across iterations of the loops between. Both empty/false: stored where computed. */
     bool store_root = false;
     std::string store_stage, store_var;
+    /** CUDA: thread extents of dims 0..k-1 (k <= 3, innermost first; text `gpu=16x16`).
+     * A root stage is tiled into blocks of these many threads: loops `<v>o` are GPU blocks (with
+     * the untiled dims; more than 3 block dims fuse the outer ones, e.g. `zw`), `<v>i` GPU
+     * threads, and `tile=` is then the per-thread tile inside (loops `<v>r`, serial, unrollable).
+     * A stage computed at a block loop splits its dims by these extents: `<v>o` serial, `<v>i`
+     * threads, so all the block's threads compute it together. Empty = not a GPU loop nest. */
+    std::vector<int> gpu_threads;
+    MemoryKind memory = MemoryKind::Auto;  ///< text `mem=shared|register`
     std::string note;                   ///< why the default schedule chose this (text after '#'); not compared
 
     bool operator==(const StageSchedule &o) const;

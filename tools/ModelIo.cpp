@@ -2,11 +2,22 @@
 
 #include <filesystem>
 
+#include <fmt/core.h>
+
+#include "generators/CudaCheck.h"
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
 
 namespace fusor::cli {
+
+bool cuda_target_without_driver(const std::string &target) {
+    Halide::Target t = parse_target(target);
+    if (!t.has_feature(Halide::Target::CUDA) || cuda_driver_available()) return false;
+    fmt::print(stderr, "{}\n", no_cuda_driver_message(target));
+    return true;
+}
+
 
 std::string file_stem(const std::string &tensor_name) {
     std::string s = tensor_name;

@@ -31,6 +31,11 @@ InputShapes shape_bindings(const std::vector<std::string> &flags);
 /** Moved to tuner/DbSchedules.h (the embedding API uses it too). */
 using fusor::db_schedules;
 
+/** For run, bench and autotune: parses \p target (UserError when it is not a target string) and,
+ * when it asks for CUDA on a machine without the driver (libcuda.so.1), prints one line saying so
+ * to stderr and returns true (the verb exits 1). Called before any Halide compilation. */
+bool cuda_target_without_driver(const std::string &target);
+
 /** Parses a --layout value; throws UserError naming the flag otherwise. */
 Layout layout_flag(const std::string &text);
 

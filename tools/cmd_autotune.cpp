@@ -11,6 +11,7 @@
 #include "Halide.h"
 #include "generators/AutoScheduler.h"
 #include "graph/Error.h"
+#include "generators/CudaCheck.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 #include "tuner/Autotune.h"
@@ -114,9 +115,7 @@ Verb add_autotune(CLI::App &app) {
                 if (o->strategy != "evolve" && o->strategy != "random") {
                     throw UserError("--strategy is '" + o->strategy + "'; expected evolve or random");
                 }
-                if (o->target != "host" && !Halide::Target::validate_target_string(o->target)) {
-                    throw UserError("--target '" + o->target + "' is not a Halide target string");
-                }
+                if (cuda_target_without_driver(o->target)) return 1;  // said so in one line, before any Halide call
                 Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
                 TuningDb db(o->db);
                 AutotuneOptions ao;

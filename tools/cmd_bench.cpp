@@ -7,6 +7,7 @@
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
 #include "runtime/Session.h"
+#include "generators/CudaCheck.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 
@@ -32,6 +33,7 @@ Verb add_bench(CLI::App &app) {
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
+                if (cuda_target_without_driver(o->target)) return 1;  // said so in one line, before any Halide call
                 layout_flag(o->layout);  // the CLI's wording of a bad --layout
                 SessionOptions so;
                 so.shapes = shape_bindings(*shapes);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "generators/AotCompile.h"
+#include "generators/CudaCheck.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/Partitioning.h"
@@ -58,10 +59,7 @@ Verb add_compile(CLI::App &app) {
     cmd->add_flag("--no-runtime", o->no_runtime, "do not write libfusor_halide_runtime.a (an app links one per target)");
     cmd->add_flag("--runtime-only", o->runtime_only, "write only libfusor_halide_runtime.a and HalideRuntime.h");
     return {cmd, [=] {
-                if (o->target != "host" && !Halide::Target::validate_target_string(o->target)) {
-                    throw UserError("--target '" + o->target + "' is not a Halide target string (e.g. host, x86-64-linux-avx2)");
-                }
-                Halide::Target target = o->target == "host" ? Halide::get_host_target() : Halide::Target(o->target);
+                Halide::Target target = parse_target(o->target);
                 if (o->runtime_only) {
                     fmt::print("wrote {}\n", compile_aot_runtime(target, o->out));
                     return 0;

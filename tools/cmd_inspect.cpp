@@ -1,6 +1,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "generators/CudaCheck.h"
 #include "generators/FusionReport.h"
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
@@ -45,6 +46,7 @@ Verb add_inspect(CLI::App &app) {
     cmd->add_option("--devices", *devices, "split the clustered graph into N pipeline stages of balanced measured time")
         ->check(CLI::PositiveNumber);
     return {cmd, [=] {
+                Halide::Target t = parse_target(*target);
                 std::vector<PassReport> passes;
                 Graph fused = load_model_optimized(*model, !*no_optimize, *layout, &passes, shape_bindings(*shapes));
                 // the node count as loaded: what the first pass started from
@@ -54,7 +56,6 @@ Verb add_inspect(CLI::App &app) {
                 ClusterOptions single;
                 single.singleton = true;
                 form_clusters(unfused, single);
-                Halide::Target t = *target == "host" ? Halide::get_host_target() : Halide::Target(*target);
                 std::vector<ClusterSchedule> schedules;
                 TrafficReport fr = planned_traffic(fused, t, &schedules);
                 TrafficReport ur = planned_traffic(unfused, t);
@@ -66,6 +67,26 @@ Verb add_inspect(CLI::App &app) {
                     std::vector<double> cost = measure_cluster_costs(fused, ExecutorOptions{});
                     partition = partition_by_cost(fused, *devices, cost);
                 }
+                // CUDA: per cluster, the kernels the compiled module launches and ptxas's resources
+                std::vector<CudaCheck> cuda;
+                bool is_cuda = t.has_feature(Halide::Target::CUDA);
+                if (is_cuda) {
+                    for (const Cluster &c : fused.clusters) cuda.push_back(check_cuda_cluster(fused, c, t));
+                }
+                auto cuda_json = [&](size_t i) {
+                    const CudaCheck &k = cuda[i];
+                    nlohmann::json launches = nlohmann::json::array(), res = nlohmann::json::array();
+                    for (const KernelLaunch &l : k.launches) {
+                        launches.push_back({{"kernel", l.kernel}, {"blocks", l.blocks}, {"threads", l.threads},
+                                            {"shared_bytes", l.shared_bytes}, {"count", l.count}});
+                    }
+                    for (const KernelResources &r : k.resources) {
+                        res.push_back({{"kernel", r.kernel}, {"arch", r.arch}, {"registers", r.registers}, {"static_shared_bytes", r.shared_bytes},
+                                       {"stack_bytes", r.stack_bytes}, {"spill_stores", r.spill_stores}, {"spill_loads", r.spill_loads}});
+                    }
+                    return nlohmann::json{{"kernel_launches", k.launch_count()}, {"launches", launches}, {"ptxas_found", k.ptxas_found},
+                                          {"ptxas_error", k.ptxas_error}, {"ptxas", res}, {"violation", cuda_resource_violation(k)}};
+                };
                 auto memory_json = [](const MemoryPlan &p) {
                     return nlohmann::json{{"arena_bytes", p.arena_bytes}, {"naive_bytes", p.naive_bytes}, {"lower_bound_bytes", p.lower_bound}};
                 };
@@ -98,6 +119,7 @@ Verb add_inspect(CLI::App &app) {
                                                  {"materialized_stages", ct.materialized},
                                                  {"bytes_written", ct.bytes_written},
                                                  {"bytes_read", ct.bytes_read}});
+                        if (is_cuda) j["clusters"].back()["cuda"] = cuda_json(c.id);
                     }
                     j["kernels"] = {{"unfused", ur.kernels}, {"fused", fr.kernels}};
                     j["memory"] = {{"unfused", memory_json(uplan)}, {"fused", memory_json(fplan)}};
@@ -136,6 +158,22 @@ Verb add_inspect(CLI::App &app) {
                         fmt::print("    {}\n", text.substr(pos, nl - pos));
                         pos = nl + 1;
                     }
+                    if (!is_cuda) continue;
+                    const CudaCheck &k = cuda[c.id];
+                    fmt::print("  gpu kernel launches: {}\n", k.launch_count());
+                    for (const KernelLaunch &l : k.launches) {
+                        fmt::print("    {}: {} blocks x {} threads, {} bytes shared (dynamic){}\n", l.kernel, l.blocks, l.threads, l.shared_bytes,
+                                   l.count == 1 ? "" : fmt::format(", launched {} times", l.count));
+                        for (const KernelResources &r : k.resources) {
+                            if (r.kernel != l.kernel) continue;
+                            fmt::print("      ptxas {}: {} registers, {} bytes static shared, {} bytes stack, spills {} stored / {} loaded\n", r.arch,
+                                       r.registers, r.shared_bytes, r.stack_bytes, r.spill_stores, r.spill_loads);
+                        }
+                    }
+                    if (!k.ptxas_found) fmt::print("  ptxas not found (/usr/local/cuda/bin/ptxas, $FUSOR_PTXAS or PATH): PTX not assembled\n");
+                    if (!k.ptxas_error.empty()) fmt::print("  {}\n", k.ptxas_error);
+                    std::string v = cuda_resource_violation(k);
+                    if (!v.empty()) fmt::print("  over the limits: {}\n", v);
                 }
                 fmt::print("\nkernel launches:        unfused {:>4}   fused {:>4}\n", ur.kernels, fr.kernels);
                 fmt::print("intermediate written:   unfused {:>12}   fused {:>12}\n", mib(ur.bytes_written), mib(fr.bytes_written));

@@ -223,6 +223,15 @@ struct Model {
     }
 
     void teardown() {
+        // device copies (CUDA targets) of the tensors this library owns
+        for (halide_buffer_t &b : buffers) {
+            if (b.device) halide_device_free(&ctx, &b);
+        }
+        for (std::vector<halide_buffer_t> *v : {&raw_in, &raw_out}) {
+            for (halide_buffer_t &b : *v) {
+                if (b.device) halide_device_free(&ctx, &b);
+            }
+        }
         free(arena);
         arena = nullptr;
         pool.clear();
@@ -273,6 +282,8 @@ struct Model {
         for (int i = 0; i < num_inputs; i++) {
             if (!check(ins ? ins[i] : nullptr, tensors[inputs[i]], "input", i)) return -2;
             bound[inputs[i]] = ins[i];
+            // GPU targets: the host holds this run's input; a device copy from an earlier run is stale
+            if (ins[i]->device) ins[i]->flags |= halide_buffer_flag_host_dirty;
         }
         for (int i = 0; i < num_outputs; i++) {
             if (!check(outs ? outs[i] : nullptr, tensors[outputs[i]], "output", i)) return -2;
@@ -288,6 +299,15 @@ struct Model {
         if (r != 0) {
             error = std::string(name) + ": kernel " + kernels[failed].name + " failed with Halide error " + std::to_string(r);
             return -1;
+        }
+        // GPU targets: intermediates stay on the device between kernels (each keeps its
+        // halide_buffer_t, and Halide copies only what is dirty); outputs come back to the host
+        for (int i = 0; i < num_outputs; i++) {
+            int r = halide_copy_to_host(&ctx, outs[i]);
+            if (r != 0) {
+                error = std::string(name) + ": copying output " + std::to_string(i) + " to the host failed with Halide error " + std::to_string(r);
+                return -1;
+            }
         }
         if (!error.empty()) error.clear();
         return 0;

@@ -417,3 +417,76 @@ TEST_CASE("cli: inspect reports the memory plan and partitions under a budget or
     check_one_line_error(r);
     CHECK_THAT(r.err, Contains("cluster 'c0'") && Contains("memory budget of 1000 bytes"));
 }
+
+namespace {
+
+bool have_cuda_driver() {
+    std::string probe = "ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1'";
+    return std::system(probe.c_str()) == 0;
+}
+
+std::string config_model(const std::string &name) {
+    return std::string(FUSOR_SOURCE_DIR) + "/configs/models/" + name + ".json";
+}
+
+}  // namespace
+
+TEST_CASE("cli cuda: run and bench without a driver say so in one line, exit 1", "[tools][cuda]") {
+    if (have_cuda_driver()) {
+        WARN("this machine has libcuda.so.1: the no-driver path is not exercised");
+        return;
+    }
+    for (const char *verb : {"run", "bench"}) {
+        Result r = run_fusor(std::string(verb) + " '" + config_model("eltwise_chain") + "' --target host-cuda-cuda_capability_80");
+        INFO(verb << " stderr: " << r.err);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.err, Catch::StartsWith("error: ") && Contains("CUDA driver") && Contains("libcuda.so.1"));
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK(r.out.empty());
+    }
+}
+
+TEST_CASE("cli cuda: a bad target string is a usage error", "[tools][cuda]") {
+    for (const char *verb : {"run", "bench", "inspect", "compile -o /tmp/fusor-never-written"}) {
+        Result r = run_fusor(std::string(verb) + " '" + config_model("eltwise_chain") + "' --target host-cuda-cuda_capability_99");
+        INFO(verb);
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains("host-cuda-cuda_capability_99") && Contains("--target"));
+    }
+}
+
+TEST_CASE("cli cuda: compile --target host-cuda-cuda_capability_80 works for every config model", "[tools][cuda]") {
+    for (const char *name : {"eltwise_chain", "attention_scores", "transformer_mlp", "resnet_block", "mobilenet_v2_block"}) {
+        TempDir dir;
+        Result r = run_fusor(std::string("compile '") + config_model(name) + "' --target host-cuda-cuda_capability_80 --no-runtime -o '" + dir.path.string() + "'");
+        INFO(name << ": " << r.out << r.err);
+        CHECK(r.status == 0);
+        CHECK(std::filesystem::exists(dir.file(std::string("lib") + name + ".a")));
+        // the kernels launch through the CUDA runtime
+        std::string cmd = "nm '" + dir.file(std::string("lib") + name + ".a") + "' 2>/dev/null | grep -q ' U halide_cuda_run'";
+        CHECK(std::system(cmd.c_str()) == 0);
+    }
+}
+
+TEST_CASE("cli cuda: inspect --target host-cuda reports launches and ptxas resources per cluster", "[tools][cuda]") {
+    Result r = run_fusor("inspect '" + config_model("resnet_block") + "' --target host-cuda-cuda_capability_80 --json");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    auto j = nlohmann::json::parse(r.out);
+    int conv_with_shared = 0;
+    for (const auto &c : j["clusters"]) {
+        INFO(c["name"]);
+        REQUIRE(c.contains("cuda"));
+        const auto &k = c["cuda"];
+        CHECK(k["kernel_launches"].get<int>() >= 1);
+        CHECK(k["kernel_launches"].get<int>() == (int)k["launches"].size());
+        if (!k["ptxas_found"].get<bool>()) continue;
+        CHECK(k["ptxas_error"] == "");
+        CHECK(k["ptxas"].size() == 2 * k["launches"].size());  // sm_80 and sm_90 per kernel
+        CHECK(k["violation"] == "");
+        if (c["pattern"] == "OutFusable") {
+            for (const auto &l : k["launches"]) conv_with_shared += l["shared_bytes"].get<int64_t>() > 0;
+        }
+    }
+    CHECK(conv_with_shared >= 1);
+}

@@ -1,0 +1,243 @@
+#include "generators/CudaCheck.h"
+
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "generators/ScheduleCluster.h"
+#include "graph/Error.h"
+
+namespace fusor {
+
+using namespace Halide;
+
+Target parse_target(const std::string &text, const std::string &flag) {
+    if (text == "host") return get_host_target();
+    if (!Target::validate_target_string(text)) {
+        throw UserError(flag + " '" + text + "' is not a Halide target string; expected host, host-cuda, "
+                        "host-cuda-cuda_capability_80, host-cuda-cuda_capability_86 or e.g. x86-64-linux-avx2");
+    }
+    return Target(text);
+}
+
+bool cuda_driver_available() {
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) h = dlopen("libcuda.so", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) return false;
+    dlclose(h);
+    return true;
+}
+
+std::string no_cuda_driver_message(const std::string &target) {
+    return "error: --target " + target + " needs the CUDA driver (libcuda.so.1), which this machine does not have; "
+           "`fusor compile` and `fusor inspect --target " + target + "` work without one";
+}
+
+namespace {
+
+/** Finds halide_cuda_run calls in host code, with the constant trip counts of the loops around. */
+class LaunchFinder : public Internal::IRVisitor {
+public:
+    std::vector<KernelLaunch> launches;
+
+private:
+    using Internal::IRVisitor::visit;
+    int64_t multiplier = 1;  // -1 when a loop around is not constant
+    void visit(const Internal::For *op) override {
+        int64_t saved = multiplier;
+        const int64_t *e = Internal::as_const_int(Internal::simplify(op->extent));
+        if (multiplier >= 0) multiplier = e ? multiplier * *e : -1;
+        Internal::IRVisitor::visit(op);
+        multiplier = saved;
+    }
+    void visit(const Internal::Call *op) override {
+        Internal::IRVisitor::visit(op);
+        if (op->name != "halide_cuda_run" || op->args.size() < 9) return;
+        KernelLaunch l;
+        if (const auto *s = op->args[1].as<Internal::StringImm>()) l.kernel = s->value;
+        auto product = [&](int first) -> int64_t {
+            int64_t n = 1;
+            for (int i = first; i < first + 3; i++) {
+                const int64_t *e = Internal::as_const_int(Internal::simplify(op->args[i]));
+                if (!e) return -1;
+                n *= *e;
+            }
+            return n;
+        };
+        l.blocks = product(2);
+        l.threads = product(5);
+        const int64_t *sh = Internal::as_const_int(Internal::simplify(op->args[8]));
+        l.shared_bytes = sh ? *sh : -1;
+        l.count = multiplier;
+        launches.push_back(l);
+    }
+};
+
+std::string run_command(const std::string &cmd, int *status) {
+    std::string out;
+    FILE *p = popen(cmd.c_str(), "r");
+    if (!p) {
+        *status = -1;
+        return out;
+    }
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+}
+
+}  // namespace
+
+std::vector<KernelResources> parse_ptxas_report(const std::string &text) {
+    std::vector<KernelResources> out;
+    static const std::regex entry(R"(Compiling entry function '([^']+)' for '([^']+)')");
+    static const std::regex spills(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+    static const std::regex regs(R"(Used (\d+) registers)");
+    static const std::regex smem(R"((\d+) bytes smem)");
+    std::istringstream in(text);
+    std::string line;
+    std::smatch m;
+    while (std::getline(in, line)) {
+        if (std::regex_search(line, m, entry)) {
+            KernelResources k;
+            k.kernel = m[1];
+            k.arch = m[2];
+            out.push_back(k);
+            continue;
+        }
+        if (out.empty()) continue;
+        KernelResources &k = out.back();
+        if (std::regex_search(line, m, spills)) {
+            k.stack_bytes = std::stoll(m[1]);
+            k.spill_stores = std::stoll(m[2]);
+            k.spill_loads = std::stoll(m[3]);
+        }
+        if (std::regex_search(line, m, regs)) k.registers = std::stoi(m[1]);
+        if (std::regex_search(line, m, smem)) k.shared_bytes = std::stoll(m[1]);
+    }
+    return out;
+}
+
+std::optional<std::string> find_ptxas() {
+    if (const char *env = std::getenv("FUSOR_PTXAS")) {
+        if (*env && access(env, X_OK) == 0) return std::string(env);
+        return std::nullopt;  // an explicit choice that does not exist: none
+    }
+    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0) return std::string("/usr/local/cuda/bin/ptxas");
+    if (const char *path = std::getenv("PATH")) {
+        std::istringstream dirs(path);
+        std::string d;
+        while (std::getline(dirs, d, ':')) {
+            std::string p = d + "/ptxas";
+            if (!d.empty() && access(p.c_str(), X_OK) == 0) return p;
+        }
+    }
+    return std::nullopt;
+}
+
+const std::vector<std::string> &ptxas_archs() {
+    static const std::vector<std::string> archs = {"sm_80", "sm_90"};
+    return archs;
+}
+
+int64_t CudaCheck::launch_count() const {
+    int64_t n = 0;
+    for (const KernelLaunch &l : launches) {
+        if (l.count < 0) return -1;
+        n += l.count;
+    }
+    return n;
+}
+
+CudaCheck check_cuda_pipeline(Pipeline p, const std::string &name, const Target &target) {
+    if (!target.has_feature(Target::CUDA)) throw UserError("a CUDA check needs a CUDA target; '" + target.to_string() + "' has none");
+    Target t = target.without_feature(Target::CUDACapability86)
+                   .without_feature(Target::CUDACapability75)
+                   .without_feature(Target::CUDACapability61)
+                   .without_feature(Target::CUDACapability50)
+                   .without_feature(Target::CUDACapability35)
+                   .without_feature(Target::CUDACapability32)
+                   .without_feature(Target::CUDACapability30)
+                   .with_feature(Target::CUDACapability80);
+    CudaCheck c;
+    Module m = p.compile_to_module(p.infer_arguments(), name, t);
+    for (const Buffer<> &b : m.buffers()) {
+        if (b.name().find("gpu_source_kernels") == std::string::npos) continue;
+        const char *data = (const char *)b.data();
+        c.ptx.append(data, strnlen(data, b.size_in_bytes()));
+    }
+    LaunchFinder finder;
+    for (const Internal::LoweredFunc &f : m.functions()) f.body.accept(&finder);
+    c.launches = finder.launches;
+    std::optional<std::string> ptxas = find_ptxas();
+    c.ptxas_found = ptxas.has_value();
+    if (!ptxas || c.ptx.empty()) return c;
+    // a private folder: several checks may run at once (tuner workers)
+    std::string dir_template = (std::filesystem::temp_directory_path() / "fusor-ptx-XXXXXX").string();
+    std::vector<char> dir(dir_template.begin(), dir_template.end());
+    dir.push_back('\0');
+    if (!mkdtemp(dir.data())) {
+        c.ptxas_error = "cannot create a temporary folder for ptxas";
+        return c;
+    }
+    std::string folder(dir.data()), file = folder + "/kernels.ptx";
+    std::ofstream(file) << c.ptx;
+    for (const std::string &arch : ptxas_archs()) {
+        int status = 0;
+        std::string out = run_command("'" + *ptxas + "' -arch=" + arch + " -v '" + file + "' -o /dev/null 2>&1", &status);
+        if (status != 0) {
+            c.ptxas_error = "ptxas -arch=" + arch + " failed: " + out.substr(0, 2000);
+            break;
+        }
+        for (KernelResources &k : parse_ptxas_report(out)) c.resources.push_back(k);
+    }
+    std::filesystem::remove_all(folder);
+    return c;
+}
+
+CudaCheck check_cuda_cluster(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule) {
+    ScheduledCluster sc = schedule_cluster(g, c, target, schedule);
+    CudaCheck k = check_cuda_pipeline(sc.lowered.pipeline, sanitize_name(c.name), target);
+    k.schedule = sc.schedule;
+    return k;
+}
+
+std::string cuda_resource_violation(const CudaCheck &c, const CudaLimits &limits) {
+    for (const KernelResources &k : c.resources) {
+        if (k.spill_stores > 0 || k.spill_loads > 0) {
+            return "spills: kernel " + k.kernel + " on " + k.arch + " spills " + std::to_string(k.spill_stores) + " bytes stored, " +
+                   std::to_string(k.spill_loads) + " bytes loaded";
+        }
+        if (k.registers > limits.max_registers) {
+            return "resource-limit: kernel " + k.kernel + " on " + k.arch + " uses " + std::to_string(k.registers) + " registers per thread (at most " +
+                   std::to_string(limits.max_registers) + ")";
+        }
+    }
+    for (const KernelLaunch &l : c.launches) {
+        int64_t stat = 0;
+        for (const KernelResources &k : c.resources) {
+            if (k.kernel == l.kernel) stat = std::max(stat, k.shared_bytes);
+        }
+        if (l.threads > limits.max_threads) {
+            return "resource-limit: kernel " + l.kernel + " launches " + std::to_string(l.threads) + " threads per block (at most " +
+                   std::to_string(limits.max_threads) + ")";
+        }
+        if (l.shared_bytes < 0) return "resource-limit: kernel " + l.kernel + " has a shared-memory size that is not a constant";
+        if (l.shared_bytes + stat > limits.max_shared_bytes) {
+            return "resource-limit: kernel " + l.kernel + " uses " + std::to_string(l.shared_bytes + stat) + " bytes of shared memory per block (at most " +
+                   std::to_string(limits.max_shared_bytes) + ")";
+        }
+    }
+    return "";
+}
+
+}  // namespace fusor

@@ -1,0 +1,317 @@
+/** \file
+ * The default schedule of a cluster on a CUDA target (docs/cuda.md): one kernel per cluster output.
+ *  - outputs are tiled into blocks x threads (gpu=), with a per-thread register tile when a
+ *    conv/matmul accumulator feeds them;
+ *  - per-element stages are inlined (a Reused per-element stage such as softmax's exp is
+ *    recomputed: cheaper than a round trip through memory);
+ *  - a reduction whose result is the same along some output dims (softmax, layernorm, pooling
+ *    over rows) makes a block cover those dims whole: its accumulators are computed per block,
+ *    split over the block's threads (rfactor) into partials in shared memory;
+ *  - conv/matmul accumulators are per thread, in registers, over the thread's output tile; their
+ *    staged operand (a conv's padded input window, a matmul's packed B panel) is copied per block
+ *    into shared memory by all the block's threads when it fits;
+ *  - a stage needed by several outputs is materialized as its own kernel. */
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+
+#include "generators/DefaultSchedule.h"
+#include "graph/Clustering.h"
+
+namespace fusor {
+
+namespace {
+
+int floor_pow2(int64_t v) {
+    int p = 1;
+    while ((int64_t)p * 2 <= v) p *= 2;
+    return p;
+}
+
+/** Shared memory per block the default schedule allows itself for a staged operand (of the
+ * 48 KiB a block may use without opting in), leaving room for the reductions' partials. */
+constexpr int64_t kSharedBudget = 32 * 1024;
+constexpr int kThreadsPerBlock = 256;
+
+/** Cluster outputs (indices) reached by each member node, as in DefaultSchedule.cpp. */
+std::map<NodeId, std::set<int>> reached(const Graph &g, const Cluster &c) {
+    std::set<NodeId> members(c.nodes.begin(), c.nodes.end());
+    auto consumers = g.consumers();
+    std::map<NodeId, std::set<int>> reach;
+    for (auto it = c.nodes.rbegin(); it != c.nodes.rend(); ++it) {
+        const Node &n = g.nodes[*it];
+        std::set<int> &r = reach[n.id];
+        for (TensorId t : n.outputs) {
+            auto pos = std::find(c.outputs.begin(), c.outputs.end(), t);
+            if (pos != c.outputs.end()) r.insert((int)(pos - c.outputs.begin()));
+            for (NodeId u : consumers[t]) {
+                if (members.count(u)) r.insert(reach[u].begin(), reach[u].end());
+            }
+        }
+    }
+    return reach;
+}
+
+/** Bytes of \p producer that \p consumer's definitions read over a block covering \p coverage
+ * elements of each of its pure dims (whole reduction domains): Halide's bounds of the calls.
+ * -1 when not a constant. */
+int64_t block_footprint(const StageInfo &consumer, const StageInfo &producer, const std::vector<int64_t> &coverage) {
+    using namespace Halide;
+    using namespace Halide::Internal;
+    Scope<Interval> scope;
+    std::vector<Var> args = consumer.func.args();
+    for (size_t d = 0; d < args.size() && d < coverage.size(); d++) {
+        scope.push(args[d].name(), Interval(Expr(0), Expr((int)coverage[d] - 1)));
+    }
+    // every call to the producer in the consumer's updates: the hull of its argument ranges
+    class Calls : public IRVisitor {
+    public:
+        std::string name;
+        std::vector<std::vector<Expr>> args;
+        using IRVisitor::visit;
+        void visit(const Call *op) override {
+            IRVisitor::visit(op);
+            if (op->name == name && op->call_type == Call::Halide) args.push_back(op->args);
+        }
+    } calls;
+    calls.name = producer.func.name();
+    Box box;
+    bool found = false;
+    for (int u = 0; u < consumer.func.num_update_definitions(); u++) {
+        for (const ReductionVariable &rv : consumer.func.function().update(u).schedule().rvars()) {
+            if (!scope.contains(rv.var)) scope.push(rv.var, Interval(rv.min, simplify(rv.min + rv.extent - 1)));
+        }
+        Tuple values = consumer.func.update_values(u);
+        for (const Expr &v : values.as_vector()) v.accept(&calls);
+    }
+    for (const std::vector<Expr> &a : calls.args) {
+        Box b;
+        for (const Expr &e : a) b.push_back(bounds_of_expr_in_scope(e, scope));
+        box = found ? box_union(box, b) : b;
+        found = true;
+    }
+    if (!found) return 0;
+    int64_t bytes = producer.func.output_types()[0].bytes();
+    for (size_t d = 0; d < box.size(); d++) {
+        if (!box[d].is_bounded()) return -1;
+        Expr extent = simplify(box[d].max - box[d].min + 1);
+        const int64_t *e = as_const_int(extent);
+        if (!e) return -1;
+        bytes *= std::min<int64_t>(*e, d < producer.extents.size() ? producer.extents[d] : *e);
+    }
+    return bytes;
+}
+
+/** Threads for a pure stage of \p extents: up to 256, along dim 0 first. */
+std::vector<int> plain_threads(const std::vector<int64_t> &extents) {
+    if (extents.empty()) return {};
+    int tx = std::min(extents.size() > 1 ? 64 : kThreadsPerBlock, floor_pow2(extents[0]));
+    if (extents.size() == 1) return {tx};
+    int ty = std::min(kThreadsPerBlock / tx, floor_pow2(extents[1]));
+    return {tx, ty};
+}
+
+/** Threads and per-thread tile covering all of \p extent with at most \p max_threads threads:
+ * prefers an exact cover (threads x tile == extent). */
+std::pair<int, int> cover(int64_t extent, int max_threads) {
+    for (int t = std::min<int64_t>(max_threads, extent); t >= 32; t--) {
+        if (extent % t == 0) return {t, (int)(extent / t)};
+    }
+    int t = std::min(max_threads, floor_pow2(extent));
+    return {t, (int)(extent / t)};
+}
+
+}  // namespace
+
+ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc) {
+    auto reach = reached(g, c);
+    struct OutputPlan {
+        StageSchedule s;
+        bool anchored = false;
+        int at_dim = 0;  // the block covers dims below this whole (row reductions)
+        int64_t staged_bytes = -1;  // shared memory of the staged operand per block; -1: not staged
+    };
+    std::vector<OutputPlan> plans(lc.outputs.size());
+    for (const StageInfo &s : lc.stages) {
+        if (s.is_output || s.role == StageRole::Value || s.role == StageRole::Hoisted || s.role == StageRole::Recurrence) continue;
+        const std::set<int> &r = reach[s.node];
+        if (r.size() != 1) continue;
+        OutputPlan &p = plans[*r.begin()];
+        if (s.role == StageRole::Accumulator && s.aligned && op_info(g.nodes[s.node].op).pattern == OpPattern::OutFusable &&
+            lc.output_stage(*r.begin()).extents.size() >= 2) {
+            p.anchored = true;
+        }
+        if (!s.reduced_out_dims.empty()) {
+            p.at_dim = std::max(p.at_dim, *std::max_element(s.reduced_out_dims.begin(), s.reduced_out_dims.end()) + 1);
+        }
+    }
+    for (size_t i = 0; i < plans.size(); i++) {
+        const StageInfo &o = lc.output_stage(i);
+        StageSchedule &s = plans[i].s;
+        s.stage = o.name;
+        s.level = ComputeLevel::Root;
+        int rank = (int)o.extents.size();
+        if (rank == 0) {
+            s.note = "scalar output: computed on the host";
+            continue;
+        }
+        OutputPlan &p = plans[i];
+        if (p.anchored) {
+            // 16x16 threads, each with a 2x2 register tile where the output is large enough; with
+            // a staged operand (packed B panel, padded conv window), the first block shape whose
+            // window fits the shared-memory budget (narrower blocks for a long reduction)
+            std::vector<const StageInfo *> staged, accs;
+            for (const StageInfo &st : lc.stages) {
+                if (!reach[st.node].count((int)i) || reach[st.node].size() != 1) continue;
+                if (st.role == StageRole::Reused && !st.aligned && !st.extents.empty()) staged.push_back(&st);
+                if (st.role == StageRole::Accumulator && st.aligned) accs.push_back(&st);
+            }
+            auto shape = [&](int tx0, int rx0) {
+                int tx = std::min(tx0, floor_pow2(o.extents[0]));
+                int ty = std::min(kThreadsPerBlock / tx, floor_pow2(o.extents[1]));
+                int rx = o.extents[0] >= (int64_t)rx0 * tx ? rx0 : 1, ry = o.extents[1] >= 2 * ty ? 2 : 1;
+                return std::array<int, 4>{tx, ty, rx, ry};
+            };
+            std::array<int, 4> chosen = shape(16, 2);
+            p.staged_bytes = -1;
+            if (!staged.empty()) {
+                for (auto [tx0, rx0] : std::vector<std::pair<int, int>>{{16, 2}, {16, 1}, {8, 1}, {4, 1}}) {
+                    std::array<int, 4> sh = shape(tx0, rx0);
+                    std::vector<int64_t> coverage(o.extents.size(), 1);
+                    coverage[0] = (int64_t)sh[0] * sh[2];
+                    coverage[1] = (int64_t)sh[1] * sh[3];
+                    int64_t bytes = 0;
+                    for (const StageInfo *stg : staged) {
+                        for (const StageInfo *acc : accs) {
+                            int64_t b = block_footprint(*acc, *stg, coverage);
+                            bytes = b < 0 || bytes < 0 ? -1 : std::max(bytes, b);
+                        }
+                    }
+                    if (bytes > 0 && bytes <= kSharedBudget) {
+                        chosen = sh;
+                        p.staged_bytes = bytes;
+                        break;
+                    }
+                }
+            }
+            s.gpu_threads = {chosen[0], chosen[1]};
+            s.tile = {chosen[2], chosen[3]};
+            s.unroll = {0, 1};
+        } else if (p.at_dim > 0 && p.at_dim <= std::min(rank, 3)) {
+            // one block covers every dim the reductions run along: their results are per block
+            int budget = kThreadsPerBlock;
+            for (int d = 0; d < p.at_dim; d++) {
+                auto [t, r] = cover(o.extents[d], std::max(1, budget));
+                s.gpu_threads.push_back(t);
+                s.tile.push_back(r);
+                budget /= t;
+            }
+            bool all_one = std::all_of(s.tile.begin(), s.tile.end(), [](int r) { return r == 1; });
+            if (all_one) s.tile.clear();
+            s.note = "one block per row: the reductions run per block";
+        } else {
+            s.gpu_threads = plain_threads(o.extents);
+        }
+    }
+    ClusterSchedule sched;
+    for (const StageInfo &st : lc.stages) {
+        if (st.is_output) {
+            for (const OutputPlan &p : plans) {
+                if (p.s.stage == st.name) sched.stages.push_back(p.s);
+            }
+            continue;
+        }
+        StageSchedule s;
+        s.stage = st.name;
+        int rank = (int)st.extents.size();
+        const std::set<int> &r = reach[st.node];
+        auto make_root = [&](const std::string &why) {
+            s.level = ComputeLevel::Root;
+            s.gpu_threads = plain_threads(st.extents);
+            s.note = why + (rank == 0 ? " (scalar: on the host)" : "");
+        };
+        switch (st.role) {
+        case StageRole::Value:
+        case StageRole::RowInvariant:
+            s.level = ComputeLevel::Inline;
+            if (st.role == StageRole::RowInvariant && r.size() != 1) make_root("feeds " + std::to_string(r.size()) + " cluster outputs");
+            break;
+        case StageRole::Hoisted:
+            make_root("per-channel parameters, computed once");
+            break;
+        case StageRole::Recurrence:
+            s.level = ComputeLevel::Root;
+            s.note = "time recurrence: computed serially on the host";
+            break;
+        case StageRole::Reused:
+            if (r.size() != 1) {
+                make_root("feeds " + std::to_string(r.size()) + " cluster outputs");
+                break;
+            }
+            s.level = ComputeLevel::Inline;
+            if (!st.aligned && plans[*r.begin()].anchored) {
+                // a staged operand: per block in shared memory when its window fits
+                const OutputPlan &p = plans[*r.begin()];
+                const StageInfo &o = lc.output_stage(*r.begin());
+                int64_t bytes = p.staged_bytes;
+                if (bytes > 0 && bytes <= kSharedBudget && rank > 0) {
+                    s.level = ComputeLevel::At;
+                    s.at_stage = p.s.stage;
+                    s.at_var = dim_var(0).name() + "o";
+                    // the output's thread shape: the block's threads copy the window together
+                    s.gpu_threads.assign(p.s.gpu_threads.begin(), p.s.gpu_threads.begin() + std::min<size_t>(rank, p.s.gpu_threads.size()));
+                    s.memory = MemoryKind::Shared;
+                    s.note = "staged per block in shared memory, " + std::to_string(bytes) + " bytes";
+                } else {
+                    s.note = "its window per block does not fit the shared-memory budget: read in place";
+                }
+            }
+            break;
+        case StageRole::Accumulator: {
+            if (r.size() != 1) {
+                make_root("feeds " + std::to_string(r.size()) + " cluster outputs");
+                break;
+            }
+            const OutputPlan &p = plans[*r.begin()];
+            const StageInfo &o = lc.output_stage(*r.begin());
+            if (o.extents.empty()) {
+                make_root("reduces to a scalar output");
+                break;
+            }
+            if (st.reduced_out_dims.empty()) {
+                // per output element: each thread accumulates its own tile in registers
+                s.level = ComputeLevel::At;
+                s.at_stage = p.s.stage;
+                s.at_var = dim_var(0).name() + "i";
+                if (p.anchored && rank >= 2) {
+                    s.memory = MemoryKind::Register;
+                    s.unroll = {0, 1};
+                }
+            } else if (p.at_dim <= std::min((int)o.extents.size(), 3)) {
+                // per block: the block's threads each sum a strided part of the row (rfactor)
+                s.level = ComputeLevel::At;
+                s.at_stage = p.s.stage;
+                s.at_var = dim_var(0).name() + "o";
+                s.memory = MemoryKind::Shared;
+                int threads = 1;
+                for (int t : p.s.gpu_threads) threads *= t;
+                if (st.func.has_update_definition() && !st.func.rvars(0).empty()) {
+                    const auto &rv = st.func.function().update(0).schedule().rvars()[0];
+                    const int64_t *extent = Halide::Internal::as_const_int(Halide::Internal::simplify(rv.extent));
+                    int f = extent ? std::min(threads, floor_pow2(*extent)) : 0;
+                    auto assoc = Halide::Internal::prove_associativity(st.func.name(), st.func.update_args(0), st.func.update_values(0).as_vector());
+                    if (f >= 2 && assoc.associative()) s.rfactor = f;
+                }
+            } else {
+                make_root("reduces across more dims than a block covers");
+            }
+            break;
+        }
+        }
+        sched.stages.push_back(s);
+    }
+    return sched;
+}
+
+}  // namespace fusor

@@ -1,0 +1,249 @@
+// CUDA without a GPU: GPU schedules as data (text round trip, why_illegal), the default CUDA
+// schedule of every config model compiled to PTX and assembled by ptxas for sm_80 and sm_90, launch
+// counts and shared memory from the compiled module, and the ptxas report parser on stored real
+// ptxas output (so the parser is covered where the toolkit is absent).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "generators/ApplySchedule.h"
+#include "generators/CudaCheck.h"
+#include "generators/DefaultSchedule.h"
+#include "generators/LowerCluster.h"
+#include "generators/ScheduleCluster.h"
+#include "graph/Clustering.h"
+#include "graph/Error.h"
+#include "graph/JsonFormat.h"
+
+using namespace fusor;
+using Catch::Contains;
+
+namespace {
+
+std::string slurp(const std::string &path) {
+    std::ifstream f(path);
+    REQUIRE(f.good());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+const Halide::Target kCuda("host-cuda-cuda_capability_80");
+
+}  // namespace
+
+TEST_CASE("cuda schedule text: GPU fields round-trip", "[generators][cuda]") {
+    std::string text =
+        "c0_out root gpu=16x16 tile=2x2 unroll=0,1\n"
+        "c0_packb at=c0_out.xo gpu=16x16 mem=shared\n"
+        "c0_acc at=c0_out.xi unroll=0,1 mem=register\n"
+        "c0_sum at=c0_out.xo rfactor=256 mem=shared\n";
+    std::string error;
+    auto s = parse_schedule(text, &error);
+    REQUIRE(s);
+    CHECK(to_text(*s) == text);
+    REQUIRE(s->stages.size() == 4);
+    CHECK(s->stages[0].gpu_threads == std::vector<int>{16, 16});
+    CHECK(s->stages[0].tile == std::vector<int>{2, 2});
+    CHECK(s->stages[1].memory == MemoryKind::Shared);
+    CHECK(s->stages[2].memory == MemoryKind::Register);
+    CHECK(s->stages[3].rfactor == 256);
+    auto again = parse_schedule(to_text(*s), &error);
+    REQUIRE(again);
+    CHECK(*again == *s);
+    StageSchedule changed = s->stages[0];
+    changed.gpu_threads = {32, 8};
+    CHECK(changed != s->stages[0]);
+}
+
+TEST_CASE("cuda schedule text: malformed GPU fields name the token", "[generators][cuda]") {
+    std::string error;
+    CHECK_FALSE(parse_schedule("a root gpu=64x32\n", &error));
+    CHECK_THAT(error, Contains("line 1") && Contains("2048 threads per block") && Contains("1024"));
+    CHECK_FALSE(parse_schedule("a root gpu=4x4x4x4\n", &error));
+    CHECK_THAT(error, Contains("at most 3 dims"));
+    CHECK_FALSE(parse_schedule("a root\nb at=a.xo mem=global\n", &error));
+    CHECK_THAT(error, Contains("line 2") && Contains("mem=shared"));
+    CHECK_FALSE(parse_schedule("a root gpu=0\n", &error));
+    CHECK_THAT(error, Contains("gpu=0"));
+}
+
+TEST_CASE("cuda schedule: why_illegal explains misplaced GPU directives", "[generators][cuda]") {
+    Graph g = load_graph_json(std::string(FUSOR_CONFIG_DIR) + "/models/transformer_mlp.json");
+    form_clusters(g);
+    const Cluster &c = g.clusters[0];  // fc1 (MatMul + bias) and its GELU epilogue
+    LoweredCluster lc = lower_cluster(g, c, "t_");
+    ClusterSchedule def = default_gpu_schedule(g, c, lc);
+    CHECK(why_illegal(def, lc).empty());
+    const StageSchedule *out = nullptr;
+    for (const StageSchedule &s : def.stages) {
+        if (s.level == ComputeLevel::Root) out = &s;
+    }
+    REQUIRE(out);
+    CHECK_FALSE(out->gpu_threads.empty());
+    auto with = [&](const std::function<void(ClusterSchedule &)> &edit) {
+        ClusterSchedule s = def;
+        edit(s);
+        return why_illegal(s, lc);
+    };
+    auto stage = [](ClusterSchedule &s, const std::string &suffix) -> StageSchedule & {
+        for (StageSchedule &st : s.stages) {
+            if (st.stage.size() >= suffix.size() && st.stage.compare(st.stage.size() - suffix.size(), suffix.size(), suffix) == 0) return st;
+        }
+        FAIL("no stage " << suffix);
+        return s.stages[0];
+    };
+    // shared memory is per block: not inside a thread's loop
+    CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_acc").memory = MemoryKind::Shared; }), Contains("per thread"));
+    // threads inside threads
+    CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_acc").gpu_threads = {4}; }), Contains("already inside GPU threads"));
+    // vectorizing a GPU stage
+    CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_gelu").vector_width = 4; }), Contains("do not apply to GPU stages"));
+    // a per-thread tile needs one extent per thread dim
+    CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_gelu").tile = {2}; }), Contains("one extent per gpu= dim"));
+    // more than the output covers
+    CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_gelu").gpu_threads = {1024, 1}, stage(s, "_gelu").tile = {8, 1}; }), Contains("more than its extent"));
+    // mem= on a root stage
+    CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_gelu").memory = MemoryKind::Shared; }), Contains("mem= applies"));
+    // an illegal schedule is a UserError from apply_schedule, not a Halide crash
+    ClusterSchedule bad = def;
+    stage(bad, "_acc").memory = MemoryKind::Shared;
+    CHECK_THROWS_AS(apply_schedule(bad, lc), UserError);
+}
+
+TEST_CASE("cuda: the ptxas report parser reads real ptxas output", "[generators][cuda]") {
+    std::string dir = std::string(FUSOR_TEST_DATA) + "/cuda/";
+    auto plain = parse_ptxas_report(slurp(dir + "ptxas_matmul_sm80.txt"));
+    REQUIRE(plain.size() == 1);
+    CHECK(plain[0].kernel == "_kernel_out_s0_y_yo___block_id_y");
+    CHECK(plain[0].arch == "sm_80");
+    CHECK(plain[0].registers == 72);
+    CHECK(plain[0].spill_stores == 0);
+    CHECK(plain[0].spill_loads == 0);
+    CHECK(plain[0].shared_bytes == 0);
+    // the same PTX with -maxrregcount=16: ptxas spills
+    auto spills = parse_ptxas_report(slurp(dir + "ptxas_spills_sm80.txt"));
+    REQUIRE(spills.size() == 1);
+    CHECK(spills[0].registers == 24);
+    CHECK(spills[0].stack_bytes == 440);
+    CHECK(spills[0].spill_stores == 712);
+    CHECK(spills[0].spill_loads == 848);
+    // a kernel with a static __shared__ array (nvcc -Xptxas -v)
+    auto smem = parse_ptxas_report(slurp(dir + "ptxas_static_shared_sm90.txt"));
+    REQUIRE(smem.size() == 1);
+    CHECK(smem[0].kernel == "staged");
+    CHECK(smem[0].arch == "sm_90");
+    CHECK(smem[0].shared_bytes == 4224);
+    CHECK(smem[0].registers == 14);
+
+    CudaCheck c;
+    c.resources = spills;
+    CHECK_THAT(cuda_resource_violation(c), Catch::StartsWith("spills: ") && Contains("712"));
+    c.resources = plain;
+    CHECK(cuda_resource_violation(c).empty());
+    CudaLimits tight;
+    tight.max_registers = 64;
+    CHECK_THAT(cuda_resource_violation(c, tight), Catch::StartsWith("resource-limit: ") && Contains("72 registers"));
+    c.launches = {KernelLaunch{"_kernel_out_s0_y_yo___block_id_y", 16, 256, 46 * 1024, 1}};
+    c.resources = smem;
+    c.resources[0].kernel = "_kernel_out_s0_y_yo___block_id_y";
+    // 46 KiB dynamic + 4224 bytes static: over 48 KiB
+    CHECK_THAT(cuda_resource_violation(c), Catch::StartsWith("resource-limit: ") && Contains("shared memory"));
+    c.launches[0].shared_bytes = 1024;
+    c.launches[0].threads = 2048;
+    CHECK_THAT(cuda_resource_violation(c), Contains("2048 threads"));
+}
+
+TEST_CASE("cuda: every config model compiles to PTX that ptxas accepts for sm_80 and sm_90", "[generators][cuda]") {
+    bool have_ptxas = find_ptxas().has_value();
+    if (!have_ptxas) WARN("ptxas not found (/usr/local/cuda/bin/ptxas): PTX is generated and launches checked, not assembled");
+    for (const char *name : {"eltwise_chain", "attention_scores", "transformer_mlp", "resnet_block", "mobilenet_v2_block"}) {
+        Graph g = load_graph_json(std::string(FUSOR_CONFIG_DIR) + "/models/" + name + ".json");
+        form_clusters(g);
+        int staged_anchors = 0;
+        for (const Cluster &c : g.clusters) {
+            INFO(name << " cluster " << c.name);
+            CudaCheck k = check_cuda_cluster(g, c, kCuda);
+            CHECK_THAT(k.ptx, Contains("Generated by LLVM NVPTX Back-End"));
+            CHECK_THAT(k.ptx, Contains(".target sm_80"));
+            REQUIRE_FALSE(k.launches.empty());
+            // one launch per root GPU stage of the schedule actually applied
+            int roots = 0;
+            bool stages_shared = false;
+            for (const StageSchedule &s : k.schedule.stages) {
+                if (s.level == ComputeLevel::Root && !s.gpu_threads.empty()) roots++;
+                stages_shared |= s.memory == MemoryKind::Shared;
+            }
+            CHECK(k.launch_count() == roots);
+            // elementwise, softmax and layernorm clusters are exactly one kernel
+            bool single = c.pattern == OpPattern::ElemWise || c.pattern == OpPattern::Broadcast;
+            if (c.anchor >= 0) {
+                OpKind op = g.nodes[c.anchor].op;
+                single |= op == OpKind::Softmax || op == OpKind::LayerNormalization;
+            }
+            if (single) CHECK(k.launch_count() == 1);
+            for (const KernelLaunch &l : k.launches) {
+                CHECK(l.threads > 0);
+                CHECK(l.threads <= 1024);
+                CHECK(l.shared_bytes >= 0);
+                if (stages_shared) CHECK(l.shared_bytes > 0);
+            }
+            bool anchor_conv_matmul = c.anchor >= 0 && op_info(g.nodes[c.anchor].op).pattern == OpPattern::OutFusable;
+            if (anchor_conv_matmul && stages_shared) staged_anchors++;
+            if (!have_ptxas) continue;
+            CHECK(k.ptxas_found);
+            CHECK(k.ptxas_error == "");
+            // every kernel has a report for both architectures, within the limits
+            for (const KernelLaunch &l : k.launches) {
+                for (const std::string &arch : ptxas_archs()) {
+                    bool seen = false;
+                    for (const KernelResources &r : k.resources) {
+                        if (r.kernel == l.kernel && r.arch == arch) {
+                            seen = true;
+                            CHECK(r.registers > 0);
+                            CHECK(r.registers <= 255);
+                        }
+                    }
+                    CHECK(seen);
+                }
+            }
+            CHECK(cuda_resource_violation(k) == "");
+        }
+        // conv and matmul models stage an operand in shared memory somewhere. Not resnet_block as
+        // loaded (NCHW, 64 channels): a block's padded window over every input channel exceeds the
+        // budget until the reduction over channels is split (docs/cuda.md); its NHWC form after
+        // the optimizer stages it (checked through `fusor compile`/`inspect` in tests/tools).
+        INFO(name);
+        std::string n = name;
+        if (n != "eltwise_chain" && n != "resnet_block") CHECK(staged_anchors > 0);
+    }
+}
+
+TEST_CASE("cuda: a softmax cluster is one kernel whose reductions use shared memory", "[generators][cuda]") {
+    Graph g = load_graph_json(std::string(FUSOR_CONFIG_DIR) + "/models/attention_scores.json");
+    form_clusters(g);
+    int found = 0;
+    for (const Cluster &c : g.clusters) {
+        if (c.anchor < 0) continue;
+        OpKind op = g.nodes[c.anchor].op;
+        if (op != OpKind::Softmax && op != OpKind::LayerNormalization) continue;
+        found++;
+        CudaCheck k = check_cuda_cluster(g, c, kCuda);
+        REQUIRE(k.launches.size() == 1);
+        CHECK(k.launch_count() == 1);
+        // the block-level reductions keep one partial per thread in shared memory
+        CHECK(k.launches[0].shared_bytes >= 4 * 32);
+        CHECK_THAT(k.ptx, Contains("bar.sync"));
+    }
+    CHECK(found == 2);
+}
+
+TEST_CASE("cuda: a CUDA check of a CPU target is a user error", "[generators][cuda]") {
+    Graph g = load_graph_json(std::string(FUSOR_CONFIG_DIR) + "/models/eltwise_chain.json");
+    form_clusters(g);
+    CHECK_THROWS_AS(check_cuda_cluster(g, g.clusters[0], Halide::Target("x86-64-linux-avx2")), UserError);
+    CHECK_THROWS_AS(parse_target("host-cuda-cuda_capability_99"), UserError);
+    CHECK(parse_target("host-cuda-cuda_capability_86").has_feature(Halide::Target::CUDACapability86));
+    CHECK(parse_target("host-cuda").has_feature(Halide::Target::CUDA));
+}
