@@ -303,7 +303,9 @@ struct Model {
         // GPU targets: intermediates stay on the device between kernels (each keeps its
         // halide_buffer_t, and Halide copies only what is dirty); outputs come back to the host
         for (int i = 0; i < num_outputs; i++) {
-            int r = halide_copy_to_host(&ctx, outs[i]);
+            halide_buffer_t *out = bound[outputs[i]];
+            if (!out->device) continue;  // CPU targets: nothing to copy
+            int r = halide_copy_to_host(&ctx, out);
             if (r != 0) {
                 error = std::string(name) + ": copying output " + std::to_string(i) + " to the host failed with Halide error " + std::to_string(r);
                 return -1;
@@ -330,6 +332,7 @@ struct Model {
         for (int i = 0; i < num_inputs; i++) {
             raw_in[i].host = ins ? (uint8_t *)ins[i] : nullptr;
             if (!raw_in[i].host) return missing("input", i, tensors[inputs[i]]);
+            if (raw_in[i].device) raw_in[i].flags |= halide_buffer_flag_host_dirty;  // GPU: see run()
             bound[inputs[i]] = &raw_in[i];
         }
         for (int i = 0; i < num_outputs; i++) {
