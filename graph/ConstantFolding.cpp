@@ -45,6 +45,27 @@ void inline_taken_branch(Graph &g, const Node &n) {
     }
 }
 
+/** Moves the small or integer constants an If passes to its branches into them (scalars such as
+ * a nested If's condition, shapes, axes): inside, they fold and bake like any constant. Float
+ * weights stay inputs (a copy per branch would double them). Returns true if any moved. */
+bool sink_constants_into_branches(Graph &g, Node &n) {
+    bool changed = false;
+    for (size_t i = n.inputs.size() - 1; i >= 1; i--) {
+        const Tensor &t = g.tensor(n.inputs[i]);
+        if (!t.is_initializer || (t.type.num_elements() > 1 && is_float(t.type.dtype))) continue;
+        for (Graph &br : n.subgraphs) {
+            Tensor &in = br.tensor(br.inputs[i - 1]);
+            in.is_initializer = true;
+            in.data = t.data;
+            br.inputs.erase(br.inputs.begin() + (i - 1));
+        }
+        n.inputs.erase(n.inputs.begin() + i);
+        count_event("sink-constant-into-If");
+        changed = true;
+    }
+    return changed;
+}
+
 }  // namespace
 
 bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_elements) {
@@ -103,7 +124,14 @@ bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_element
         folded.insert(n.id);
         count_event("fold-" + std::string(op_name(n.op)));
     }
-    if (folded.empty() && taken_ifs.empty()) return false;
+    bool sunk = false;
+    for (Node &n : g.nodes) {
+        if (is_control_flow(n.op) && !g.tensor(n.inputs[0]).is_initializer) sunk |= sink_constants_into_branches(g, n);
+    }
+    if (folded.empty() && taken_ifs.empty()) {
+        if (sunk) remove_nodes(g, {});  // drops constants nothing reads any more
+        return sunk;
+    }
     for (NodeId id : taken_ifs) {
         Node n = g.nodes[id];  // a copy: inlining appends to g.nodes
         inline_taken_branch(g, n);
