@@ -113,7 +113,7 @@ TEST_CASE("If: print_graph shows the If and its branches indented", "[graph][con
     CHECK(text.find("      s = Reshape(d, shape) : f32[2,3]  # reshape\n      output s\n") != std::string::npos);
 }
 
-TEST_CASE("If: branches whose output types differ are unsupported, naming both types", "[graph][control_flow]") {
+TEST_CASE("If: branches whose output types differ are unsupported and both types are named", "[graph][control_flow]") {
     CHECK_THROWS_AS(parse_graph_json(if_model("", "[3, 2]"), "if.json"), UnsupportedError);
     CHECK_THROWS_WITH(parse_graph_json(if_model("", "[3, 2]"), "if.json"),
                       Contains("node 'if' (If): output 0 is f32[2,3] in then_branch but f32[3,2] in else_branch"));

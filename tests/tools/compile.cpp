@@ -176,7 +176,7 @@ TEST_CASE("compile: bad names, targets and folders give exit status 2", "[tools]
     CHECK_THAT(r.out, Contains("output directory"));
 }
 
-TEST_CASE("compile: a runtime If is refused with exit status 2, naming the node", "[tools][compile]") {
+TEST_CASE("compile: a runtime If is refused with exit status 2 naming the node", "[tools][compile]") {
     TempDir d;
     std::string model = std::string(FUSOR_TEST_DATA) + "/control_flow/if_nested.json";
     Result r = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("x") + "'", d);
