@@ -100,6 +100,13 @@ std::string compile_aot_runtime(const Halide::Target &target, const std::string 
 
 AotResult compile_aot(const Graph &model, const AotOptions &options) {
     const std::string &name = options.name;
+    for (const Node &n : model.nodes) {
+        if (is_control_flow(n.op)) {
+            throw UserError(model.where(n) + ": runtime If is not supported by fusor compile yet (its condition is only known "
+                            "when the model runs); run the model with fusor run, or bind shapes or inputs so the condition "
+                            "folds at load");
+        }
+    }
     if (!is_c_identifier(name)) {
         throw UserError("--name '" + name + "' must be a C identifier (letters, digits, '_'; not starting with a digit)");
     }

@@ -10,6 +10,7 @@ TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &
     for (const Cluster &c : g.clusters) {
         ClusterTraffic ct;
         ct.name = c.name;
+        if (is_control_flow(g.nodes[c.nodes[0]].op)) ct.kernels = 0;  // an If step: its branches run their own kernels
         for (TensorId t : c.outputs) {
             if (g.is_graph_output(t)) continue;
             ct.bytes_written += (int64_t)g.type(t).num_bytes();
@@ -49,6 +50,11 @@ TrafficReport planned_traffic(const Graph &g, const Halide::Target &target, std:
     std::vector<LoweredCluster> lowered;
     std::vector<ClusterSchedule> scheds;
     for (const Cluster &c : g.clusters) {
+        if (is_control_flow(g.nodes[c.nodes[0]].op)) {  // run by the runtime: nothing to lower
+            lowered.emplace_back();
+            scheds.emplace_back();
+            continue;
+        }
         lowered.push_back(lower_cluster(g, c, c.name + "_"));
         scheds.push_back(default_schedule(g, c, lowered.back(), target));
         apply_schedule(scheds.back(), lowered.back());

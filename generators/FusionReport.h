@@ -29,7 +29,8 @@ struct TrafficReport {
 /** Traffic of \p g's clusters (g.clusters must be set) under \p schedules (one per cluster, in
  * order), lowered as \p lowered. An intermediate tensor counts once when written and once per
  * cluster that reads it; an internal stage the schedule computes at root counts its full size
- * written and read once. Stages computed at a consumer's tile stay in cache and do not count. */
+ * written and read once. Stages computed at a consumer's tile stay in cache and do not count.
+ * An If cluster counts no kernel and only its outputs (its branches are graphs of their own). */
 TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &lowered,
                              const std::vector<ClusterSchedule> &schedules);
 

@@ -53,6 +53,8 @@ bool eliminate_common_subexpressions(Graph &g) {
     bool changed = merge_equal_initializers(g);
     std::map<std::string, NodeId> seen;
     for (Node &n : g.nodes) {  // topological order: a node's inputs are already merged
+        // an If's key would have to compare its branch graphs; two Ifs on the same inputs are rare
+        if (is_control_flow(n.op)) continue;
         auto [it, inserted] = seen.emplace(node_key(n), n.id);
         if (inserted) continue;
         const Node &first = g.nodes[it->second];

@@ -8,12 +8,74 @@
 #include "graph/PassPipeline.h"
 #include "graph/Rewrite.h"
 #include "graph/ShapeInference.h"
+#include "graph/Verifier.h"
 
 namespace fusor {
 
+namespace {
+
+/** Replaces If node \p n, whose condition is a constant, by the nodes of the branch it takes:
+ * branch inputs become the If's inputs, branch initializers and intermediates become new tensors
+ * of \p g (names made unique), and an Identity per output keeps the If's output tensors (and
+ * so their names) in place. The If itself is left for the caller to remove. */
+void inline_taken_branch(Graph &g, const Node &n) {
+    bool cond = g.tensor(n.inputs[0]).value_as_double(0) != 0;
+    const Graph &br = n.subgraphs.at(cond ? 0 : 1);
+    std::vector<TensorId> map(br.tensors.size(), kNoTensor);
+    for (size_t i = 0; i < br.inputs.size(); i++) map[br.inputs[i]] = n.inputs.at(i + 1);
+    for (size_t i = 0; i < br.tensors.size(); i++) {
+        const Tensor &t = br.tensors[i];
+        if (map[i] != kNoTensor) continue;
+        if (t.is_initializer) {
+            map[i] = add_initializer(g, n.name + "/" + t.name, t.type, t.data);
+        } else if (t.producer >= 0) {
+            map[i] = add_tensor(g, n.name + "/" + t.name);
+            g.tensor(map[i]).type = t.type;
+        }
+    }
+    for (const Node &bn : br.nodes) {
+        std::vector<TensorId> ins, outs;
+        for (TensorId t : bn.inputs) ins.push_back(t == kNoTensor ? kNoTensor : map.at(t));
+        for (TensorId t : bn.outputs) outs.push_back(map.at(t));
+        NodeId id = add_node(g, bn.op, n.name + "/" + bn.name, ins, outs, bn.attrs);
+        g.nodes[id].subgraphs = bn.subgraphs;
+    }
+    for (size_t i = 0; i < n.outputs.size(); i++) {
+        add_node(g, OpKind::Identity, n.name + "_out" + std::to_string(i), {map.at(br.outputs[i])}, {n.outputs[i]});
+    }
+}
+
+/** Moves the small or integer constants an If passes to its branches into them (scalars such as
+ * a nested If's condition, shapes, axes): inside, they fold and bake like any constant. Float
+ * weights stay inputs (a copy per branch would double them). Returns true if any moved. */
+bool sink_constants_into_branches(Graph &g, Node &n) {
+    bool changed = false;
+    for (size_t i = n.inputs.size() - 1; i >= 1; i--) {
+        const Tensor &t = g.tensor(n.inputs[i]);
+        if (!t.is_initializer || (t.type.num_elements() > 1 && is_float(t.type.dtype))) continue;
+        for (Graph &br : n.subgraphs) {
+            Tensor &in = br.tensor(br.inputs[i - 1]);
+            in.is_initializer = true;
+            in.data = t.data;
+            br.inputs.erase(br.inputs.begin() + (i - 1));
+        }
+        n.inputs.erase(n.inputs.begin() + i);
+        count_event("sink-constant-into-If");
+        changed = true;
+    }
+    return changed;
+}
+
+}  // namespace
+
 bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_elements) {
     std::set<NodeId> folded;
+    std::vector<NodeId> taken_ifs;  // If nodes with a constant condition: inlined after the scan
     for (const Node &n : g.nodes) {
+        if (is_control_flow(n.op)) {
+            if (g.tensor(n.inputs[0]).is_initializer) taken_ifs.push_back(n.id);
+            continue;  // never evaluated as a whole: its branches are folded by their own passes
+        }
         bool all_constant = true;
         int64_t largest_input = 0;
         for (TensorId t : n.inputs) {
@@ -62,8 +124,22 @@ bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_element
         folded.insert(n.id);
         count_event("fold-" + std::string(op_name(n.op)));
     }
-    if (folded.empty()) return false;
+    bool sunk = false;
+    for (Node &n : g.nodes) {
+        if (is_control_flow(n.op) && !g.tensor(n.inputs[0]).is_initializer) sunk |= sink_constants_into_branches(g, n);
+    }
+    if (folded.empty() && taken_ifs.empty()) {
+        if (sunk) remove_nodes(g, {});  // drops constants nothing reads any more
+        return sunk;
+    }
+    for (NodeId id : taken_ifs) {
+        Node n = g.nodes[id];  // a copy: inlining appends to g.nodes
+        inline_taken_branch(g, n);
+        folded.insert(id);
+        count_event("fold-If");
+    }
     remove_nodes(g, folded);
+    if (!taken_ifs.empty()) sort_topologically(g);  // the inlined nodes were appended
     return true;
 }
 

@@ -24,7 +24,10 @@ public:
  * topological order, so whole constant subgraphs fold (shape arithmetic, weight preprocessing,
  * constants that would otherwise be recomputed inside a fused block). A node is left alone when
  * an output would hold more than max(\p max_elements, its largest input's elements): folding
- * never makes the model much larger. Returns true if anything was folded. */
+ * never makes the model much larger. An If whose condition is constant is replaced by the nodes
+ * of the branch it takes (its outputs keep their names through Identity nodes); other Ifs get
+ * the integer and one-element constants they pass moved into their branches (optimize_graph then
+ * folds inside each branch). Returns true if anything was folded. */
 bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_elements = 1 << 16);
 
 }  // namespace fusor

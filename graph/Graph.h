@@ -39,6 +39,8 @@ struct Tensor {
     int64_t value_as_int(int64_t i) const;
 };
 
+struct Graph;
+
 struct Node {
     NodeId id = -1;
     OpKind op = OpKind::Identity;
@@ -46,6 +48,13 @@ struct Node {
     std::vector<TensorId> inputs;   ///< kNoTensor for an omitted optional input
     std::vector<TensorId> outputs;
     Attrs attrs;
+    /** Control flow only (is_control_flow): the branches of an If, {then, else}; empty for every
+     * other op. Each is a closed graph: its inputs are the node's inputs 1.. in order (the outer
+     * tensors it reads), its outputs the node's outputs. Held by value (std::vector of an
+     * incomplete type is allowed since C++17) rather than as shared pointers or an attribute
+     * kind: copying a Graph, as executors, the importer and passes on trial copies do, then
+     * copies its branches, so a pass over a copy can never change the original's branches. */
+    std::vector<Graph> subgraphs;
 };
 
 /** A group of nodes that becomes one Halide pipeline. Only its outputs are materialized. */

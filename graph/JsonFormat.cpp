@@ -13,6 +13,7 @@
 #include "graph/Error.h"
 #include "graph/Npy.h"
 #include "graph/Random.h"
+#include "graph/ShapeInference.h"
 #include "graph/Verifier.h"
 
 namespace fusor {
@@ -262,32 +263,52 @@ std::vector<std::string> name_list(const Reader &r, const json &node, const char
 
 }  // namespace
 
-Graph parse_graph_json(const std::string &text, const std::string &source, const std::string &base_dir,
-                       const ConstantEvaluator *eval) {
-    Reader r{source, base_dir};
-    json doc;
-    try {
-        doc = json::parse(text);
-    } catch (const json::parse_error &e) {
-        std::string what = e.what();
-        size_t pos = what.find("parse error");
-        r.fail("", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+namespace {
+
+/** A declared type to compare once the whole graph is typed: an output given as an object, or a
+ * branch input (which takes the type of the If's input). \p path names the branch holding it as
+ * (If node name, branch index) pairs from the top graph; empty = the top graph. */
+struct DeclaredType {
+    std::vector<std::pair<std::string, int>> path;
+    std::string where, tensor;
+    const json *decl;
+    bool is_input;
+};
+
+const Graph &branch_at(const Graph &top, const std::vector<std::pair<std::string, int>> &path) {
+    const Graph *g = &top;
+    for (const auto &[node, b] : path) {
+        auto it = std::find_if(g->nodes.begin(), g->nodes.end(), [&](const Node &n) { return n.name == node; });
+        FUSOR_INTERNAL_ASSERT(it != g->nodes.end() && b < (int)it->subgraphs.size()) << "branch of " << node;
+        g = &it->subgraphs[b];
     }
-    if (!doc.is_object()) r.fail("", "expected a JSON object at the top level");
-    const json &version = r.field(doc, "format_version", "");
-    if (!version.is_number_integer() || version.is_number_unsigned() && version.get<uint64_t>() > 1000 ||
-        version.get<int64_t>() != kJsonFormatVersion) {
-        r.fail("format_version", "is " + version.dump() + "; this fusor reads version " + std::to_string(kJsonFormatVersion));
+    return *g;
+}
+
+/** Reads one graph object: the top level, or an If's then_branch / else_branch, which have the
+ * same fields (format_version optional). \p where prefixes messages ("" at the top). Nodes come
+ * back sorted, types not yet inferred (the caller types the whole tree at once). */
+Graph read_graph(const Reader &r, const json &doc, const std::string &where_prefix,
+                 std::vector<std::pair<std::string, int>> path, std::vector<DeclaredType> &declared) {
+    auto at = [&](const std::string &where) { return where_prefix.empty() ? where : where_prefix + (where.empty() ? "" : ": " + where); };
+    if (!doc.is_object()) r.fail(where_prefix, "expected a JSON object");
+    bool top = path.empty();
+    if (top || doc.contains("format_version")) {
+        const json &version = r.field(doc, "format_version", where_prefix);
+        if (!version.is_number_integer() || version.is_number_unsigned() && version.get<uint64_t>() > 1000 ||
+            version.get<int64_t>() != kJsonFormatVersion) {
+            r.fail(at("format_version"), "is " + version.dump() + "; this fusor reads version " + std::to_string(kJsonFormatVersion));
+        }
     }
     for (auto it = doc.begin(); it != doc.end(); ++it) {
         static const char *known[] = {"format_version", "name", "inputs", "outputs", "initializers", "nodes", "doc"};
         if (std::find_if(std::begin(known), std::end(known), [&](const char *k) { return it.key() == k; }) == std::end(known)) {
-            r.fail("", "unknown top-level field '" + it.key() + "'");
+            r.fail(where_prefix, std::string(top ? "unknown top-level field '" : "unknown field '") + it.key() + "'");
         }
     }
     Graph g;
-    g.source = source;
-    g.name = r.optional_string(doc, "name", "graph", "");
+    g.source = r.file;
+    g.name = r.optional_string(doc, "name", "graph", where_prefix);
     std::map<std::string, TensorId> by_name;
     auto define = [&](Tensor t, const std::string &where) {
         if (by_name.count(t.name)) r.fail(where, "tensor '" + t.name + "' is defined twice");
@@ -299,32 +320,33 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
     auto array_field = [&](const char *key, bool required) -> const json & {
         static const json empty = json::array();
         if (!doc.contains(key)) {
-            if (required) r.fail("", std::string("missing field '") + key + "'");
+            if (required) r.fail(where_prefix, std::string("missing field '") + key + "'");
             return empty;
         }
-        if (!doc[key].is_array()) r.fail(key, "must be an array");
+        if (!doc[key].is_array()) r.fail(at(key), "must be an array");
         return doc[key];
     };
     const json &inputs = array_field("inputs", true);
     for (size_t i = 0; i < inputs.size(); i++) {
-        std::string where = "inputs[" + std::to_string(i) + "]";
+        std::string where = at("inputs[" + std::to_string(i) + "]");
         Tensor t;
         t.name = r.string_field(inputs[i], "name", where);
         where += " ('" + t.name + "')";
         t.type.dtype = r.dtype_field(inputs[i], where);
         t.type.shape = r.shape_field(inputs[i], where);
+        if (!top) declared.push_back({path, where, t.name, &inputs[i], true});
         g.inputs.push_back(define(std::move(t), where));
     }
     const json &inits = array_field("initializers", false);
     for (size_t i = 0; i < inits.size(); i++) {
-        std::string where = "initializers[" + std::to_string(i) + "]";
+        std::string where = at("initializers[" + std::to_string(i) + "]");
         define(read_initializer(r, inits[i], where), where);
     }
     const json &nodes = array_field("nodes", true);
     std::vector<std::vector<std::string>> input_names(nodes.size());
     for (size_t i = 0; i < nodes.size(); i++) {
         const json &jn = nodes[i];
-        std::string where = "nodes[" + std::to_string(i) + "]";
+        std::string where = at("nodes[" + std::to_string(i) + "]");
         Node n;
         n.name = r.string_field(jn, "name", where);
         where += " ('" + n.name + "')";
@@ -353,6 +375,15 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
                 n.attrs[it.key()] = read_attr(r, it.value(), *spec, where);
             }
         }
+        for (int b = 0; b < 2; b++) {
+            const char *key = if_branch_name(b);
+            if (is_control_flow(n.op) && !jn.contains(key)) r.fail(where, std::string("missing field '") + key + "' (a graph object)");
+            if (!is_control_flow(n.op) && jn.contains(key)) r.fail(where, std::string("field '") + key + "' is only allowed on an If node");
+            if (!jn.contains(key)) continue;
+            auto sub_path = path;
+            sub_path.push_back({n.name, b});
+            n.subgraphs.push_back(read_graph(r, jn[key], where + ": " + key, sub_path, declared));
+        }
         input_names[i] = name_list(r, jn, "inputs", where, /*allow_empty_names=*/true);
         for (const std::string &out : name_list(r, jn, "outputs", where, false)) {
             Tensor t;
@@ -370,31 +401,53 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
             }
             auto it = by_name.find(name);
             if (it == by_name.end()) {
-                r.fail("nodes[" + std::to_string(i) + "] ('" + n.name + "')",
-                       "dangling input '" + name + "': no graph input, initializer or node output has that name");
+                r.fail(at("nodes[" + std::to_string(i) + "] ('" + n.name + "')"),
+                       "dangling input '" + name + "': no graph input, initializer or node output has that name" +
+                           (top ? "" : " in this branch (a branch reads outer tensors through the If's inputs)"));
             }
             n.inputs.push_back(it->second);
         }
     }
     const json &outputs = array_field("outputs", true);
-    std::vector<std::pair<std::string, const json *>> declared;  // by name: ids change if infer_types folds
     for (size_t i = 0; i < outputs.size(); i++) {
-        std::string where = "outputs[" + std::to_string(i) + "]";
+        std::string where = at("outputs[" + std::to_string(i) + "]");
         std::string name = outputs[i].is_string() ? outputs[i].get<std::string>() : r.string_field(outputs[i], "name", where);
         auto it = by_name.find(name);
         if (it == by_name.end()) r.fail(where, "output '" + name + "' is not produced by any node");
         g.outputs.push_back(it->second);
-        if (outputs[i].is_object()) declared.push_back({name, &outputs[i]});
+        if (outputs[i].is_object()) declared.push_back({path, at("outputs ('" + name + "')"), name, &outputs[i], false});
     }
     g.reindex();
     sort_topologically(g);
+    return g;
+}
+
+}  // namespace
+
+Graph parse_graph_json(const std::string &text, const std::string &source, const std::string &base_dir,
+                       const ConstantEvaluator *eval) {
+    Reader r{source, base_dir};
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::parse_error &e) {
+        std::string what = e.what();
+        size_t pos = what.find("parse error");
+        r.fail("", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+    }
+    if (!doc.is_object()) r.fail("", "expected a JSON object at the top level");
+    std::vector<DeclaredType> declared;  // by name: ids change if infer_types folds
+    Graph g = read_graph(r, doc, "", {}, declared);
     infer_types(g, eval);
-    for (auto &[out_name, j] : declared) {
-        TensorId id = g.find_tensor(out_name);
-        std::string where = "outputs ('" + g.tensor(id).name + "')";
-        const TensorType &got = g.type(id);
+    for (const DeclaredType &d : declared) {
+        const Graph &owner = branch_at(g, d.path);
+        TensorId id = owner.find_tensor(d.tensor);
+        const std::string &where = d.where;
+        const TensorType &got = owner.type(id);
+        const json *j = d.decl;
+        const char *computes = d.is_input ? " but the If passes " : " but the graph computes ";
         if (j->contains("dtype") && r.dtype_field(*j, where) != got.dtype) {
-            r.fail(where, std::string("declared dtype ") + j->at("dtype").get<std::string>() + " but the graph computes " + to_string(got));
+            r.fail(where, std::string("declared dtype ") + j->at("dtype").get<std::string>() + computes + to_string(got));
         }
         if (j->contains("shape")) {
             std::vector<int64_t> want = r.shape_field(*j, where);
@@ -404,7 +457,7 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
                     int64_t a = d < want.size() ? want[d] : -1, b = d < got.shape.size() ? got.shape[d] : -1;
                     if (a != b) dims += (dims.empty() ? "" : ", ") + std::string("dim ") + std::to_string(d) + ": declared " + (a < 0 ? "none" : std::to_string(a)) + ", computed " + (b < 0 ? "none" : std::to_string(b));
                 }
-                r.fail(where, "shape mismatch: declared " + shape_to_string(want) + " but the graph computes " +
+                r.fail(where, "shape mismatch: declared " + shape_to_string(want) + computes +
                                   shape_to_string(got.shape) + " (" + dims + ")");
             }
         }
@@ -444,9 +497,11 @@ Graph load_model(const std::string &path, const ConstantEvaluator *eval, const I
     return g;
 }
 
-std::string to_json(const Graph &g) {
+namespace {
+
+json graph_to_json(const Graph &g, bool top) {
     json doc;
-    doc["format_version"] = kJsonFormatVersion;
+    if (top) doc["format_version"] = kJsonFormatVersion;
     doc["name"] = g.name;
     doc["inputs"] = json::array();
     for (TensorId t : g.inputs) {
@@ -494,9 +549,16 @@ std::string to_json(const Graph &g) {
             std::visit([&](const auto &x) { attrs[kv.first] = x; }, kv.second);
         }
         if (!attrs.empty()) j["attrs"] = attrs;
+        for (size_t b = 0; b < n.subgraphs.size(); b++) j[if_branch_name((int)b)] = graph_to_json(n.subgraphs[b], false);
         doc["nodes"].push_back(j);
     }
-    return doc.dump(2) + "\n";
+    return doc;
+}
+
+}  // namespace
+
+std::string to_json(const Graph &g) {
+    return graph_to_json(g, true).dump(2) + "\n";
 }
 
 }  // namespace fusor

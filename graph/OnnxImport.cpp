@@ -235,12 +235,64 @@ void Importer::bind(const std::string &onnx_name, TensorId id) {
     scopes_.back()[onnx_name] = id;
 }
 
-std::optional<TensorId> Importer::lookup(const std::string &onnx_name) const {
+std::optional<TensorId> Importer::lookup_local(const std::string &onnx_name) const {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
         auto f = it->find(onnx_name);
         if (f != it->end()) return f->second;
     }
     return std::nullopt;
+}
+
+std::optional<TensorId> Importer::lookup(const std::string &onnx_name) {
+    if (auto id = lookup_local(onnx_name)) return id;
+    if (!parent_) return std::nullopt;
+    auto outer = parent_->lookup(onnx_name);
+    if (!outer) return std::nullopt;
+    TensorId id;
+    if (const Tensor *c = parent_->constant_tensor(*outer)) {
+        id = constant(c->type, c->data, onnx_name);  // constants stay constants (shape inputs need them)
+    } else {
+        id = add_tensor(onnx_name, parent_->type_of(*outer));
+        g_.inputs.push_back(id);
+        captures_.push_back(*outer);
+    }
+    scopes_.front()[onnx_name] = id;
+    return id;
+}
+
+Importer::Importer(Importer &parent)
+    : file_(parent.file_), base_dir_(parent.base_dir_), options_(parent.options_), opset_(parent.opset_), parent_(&parent) {
+    scopes_.emplace_back();
+    g_.source = file_;
+}
+
+std::optional<Graph> Importer::import_branch(const onnx::GraphProto &branch, const std::string &if_name,
+                                             const std::string &branch_name, std::vector<TensorId> &captures) {
+    Importer sub(*this);
+    sub.g_.name = if_name + "/" + branch_name;
+    sub.import_graph(branch, "");
+    if (!sub.unsupported_.empty()) {
+        for (const std::string &u : sub.unsupported_) unsupported_.push_back("in " + branch_name + " of If '" + if_name + "': " + u);
+        return std::nullopt;
+    }
+    for (const onnx::ValueInfoProto &out : branch.output()) {
+        auto id = sub.lookup(out.name());
+        if (!id) throw UserError(file_ + ": node '" + if_name + "' (If): " + branch_name + " output '" + out.name() + "' is not produced");
+        TensorId t = *id;
+        bool is_node_output = sub.g_.tensor(t).producer >= 0 || std::any_of(sub.g_.nodes.begin(), sub.g_.nodes.end(), [&](const Node &n) {
+                                  return std::count(n.outputs.begin(), n.outputs.end(), t) > 0;
+                              });
+        if (!is_node_output || std::count(sub.g_.outputs.begin(), sub.g_.outputs.end(), t)) {
+            // an input, a constant or a repeated output: a node of its own, so the runtime can
+            // bind every branch output to the If's output buffer
+            t = sub.emit("Identity", {t}, {}, out.name() + "_identity", 1)[0];
+        }
+        sub.g_.outputs.push_back(t);
+    }
+    sub.g_.reindex();
+    sort_topologically(sub.g_);
+    captures = sub.captures_;
+    return std::move(sub.g_);
 }
 
 TensorId Importer::constant(const TensorType &type, std::vector<uint8_t> data, const std::string &hint) {
@@ -292,7 +344,7 @@ const Tensor *Importer::constant_tensor(TensorId id) const {
 }
 
 std::vector<TensorId> Importer::emit(const std::string &op, const std::vector<TensorId> &inputs, const Attrs &attrs,
-                                     const std::string &name, int num_outputs) {
+                                     const std::string &name, int num_outputs, std::vector<Graph> subgraphs) {
     auto kind = find_op(op);
     FUSOR_INTERNAL_ASSERT(kind) << "emit of unknown op " << op;
     Node n;
@@ -301,6 +353,7 @@ std::vector<TensorId> Importer::emit(const std::string &op, const std::vector<Te
     n.inputs = inputs;
     while (!n.inputs.empty() && n.inputs.back() == kNoTensor) n.inputs.pop_back();
     n.attrs = attrs;
+    n.subgraphs = std::move(subgraphs);
     for (int i = 0; i < num_outputs; i++) n.outputs.push_back(add_tensor(n.name + (i ? "_out" + std::to_string(i) : "_out"), std::nullopt));
     n.id = (NodeId)g_.nodes.size();
     g_.nodes.push_back(n);
@@ -316,7 +369,18 @@ void Importer::try_infer(const Node &n) {
         if (n.inputs[i] != kNoTensor && op_info(n.op).is_const_input(i) && !g_.tensor(n.inputs[i]).is_initializer) return;
     }
     try {
-        std::vector<TensorType> types = infer_types(g_, n);
+        Node typed;
+        if (is_control_flow(n.op)) {
+            // an If's branches are typed on a copy, from the outer types known now (infer_types
+            // of the whole graph at the end types them for good)
+            typed = n;
+            for (size_t b = 0; b < typed.subgraphs.size(); b++) {
+                Graph &br = typed.subgraphs[b];
+                for (size_t i = 0; i < br.inputs.size() && i + 1 < typed.inputs.size(); i++) br.tensor(br.inputs[i]).type = g_.type(typed.inputs[i + 1]);
+                infer_types(br, options_.eval);
+            }
+        }
+        std::vector<TensorType> types = infer_types(g_, is_control_flow(n.op) ? typed : n);
         for (size_t i = 0; i < n.outputs.size() && i < types.size(); i++) {
             g_.tensor(n.outputs[i]).type = types[i];
             known_[n.outputs[i]] = true;
@@ -513,7 +577,7 @@ void Importer::import_graph(const onnx::GraphProto &graph, const std::string &pr
         // outputs of an unsupported node, or optional ones a conversion left unbound: placeholders,
         // so later nodes still resolve their inputs (and report their own problems)
         for (const std::string &o : p.output()) {
-            if (!o.empty() && !lookup(o)) bind(o, add_tensor(o, std::nullopt));
+            if (!o.empty() && !lookup_local(o)) bind(o, add_tensor(o, std::nullopt));
         }
     }
 }

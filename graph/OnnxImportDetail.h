@@ -40,17 +40,27 @@ public:
     Importer(std::string file, std::string base_dir, const OnnxImportOptions &options);
     Graph import_model(const onnx::ModelProto &m);
 
+    /** The branch \p branch of If node \p if_name as a closed graph, imported by a child
+     * importer: outer names it reads become its graph inputs (their outer tensors are appended to
+     * \p captures, in input order), or constants when they are outer constants. Unsupported nodes
+     * inside are recorded here (named after the If) and make it return nullopt. */
+    std::optional<Graph> import_branch(const onnx::GraphProto &branch, const std::string &if_name, const std::string &branch_name,
+                                       std::vector<TensorId> &captures);
+
     // --- builder API for the conversions -------------------------------------------------------
     /** Appends a node of table op \p op; returns its output tensors (fresh names). */
     std::vector<TensorId> emit(const std::string &op, const std::vector<TensorId> &inputs, const Attrs &attrs,
-                               const std::string &name, int num_outputs = 1);
+                               const std::string &name, int num_outputs = 1, std::vector<Graph> subgraphs = {});
     /** Emits the node as the op table's \p op with its attributes unchanged (checked against the
      * table) and binds its ONNX outputs; records it as unsupported and returns false otherwise. */
     bool emit_generic(OnnxNode &n, const std::string &op);
     /** Binds the node's ONNX output names to \p outs (renaming them to those names). */
     void bind_outputs(OnnxNode &n, const std::vector<TensorId> &outs);
     void bind(const std::string &onnx_name, TensorId id);
-    std::optional<TensorId> lookup(const std::string &onnx_name) const;
+    /** The tensor an ONNX name refers to, innermost scope first. In a branch's child importer, a
+     * name only the outer graphs define is captured: it becomes a graph input of the branch (or
+     * a copy of the outer constant) and is bound here. */
+    std::optional<TensorId> lookup(const std::string &onnx_name);
     TensorId constant(const TensorType &type, std::vector<uint8_t> data, const std::string &hint);
     TensorId const_i64(const std::vector<int64_t> &v, const std::string &hint);
     TensorId const_scalar(DType dtype, double v, const std::string &hint);
@@ -80,6 +90,9 @@ public:
     }
 
 private:
+    /** A child importer for an If branch of \p parent (same file, options and opset). */
+    explicit Importer(Importer &parent);
+    std::optional<TensorId> lookup_local(const std::string &onnx_name) const;
     std::string fresh_name(std::set<std::string> &used, const std::string &base);
     TensorId add_tensor(const std::string &base, std::optional<TensorType> type);
     void rename_output(TensorId id, const std::string &onnx_name);
@@ -95,6 +108,8 @@ private:
     std::set<std::string> tensor_names_, node_names_;
     std::map<std::pair<const std::set<std::string> *, std::string>, int> last_suffix_;  ///< fresh_name's, by set and base
     std::vector<std::string> unsupported_;
+    Importer *parent_ = nullptr;      ///< set in a branch's child importer
+    std::vector<TensorId> captures_;  ///< child importer: parent tensors captured, in graph-input order
 };
 
 /** Converts one node from its version to the opset-17 form and emits it; false when it was

@@ -14,6 +14,7 @@
  *
  * Ops not listed pass through by name (emit_generic), so ops other families add to the table
  * import without changes here. */
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -217,13 +218,66 @@ bool convert_constant_of_shape(Importer &im, OnnxNode &n) {
     return im.emit_generic(n, "ConstantOfShape");
 }
 
-/** `If` whose condition is a constant at import: the taken branch is inlined. */
-bool convert_if(Importer &im, OnnxNode &n) {
-    std::optional<double> cond = im.fold_scalar(input(n, 0));
-    if (!cond) {
-        im.unsupported(n.proto, n.version, n.name, "If on a runtime condition is not supported yet (only a condition known at load)");
+/** `If` on a runtime condition: both branches become closed graphs held by an If node. Each
+ * branch's captured outer tensors are its graph inputs; the If's inputs are the condition and
+ * the union of both branches' captures, so a branch that does not read one of them gets an
+ * unused input for it (both branches take the same inputs, in the same order). */
+bool convert_runtime_if(Importer &im, OnnxNode &n) {
+    std::vector<Graph> branches;
+    std::vector<std::vector<TensorId>> captures(2);
+    for (int b = 0; b < 2; b++) {
+        const char *branch = if_branch_name(b);
+        if (!n.special.count(branch)) {
+            im.unsupported(n.proto, n.version, n.name, std::string("missing attribute '") + branch + "'");
+            return false;
+        }
+        std::optional<Graph> g = im.import_branch(n.special.at(branch)->g(), n.name, branch, captures[b]);
+        if (!g) return false;  // its unsupported nodes are recorded
+        branches.push_back(std::move(*g));
+    }
+    std::vector<TensorId> inputs = {input(n, 0)};
+    for (int b = 0; b < 2; b++) {
+        for (TensorId t : captures[b]) {
+            if (std::find(inputs.begin() + 1, inputs.end(), t) == inputs.end()) inputs.push_back(t);
+        }
+    }
+    for (int b = 0; b < 2; b++) {
+        // reorder (and complete) the branch's graph inputs to follow the If's inputs 1..
+        Graph &g = branches[b];
+        std::vector<TensorId> ordered;
+        for (size_t i = 1; i < inputs.size(); i++) {
+            auto it = std::find(captures[b].begin(), captures[b].end(), inputs[i]);
+            if (it != captures[b].end()) {
+                ordered.push_back(g.inputs[it - captures[b].begin()]);
+                continue;
+            }
+            Tensor unused;
+            unused.name = "unused_" + std::to_string(i);
+            for (int k = 1; g.find_tensor(unused.name) != kNoTensor; k++) unused.name = "unused_" + std::to_string(i) + "__" + std::to_string(k);
+            if (auto type = im.type_of(inputs[i])) unused.type = *type;
+            ordered.push_back(g.add_tensor(std::move(unused)));
+        }
+        g.inputs = ordered;
+    }
+    if (branches[0].outputs.size() != branches[1].outputs.size()) {
+        im.unsupported(n.proto, n.version, n.name, "then_branch has " + std::to_string(branches[0].outputs.size()) +
+                                                       " outputs but else_branch " + std::to_string(branches[1].outputs.size()));
         return false;
     }
+    int num_outputs = (int)branches[0].outputs.size();
+    if (num_outputs == 0) {
+        im.unsupported(n.proto, n.version, n.name, "an If without outputs does nothing");
+        return false;
+    }
+    im.bind_outputs(n, im.emit("If", inputs, {}, n.name, num_outputs, std::move(branches)));
+    return true;
+}
+
+/** `If`: a condition that is a constant at import (or becomes one once shapes are known) inlines
+ * the taken branch; a runtime condition keeps both branches (convert_runtime_if). */
+bool convert_if(Importer &im, OnnxNode &n) {
+    std::optional<double> cond = im.fold_scalar(input(n, 0));
+    if (!cond) return convert_runtime_if(im, n);
     const char *branch = *cond != 0 ? "then_branch" : "else_branch";
     if (!n.special.count(branch)) {
         im.unsupported(n.proto, n.version, n.name, std::string("missing attribute '") + branch + "'");

@@ -114,4 +114,8 @@ const std::vector<OpKind> &all_ops() {
     return ops;
 }
 
+bool is_control_flow(OpKind k) {
+    return k == OpKind::If;
+}
+
 }  // namespace fusor

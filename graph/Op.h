@@ -197,8 +197,16 @@ const char *pattern_name(OpPattern p);
       "activation_alpha:floats? activation_beta:floats? activations:s? clip:f? direction:s=forward " \
       "hidden_size:i? input_forget:i=0 layout:i=0")
 
+/** Control flow, executed by the runtime between kernels: never lowered to Halide, never fused
+ * (Opaque: a cluster of its own). `If` holds its branches in Node::subgraphs ({then, else});
+ * input 0 is the one-element bool condition, inputs 1.. are the outer tensors the branches read
+ * (the branch graphs' inputs, in order); outputs are the branches' outputs, whose types must be
+ * equal in both branches (static shapes). */
+#define FUSOR_OPS_CONTROL(X) X(If, "", Opaque, 1, -1, -1, if_branches, "", "")
+
 #define FUSOR_FOR_EACH_OP(X)                                                                        \
-    FUSOR_OPS_CORE(X) FUSOR_OPS_MATH(X) FUSOR_OPS_MOVEMENT(X) FUSOR_OPS_SPATIAL(X) FUSOR_OPS_RECURRENT(X)
+    FUSOR_OPS_CORE(X) FUSOR_OPS_MATH(X) FUSOR_OPS_MOVEMENT(X) FUSOR_OPS_SPATIAL(X) FUSOR_OPS_RECURRENT(X) \
+    FUSOR_OPS_CONTROL(X)
 
 enum class OpKind {
 #define FUSOR_OP_ENUM(name, ...) name,
@@ -252,5 +260,8 @@ const char *op_name(OpKind k);
 std::optional<OpKind> find_op(std::string_view name, std::string_view domain = "");
 /** Every op, in table order. */
 const std::vector<OpKind> &all_ops();
+/** True for control-flow ops (FUSOR_OPS_CONTROL: If), which hold subgraphs and which the runtime
+ * executes itself; they have no Halide lowering. */
+bool is_control_flow(OpKind k);
 
 }  // namespace fusor

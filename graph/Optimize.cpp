@@ -7,6 +7,7 @@
 #include "graph/DeadCodeElimination.h"
 #include "graph/Error.h"
 #include "graph/Peephole.h"
+#include "graph/ShapeInference.h"
 
 namespace fusor {
 
@@ -45,7 +46,18 @@ std::vector<PassReport> optimize_graph(Graph &g, const OptimizeOptions &options)
     }
     g.clusters.clear();
     p.run(g);
-    return p.reports();
+    std::vector<PassReport> reports = p.reports();
+    // an If's branches are closed graphs: each is optimized on its own, after the outer graph
+    // (whose folding may have inlined the If away); their reports follow, named after the branch
+    for (Node &n : g.nodes) {
+        for (size_t b = 0; b < n.subgraphs.size(); b++) {
+            for (PassReport r : optimize_graph(n.subgraphs[b], options)) {
+                r.name = n.name + "/" + if_branch_name((int)b) + ": " + r.name;
+                reports.push_back(std::move(r));
+            }
+        }
+    }
+    return reports;
 }
 
 }  // namespace fusor

@@ -28,7 +28,8 @@ struct OptimizeOptions {
  * with the bracketed passes only when \p layout is Nhwc. */
 std::vector<std::string> optimize_pass_names(Layout layout = Layout::Nchw);
 
-/** Runs the pipeline on \p g; returns one report per pass run. Throws UserError for an unknown
+/** Runs the pipeline on \p g, then on the branches of every If left (recursively, each branch on
+ * its own); returns one report per pass run, a branch's named "<if node>/then_branch: <pass>". Throws UserError for an unknown
  * pass name in options.passes. */
 std::vector<PassReport> optimize_graph(Graph &g, const OptimizeOptions &options);
 

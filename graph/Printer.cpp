@@ -28,17 +28,32 @@ std::string print_node(const Graph &g, const Node &n) {
     return s.str();
 }
 
+namespace {
+
+/** print_graph's body at \p indent; an If's branches follow its line, indented further. */
+void print_body(std::ostringstream &s, const Graph &g, const std::string &indent) {
+    for (TensorId t : g.inputs) s << indent << "input " << g.tensor(t).name << " : " << to_string(g.type(t)) << "\n";
+    for (const Tensor &t : g.tensors) {
+        if (t.is_initializer) s << indent << "init  " << t.name << " : " << to_string(t.type) << "\n";
+    }
+    for (const Node &n : g.nodes) {
+        s << indent << print_node(g, n) << "\n";
+        for (size_t b = 0; b < n.subgraphs.size(); b++) {
+            s << indent << "  " << (b == 0 ? "then_branch" : "else_branch") << ":\n";
+            print_body(s, n.subgraphs[b], indent + "    ");
+        }
+    }
+    s << indent << "output";
+    for (TensorId t : g.outputs) s << " " << g.tensor(t).name;
+    s << "\n";
+}
+
+}  // namespace
+
 std::string print_graph(const Graph &g) {
     std::ostringstream s;
     s << "graph " << g.name << "\n";
-    for (TensorId t : g.inputs) s << "  input " << g.tensor(t).name << " : " << to_string(g.type(t)) << "\n";
-    for (const Tensor &t : g.tensors) {
-        if (t.is_initializer) s << "  init  " << t.name << " : " << to_string(t.type) << "\n";
-    }
-    for (const Node &n : g.nodes) s << "  " << print_node(g, n) << "\n";
-    s << "  output";
-    for (TensorId t : g.outputs) s << " " << g.tensor(t).name;
-    s << "\n";
+    print_body(s, g, "  ");
     return s.str();
 }
 

@@ -9,7 +9,8 @@
 namespace fusor {
 
 /** One line per input, initializer and node, e.g.
- * `c1 = Conv(x, w1, b1) {pads=[1,1,1,1]} : f32[1,64,56,56]`. Deterministic. */
+ * `c1 = Conv(x, w1, b1) {pads=[1,1,1,1]} : f32[1,64,56,56]`. Deterministic. An If's branches
+ * follow its line, each as `then_branch:` / `else_branch:` and its own body, indented. */
 std::string print_graph(const Graph &g);
 
 /** One block per cluster: members, inputs, outputs. */

@@ -63,6 +63,9 @@ std::vector<int64_t> reshape_target(const Graph &g, const Node &n);
  * 7 int64, 9 bool, 11 double); nullopt for types fusor does not support. */
 std::optional<DType> dtype_from_onnx(int64_t code);
 
+/** "then_branch" (0) or "else_branch" (1): an If's branch as ONNX and the JSON format name it. */
+const char *if_branch_name(int branch);
+
 /** The [start, end) range of dims a Shape node returns, resolved. */
 std::pair<int, int> shape_range(const Graph &g, const Node &n);
 

@@ -69,6 +69,9 @@ void verify_node_signature(const Graph &g, const Node &n) {
                             ", got " + attr_to_string(value));
         }
     }
+    if (!is_control_flow(n.op) && !n.subgraphs.empty()) {
+        throw UserError(g.where(n) + ": only control-flow ops (If) hold branch graphs");
+    }
     for (const AttrSpec &a : info.attrs) {
         if (a.required && !n.attrs.count(a.name)) {
             throw UserError(g.where(n) + ": missing required attribute '" + a.name + "' (" +
@@ -147,6 +150,7 @@ void materialize(Graph &g, TensorId t, const Node &reader, int index, const Cons
     };
     if (p < 0) fail("it depends on graph input '" + tensor.name + "'");
     const Node &producer = g.nodes[p];
+    if (is_control_flow(producer.op)) fail("it is computed by " + g.where(producer) + " when the model runs");
     if (producer.op == OpKind::Shape) {
         // a Shape's value comes from its input's static type, not from data
         auto [start, end] = shape_range(g, producer);
@@ -190,10 +194,20 @@ bool is_shape_input(OpKind op, int index) {
 
 void infer_types(Graph &g, const ConstantEvaluator *eval) {
     std::set<NodeId> folded;
-    for (const Node &n : g.nodes) {
+    for (Node &n : g.nodes) {
         verify_node_signature(g, n);
         for (int i = 0; i < (int)n.inputs.size(); i++) {
             if (n.inputs[i] != kNoTensor && is_shape_input(n.op, i)) materialize(g, n.inputs[i], n, i, eval, folded);
+        }
+        for (size_t b = 0; b < n.subgraphs.size(); b++) {
+            // an If's branch reads the If's inputs 1.. as its graph inputs: they take those types,
+            // then the branch is typed (and its shape subgraphs folded) on its own
+            Graph &br = n.subgraphs[b];
+            br.source = g.where(n) + " " + if_branch_name((int)b);
+            for (size_t i = 0; i < br.inputs.size() && i + 1 < n.inputs.size(); i++) {
+                if (n.inputs[i + 1] != kNoTensor) br.tensor(br.inputs[i]).type = g.type(n.inputs[i + 1]);
+            }
+            infer_types(br, eval);
         }
         std::vector<TensorType> types = infer_types(g, n);
         FUSOR_INTERNAL_ASSERT(types.size() >= n.outputs.size()) << "shape rule of " << op_name(n.op);
@@ -233,6 +247,7 @@ void verify_graph(const Graph &g) {
         if (n.name.empty()) throw UserError(file + "a " + op_name(n.op) + " node has an empty name");
         if (!node_names.insert(n.name).second) throw UserError(file + "node name '" + n.name + "' is used twice");
         verify_node_signature(g, n);
+        for (const Graph &br : n.subgraphs) verify_graph(br);
         for (size_t i = 0; i < n.inputs.size(); i++) {
             TensorId t = n.inputs[i];
             if (t == kNoTensor) continue;

@@ -1,6 +1,7 @@
 #include "runtime/Executor.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -100,6 +101,21 @@ size_t kernel_cache_size() {
     return kernel_cache().kernels.size();
 }
 
+/** An If step: the branches compiled as nested executors, and how each branch output reaches the
+ * If's output buffer. */
+struct Executor::IfStep {
+    TensorId cond = kNoTensor;
+    std::vector<TensorId> inputs, outputs;  ///< this executor's tensors: If inputs 1.., If outputs
+    std::unique_ptr<Executor> branches[2];
+    /** Per branch and output: true = copy after the run (the branch output is a branch input or
+     * repeats an earlier output, so its buffer cannot be bound to ours); false = bound in place. */
+    std::vector<bool> copy_out[2];
+};
+
+Executor::~Executor() = default;
+Executor::Executor(Executor &&) noexcept = default;
+Executor &Executor::operator=(Executor &&) noexcept = default;
+
 Executor::Executor(const Graph &g, const ExecutorOptions &options)
     : g_(g), options_(options) {
     target_ = options.target == "host" ? get_host_target() : Target(options.target);
@@ -116,7 +132,31 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         if (!t.data.empty()) std::memcpy(buffers_[i].data(), t.data.data(), t.data.size());
     }
     for (const Cluster &c : g_.clusters) {
+        const Node &first = g_.nodes[c.nodes[0]];
+        if (is_control_flow(first.op)) {
+            FUSOR_INTERNAL_ASSERT(c.nodes.size() == 1) << "an If shares cluster " << c.name;
+            auto step = std::make_unique<IfStep>();
+            step->cond = first.inputs[0];
+            step->inputs.assign(first.inputs.begin() + 1, first.inputs.end());
+            step->outputs = first.outputs;
+            ExecutorOptions bo = options;
+            bo.threads = 0;  // set above, process-wide
+            for (int b = 0; b < 2; b++) {
+                const Graph &br = first.subgraphs.at(b);
+                step->branches[b] = std::make_unique<Executor>(br, bo);
+                for (size_t i = 0; i < br.outputs.size(); i++) {
+                    TensorId t = br.outputs[i];
+                    bool repeated = std::find(br.outputs.begin(), br.outputs.begin() + i, t) != br.outputs.begin() + i;
+                    step->copy_out[b].push_back(br.tensor(t).producer < 0 || repeated);
+                }
+            }
+            if_steps_.push_back(std::move(step));
+            kernels_.push_back(nullptr);
+            param_tensors_.emplace_back();
+            continue;
+        }
         std::optional<std::string> tuned = options.schedule_for ? options.schedule_for(g_, c) : std::nullopt;
+        if_steps_.push_back(nullptr);
         kernels_.push_back(compile_kernel(g_, c, target_, tuned.value_or("")));
         std::vector<TensorId> params;
         for (TensorId t : c.inputs) {
@@ -131,8 +171,8 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
     // input elements already overwritten.
     MemoryPlanOptions mo;
     mo.kernel_allows_in_place = [this](const Cluster &c) {
-        const Kernel &k = *kernels_.at((size_t)c.id);
-        return output_tails_exact(k.schedule, k.lowered);
+        const Kernel *k = kernels_.at((size_t)c.id).get();
+        return k && output_tails_exact(k->schedule, k->lowered);  // (an If step has no kernel)
     };
     plan_ = plan_memory(g_, mo);
     arena_.assign((size_t)plan_.arena_bytes + (size_t)plan_.alignment, 0);
@@ -201,7 +241,38 @@ void Executor::bind_output(size_t i, void *host, size_t bytes) {
     bind(g_.outputs.at(i), "output", host, bytes);
 }
 
+const Executor &Executor::branch(size_t k, int branch) const {
+    FUSOR_INTERNAL_ASSERT(if_steps_.at(k) && (branch == 0 || branch == 1)) << "step " << k << " is not an If";
+    return *if_steps_[k]->branches[branch];
+}
+
+void Executor::run_if(IfStep &step) {
+    const Buffer<> &cond = buffers_[step.cond];
+    int b = *(const uint8_t *)cond.raw_buffer()->host ? 0 : 1;  // a one-element bool
+    Executor &ex = *step.branches[b];
+    // bind on every run: our own buffers may have been rebound (bind_input/bind_output) since
+    for (size_t i = 0; i < step.inputs.size(); i++) {
+        const Buffer<> &in = buffers_[step.inputs[i]];
+        ex.bind_input(i, in.raw_buffer()->host, in.size_in_bytes());
+    }
+    for (size_t i = 0; i < step.outputs.size(); i++) {
+        if (step.copy_out[b][i]) continue;
+        Buffer<> &out = buffers_[step.outputs[i]];
+        ex.bind_output(i, out.raw_buffer()->host, out.size_in_bytes());
+    }
+    ex.run();
+    for (size_t i = 0; i < step.outputs.size(); i++) {
+        if (!step.copy_out[b][i]) continue;
+        Buffer<> &out = buffers_[step.outputs[i]];
+        std::memcpy(out.raw_buffer()->host, ex.output(i).raw_buffer()->host, out.size_in_bytes());
+    }
+}
+
 void Executor::run_kernel(size_t k) {
+    if (if_steps_[k]) {
+        run_if(*if_steps_[k]);
+        return;
+    }
     Kernel &kn = *kernels_[k];
     // Kernels may be shared with other executors: bind this executor's buffers on every call.
     for (size_t i = 0; i < kn.lowered.params.size(); i++) {
@@ -223,8 +294,8 @@ TrafficReport Executor::traffic() const {
     std::vector<LoweredCluster> lowered;
     std::vector<ClusterSchedule> schedules;
     for (const auto &k : kernels_) {
-        lowered.push_back(k->lowered);
-        schedules.push_back(k->schedule);
+        lowered.push_back(k ? k->lowered : LoweredCluster());  // an If step has no kernel
+        schedules.push_back(k ? k->schedule : ClusterSchedule());
     }
     return traffic_report(g_, lowered, schedules);
 }

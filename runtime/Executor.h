@@ -14,6 +14,7 @@
 #include "generators/LowerCluster.h"
 #include "generators/Schedule.h"
 #include "graph/Clustering.h"
+#include "graph/Error.h"
 #include "graph/Graph.h"
 #include "graph/MemoryPlanning.h"
 
@@ -65,12 +66,21 @@ void set_num_threads(int n);
 
 /** A graph compiled for one mode, with every materialized tensor's buffer allocated once. Inputs
  * are written into input(i); run() fills output(i). Not thread-safe: one run at a time (executors
- * may share kernels). */
+ * may share kernels).
+ *
+ * Control flow: an If is a cluster of its own (a step, not a kernel). Both its branches are
+ * compiled at construction as nested executors with the same options (sharing the kernel cache);
+ * a run reads the condition and runs the branch it names, its inputs and outputs bound to this
+ * executor's buffers in place (host pointers swapped, nothing allocated; a branch output that
+ * is one of its inputs or repeats another output is copied instead). */
 class Executor {
 public:
     /** Clusters a copy of \p g (singletons in Unfused mode), lowers, schedules and compiles every
      * cluster. Throws UserError for ops or attributes the lowering does not support. */
     Executor(const Graph &g, const ExecutorOptions &options = {});
+    ~Executor();
+    Executor(Executor &&) noexcept;
+    Executor &operator=(Executor &&) noexcept;
 
     const Graph &graph() const {
         return g_;
@@ -96,14 +106,23 @@ public:
 
     /** Runs every kernel in order. */
     void run();
-    /** Runs kernel \p k alone (its inputs must have been produced); for per-cluster timing. */
+    /** Runs step \p k alone (its inputs must have been produced); for per-cluster timing. Step k
+     * is cluster k: a kernel, or an If (is_control_step) that runs one of its branches. */
     void run_kernel(size_t k);
+    /** Steps: kernels and If steps, one per cluster. */
     size_t num_kernels() const {
         return kernels_.size();
     }
+    /** True when step \p k is an If (no kernel of its own; kernel(k) must not be called). */
+    bool is_control_step(size_t k) const {
+        return !kernels_.at(k);
+    }
     const Kernel &kernel(size_t k) const {
+        FUSOR_INTERNAL_ASSERT(kernels_.at(k)) << "step " << k << " is an If, not a kernel";
         return *kernels_.at(k);
     }
+    /** The compiled branch \p branch (0 = then, 1 = else) of If step \p k. */
+    const Executor &branch(size_t k, int branch) const;
     const Cluster &cluster(size_t k) const {
         return g_.clusters.at(k);
     }
@@ -117,8 +136,12 @@ public:
     TrafficReport traffic() const;
 
 private:
+    struct IfStep;
+    void run_if(IfStep &step);
+
     Graph g_;
     ExecutorOptions options_;
+    std::vector<std::unique_ptr<IfStep>> if_steps_;  ///< by cluster: null for kernels
     Halide::Target target_;
     std::vector<std::shared_ptr<Kernel>> kernels_;
     std::vector<Halide::Buffer<>> buffers_;  ///< by TensorId; undefined for non-materialized tensors

@@ -84,15 +84,31 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     auto started = clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - started).count(); };
     auto out_of_budget = [&] { return (opt.stop && *opt.stop) || (opt.budget_s > 0 && elapsed() >= opt.budget_s); };
-    Graph cg = g;
-    form_clusters(cg);
+    // the model's clusters and those of every If branch (recursively, each branch clustered on
+    // its own as the executor does): branch clusters are tuned like any other, and the executor
+    // finds their schedules by signature
+    std::vector<Graph> graphs = {g};
+    for (size_t i = 0; i < graphs.size(); i++) {
+        form_clusters(graphs[i]);
+        std::vector<Graph> branches;
+        for (const Node &n : graphs[i].nodes) branches.insert(branches.end(), n.subgraphs.begin(), n.subgraphs.end());
+        for (Graph &b : branches) graphs.push_back(std::move(b));
+    }
     std::string target = resolved_target(opt.target);
     Halide::Target htarget(target);
     std::string fingerprint = machine_fingerprint();
     // one Work per distinct signature; identical clusters are tuned once
     std::vector<Work> work;
     std::map<std::string, size_t> by_signature;
-    for (const Cluster &c : cg.clusters) {
+    std::vector<std::pair<const Graph *, const Cluster *>> clusters;
+    for (const Graph &cg : graphs) {
+        for (const Cluster &c : cg.clusters) {
+            if (!is_control_flow(cg.nodes[c.nodes[0]].op)) clusters.push_back({&cg, &c});  // an If: nothing to tune
+        }
+    }
+    for (const auto &gc : clusters) {
+        const Graph &cg = *gc.first;
+        const Cluster &c = *gc.second;
         std::string sig = cluster_signature(cg, c);
         auto [it, fresh] = by_signature.emplace(sig, work.size());
         if (!fresh) {

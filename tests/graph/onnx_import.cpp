@@ -426,8 +426,125 @@ TEST_CASE("onnx import: If with a constant condition inlines the taken branch", 
     m.g().mutable_node(0)->mutable_attribute(0)->mutable_t()->set_int32_data(0, 1);
     check_close(run_ref(import(m), {{-1, 2}}), {1, -2});
 
-    m.g().mutable_node(0)->set_op_type("Identity");  // a runtime condition
+    m.g().mutable_node(0)->set_op_type("Identity");  // a condition computed from data
     m.g().mutable_node(0)->clear_attribute();
     m.g().mutable_node(0)->add_input("x");
-    CHECK_THROWS_WITH(import(m), Contains("node 'if' (If-13): If on a runtime condition"));
+    CHECK_THROWS_WITH(import(m), Contains("node 'if' (If): condition 'cond' is f32[2]; expected a one-element bool tensor"));
+}
+
+namespace {
+
+/** Adds a GRAPH attribute \p branch to \p n and returns its graph. */
+onnx::GraphProto &branch(onnx::NodeProto &n, const std::string &branch) {
+    auto *b = n.add_attribute();
+    b->set_name(branch);
+    b->set_type(onnx::AttributeProto::GRAPH);
+    return *b->mutable_g();
+}
+
+onnx::NodeProto &sub_node(onnx::GraphProto &g, const std::string &op, std::vector<std::string> ins, std::vector<std::string> outs) {
+    auto *n = g.add_node();
+    n->set_op_type(op);
+    for (auto &i : ins) n->add_input(i);
+    for (auto &o : outs) n->add_output(o);
+    return *n;
+}
+
+}  // namespace
+
+TEST_CASE("onnx import: If on a runtime condition keeps both branches as closed graphs", "[graph][onnx]") {
+    // y = If(c) { x + w } else { Neg(x) }, then out = y * x; the branches read the outer x and
+    // the outer weight w (a constant: copied into the branch) and shadow the name 'x_out'
+    Model m(13);
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    m.input("x", {3});
+    m.init("w", {3}, {1, 2, 3});
+    auto &n = m.node("If", {"c"}, {"y"}, "if");
+    auto &then_g = branch(n, "then_branch");
+    sub_node(then_g, "Add", {"x", "w"}, {"x_out"});
+    then_g.add_output()->set_name("x_out");
+    auto &else_g = branch(n, "else_branch");
+    sub_node(else_g, "Neg", {"x"}, {"x_out"});
+    else_g.add_output()->set_name("x_out");
+    m.node("Mul", {"y", "x"}, {"out"});
+    m.output("out");
+    Graph g = import(m);
+    REQUIRE(g.nodes.size() == 2);
+    const fusor::Node &ifn = g.nodes[0];
+    REQUIRE(ifn.op == fusor::OpKind::If);
+    CHECK(ifn.inputs.size() == 2);  // the condition and x; w is a constant inside the branch
+    CHECK(ifn.subgraphs[0].inputs.size() == 1);
+    CHECK(ifn.subgraphs[1].inputs.size() == 1);
+    std::vector<float> x = {-1, 0.5f, 2};
+    for (bool c : {true, false}) {
+        INFO("condition " << c);
+        auto out = fusor::ref::evaluate(g, {{(uint8_t)c}, f32_bytes(x)}).at(0).data;
+        std::vector<double> want;
+        for (int i = 0; i < 3; i++) want.push_back((c ? x[i] + (i + 1) : -x[i]) * x[i]);
+        check_close(out, want);
+    }
+}
+
+TEST_CASE("onnx import: nested If captures outer tensors through both levels", "[graph][onnx]") {
+    // out = If(a) { If(b) { x * 2 } else { x - 1 } } else { Relu(x) }
+    Model m(13);
+    m.input("a", {}, onnx::TensorProto::BOOL);
+    m.input("b", {}, onnx::TensorProto::BOOL);
+    m.input("x", {4});
+    m.init("two", {1}, {2});
+    m.init("one", {1}, {1});
+    auto &outer = m.node("If", {"a"}, {"out"}, "outer");
+    auto &then_g = branch(outer, "then_branch");
+    auto &inner = sub_node(then_g, "If", {"b"}, {"t"});
+    inner.set_name("inner");
+    sub_node(branch(inner, "then_branch"), "Mul", {"x", "two"}, {"r"});
+    inner.mutable_attribute(0)->mutable_g()->add_output()->set_name("r");
+    sub_node(branch(inner, "else_branch"), "Sub", {"x", "one"}, {"r"});
+    inner.mutable_attribute(1)->mutable_g()->add_output()->set_name("r");
+    then_g.add_output()->set_name("t");
+    auto &else_g = branch(outer, "else_branch");
+    sub_node(else_g, "Relu", {"x"}, {"t"});
+    else_g.add_output()->set_name("t");
+    m.output("out");
+    Graph g = import(m);
+    REQUIRE(g.nodes.size() == 1);
+    CHECK(g.nodes[0].inputs.size() == 3);  // a, b and x: the inner If's captures pass through
+    std::vector<float> x = {-1.5f, -0.5f, 0.5f, 3};
+    for (int a = 0; a < 2; a++) {
+        for (int b = 0; b < 2; b++) {
+            INFO("a " << a << " b " << b);
+            auto out = fusor::ref::evaluate(g, {{(uint8_t)a}, {(uint8_t)b}, f32_bytes(x)}).at(0).data;
+            std::vector<double> want;
+            for (float v : x) want.push_back(a ? (b ? v * 2 : v - 1) : std::max(v, 0.0f));
+            check_close(out, want);
+        }
+    }
+}
+
+TEST_CASE("onnx import: If branches of different output shapes are unsupported with the reason", "[graph][onnx]") {
+    Model m(13);
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    m.input("x", {2, 3});
+    auto &n = m.node("If", {"c"}, {"y"}, "if");
+    sub_node(branch(n, "then_branch"), "Identity", {"x"}, {"r"});
+    n.mutable_attribute(0)->mutable_g()->add_output()->set_name("r");
+    sub_node(branch(n, "else_branch"), "Transpose", {"x"}, {"r"});
+    n.mutable_attribute(1)->mutable_g()->add_output()->set_name("r");
+    m.output("y");
+    CHECK_THROWS_AS(import(m), UnsupportedError);
+    CHECK_THROWS_WITH(import(m), Contains("node 'if' (If): output 0 is f32[2,3] in then_branch but f32[3,2] in else_branch"));
+}
+
+TEST_CASE("onnx import: unsupported nodes inside a branch are listed with the If", "[graph][onnx]") {
+    Model m(13);
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    m.input("x", {2});
+    auto &n = m.node("If", {"c"}, {"y"}, "if");
+    sub_node(branch(n, "then_branch"), "NoSuchOp", {"x"}, {"r"});
+    n.mutable_attribute(0)->mutable_g()->add_output()->set_name("r");
+    sub_node(branch(n, "else_branch"), "Relu", {"x"}, {"r"});
+    n.mutable_attribute(1)->mutable_g()->add_output()->set_name("r");
+    m.output("y");
+    CHECK_THROWS_AS(import(m), UnsupportedError);
+    CHECK_THROWS_WITH(import(m), Contains("in then_branch of If 'if': node 'NoSuchOp_0'"));
 }

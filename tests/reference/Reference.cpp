@@ -489,9 +489,34 @@ std::optional<Value> evaluate_core(const Evaluator &ev, const Node &n) {
     return std::nullopt;
 }
 
+/** Raw little-endian element bytes of \p v (the inverse of from_bytes). */
+std::vector<uint8_t> to_bytes(const Value &v) {
+    std::vector<uint8_t> out(v.type.num_bytes());
+    auto store = [&](auto x, size_t i) { std::memcpy(out.data() + i * sizeof(x), &x, sizeof(x)); };
+    for (size_t i = 0; i < v.data.size(); i++) {
+        double x = v.data[i];
+        switch (v.type.dtype) {
+        case DType::F32: store((float)x, i); break;
+        case DType::F64: store(x, i); break;
+        case DType::I64: store((int64_t)x, i); break;
+        case DType::I32: store((int32_t)x, i); break;
+        case DType::I8: store((int8_t)x, i); break;
+        case DType::U8: store((uint8_t)x, i); break;
+        case DType::Bool: store((uint8_t)(x != 0), i); break;
+        }
+    }
+    return out;
+}
+
 /** Every output of \p n, in order. */
 std::vector<Value> evaluate_node(const Evaluator &ev, const Node &n) {
     if (n.op == OpKind::LayerNormalization) return layer_norm(ev, n);
+    if (n.op == OpKind::If) {  // the branch the condition names, evaluated on the If's inputs 1..
+        const Graph &br = n.subgraphs.at(ev.in(n, 0).data.at(0) != 0 ? 0 : 1);
+        std::vector<std::vector<uint8_t>> inputs;
+        for (size_t i = 1; i < n.inputs.size(); i++) inputs.push_back(to_bytes(ev.in(n, (int)i)));
+        return evaluate(br, inputs);
+    }
     if (auto v = evaluate_core(ev, n)) return {std::move(*v)};
     for (auto family : {evaluate_math, evaluate_movement, evaluate_spatial, evaluate_recurrent}) {
         if (auto v = family(ev, n)) return std::move(*v);

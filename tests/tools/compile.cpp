@@ -176,6 +176,15 @@ TEST_CASE("compile: bad names, targets and folders give exit status 2", "[tools]
     CHECK_THAT(r.out, Contains("output directory"));
 }
 
+TEST_CASE("compile: a runtime If is refused with exit status 2 naming the node", "[tools][compile]") {
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/control_flow/if_nested.json";
+    Result r = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("x") + "'", d);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.out, Contains("node 'if' (If): runtime If is not supported by fusor compile yet"));
+    CHECK_FALSE(fs::exists(d.file("x/libif_nested.a")));
+}
+
 TEST_CASE("compile: the example app links two models through find_package(fusor) from an installed tree",
           "[tools][compile][install]") {
     TempDir d;
