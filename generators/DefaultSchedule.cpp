@@ -5,12 +5,11 @@
 #include <map>
 #include <set>
 
+#include "generators/DefaultScheduleDetail.h"
 #include "graph/Clustering.h"
 #include "graph/ShapeInference.h"
 
 namespace fusor {
-
-namespace {
 
 int floor_pow2(int64_t v) {
     int p = 1;
@@ -18,7 +17,6 @@ int floor_pow2(int64_t v) {
     return p;
 }
 
-/** For each node of the cluster, the cluster outputs (indices) its value reaches inside the cluster. */
 std::map<NodeId, std::set<int>> reached_outputs(const Graph &g, const Cluster &c) {
     std::set<NodeId> members(c.nodes.begin(), c.nodes.end());
     auto consumers = g.consumers();
@@ -37,7 +35,26 @@ std::map<NodeId, std::set<int>> reached_outputs(const Graph &g, const Cluster &c
     return reach;
 }
 
-}  // namespace
+std::vector<OutputFeeds> output_feeds(const Graph &g, const LoweredCluster &lc, const std::map<NodeId, std::set<int>> &reach) {
+    std::vector<OutputFeeds> feeds(lc.outputs.size());
+    for (const StageInfo &s : lc.stages) {
+        if (s.is_output || s.role == StageRole::Value || s.role == StageRole::Hoisted || s.role == StageRole::Recurrence) continue;
+        auto it = reach.find(s.node);
+        if (it == reach.end() || it->second.size() != 1) continue;
+        int out = *it->second.begin();
+        OutputFeeds &f = feeds[out];
+        // blocking needs two output dims; a matrix-vector product's output is a vector (or
+        // scalar) and is scheduled like any reduction
+        if (s.role == StageRole::Accumulator && s.aligned && op_info(g.nodes[s.node].op).pattern == OpPattern::OutFusable &&
+            lc.output_stage(out).extents.size() >= 2) {
+            f.anchored = true;
+        }
+        if (!s.reduced_out_dims.empty()) {
+            f.reduced_below = std::max(f.reduced_below, *std::max_element(s.reduced_out_dims.begin(), s.reduced_out_dims.end()) + 1);
+        }
+    }
+    return feeds;
+}
 
 /** Outputs smaller than this run on the calling thread. */
 constexpr int64_t kMinParallelElements = 16384;
@@ -70,20 +87,10 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         int rank = (int)o.extents.size();
         plans[i].at_dim = rank >= 2 ? 1 : 0;
     }
-    for (const StageInfo &s : lc.stages) {
-        if (s.is_output || s.role == StageRole::Value || s.role == StageRole::Hoisted || s.role == StageRole::Recurrence) continue;
-        const std::set<int> &r = reach[s.node];
-        if (r.size() != 1) continue;
-        OutputPlan &p = plans[*r.begin()];
-        // register-blocked tiles need two output dims; a matrix-vector product's output is a
-        // vector (or scalar) and is scheduled like any reduction
-        if (s.role == StageRole::Accumulator && s.aligned && op_info(g.nodes[s.node].op).pattern == OpPattern::OutFusable &&
-            lc.output_stage(*r.begin()).extents.size() >= 2) {
-            p.anchored = true;
-        }
-        if (!s.reduced_out_dims.empty()) {
-            p.at_dim = std::max(p.at_dim, *std::max_element(s.reduced_out_dims.begin(), s.reduced_out_dims.end()) + 1);
-        }
+    std::vector<OutputFeeds> feeds = output_feeds(g, lc, reach);
+    for (size_t i = 0; i < plans.size(); i++) {
+        plans[i].anchored = feeds[i].anchored;
+        plans[i].at_dim = std::max(plans[i].at_dim, feeds[i].reduced_below);
     }
     for (size_t i = 0; i < plans.size(); i++) {
         const StageInfo &o = lc.output_stage(i);

@@ -17,41 +17,17 @@
 #include <set>
 
 #include "generators/DefaultSchedule.h"
+#include "generators/DefaultScheduleDetail.h"
 #include "graph/Clustering.h"
 
 namespace fusor {
 
 namespace {
 
-int floor_pow2(int64_t v) {
-    int p = 1;
-    while ((int64_t)p * 2 <= v) p *= 2;
-    return p;
-}
-
 /** Shared memory per block the default schedule allows itself for a staged operand (of the
  * 48 KiB a block may use without opting in), leaving room for the reductions' partials. */
 constexpr int64_t kSharedBudget = 32 * 1024;
 constexpr int kThreadsPerBlock = 256;
-
-/** Cluster outputs (indices) reached by each member node, as in DefaultSchedule.cpp. */
-std::map<NodeId, std::set<int>> reached(const Graph &g, const Cluster &c) {
-    std::set<NodeId> members(c.nodes.begin(), c.nodes.end());
-    auto consumers = g.consumers();
-    std::map<NodeId, std::set<int>> reach;
-    for (auto it = c.nodes.rbegin(); it != c.nodes.rend(); ++it) {
-        const Node &n = g.nodes[*it];
-        std::set<int> &r = reach[n.id];
-        for (TensorId t : n.outputs) {
-            auto pos = std::find(c.outputs.begin(), c.outputs.end(), t);
-            if (pos != c.outputs.end()) r.insert((int)(pos - c.outputs.begin()));
-            for (NodeId u : consumers[t]) {
-                if (members.count(u)) r.insert(reach[u].begin(), reach[u].end());
-            }
-        }
-    }
-    return reach;
-}
 
 /** Bytes of \p producer that \p consumer's definitions read over a block covering \p coverage
  * elements of each of its pure dims (whole reduction domains): Halide's bounds of the calls.
@@ -125,7 +101,7 @@ std::pair<int, int> cover(int64_t extent, int max_threads) {
 }  // namespace
 
 ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc) {
-    auto reach = reached(g, c);
+    auto reach = reached_outputs(g, c);
     struct OutputPlan {
         StageSchedule s;
         bool anchored = false;
@@ -133,18 +109,10 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
         int64_t staged_bytes = -1;  // shared memory of the staged operand per block; -1: not staged
     };
     std::vector<OutputPlan> plans(lc.outputs.size());
-    for (const StageInfo &s : lc.stages) {
-        if (s.is_output || s.role == StageRole::Value || s.role == StageRole::Hoisted || s.role == StageRole::Recurrence) continue;
-        const std::set<int> &r = reach[s.node];
-        if (r.size() != 1) continue;
-        OutputPlan &p = plans[*r.begin()];
-        if (s.role == StageRole::Accumulator && s.aligned && op_info(g.nodes[s.node].op).pattern == OpPattern::OutFusable &&
-            lc.output_stage(*r.begin()).extents.size() >= 2) {
-            p.anchored = true;
-        }
-        if (!s.reduced_out_dims.empty()) {
-            p.at_dim = std::max(p.at_dim, *std::max_element(s.reduced_out_dims.begin(), s.reduced_out_dims.end()) + 1);
-        }
+    std::vector<OutputFeeds> feeds = output_feeds(g, lc, reach);
+    for (size_t i = 0; i < plans.size(); i++) {
+        plans[i].anchored = feeds[i].anchored;
+        plans[i].at_dim = feeds[i].reduced_below;
     }
     for (size_t i = 0; i < plans.size(); i++) {
         const StageInfo &o = lc.output_stage(i);

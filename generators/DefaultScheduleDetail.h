@@ -1,0 +1,38 @@
+#pragma once
+/** \file
+ * What the CPU and the GPU default schedules (DefaultSchedule.cpp, DefaultScheduleGpu.cpp) both
+ * need to know about a lowered cluster before choosing loops: which outputs each node feeds, which
+ * outputs a register-blockable conv/matmul accumulator feeds, and which output dims a reduction's
+ * value is constant along. Internal to generators/. */
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "generators/LowerCluster.h"
+#include "graph/Graph.h"
+
+namespace fusor {
+
+/** The largest power of two not above \p v (1 for v < 2). */
+int floor_pow2(int64_t v);
+
+/** For each node of \p c, the cluster outputs (indices into c.outputs) its value reaches inside
+ * the cluster. */
+std::map<NodeId, std::set<int>> reached_outputs(const Graph &g, const Cluster &c);
+
+/** Per cluster output, from the internal stages that feed only it. */
+struct OutputFeeds {
+    /** A conv/matmul accumulator with the output's dims feeds it, and the output has two or more
+     * dims: the default schedules block it (CPU registers, GPU per-thread tiles). */
+    bool anchored = false;
+    /** One past the highest output dim (Halide order) that a feeding reduction's value is constant
+     * along: loops of dims below this must stay inside the loop the reduction is computed at, or
+     * it would be recomputed (softmax and layernorm rows). 0 when none. */
+    int reduced_below = 0;
+};
+
+std::vector<OutputFeeds> output_feeds(const Graph &g, const LoweredCluster &lc, const std::map<NodeId, std::set<int>> &reach);
+
+}  // namespace fusor
