@@ -70,25 +70,54 @@ std::string build_driver(const TempDir &d, const std::string &lib, const std::st
     return app;
 }
 
-void check_model(const std::string &model_name) {
-    TempDir d;
-    std::string model = std::string(FUSOR_TEST_DATA) + "/models/" + model_name + ".json";
-    Graph g = load_graph_json(model);
-    auto inputs = random_inputs(g, 11);
+/** The inputs of a test: written as .npy files for `fusor run` and as raw .bin files for the
+ * drivers, and the JIT executor's outputs under jit/. */
+struct JitReference {
+    std::string positional_args;  ///< ' in0.bin' ' in1.bin' ... (aot_driver)
+    std::string named_args;       ///< ' x=in0.bin' ... (aot_parts_driver)
+};
+
+JitReference run_jit_reference(const TempDir &d, const std::string &model, const Graph &g, uint64_t seed) {
+    auto inputs = random_inputs(g, seed);
     fs::create_directories(d.file("in"));
-    std::string in_args;
+    JitReference r;
     for (size_t i = 0; i < g.inputs.size(); i++) {
         const Tensor &t = g.tensor(g.inputs[i]);
         write_npy(d.file("in/" + stem(t.name) + ".npy"), t.type, inputs[i].data());
-        std::ofstream(d.file("in" + std::to_string(i) + ".bin"), std::ios::binary)
-            .write((const char *)inputs[i].data(), (std::streamsize)inputs[i].size());
-        in_args += " '" + d.file("in" + std::to_string(i) + ".bin") + "'";
+        std::string bin = d.file("in" + std::to_string(i) + ".bin");
+        std::ofstream(bin, std::ios::binary).write((const char *)inputs[i].data(), (std::streamsize)inputs[i].size());
+        r.positional_args += " '" + bin + "'";
+        r.named_args += " '" + t.name + "=" + bin + "'";
     }
     Result jit = shell(std::string("'") + FUSOR_BINARY + "' run '" + model + "' --threads 2 --inputs '" + d.file("in") +
                            "' --outputs '" + d.file("jit") + "'",
                        d);
     INFO(jit.out);
     REQUIRE(jit.status == 0);
+    return r;
+}
+
+/** Output k of \p g, written by a driver to out<k>.bin, equals the JIT's (f32, relative 1e-4). */
+void check_outputs_match_jit(const TempDir &d, const Graph &g) {
+    for (size_t k = 0; k < g.outputs.size(); k++) {
+        const Tensor &t = g.tensor(g.outputs[k]);
+        INFO("output " << t.name);
+        NpyArray expected = read_npy(d.file("jit/" + stem(t.name) + ".npy"));
+        std::vector<uint8_t> got = slurp(d.file("out" + std::to_string(k) + ".bin"));
+        REQUIRE(got.size() == expected.data.size());
+        REQUIRE(t.type.dtype == DType::F32);
+        const float *a = (const float *)got.data(), *b = (const float *)expected.data.data();
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size() / 4; i++) bad += !(std::abs(a[i] - b[i]) <= 1e-4f * (1 + std::abs(b[i])));
+        CHECK(bad == 0);
+    }
+}
+
+void check_model(const std::string &model_name) {
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/" + model_name + ".json";
+    Graph g = load_graph_json(model);
+    std::string in_args = run_jit_reference(d, model, g, 11).positional_args;
 
     Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name m", d);
     INFO(c.out);
@@ -108,18 +137,7 @@ void check_model(const std::string &model_name) {
     CHECK(info["model"] == g.name);
     CHECK(info["clusters"].size() >= 1);
 
-    for (size_t k = 0; k < g.outputs.size(); k++) {
-        const Tensor &t = g.tensor(g.outputs[k]);
-        INFO("output " << t.name);
-        NpyArray expected = read_npy(d.file("jit/" + stem(t.name) + ".npy"));
-        std::vector<uint8_t> got = slurp(d.file("out" + std::to_string(k) + ".bin"));
-        REQUIRE(got.size() == expected.data.size());
-        REQUIRE(t.type.dtype == DType::F32);
-        const float *a = (const float *)got.data(), *b = (const float *)expected.data.data();
-        size_t bad = 0;
-        for (size_t i = 0; i < got.size() / 4; i++) bad += !(std::abs(a[i] - b[i]) <= 1e-4f * (1 + std::abs(b[i])));
-        CHECK(bad == 0);
-    }
+    check_outputs_match_jit(d, g);
 
     Result bad = shell("'" + app + "' --bad-shape", d);
     INFO(bad.out);
@@ -308,21 +326,7 @@ size_t check_parts(const std::string &model_name, const std::string &split_flag)
     TempDir d;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/" + model_name + ".json";
     Graph g = load_graph_json(model);
-    auto inputs = random_inputs(g, 5);
-    fs::create_directories(d.file("in"));
-    std::string in_args;
-    for (size_t i = 0; i < g.inputs.size(); i++) {
-        const Tensor &t = g.tensor(g.inputs[i]);
-        write_npy(d.file("in/" + stem(t.name) + ".npy"), t.type, inputs[i].data());
-        std::string bin = d.file("in" + std::to_string(i) + ".bin");
-        std::ofstream(bin, std::ios::binary).write((const char *)inputs[i].data(), (std::streamsize)inputs[i].size());
-        in_args += " '" + t.name + "=" + bin + "'";
-    }
-    Result jit = shell(std::string("'") + FUSOR_BINARY + "' run '" + model + "' --threads 2 --inputs '" + d.file("in") +
-                           "' --outputs '" + d.file("jit") + "'",
-                       d);
-    INFO(jit.out);
-    REQUIRE(jit.status == 0);
+    std::string in_args = run_jit_reference(d, model, g, 5).named_args;
 
     Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name m " + split_flag, d);
     INFO(c.out);
@@ -352,18 +356,7 @@ size_t check_parts(const std::string &model_name, const std::string &split_flag)
     INFO(run.out);
     REQUIRE(run.status == 0);
     CHECK_THAT(run.out, Contains(std::to_string(parts) + " parts"));
-    for (size_t k = 0; k < g.outputs.size(); k++) {
-        const Tensor &t = g.tensor(g.outputs[k]);
-        INFO("output " << t.name);
-        NpyArray expected = read_npy(d.file("jit/" + stem(t.name) + ".npy"));
-        std::vector<uint8_t> got = slurp(d.file("out" + std::to_string(k) + ".bin"));
-        REQUIRE(got.size() == expected.data.size());
-        REQUIRE(t.type.dtype == DType::F32);
-        const float *x = (const float *)got.data(), *y = (const float *)expected.data.data();
-        size_t bad = 0;
-        for (size_t i = 0; i < got.size() / 4; i++) bad += !(std::abs(x[i] - y[i]) <= 1e-4f * (1 + std::abs(y[i])));
-        CHECK(bad == 0);
-    }
+    check_outputs_match_jit(d, g);
     return parts;
 }
 
