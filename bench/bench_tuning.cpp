@@ -310,6 +310,9 @@ struct SearchRun {
     std::string signature, target;
 };
 
+/** Per candidate: limit of its compile (autoschedulers included) and of its run (--timeout). */
+double g_candidate_timeout_s = 90;
+
 SearchRun search(const Graph &g, const std::string &db_path, const std::string &strategy, uint64_t seed,
                  const std::vector<std::string> &autoschedulers, int trials, double budget_s, int threads, int jobs) {
     TuningDb db(db_path);
@@ -322,7 +325,9 @@ SearchRun search(const Graph &g, const std::string &db_path, const std::string &
     o.strategy = strategy;
     o.autoschedulers = autoschedulers;
     o.worker_exe = FUSOR_BINARY;
-    o.timeout_s = 300;
+    // A candidate whose compile explodes (e.g. a fully unrolled 768-iteration loop) is a timeout
+    // after this long instead of holding the benchmark for minutes.
+    o.timeout_s = g_candidate_timeout_s;
     o.log = [&](const std::string &line) { fmt::print("    {}\n", line); };
     auto t0 = std::chrono::steady_clock::now();
     auto results = autotune(g, db, o);
@@ -402,6 +407,8 @@ int main(int argc, char **argv) {
     app.add_option("--repeats", repeats, "timed runs for oneDNN and the isolation check")->capture_default_str();
     app.add_flag("--reduced", reduced, "small shapes (a smoke test of the benchmark, not figures)");
     app.add_option("--only", only, "cluster names to run");
+    app.add_option("--timeout", g_candidate_timeout_s, "seconds per candidate for its compile and again for its run")
+        ->capture_default_str();
     app.add_option("--out", out, "folder for results.json and the charts")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     if (trials < 1 || budget < 0 || beam < 1) {

@@ -277,7 +277,9 @@ struct DeclaredType {
 
 const Graph &branch_at(const Graph &top, const std::vector<std::pair<std::string, int>> &path) {
     const Graph *g = &top;
-    for (const auto &[node, b] : path) {
+    for (const auto &step : path) {
+        const std::string &node = step.first;
+        int b = step.second;
         auto it = std::find_if(g->nodes.begin(), g->nodes.end(), [&](const Node &n) { return n.name == node; });
         FUSOR_INTERNAL_ASSERT(it != g->nodes.end() && b < (int)it->subgraphs.size()) << "branch of " << node;
         g = &it->subgraphs[b];
