@@ -14,6 +14,7 @@
 
 #include "graph/Error.h"
 #include "tools/Commands.h"
+#include "tuner/Measure.h"
 #include "tuner/TuningDb.h"
 
 namespace fusor::cli {
@@ -134,6 +135,7 @@ Verb add_db(CLI::App &app) {
                                 status_name(t.status), ms(t.median_ms), t.strategy,
                                 t.parent.empty() ? "-" : prefix(t.parent),
                                 first_line(t.status == TrialStatus::Ok ? t.schedule : t.error));
+                            if (!t.resources.empty()) fmt::print("      ptxas: {}\n", resources_summary(t.resources));
                         }
                     }
                     return 0;
