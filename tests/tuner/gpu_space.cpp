@@ -22,6 +22,7 @@
 #include "tuner/Autotune.h"
 #include "tuner/Measure.h"
 #include "tuner/ScheduleSpace.h"
+#include "tuner/Signature.h"
 
 using namespace fusor;
 using Catch::Contains;
