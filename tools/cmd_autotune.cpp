@@ -171,8 +171,11 @@ Verb add_autotune(CLI::App &app) {
                 if (tty && !status->empty()) std::fputs("\n", stderr);
                 fmt::print("\n{:<6} {:>12} {:>12} {:>8} {:>7}  signature\n", "cluster", "default ms", "best ms", "gain", "trials");
                 for (const ClusterTuning &r : results) {
-                    fmt::print("{:<6} {:>12.3f} {:>12.3f} {:>7.2f}x {:>7}  {}\n", r.name, r.default_ms, r.best_ms,
-                               r.best_ms > 0 ? r.default_ms / r.best_ms : 0.0, r.trials, r.signature.substr(0, 12));
+                    // "-": not timed (a CUDA target without a driver)
+                    auto ms = [](double v) { return v > 0 ? fmt::format("{:.3f}", v) : std::string("-"); };
+                    fmt::print("{:<6} {:>12} {:>12} {:>8} {:>7}  {}\n", r.name, ms(r.default_ms), ms(r.best_ms),
+                               r.best_ms > 0 ? fmt::format("{:.2f}x", r.default_ms / r.best_ms) : std::string("-"), r.trials,
+                               r.signature.substr(0, 12));
                 }
                 if (untimed_cuda) {
                     fmt::print("no CUDA driver on this machine: candidates were compiled, checked with ptxas and stored as "

@@ -294,6 +294,7 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
     for (size_t i = 0; i < inputs.size(); i++) ref.set_input(i, inputs[i].data(), inputs[i].size());
     ref.run();
     for (size_t k = 0; k < outs.size(); k++) {
+        outs[k].copy_to_host();  // a GPU target leaves the result on the device
         const Halide::Buffer<> &want = ref.output(k);
         TensorType type = g.type(g.outputs[k]);
         Tensor a, b;
