@@ -265,3 +265,48 @@ TEST_CASE("gpu autotune: --target host-cuda-cuda_capability_80 without a driver 
     CHECK_THAT(show, Contains("regs/thread"));
     CHECK_THAT(show, Contains("unmeasured"));
 }
+
+TEST_CASE("gpu measure: staging a long-K matmul panel in shared memory is a real resource-limit, never run", "[tuner][cuda]") {
+    // transformer_mlp as configured: fc2 has K=3072, so its packed B panel per block is far over
+    // 48 KiB; the default reads it in place, and the search's "staging on" edit must be rejected by
+    // the launch's shared-memory figure (no stand-in here).
+    Graph g = load_graph_json(std::string(FUSOR_SOURCE_DIR) + "/configs/models/transformer_mlp.json");
+    form_clusters(g);
+    Halide::Target target(kCudaTarget);
+    int rejected = 0;
+    for (const Cluster &c : g.clusters) {
+        Graph sub = extract_cluster(g, c);
+        LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
+        ClusterSchedule def = default_schedule(sub, sub.clusters[0], lc, target);
+        for (StageSchedule &s : def.stages) {
+            const StageInfo *info = lc.find_stage(s.stage);
+            if (!info || info->role != StageRole::Reused || info->aligned || s.level != ComputeLevel::Inline) continue;
+            if (s.note.find("does not fit") == std::string::npos) continue;
+            ClusterSchedule on = def;
+            StageSchedule &st = *std::find_if(on.stages.begin(), on.stages.end(), [&](const StageSchedule &x) { return x.stage == s.stage; });
+            const StageInfo &out = lc.output_stage(0);
+            const StageSchedule *os = on.find(out.name);
+            REQUIRE(os);
+            st.level = ComputeLevel::At;
+            st.at_stage = out.name;
+            st.at_var = out.func.args()[0].name() + "o";
+            st.gpu_threads.assign(os->gpu_threads.begin(), os->gpu_threads.begin() + std::min(os->gpu_threads.size(), info->extents.size()));
+            st.memory = MemoryKind::Shared;
+            st.note.clear();
+            INFO(to_text(on));
+            REQUIRE(why_illegal(on, lc) == "");
+            MeasureJob job;
+            job.graph_json = job_graph_json(g, c);
+            job.target = kCudaTarget;
+            job.schedule = to_text(on);
+            MeasureResult r = measure_here(job);
+            INFO(r.error);
+            CHECK(r.status == TrialStatus::ResourceLimit);
+            CHECK_THAT(r.error, Contains("bytes of shared memory per block (at most 49152)"));
+            CHECK_FALSE(r.median_ms.has_value());
+            CHECK(nlohmann::json::parse(r.resources)["shared_bytes"].get<int64_t>() > 48 * 1024);
+            rejected++;
+        }
+    }
+    CHECK(rejected >= 1);
+}
