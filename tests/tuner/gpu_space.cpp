@@ -64,15 +64,17 @@ private:
 };
 
 /** A stand-in ptxas printing a `ptxas -v` report for kernel k_kernel with \p properties (the
- * line under "Function properties") and \p used (the "Used ..." line), for the -arch it is given. */
+ * line under "Function properties") and \p used (the "Used ..." line), for the -arch it is given.
+ */
 std::string fake_ptxas(const TempDir &dir, const std::string &properties, const std::string &used) {
     std::string path = dir.file("ptxas");
-    std::ofstream(path) << "#!/bin/sh\n"
-                        << "arch=$(echo \"$1\" | sed 's/-arch=//')\n"
-                        << "echo \"ptxas info    : Compiling entry function 'k_kernel' for '$arch'\"\n"
-                        << "echo \"ptxas info    : Function properties for k_kernel\"\n"
-                        << "echo \"    " << properties << "\"\n"
-                        << "echo \"ptxas info    : " << used << "\"\n";
+    std::ofstream(path)
+        << "#!/bin/sh\n"
+        << "arch=$(echo \"$1\" | sed 's/-arch=//')\n"
+        << "echo \"ptxas info    : Compiling entry function 'k_kernel' for '$arch'\"\n"
+        << "echo \"ptxas info    : Function properties for k_kernel\"\n"
+        << "echo \"    " << properties << "\"\n"
+        << "echo \"ptxas info    : " << used << "\"\n";
     chmod(path.c_str(), 0755);
     return path;
 }
@@ -89,10 +91,12 @@ MeasureJob cuda_job() {
 
 }  // namespace
 
-TEST_CASE("gpu space: random edits of every config model's default GPU schedule stay legal", "[tuner][cuda]") {
+TEST_CASE("gpu space: random edits of every config model's default GPU schedule stay legal",
+          "[tuner][cuda]") {
     Halide::Target target(kCudaTarget);
     int memory_toggles = 0;
-    for (const char *name : {"eltwise_chain", "attention_scores", "transformer_mlp", "resnet_block", "mobilenet_v2_block"}) {
+    for (const char *name : {"eltwise_chain", "attention_scores", "transformer_mlp", "resnet_block",
+                             "mobilenet_v2_block"}) {
         Graph g = model(name);
         form_clusters(g);
         for (const Cluster &c : g.clusters) {
@@ -129,7 +133,8 @@ TEST_CASE("gpu space: random edits of every config model's default GPU schedule 
                     REQUIRE(info);
                     if (info->is_output) {
                         for (size_t d = 0; d < s.gpu_threads.size(); d++) {
-                            CHECK(int64_t(s.gpu_threads[d]) * (d < s.tile.size() ? s.tile[d] : 1) <= info->extents[d]);
+                            CHECK(int64_t(s.gpu_threads[d]) * (d < s.tile.size() ? s.tile[d] : 1) <=
+                                  info->extents[d]);
                         }
                     }
                     const StageSchedule *before = def.find(s.stage);
@@ -144,9 +149,12 @@ TEST_CASE("gpu space: random edits of every config model's default GPU schedule 
     CHECK(memory_toggles > 0);  // shared-memory staging is switched on or off somewhere
 }
 
-TEST_CASE("gpu measure: a candidate that spills or exceeds the registers is rejected by type and not run", "[tuner][cuda]") {
+TEST_CASE(
+    "gpu measure: a candidate that spills or exceeds the registers is rejected by type and not run",
+    "[tuner][cuda]") {
     // ptxas's report is injected with a stand-in ptxas ($FUSOR_PTXAS): forcing real spills from an
-    // elementwise cluster is impractical (a per-thread tile of independent elements does not spill).
+    // elementwise cluster is impractical (a per-thread tile of independent elements does not
+    // spill).
     TempDir dir;
     MeasureJob job = cuda_job();
     job.schedule = "k_out0 root gpu=8x8 tile=2x2 unroll=0,1\n";  // placeholder, replaced below
@@ -161,15 +169,18 @@ TEST_CASE("gpu measure: a candidate that spills or exceeds the registers is reje
             if (info && info->is_output) {
                 st.gpu_threads.assign(st.gpu_threads.size(), 1);
                 st.tile.assign(st.gpu_threads.size(), 8);  // a large per-thread tile, unrolled
-                st.unroll = st.gpu_threads.size() >= 2 ? std::vector<int>{0, 1} : std::vector<int>{0};
+                st.unroll =
+                    st.gpu_threads.size() >= 2 ? std::vector<int>{0, 1} : std::vector<int>{0};
             }
         }
         REQUIRE(why_illegal(s, lc) == "");
         job.schedule = to_text(s);
     }
     {
-        ScopedEnv env("FUSOR_PTXAS", fake_ptxas(dir, "48 bytes stack frame, 40 bytes spill stores, 40 bytes spill loads",
-                                                "Used 255 registers, 384 bytes cmem[0]"));
+        ScopedEnv env(
+            "FUSOR_PTXAS",
+            fake_ptxas(dir, "48 bytes stack frame, 40 bytes spill stores, 40 bytes spill loads",
+                       "Used 255 registers, 384 bytes cmem[0]"));
         MeasureResult r = measure_here(job);
         INFO(r.error);
         CHECK(r.status == TrialStatus::Spills);
@@ -182,8 +193,10 @@ TEST_CASE("gpu measure: a candidate that spills or exceeds the registers is reje
         CHECK(res["stack_bytes"] == 48);
     }
     {
-        ScopedEnv env("FUSOR_PTXAS", fake_ptxas(dir, "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads",
-                                                "Used 300 registers, 384 bytes cmem[0]"));
+        ScopedEnv env("FUSOR_PTXAS",
+                      fake_ptxas(dir,
+                                 "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads",
+                                 "Used 300 registers, 384 bytes cmem[0]"));
         MeasureResult r = measure_here(job);
         INFO(r.error);
         CHECK(r.status == TrialStatus::ResourceLimit);
@@ -193,7 +206,8 @@ TEST_CASE("gpu measure: a candidate that spills or exceeds the registers is reje
     }
 }
 
-TEST_CASE("gpu measure: a candidate within the limits is checked with ptxas and, without a driver, stored unmeasured",
+TEST_CASE("gpu measure: a candidate within the limits is checked with ptxas and, without a driver, "
+          "stored unmeasured",
           "[tuner][cuda]") {
     if (cuda_driver_available()) {
         WARN("a CUDA driver is present: candidates are timed, not left unmeasured");
@@ -217,7 +231,8 @@ TEST_CASE("gpu measure: a candidate within the limits is checked with ptxas and,
     }
 }
 
-TEST_CASE("gpu autotune: --target host-cuda-cuda_capability_80 without a driver searches and stores unmeasured trials",
+TEST_CASE("gpu autotune: --target host-cuda-cuda_capability_80 without a driver searches and "
+          "stores unmeasured trials",
           "[tuner][cuda]") {
     if (cuda_driver_available()) {
         WARN("a CUDA driver is present: this test is about machines without one");
@@ -225,8 +240,9 @@ TEST_CASE("gpu autotune: --target host-cuda-cuda_capability_80 without a driver 
     }
     TempDir dir;
     std::string db = dir.file("t.db");
-    std::string cmd = std::string("'") + FUSOR_BINARY + "' autotune '" + FUSOR_TEST_DATA + "/models/eltwise_chain.json' --db '" + db +
-                      "' --target " + kCudaTarget + " --trials 6 --jobs 2 >'" + dir.file("out") + "' 2>'" + dir.file("err") + "'";
+    std::string cmd = std::string("'") + FUSOR_BINARY + "' autotune '" + FUSOR_TEST_DATA +
+                      "/models/eltwise_chain.json' --db '" + db + "' --target " + kCudaTarget +
+                      " --trials 6 --jobs 2 >'" + dir.file("out") + "' 2>'" + dir.file("err") + "'";
     int raw = std::system(cmd.c_str());
     std::string out = slurp(dir.file("out"));
     INFO(out << slurp(dir.file("err")));
@@ -250,27 +266,34 @@ TEST_CASE("gpu autotune: --target host-cuda-cuda_capability_80 without a driver 
             CHECK(res["launches"].get<int>() >= 1);
             CHECK(res["threads"].get<int>() <= 1024);
         }
-        CHECK_FALSE(tdb.best(w.signature, w.target, machine_fingerprint()).has_value());  // never a best
+        CHECK_FALSE(
+            tdb.best(w.signature, w.target, machine_fingerprint()).has_value());  // never a best
     }
     CHECK(trials == 6);
     CHECK(schedules.size() == 6);
     // db show prints each trial's resources
-    raw = std::system((std::string("'") + FUSOR_BINARY + "' db show '" + db + "' >'" + dir.file("show") + "' 2>&1").c_str());
+    raw = std::system((std::string("'") + FUSOR_BINARY + "' db show '" + db + "' >'" +
+                       dir.file("show") + "' 2>&1")
+                          .c_str());
     std::string show = slurp(dir.file("show"));
     INFO(show);
     CHECK(WEXITSTATUS(raw) == 0);
     size_t lines = 0;
-    for (size_t p = show.find("ptxas: "); p != std::string::npos; p = show.find("ptxas: ", p + 1)) lines++;
+    for (size_t p = show.find("ptxas: "); p != std::string::npos; p = show.find("ptxas: ", p + 1))
+        lines++;
     CHECK(lines == 6);
     CHECK_THAT(show, Contains("regs/thread"));
     CHECK_THAT(show, Contains("unmeasured"));
 }
 
-TEST_CASE("gpu measure: staging a long-K matmul panel in shared memory is a real resource-limit, never run", "[tuner][cuda]") {
+TEST_CASE("gpu measure: staging a long-K matmul panel in shared memory is a real resource-limit, "
+          "never run",
+          "[tuner][cuda]") {
     // transformer_mlp as configured: fc2 has K=3072, so its packed B panel per block is far over
     // 48 KiB; the default reads it in place, and the search's "staging on" edit must be rejected by
     // the launch's shared-memory figure (no stand-in here).
-    Graph g = load_graph_json(std::string(FUSOR_SOURCE_DIR) + "/configs/models/transformer_mlp.json");
+    Graph g =
+        load_graph_json(std::string(FUSOR_SOURCE_DIR) + "/configs/models/transformer_mlp.json");
     form_clusters(g);
     Halide::Target target(kCudaTarget);
     int rejected = 0;
@@ -280,17 +303,23 @@ TEST_CASE("gpu measure: staging a long-K matmul panel in shared memory is a real
         ClusterSchedule def = default_schedule(sub, sub.clusters[0], lc, target);
         for (StageSchedule &s : def.stages) {
             const StageInfo *info = lc.find_stage(s.stage);
-            if (!info || info->role != StageRole::Reused || info->aligned || s.level != ComputeLevel::Inline) continue;
+            if (!info || info->role != StageRole::Reused || info->aligned ||
+                s.level != ComputeLevel::Inline)
+                continue;
             if (s.note.find("does not fit") == std::string::npos) continue;
             ClusterSchedule on = def;
-            StageSchedule &st = *std::find_if(on.stages.begin(), on.stages.end(), [&](const StageSchedule &x) { return x.stage == s.stage; });
+            StageSchedule &st =
+                *std::find_if(on.stages.begin(), on.stages.end(),
+                              [&](const StageSchedule &x) { return x.stage == s.stage; });
             const StageInfo &out = lc.output_stage(0);
             const StageSchedule *os = on.find(out.name);
             REQUIRE(os);
             st.level = ComputeLevel::At;
             st.at_stage = out.name;
             st.at_var = out.func.args()[0].name() + "o";
-            st.gpu_threads.assign(os->gpu_threads.begin(), os->gpu_threads.begin() + std::min(os->gpu_threads.size(), info->extents.size()));
+            st.gpu_threads.assign(os->gpu_threads.begin(),
+                                  os->gpu_threads.begin() +
+                                      std::min(os->gpu_threads.size(), info->extents.size()));
             st.memory = MemoryKind::Shared;
             st.note.clear();
             INFO(to_text(on));
