@@ -14,6 +14,7 @@
 
 #include "graph/Error.h"
 #include "tools/Commands.h"
+#include "tuner/Measure.h"
 #include "tuner/TuningDb.h"
 
 namespace fusor::cli {
@@ -133,7 +134,8 @@ Verb add_db(CLI::App &app) {
                                 "  {:<12}  {:<13} {:>10}  {:<14} {:<12}  {}\n", prefix(t.id),
                                 status_name(t.status), ms(t.median_ms), t.strategy,
                                 t.parent.empty() ? "-" : prefix(t.parent),
-                                first_line(t.status == TrialStatus::Ok ? t.schedule : t.error));
+                                first_line(t.status == TrialStatus::Ok || t.status == TrialStatus::Unmeasured ? t.schedule : t.error));
+                            if (!t.resources.empty()) fmt::print("      ptxas: {}\n", resources_summary(t.resources));
                         }
                     }
                     return 0;

@@ -148,6 +148,14 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         if (w.best_schedule_id.empty()) w.best_schedule_id = w.default_id;
         work.push_back(std::move(w));
     }
+    // CUDA: the default GPU schedule is the only seed. Halide 14's Mullapudi2016/Adams2019 emit CPU
+    // schedules for a CUDA target and Li2018 is the unfused baseline (NOTES.md).
+    std::vector<std::string> autoschedulers = opt.autoschedulers;
+    bool cuda = htarget.has_feature(Halide::Target::CUDA);
+    if (cuda && !autoschedulers.empty()) {
+        log("CUDA target: seeded by the default GPU schedule only (Halide 14's autoschedulers give no fused GPU seed)");
+        autoschedulers.clear();
+    }
     SplitMix64 rng(opt.seed);
     int measured = 0;
     int jobs = opt.jobs > 0 ? opt.jobs : std::max(1, (int)std::thread::hardware_concurrency());
@@ -210,6 +218,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             t.max_ms = r.max_ms;
             t.compile_ms = r.compile_ms;
             t.error = r.error;
+            t.resources = r.resources;
             if (r.status == TrialStatus::Ok && !c.sched && !r.unmapped.empty()) {
                 t.error = "not mapped into fusor's schedule form: " + r.unmapped;  // kept as a fixed baseline
             }
@@ -248,7 +257,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         Work &w = work[i];
         current = i;
         std::vector<Candidate> seeds = {{schedule_key(w.def), w.def, "default", ""}};
-        for (const std::string &a : opt.autoschedulers) seeds.push_back({"autoscheduler " + a + "\n", std::nullopt, a, ""});
+        for (const std::string &a : autoschedulers) seeds.push_back({"autoscheduler " + a + "\n", std::nullopt, a, ""});
         seeds.resize(std::min<size_t>(seeds.size(), opt.trials - measured));
         auto [done, measured_seeds] = measure(w, seeds);
         auto &[trials, results] = measured_seeds;

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -19,6 +20,7 @@
 
 #include "generators/ApplySchedule.h"
 #include "generators/AutoScheduler.h"
+#include "generators/CudaCheck.h"
 #include "generators/DefaultSchedule.h"
 #include "generators/Lowering.h"
 #include "generators/LowerCluster.h"
@@ -67,6 +69,7 @@ json result_to_json(const MeasureResult &r) {
     if (r.compile_ms) j["compile_ms"] = *r.compile_ms;
     if (!r.mapped_schedule.empty()) j["mapped_schedule"] = r.mapped_schedule;
     if (!r.unmapped.empty()) j["unmapped"] = r.unmapped;
+    if (!r.resources.empty()) j["resources"] = r.resources;
     return j;
 }
 
@@ -80,10 +83,50 @@ MeasureResult result_from_json(const json &j) {
     if (j.contains("compile_ms")) r.compile_ms = j["compile_ms"].get<double>();
     r.mapped_schedule = j.value("mapped_schedule", std::string());
     r.unmapped = j.value("unmapped", std::string());
+    r.resources = j.value("resources", std::string());
     return r;
 }
 
 }  // namespace
+
+std::string cuda_resources_json(const CudaCheck &c) {
+    int registers = 0;
+    int64_t static_shared = 0, stack = 0, spill_stores = 0, spill_loads = 0, shared = 0, threads = 0;
+    std::set<std::string> kernels;
+    for (const KernelResources &k : c.resources) {
+        registers = std::max(registers, k.registers);
+        static_shared = std::max(static_shared, k.shared_bytes);
+        stack = std::max(stack, k.stack_bytes);
+        spill_stores = std::max(spill_stores, k.spill_stores);
+        spill_loads = std::max(spill_loads, k.spill_loads);
+    }
+    for (const KernelLaunch &l : c.launches) {
+        kernels.insert(l.kernel);
+        int64_t stat = 0;
+        for (const KernelResources &k : c.resources) {
+            if (k.kernel == l.kernel) stat = std::max(stat, k.shared_bytes);
+        }
+        shared = std::max(shared, l.shared_bytes < 0 ? -1 : l.shared_bytes + stat);
+        threads = std::max(threads, l.threads);
+    }
+    json j = {{"kernels", (int64_t)kernels.size()}, {"launches", c.launch_count()}, {"registers", registers},
+              {"shared_bytes", shared}, {"static_shared_bytes", static_shared}, {"threads", threads},
+              {"spill_stores", spill_stores}, {"spill_loads", spill_loads}, {"stack_bytes", stack},
+              {"ptxas", c.ptxas_found}};
+    return j.dump();
+}
+
+std::string resources_summary(const std::string &text) {
+    json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return text;
+    auto n = [&](const char *k) { return j.value(k, (int64_t)0); };
+    std::ostringstream s;
+    s << n("kernels") << " kernel(s), " << n("launches") << " launch(es), " << n("threads") << " threads/block, "
+      << n("registers") << " regs/thread, " << n("shared_bytes") << " B shared/block, spills " << n("spill_stores") << "/"
+      << n("spill_loads") << " B, stack " << n("stack_bytes") << " B";
+    if (!j.value("ptxas", true)) s << " (ptxas not found: registers not checked)";
+    return s.str();
+}
 
 MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJob &job, const Halide::Target &target,
                               double compile_ms);
@@ -109,7 +152,32 @@ struct Compiled {
     double compile_ms = 0;
     std::optional<MeasureResult> failure;
     std::string mapped_schedule, unmapped;  ///< see MeasureResult
+    std::string resources;                  ///< CUDA: cuda_resources_json
 };
+
+/** CUDA: checks the scheduled pipeline with ptxas before anyone runs it. Returns the failure
+ * (spills, resource-limit, compile-error from ptxas, or unmeasured without a driver) or nullopt
+ * when it may be JIT-compiled and timed; sets c.resources either way. */
+std::optional<MeasureResult> cuda_precheck(Compiled &c, std::string &resources, std::chrono::steady_clock::time_point t0) {
+    CudaCheck k = check_cuda_pipeline(c.lc.pipeline, "k", c.target);
+    resources = cuda_resources_json(k);
+    auto with = [&](TrialStatus st, const std::string &why) {
+        MeasureResult r = fail(st, why);
+        r.resources = resources;
+        r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        return r;
+    };
+    if (!k.ptxas_error.empty()) return with(TrialStatus::CompileError, "ptxas: " + k.ptxas_error);
+    std::string violation = cuda_resource_violation(k);
+    if (!violation.empty()) {
+        return with(violation.rfind("spills", 0) == 0 ? TrialStatus::Spills : TrialStatus::ResourceLimit, violation);
+    }
+    if (!cuda_driver_available()) {
+        return with(TrialStatus::Unmeasured, std::string("compiled") + (k.ptxas_found ? " and checked with ptxas" : " (ptxas not found: not checked)") +
+                                                 "; not timed: no CUDA driver on this machine");
+    }
+    return std::nullopt;
+}
 
 Compiled compile_candidate(const MeasureJob &job) {
     Compiled c;
@@ -159,6 +227,12 @@ Compiled compile_candidate(const MeasureJob &job) {
     }
     try {
         if (autoscheduler.empty()) apply_schedule(sched, c.lc);
+        if (c.target.has_feature(Halide::Target::CUDA)) {
+            if (auto stop = cuda_precheck(c, c.resources, t0)) {
+                c.failure = stop;
+                return c;
+            }
+        }
         jit_compile(c.lc.pipeline, c.target);
     } catch (const Halide::Error &e) {  // the one place a Halide compile error becomes data
         c.failure = fail(TrialStatus::CompileError, e.what());
@@ -176,6 +250,7 @@ MeasureResult measure_here(const MeasureJob &job) {
     MeasureResult r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms);
     r.mapped_schedule = c.mapped_schedule;
     r.unmapped = c.unmapped;
+    r.resources = c.resources;
     return r;
 }
 
@@ -219,6 +294,7 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
     for (size_t i = 0; i < inputs.size(); i++) ref.set_input(i, inputs[i].data(), inputs[i].size());
     ref.run();
     for (size_t k = 0; k < outs.size(); k++) {
+        outs[k].copy_to_host();  // a GPU target leaves the result on the device
         const Halide::Buffer<> &want = ref.output(k);
         TensorType type = g.type(g.outputs[k]);
         Tensor a, b;
@@ -280,6 +356,7 @@ int run_worker(const std::string &job_path, const std::string &result_path, bool
     MeasureResult r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms);
     r.mapped_schedule = c.mapped_schedule;
     r.unmapped = c.unmapped;
+    r.resources = c.resources;
     write_atomically(result_path, result_to_json(r).dump() + "\n");
     return 0;
 }

@@ -40,14 +40,27 @@ struct MeasureResult {
     /** Autoscheduler jobs only: its decisions in fusor's schedule form (schedule_from_funcs), or
      * why they do not map. */
     std::string mapped_schedule, unmapped;
+    /** CUDA candidates: ptxas's resource report (cuda_resources_json); empty otherwise. */
+    std::string resources;
 };
+
+struct CudaCheck;
+/** The resource report stored with a CUDA trial: compact JSON with the maxima over the
+ * candidate's kernels and checked architectures (docs/tuning_db.md). */
+std::string cuda_resources_json(const CudaCheck &c);
+/** One line for humans from cuda_resources_json's text ("regs 32, shared 4096 B, ..."); the text
+ * itself when it is not such JSON. */
+std::string resources_summary(const std::string &resources_json);
 
 /** The standalone graph a worker measures: extract_cluster with float weights of more than 16
  * elements replaced by seeded random specs (so jobs stay small and timing does not depend on the
  * values; verification runs candidate and reference on the same weights). */
 std::string job_graph_json(const Graph &g, const Cluster &c);
 
-/** Measures \p job in this process. Catches Halide errors and maps them to statuses; a crash or
+/** Measures \p job in this process. A CUDA candidate is first compiled to PTX and checked with
+ * ptxas (generators/CudaCheck.h): one that spills or exceeds a limit is returned with status
+ * spills or resource-limit and never run; one that passes, on a machine without the CUDA driver,
+ * is returned as unmeasured (with its resources). Catches Halide errors and maps them to statuses; a crash or
  * hang inside the generated code is what measure_in_worker is for. */
 MeasureResult measure_here(const MeasureJob &job);
 

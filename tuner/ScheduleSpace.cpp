@@ -7,6 +7,13 @@
  *                        consumer's outermost loop); accumulators also rfactor (none, lanes,
  *                        4 or 16 times lanes)
  *   per-element values:  inline (the default) or root
+ * A GPU schedule (a stage with gpu=, e.g. the default schedule for a CUDA target) has its own edits:
+ *   outputs (gpu=):      threads per block (powers of two per gpu dim, product <= 1024, threads x
+ *                        per-thread tile within the output's extent; stages staged at the output's
+ *                        block loop follow), per-thread tile (1, 2, 4, 8 per dim), unrolling of
+ *                        the per-thread tile loops
+ *   staged operands:     shared-memory staging on (computed per block at an output's block loop,
+ *                        by all its threads, mem=shared) or off (inline: read in place)
  * Each candidate is checked by why_illegal; illegal edits are retried. */
 #include "tuner/ScheduleSpace.h"
 
@@ -132,9 +139,130 @@ void edit_internal(StageSchedule &s, const StageInfo &st, const LoweredCluster &
     }
 }
 
+bool is_gpu(const ClusterSchedule &s) {
+    return std::any_of(s.stages.begin(), s.stages.end(), [](const StageSchedule &st) { return !st.gpu_threads.empty(); });
+}
+
+const int kGpuTiles[] = {1, 2, 4, 8};
+
+/** A staged operand: a reused stage whose dims are not the output's (a padded window, a packed
+ * panel), with a single consumer output in the cluster. */
+bool stageable(const StageInfo &st) {
+    return st.role == StageRole::Reused && !st.aligned && !st.extents.empty() && !st.is_output;
+}
+
+void edit_gpu_output(ClusterSchedule &all, StageSchedule &s, const StageInfo &st, SplitMix64 &rng) {
+    int dims = (int)s.gpu_threads.size();
+    auto tile_of = [&](int d) { return d < (int)s.tile.size() ? s.tile[d] : 1; };
+    switch (pick(rng, 3)) {
+    case 0: {  // threads per block: powers of two, at most 1024 in all, fitting the extents
+        std::vector<int> old = s.gpu_threads;
+        int64_t left = 1024;
+        std::vector<int> order(dims);
+        for (int d = 0; d < dims; d++) order[d] = d;
+        if (dims > 1 && pick(rng, 2)) std::reverse(order.begin(), order.end());
+        for (int d : order) {
+            int64_t room = std::min<int64_t>(left, std::max<int64_t>(1, st.extents[d] / tile_of(d)));
+            int max_log = 0;
+            while ((int64_t(2) << max_log) <= room) max_log++;
+            int t = 1 << pick(rng, max_log + 1);
+            s.gpu_threads[d] = t;
+            left /= t;
+        }
+        // stages computed by all the block's threads follow its new shape
+        for (StageSchedule &o : all.stages) {
+            if (&o == &s || o.level != ComputeLevel::At || o.at_stage != s.stage || o.gpu_threads.empty()) continue;
+            if (o.gpu_threads == std::vector<int>(old.begin(), old.begin() + std::min(old.size(), o.gpu_threads.size()))) {
+                o.gpu_threads.assign(s.gpu_threads.begin(), s.gpu_threads.begin() + std::min(s.gpu_threads.size(), o.gpu_threads.size()));
+            }
+        }
+        break;
+    }
+    case 1: {  // per-thread tile
+        std::vector<int> tile(dims, 1);
+        for (int d = 0; d < dims; d++) {
+            int t = kGpuTiles[pick(rng, 4)];
+            while (t > 1 && (int64_t)t * s.gpu_threads[d] > st.extents[d]) t /= 2;
+            tile[d] = t;
+        }
+        if (std::all_of(tile.begin(), tile.end(), [](int t) { return t == 1; })) {
+            s.tile.clear();
+            s.unroll.clear();
+        } else {
+            s.tile = tile;
+        }
+        break;
+    }
+    default: {  // unrolling of the per-thread tile loops
+        if (s.tile.empty()) break;
+        std::vector<int> options[] = {{}, {0}, {1}, {0, 1}};
+        std::vector<int> u = options[pick(rng, dims >= 2 ? 4 : 2)];
+        s.unroll = u;
+        break;
+    }
+    }
+}
+
+/** Staging on or off for a staged operand. */
+void edit_gpu_staging(const LoweredCluster &lc, const ClusterSchedule &all, StageSchedule &s, const StageInfo &st, SplitMix64 &rng) {
+    if (s.level != ComputeLevel::Inline) {  // off: read in place
+        s = StageSchedule{};
+        s.stage = st.name;
+        return;
+    }
+    std::vector<const StageSchedule *> outs;
+    for (size_t o = 0; o < lc.outputs.size(); o++) {
+        const StageSchedule *os = all.find(lc.output_stage(o).name);
+        if (os && os->level == ComputeLevel::Root && !os->gpu_threads.empty()) outs.push_back(os);
+    }
+    if (outs.empty()) return;
+    const StageSchedule &out = *outs[pick(rng, (int)outs.size())];
+    const StageInfo *oi = lc.find_stage(out.stage);
+    s.level = ComputeLevel::At;
+    s.at_stage = out.stage;
+    s.at_var = args_of(*oi)[0] + "o";
+    s.gpu_threads.assign(out.gpu_threads.begin(), out.gpu_threads.begin() + std::min(out.gpu_threads.size(), st.extents.size()));
+    s.memory = MemoryKind::Shared;
+}
+
+/** The thread shapes edit_gpu_output can pick for an output of \p extents with \p dims gpu dims. */
+double gpu_thread_shapes(const std::vector<int64_t> &extents, int dims, int d = 0, int64_t left = 1024) {
+    if (d == dims) return 1;
+    double n = 0;
+    for (int64_t t = 1; t <= left && t <= extents[d]; t *= 2) n += gpu_thread_shapes(extents, dims, d + 1, left / t);
+    return n;
+}
+
+ClusterSchedule mutate_gpu(const LoweredCluster &lc, const ClusterSchedule &s, SplitMix64 &rng, int attempts) {
+    std::vector<size_t> editable;
+    for (size_t i = 0; i < s.stages.size(); i++) {
+        const StageInfo *info = lc.find_stage(s.stages[i].stage);
+        if (!info) continue;
+        if ((info->is_output && s.stages[i].level == ComputeLevel::Root && !s.stages[i].gpu_threads.empty()) || stageable(*info)) {
+            editable.push_back(i);
+        }
+    }
+    if (editable.empty()) return s;
+    for (int a = 0; a < attempts; a++) {
+        ClusterSchedule c = s;
+        StageSchedule &st = c.stages[editable[pick(rng, (int)editable.size())]];
+        const StageInfo *info = lc.find_stage(st.stage);
+        st.note.clear();
+        if (info->is_output) {
+            edit_gpu_output(c, st, *info, rng);
+        } else {
+            edit_gpu_staging(lc, c, st, *info, rng);
+        }
+        if (c == s) continue;
+        if (why_illegal(c, lc).empty()) return c;
+    }
+    return s;
+}
+
 }  // namespace
 
 ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, int lanes, SplitMix64 &rng, int attempts) {
+    if (is_gpu(s)) return mutate_gpu(lc, s, rng, attempts);
     for (int a = 0; a < attempts; a++) {
         ClusterSchedule c = s;
         StageSchedule &st = c.stages[pick(rng, (int)c.stages.size())];
@@ -155,6 +283,19 @@ ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, int l
 double space_size(const LoweredCluster &lc, const ClusterSchedule &s, int lanes) {
     (void)lanes;
     double n = 1;
+    if (is_gpu(s)) {
+        for (const StageSchedule &st : s.stages) {
+            const StageInfo *info = lc.find_stage(st.stage);
+            if (!info) continue;
+            if (info->is_output && st.level == ComputeLevel::Root && !st.gpu_threads.empty()) {
+                int dims = (int)st.gpu_threads.size();
+                n *= gpu_thread_shapes(info->extents, dims) * std::pow(4.0, dims) /*tiles*/ * (dims >= 2 ? 4 : 2) /*unroll*/;
+            } else if (stageable(*info)) {
+                n *= 2;  // staged in shared memory or read in place
+            }
+        }
+        return n;
+    }
     for (const StageSchedule &st : s.stages) {
         const StageInfo *info = lc.find_stage(st.stage);
         if (!info) continue;

@@ -12,13 +12,15 @@
 namespace fusor {
 
 /** One random legal edit of \p s (a different tile, vector width, loop order, compute level, at
- * loop, unrolling or parallel flag of one stage). Tries up to \p attempts edits and returns the
+ * loop, unrolling or parallel flag of one stage; for a GPU schedule, one with `gpu=` stages: the
+ * threads per block, per-thread tile or its unrolling of an output, or shared-memory staging of
+ * a staged operand on or off). Tries up to \p attempts edits and returns the
  * first that why_illegal accepts; returns \p s unchanged if none was. \p lanes is the target's
  * natural vector width for the cluster's type. */
 ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, int lanes, SplitMix64 &rng, int attempts = 32);
 
-/** The number of schedules the edits can reach: the product over stages of the choices each
- * stage has (an upper bound: some combinations are illegal). As a double, since it is large. */
+/** The number of schedules the edits can reach (of a GPU schedule: its GPU edits): the product
+ * over stages of the choices each stage has (an upper bound: some combinations are illegal). As a double, since it is large. */
 double space_size(const LoweredCluster &lc, const ClusterSchedule &s, int lanes);
 
 }  // namespace fusor

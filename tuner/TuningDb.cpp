@@ -158,16 +158,26 @@ CREATE TABLE trial (
     halide_version TEXT NOT NULL,
     fusor_version  TEXT NOT NULL,
     host           TEXT NOT NULL,
-    created_at     TEXT NOT NULL);
+    created_at     TEXT NOT NULL,
+    resources      TEXT NOT NULL DEFAULT '');
 CREATE INDEX trial_workload ON trial (signature, target);
 PRAGMA application_id = 1718973295;
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 )sql";
 static_assert(kApplicationId == 1718973295, "kSchema spells the application id in decimal");
 
-constexpr const char *kTrialColumns =
-    "id, signature, target, schedule, status, median_ms, min_ms, max_ms, compile_ms, error, "
-    "parent, strategy, fingerprint, halide_version, fusor_version, host, created_at";
+/** Migration from schema version 1 (the resources column), in one transaction. */
+const char *kMigrateFrom1 = R"sql(
+ALTER TABLE trial ADD COLUMN resources TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 2;
+)sql";
+
+#define FUSOR_TRIAL_COLUMNS_V1                                                                    \
+    "id, signature, target, schedule, status, median_ms, min_ms, max_ms, compile_ms, error, "     \
+    "parent, strategy, fingerprint, halide_version, fusor_version, host, created_at"
+constexpr const char *kTrialColumnsV1 = FUSOR_TRIAL_COLUMNS_V1;
+constexpr const char *kTrialColumns = FUSOR_TRIAL_COLUMNS_V1 ", resources";
+#undef FUSOR_TRIAL_COLUMNS_V1
 
 /** Matches a trial's fingerprint against the lookup argument ?3: equal, or, for a family
  * fingerprint "isa:...", the trial's fingerprint ends with "|" followed by it. */
@@ -198,6 +208,7 @@ Trial read_trial(const Statement &s, const std::string &path) {
     t.fusor_version = s.text(14);
     t.host = s.text(15);
     t.created_at = s.text(16);
+    t.resources = s.text(17);
     return t;
 }
 
@@ -213,6 +224,7 @@ std::string trial_content(const Trial &t) {
         {t.signature, t.target, t.schedule, status_name(t.status), time_json(t.median_ms),
          time_json(t.min_ms), time_json(t.max_ms), time_json(t.compile_ms), t.error, t.parent,
          t.strategy, t.fingerprint, t.halide_version, t.fusor_version, t.host, t.created_at});
+    if (!t.resources.empty()) j.push_back(t.resources);  // absent before schema 2: old ids stay valid
     return j.dump();
 }
 
@@ -243,7 +255,8 @@ nlohmann::ordered_json trial_json(const Trial &t) {
             {"halide_version", t.halide_version},
             {"fusor_version", t.fusor_version},
             {"host", t.host},
-            {"created_at", t.created_at}};
+            {"created_at", t.created_at},
+            {"resources", t.resources}};
 }
 
 /** Reads an exported document's fields, throwing UserError "'<file>': <where>: <what>". */
@@ -300,6 +313,12 @@ const char *status_name(TrialStatus s) {
         return "wrong-result";
     case TrialStatus::Crash:
         return "crash";
+    case TrialStatus::ResourceLimit:
+        return "resource-limit";
+    case TrialStatus::Spills:
+        return "spills";
+    case TrialStatus::Unmeasured:
+        return "unmeasured";
     }
     return "crash";
 }
@@ -307,7 +326,8 @@ const char *status_name(TrialStatus s) {
 std::optional<TrialStatus> parse_status(const std::string &s) {
     for (TrialStatus t : {TrialStatus::Ok, TrialStatus::Illegal, TrialStatus::CompileError,
                           TrialStatus::RuntimeError, TrialStatus::Timeout, TrialStatus::WrongResult,
-                          TrialStatus::Crash}) {
+                          TrialStatus::Crash, TrialStatus::ResourceLimit, TrialStatus::Spills,
+                          TrialStatus::Unmeasured}) {
         if (s == status_name(t)) return t;
     }
     return std::nullopt;
@@ -316,6 +336,7 @@ std::optional<TrialStatus> parse_status(const std::string &s) {
 struct TuningDb::Impl {
     std::string path;
     sqlite3 *db = nullptr;
+    int version = 0;  ///< schema version of the open file (kSchemaVersion once migrated)
 
     Impl(std::string p, bool read_only) : path(std::move(p)) {
         try {
@@ -347,10 +368,11 @@ struct TuningDb::Impl {
         check(sqlite3_busy_timeout(db, kBusyTimeoutMs), db, ctx("cannot open"));
 
         // Recognize the file before writing anything to it.
-        bool empty = recognize();
+        version = recognize();
+        bool empty = version == 0;
         if (read_only) {
             if (empty) refuse("no tables, application_id 0");
-            return;
+            return;  // an older version is read as it is (columns())
         }
         if (!in_memory) {
             // Switching to WAL needs an exclusive lock, and SQLite may answer SQLITE_BUSY here
@@ -371,9 +393,20 @@ struct TuningDb::Impl {
         exec(db, "PRAGMA synchronous=NORMAL", ctx("cannot configure"));
         if (empty) {
             Transaction tx(db, ctx("cannot create the schema of"));
-            if (recognize()) exec(db, kSchema, ctx("cannot create the schema of"));
+            if (recognize() == 0) exec(db, kSchema, ctx("cannot create the schema of"));
+            tx.commit();
+        } else if (version < kSchemaVersion) {
+            // migrate in place under the write lock (another process may have done it meanwhile)
+            Transaction tx(db, ctx("cannot migrate"));
+            if (recognize() == 1) exec(db, kMigrateFrom1, ctx("cannot migrate"));
             tx.commit();
         }
+        version = kSchemaVersion;
+    }
+
+    /** The trial columns to select: a version-1 file opened read-only has no resources column. */
+    std::string columns() const {
+        return version == 1 ? std::string(kTrialColumnsV1) + ", '' AS resources" : std::string(kTrialColumns);
     }
 
     /** Refuses a non-empty file that does not start with the SQLite magic, without opening it. A
@@ -398,9 +431,10 @@ struct TuningDb::Impl {
         }
     }
 
-    /** Returns true when the database has no tables and no application id (new or empty);
-     * returns false for a fusor database of this schema version; refuses anything else. */
-    bool recognize() const {
+    /** Returns 0 when the database has no tables and no application id (new or empty), else the
+     * schema version of a fusor database this fusor reads (current, or old enough to migrate);
+     * refuses anything else. */
+    int recognize() const {
         std::string what = ctx("cannot read");
         // One snapshot for all three reads: another process may be creating the schema right now,
         // and separate reads could see its tables but not yet its application id.
@@ -417,14 +451,14 @@ struct TuningDb::Impl {
         }
         if (own_snapshot) exec(db, "COMMIT", what);
         if (app == kApplicationId) {
-            if (version != kSchemaVersion) {
+            if (version < kOldestMigratedVersion || version > kSchemaVersion) {
                 throw DbError("tuning db '" + path + "' has schema version " +
                               std::to_string(version) + "; this fusor reads version " +
                               std::to_string(kSchemaVersion));
             }
-            return false;
+            return (int)version;
         }
-        if (app == 0 && version == 0 && tables == 0) return true;
+        if (app == 0 && version == 0 && tables == 0) return 0;
         std::string found = "application_id " + std::to_string(app);
         if (version != 0) found += ", user_version " + std::to_string(version);
         if (tables != 0) found += ", " + std::to_string(tables) + " schema objects";
@@ -444,7 +478,8 @@ struct TuningDb::Impl {
         s.bind(14, t.halide_version)
             .bind(15, t.fusor_version)
             .bind(16, t.host)
-            .bind(17, t.created_at);
+            .bind(17, t.created_at)
+            .bind(18, t.resources);
         return s.run();
     }
     Statement insert_trial_statement() {
@@ -453,9 +488,8 @@ struct TuningDb::Impl {
                          "median_ms, min_ms, "
                          "max_ms, compile_ms, error, parent, strategy, fingerprint, "
                          "halide_version, fusor_version, "
-                         "host, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-                         "?12, ?13, ?14, "
-                         "?15, ?16, ?17)",
+                         "host, created_at, resources) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                         "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
                          ctx("cannot insert a trial into"));
     }
     void insert_workload(Statement &s, const Workload &w) {
@@ -479,7 +513,7 @@ struct TuningDb::Impl {
         return out;
     }
     std::vector<Trial> all_trials() const {
-        std::string sql = std::string("SELECT ") + kTrialColumns + " FROM trial ORDER BY id";
+        std::string sql = "SELECT " + columns() + " FROM trial ORDER BY id";
         Statement s(db, sql.c_str(), ctx("cannot read"));
         std::vector<Trial> out;
         while (s.step()) out.push_back(read_trial(s, path));
@@ -539,7 +573,7 @@ std::optional<Workload> TuningDb::workload(const std::string &signature,
 }
 
 std::vector<Trial> TuningDb::trials(const std::string &signature, const std::string &target) const {
-    std::string sql = std::string("SELECT ") + kTrialColumns +
+    std::string sql = "SELECT " + impl_->columns() +
                       " FROM trial WHERE signature = ?1 AND target = ?2 ORDER BY created_at, id";
     Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
     s.bind(1, signature).bind(2, target);
@@ -549,7 +583,7 @@ std::vector<Trial> TuningDb::trials(const std::string &signature, const std::str
 }
 
 std::optional<Trial> TuningDb::trial(const std::string &id) const {
-    std::string sql = std::string("SELECT ") + kTrialColumns + " FROM trial WHERE id = ?1";
+    std::string sql = "SELECT " + impl_->columns() + " FROM trial WHERE id = ?1";
     Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
     s.bind(1, id);
     if (!s.step()) return std::nullopt;
@@ -558,7 +592,7 @@ std::optional<Trial> TuningDb::trial(const std::string &id) const {
 
 std::optional<Trial> TuningDb::best(const std::string &signature, const std::string &target,
                                     const std::string &fingerprint) const {
-    std::string sql = std::string("SELECT ") + kTrialColumns +
+    std::string sql = "SELECT " + impl_->columns() +
                       " FROM trial WHERE signature = ?1 AND target = ?2 AND status = 'ok' AND "
                       "median_ms IS NOT NULL"
                       " AND " +
@@ -615,7 +649,8 @@ int TuningDb::import_json(const std::string &path) {
         r.fail("format", "expected \"fusor-tuning-db\"; this is not an exported tuning db");
     }
     const nlohmann::json &version = r.field(doc, "schema_version", "");
-    if (version != kSchemaVersion) {
+    if (!version.is_number_integer() || version.get<int>() < TuningDb::kOldestMigratedVersion ||
+        version.get<int>() > kSchemaVersion) {
         r.fail("", "has schema_version " + version.dump() + "; this fusor reads version " +
                        std::to_string(kSchemaVersion));
     }
@@ -655,6 +690,7 @@ int TuningDb::import_json(const std::string &path) {
         t.fusor_version = r.text(o, "fusor_version", where);
         t.host = r.text(o, "host", where);
         t.created_at = r.text(o, "created_at", where);
+        if (o.contains("resources")) t.resources = r.text(o, "resources", where);  // absent in version 1
         std::string expected = trial_id(t);
         if (t.id != expected) {
             r.fail(where + ".id", "'" + t.id +

@@ -14,8 +14,21 @@
 namespace fusor {
 
 /** Typed outcome of one trial. Failures are stored too, so the search never retries them. */
-enum class TrialStatus { Ok, Illegal, CompileError, RuntimeError, Timeout, WrongResult, Crash };
-const char *status_name(TrialStatus s);  ///< "ok", "illegal", "compile-error", "runtime-error", "timeout", "wrong-result", "crash"
+enum class TrialStatus {
+    Ok,
+    Illegal,
+    CompileError,
+    RuntimeError,
+    Timeout,
+    WrongResult,
+    Crash,
+    ResourceLimit,  ///< CUDA: ptxas or the launch exceeds a limit (registers, shared memory, threads); never run
+    Spills,         ///< CUDA: ptxas reports register spills; never run
+    Unmeasured,     ///< CUDA: compiled and ptxas-checked, not run (no driver here); never a best
+};
+/// "ok", "illegal", "compile-error", "runtime-error", "timeout", "wrong-result", "crash",
+/// "resource-limit", "spills", "unmeasured"
+const char *status_name(TrialStatus s);
 std::optional<TrialStatus> parse_status(const std::string &s);
 
 struct Workload {
@@ -33,6 +46,9 @@ struct Trial {
     std::string error;     ///< failure text; empty when ok
     std::string parent;    ///< id of the trial this one was derived from; empty for seeds
     std::string strategy;  ///< "default", "random", "evolve", "Mullapudi2016", ...
+    /** CUDA candidates: ptxas's resource report as compact JSON (docs/tuning_db.md); empty
+     * otherwise. Part of the id only when non-empty, so trials stored before schema 2 keep theirs. */
+    std::string resources;
     // provenance
     std::string fingerprint;  ///< machine_fingerprint()
     std::string halide_version, fusor_version, host, created_at;
@@ -51,7 +67,9 @@ public:
  * file at once. Every add_* commits before returning, so a killed process loses nothing stored. */
 class TuningDb {
 public:
-    static constexpr int kSchemaVersion = 1;
+    static constexpr int kSchemaVersion = 2;
+    /** Versions opened and migrated in place (ALTER TABLE ADD COLUMN), keeping every trial. */
+    static constexpr int kOldestMigratedVersion = 1;
 
     explicit TuningDb(const std::string &path);
     ~TuningDb();

@@ -447,7 +447,7 @@ TEST_CASE("cli cuda: run and bench without a driver say so in one line, exit 1",
 }
 
 TEST_CASE("cli cuda: a bad target string is a usage error", "[tools][cuda]") {
-    for (const char *verb : {"run", "bench", "inspect", "compile -o /tmp/fusor-never-written"}) {
+    for (const char *verb : {"run", "bench", "inspect", "compile -o /tmp/fusor-never-written", "autotune --db /tmp/fusor-never-written.db"}) {
         Result r = run_fusor(std::string(verb) + " '" + config_model("eltwise_chain") + "' --target host-cuda-cuda_capability_99");
         INFO(verb);
         check_one_line_error(r);

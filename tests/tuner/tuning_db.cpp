@@ -140,6 +140,7 @@ void check_same_trial(const Trial &a, const Trial &b) {
     CHECK(a.fusor_version == b.fusor_version);
     CHECK(a.host == b.host);
     CHECK(a.created_at == b.created_at);
+    CHECK(a.resources == b.resources);
 }
 
 /** Expects \p f to throw DbError whose message names \p file. */
@@ -183,12 +184,12 @@ void check_user_error(const Result &r, const std::string &file) {
 
 }  // namespace
 
-TEST_CASE("tuning db schema: a new file has user_version 1 and the fusor application id",
+TEST_CASE("tuning db schema: a new file has user_version 2 and the fusor application id",
           "[tuner][tuning_db]") {
     TempDir dir;
     std::string path = dir.file("new.db");
     { TuningDb db(path); }
-    CHECK(raw_query(path, "PRAGMA user_version") == "1");
+    CHECK(raw_query(path, "PRAGMA user_version") == "2");
     CHECK(raw_query(path, "PRAGMA application_id") == std::to_string(0x6675736F));
     CHECK(raw_query(path, "PRAGMA journal_mode") == "wal");
     CHECK(
@@ -211,7 +212,7 @@ TEST_CASE("tuning db schema: a new file has user_version 1 and the fusor applica
     std::string empty = dir.file("empty.db");
     write_file(empty, "");
     { TuningDb db(empty); }
-    CHECK(raw_query(empty, "PRAGMA user_version") == "1");
+    CHECK(raw_query(empty, "PRAGMA user_version") == "2");
 
     TuningDb mem(":memory:");
     mem.add_workload(workload("m"));
@@ -365,7 +366,7 @@ TEST_CASE("tuning db export and import: a fresh db gets identical trials, twice 
 
     nlohmann::json doc = nlohmann::json::parse(slurp(dir.file("out.json")));
     CHECK(doc["format"] == "fusor-tuning-db");
-    CHECK(doc["schema_version"] == 1);
+    CHECK(doc["schema_version"] == 2);
     CHECK(doc["workloads"].size() == 2);
     CHECK(doc["trials"].size() == 4);
 
@@ -395,7 +396,7 @@ TEST_CASE("tuning db import: malformed files are refused, naming the file, and i
 
     std::vector<std::pair<std::string, std::function<void(nlohmann::json &)>>> cases = {
         {"format", [](nlohmann::json &j) { j["format"] = "something-else"; }},
-        {"schema_version 2", [](nlohmann::json &j) { j["schema_version"] = 2; }},
+        {"schema_version 3", [](nlohmann::json &j) { j["schema_version"] = 3; }},
         {"trials", [](nlohmann::json &j) { j.erase("trials"); }},
         {"unknown status 'fine'", [](nlohmann::json &j) { j["trials"][1]["status"] = "fine"; }},
         {"trials[1].median_ms", [](nlohmann::json &j) { j["trials"][1]["median_ms"] = "fast"; }},
@@ -519,7 +520,7 @@ TEST_CASE("tuning db refuses a newer schema version and leaves the file alone",
     raw_exec(path, "PRAGMA user_version = 7");
     std::string before = slurp(path);
     check_db_error_names([&] { TuningDb db(path); }, "v7.db",
-                         "schema version 7; this fusor reads version 1");
+                         "schema version 7; this fusor reads version 2");
     check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v7.db",
                          "schema version 7");
     CHECK(slurp(path) == before);
@@ -756,4 +757,108 @@ TEST_CASE("fusor db: bad input exits 2 naming the file and leaves the database a
         "garbage.db");
     CHECK(slurp(dir.file("garbage.db")) == std::string(2000, '\x5a'));
     CHECK(trial_ids(path).size() == 1);
+}
+
+namespace {
+
+/** The schema of version 1 (before the resources column), as a fusor of that version wrote it. */
+const char *kSchemaV1 = R"sql(
+CREATE TABLE workload (signature TEXT NOT NULL, target TEXT NOT NULL, canonical_text TEXT NOT NULL,
+                       PRIMARY KEY (signature, target));
+CREATE TABLE trial (id TEXT PRIMARY KEY, signature TEXT NOT NULL, target TEXT NOT NULL,
+                    schedule TEXT NOT NULL, status TEXT NOT NULL,
+                    median_ms REAL, min_ms REAL, max_ms REAL, compile_ms REAL,
+                    error TEXT NOT NULL, parent TEXT NOT NULL, strategy TEXT NOT NULL,
+                    fingerprint TEXT NOT NULL, halide_version TEXT NOT NULL,
+                    fusor_version TEXT NOT NULL, host TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE INDEX trial_workload ON trial (signature, target);
+PRAGMA application_id = 1718973295;
+PRAGMA user_version = 1;
+)sql";
+
+/** Writes \p ts into a version-1 file at \p path with raw SQL; their ids are computed by a
+ * current TuningDb (a trial without resources hashes as it did in version 1). */
+void write_v1(const std::string &path, std::vector<Trial> &ts) {
+    TuningDb mem(":memory:");
+    std::string sql = kSchemaV1;
+    sql += "INSERT INTO workload VALUES ('s1', '" + kTarget + "', 'x = Input f32[4]');\n";
+    auto q = [](const std::optional<double> &v) { return v ? std::to_string(*v) : std::string("NULL"); };
+    for (Trial &t : ts) {
+        mem.add_trial(t);  // sets t.id
+        sql += "INSERT INTO trial VALUES ('" + t.id + "', '" + t.signature + "', '" + t.target + "', '" + t.schedule + "', '" +
+               fusor::status_name(t.status) + "', " + q(t.median_ms) + ", " + q(t.min_ms) + ", " + q(t.max_ms) + ", " +
+               q(t.compile_ms) + ", '" + t.error + "', '" + t.parent + "', '" + t.strategy + "', '" + t.fingerprint + "', '" +
+               t.halide_version + "', '" + t.fusor_version + "', '" + t.host + "', '" + t.created_at + "');\n";
+    }
+    raw_exec(path, sql);
+}
+
+}  // namespace
+
+TEST_CASE("tuning db migration: a version 1 file is migrated in place and keeps every trial", "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("v1.db");
+    std::vector<Trial> old = {make_trial("s1", 0, 2.0), make_trial("s1", 1, 1.5), make_trial("s1", 2, std::nullopt, TrialStatus::Crash)};
+    // times that print exactly in SQL, so the stored trials are the ones hashed
+    for (Trial &t : old) {
+        if (t.median_ms) t.min_ms = *t.median_ms - 0.5, t.max_ms = *t.median_ms + 0.5;
+        t.compile_ms = 120.5;
+    }
+    write_v1(path, old);
+    REQUIRE(raw_query(path, "PRAGMA user_version") == "1");
+
+    // a merge source of version 1 is read as it is (read-only, not migrated)
+    TempDir other;
+    {
+        TuningDb into(other.file("into.db"));
+        CHECK(into.merge_from(path) == 3);
+        CHECK(into.merge_from(path) == 0);  // idempotent
+    }
+    CHECK(raw_query(path, "PRAGMA user_version") == "1");
+
+    {
+        TuningDb db(path);
+        CHECK(raw_query(path, "PRAGMA user_version") == "2");
+        std::vector<Trial> got = db.trials("s1", kTarget);
+        REQUIRE(got.size() == old.size());
+        for (size_t i = 0; i < old.size(); i++) {
+            check_same_trial(got[i], old[i]);
+            CHECK(got[i].resources.empty());
+        }
+        REQUIRE(db.best("s1", kTarget, kCpuA));
+        CHECK(db.best("s1", kTarget, kCpuA)->id == old[1].id);
+        // new trials carry resources, and a migrated file merges with a fresh one idempotently
+        Trial cuda = make_trial("s1", 3, std::nullopt, TrialStatus::Unmeasured);
+        cuda.resources = R"({"kernels":1,"registers":40})";
+        db.add_trial(cuda);
+        REQUIRE(db.trial(cuda.id));
+        CHECK(db.trial(cuda.id)->resources == cuda.resources);
+        CHECK(db.trial(cuda.id)->status == TrialStatus::Unmeasured);
+        // an unmeasured trial is never the best
+        CHECK(db.best("s1", kTarget, kCpuA)->id == old[1].id);
+    }
+    TuningDb into(other.file("into.db"));
+    CHECK(into.merge_from(path) == 1);
+    CHECK(into.merge_from(path) == 0);
+    CHECK(trial_ids(into) == trial_ids(path));
+    // export and import carry the resources
+    into.export_json(dir.file("all.json"));
+    TuningDb fresh(dir.file("fresh.db"));
+    CHECK(fresh.import_json(dir.file("all.json")) == 4);
+    CHECK(fresh.import_json(dir.file("all.json")) == 0);
+    for (const Trial &t : into.trials("s1", kTarget)) check_same_trial(*fresh.trial(t.id), t);
+}
+
+TEST_CASE("tuning db: the resources are part of a trial's id only when present", "[tuner][tuning_db]") {
+    TuningDb db(":memory:");
+    Trial a = make_trial("s1", 0, std::nullopt, TrialStatus::Spills), b = a;
+    b.resources = R"({"spill_stores":8})";
+    db.add_trial(a);
+    db.add_trial(b);
+    CHECK(a.id != b.id);
+    for (TrialStatus s : {TrialStatus::ResourceLimit, TrialStatus::Spills, TrialStatus::Unmeasured}) {
+        CHECK(fusor::parse_status(fusor::status_name(s)) == s);
+    }
+    CHECK(std::string(fusor::status_name(TrialStatus::ResourceLimit)) == "resource-limit");
+    CHECK(std::string(fusor::status_name(TrialStatus::Unmeasured)) == "unmeasured");
 }
