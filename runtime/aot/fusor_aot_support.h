@@ -226,6 +226,9 @@ struct Model {
             if (t.kind == Kind::Weight) host = (void *)(weights + t.offset);
             if (t.kind == Kind::Arena) host = arena + t.offset;
             fill_dense(buffers[i], dims[i], t, host);
+            // GPU targets: the host holds the weights; Halide copies a buffer to the device only
+            // when its host is dirty, also on its first use (no flag matters on CPU targets)
+            if (t.kind == Kind::Weight) buffers[i].flags = halide_buffer_flag_host_dirty;
         }
         bound.assign(num_tensors, nullptr);
         for (int i = 0; i < num_tensors; i++) bound[i] = &buffers[i];  // inputs and outputs rebound per run
@@ -311,7 +314,7 @@ struct Model {
             if (!check(ins ? ins[i] : nullptr, tensors[inputs[i]], "input", i)) return -2;
             bound[inputs[i]] = ins[i];
             // GPU targets: the host holds this run's input; a device copy from an earlier run is stale
-            if (ins[i]->device) ins[i]->flags |= halide_buffer_flag_host_dirty;
+            ins[i]->flags |= halide_buffer_flag_host_dirty;
         }
         for (int i = 0; i < num_outputs; i++) {
             if (!check(outs ? outs[i] : nullptr, tensors[outputs[i]], "output", i)) return -2;
@@ -321,8 +324,8 @@ struct Model {
     }
 
     /* A branch of an If in the parent model's run_kernels: the parent's buffers, bound as they are
-     * (on GPU targets their device copies stay valid: no host-dirty marking, and the outputs stay
-     * on the device for the parent's next kernel). */
+     * (on GPU targets their device copies stay valid: only inputs without one are marked host-dirty,
+     * and the outputs stay on the device for the parent's next kernel). */
     int run_nested(halide_buffer_t *const *ins, halide_buffer_t *const *outs) {
         if (!ready) {
             int e = init();
@@ -331,6 +334,8 @@ struct Model {
         for (int i = 0; i < num_inputs; i++) {
             if (!check(ins[i], tensors[inputs[i]], "input", i)) return -2;
             bound[inputs[i]] = ins[i];
+            // a buffer with no device copy yet holds its data on the host (see init)
+            if (!ins[i]->device) ins[i]->flags |= halide_buffer_flag_host_dirty;
         }
         for (int i = 0; i < num_outputs; i++) {
             if (!check(outs[i], tensors[outputs[i]], "output", i)) return -2;
@@ -359,7 +364,7 @@ struct Model {
                 return -1;
             }
             copy_strided(src, dst);
-            if (dst->device) dst->flags = (dst->flags | halide_buffer_flag_host_dirty) & ~(uint64_t)halide_buffer_flag_device_dirty;
+            dst->flags = (dst->flags | halide_buffer_flag_host_dirty) & ~(uint64_t)halide_buffer_flag_device_dirty;
         }
         if (nested) {
             if (!error.empty()) error.clear();
@@ -397,7 +402,7 @@ struct Model {
         for (int i = 0; i < num_inputs; i++) {
             raw_in[i].host = ins ? (uint8_t *)ins[i] : nullptr;
             if (!raw_in[i].host) return missing("input", i, tensors[inputs[i]]);
-            if (raw_in[i].device) raw_in[i].flags |= halide_buffer_flag_host_dirty;  // GPU: see run()
+            raw_in[i].flags |= halide_buffer_flag_host_dirty;  // GPU: see run()
             bound[inputs[i]] = &raw_in[i];
         }
         for (int i = 0; i < num_outputs; i++) {
