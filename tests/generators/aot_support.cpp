@@ -10,7 +10,8 @@
 
 namespace {
 
-halide_buffer_t make(void *host, halide_type_code_t code, int bits, std::vector<halide_dimension_t> &dims) {
+halide_buffer_t make(void *host, halide_type_code_t code, int bits,
+                     std::vector<halide_dimension_t> &dims) {
     halide_buffer_t b;
     std::memset(&b, 0, sizeof b);
     b.host = (uint8_t *)host;
@@ -37,14 +38,16 @@ TEST_CASE("AOT support: copy_strided copies any layout into any layout", "[gener
     for (Layout l : {Layout{{1, 4, 12}, 24}, Layout{{6, 2, 1}, 24}, Layout{{2, 9, 30}, 60}}) {
         INFO("strides " << l.strides[0] << " " << l.strides[1] << " " << l.strides[2]);
         std::vector<float> dst(l.size, -99.0f);
-        std::vector<halide_dimension_t> dd = {{0, 4, l.strides[0], 0}, {0, 3, l.strides[1], 0}, {0, 2, l.strides[2], 0}};
+        std::vector<halide_dimension_t> dd = {
+            {0, 4, l.strides[0], 0}, {0, 3, l.strides[1], 0}, {0, 2, l.strides[2], 0}};
         halide_buffer_t b = make(dst.data(), halide_type_float, 32, dd);
         fusor_aot_test::copy_strided(&s, &b);
         size_t written = 0;
         for (int n = 0; n < 2; n++) {
             for (int c = 0; c < 3; c++) {
                 for (int w = 0; w < 4; w++) {
-                    CHECK(dst[(size_t)(w * l.strides[0] + c * l.strides[1] + n * l.strides[2])] == src[(size_t)(n * 12 + c * 4 + w)]);
+                    CHECK(dst[(size_t)(w * l.strides[0] + c * l.strides[1] + n * l.strides[2])] ==
+                          src[(size_t)(n * 12 + c * 4 + w)]);
                     written++;
                 }
             }
@@ -63,7 +66,8 @@ TEST_CASE("AOT support: copy_strided copies any layout into any layout", "[gener
     CHECK(back == src);
     uint8_t yes = 1, out = 0;
     std::vector<halide_dimension_t> none;
-    halide_buffer_t bs = make(&yes, halide_type_uint, 1, none), bd = make(&out, halide_type_uint, 1, none);
+    halide_buffer_t bs = make(&yes, halide_type_uint, 1, none),
+                    bd = make(&out, halide_type_uint, 1, none);
     fusor_aot_test::copy_strided(&bs, &bd);
     CHECK(out == 1);
 }
