@@ -3,6 +3,7 @@
  * system compiler, and one deterministic archive. */
 #include "generators/AotCompile.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -98,34 +99,34 @@ std::string compile_aot_runtime(const Halide::Target &target, const std::string 
     return lib.string();
 }
 
-AotResult compile_aot(const Graph &model, const AotOptions &options) {
+namespace {
+
+/** One model's share of an archive: its kernel objects and compiled glue, in order. */
+struct AotObjects {
+    AotResult result;
+    std::vector<std::string> objects;
+};
+
+/** The name of the model compiled for branch \p b (0 then, 1 else) of the If in cluster \p c. */
+std::string branch_model_name(const std::string &name, const Cluster &c, int b) {
+    return name + "_" + c.name + (b == 0 ? "_then" : "_else");
+}
+
+/** Compiles \p model's kernels and glue into objects under options.out_dir (the archive is written
+ * by the caller). A nested model is the branch of an If: its header stays in the build folder and its
+ * glue adds NAME_run_nested (run on the parent's buffers: no host-dirty marking of the inputs and no
+ * copy of the outputs to the host, so they stay where the parent's next kernel reads them). Each If
+ * cluster compiles both branches the same way, recursively, into the same object list. */
+AotObjects compile_model(const Graph &model, const AotOptions &options, bool nested) {
     const std::string &name = options.name;
-    for (const Node &n : model.nodes) {
-        if (is_control_flow(n.op)) {
-            throw UserError(model.where(n) + ": runtime If is not supported by fusor compile yet (its condition is only known "
-                            "when the model runs); run the model with fusor run, or bind shapes or inputs so the condition "
-                            "folds at load");
-        }
-    }
-    if (!is_c_identifier(name)) {
-        throw UserError("--name '" + name + "' must be a C identifier (letters, digits, '_'; not starting with a digit)");
-    }
     fs::path dir = options.out_dir;
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw UserError(dir.string() + ": cannot create the output directory: " + ec.message());
 
     Graph g = model;
     if (g.clusters.empty()) form_clusters(g);  // a part (extract_part) keeps its clusters
 
-    for (TensorId t : g.outputs) {
-        if (g.tensor(t).producer < 0) {
-            throw UserError(g.source + ": graph output '" + g.tensor(t).name +
-                            "' is a graph input or a weight; fusor compile needs every output computed by a node");
-        }
-    }
-
-    // Tensor table: every tensor a kernel reads or writes, in first-use order.
+    // Tensor table: every tensor a kernel reads or writes, in first-use order. A graph output that
+    // no node computes (a graph input, a weight) or that repeats an earlier output gets an entry of
+    // its own, filled after the kernels by a copy from its source entry.
     std::map<TensorId, int> index;
     std::vector<TensorId> order;
     auto add = [&](TensorId t) {
@@ -134,17 +135,90 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
         order.push_back(t);
         return index[t];
     };
+    std::vector<int> out_index(g.outputs.size(), -1);
+    std::vector<std::pair<int, int>> copies;  // (source entry, output entry)
+    std::vector<size_t> copied_outputs;
     for (TensorId t : g.inputs) add(t);
-    for (TensorId t : g.outputs) add(t);
+    for (size_t k = 0; k < g.outputs.size(); k++) {
+        TensorId t = g.outputs[k];
+        bool repeated = std::find(g.outputs.begin(), g.outputs.begin() + (long)k, t) != g.outputs.begin() + (long)k;
+        if (g.tensor(t).producer >= 0 && !repeated) {
+            out_index[k] = add(t);
+            continue;
+        }
+        out_index[k] = (int)order.size();
+        order.push_back(t);
+        copied_outputs.push_back(k);
+    }
 
     Halide::Target kt = options.target.with_feature(Halide::Target::NoRuntime).with_feature(Halide::Target::UserContext);
-    AotResult result;
-    std::vector<std::string> objects;
+    AotObjects out;
+    AotResult &result = out.result;
+    std::vector<std::string> &objects = out.objects;
     std::string weights;
     std::map<TensorId, int64_t> weight_offset;
-    std::ostringstream kernel_decls, kernel_args, kernel_table, kernel_calls;
+    auto add_weight = [&](TensorId t) {
+        const Tensor &tensor = g.tensor(t);
+        if (!tensor.is_initializer || weight_offset.count(t)) return;
+        FUSOR_INTERNAL_ASSERT(tensor.data.size() == (size_t)tensor.type.num_bytes()) << "data of weight " << tensor.name;
+        weights.resize((size_t)round_up((int64_t)weights.size(), 64), '\0');
+        weight_offset[t] = (int64_t)weights.size();
+        weights.append((const char *)tensor.data.data(), tensor.data.size());
+    };
+    std::ostringstream kernel_decls, kernel_args, kernel_table, kernel_calls, if_helpers;
+    std::vector<std::string> branch_models;  // every direct branch model, for init/teardown/scratch
     std::vector<bool> tails_exact;  // per cluster: may write in place (see Executor)
-    for (const Cluster &c : g.clusters) {
+    for (size_t ci = 0; ci < g.clusters.size(); ci++) {
+        const Cluster &c = g.clusters[ci];
+        const Node &first = g.nodes[c.nodes[0]];
+        std::string fail = "        *failed = " + std::to_string(ci) + ";\n        return r;\n";
+        if (is_control_flow(first.op)) {
+            // An If: both branches as nested models; run_kernels reads the condition and runs one
+            // on the If's input buffers (inputs 1..) and output buffers.
+            FUSOR_INTERNAL_ASSERT(c.nodes.size() == 1 && first.subgraphs.size() == 2) << "the If of cluster " << c.name;
+            tails_exact.push_back(false);
+            std::string sub[2];
+            for (int b = 0; b < 2; b++) {
+                AotOptions bo = options;
+                bo.name = sub[b] = branch_model_name(name, c, b);
+                AotObjects branch = compile_model(first.subgraphs[(size_t)b], bo, true);
+                objects.insert(objects.end(), branch.objects.begin(), branch.objects.end());
+                for (AotCluster bc : branch.result.clusters) {
+                    bc.name = c.name + (b == 0 ? "/then/" : "/else/") + bc.name;
+                    result.clusters.push_back(bc);
+                }
+                branch_models.push_back(sub[b]);
+                kernel_decls << "int " << sub[b] << "_run_nested(struct halide_buffer_t *const *, struct halide_buffer_t *const *);\n"
+                             << "int " << sub[b] << "_init(void);\nvoid " << sub[b] << "_teardown(void);\n"
+                             << "long long " << sub[b] << "_scratch_system_allocations(void);\nconst char *" << sub[b]
+                             << "_last_error(void);\n";
+            }
+            std::vector<int> arg_tensors;
+            for (TensorId t : first.inputs) {
+                add_weight(t);  // a weight the If passes on is a buffer of ours, baked or not
+                arg_tensors.push_back(add(t));
+            }
+            for (TensorId t : first.outputs) arg_tensors.push_back(add(t));
+            size_t num_in = first.inputs.size() - 1;
+            kernel_calls << "    {  // " << c.name << ": If\n        halide_buffer_t *cond = b[" << arg_tensors[0] << "];\n"
+                         << "        if (cond->device && (r = halide_copy_to_host((void *)uc, cond)) != 0) {\n" << fail << "        }\n"
+                         << "        halide_buffer_t *ins[] = {";
+            for (size_t i = 1; i <= num_in; i++) kernel_calls << "b[" << arg_tensors[i] << "], ";
+            kernel_calls << "nullptr};\n        halide_buffer_t *outs[] = {";
+            for (size_t i = num_in + 1; i < arg_tensors.size(); i++) kernel_calls << "b[" << arg_tensors[i] << "], ";
+            kernel_calls << "nullptr};\n        branch_" << c.name << " = *cond->host ? 0 : 1;\n"
+                         << "        r = branch_" << c.name << " == 0 ? " << sub[0] << "_run_nested(ins, outs) : " << sub[1]
+                         << "_run_nested(ins, outs);\n        if (r != 0) {\n" << fail << "        }\n    }\n";
+            if_helpers << "int branch_" << c.name << " = 0;  // the branch the If ran last\nconst char *error_" << c.name
+                       << "() { return branch_" << c.name << " == 0 ? " << sub[0] << "_last_error() : " << sub[1]
+                       << "_last_error(); }\n";
+            kernel_args << "const int kArgs_" << c.name << "[] = {";
+            for (size_t i = 0; i < arg_tensors.size(); i++) kernel_args << (i ? ", " : "") << arg_tensors[i];
+            kernel_args << "};\n";
+            kernel_table << "    {" << c_string(c.name) << ", " << arg_tensors.size() << ", kArgs_" << c.name << ", error_" << c.name
+                         << "},\n";
+            continue;
+        }
         std::optional<std::string> stored = options.schedule_for ? options.schedule_for(g, c) : std::nullopt;
         ScheduledCluster sc = schedule_cluster(g, c, options.target, stored.value_or(""));
         tails_exact.push_back(output_tails_exact(sc.schedule, sc.lowered));
@@ -157,13 +231,8 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
 
         std::vector<int> arg_tensors;
         for (TensorId t : c.inputs) {
-            const Tensor &tensor = g.tensor(t);
-            if (is_baked_constant(tensor)) continue;
-            if (tensor.is_initializer && !weight_offset.count(t)) {
-                weights.resize((size_t)round_up((int64_t)weights.size(), 64), '\0');
-                weight_offset[t] = (int64_t)weights.size();
-                weights.append((const char *)tensor.data.data(), tensor.data.size());
-            }
+            if (is_baked_constant(g.tensor(t))) continue;
+            add_weight(t);
             arg_tensors.push_back(add(t));
         }
         FUSOR_INTERNAL_ASSERT(arg_tensors.size() == sc.lowered.params.size()) << "kernel params of " << c.name;
@@ -173,11 +242,25 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
         kernel_decls << ");\n";
         kernel_calls << "    if ((r = " << fn << "(uc";
         for (int a : arg_tensors) kernel_calls << ", b[" << a << "]";
-        kernel_calls << ")) != 0) {\n        *failed = " << (result.clusters.size() - 1) << ";\n        return r;\n    }\n";
+        kernel_calls << ")) != 0) {\n" << fail << "    }\n";
         kernel_args << "const int kArgs_" << c.name << "[] = {";
         for (size_t i = 0; i < arg_tensors.size(); i++) kernel_args << (i ? ", " : "") << arg_tensors[i];
         kernel_args << "};\n";
         kernel_table << "    {" << c_string(c.name) << ", " << arg_tensors.size() << ", kArgs_" << c.name << "},\n";
+    }
+    // Sources of the copied outputs: an earlier output, a graph input, or a weight (in the blob).
+    for (size_t k : copied_outputs) {
+        TensorId t = g.outputs[k];
+        auto earlier = std::find(g.outputs.begin(), g.outputs.begin() + (long)k, t);
+        int src;
+        if (earlier != g.outputs.begin() + (long)k) {
+            src = out_index[(size_t)(earlier - g.outputs.begin())];
+        } else {
+            FUSOR_INTERNAL_ASSERT(g.tensor(t).is_initializer || index.count(t)) << "output '" << g.tensor(t).name << "' has no source";
+            add_weight(t);
+            src = add(t);
+        }
+        copies.emplace_back(src, out_index[k]);
     }
     MemoryPlanOptions mo;
     mo.kernel_allows_in_place = [&](const Cluster &c) { return tails_exact.at((size_t)c.id); };
@@ -186,40 +269,45 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
     result.weight_bytes = (int64_t)weights.size();
 
     // Tensor descriptors.
+    std::map<int, std::string> io_kind;  // entry -> "Kind::Input, i" / "Kind::Output, k"
+    for (size_t i = 0; i < g.inputs.size(); i++) io_kind[index[g.inputs[i]]] = "Kind::Input, " + std::to_string(i);
+    for (size_t k = 0; k < g.outputs.size(); k++) io_kind[out_index[k]] = "Kind::Output, " + std::to_string(k);
     std::ostringstream tensors;
-    for (TensorId t : order) {
+    for (size_t e = 0; e < order.size(); e++) {
+        TensorId t = order[e];
         const Tensor &tensor = g.tensor(t);
         FUSOR_INTERNAL_ASSERT(tensor.type.shape.size() <= 8) << "rank of " << tensor.name;
         Halide::Type ht = halide_type(tensor.type.dtype);
-        std::string kind, offset = "0";
-        auto in_it = std::find(g.inputs.begin(), g.inputs.end(), t);
-        auto out_it = std::find(g.outputs.begin(), g.outputs.end(), t);
-        if (in_it != g.inputs.end()) {
-            kind = "Kind::Input";
-            offset = std::to_string(in_it - g.inputs.begin());
-        } else if (out_it != g.outputs.end()) {
-            kind = "Kind::Output";
-            offset = std::to_string(out_it - g.outputs.begin());
+        std::string place;
+        if (io_kind.count((int)e)) {
+            place = io_kind[(int)e];
         } else if (weight_offset.count(t)) {
-            kind = "Kind::Weight";
-            offset = std::to_string(weight_offset[t]);
+            place = "Kind::Weight, " + std::to_string(weight_offset[t]);
         } else {
             const ArenaSlot *slot = plan.find(t);
             FUSOR_INTERNAL_ASSERT(slot) << "tensor '" << tensor.name << "' has no place";
-            kind = "Kind::Arena";
-            offset = std::to_string(slot->offset);
+            place = "Kind::Arena, " + std::to_string(slot->offset);
         }
         tensors << "    {" << c_string(tensor.name) << ", " << (int)ht.code() << ", " << ht.bits() << ", "
                 << tensor.type.shape.size() << ", {";
         for (size_t i = 0; i < tensor.type.shape.size(); i++) tensors << (i ? ", " : "") << tensor.type.shape[i];
-        tensors << "}, " << kind << ", " << offset << "},\n";
+        tensors << "}, " << place << "},\n";
     }
-    auto list = [&](const std::vector<TensorId> &ts) {
+    auto list = [&](const std::vector<int> &es) {
         std::string s;
-        for (TensorId t : ts) s += (s.empty() ? "" : ", ") + std::to_string(index[t]);
+        for (int e : es) s += (s.empty() ? "" : ", ") + std::to_string(e);
         return s;
     };
-
+    std::vector<int> in_index;
+    for (TensorId t : g.inputs) in_index.push_back(index[t]);
+    std::string copy_list;
+    for (auto [src, dst] : copies) copy_list += (copy_list.empty() ? "" : ", ") + std::to_string(src) + ", " + std::to_string(dst);
+    std::string branch_init, branch_teardown, branch_scratch;  // the branch models live and die with this one
+    for (const std::string &b : branch_models) {
+        branch_init += "    if (r == 0) r = " + b + "_init();\n";
+        branch_teardown += "    " + b + "_teardown();\n";
+        branch_scratch += " + " + b + "_scratch_system_allocations()";
+    }
     // Build info: what the library was built from.
     std::ostringstream info;
     info << "{\"name\": " << c_string(name) << ", \"model\": " << c_string(g.name)
@@ -279,8 +367,12 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
       << " * tuned schedule was used, plus the tuning records and machine fingerprints it came from. */\n"
       << "const char *" << name << "_build_info(void);\n\n"
       << "#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
-    result.header = (dir / (name + ".h")).string();
-    write_file(result.header, h.str());
+    fs::path build = dir / (name + "_build");
+    fs::create_directories(build);
+    if (!nested) {  // a branch's entry points stay inside the archive
+        result.header = (dir / (name + ".h")).string();
+        write_file(result.header, h.str());
+    }
 
     // Glue.
     std::ostringstream cpp;
@@ -292,18 +384,20 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
         << "extern \"C\" const unsigned char " << name << "_weight_blob[];\n\n"
         << "namespace {\nusing namespace fusor_aot_" << name << ";\n\n"
         << "const TensorDesc kTensors[] = {\n" << tensors.str() << "};\n"
-        << kernel_args.str() << "const KernelDesc kKernels[] = {\n" << kernel_table.str() << "};\n"
-        << "const int kInputs[] = {" << list(g.inputs) << "};\n"
-        << "const int kOutputs[] = {" << list(g.outputs) << "};\n"
+        << if_helpers.str() << kernel_args.str() << "const KernelDesc kKernels[] = {\n" << kernel_table.str() << "};\n"
+        << "const int kInputs[] = {" << list(in_index) << "};\n"
+        << "const int kOutputs[] = {" << list(out_index) << "};\n"
+        << (copies.empty() ? "" : "const int kCopies[] = {" + copy_list + "};\n")
         << "const char kBuildInfo[] = " << c_string(info_text) << ";\n\n"
         << "int run_kernels(const void *uc, halide_buffer_t *const *b, int *failed) {\n    int r;\n" << kernel_calls.str()
         << "    return 0;\n}\n\n"
         << "Model &model() {\n    static Model m{" << c_string(name) << ", kTensors, " << order.size() << ", kKernels, "
         << g.clusters.size() << ", kInputs, " << g.inputs.size() << ", kOutputs, " << g.outputs.size() << ", " << name
-        << "_weight_blob, " << plan.arena_bytes << ", run_kernels};\n    return m;\n}\n\n}  // namespace\n\n"
+        << "_weight_blob, " << plan.arena_bytes << ", run_kernels"
+        << (copies.empty() ? "" : ", kCopies, " + std::to_string(copies.size())) << "};\n    return m;\n}\n\n}  // namespace\n\n"
         << "extern \"C\" {\n"
-        << "int " << name << "_init(void) { return model().init(); }\n"
-        << "void " << name << "_teardown(void) { model().teardown(); }\n"
+        << "int " << name << "_init(void) {\n    int r = model().init();\n" << branch_init << "    return r;\n}\n"
+        << "void " << name << "_teardown(void) {\n    model().teardown();\n" << branch_teardown << "}\n"
         << "int " << name << "_set_num_threads(int n) { return halide_set_num_threads(n); }\n"
         << "int " << name << "_run(struct halide_buffer_t *const *inputs, struct halide_buffer_t *const *outputs) {\n"
         << "    return model().run(inputs, outputs);\n}\n"
@@ -317,12 +411,13 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
         << " ? kTensors[kOutputs[i]].name : nullptr; }\n"
         << "long long " << name << "_output_bytes(int i) { return i >= 0 && i < " << g.outputs.size()
         << " ? model().bytes_of(kOutputs[i]) : 0; }\n"
-        << "long long " << name << "_scratch_system_allocations(void) { return (long long)model().pool.system_allocs; }\n"
+        << "long long " << name << "_scratch_system_allocations(void) {\n    return (long long)model().pool.system_allocs" << branch_scratch
+        << ";\n}\n"
+        << (nested ? "int " + name + "_run_nested(struct halide_buffer_t *const *inputs, struct halide_buffer_t *const *outputs) {\n"
+                     "    return model().run_nested(inputs, outputs);\n}\n" : std::string())
         << "const char *" << name << "_last_error(void) { return model().error.c_str(); }\n"
         << "const char *" << name << "_build_info(void) { return kBuildInfo; }\n"
         << "}\n";
-    fs::path build = dir / (name + "_build");
-    fs::create_directories(build);
     write_file(build / (name + ".cpp"), cpp.str());
     write_file(build / (name + ".h"), h.str());
     write_file(build / (name + "_weights.bin"), weights);
@@ -336,11 +431,30 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
                 "compiling the glue of " + name);
     objects.push_back((dir / (name + "_glue.o")).string());
 
+    std::error_code ec;
+    fs::remove_all(build, ec);
+    return out;
+}
+
+}  // namespace
+
+AotResult compile_aot(const Graph &model, const AotOptions &options) {
+    const std::string &name = options.name;
+    if (!is_c_identifier(name)) {
+        throw UserError("--name '" + name + "' must be a C identifier (letters, digits, '_'; not starting with a digit)");
+    }
+    fs::path dir = options.out_dir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw UserError(dir.string() + ": cannot create the output directory: " + ec.message());
+
+    AotObjects out = compile_model(model, options, /*nested=*/false);
+    AotResult &result = out.result;
     result.library = (dir / ("lib" + name + ".a")).string();
     fs::remove(result.library, ec);
-    Halide::create_static_library(objects, kt, result.library, /*deterministic=*/true);
-    for (const std::string &o : objects) fs::remove(o, ec);
-    fs::remove_all(build, ec);
+    Halide::Target kt = options.target.with_feature(Halide::Target::NoRuntime).with_feature(Halide::Target::UserContext);
+    Halide::create_static_library(out.objects, kt, result.library, /*deterministic=*/true);
+    for (const std::string &o : out.objects) fs::remove(o, ec);
     return result;
 }
 

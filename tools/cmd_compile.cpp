@@ -90,9 +90,17 @@ Verb add_compile(CLI::App &app) {
                     };
                     // the records are known only after compiling; compile_aot reads build_info_json
                     // after scheduling, so collect them in a first pass over the clusters
-                    Graph clustered = g;
-                    form_clusters(clustered);
-                    for (const Cluster &c : clustered.clusters) ao.schedule_for(clustered, c);
+                    // (an If's branches are models of their own, compiled the same way)
+                    std::function<void(const Graph &)> visit = [&](const Graph &model) {
+                        Graph clustered = model;
+                        form_clusters(clustered);
+                        for (const Cluster &c : clustered.clusters) {
+                            const Node &first = clustered.nodes[c.nodes[0]];
+                            if (!is_control_flow(first.op)) ao.schedule_for(clustered, c);
+                            for (const Graph &branch : first.subgraphs) visit(branch);
+                        }
+                    };
+                    visit(g);
                     extra["records"] = *records;
                     extra["db"] = std::filesystem::path(o->db).filename().string();
                 }

@@ -47,12 +47,38 @@ struct KernelDesc {
     const char *name;
     int num_args;          // not counting user_context
     const int *arg_tensor; // tensor index of each argument: parameters, then outputs
+    /* An If step only: the last error of the branch it ran (the branch is a nested model). */
+    const char *(*branch_error)() = nullptr;
 };
 
 /* The generated glue's kernel sequence: calls every kernel in order with direct calls (no argv
  * unpacking, no table walk) on the buffers bound to each tensor. Returns 0, or the Halide error
  * code of the first kernel that failed with its index in *failed. */
 using RunKernels = int (*)(const void *user_context, halide_buffer_t *const *bound, int *failed);
+
+/* Copies src into dst: the same type and extents, any strides on either side (a graph output that
+ * is a graph input or a weight, or that repeats an earlier output). */
+inline void copy_strided(const halide_buffer_t *src, halide_buffer_t *dst) {
+    const int64_t bytes = (src->type.bits + 7) / 8;
+    struct Walk {
+        const halide_buffer_t *s;
+        halide_buffer_t *d;
+        int64_t bytes;
+        void dim(int i, const uint8_t *from, uint8_t *to) const {
+            if (i < 0) {
+                std::memcpy(to, from, (size_t)bytes);
+                return;
+            }
+            const halide_dimension_t &sd = s->dim[i], &dd = d->dim[i];
+            if (i == 0 && sd.stride == 1 && dd.stride == 1) {
+                std::memcpy(to, from, (size_t)(bytes * sd.extent));
+                return;
+            }
+            for (int32_t x = 0; x < sd.extent; x++) dim(i - 1, from + bytes * sd.stride * x, to + bytes * dd.stride * x);
+        }
+    };
+    Walk{src, dst, bytes}.dim(dst->dimensions - 1, src->host, dst->host);
+}
 
 /* The magic word at the head of every user_context a fusor model passes to its kernels. */
 static const uint64_t kContextMagic = 0x6675736f72637478ull;  // "fusorctx"
@@ -150,6 +176,8 @@ struct Model {
     const unsigned char *weights;
     int64_t arena_bytes;
     RunKernels run_kernels;
+    const int *copies = nullptr;  // (source, output) tensor index pairs, copied after the kernels
+    int num_copies = 0;
 
     // state
     bool ready = false;
@@ -198,6 +226,9 @@ struct Model {
             if (t.kind == Kind::Weight) host = (void *)(weights + t.offset);
             if (t.kind == Kind::Arena) host = arena + t.offset;
             fill_dense(buffers[i], dims[i], t, host);
+            // GPU targets: the host holds the weights; Halide copies a buffer to the device only
+            // when its host is dirty, also on its first use (no flag matters on CPU targets)
+            if (t.kind == Kind::Weight) buffers[i].flags = halide_buffer_flag_host_dirty;
         }
         bound.assign(num_tensors, nullptr);
         for (int i = 0; i < num_tensors; i++) bound[i] = &buffers[i];  // inputs and outputs rebound per run
@@ -283,7 +314,7 @@ struct Model {
             if (!check(ins ? ins[i] : nullptr, tensors[inputs[i]], "input", i)) return -2;
             bound[inputs[i]] = ins[i];
             // GPU targets: the host holds this run's input; a device copy from an earlier run is stale
-            if (ins[i]->device) ins[i]->flags |= halide_buffer_flag_host_dirty;
+            ins[i]->flags |= halide_buffer_flag_host_dirty;
         }
         for (int i = 0; i < num_outputs; i++) {
             if (!check(outs ? outs[i] : nullptr, tensors[outputs[i]], "output", i)) return -2;
@@ -292,13 +323,52 @@ struct Model {
         return run_bound();
     }
 
-    /* Every kernel in order over the buffers in `bound`. */
-    int run_bound() {
+    /* A branch of an If in the parent model's run_kernels: the parent's buffers, bound as they are
+     * (on GPU targets their device copies stay valid: only inputs without one are marked host-dirty,
+     * and the outputs stay on the device for the parent's next kernel). */
+    int run_nested(halide_buffer_t *const *ins, halide_buffer_t *const *outs) {
+        if (!ready) {
+            int e = init();
+            if (e) return e;
+        }
+        for (int i = 0; i < num_inputs; i++) {
+            if (!check(ins[i], tensors[inputs[i]], "input", i)) return -2;
+            bound[inputs[i]] = ins[i];
+            // a buffer with no device copy yet holds its data on the host (see init)
+            if (!ins[i]->device) ins[i]->flags |= halide_buffer_flag_host_dirty;
+        }
+        for (int i = 0; i < num_outputs; i++) {
+            if (!check(outs[i], tensors[outputs[i]], "output", i)) return -2;
+            bound[outputs[i]] = outs[i];
+        }
+        return run_bound(/*nested=*/true);
+    }
+
+    /* Every kernel in order over the buffers in `bound`, then the copied outputs. */
+    int run_bound(bool nested = false) {
         int failed = 0;
         int r = run_kernels(&ctx, bound.data(), &failed);
         if (r != 0) {
-            error = std::string(name) + ": kernel " + kernels[failed].name + " failed with Halide error " + std::to_string(r);
+            if (kernels[failed].branch_error) {
+                error = std::string(name) + ": If " + kernels[failed].name + ": " + kernels[failed].branch_error();
+            } else {
+                error = std::string(name) + ": kernel " + kernels[failed].name + " failed with Halide error " + std::to_string(r);
+            }
             return -1;
+        }
+        for (int i = 0; i < num_copies; i++) {
+            halide_buffer_t *src = bound[copies[2 * i]], *dst = bound[copies[2 * i + 1]];
+            if (src->device && (r = halide_copy_to_host(&ctx, src)) != 0) {
+                error = std::string(name) + ": copying '" + tensors[copies[2 * i]].name + "' to the host failed with Halide error " +
+                        std::to_string(r);
+                return -1;
+            }
+            copy_strided(src, dst);
+            dst->flags = (dst->flags | halide_buffer_flag_host_dirty) & ~(uint64_t)halide_buffer_flag_device_dirty;
+        }
+        if (nested) {
+            if (!error.empty()) error.clear();
+            return 0;
         }
         // GPU targets: intermediates stay on the device between kernels (each keeps its
         // halide_buffer_t, and Halide copies only what is dirty); outputs come back to the host
@@ -332,7 +402,7 @@ struct Model {
         for (int i = 0; i < num_inputs; i++) {
             raw_in[i].host = ins ? (uint8_t *)ins[i] : nullptr;
             if (!raw_in[i].host) return missing("input", i, tensors[inputs[i]]);
-            if (raw_in[i].device) raw_in[i].flags |= halide_buffer_flag_host_dirty;  // GPU: see run()
+            raw_in[i].flags |= halide_buffer_flag_host_dirty;  // GPU: see run()
             bound[inputs[i]] = &raw_in[i];
         }
         for (int i = 0; i < num_outputs; i++) {

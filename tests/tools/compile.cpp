@@ -77,8 +77,8 @@ struct JitReference {
     std::string named_args;       ///< ' x=in0.bin' ... (aot_parts_driver)
 };
 
-JitReference run_jit_reference(const TempDir &d, const std::string &model, const Graph &g, uint64_t seed) {
-    auto inputs = random_inputs(g, seed);
+JitReference run_jit_reference(const TempDir &d, const std::string &model, const Graph &g,
+                               const std::vector<std::vector<uint8_t>> &inputs) {
     fs::create_directories(d.file("in"));
     JitReference r;
     for (size_t i = 0; i < g.inputs.size(); i++) {
@@ -97,6 +97,19 @@ JitReference run_jit_reference(const TempDir &d, const std::string &model, const
     return r;
 }
 
+JitReference run_jit_reference(const TempDir &d, const std::string &model, const Graph &g, uint64_t seed) {
+    return run_jit_reference(d, model, g, random_inputs(g, seed));
+}
+
+/** The driver's output arguments for \p g: ' out0.bin:BYTES' ... */
+std::string output_args(const TempDir &d, const Graph &g) {
+    std::string out_args;
+    for (size_t k = 0; k < g.outputs.size(); k++) {
+        out_args += " '" + d.file("out" + std::to_string(k) + ".bin") + ":" + std::to_string(g.type(g.outputs[k]).num_bytes()) + "'";
+    }
+    return out_args;
+}
+
 /** Output k of \p g, written by a driver to out<k>.bin, equals the JIT's (f32, relative 1e-4). */
 void check_outputs_match_jit(const TempDir &d, const Graph &g) {
     for (size_t k = 0; k < g.outputs.size(); k++) {
@@ -113,9 +126,11 @@ void check_outputs_match_jit(const TempDir &d, const Graph &g) {
     }
 }
 
-void check_model(const std::string &model_name) {
+/** Compiles the test model FUSOR_TEST_DATA/\p file, runs it through the generic driver and compares
+ * the outputs with the JIT's. */
+void check_model(const std::string &file) {
     TempDir d;
-    std::string model = std::string(FUSOR_TEST_DATA) + "/models/" + model_name + ".json";
+    std::string model = std::string(FUSOR_TEST_DATA) + "/" + file;
     Graph g = load_graph_json(model);
     std::string in_args = run_jit_reference(d, model, g, 11).positional_args;
 
@@ -125,11 +140,7 @@ void check_model(const std::string &model_name) {
     CHECK_THAT(c.out, Contains("untuned (default schedule)"));
     std::string app = build_driver(d, d.file("lib"), "m");
 
-    std::string out_args;
-    for (size_t k = 0; k < g.outputs.size(); k++) {
-        out_args += " '" + d.file("out" + std::to_string(k) + ".bin") + ":" + std::to_string(g.type(g.outputs[k]).num_bytes()) + "'";
-    }
-    Result run = shell("'" + app + "'" + in_args + " --" + out_args, d);
+    Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
     INFO(run.out);
     REQUIRE(run.status == 0);  // 7 would mean a steady-state run allocated scratch memory
     CHECK_THAT(run.out, Contains("scratch system allocations after runs 1..3"));
@@ -148,34 +159,37 @@ void check_model(const std::string &model_name) {
 }  // namespace
 
 TEST_CASE("compile: the ResNet block's AOT library gives the JIT outputs", "[tools][compile]") {
-    check_model("resnet_block");
+    check_model("models/resnet_block.json");
 }
 TEST_CASE("compile: the MobileNetV2 block's AOT library gives the JIT outputs", "[tools][compile]") {
-    check_model("mobilenet_v2_block");
+    check_model("models/mobilenet_v2_block.json");
 }
 TEST_CASE("compile: the transformer MLP's AOT library gives the JIT outputs", "[tools][compile]") {
-    check_model("transformer_mlp");
+    check_model("models/transformer_mlp.json");
 }
 TEST_CASE("compile: the attention scores' AOT library gives the JIT outputs", "[tools][compile]") {
-    check_model("attention_scores");
+    check_model("models/attention_scores.json");
 }
 TEST_CASE("compile: the elementwise chain's AOT library gives the JIT outputs", "[tools][compile]") {
-    check_model("eltwise_chain");
+    check_model("models/eltwise_chain.json");
 }
 
 TEST_CASE("compile: the same model and target give a byte-identical library", "[tools][compile]") {
-    TempDir d;
-    std::string model = std::string(FUSOR_TEST_DATA) + "/models/mobilenet_v2_block.json";
-    for (const char *out : {"a", "b"}) {
-        Result r = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file(out) + "' --name m", d);
-        INFO(r.out);
-        REQUIRE(r.status == 0);
+    for (const char *file : {"models/mobilenet_v2_block.json", "control_flow/if_nested.json"}) {  // an If's branches too
+        INFO(file);
+        TempDir d;
+        std::string model = std::string(FUSOR_TEST_DATA) + "/" + file;
+        for (const char *out : {"a", "b"}) {
+            Result r = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file(out) + "' --name m", d);
+            INFO(r.out);
+            REQUIRE(r.status == 0);
+        }
+        std::vector<uint8_t> a = slurp(d.file("a/libm.a")), b = slurp(d.file("b/libm.a"));
+        REQUIRE(!a.empty());
+        CHECK(a == b);
+        CHECK(slurp(d.file("a/m.h")) == slurp(d.file("b/m.h")));
+        CHECK(slurp(d.file("a/libfusor_halide_runtime.a")) == slurp(d.file("b/libfusor_halide_runtime.a")));
     }
-    std::vector<uint8_t> a = slurp(d.file("a/libm.a")), b = slurp(d.file("b/libm.a"));
-    REQUIRE(!a.empty());
-    CHECK(a == b);
-    CHECK(slurp(d.file("a/m.h")) == slurp(d.file("b/m.h")));
-    CHECK(slurp(d.file("a/libfusor_halide_runtime.a")) == slurp(d.file("b/libfusor_halide_runtime.a")));
 }
 
 TEST_CASE("compile: bad names, targets and folders give exit status 2", "[tools][compile]") {
@@ -194,13 +208,78 @@ TEST_CASE("compile: bad names, targets and folders give exit status 2", "[tools]
     CHECK_THAT(r.out, Contains("output directory"));
 }
 
-TEST_CASE("compile: a runtime If is refused with exit status 2 naming the node", "[tools][compile]") {
+TEST_CASE("compile: outputs that are the input, a weight or a repeated output are copied to the caller", "[tools][compile]") {
+    check_model("aot/passthrough.json");
+}
+
+TEST_CASE("compile: a runtime If runs the branch its condition picks, nested If included, as the JIT does",
+          "[tools][compile][if]") {
     TempDir d;
     std::string model = std::string(FUSOR_TEST_DATA) + "/control_flow/if_nested.json";
-    Result r = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("x") + "'", d);
-    CHECK(r.status == 2);
-    CHECK_THAT(r.out, Contains("node 'if' (If): runtime If is not supported by fusor compile yet"));
-    CHECK_FALSE(fs::exists(d.file("x/libif_nested.a")));
+    Graph g = load_graph_json(model);
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name m", d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    CHECK_THAT(c.out, Contains("/then/c0") && Contains("/else/c0/then/c0"));  // the branches' kernels, the inner If's too
+    std::vector<uint8_t> header = slurp(d.file("lib/m.h"));
+    CHECK(std::string(header.begin(), header.end()).find("run_nested") == std::string::npos);  // branches stay private
+    std::string app = build_driver(d, d.file("lib"), "m");
+
+    // sum(x) > 0 takes the then branch; otherwise flag picks x*x - w or x itself (out = y + x)
+    const std::vector<float> positive = {-1, 0.5f, 2, 0.25f, -0.5f, 1.5f}, negative = {-2, 0.5f, -1, 0.75f, -0.5f, 1};
+    for (const std::vector<float> *x : {&positive, &negative}) {
+        for (uint8_t flag : {1, 0}) {
+            INFO("sum " << (x == &positive ? "> 0" : "< 0") << ", flag " << (int)flag);
+            TempDir run_dir;
+            std::vector<std::vector<uint8_t>> inputs = {{(const uint8_t *)x->data(), (const uint8_t *)(x->data() + x->size())}, {flag}};
+            std::string in_args = run_jit_reference(run_dir, model, g, inputs).positional_args;
+            Result run = shell("'" + app + "'" + in_args + " --" + output_args(run_dir, g), run_dir);
+            INFO(run.out);
+            REQUIRE(run.status == 0);  // three runs, and no scratch allocation after the first
+            check_outputs_match_jit(run_dir, g);
+            if (x == &negative && flag == 0) {  // the inner else branch returns its input, copied: out = x + x
+                std::vector<uint8_t> got = slurp(run_dir.file("out0.bin"));
+                REQUIRE(got.size() == 24);
+                for (size_t i = 0; i < 6; i++) CHECK(((const float *)got.data())[i] == 2 * (*x)[i]);
+            }
+        }
+    }
+    Result bad = shell("'" + app + "' --bad-shape", d);
+    INFO(bad.out);
+    CHECK(bad.status == 0);
+    CHECK_THAT(bad.out, Contains("code -2") && Contains("expected f32["));
+}
+
+TEST_CASE("compile: the ONNX node test test_if, whose branches return constants, runs both branches",
+          "[tools][compile][if][onnx]") {
+    TempDir d;
+    const std::string dir = "/usr/share/libonnx-testdata/data/node/test_if";
+    OnnxTensorFile in = read_onnx_tensor(dir + "/test_data_set_0/input_0.pb");
+    OnnxTensorFile out = read_onnx_tensor(dir + "/test_data_set_0/output_0.pb");
+    REQUIRE(in.type.dtype == DType::Bool);
+    REQUIRE(out.type.dtype == DType::F32);
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + dir + "/model.onnx' -o '" + d.file("lib") + "' --name m", d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    std::string app = build_driver(d, d.file("lib"), "m");
+    std::ofstream(d.file("in0.bin"), std::ios::binary).write((const char *)in.data.data(), (std::streamsize)in.data.size());
+    std::string out_arg = " -- '" + d.file("out0.bin") + ":" + std::to_string(out.data.size()) + "'";
+    Result run = shell("'" + app + "' '" + d.file("in0.bin") + "'" + out_arg, d);
+    INFO(run.out);
+    REQUIRE(run.status == 0);
+    std::vector<uint8_t> got = slurp(d.file("out0.bin"));
+    CHECK(got == out.data);  // a constant, copied: exact
+
+    // the other condition: the other branch's constant, as the JIT gives it
+    Graph g = load_onnx(dir + "/model.onnx");
+    TempDir other;
+    std::vector<uint8_t> flipped = {(uint8_t)!in.data.at(0)};
+    std::string in_args = run_jit_reference(other, dir + "/model.onnx", g, {flipped}).positional_args;
+    Result run2 = shell("'" + app + "'" + in_args + " --" + output_args(other, g), other);
+    INFO(run2.out);
+    REQUIRE(run2.status == 0);
+    check_outputs_match_jit(other, g);
+    CHECK(slurp(other.file("out0.bin")) != out.data);
 }
 
 TEST_CASE("compile: the example app links two models through find_package(fusor) from an installed tree",
