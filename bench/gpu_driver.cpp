@@ -1,0 +1,94 @@
+// The GPU check of one `fusor compile` library (issue 7; bench/gpu.sh builds and runs it): built here
+// with -DFUSOR_MODEL=<name> -include <name>.h against the library and a Halide runtime, run on the
+// GPU machine, which has no Halide. Usage:
+//   gpu_driver REPEATS SEED OUT_PREFIX [REF_PREFIX]
+// Fills every input from SEED (uniform in [-1, 1), the same bytes on every machine), runs the model
+// once and writes output k to OUT_PREFIX<k>.bin; with REF_PREFIX, compares output k with
+// REF_PREFIX<k>.bin (f32; |a-b| <= 1e-3 + 1e-3 |b|). Then times REPEATS runs after a warm-up and
+// prints one JSON line:
+//   {"model": ..., "ok": true|false, "max_abs_err": ..., "median_us": ..., "min_us": ..., "runs": N}
+// Each run copies the inputs to the device and the outputs back (the entry point's contract);
+// intermediates stay on the device. Exit status 0 when the outputs match (or nothing to compare).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#define FUSOR_CAT2(a, b) a##b
+#define FUSOR_CAT(a, b) FUSOR_CAT2(a, b)
+#define MODEL_FN(suffix) FUSOR_CAT(FUSOR_MODEL, suffix)
+#define FUSOR_STR2(a) #a
+#define FUSOR_STR(a) FUSOR_STR2(a)
+
+static std::vector<char> slurp(const std::string &path) {
+    std::vector<char> data;
+    FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f) return data;
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.insert(data.end(), buf, buf + n);
+    std::fclose(f);
+    return data;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) return 3;
+    int repeats = std::atoi(argv[1]);
+    unsigned long long state = std::strtoull(argv[2], nullptr, 10) * 0x9E3779B97F4A7C15ull + 1;
+    std::string out_prefix = argv[3], ref_prefix = argc > 4 ? argv[4] : "";
+    std::vector<std::vector<char>> inputs;
+    std::vector<const void *> in_ptrs;
+    for (int i = 0; i < MODEL_FN(_num_inputs); i++) {
+        std::vector<char> v((size_t)MODEL_FN(_input_bytes)(i));
+        float *f = (float *)v.data();
+        for (size_t k = 0; k < v.size() / 4; k++) {  // 64-bit LCG, top 24 bits
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            f[k] = (float)((double)(state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+        }
+        inputs.push_back(std::move(v));
+    }
+    for (auto &v : inputs) in_ptrs.push_back(v.data());
+    std::vector<std::vector<char>> outs;
+    std::vector<void *> out_ptrs;
+    for (int i = 0; i < MODEL_FN(_num_outputs); i++) outs.emplace_back((size_t)MODEL_FN(_output_bytes)(i));
+    for (auto &o : outs) out_ptrs.push_back(o.data());
+    if (MODEL_FN(_run_raw)(in_ptrs.data(), out_ptrs.data()) != 0) {
+        std::printf("{\"model\": \"%s\", \"ok\": false, \"error\": \"%s\"}\n", FUSOR_STR(FUSOR_MODEL), MODEL_FN(_last_error)());
+        return 1;
+    }
+    double max_err = 0;
+    bool ok = true;
+    for (size_t k = 0; k < outs.size(); k++) {
+        std::string path = out_prefix + std::to_string(k) + ".bin";
+        FILE *f = std::fopen(path.c_str(), "wb");
+        if (!f || std::fwrite(outs[k].data(), 1, outs[k].size(), f) != outs[k].size()) return 4;
+        std::fclose(f);
+        if (ref_prefix.empty()) continue;
+        std::vector<char> ref = slurp(ref_prefix + std::to_string(k) + ".bin");
+        if (ref.size() != outs[k].size()) {
+            ok = false;
+            continue;
+        }
+        const float *a = (const float *)outs[k].data(), *b = (const float *)ref.data();
+        for (size_t i = 0; i < ref.size() / 4; i++) {
+            double e = std::fabs((double)a[i] - b[i]);
+            max_err = std::max(max_err, e);
+            if (!(e <= 1e-3 + 1e-3 * std::fabs(b[i]))) ok = false;
+        }
+    }
+    for (int w = 0; w < 3; w++) MODEL_FN(_run_raw)(in_ptrs.data(), out_ptrs.data());
+    std::vector<double> us;
+    for (int r = 0; r < repeats; r++) {
+        auto t0 = std::chrono::steady_clock::now();
+        MODEL_FN(_run_raw)(in_ptrs.data(), out_ptrs.data());
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(us.begin(), us.end());
+    std::printf("{\"model\": \"%s\", \"ok\": %s, \"max_abs_err\": %g, \"median_us\": %.1f, \"min_us\": %.1f, \"runs\": %d}\n",
+                FUSOR_STR(FUSOR_MODEL), ok ? "true" : "false", max_err, us.empty() ? 0.0 : us[us.size() / 2],
+                us.empty() ? 0.0 : us[0], repeats);
+    return ok ? 0 : 1;
+}
