@@ -469,7 +469,8 @@ int main(int argc, char **argv) {
     results["candidates_per_minute"] = all_wall > 0 ? all_trials / all_wall * 60 : 0;
 
     // isolation overhead: the default schedule of the softmax (long enough to time well), in a
-    // worker vs in this process
+    // worker vs in this process, over five rounds (this machine's drift is larger than
+    // the effect); the median of the per-round ratios
     {
         Graph g = make_cases(reduced, FUSOR_SOURCE_DIR).at(2).graph;
         form_clusters(g);
@@ -477,11 +478,28 @@ int main(int argc, char **argv) {
         job.graph_json = job_graph_json(g, g.clusters[0]);
         job.threads = threads;
         job.repeats = repeats;
-        MeasureResult here = measure_here(job), there = measure_in_worker(FUSOR_BINARY, job, 300);
-        if (here.median_ms && there.median_ms) {
-            results["isolation_overhead"] = *there.median_ms / *here.median_ms;
-            fmt::print("isolation: worker {:.3f} ms vs in-process {:.3f} ms ({:.2f}x)\n", *there.median_ms, *here.median_ms,
-                       *there.median_ms / *here.median_ms);
+        std::vector<double> ratios;
+        json rounds = json::array();
+        for (int round = 0; round < 5; round++) {
+            // which goes first alternates, so a drift within a round favours neither
+            MeasureResult here, there;
+            if (round % 2 == 0) {
+                here = measure_here(job);
+                there = measure_in_worker(FUSOR_BINARY, job, 300);
+            } else {
+                there = measure_in_worker(FUSOR_BINARY, job, 300);
+                here = measure_here(job);
+            }
+            if (!here.median_ms || !there.median_ms) continue;
+            ratios.push_back(*there.median_ms / *here.median_ms);
+            rounds.push_back({{"worker_ms", *there.median_ms}, {"in_process_ms", *here.median_ms}});
+        }
+        if (!ratios.empty()) {
+            results["isolation_overhead"] = median(ratios);
+            results["isolation_rounds"] = rounds;
+            std::string list;
+            for (double r : ratios) list += fmt::format("{}{:.2f}", list.empty() ? "" : ", ", r);
+            fmt::print("isolation: worker vs in-process, median of {} rounds {:.2f}x ({})\n", ratios.size(), median(ratios), list);
         }
     }
     // two-seed merge check on the elementwise chain: the merged best is the better of the two
