@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "generators/ApplySchedule.h"
+
 namespace fusor {
 
 TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &lowered,
@@ -22,6 +24,7 @@ TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &
             ct.bytes_read += (int64_t)tensor.type.num_bytes();
         }
         const LoweredCluster &lc = lowered.at(c.id);
+        ct.tails_exact = ct.kernels > 0 && output_tails_exact(schedules.at(c.id), lc);
         for (const StageSchedule &s : schedules.at(c.id).stages) {
             const StageInfo *info = lc.find_stage(s.stage);
             if (!info || info->is_output || s.level != ComputeLevel::Root) continue;

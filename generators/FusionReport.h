@@ -18,6 +18,9 @@ struct ClusterTraffic {
     std::vector<std::string> materialized;  ///< internal stages the schedule computes at root, with why
     int64_t bytes_written = 0;  ///< intermediate (non graph-output) tensors and root stages written
     int64_t bytes_read = 0;     ///< intermediate tensors read from memory by this cluster
+    /** Its kernel may write its output over an input (output_tails_exact): what the executor's
+     * memory plan allows, so inspect's arena figure is the one the executor allocates. */
+    bool tails_exact = false;
 };
 
 struct TrafficReport {

@@ -31,6 +31,15 @@ struct Part {
     }
 };
 
+/** How the CLI plans parts' arenas: without in-place reuse, which depends on each kernel's schedule
+ * (a tuned one may differ from the default), so a part's compiled arena is never larger than the
+ * figure its budget was checked against. */
+inline const MemoryPlanOptions kPartitionPlan = [] {
+    MemoryPlanOptions o;
+    o.in_place = false;
+    return o;
+}();
+
 struct Partition {
     std::vector<Part> parts;
 };

@@ -126,7 +126,7 @@ Verb add_compile(CLI::App &app) {
                     form_clusters(clustered);
                     Partition partition;
                     if (*budget > 0) {
-                        partition = partition_by_memory(clustered, *budget);
+                        partition = partition_by_memory(clustered, *budget, kPartitionPlan);
                     } else {
                         // costs measured with the host JIT: relative cluster times, whatever the target
                         partition = partition_by_cost(clustered, *devices, measure_cluster_costs(clustered, ExecutorOptions{}));

@@ -59,9 +59,15 @@ Verb add_inspect(CLI::App &app) {
                 std::vector<ClusterSchedule> schedules;
                 TrafficReport fr = planned_traffic(fused, t, &schedules);
                 TrafficReport ur = planned_traffic(unfused, t);
-                MemoryPlan fplan = plan_memory(fused), uplan = plan_memory(unfused);
+                // planned as the executor plans it: in place only where the kernel's tails allow
+                auto planned = [](const Graph &gg, const TrafficReport &tr) {
+                    MemoryPlanOptions mo;
+                    mo.kernel_allows_in_place = [&tr](const Cluster &c) { return tr.clusters.at((size_t)c.id).tails_exact; };
+                    return plan_memory(gg, mo);
+                };
+                MemoryPlan fplan = planned(fused, fr), uplan = planned(unfused, ur);
                 std::optional<Partition> partition;
-                if (*budget > 0) partition = partition_by_memory(fused, *budget);
+                if (*budget > 0) partition = partition_by_memory(fused, *budget, kPartitionPlan);
                 if (*devices > 0) {
                     // balanced by measured time: each fused kernel timed on its own
                     std::vector<double> cost = measure_cluster_costs(fused, ExecutorOptions{});
