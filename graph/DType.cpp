@@ -63,8 +63,17 @@ std::optional<DType> dtype_from_npy_descr(std::string_view descr) {
 }
 
 int64_t TensorType::num_elements() const {
+    // A zero dim anywhere makes the tensor empty, whatever the other dims are: it is checked first,
+    // because the product of the dims before it may not fit in 64 bits (a fuzzed initializer with
+    // dims [2^31-1, 2^31-1, 13573, 0] overflowed here). A product that overflows saturates at
+    // INT64_MAX, which every size check downstream refuses.
+    for (int64_t d : shape) {
+        if (d == 0) return 0;
+    }
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    for (int64_t d : shape) {
+        if (__builtin_mul_overflow(n, d, &n)) return INT64_MAX;
+    }
     return n;
 }
 

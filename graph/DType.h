@@ -46,9 +46,14 @@ struct TensorType {
     int rank() const {
         return (int)shape.size();
     }
+    /** The product of the dims; 0 if any dim is 0; INT64_MAX if the product overflows. */
     int64_t num_elements() const;
+    /** num_elements() times the dtype's size, saturating at SIZE_MAX. */
     size_t num_bytes() const {
-        return (size_t)num_elements() * dtype_size(dtype);
+        int64_t n = num_elements();
+        size_t size = dtype_size(dtype);
+        if (n < 0) return 0;
+        return (size_t)n > SIZE_MAX / size ? SIZE_MAX : (size_t)n * size;
     }
     bool operator==(const TensorType &o) const {
         return dtype == o.dtype && shape == o.shape;

@@ -6,6 +6,7 @@
 // and write one from that text form with --encode.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -39,6 +40,11 @@ const BadModel kBadModels[] = {
     // length of double_data was checked (found by review; libFuzzer: out-of-memory)
     {"onnx_huge_initializer_no_data.onnx",
      {"initializer 'w'", "double_data holds 0 values", "shape [2147483647] needs 2147483647"}},
+    // an empty f32 initializer of dims [2^31 - 1, 2^31 - 1, 13573, 0]: TensorType::num_elements
+    // multiplied the dims in order and overflowed int64 before it reached the 0 (UBSan: signed
+    // integer overflow, found by the CI fuzz run); it is empty, and the Add's broadcast of it
+    // against [1] is what is refused
+    {"onnx_empty_initializer_huge_dims.onnx", {"node 'add' (Add)", "output 0 would have more than"}},
 };
 
 std::string bad_path(const std::string &file) {
@@ -109,4 +115,21 @@ TEST_CASE("regression: thousands of nodes of one name get distinct names in orde
         CHECK(names[i] == "a__" + std::to_string(i));
     }
     CHECK(graph.tensor(graph.outputs[0]).name == "t" + std::to_string(kNodes));
+}
+
+TEST_CASE("regression: a tensor's element count is 0 with any zero dim and saturates on overflow", "[graph]") {
+    using fusor::DType;
+    using fusor::TensorType;
+    CHECK(TensorType{DType::F32, {}}.num_elements() == 1);
+    CHECK(TensorType{DType::F32, {2, 3, 4}}.num_bytes() == 96);
+    // the product of the leading dims overflows int64 before the 0 is reached
+    TensorType empty{DType::F32, {2147483647, 2147483647, 13573, 0}};
+    CHECK(empty.num_elements() == 0);
+    CHECK(empty.num_bytes() == 0);
+    TensorType huge{DType::F64, {2147483647, 2147483647, 13573}};
+    CHECK(huge.num_elements() == INT64_MAX);
+    CHECK(huge.num_bytes() == SIZE_MAX);
+    TensorType big_bytes{DType::F64, {int64_t(1) << 62}};
+    CHECK(big_bytes.num_elements() == int64_t(1) << 62);
+    CHECK(big_bytes.num_bytes() == SIZE_MAX);
 }
