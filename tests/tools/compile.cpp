@@ -461,4 +461,12 @@ TEST_CASE("compile: under --memory-budget every part fits and the parts give the
     Result tiny = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("x") + "' --memory-budget 100", d);
     CHECK(tiny.status == 2);
     CHECK_THAT(tiny.out, Contains("cluster 'c0'") && Contains("memory budget of 100 bytes"));
+
+    // the two ways to split are exclusive: a usage error, and nothing is written
+    Result both = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("y") +
+                            "' --memory-budget 1000000 --devices 2",
+                        d);
+    CHECK(both.status == 2);
+    CHECK_THAT(both.out, Contains("--memory-budget and --devices are exclusive"));
+    CHECK_FALSE(fs::exists(d.file("y")));
 }
