@@ -5,14 +5,15 @@
 #   cmake/bootstrap.sh demo   the main job on the built-in default model (configs/models/resnet_block.json):
 #                             inspect its fusion, a short autotune into build/demo.db, then run and
 #                             bench (unfused, fused default, fused tuned) from that database
-#   cmake/bootstrap.sh test   build and run the whole test suite (ctest), then, when it passes, the ONNX
-#                             importer's fuzzer for 60 s with a fixed seed (tests/fuzz/run_onnx_fuzzer.sh
-#                             60: clang-14, ASan+UBSan+libFuzzer, builds only the graph library in
-#                             build-fuzz/, about 3 min on 2 cores); CI runs this
+#   cmake/bootstrap.sh test   build and run the whole test suite (ctest), then, when it passes, replay
+#                             the ONNX importer's fuzz corpus under ASan+UBSan (tests/fuzz/run_onnx_fuzzer.sh
+#                             replay: clang-14 and libFuzzer, builds only the graph library in build-fuzz/,
+#                             about 3 min on 2 cores; deterministic); CI runs this
 #
 # Environment: FUSOR_BUILD_DIR (default build), FUSOR_MODEL (demo model), FUSOR_DB (demo tuning
 # database, default build/demo.db), FUSOR_TRIALS (demo autotune trials, default 20), JOBS (default: nproc),
-# FUSOR_FUZZ_SECONDS (test mode's fuzz run, default 60; 0 skips it).
+# FUSOR_FUZZ=0 (test mode: skip the fuzz replay), FUSOR_FUZZ_SECONDS (test mode: also explore for
+# that many seconds after the replay; default 0, as an exploration is not reproducible).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -82,10 +83,14 @@ test)
     fi
     ctest --output-on-failure -j "$jobs" --timeout 600
     cd "$root"
-    fuzz_seconds="${FUSOR_FUZZ_SECONDS:-60}"
-    if ((fuzz_seconds > 0)); then
-        echo "== fuzzing the ONNX importer for $fuzz_seconds s (tests/fuzz/run_onnx_fuzzer.sh)"
-        JOBS="$jobs" tests/fuzz/run_onnx_fuzzer.sh "$fuzz_seconds"
+    if [[ "${FUSOR_FUZZ:-1}" != 0 ]]; then
+        echo "== replaying the ONNX importer's fuzz corpus under ASan+UBSan (tests/fuzz/run_onnx_fuzzer.sh replay)"
+        JOBS="$jobs" tests/fuzz/run_onnx_fuzzer.sh replay
+        fuzz_seconds="${FUSOR_FUZZ_SECONDS:-0}"
+        if ((fuzz_seconds > 0)); then
+            echo "== exploring for $fuzz_seconds s (tests/fuzz/run_onnx_fuzzer.sh $fuzz_seconds)"
+            JOBS="$jobs" tests/fuzz/run_onnx_fuzzer.sh "$fuzz_seconds"
+        fi
     fi
     ;;
 *)

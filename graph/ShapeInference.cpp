@@ -287,7 +287,27 @@ std::pair<int, int> shape_range(const Graph &g, const Node &n) {
     return {start, std::max(start, end)};
 }
 
+void check_node_inputs(const Graph &g, const Node &n) {
+    const OpInfo &info = op_info(n.op);
+    int nin = (int)n.inputs.size();
+    if (nin < info.min_inputs || (info.max_inputs >= 0 && nin > info.max_inputs)) {
+        std::string want = info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
+                           : info.min_inputs == info.max_inputs
+                               ? std::to_string(info.min_inputs)
+                               : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
+        throw UserError(g.where(n) + ": has " + std::to_string(nin) + " inputs; expected " + want);
+    }
+    for (int i = 0; i < info.min_inputs; i++) {
+        if (n.inputs[i] == kNoTensor) {
+            throw UserError(g.where(n) + ": input " + std::to_string(i) + " is required");
+        }
+    }
+}
+
 std::vector<TensorType> infer_types(const Graph &g, const Node &n) {
+    // a shape rule may index its required inputs without checking: the importer infers types
+    // before the verifier runs (an If without its condition read inputs[0] of an empty vector)
+    check_node_inputs(g, n);
     std::vector<TensorType> types = op_info(n.op).shape_rule(g, n);
     for (size_t i = 0; i < types.size(); i++) {
         int64_t elements = 1;

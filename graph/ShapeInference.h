@@ -37,6 +37,9 @@ std::vector<int> reduced_axes(const Graph &g, const Node &n);
  * results before they overflow, so a malformed model is an error and never undefined behaviour. */
 constexpr int64_t kMaxDim = int64_t(1) << 40;
 
+/** The node's input count is within its op's arity and its required inputs are present; else a
+ * UserError naming the node. infer_types checks this before the shape rule runs. */
+void check_node_inputs(const Graph &g, const Node &n);
 /** Output types of \p n from its op's shape rule. */
 std::vector<TensorType> infer_types(const Graph &g, const Node &n);
 

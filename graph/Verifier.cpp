@@ -37,19 +37,7 @@ const char *attr_type_name(AttrType t) {
 
 void verify_node_signature(const Graph &g, const Node &n) {
     const OpInfo &info = op_info(n.op);
-    int nin = (int)n.inputs.size();
-    if (nin < info.min_inputs || (info.max_inputs >= 0 && nin > info.max_inputs)) {
-        std::string want = info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
-                           : info.min_inputs == info.max_inputs
-                               ? std::to_string(info.min_inputs)
-                               : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
-        throw UserError(g.where(n) + ": has " + std::to_string(nin) + " inputs; expected " + want);
-    }
-    for (int i = 0; i < info.min_inputs; i++) {
-        if (n.inputs[i] == kNoTensor) {
-            throw UserError(g.where(n) + ": input " + std::to_string(i) + " is required");
-        }
-    }
+    check_node_inputs(g, n);
     if (n.outputs.empty() || (info.max_outputs >= 0 && (int)n.outputs.size() > info.max_outputs)) {
         throw UserError(g.where(n) + ": has " + std::to_string(n.outputs.size()) + " outputs; expected " +
                         (info.max_outputs < 0    ? std::string("at least 1")

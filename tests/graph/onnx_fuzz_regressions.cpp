@@ -45,6 +45,10 @@ const BadModel kBadModels[] = {
     // integer overflow, found by the CI fuzz run); it is empty, and the Add's broadcast of it
     // against [1] is what is refused
     {"onnx_empty_initializer_huge_dims.onnx", {"node 'add' (Add)", "output 0 would have more than"}},
+    // an If with no inputs at all (its condition dropped): the importer infers types before the
+    // verifier checks arity, and the If's shape rule read inputs[0] of an empty vector (UBSan:
+    // reference binding to null pointer); infer_types now checks every node's arity first
+    {"onnx_if_without_condition.onnx", {"node 'if' (If)", "has 0 inputs; expected at least 1"}},
 };
 
 std::string bad_path(const std::string &file) {
