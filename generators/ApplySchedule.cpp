@@ -207,6 +207,20 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
         if (st.vector_width && rank == 0) return where + ": a scalar stage cannot be vectorized";
         for (int d : st.unroll) {
             if (d < 0 || d >= rank) return where + ": unroll names dim " + std::to_string(d) + " of a rank-" + std::to_string(rank) + " stage";
+            // Unrolling copies the loop body once per iteration: a long loop makes code that takes
+            // minutes to compile (the tuner met `packb at=k_n1.xo unroll=1`, the 768-long K loop
+            // of a matmul's packed panel, which sat in LLVM for over four minutes). The loop's
+            // extent is known for a tiled dim (the tile), an output's dim, and a staged stage's dim
+            // (at most the stage's extent in the cluster); a stage aligned with its output and
+            // computed at one of its loops covers at most one output tile, which tile= bounds.
+            bool tiled = d < (int)st.tile.size();
+            bool bounded_by_consumer_tile = st.level == ComputeLevel::At && info->aligned;
+            int64_t extent = tiled ? st.tile[d] : info->extents[d];
+            if (st.gpu_threads.empty() && !bounded_by_consumer_tile && extent > kMaxUnrolledExtent) {
+                return where + ": unroll of dim " + std::to_string(d) + " (" + arg_names(info->func)[d] + "), a loop of up to " +
+                       std::to_string(extent) + " iterations; at most " + std::to_string(kMaxUnrolledExtent) +
+                       " are unrolled (tile the dim first)";
+            }
         }
         if (info->is_output) {
             for (size_t d = 0; d < st.tile.size(); d++) {

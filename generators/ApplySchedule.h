@@ -11,10 +11,15 @@
 
 namespace fusor {
 
+/** The longest loop a schedule may unroll (unroll= on a longer one is illegal: code size and
+ * compile time grow with the extent). */
+constexpr int64_t kMaxUnrolledExtent = 64;
+
 /** Empty when \p s can be applied to \p c; otherwise why not, naming the stage and the field,
  * e.g. "stage 'c0_bias1': vec=16 exceeds extent 8 of x". Checks that every stage named exists,
  * every stage with update definitions is scheduled (it cannot be inlined), outputs are root,
- * `at` names a scheduled consumer loop, and tiles and vectors fit output extents. */
+ * `at` names a scheduled consumer loop, tiles and vectors fit output extents, and no unrolled
+ * loop is longer than kMaxUnrolledExtent. */
 std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c);
 
 /** Applies \p s. Throws UserError with why_illegal's reason when it is not legal. Stages the

@@ -73,6 +73,36 @@ TEST_CASE("default schedule: anchored clusters tile the output and compute the a
           "c0_gelu root tile=16x6 order=xo,yo vec=8 parallel\n");
 }
 
+TEST_CASE("why_illegal: a long loop is not unrolled, a tile loop is", "[generators][default_schedule]") {
+    // regression: the tuner drew `packb at=... unroll=1`, the 768-long K loop of a matmul's packed
+    // panel fully unrolled, whose compile took over four minutes. Here: the second matmul (K=128).
+    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/transformer_mlp.json");
+    form_clusters(g);
+    REQUIRE(g.clusters.size() == 2);
+    LoweredCluster lc = lower_cluster(g, g.clusters[1], "c1_");
+    ClusterSchedule good = default_schedule(g, g.clusters[1], lc, Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
+    REQUIRE(why_illegal(good, lc).empty());  // the default unrolls the accumulator's tile
+    const StageInfo *packb = nullptr, *out = nullptr;
+    for (const StageInfo &st : lc.stages) {
+        if (st.name.size() > 6 && st.name.substr(st.name.size() - 6) == "_packb") packb = &st;
+        if (st.is_output) out = &st;
+    }
+    REQUIRE(packb);
+    REQUIRE(out);
+    REQUIRE(packb->extents[1] > kMaxUnrolledExtent);
+    auto with_unroll = [&](const std::string &stage, std::vector<int> dims) {
+        ClusterSchedule s = good;
+        for (StageSchedule &st : s.stages) {
+            if (st.stage == stage) st.unroll = dims;
+        }
+        return why_illegal(s, lc);
+    };
+    CHECK_THAT(with_unroll(packb->name, {1}), Catch::Contains("stage '" + packb->name + "': unroll of dim 1 (y), a loop of up to " +
+                                                               std::to_string(packb->extents[1]) + " iterations"));
+    // the output's tile loops may be unrolled
+    CHECK(with_unroll(out->name, {0, 1}).empty());
+}
+
 TEST_CASE("why_illegal: names the stage and the reason", "[generators][default_schedule]") {
     Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/attention_scores.json");
     form_clusters(g);
