@@ -79,6 +79,14 @@ std::string quote(const std::string &s) {
 
 }  // namespace
 
+void run_build_command(const std::string &cmd, const std::string &what) {
+    run_command(cmd, what);
+}
+
+std::string shell_quote(const std::string &s) {
+    return quote(s);
+}
+
 bool is_c_identifier(const std::string &name) {
     if (name.empty() || std::isdigit((unsigned char)name[0])) return false;
     for (char c : name) {

@@ -78,11 +78,15 @@ Verb add_compile(CLI::App &app) {
                     auto db = std::make_shared<TuningDb>(o->db);
                     std::string resolved = resolved_target(o->target);
                     std::string exact = machine_fingerprint(), family = machine_fingerprint(/*family_only=*/true);
+                    bool cuda = target.has_feature(Halide::Target::CUDA);
                     auto records = std::make_shared<nlohmann::json>(nlohmann::json::array());
-                    ao.schedule_for = [db, resolved, exact, family, records](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
+                    ao.schedule_for = [db, resolved, exact, family, records, cuda](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
                         std::string sig = cluster_signature(gg, c);
                         std::optional<Trial> t = db->best(sig, resolved, exact);
                         if (!t) t = db->best(sig, resolved, family);
+                        // CUDA: then the fastest measured on any GPU (a bundle's imported results,
+                        // fingerprint gpu:<name>|cc:<x.y>; the library records which)
+                        if (!t && cuda) t = db->best(sig, resolved, "gpu:");
                         if (!t) return std::nullopt;
                         records->push_back({{"cluster", c.name}, {"signature", sig}, {"record", t->id}, {"fingerprint", t->fingerprint},
                                             {"median_ms", t->median_ms.value_or(0)}});
