@@ -264,3 +264,53 @@ TEST_CASE("bundle: import-results refuses a malformed file or unknown candidates
     REQUIRE(shell(fusor_cmd("db export '" + d.file("t.db") + "' -o '" + d.file("after.json") + "'"), d).status == 0);
     CHECK(slurp(d.file("before.json")) == slurp(d.file("after.json")));
 }
+
+TEST_CASE("bundle: a CUDA bundle's results are keyed by GPU name and compute capability, and compile for CUDA picks the fastest",
+          "[tuner][bundle]") {
+    TempDir d;
+    Result e = export_batch(d, model("eltwise_chain"), "host-cuda-cuda_capability_80", 3);
+    INFO(e.out);
+    REQUIRE(e.status == 0);
+    json manifest = read_json(d.file("b/manifest.json"));
+    REQUIRE(manifest["candidates"].size() == 3);
+    // the results file the bundle writes on a GPU machine, made here from the exported trials
+    REQUIRE(shell(fusor_cmd("db export '" + d.file("t.db") + "' -o '" + d.file("db.json") + "'"), d).status == 0);
+    json exported = read_json(d.file("db.json"));
+    json results = {{"format", "fusor-bundle-results"}, {"version", 1}, {"target", manifest["target"]},
+                    {"measured_at", "2026-11-30T12:00:00Z"},
+                    {"machine", {{"gpu", "NVIDIA H200"}, {"compute_capability", "9.0"}, {"driver_version", "13.0"}, {"cpu", "x"},
+                                 {"cpu_flags_hash", "0"}, {"host", "gpubox"}}},
+                    {"batch", manifest["provenance"]}, {"results", json::array()}};
+    std::string fastest;
+    double ms = 3;
+    for (const json &t : exported["trials"]) {
+        fastest = t["id"];  // the last one gets the smallest time
+        results["results"].push_back({{"id", t["id"]}, {"status", "ok"}, {"error", ""}, {"median_ms", ms}, {"min_ms", ms}, {"max_ms", ms},
+                                      {"candidate", t}, {"workload", exported["workloads"][0]}});
+        ms -= 1;
+    }
+    std::ofstream(d.file("results.json")) << results.dump();
+    // into a fresh database: the unmeasured candidates travel with the results
+    Result imp = shell(fusor_cmd("db import-results '" + d.file("results.json") + "' --db '" + d.file("fresh.db") + "'"), d);
+    INFO(imp.out);
+    REQUIRE(imp.status == 0);
+    CHECK_THAT(imp.out, Contains("gpu:NVIDIA H200|cc:9.0"));
+    TuningDb db(d.file("fresh.db"));
+    std::string sig = exported["workloads"][0]["signature"], target = manifest["target"];
+    std::optional<Trial> best = db.best(sig, target, "gpu:");
+    REQUIRE(best);
+    CHECK(best->fingerprint == "gpu:NVIDIA H200|cc:9.0");
+    CHECK(best->host == "gpubox");
+    CHECK(*best->median_ms == 1);
+    CHECK(db.trials(sig, target).size() == 6);  // each candidate unmeasured and measured
+    CHECK_FALSE(db.best(sig, target, machine_fingerprint()));  // not this CPU's
+    // compile for the same CUDA target uses it, and the library records which record
+    Result c = shell(fusor_cmd("compile '" + model("eltwise_chain") + "' --db '" + d.file("fresh.db") + "' --target " + target + " -o '" +
+                               d.file("lib") + "'"),
+                     d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    CHECK_THAT(c.out, Contains("1 clusters, 1 tuned"));
+    std::string lib = slurp(d.file("lib/libeltwise_chain.a"));
+    CHECK(lib.find(best->id) != std::string::npos);
+}
