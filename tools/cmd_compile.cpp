@@ -37,7 +37,7 @@ Verb add_compile(CLI::App &app) {
                                                   "verified schedules of a tuning database");
     struct Opts {
         std::string model, out, name, db, target = "host", layout = "auto";
-        bool no_optimize = false, no_runtime = false, runtime_only = false;
+        bool no_optimize = false, no_runtime = false, runtime_only = false, unfused = false;
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json)");
@@ -56,6 +56,8 @@ Verb add_compile(CLI::App &app) {
     auto devices = std::make_shared<int>(0);
     cmd->add_option("--devices", *devices, "split the model into N pipeline stages of balanced measured time; one library per part")
         ->check(CLI::PositiveNumber);
+    cmd->add_flag("--unfused", o->unfused,
+                  "one kernel per node (the unfused mode, the baseline fusion is measured against) instead of one per cluster");
     cmd->add_flag("--no-runtime", o->no_runtime, "do not write libfusor_halide_runtime.a (an app links one per target)");
     cmd->add_flag("--runtime-only", o->runtime_only, "write only libfusor_halide_runtime.a and HalideRuntime.h");
     return {cmd, [=] {
@@ -66,6 +68,10 @@ Verb add_compile(CLI::App &app) {
                 }
                 if (o->model.empty()) throw UserError("compile: a model file is required (or --runtime-only)");
                 Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
+                ClusterOptions clustering;
+                clustering.singleton = o->unfused;
+                // compile_aot keeps clusters it is given: unfused, every node is one
+                if (o->unfused) form_clusters(g, clustering);
                 AotOptions ao;
                 ao.name = o->name.empty() ? default_name(o->model) : o->name;
                 ao.target = target;
@@ -97,7 +103,7 @@ Verb add_compile(CLI::App &app) {
                     // (an If's branches are models of their own, compiled the same way)
                     std::function<void(const Graph &)> visit = [&](const Graph &model) {
                         Graph clustered = model;
-                        form_clusters(clustered);
+                        if (clustered.clusters.empty()) form_clusters(clustered);
                         for (const Cluster &c : clustered.clusters) {
                             const Node &first = clustered.nodes[c.nodes[0]];
                             if (!is_control_flow(first.op)) ao.schedule_for(clustered, c);
@@ -127,7 +133,7 @@ Verb add_compile(CLI::App &app) {
                 };
                 if (*budget > 0 || *devices > 0) {
                     Graph clustered = g;
-                    form_clusters(clustered);
+                    form_clusters(clustered, clustering);
                     Partition partition;
                     if (*budget > 0) {
                         partition = partition_by_memory(clustered, *budget, kPartitionPlan);
