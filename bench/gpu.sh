@@ -11,7 +11,7 @@
 #                              -DFUSOR_GPU: also timed with the inputs resident on the device);
 #                              - a tuning batch (`fusor autotune --export-batch`, GPU_TRIALS candidates,
 #                                default 6) into DIR/<model>/batch; its candidates are stored as
-#                                unmeasured in build/gpu_tuning.db.
+#                                unmeasured in build/gpu_tuning.db (created afresh by each build).
 #                              DIR (default build/gpu_bundle) needs only glibc and the driver.
 #   bench/gpu.sh run [DIR]     on the GPU machine, within 6 minutes (every step under `timeout`, steps
 #                              skipped once the budget is spent): each model's CPU library on seeded
@@ -39,6 +39,7 @@ build)
     [[ -x $fusor ]] || { echo "build fusor first (cmake/bootstrap.sh test or cmake --build build)" >&2; exit 2; }
     rm -rf "$dir" && mkdir -p "$dir"
     db=build/gpu_tuning.db
+    rm -f "$db" "$db-wal" "$db-shm"  # a fresh batch: a kept db would skip what it stored (the defaults) last time
     "$fusor" compile --runtime-only --target "$gpu_target" -o "$dir/rt_gpu" >/dev/null
     "$fusor" compile --runtime-only --target "$cpu_target" -o "$dir/rt_cpu" >/dev/null
     for m in "${models[@]}"; do

@@ -34,8 +34,8 @@ namespace {
 /** Inputs and weights larger than this are generated on the measuring machine
  * (bundle_data.h) instead of carried; references larger than kSampledBytes keep every stride-th
  * element. Both keep a bundle of a full-size model within what a device call carries. */
-constexpr size_t kCarriedBytes = 256 << 10, kSampledBytes = 1 << 20;
-constexpr int64_t kMaxSamples = 1 << 18;
+constexpr size_t kCarriedBytes = 256 << 10, kSampledBytes = 128 << 10;
+constexpr int64_t kMaxSamples = 1 << 15;
 
 const char *kPortableCpu = "x86-64-linux-avx2-fma-f16c-sse41";
 
