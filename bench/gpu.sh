@@ -6,7 +6,8 @@
 #                                CUDA (cuda_capability_80: its PTX runs on sm_80 and, through the
 #                                driver's JIT, sm_90), and for the same CPU without CUDA (the reference);
 #                              - the unfused CUDA library (`fusor compile --unfused`: one kernel per node),
-#                                for models whose weights are at most 8 MiB (the bundle must stay small);
+#                                for models whose weights are at most GPU_UNFUSED_MAX_WEIGHTS bytes
+#                                (default 8 MiB: the bundle, ~60 MiB, must fit one device call);
 #                              each linked into a static driver (bench/gpu_driver.cpp; CUDA ones with
 #                              -DFUSOR_GPU: also timed with the inputs resident on the device);
 #                              - a tuning batch (`fusor autotune --export-batch`, GPU_TRIALS candidates,
@@ -50,7 +51,7 @@ build)
             [[ $kind == gpu_unfused ]] && extra=(--unfused)
             out=$("$fusor" compile "$model" --target "$target" --name "$m" --no-runtime "${extra[@]}" -o "$dir/$m/$kind")
             weights=$(sed -n 's/.*weights \([0-9]*\) bytes.*/\1/p' <<<"$out")
-            if [[ $kind == gpu_unfused && ${weights:-0} -gt 8388608 ]]; then
+            if [[ $kind == gpu_unfused && ${weights:-0} -gt ${GPU_UNFUSED_MAX_WEIGHTS:-8388608} ]]; then
                 echo "$m: no unfused library in the bundle (weights $weights bytes)"
                 rm -rf "$dir/$m/$kind"
                 continue

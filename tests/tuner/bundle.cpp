@@ -263,6 +263,13 @@ TEST_CASE("bundle: import-results refuses a malformed file or unknown candidates
     CHECK_THAT(r.out, Contains("malformed JSON"));
     REQUIRE(shell(fusor_cmd("db export '" + d.file("t.db") + "' -o '" + d.file("after.json") + "'"), d).status == 0);
     CHECK(slurp(d.file("before.json")) == slurp(d.file("after.json")));
+    // a bad target is a usage error before anything is written
+    TempDir e2;
+    Result bad_target = export_batch(e2, model("eltwise_chain"), "host-cuda-cuda_capability_99", 2);
+    CHECK(bad_target.status == 2);
+    CHECK_THAT(bad_target.out, Contains("--target"));
+    CHECK_FALSE(std::filesystem::exists(e2.file("t.db")));
+    CHECK_FALSE(std::filesystem::exists(e2.file("b")));
 }
 
 TEST_CASE("bundle: a CUDA bundle's results are keyed by GPU name and compute capability, and compile for CUDA picks the fastest",
