@@ -8,6 +8,9 @@
 #                              - the unfused CUDA library (`fusor compile --unfused`: one kernel per node),
 #                                for models whose weights are at most GPU_UNFUSED_MAX_WEIGHTS bytes
 #                                (default 8 MiB: the bundle, ~60 MiB, must fit one device call);
+#                              - Li2018's GPU schedule per node (`compile --unfused --autoscheduler
+#                                Li2018`: Halide 14's GPU autoscheduler, the unfused baseline), for
+#                                models with at most GPU_LI2018_MAX_WEIGHTS bytes of weights (1 MiB);
 #                              each linked into a static driver (bench/gpu_driver.cpp; CUDA ones with
 #                              -DFUSOR_GPU: also timed with the inputs resident on the device);
 #                              - a tuning batch (`fusor autotune --export-batch`, GPU_TRIALS candidates,
@@ -16,7 +19,7 @@
 #                              DIR (default build/gpu_bundle) needs only glibc and the driver.
 #   bench/gpu.sh run [DIR]     on the GPU machine, within 6 minutes (every step under `timeout`, steps
 #                              skipped once the budget is spent): each model's CPU library on seeded
-#                              inputs is the reference; the fused and unfused CUDA libraries must match
+#                              inputs is the reference; the fused, unfused and Li2018 CUDA libraries must match
 #                              it, then are timed (per call with copies, and device-resident with
 #                              achieved bandwidth and FLOP/s); then each tuning batch runs
 #                              (DIR/<model>/batch/measure). With PyTorch there, the same models are
@@ -45,14 +48,20 @@ build)
     "$fusor" compile --runtime-only --target "$cpu_target" -o "$dir/rt_cpu" >/dev/null
     for m in "${models[@]}"; do
         model=configs/models/$m.json
-        for kind in gpu cpu gpu_unfused; do
-            target=$gpu_target rt=gpu flags=(-DFUSOR_GPU) extra=()
+        for kind in gpu cpu gpu_unfused gpu_li2018; do
+            target=$gpu_target rt=gpu flags=(-DFUSOR_GPU) extra=() max_weights=-1
             [[ $kind == cpu ]] && target=$cpu_target rt=cpu flags=()
-            [[ $kind == gpu_unfused ]] && extra=(--unfused)
-            out=$("$fusor" compile "$model" --target "$target" --name "$m" --no-runtime "${extra[@]}" -o "$dir/$m/$kind")
+            [[ $kind == gpu_unfused ]] && extra=(--unfused) max_weights=${GPU_UNFUSED_MAX_WEIGHTS:-8388608}
+            [[ $kind == gpu_li2018 ]] && extra=(--unfused --autoscheduler Li2018) max_weights=${GPU_LI2018_MAX_WEIGHTS:-1048576}
+            if ! out=$("$fusor" compile "$model" --target "$target" --name "$m" --no-runtime "${extra[@]}" -o "$dir/$m/$kind" 2>&1); then
+                [[ $kind == gpu_li2018 ]] || { echo "$out" >&2; exit 1; }
+                echo "$m: no Li2018 library (${out##*$'\n'})"
+                rm -rf "$dir/$m/$kind"
+                continue
+            fi
             weights=$(sed -n 's/.*weights \([0-9]*\) bytes.*/\1/p' <<<"$out")
-            if [[ $kind == gpu_unfused && ${weights:-0} -gt ${GPU_UNFUSED_MAX_WEIGHTS:-8388608} ]]; then
-                echo "$m: no unfused library in the bundle (weights $weights bytes)"
+            if ((max_weights >= 0 && ${weights:-0} > max_weights)); then
+                echo "$m: no $kind library in the bundle (weights $weights bytes)"
                 rm -rf "$dir/$m/$kind"
                 continue
             fi
@@ -80,7 +89,7 @@ run)
     step_limit() { local left=$((budget - SECONDS)); ((left > $1)) && left=$1; ((left < 5)) && left=0; echo $left; }
     status=0
     for m in "${models[@]}"; do
-        for kind in cpu gpu gpu_unfused; do
+        for kind in cpu gpu gpu_unfused gpu_li2018; do
             [[ -x $dir/$m/driver_$kind ]] || continue
             limit=$(step_limit 40)
             if ((limit == 0)); then echo "{\"model\": \"$m\", \"kind\": \"$kind\", \"skipped\": \"budget spent\"}" | tee -a "$results"; continue; fi

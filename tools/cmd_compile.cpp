@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "generators/AotCompile.h"
+#include "generators/AutoScheduler.h"
 #include "generators/CudaCheck.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
@@ -36,7 +37,7 @@ Verb add_compile(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("compile", "Compile a model into a static library and a C header (AOT), with the best "
                                                   "verified schedules of a tuning database");
     struct Opts {
-        std::string model, out, name, db, target = "host", layout = "auto";
+        std::string model, out, name, db, target = "host", layout = "auto", autoscheduler;
         bool no_optimize = false, no_runtime = false, runtime_only = false, unfused = false;
     };
     auto o = std::make_shared<Opts>();
@@ -58,6 +59,9 @@ Verb add_compile(CLI::App &app) {
         ->check(CLI::PositiveNumber);
     cmd->add_flag("--unfused", o->unfused,
                   "one kernel per node (the unfused mode, the baseline fusion is measured against) instead of one per cluster");
+    cmd->add_option("--autoscheduler", o->autoscheduler,
+                    "schedule every cluster with this Halide autoscheduler (Mullapudi2016, Adams2019, Li2018) instead of "
+                    "fusor's schedules: a baseline (Li2018 is Halide 14's GPU autoscheduler)");
     cmd->add_flag("--no-runtime", o->no_runtime, "do not write libfusor_halide_runtime.a (an app links one per target)");
     cmd->add_flag("--runtime-only", o->runtime_only, "write only libfusor_halide_runtime.a and HalideRuntime.h");
     return {cmd, [=] {
@@ -73,6 +77,15 @@ Verb add_compile(CLI::App &app) {
                 // compile_aot keeps clusters it is given: unfused, every node is one
                 if (o->unfused) form_clusters(g, clustering);
                 AotOptions ao;
+                if (!o->autoscheduler.empty()) {
+                    const auto &known = autoscheduler_names();
+                    if (std::find(known.begin(), known.end(), o->autoscheduler) == known.end()) {
+                        throw UserError("--autoscheduler is '" + o->autoscheduler + "'; expected Mullapudi2016, Adams2019 or Li2018");
+                    }
+                    if (!o->db.empty()) throw UserError("compile: --autoscheduler and --db are exclusive");
+                    std::string text = "autoscheduler " + o->autoscheduler + "\n";
+                    ao.schedule_for = [text](const Graph &, const Cluster &) -> std::optional<std::string> { return text; };
+                }
                 ao.name = o->name.empty() ? default_name(o->model) : o->name;
                 ao.target = target;
                 ao.out_dir = o->out;

@@ -174,7 +174,7 @@ TEST_CASE("compile: the elementwise chain's AOT library gives the JIT outputs", 
     check_model("models/eltwise_chain.json");
 }
 
-TEST_CASE("compile: --unfused gives one kernel per node and the JIT outputs, and run_device gives run_raw's", "[tools][compile]") {
+TEST_CASE("compile: --unfused and --autoscheduler Li2018 give the JIT outputs, and run_device gives run_raw's", "[tools][compile]") {
     TempDir d;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/resnet_block.json";
     Graph g = load_graph_json(model);
@@ -196,6 +196,21 @@ TEST_CASE("compile: --unfused gives one kernel per node and the JIT outputs, and
     REQUIRE(run.status == 0);
     CHECK_THAT(run.out, Contains("run_device: same outputs as run_raw"));
     check_outputs_match_jit(d, g);
+
+    // Li2018's schedule per node (bench/gpu.sh's baseline column) computes the same
+    Result li = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --unfused --autoscheduler Li2018 -o '" +
+                          d.file("li") + "' --name m",
+                      d);
+    INFO(li.out);
+    REQUIRE(li.status == 0);
+    std::string li_app = build_driver(d, d.file("li"), "m");
+    Result li_run = shell("'" + li_app + "'" + in_args + " --" + output_args(d, g), d);
+    INFO(li_run.out);
+    REQUIRE(li_run.status == 0);
+    check_outputs_match_jit(d, g);
+    Result bad = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --autoscheduler Li2019 -o '" + d.file("x") + "'", d);
+    CHECK(bad.status == 2);
+    CHECK_THAT(bad.out, Contains("--autoscheduler"));
 }
 
 TEST_CASE("compile: the same model and target give a byte-identical library", "[tools][compile]") {
