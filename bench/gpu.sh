@@ -7,7 +7,7 @@
 #                                driver's JIT, sm_90), and for the same CPU without CUDA (the reference);
 #                              - the unfused CUDA library (`fusor compile --unfused`: one kernel per node),
 #                                for models whose weights are at most GPU_UNFUSED_MAX_WEIGHTS bytes
-#                                (default 8 MiB: the bundle, ~60 MiB, must fit one device call);
+#                                (default 4 MiB: the bundle must stay under 60 MiB);
 #                              - Li2018's GPU schedule per node (`compile --unfused --autoscheduler
 #                                Li2018`: Halide 14's GPU autoscheduler, the unfused baseline), for
 #                                models with at most GPU_LI2018_MAX_WEIGHTS bytes of weights (1 MiB);
@@ -51,7 +51,7 @@ build)
         for kind in gpu cpu gpu_unfused gpu_li2018; do
             target=$gpu_target rt=gpu flags=(-DFUSOR_GPU) extra=() max_weights=-1
             [[ $kind == cpu ]] && target=$cpu_target rt=cpu flags=()
-            [[ $kind == gpu_unfused ]] && extra=(--unfused) max_weights=${GPU_UNFUSED_MAX_WEIGHTS:-8388608}
+            [[ $kind == gpu_unfused ]] && extra=(--unfused) max_weights=${GPU_UNFUSED_MAX_WEIGHTS:-4194304}
             [[ $kind == gpu_li2018 ]] && extra=(--unfused --autoscheduler Li2018) max_weights=${GPU_LI2018_MAX_WEIGHTS:-1048576}
             if ! out=$("$fusor" compile "$model" --target "$target" --name "$m" --no-runtime "${extra[@]}" -o "$dir/$m/$kind" 2>&1); then
                 [[ $kind == gpu_li2018 ]] || { echo "$out" >&2; exit 1; }

@@ -34,8 +34,6 @@
 #include "HalideRuntime.h"
 #include "bundle_data.h"
 
-extern "C" __attribute__((weak)) const struct halide_device_interface_t *halide_cuda_device_interface();
-
 namespace {
 
 /** One kernel argument: shape (ONNX order, outermost first), Halide type, where its data is. */
@@ -67,7 +65,7 @@ struct BundleCandidate {
 
 }  // namespace
 
-#include "bundle_table.h"  // kBundleTarget, kBundleCuda, kBundleInfo, kClusters, kCandidates
+#include "bundle_table.h"  // kBundleTarget, kBundleCuda, kCudaInterface, kBundleInfo, kClusters, kCandidates
 
 namespace {
 
@@ -216,8 +214,8 @@ std::string measure_candidate(const BundleCandidate &cand, int warmup, int runs)
     };
     const halide_device_interface_t *dev = nullptr;
     if (kBundleCuda) {
-        if (!halide_cuda_device_interface) return failure("runtime-error", "the bundle's runtime has no CUDA support");
-        dev = halide_cuda_device_interface();
+        if (!kCudaInterface) return failure("runtime-error", "the bundle's runtime has no CUDA support");
+        dev = kCudaInterface();
     }
     std::vector<Buffer> bufs(cl.num_params + cl.num_outputs);
     std::string why;
