@@ -8,7 +8,11 @@
 // prints one JSON line:
 //   {"model": ..., "ok": true|false, "max_abs_err": ..., "median_us": ..., "min_us": ..., "runs": N}
 // Each run copies the inputs to the device and the outputs back (the entry point's contract);
-// intermediates stay on the device. Exit status 0 when the outputs match (or nothing to compare).
+// intermediates stay on the device. Built with -DFUSOR_GPU (a CUDA library), it then also times the
+// model with its inputs resident on the device: copied there once, then REPEATS calls of
+// <model>_run_device, each ended by halide_device_sync, the outputs left on the device
+// ("device_median_us"), and the bandwidth that implies (bytes of the inputs and outputs / time).
+// Exit status 0 when the outputs match (or nothing to compare).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +20,11 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "HalideRuntime.h"
+#ifdef FUSOR_GPU
+extern "C" const struct halide_device_interface_t *halide_cuda_device_interface();
+#endif
 
 #define FUSOR_CAT2(a, b) a##b
 #define FUSOR_CAT(a, b) FUSOR_CAT2(a, b)
@@ -87,8 +96,74 @@ int main(int argc, char **argv) {
         us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(us.begin(), us.end());
-    std::printf("{\"model\": \"%s\", \"ok\": %s, \"max_abs_err\": %g, \"median_us\": %.1f, \"min_us\": %.1f, \"runs\": %d}\n",
+    std::string device;  // the device-resident figures (GPU libraries)
+#ifdef FUSOR_GPU
+    {
+        std::vector<std::vector<char>> host_outs = outs;  // the host path's results
+        long long io_bytes = 0;
+        std::vector<halide_buffer_t> bufs(inputs.size() + outs.size());
+        std::vector<std::vector<halide_dimension_t>> dims(bufs.size());
+        std::vector<halide_buffer_t *> in_bufs, out_bufs;
+        for (size_t k = 0; k < bufs.size(); k++) {
+            bool is_in = k < inputs.size();
+            int i = (int)(is_in ? k : k - inputs.size());
+            long long shape[8];
+            int rank = is_in ? MODEL_FN(_input_shape)(i, shape) : MODEL_FN(_output_shape)(i, shape);
+            dims[k].resize((size_t)rank);
+            int32_t stride = 1;
+            for (int d = 0; d < rank; d++) {
+                dims[k][d] = halide_dimension_t{0, (int32_t)shape[rank - 1 - d], stride, 0};
+                stride *= (int32_t)shape[rank - 1 - d];
+            }
+            halide_buffer_t &b = bufs[k];
+            b = halide_buffer_t{};
+            b.host = (uint8_t *)(is_in ? (void *)inputs[k].data() : (void *)outs[i].data());
+            b.type.code = halide_type_float;
+            b.type.bits = 32;
+            b.type.lanes = 1;
+            b.dimensions = rank;
+            b.dim = dims[k].data();
+            io_bytes += is_in ? MODEL_FN(_input_bytes)(i) : MODEL_FN(_output_bytes)(i);
+            if (is_in) {
+                b.flags = halide_buffer_flag_host_dirty;
+                if (halide_copy_to_device(nullptr, &b, halide_cuda_device_interface()) != 0) return 5;  // once
+                in_bufs.push_back(&b);
+            } else {
+                out_bufs.push_back(&b);
+            }
+        }
+        auto run_device = [&] {
+            int r = MODEL_FN(_run_device)(in_bufs.data(), out_bufs.data());
+            for (halide_buffer_t *o : out_bufs) r = r ? r : halide_device_sync(nullptr, o);
+            return r;
+        };
+        for (int w = 0; w < 3; w++) {
+            if (run_device() != 0) {
+                std::printf("{\"model\": \"%s\", \"ok\": false, \"error\": \"run_device: %s\"}\n", FUSOR_STR(FUSOR_MODEL),
+                            MODEL_FN(_last_error)());
+                return 1;
+            }
+        }
+        std::vector<double> dus;
+        for (int r = 0; r < repeats; r++) {
+            auto t0 = std::chrono::steady_clock::now();
+            run_device();
+            dus.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::sort(dus.begin(), dus.end());
+        // the device result must be the host-path result
+        for (halide_buffer_t *o : out_bufs) halide_copy_to_host(nullptr, o);
+        bool same = host_outs == outs;
+        ok = ok && same;
+        char buf[320];
+        double med = dus[dus.size() / 2];
+        std::snprintf(buf, sizeof buf, ", \"device_median_us\": %.1f, \"device_min_us\": %.1f, \"io_bytes\": %lld, \"device_gbps\": %.1f, \"device_same\": %s", med,
+                      dus[0], io_bytes, io_bytes / (med * 1e3), same ? "true" : "false");
+        device = buf;
+    }
+#endif
+    std::printf("{\"model\": \"%s\", \"ok\": %s, \"max_abs_err\": %g, \"median_us\": %.1f, \"min_us\": %.1f, \"runs\": %d%s}\n",
                 FUSOR_STR(FUSOR_MODEL), ok ? "true" : "false", max_err, us.empty() ? 0.0 : us[us.size() / 2],
-                us.empty() ? 0.0 : us[0], repeats);
+                us.empty() ? 0.0 : us[0], repeats, device.c_str());
     return ok ? 0 : 1;
 }

@@ -79,6 +79,14 @@ std::string quote(const std::string &s) {
 
 }  // namespace
 
+void run_build_command(const std::string &cmd, const std::string &what) {
+    run_command(cmd, what);
+}
+
+std::string shell_quote(const std::string &s) {
+    return quote(s);
+}
+
 bool is_c_identifier(const std::string &name) {
     if (name.empty() || std::isdigit((unsigned char)name[0])) return false;
     for (char c : name) {
@@ -351,6 +359,14 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
       << "/* Runs the model. Buffers must have the dtypes and extents above (min 0, any strides).\n"
       << " * 0 on success; -2 on a shape or type mismatch; -1 if a kernel failed; see _last_error(). */\n"
       << "int " << name << "_run(struct halide_buffer_t *const *inputs, struct halide_buffer_t *const *outputs);\n"
+      << "/* The same, with the caller's buffers as they are (GPU targets): an input that has a device copy and\n"
+      << " * is not host-dirty is read on the device, not copied again (copy it once with halide_copy_to_device);\n"
+      << " * outputs are left on the device (device-dirty) for the caller to copy with halide_copy_to_host. On CPU\n"
+      << " * targets the same as _run. */\n"
+      << "int " << name << "_run_device(struct halide_buffer_t *const *inputs, struct halide_buffer_t *const *outputs);\n"
+      << "/* ONNX-order extents of input / output i into shape (up to 8 entries); returns the rank, -1 out of range. */\n"
+      << "int " << name << "_input_shape(int i, long long *shape);\n"
+      << "int " << name << "_output_shape(int i, long long *shape);\n"
       << "/* The same over dense row-major arrays. */\n"
       << "int " << name << "_run_raw(const void *const *inputs, void *const *outputs);\n"
       << "/* Name and size in bytes (dense) of input or output i; NULL / 0 when out of range. */\n"
@@ -401,6 +417,12 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
         << "int " << name << "_set_num_threads(int n) { return halide_set_num_threads(n); }\n"
         << "int " << name << "_run(struct halide_buffer_t *const *inputs, struct halide_buffer_t *const *outputs) {\n"
         << "    return model().run(inputs, outputs);\n}\n"
+        << "int " << name << "_run_device(struct halide_buffer_t *const *inputs, struct halide_buffer_t *const *outputs) {\n"
+        << "    return model().run_device(inputs, outputs);\n}\n"
+        << "int " << name << "_input_shape(int i, long long *shape) { return i >= 0 && i < " << g.inputs.size()
+        << " ? model().shape_of(kInputs[i], shape) : -1; }\n"
+        << "int " << name << "_output_shape(int i, long long *shape) { return i >= 0 && i < " << g.outputs.size()
+        << " ? model().shape_of(kOutputs[i], shape) : -1; }\n"
         << "int " << name << "_run_raw(const void *const *inputs, void *const *outputs) {\n"
         << "    return model().run_raw(inputs, outputs);\n}\n"
         << "const char *" << name << "_input_name(int i) { return i >= 0 && i < " << g.inputs.size()

@@ -15,6 +15,7 @@
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 #include "tuner/Autotune.h"
+#include "tuner/Bundle.h"
 #include "tuner/Measure.h"
 
 namespace fusor::cli {
@@ -80,7 +81,7 @@ Verb add_autotune(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("autotune", "Search schedules for every distinct cluster of a model and store every "
                                                    "measured trial in a tuning database");
     struct Opts {
-        std::string model, db, target = "host", strategy = "evolve", layout = "auto", budget;
+        std::string model, db, target = "host", strategy = "evolve", layout = "auto", budget, export_batch;
         std::string autoschedulers = "Mullapudi2016,Adams2019,Li2018";
         int trials = 32, threads = 0, jobs = 0;
         uint64_t seed = 1;
@@ -107,6 +108,9 @@ Verb add_autotune(CLI::App &app) {
                     "Halide autoschedulers timed as baselines per cluster (comma-separated; 'none' for none)")
         ->capture_default_str();
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes");
+    cmd->add_option("--export-batch", o->export_batch,
+                    "compile and check the candidates without timing them, and write a measurement bundle into DIR "
+                    "(DIR/measure, run on the measuring machine; import its results.json with `fusor db import-results`)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
                 if (o->trials < 1) throw UserError("--trials is " + std::to_string(o->trials) + "; expected at least 1");
@@ -117,6 +121,7 @@ Verb add_autotune(CLI::App &app) {
                 }
                 // A CUDA target without a driver still searches: candidates are compiled, checked with
                 // ptxas and stored as unmeasured (docs/cuda.md); run/bench stop at the driver check.
+                if (!o->export_batch.empty()) parse_target(o->target);  // a bad target is a usage error (exit 2)
                 bool untimed_cuda = parse_target(o->target).has_feature(Halide::Target::CUDA) && !cuda_driver_available();
                 Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
                 TuningDb db(o->db);
@@ -166,6 +171,20 @@ Verb add_autotune(CLI::App &app) {
                     std::fflush(stderr);
                 };
                 std::signal(SIGINT, on_sigint);
+                if (!o->export_batch.empty()) {
+                    ExportBatchResult b = export_batch(g, db, ao, o->export_batch);
+                    std::signal(SIGINT, SIG_DFL);
+                    if (tty && !status->empty()) std::fputs("\n", stderr);
+                    if (b.measure.empty()) {
+                        fmt::print("no candidate passed its checks: nothing to measure (trials stored in {})\n", o->db);
+                        return g_stop ? 1 : 0;
+                    }
+                    fmt::print("bundle {} for {}: {} candidates of {} clusters, {:.1f} MiB; run {} there, then "
+                               "`fusor db import-results {}/results.json --db {}`\n",
+                               o->export_batch, b.target, b.candidates, b.clusters.size(), b.bundle_bytes / 1048576.0, b.measure,
+                               o->export_batch, o->db);
+                    return g_stop ? 1 : 0;
+                }
                 auto results = autotune(g, db, ao);
                 std::signal(SIGINT, SIG_DFL);
                 if (tty && !status->empty()) std::fputs("\n", stderr);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "generators/AotCompile.h"
+#include "generators/AutoScheduler.h"
 #include "generators/CudaCheck.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
@@ -36,8 +37,8 @@ Verb add_compile(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("compile", "Compile a model into a static library and a C header (AOT), with the best "
                                                   "verified schedules of a tuning database");
     struct Opts {
-        std::string model, out, name, db, target = "host", layout = "auto";
-        bool no_optimize = false, no_runtime = false, runtime_only = false;
+        std::string model, out, name, db, target = "host", layout = "auto", autoscheduler;
+        bool no_optimize = false, no_runtime = false, runtime_only = false, unfused = false;
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json)");
@@ -56,6 +57,11 @@ Verb add_compile(CLI::App &app) {
     auto devices = std::make_shared<int>(0);
     cmd->add_option("--devices", *devices, "split the model into N pipeline stages of balanced measured time; one library per part")
         ->check(CLI::PositiveNumber);
+    cmd->add_flag("--unfused", o->unfused,
+                  "one kernel per node (the unfused mode, the baseline fusion is measured against) instead of one per cluster");
+    cmd->add_option("--autoscheduler", o->autoscheduler,
+                    "schedule every cluster with this Halide autoscheduler (Mullapudi2016, Adams2019, Li2018) instead of "
+                    "fusor's schedules: a baseline (Li2018 is Halide 14's GPU autoscheduler)");
     cmd->add_flag("--no-runtime", o->no_runtime, "do not write libfusor_halide_runtime.a (an app links one per target)");
     cmd->add_flag("--runtime-only", o->runtime_only, "write only libfusor_halide_runtime.a and HalideRuntime.h");
     return {cmd, [=] {
@@ -66,7 +72,20 @@ Verb add_compile(CLI::App &app) {
                 }
                 if (o->model.empty()) throw UserError("compile: a model file is required (or --runtime-only)");
                 Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
+                ClusterOptions clustering;
+                clustering.singleton = o->unfused;
+                // compile_aot keeps clusters it is given: unfused, every node is one
+                if (o->unfused) form_clusters(g, clustering);
                 AotOptions ao;
+                if (!o->autoscheduler.empty()) {
+                    const auto &known = autoscheduler_names();
+                    if (std::find(known.begin(), known.end(), o->autoscheduler) == known.end()) {
+                        throw UserError("--autoscheduler is '" + o->autoscheduler + "'; expected Mullapudi2016, Adams2019 or Li2018");
+                    }
+                    if (!o->db.empty()) throw UserError("compile: --autoscheduler and --db are exclusive");
+                    std::string text = "autoscheduler " + o->autoscheduler + "\n";
+                    ao.schedule_for = [text](const Graph &, const Cluster &) -> std::optional<std::string> { return text; };
+                }
                 ao.name = o->name.empty() ? default_name(o->model) : o->name;
                 ao.target = target;
                 ao.out_dir = o->out;
@@ -78,11 +97,15 @@ Verb add_compile(CLI::App &app) {
                     auto db = std::make_shared<TuningDb>(o->db);
                     std::string resolved = resolved_target(o->target);
                     std::string exact = machine_fingerprint(), family = machine_fingerprint(/*family_only=*/true);
+                    bool cuda = target.has_feature(Halide::Target::CUDA);
                     auto records = std::make_shared<nlohmann::json>(nlohmann::json::array());
-                    ao.schedule_for = [db, resolved, exact, family, records](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
+                    ao.schedule_for = [db, resolved, exact, family, records, cuda](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
                         std::string sig = cluster_signature(gg, c);
                         std::optional<Trial> t = db->best(sig, resolved, exact);
                         if (!t) t = db->best(sig, resolved, family);
+                        // CUDA: then the fastest measured on any GPU (a bundle's imported results,
+                        // fingerprint gpu:<name>|cc:<x.y>; the library records which)
+                        if (!t && cuda) t = db->best(sig, resolved, "gpu:");
                         if (!t) return std::nullopt;
                         records->push_back({{"cluster", c.name}, {"signature", sig}, {"record", t->id}, {"fingerprint", t->fingerprint},
                                             {"median_ms", t->median_ms.value_or(0)}});
@@ -93,7 +116,7 @@ Verb add_compile(CLI::App &app) {
                     // (an If's branches are models of their own, compiled the same way)
                     std::function<void(const Graph &)> visit = [&](const Graph &model) {
                         Graph clustered = model;
-                        form_clusters(clustered);
+                        if (clustered.clusters.empty()) form_clusters(clustered);
                         for (const Cluster &c : clustered.clusters) {
                             const Node &first = clustered.nodes[c.nodes[0]];
                             if (!is_control_flow(first.op)) ao.schedule_for(clustered, c);
@@ -123,7 +146,7 @@ Verb add_compile(CLI::App &app) {
                 };
                 if (*budget > 0 || *devices > 0) {
                     Graph clustered = g;
-                    form_clusters(clustered);
+                    form_clusters(clustered, clustering);
                     Partition partition;
                     if (*budget > 0) {
                         partition = partition_by_memory(clustered, *budget, kPartitionPlan);

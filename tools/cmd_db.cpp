@@ -1,6 +1,6 @@
 /** \file
- * `fusor db`: look at, move and merge tuning databases (list, show, export, import, merge,
- * prune). The work is TuningDb's; this file parses flags and prints. Verbs that only read a
+ * `fusor db`: look at, move and merge tuning databases (list, show, export, import,
+ * import-results, merge, prune). The work is TuningDb's; this file parses flags and prints. Verbs that only read a
  * database refuse a missing file instead of creating it; verbs that write into a new file remove
  * it again when they fail, so a failed command leaves no file behind and an existing one unaltered.
  */
@@ -14,6 +14,7 @@
 
 #include "graph/Error.h"
 #include "tools/Commands.h"
+#include "tuner/Bundle.h"
 #include "tuner/Measure.h"
 #include "tuner/TuningDb.h"
 
@@ -92,6 +93,11 @@ Verb add_db(CLI::App &app) {
     imp->add_option("db", o->db, "tuning database (created if missing)")->required();
     imp->add_option("json", o->json, "exported JSON file")->required();
 
+    CLI::App *impres = cmd->add_subcommand(
+        "import-results", "Store a measurement bundle's results.json (autotune --export-batch) as measured trials");
+    impres->add_option("results", o->json, "the bundle's results.json")->required();
+    impres->add_option("--db", o->db, "tuning database (created if missing)")->required();
+
     CLI::App *merge =
         cmd->add_subcommand("merge", "Add every workload and trial of other databases");
     merge->add_option("--into", o->into, "tuning database to add to (created if missing)")
@@ -150,6 +156,14 @@ Verb add_db(CLI::App &app) {
                     return with_db_for_writing(o->db, [&](TuningDb &db) {
                         int added = db.import_json(o->json);
                         fmt::print("{}: {} trials added to {}\n", o->json, added, o->db);
+                        return 0;
+                    });
+                }
+                if (impres->parsed()) {
+                    return with_db_for_writing(o->db, [&](TuningDb &db) {
+                        ImportResultsSummary s = import_results(o->json, db);
+                        fmt::print("{}: {} results ({} ok) measured on {}; {} trials added to {}\n", o->json, s.records, s.ok,
+                                   s.fingerprint, s.added, o->db);
                         return 0;
                     });
                 }

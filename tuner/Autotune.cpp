@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -69,6 +70,7 @@ struct Work {
     std::string best_schedule_id;  ///< trial of best_schedule: the parent of evolved candidates
     std::optional<Trial> best;
     std::string default_id, nodes;
+    std::string canonical;  ///< canonical_cluster_text
     int lanes = 8;
     MeasureJob job;
     std::set<std::string> tried;
@@ -119,7 +121,8 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         w.copies = 1;
         w.result.signature = sig;
         w.result.name = c.name;
-        db.add_workload(Workload{sig, target, canonical_cluster_text(cg, c)});
+        w.canonical = canonical_cluster_text(cg, c);
+        db.add_workload(Workload{sig, target, w.canonical});
         w.sub = extract_cluster(cg, c);
         w.lc = lower_cluster(w.sub, w.sub.clusters[0], "k_");
         w.def = default_schedule(w.sub, w.sub.clusters[0], w.lc, htarget);
@@ -152,6 +155,12 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     // schedules for a CUDA target and Li2018 is the unfused baseline (NOTES.md).
     std::vector<std::string> autoschedulers = opt.autoschedulers;
     bool cuda = htarget.has_feature(Halide::Target::CUDA);
+    bool exporting = !opt.export_dir.empty();
+    if (exporting && !autoschedulers.empty()) {
+        log("export mode: no autoscheduler baselines (only fusor schedules can be exported to a bundle)");
+        autoschedulers.clear();
+    }
+    int exported = 0;  // objects written so far: cand_<n>
     if (cuda && !autoschedulers.empty()) {
         log("CUDA target: seeded by the default GPU schedule only (Halide 14's autoschedulers give no fused GPU seed)");
         autoschedulers.clear();
@@ -196,6 +205,10 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             w.tried.insert(c.key);
             MeasureJob job = w.job;
             job.schedule = c.key;
+            if (exporting) {
+                job.export_function = "fusor_cand_" + std::to_string(exported++);
+                job.export_object = opt.export_dir + "/" + job.export_function + ".o";
+            }
             batch.push_back(job);
             todo.push_back(std::move(c));
         }
@@ -241,6 +254,11 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             if (c.strategy == "default" && t.median_ms) w.result.default_ms = *t.median_ms;
             results[i] = r;
             trials[i] = t;
+            const MeasureJob &job = batch[i];
+            if (exporting && t.status == TrialStatus::Unmeasured && opt.on_export && std::ifstream(job.export_object)) {
+                opt.on_export(ExportedCandidate{w.result.name, w.job.graph_json, Workload{w.result.signature, target, w.canonical}, t,
+                                                job.export_object, job.export_function});
+            }
             report(w);
         };
         measure_batch(opt.worker_exe, batch, bo);

@@ -27,6 +27,15 @@ struct AutotuneProgress {
     std::string last;               ///< the last candidate: strategy, status, time
 };
 
+/** A candidate written as an AOT object in export mode (AutotuneOptions::export_dir). */
+struct ExportedCandidate {
+    std::string cluster_name;  ///< the first cluster with this signature, e.g. "c2"
+    std::string graph_json;    ///< the standalone cluster graph it was compiled from (job_graph_json)
+    Workload workload;
+    Trial trial;               ///< as stored: status unmeasured
+    std::string object, function;  ///< the object file and its entry point (plus `<function>_argv`)
+};
+
 struct AutotuneOptions {
     int trials = 32;               ///< total candidates across the model's distinct clusters (each default included)
     double budget_s = 0;           ///< wall-time budget in seconds; 0 = none (then trials bounds the run)
@@ -47,6 +56,12 @@ struct AutotuneOptions {
     /** Set (e.g. by Ctrl-C) to stop after the candidate being timed; candidates of the batch not
      * yet timed are cancelled, not stored, and measured by the next run. */
     const std::atomic<bool> *stop = nullptr;
+    /** Export mode (`autotune --export-batch`): every candidate is compiled (for CUDA also checked
+     * with ptxas) in a worker as usual, and one that passes is written as an AOT object under this
+     * folder instead of being timed, stored as unmeasured, and passed to on_export. Autoschedulers
+     * are not run (their schedules are not fusor's form). */
+    std::string export_dir;
+    std::function<void(const ExportedCandidate &)> on_export;
 };
 
 struct ClusterTuning {

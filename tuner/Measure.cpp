@@ -36,9 +36,6 @@ namespace fusor {
 
 using nlohmann::json;
 
-namespace {
-
-/** The one cluster of a standalone job graph: every node, inputs in first-use order. */
 Cluster whole_graph_cluster(const Graph &g) {
     Cluster c;
     c.id = 0;
@@ -53,6 +50,8 @@ Cluster whole_graph_cluster(const Graph &g) {
     c.outputs = g.outputs;
     return c;
 }
+
+namespace {
 
 MeasureResult fail(TrialStatus s, const std::string &why) {
     MeasureResult r;
@@ -153,6 +152,7 @@ struct Compiled {
     std::optional<MeasureResult> failure;
     std::string mapped_schedule, unmapped;  ///< see MeasureResult
     std::string resources;                  ///< CUDA: cuda_resources_json
+    bool export_mode = false;               ///< MeasureJob::export_object is set
 };
 
 /** CUDA: checks the scheduled pipeline with ptxas before anyone runs it. Returns the failure
@@ -172,7 +172,7 @@ std::optional<MeasureResult> cuda_precheck(Compiled &c, std::string &resources, 
     if (!violation.empty()) {
         return with(violation.rfind("spills", 0) == 0 ? TrialStatus::Spills : TrialStatus::ResourceLimit, violation);
     }
-    if (!cuda_driver_available()) {
+    if (!c.export_mode && !cuda_driver_available()) {
         return with(TrialStatus::Unmeasured, std::string("compiled") + (k.ptxas_found ? " and checked with ptxas" : " (ptxas not found: not checked)") +
                                                  "; not timed: no CUDA driver on this machine");
     }
@@ -184,6 +184,7 @@ Compiled compile_candidate(const MeasureJob &job) {
     c.g = parse_graph_json(job.graph_json, "<measure job>");
     Cluster cluster = whole_graph_cluster(c.g);
     c.target = job.target == "host" ? Halide::get_host_target() : Halide::Target(job.target);
+    c.export_mode = !job.export_object.empty();
     if (job.threads > 0) set_num_threads(job.threads);
     c.lc = lower_cluster(c.g, cluster, "k_");
     auto t0 = std::chrono::steady_clock::now();
@@ -230,8 +231,25 @@ Compiled compile_candidate(const MeasureJob &job) {
         if (c.target.has_feature(Halide::Target::CUDA)) {
             if (auto stop = cuda_precheck(c, c.resources, t0)) {
                 c.failure = stop;
+                if (!c.export_mode || stop->status != TrialStatus::Unmeasured) return c;
+            }
+        }
+        if (c.export_mode) {
+            if (!autoscheduler.empty()) {
+                c.failure = fail(TrialStatus::CompileError, "an autoscheduler baseline cannot be exported to a bundle");
                 return c;
             }
+            // the kernel as the bundle links it: no runtime (the bundle has one), arguments in
+            // the order of the lowering's params, then the outputs
+            std::vector<Halide::Argument> args(c.lc.params.begin(), c.lc.params.end());
+            c.lc.pipeline.compile_to({{Halide::OutputFileType::object, job.export_object}}, args, job.export_function,
+                                     c.target.with_feature(Halide::Target::NoRuntime));
+            MeasureResult r = fail(TrialStatus::Unmeasured, std::string("exported to a measurement bundle") +
+                                                                (c.resources.empty() ? "" : " (checked with ptxas)") + "; not timed here");
+            r.resources = c.resources;
+            r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            c.failure = r;
+            return c;
         }
         jit_compile(c.lc.pipeline, c.target);
     } catch (const Halide::Error &e) {  // the one place a Halide compile error becomes data
@@ -339,6 +357,8 @@ int run_worker(const std::string &job_path, const std::string &result_path, bool
     job.warmup = j.value("warmup", 2);
     job.repeats = j.value("repeats", 7);
     job.seed = j.value("seed", (uint64_t)1);
+    job.export_object = j.value("export_object", std::string());
+    job.export_function = j.value("export_function", std::string());
     Compiled c = compile_candidate(job);
     if (c.failure) {
         write_atomically(result_path, result_to_json(*c.failure).dump() + "\n");
@@ -391,7 +411,8 @@ std::optional<MeasureResult> spawn(const std::string &exe, const MeasureJob &job
     w.dir = dir_template;
     std::string job_path = w.dir + "/job.json", result_path = w.dir + "/result.json";
     json j = {{"graph", job.graph_json}, {"schedule", job.schedule}, {"target", job.target}, {"threads", job.threads},
-              {"warmup", job.warmup}, {"repeats", job.repeats}, {"seed", job.seed}};
+              {"warmup", job.warmup}, {"repeats", job.repeats}, {"seed", job.seed},
+              {"export_object", job.export_object}, {"export_function", job.export_function}};
     std::ofstream(job_path) << j.dump();
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {

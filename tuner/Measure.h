@@ -31,6 +31,11 @@ struct MeasureJob {
     int threads = 0;         ///< Halide worker threads; 0 = all cores
     int warmup = 2, repeats = 7;
     uint64_t seed = 1;       ///< random inputs and weights
+    /** Export mode (`autotune --export-batch`): compile (and for CUDA check with ptxas) as usual,
+     * then, instead of timing, write the scheduled pipeline as a runtime-free AOT object to this
+     * path with the entry point export_function (plus Halide's `<export_function>_argv`); the
+     * result is unmeasured. */
+    std::string export_object, export_function;
 };
 
 struct MeasureResult {
@@ -51,6 +56,10 @@ std::string cuda_resources_json(const CudaCheck &c);
 /** One line for humans from cuda_resources_json's text ("regs 32, shared 4096 B, ..."); the text
  * itself when it is not such JSON. */
 std::string resources_summary(const std::string &resources_json);
+
+/** The one cluster of a standalone job graph (job_graph_json): every node, inputs in first-use
+ * order; its lowering's params are the kernel's arguments, in order, then its outputs. */
+Cluster whole_graph_cluster(const Graph &g);
 
 /** The standalone graph a worker measures: extract_cluster with float weights of more than 16
  * elements replaced by seeded random specs (so jobs stay small and timing does not depend on the

@@ -180,9 +180,11 @@ constexpr const char *kTrialColumns = FUSOR_TRIAL_COLUMNS_V1 ", resources";
 #undef FUSOR_TRIAL_COLUMNS_V1
 
 /** Matches a trial's fingerprint against the lookup argument ?3: equal, or, for a family
- * fingerprint "isa:...", the trial's fingerprint ends with "|" followed by it. */
+ * fingerprint "isa:...", the trial's fingerprint ends with "|" followed by it, or, for a GPU
+ * lookup "gpu:..." (e.g. "gpu:" for any GPU), the trial's fingerprint starts with it. */
 constexpr const char *kFingerprintMatch = "(fingerprint = ?3 OR (substr(?3, 1, 4) = 'isa:' AND "
-                                          "substr(fingerprint, -length(?3) - 1) = '|' || ?3))";
+                                          "substr(fingerprint, -length(?3) - 1) = '|' || ?3) OR "
+                                          "(substr(?3, 1, 4) = 'gpu:' AND substr(fingerprint, 1, length(?3)) = ?3))";
 
 Trial read_trial(const Statement &s, const std::string &path) {
     Trial t;
@@ -294,6 +296,41 @@ public:
 private:
     std::string file_;
 };
+
+/** A trial object of the export format at \p where; checks every field and that the id is the
+ * trial's content hash. */
+Trial parse_trial(const JsonReader &r, const nlohmann::json &o, const std::string &where) {
+    if (!o.is_object()) r.fail(where, "expected an object");
+    Trial t;
+    t.id = r.text(o, "id", where);
+    t.signature = r.text(o, "signature", where);
+    t.target = r.text(o, "target", where);
+    t.schedule = r.text(o, "schedule", where);
+    std::string status = r.text(o, "status", where);
+    std::optional<TrialStatus> st = parse_status(status);
+    if (!st) r.fail(where + ".status", "unknown status '" + status + "'");
+    t.status = *st;
+    t.median_ms = r.time(o, "median_ms", where);
+    t.min_ms = r.time(o, "min_ms", where);
+    t.max_ms = r.time(o, "max_ms", where);
+    t.compile_ms = r.time(o, "compile_ms", where);
+    t.error = r.text(o, "error", where);
+    t.parent = r.text(o, "parent", where);
+    t.strategy = r.text(o, "strategy", where);
+    t.fingerprint = r.text(o, "fingerprint", where);
+    t.halide_version = r.text(o, "halide_version", where);
+    t.fusor_version = r.text(o, "fusor_version", where);
+    t.host = r.text(o, "host", where);
+    t.created_at = r.text(o, "created_at", where);
+    if (o.contains("resources")) t.resources = r.text(o, "resources", where);  // absent in version 1
+    std::string expected = trial_id(t);
+    if (t.id != expected) {
+        r.fail(where + ".id", "'" + t.id +
+                      "' is not the content hash of the trial (expected '" +
+                      expected + "'); the file was edited or is corrupt");
+    }
+    return t;
+}
 
 }  // namespace
 
@@ -668,38 +705,22 @@ int TuningDb::import_json(const std::string &path) {
     for (size_t i = 0; i < jt.size(); i++) {
         std::string where = "trials[" + std::to_string(i) + "]";
         const nlohmann::json &o = jt[i];
-        if (!o.is_object()) r.fail(where, "expected an object");
-        Trial t;
-        t.id = r.text(o, "id", where);
-        t.signature = r.text(o, "signature", where);
-        t.target = r.text(o, "target", where);
-        t.schedule = r.text(o, "schedule", where);
-        std::string status = r.text(o, "status", where);
-        std::optional<TrialStatus> st = parse_status(status);
-        if (!st) r.fail(where + ".status", "unknown status '" + status + "'");
-        t.status = *st;
-        t.median_ms = r.time(o, "median_ms", where);
-        t.min_ms = r.time(o, "min_ms", where);
-        t.max_ms = r.time(o, "max_ms", where);
-        t.compile_ms = r.time(o, "compile_ms", where);
-        t.error = r.text(o, "error", where);
-        t.parent = r.text(o, "parent", where);
-        t.strategy = r.text(o, "strategy", where);
-        t.fingerprint = r.text(o, "fingerprint", where);
-        t.halide_version = r.text(o, "halide_version", where);
-        t.fusor_version = r.text(o, "fusor_version", where);
-        t.host = r.text(o, "host", where);
-        t.created_at = r.text(o, "created_at", where);
-        if (o.contains("resources")) t.resources = r.text(o, "resources", where);  // absent in version 1
-        std::string expected = trial_id(t);
-        if (t.id != expected) {
-            r.fail(where + ".id", "'" + t.id +
-                                      "' is not the content hash of the trial (expected '" +
-                                      expected + "'); the file was edited or is corrupt");
-        }
-        ts.push_back(std::move(t));
+        ts.push_back(parse_trial(r, o, where));
     }
     return impl_->insert_all(ws, ts, "cannot import into");
+}
+
+std::string trial_content_id(const Trial &t) {
+    return trial_id(t);
+}
+
+Trial trial_from_json(const nlohmann::json &o, const std::string &file, const std::string &where) {
+    return parse_trial(JsonReader(file), o, where);
+}
+
+int TuningDb::add_all(const std::vector<Workload> &workloads, std::vector<Trial> &trials) {
+    for (Trial &t : trials) t.id = trial_id(t);
+    return impl_->insert_all(workloads, trials, "cannot add to");
 }
 
 int TuningDb::merge_from(const std::string &other_path) {

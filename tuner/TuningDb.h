@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "graph/Error.h"
 
 namespace fusor {
@@ -54,6 +56,9 @@ struct Trial {
     std::string halide_version, fusor_version, host, created_at;
 };
 
+/** The id a trial gets: the content hash of every other field (docs/tuning_db.md). */
+std::string trial_content_id(const Trial &t);
+
 /** Raised for SQLite failures (with sqlite3_errmsg) and for files that are not fusor tuning
  * databases or have an unknown schema version. A UserError: the tools exit with status 2. */
 class DbError : public UserError {
@@ -65,6 +70,10 @@ public:
  * file; an existing file must be a fusor tuning database of a known schema version, else DbError
  * naming the file and what was found. WAL mode and a busy timeout let several processes write one
  * file at once. Every add_* commits before returning, so a killed process loses nothing stored. */
+/** A trial object of the export format (\p where names it in \p file's errors): every field
+ * checked and the id verified as the content hash; UserError naming the file and field otherwise. */
+Trial trial_from_json(const nlohmann::json &object, const std::string &file, const std::string &where);
+
 class TuningDb {
 public:
     static constexpr int kSchemaVersion = 2;
@@ -115,6 +124,9 @@ public:
     /** Deletes failed trials (status != ok) and, per workload and fingerprint, all ok trials but
      * the \p keep_best fastest. Returns trials deleted. UserError if \p keep_best < 0. */
     int prune(int keep_best);
+    /** Adds workloads (new ones) and trials (computing each id; present ids are skipped) in one
+     * transaction: all or nothing. Returns trials added. */
+    int add_all(const std::vector<Workload> &workloads, std::vector<Trial> &trials);
 
 private:
     struct Impl;

@@ -323,6 +323,34 @@ struct Model {
         return run_bound();
     }
 
+    /* NAME_run_device: the caller's buffers as they are. An input with a device copy that is not
+     * host-dirty is read on the device (not copied again: e.g. copied once with
+     * halide_copy_to_device, or an earlier run's output); one without a device copy is read from
+     * the host. Outputs stay where the kernels leave them (on the device for GPU targets, marked
+     * device-dirty): the caller copies them with halide_copy_to_host when it needs them. */
+    int run_device(halide_buffer_t *const *ins, halide_buffer_t *const *outs) {
+        if (!ready) {
+            int e = init();
+            if (e) return e;
+        }
+        for (int i = 0; i < num_inputs; i++) {
+            if (!check(ins ? ins[i] : nullptr, tensors[inputs[i]], "input", i)) return -2;
+            bound[inputs[i]] = ins[i];
+            if (!ins[i]->device) ins[i]->flags |= halide_buffer_flag_host_dirty;
+        }
+        for (int i = 0; i < num_outputs; i++) {
+            if (!check(outs ? outs[i] : nullptr, tensors[outputs[i]], "output", i)) return -2;
+            bound[outputs[i]] = outs[i];
+        }
+        return run_bound(/*nested=*/true);
+    }
+
+    /* ONNX-order extents of tensor entry t into shape (up to 8); returns the rank. */
+    int shape_of(int t, long long *shape) const {
+        for (int i = 0; i < tensors[t].rank; i++) shape[i] = tensors[t].shape[i];
+        return tensors[t].rank;
+    }
+
     /* A branch of an If in the parent model's run_kernels: the parent's buffers, bound as they are
      * (on GPU targets their device copies stay valid: only inputs without one are marked host-dirty,
      * and the outputs stay on the device for the parent's next kernel). */

@@ -4,6 +4,9 @@
 //                                               checks that runs 2 and 3 took no scratch memory from
 //                                               the system, and writes the outputs of the last run
 //   aot_driver --bad-shape                      calls the model with a wrong input extent
+// Built with -DFUSOR_CHECK_RUN_DEVICE (models with f32 inputs and outputs), it also runs the model
+// once through NAME_run_device on halide_buffer_t's shaped by NAME_input_shape/_output_shape and
+// checks that the outputs equal run_raw's (exit 8 otherwise).
 // Exit status 0 on success; the model's error code and message otherwise.
 #include <cstdio>
 #include <cstdlib>
@@ -82,6 +85,46 @@ int main(int argc, char **argv) {
         allocs[rep] = MODEL_FN(_scratch_system_allocations)();
     }
     std::fprintf(stderr, "scratch system allocations after runs 1..3: %lld %lld %lld\n", allocs[0], allocs[1], allocs[2]);
+#ifdef FUSOR_CHECK_RUN_DEVICE
+    {
+        int n_in = MODEL_FN(_num_inputs), n = n_in + MODEL_FN(_num_outputs);
+        std::vector<halide_buffer_t> bufs((size_t)n);
+        std::vector<std::vector<halide_dimension_t>> dims((size_t)n);
+        std::vector<std::vector<char>> dev_out;
+        for (int k = n_in; k < n; k++) dev_out.emplace_back(out_data[(size_t)(k - n_in)].size(), 0);
+        std::vector<halide_buffer_t *> ins, outs;
+        for (int k = 0; k < n; k++) {
+            long long shape[8];
+            int rank = k < n_in ? MODEL_FN(_input_shape)(k, shape) : MODEL_FN(_output_shape)(k - n_in, shape);
+            if (rank < 0) return 8;
+            dims[(size_t)k].resize((size_t)rank);
+            int32_t stride = 1;
+            for (int d = 0; d < rank; d++) {
+                dims[(size_t)k][(size_t)d] = halide_dimension_t{0, (int32_t)shape[rank - 1 - d], stride, 0};
+                stride *= (int32_t)shape[rank - 1 - d];
+            }
+            halide_buffer_t &b = bufs[(size_t)k];
+            std::memset(&b, 0, sizeof b);
+            b.host = (uint8_t *)(k < n_in ? (void *)inputs[(size_t)k].data() : (void *)dev_out[(size_t)(k - n_in)].data());
+            b.type.code = halide_type_float;
+            b.type.bits = 32;
+            b.type.lanes = 1;
+            b.dimensions = rank;
+            b.dim = dims[(size_t)k].data();
+            (k < n_in ? ins : outs).push_back(&b);
+        }
+        int r = MODEL_FN(_run_device)(ins.data(), outs.data());
+        if (r != 0) {
+            std::fprintf(stderr, "run_device failed (%d): %s\n", r, MODEL_FN(_last_error)());
+            return 8;
+        }
+        if (dev_out != out_data) {
+            std::fprintf(stderr, "run_device's outputs differ from run_raw's\n");
+            return 8;
+        }
+        std::fprintf(stderr, "run_device: same outputs as run_raw\n");
+    }
+#endif
     if (allocs[2] != allocs[0]) return 7;  // steady state allocates nothing
     for (size_t k = 0; k < outputs.size(); k++) {
         FILE *f = std::fopen(outputs[k].first.c_str(), "wb");

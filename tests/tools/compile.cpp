@@ -58,10 +58,10 @@ std::vector<uint8_t> slurp(const std::string &path) {
 }
 
 /** Builds the AOT driver against lib<name>.a in \p lib; returns the app's path. */
-std::string build_driver(const TempDir &d, const std::string &lib, const std::string &name) {
+std::string build_driver(const TempDir &d, const std::string &lib, const std::string &name, const std::string &flags = "") {
     std::string app = d.file("app_" + name);
     std::string cxx = std::getenv("CXX") ? std::getenv("CXX") : "c++";
-    Result r = shell(cxx + " -std=c++17 -O1 -DFUSOR_MODEL=" + name + " -include '" + lib + "/" + name + ".h' -I'" + lib +
+    Result r = shell(cxx + " -std=c++17 -O1 " + flags + " -DFUSOR_MODEL=" + name + " -include '" + lib + "/" + name + ".h' -I'" + lib +
                          "' '" + FUSOR_AOT_DRIVER + "' '" + lib + "/lib" + name + ".a' '" + lib +
                          "/libfusor_halide_runtime.a' -lpthread -ldl -o '" + app + "'",
                      d);
@@ -172,6 +172,45 @@ TEST_CASE("compile: the attention scores' AOT library gives the JIT outputs", "[
 }
 TEST_CASE("compile: the elementwise chain's AOT library gives the JIT outputs", "[tools][compile]") {
     check_model("models/eltwise_chain.json");
+}
+
+TEST_CASE("compile: --unfused and --autoscheduler Li2018 give the JIT outputs, and run_device gives run_raw's", "[tools][compile]") {
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/resnet_block.json";
+    Graph g = load_graph_json(model);
+    std::string in_args = run_jit_reference(d, model, g, 5).positional_args;
+    Result unfused_run = shell(std::string("'") + FUSOR_BINARY + "' run '" + model + "' --unfused", d);
+    REQUIRE(unfused_run.status == 0);
+    size_t at = unfused_run.out.find("(unfused, ");
+    REQUIRE(at != std::string::npos);
+    int kernels = std::stoi(unfused_run.out.substr(at + 10));
+    Result fused = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("f") + "' --name m", d);
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --unfused -o '" + d.file("lib") + "' --name m", d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    CHECK_THAT(c.out, Contains("  " + std::to_string(kernels) + " clusters"));
+    CHECK_THAT(fused.out, !Contains("  " + std::to_string(kernels) + " clusters"));  // fusion made fewer
+    std::string app = build_driver(d, d.file("lib"), "m", "-DFUSOR_CHECK_RUN_DEVICE");
+    Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
+    INFO(run.out);
+    REQUIRE(run.status == 0);
+    CHECK_THAT(run.out, Contains("run_device: same outputs as run_raw"));
+    check_outputs_match_jit(d, g);
+
+    // Li2018's schedule per node (bench/gpu.sh's baseline column) computes the same
+    Result li = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --unfused --autoscheduler Li2018 -o '" +
+                          d.file("li") + "' --name m",
+                      d);
+    INFO(li.out);
+    REQUIRE(li.status == 0);
+    std::string li_app = build_driver(d, d.file("li"), "m");
+    Result li_run = shell("'" + li_app + "'" + in_args + " --" + output_args(d, g), d);
+    INFO(li_run.out);
+    REQUIRE(li_run.status == 0);
+    check_outputs_match_jit(d, g);
+    Result bad = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --autoscheduler Li2019 -o '" + d.file("x") + "'", d);
+    CHECK(bad.status == 2);
+    CHECK_THAT(bad.out, Contains("--autoscheduler"));
 }
 
 TEST_CASE("compile: the same model and target give a byte-identical library", "[tools][compile]") {
