@@ -17,6 +17,12 @@
 #                                default 6) into DIR/<model>/batch; its candidates are stored as
 #                                unmeasured in build/gpu_tuning.db (created afresh by each build).
 #                              DIR (default build/gpu_bundle) needs only glibc and the driver.
+#   bench/gpu.sh build-tuned [DIR]   here, after a `run` whose batches were imported into
+#                              build/gpu_tuning.db (`fusor db import-results $OUT/batch_<model>.json
+#                              --db build/gpu_tuning.db`): per model the fused CUDA library with the default
+#                              schedules and with the best measured ones (`compile --db`), for a second
+#                              `run` that times them side by side and checks the tuned outputs against
+#                              the default's (which the first run checked against the CPU library).
 #   bench/gpu.sh run [DIR]     on the GPU machine, within 6 minutes (every step under `timeout`, steps
 #                              skipped once the budget is spent): each model's CPU library on seeded
 #                              inputs is the reference; the fused, unfused and Li2018 CUDA libraries must match
@@ -38,21 +44,32 @@ cpu_target=x86-64-linux-avx2-fma-f16c-sse41
 gpu_target=$cpu_target-cuda-cuda_capability_80
 
 case "$mode" in
-build)
+build|build-tuned)
     fusor=build/tools/fusor
     [[ -x $fusor ]] || { echo "build fusor first (cmake/bootstrap.sh test or cmake --build build)" >&2; exit 2; }
     rm -rf "$dir" && mkdir -p "$dir"
     db=build/gpu_tuning.db
-    rm -f "$db" "$db-wal" "$db-shm"  # a fresh batch: a kept db would skip what it stored (the defaults) last time
+    kinds=(gpu cpu gpu_unfused gpu_li2018)
+    if [[ $mode == build-tuned ]]; then
+        # the second round: the batch results imported into $db (`fusor db import-results`); each
+        # model's fused library with the default schedules and with the best measured ones, side by
+        # side (the default was checked against the CPU library in the first round; the tuned one
+        # is checked against the default here)
+        [[ -f $db ]] || { echo "$db: no tuning database; run bench/gpu.sh build, run, then import the batches" >&2; exit 2; }
+        kinds=(gpu gpu_tuned)
+    else
+        rm -f "$db" "$db-wal" "$db-shm"  # a fresh batch: a kept db would skip what it stored (the defaults) last time
+    fi
     "$fusor" compile --runtime-only --target "$gpu_target" -o "$dir/rt_gpu" >/dev/null
     "$fusor" compile --runtime-only --target "$cpu_target" -o "$dir/rt_cpu" >/dev/null
     for m in "${models[@]}"; do
         model=configs/models/$m.json
-        for kind in gpu cpu gpu_unfused gpu_li2018; do
+        for kind in "${kinds[@]}"; do
             target=$gpu_target rt=gpu flags=(-DFUSOR_GPU) extra=() max_weights=-1
             [[ $kind == cpu ]] && target=$cpu_target rt=cpu flags=()
             [[ $kind == gpu_unfused ]] && extra=(--unfused) max_weights=${GPU_UNFUSED_MAX_WEIGHTS:-4194304}
             [[ $kind == gpu_li2018 ]] && extra=(--unfused --autoscheduler Li2018) max_weights=${GPU_LI2018_MAX_WEIGHTS:-1048576}
+            [[ $kind == gpu_tuned ]] && extra=(--db "$db")
             if ! out=$("$fusor" compile "$model" --target "$target" --name "$m" --no-runtime "${extra[@]}" -o "$dir/$m/$kind" 2>&1); then
                 [[ $kind == gpu_li2018 ]] || { echo "$out" >&2; exit 1; }
                 echo "$m: no Li2018 library (${out##*$'\n'})"
@@ -70,8 +87,10 @@ build)
                 -lpthread -ldl -s -o "$dir/$m/driver_$kind"
             rm -rf "$dir/$m/$kind"
         done
-        "$fusor" autotune "$model" --db "$db" --export-batch "$dir/$m/batch" --target "$gpu_target" \
-            --trials "${GPU_TRIALS:-6}" --jobs 2 2>/dev/null | tail -n 1
+        if [[ $mode == build ]]; then
+            "$fusor" autotune "$model" --db "$db" --export-batch "$dir/$m/batch" --target "$gpu_target" \
+                --trials "${GPU_TRIALS:-6}" --jobs 2 2>/dev/null | tail -n 1
+        fi
         echo "built $m"
     done
     rm -rf "$dir/rt_gpu" "$dir/rt_cpu"
@@ -89,11 +108,12 @@ run)
     step_limit() { local left=$((budget - SECONDS)); ((left > $1)) && left=$1; ((left < 5)) && left=0; echo $left; }
     status=0
     for m in "${models[@]}"; do
-        for kind in cpu gpu gpu_unfused gpu_li2018; do
+        for kind in cpu gpu gpu_unfused gpu_li2018 gpu_tuned; do
             [[ -x $dir/$m/driver_$kind ]] || continue
             limit=$(step_limit 40)
             if ((limit == 0)); then echo "{\"model\": \"$m\", \"kind\": \"$kind\", \"skipped\": \"budget spent\"}" | tee -a "$results"; continue; fi
             ref=""; [[ $kind != cpu ]] && ref="$dir/$m/out_cpu"
+            [[ $kind != cpu && ! -x $dir/$m/driver_cpu ]] && ref="$dir/$m/out_gpu"  # build-tuned: no CPU library
             line=$(timeout "$limit" "$dir/$m/driver_$kind" 20 7 "$dir/$m/out_$kind" $ref 2>&1 | tail -n 1) || status=1
             [[ $line == \{* ]] || line="\"${line//\"/\'}\""  # a failure message is not JSON: quote it
             echo "{\"kind\": \"$kind\", \"flops\": ${flops[$m]}, \"result\": $line}" | tee -a "$results"
@@ -116,7 +136,7 @@ run)
     exit $status
     ;;
 *)
-    echo "usage: bench/gpu.sh build|run [DIR]" >&2
+    echo "usage: bench/gpu.sh build|build-tuned|run [DIR]" >&2
     exit 2
     ;;
 esac
