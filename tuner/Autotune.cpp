@@ -6,10 +6,14 @@
  *      into fusor's form (the worker reads them back) is measured again as that schedule
  *      (strategy "from <Name>", parent: the baseline) and can be mutated; one that does not map
  *      keeps the reason in its error text;
- *   3. repeat: pick a parent (evolve: the fastest verified fusor schedule so far; random: the
- *      default), make a batch of --jobs distinct legal random edits (tuner/ScheduleSpace.h) not
- *      yet tried on this machine, and measure the batch (tuner/Measure.h: compiled in parallel
- *      workers, timed one at a time); store each trial with its parent and provenance.
+ *   3. repeat: make a batch of --jobs distinct legal candidates not yet tried on this machine and
+ *      measure it (tuner/Measure.h: compiled in parallel workers, timed one at a time); store each
+ *      trial with its parent and provenance. Random: one edit (tuner/ScheduleSpace.h) of the
+ *      default each. Evolve: one or two edits of a parent drawn from the three fastest verified
+ *      fusor schedules so far (the fastest most often), ranked by the mean of their measurements;
+ *      about one candidate in four is instead a fresh sample (two to four edits of the default),
+ *      so the search keeps exploring; and a new incumbent measured once is measured again in the
+ *      next batch (a single lucky run does not steer the search).
  * Every trial is committed as soon as it is measured. AutotuneOptions::progress gets the state
  * after each one; AutotuneOptions::stop cancels the candidates not yet timed. */
 #include "tuner/Autotune.h"
@@ -72,6 +76,28 @@ struct Work {
     int lanes = 8;
     MeasureJob job;
     std::set<std::string> tried;
+    /** Verified fusor schedules (mutation parents), with the mean of their measurements. */
+    struct Ranked {
+        ClusterSchedule sched;
+        std::string key, id;
+        double sum_ms = 0;
+        int runs = 0;
+        double mean() const {
+            return sum_ms / runs;
+        }
+    };
+    std::vector<Ranked> pool;
+    void rank(const ClusterSchedule &sched, const std::string &key, const std::string &id, double ms) {
+        for (Ranked &r : pool) {
+            if (r.key == key) {
+                r.sum_ms += ms, r.runs++;
+                std::stable_sort(pool.begin(), pool.end(), [](const Ranked &a, const Ranked &b) { return a.mean() < b.mean(); });
+                return;
+            }
+        }
+        pool.push_back({sched, key, id, ms, 1});
+        std::stable_sort(pool.begin(), pool.end(), [](const Ranked &a, const Ranked &b) { return a.mean() < b.mean(); });
+    }
 };
 
 }  // namespace
@@ -137,6 +163,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             if (auto parsed = parse_schedule(w.best->schedule, &err)) {
                 w.best_schedule = *parsed;
                 w.best_schedule_id = w.best->id;
+                if (w.best->median_ms) w.rank(*parsed, schedule_key(*parsed), w.best->id, *w.best->median_ms);
             }
         }
         for (const Trial &t : db.trials(sig, target)) {
@@ -187,12 +214,13 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         std::string key;
         std::optional<ClusterSchedule> sched;
         std::string strategy, parent;
+        bool recheck = false;  ///< measured again although tried (the incumbent)
     };
     auto measure = [&](Work &w, std::vector<Candidate> cands) {
         std::vector<Candidate> todo;
         std::vector<MeasureJob> batch;
         for (Candidate &c : cands) {
-            if (w.tried.count(c.key)) continue;
+            if (w.tried.count(c.key) && !c.recheck) continue;
             w.tried.insert(c.key);
             MeasureJob job = w.job;
             job.schedule = c.key;
@@ -236,6 +264,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
                 w.best = t;
                 if (c.sched) w.best_schedule = *c.sched, w.best_schedule_id = t.id;
             }
+            if (t.status == TrialStatus::Ok && c.sched && t.median_ms) w.rank(*c.sched, c.key, c.recheck ? c.parent : t.id, *t.median_ms);
             last = fmt::format("{} {} {}", c.strategy, status_name(t.status),
                                t.median_ms ? fmt::format("{:.3f} ms", *t.median_ms) : one_line(t.error, 60));
             if (c.strategy == "default" && t.median_ms) w.result.default_ms = *t.median_ms;
@@ -318,19 +347,43 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         log(fmt::format("cluster {}/{} {} ({}): {:.0f}% of the time of the clusters not yet searched; about {:.3g} schedules; {}",
                         round + 1, work.size(), w.result.name, w.nodes, 100 * share, space_size(w.lc, w.def, w.lanes),
                         opt.budget_s > 0 ? fmt::format("{:.0f} s", time_quota) : fmt::format("{} trials", quota)));
-        int done = 0, stale = 0;
+        int done = 0, stale = 0, rechecks = 0;
         bool evolve = opt.strategy != "random";
         while (!out_of_budget() && stale < 64 && measured < opt.trials &&
                (opt.budget_s > 0 ? elapsed() - cluster_start < time_quota : done < quota)) {
-            // a batch of distinct, untried children of the current parent
-            const ClusterSchedule &parent = evolve ? w.best_schedule : w.def;
-            std::string parent_id = evolve && !w.best_schedule_id.empty() ? w.best_schedule_id : w.default_id;
             int want = std::min(jobs, opt.trials - measured);
             if (opt.budget_s <= 0) want = std::min(want, quota - done);
             std::vector<Candidate> batch;
             std::set<std::string> keys;
+            // the incumbent, measured once so far: measured again before it steers the search
+            // (at most one trial in four goes to these)
+            if (evolve && !w.pool.empty() && w.pool[0].runs == 1 && w.pool.size() > 1 && want > 1 && 4 * (rechecks + 1) <= done + want) {
+                rechecks++;
+                const Work::Ranked &inc = w.pool[0];
+                batch.push_back({inc.key, inc.sched, "evolve", inc.id, true});
+                keys.insert(inc.key);
+            }
             for (int attempt = 0; (int)batch.size() < want && attempt < 8 * want; attempt++) {
-                ClusterSchedule child = mutate(w.lc, parent, w.lanes, rng);
+                // evolve: a tournament over the three fastest (the fastest half the time), one or
+                // two edits; one in four a fresh sample of two to four edits of the default.
+                // random: one edit of the default.
+                const ClusterSchedule *parent = &w.def;
+                std::string parent_id = w.default_id;
+                int edits = 1;
+                if (evolve) {
+                    uint64_t roll = rng.next() % 8;
+                    if (roll < 2 || w.pool.empty()) {
+                        edits = 2 + (int)(rng.next() % 3);
+                    } else {
+                        size_t top = std::min<size_t>(3, w.pool.size());
+                        size_t pick = roll < 5 ? 0 : (size_t)(rng.next() % top);
+                        parent = &w.pool[pick].sched;
+                        parent_id = w.pool[pick].id;
+                        edits = roll == 7 ? 2 : 1;
+                    }
+                }
+                ClusterSchedule child = *parent;
+                for (int e = 0; e < edits; e++) child = mutate(w.lc, child, w.lanes, rng);
                 std::string key = schedule_key(child);
                 if (w.tried.count(key) || !keys.insert(key).second) continue;
                 batch.push_back({key, child, evolve ? "evolve" : "random", parent_id});
