@@ -11,11 +11,14 @@
  *   - candidates evaluated per minute, and the isolation overhead (the softmax's default schedule
  *     timed in a worker vs in this process);
  *   - a two-seed merge check: a second search with another seed, both databases merged; the
- *     merged best must be the better of the two.
+ *     merged best must be the better of the two;
+ *   - per cluster at the end, the final best of each strategy (search, random, default, each
+ *     autoscheduler) and oneDNN timed again side by side, interleaved, median of --retime-rounds
+ *     rounds (retime()): the figures to compare strategies by.
  * Writes results.json, the bars chart and best-so-far charts (gnuplot) under --out.
  *
  *   bench_tuning [--trials N | --budget S] [--threads N] [--jobs N] [--beam N] [--reduced]
- *                [--only NAME...] [--out DIR]
+ *                [--only NAME...] [--retime-rounds N] [--timeout S] [--out DIR]
  */
 #include <algorithm>
 #include <chrono>
@@ -308,6 +311,8 @@ struct SearchRun {
     std::map<std::string, double> baselines;  ///< autoscheduler -> ms (verified trials only)
     std::vector<double> best_so_far;           ///< after each search trial (defaults and baselines first)
     std::string signature, target;
+    std::string best_schedule;                 ///< text of the fastest verified trial (a fusor schedule or "autoscheduler X")
+    std::string graph_json;                    ///< the cluster as a measure job's graph
 };
 
 /** Per candidate: limit of its compile (autoschedulers included) and of its run (--timeout). */
@@ -339,6 +344,12 @@ SearchRun search(const Graph &g, const std::string &db_path, const std::string &
     r.trials = results[0].trials;
     r.signature = results[0].signature;
     r.target = resolved_target("host");
+    {
+        Graph c = g;
+        form_clusters(c);
+        r.graph_json = job_graph_json(c, c.clusters[0]);
+    }
+    if (auto b = db.best(r.signature, r.target, machine_fingerprint())) r.best_schedule = b->schedule;
     double best = 0;
     for (const Trial &t : db.trials(r.signature, r.target)) {
         if (t.status == TrialStatus::Ok && t.median_ms) {
@@ -350,6 +361,51 @@ SearchRun search(const Graph &g, const std::string &db_path, const std::string &
         r.best_so_far.push_back(best);
     }
     return r;
+}
+
+/** The final best of each strategy (and the default, each autoscheduler, oneDNN) timed again side
+ * by side: \p rounds rounds, each one batch of fresh workers (compiled in parallel, timed one at a
+ * time) in an order rotated per round, oneDNN in this process in the same round; per entry the
+ * median over the rounds of its medians. The search's raw best-of-trials figures come from one
+ * measurement each, taken minutes apart on a shared machine; these are comparable. */
+json retime(const Case &c, const SearchRun &tuned, const SearchRun &random, int rounds, int threads, int jobs, int repeats) {
+    std::vector<std::pair<std::string, std::string>> entries = {{"default", ""}};
+    for (const std::string &a : {"Mullapudi2016", "Adams2019", "Li2018"}) {
+        if (tuned.baselines.count(a)) entries.push_back({a, "autoscheduler " + a + "\n"});
+    }
+    if (!tuned.best_schedule.empty()) entries.push_back({"tuned", tuned.best_schedule});
+    if (!random.best_schedule.empty()) entries.push_back({"random", random.best_schedule});
+    std::map<std::string, std::vector<double>> ms;
+    for (int round = 0; round < rounds; round++) {
+        std::vector<MeasureJob> batch;
+        std::vector<std::string> names;
+        for (size_t k = 0; k < entries.size(); k++) {
+            const auto &e = entries[(k + round) % entries.size()];
+            MeasureJob job;
+            job.graph_json = tuned.graph_json;
+            job.schedule = e.second;
+            job.threads = threads;
+            batch.push_back(job);
+            names.push_back(e.first);
+        }
+        BatchOptions bo;
+        bo.parallel = jobs > 0 ? jobs : (int)std::thread::hardware_concurrency();
+        bo.compile_timeout_s = bo.run_timeout_s = g_candidate_timeout_s;
+        auto results = measure_batch(FUSOR_BINARY, batch, bo);
+        for (size_t k = 0; k < results.size(); k++) {
+            if (results[k] && results[k]->status == TrialStatus::Ok && results[k]->median_ms) ms[names[k]].push_back(*results[k]->median_ms);
+        }
+        if (std::optional<double> d = onednn_ms(c, repeats)) ms["oneDNN"].push_back(*d);
+    }
+    json out = json::object();
+    std::string line;
+    for (const auto &[name, v] : ms) {
+        out[name + "_ms"] = median(v);
+        line += fmt::format("{}{} {:.3f}", line.empty() ? "" : ", ", name, median(v));
+    }
+    out["rounds"] = rounds;
+    fmt::print("   re-timed side by side (median of {} rounds, ms): {}\n", rounds, line);
+    return out;
 }
 
 void write_charts(const std::string &out, const json &results) {
@@ -410,6 +466,10 @@ int main(int argc, char **argv) {
     app.add_option("--timeout", g_candidate_timeout_s, "seconds per candidate for its compile and again for its run")
         ->capture_default_str();
     app.add_option("--out", out, "folder for results.json and the charts")->capture_default_str();
+    int retime_rounds = 5;
+    app.add_option("--retime-rounds", retime_rounds,
+                   "rounds of the final side-by-side re-timing of each strategy's best (0: none)")
+        ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     if (trials < 1 || budget < 0 || beam < 1) {
         fmt::print(stderr, "bench_tuning: --trials and --beam must be at least 1, --budget positive\n");
@@ -462,6 +522,19 @@ int main(int argc, char **argv) {
         r["search_vs_random"] = random.best_ms / tuned.best_ms;
         if (c.flops > 0) r["fraction_of_peak_flops"] = c.flops / (tuned.best_ms * 1e6) / peak;
         r["fraction_of_copy_bandwidth"] = c.bytes / (tuned.best_ms * 1e6) / bw;
+        if (retime_rounds > 0) {
+            json rt = retime(c, tuned, random, retime_rounds, threads, jobs, repeats);
+            auto get = [&](const char *k) { return rt.contains(k) ? rt[k].get<double>() : 0.0; };
+            double t = get("tuned_ms"), rnd = get("random_ms"), d = get("oneDNN_ms"), as = 0;
+            for (const char *a : {"Mullapudi2016_ms", "Adams2019_ms", "Li2018_ms"}) {
+                if (get(a) > 0) as = as == 0 ? get(a) : std::min(as, get(a));
+            }
+            if (t > 0 && as > 0) rt["tuned_vs_best_autoscheduler"] = as / t;
+            if (t > 0 && d > 0) rt["tuned_vs_onednn"] = d / t;
+            if (t > 0 && rnd > 0) rt["search_vs_random"] = rnd / t;
+            if (t > 0 && c.flops > 0) rt["fraction_of_peak_flops"] = c.flops / (t * 1e6) / peak;
+            r["retimed"] = rt;
+        }
         results["clusters"].push_back(r);
         fmt::print("   default {:.3f} ms, tuned {:.3f} ms, random {:.3f} ms, oneDNN {}\n", tuned.default_ms, tuned.best_ms, random.best_ms,
                    dnnl ? fmt::format("{:.3f} ms", *dnnl) : "-");
