@@ -10,14 +10,16 @@
  *      measure it (tuner/Measure.h: compiled in parallel workers, timed one at a time); store each
  *      trial with its parent and provenance. Random: one edit (tuner/ScheduleSpace.h) of the
  *      default each. Evolve: one or two edits of a parent drawn from the three fastest verified
- *      fusor schedules so far (the fastest most often), ranked by the mean of their measurements;
+ *      fusor schedules so far (the fastest half the time);
  *      about one candidate in four is instead a fresh sample (two to four edits of the default),
- *      so the search keeps exploring; and a new incumbent measured once is measured again in the
- *      next batch (a single lucky run does not steer the search).
+ *      so the search keeps exploring. No schedule is measured twice (a rerun resumes without
+ *      re-measuring); drawing parents from the top three keeps one lucky measurement from
+ *      steering the whole search.
  * Every trial is committed as soon as it is measured. AutotuneOptions::progress gets the state
  * after each one; AutotuneOptions::stop cancels the candidates not yet timed. */
 #include "tuner/Autotune.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -76,27 +78,16 @@ struct Work {
     int lanes = 8;
     MeasureJob job;
     std::set<std::string> tried;
-    /** Verified fusor schedules (mutation parents), with the mean of their measurements. */
+    /** Verified fusor schedules (mutation parents), fastest first. */
     struct Ranked {
         ClusterSchedule sched;
-        std::string key, id;
-        double sum_ms = 0;
-        int runs = 0;
-        double mean() const {
-            return sum_ms / runs;
-        }
+        std::string id;
+        double ms = 0;
     };
     std::vector<Ranked> pool;
-    void rank(const ClusterSchedule &sched, const std::string &key, const std::string &id, double ms) {
-        for (Ranked &r : pool) {
-            if (r.key == key) {
-                r.sum_ms += ms, r.runs++;
-                std::stable_sort(pool.begin(), pool.end(), [](const Ranked &a, const Ranked &b) { return a.mean() < b.mean(); });
-                return;
-            }
-        }
-        pool.push_back({sched, key, id, ms, 1});
-        std::stable_sort(pool.begin(), pool.end(), [](const Ranked &a, const Ranked &b) { return a.mean() < b.mean(); });
+    void rank(const ClusterSchedule &sched, const std::string &id, double ms) {
+        auto at = std::upper_bound(pool.begin(), pool.end(), ms, [](double v, const Ranked &r) { return v < r.ms; });
+        pool.insert(at, Ranked{sched, id, ms});
     }
 };
 
@@ -163,7 +154,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             if (auto parsed = parse_schedule(w.best->schedule, &err)) {
                 w.best_schedule = *parsed;
                 w.best_schedule_id = w.best->id;
-                if (w.best->median_ms) w.rank(*parsed, schedule_key(*parsed), w.best->id, *w.best->median_ms);
+                if (w.best->median_ms) w.rank(*parsed, w.best->id, *w.best->median_ms);
             }
         }
         for (const Trial &t : db.trials(sig, target)) {
@@ -214,13 +205,12 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         std::string key;
         std::optional<ClusterSchedule> sched;
         std::string strategy, parent;
-        bool recheck = false;  ///< measured again although tried (the incumbent)
     };
     auto measure = [&](Work &w, std::vector<Candidate> cands) {
         std::vector<Candidate> todo;
         std::vector<MeasureJob> batch;
         for (Candidate &c : cands) {
-            if (w.tried.count(c.key) && !c.recheck) continue;
+            if (w.tried.count(c.key)) continue;
             w.tried.insert(c.key);
             MeasureJob job = w.job;
             job.schedule = c.key;
@@ -264,7 +254,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
                 w.best = t;
                 if (c.sched) w.best_schedule = *c.sched, w.best_schedule_id = t.id;
             }
-            if (t.status == TrialStatus::Ok && c.sched && t.median_ms) w.rank(*c.sched, c.key, c.recheck ? c.parent : t.id, *t.median_ms);
+            if (t.status == TrialStatus::Ok && c.sched && t.median_ms) w.rank(*c.sched, t.id, *t.median_ms);
             last = fmt::format("{} {} {}", c.strategy, status_name(t.status),
                                t.median_ms ? fmt::format("{:.3f} ms", *t.median_ms) : one_line(t.error, 60));
             if (c.strategy == "default" && t.median_ms) w.result.default_ms = *t.median_ms;
@@ -347,7 +337,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         log(fmt::format("cluster {}/{} {} ({}): {:.0f}% of the time of the clusters not yet searched; about {:.3g} schedules; {}",
                         round + 1, work.size(), w.result.name, w.nodes, 100 * share, space_size(w.lc, w.def, w.lanes),
                         opt.budget_s > 0 ? fmt::format("{:.0f} s", time_quota) : fmt::format("{} trials", quota)));
-        int done = 0, stale = 0, rechecks = 0;
+        int done = 0, stale = 0;
         bool evolve = opt.strategy != "random";
         while (!out_of_budget() && stale < 64 && measured < opt.trials &&
                (opt.budget_s > 0 ? elapsed() - cluster_start < time_quota : done < quota)) {
@@ -355,14 +345,6 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             if (opt.budget_s <= 0) want = std::min(want, quota - done);
             std::vector<Candidate> batch;
             std::set<std::string> keys;
-            // the incumbent, measured once so far: measured again before it steers the search
-            // (at most one trial in four goes to these)
-            if (evolve && !w.pool.empty() && w.pool[0].runs == 1 && w.pool.size() > 1 && want > 1 && 4 * (rechecks + 1) <= done + want) {
-                rechecks++;
-                const Work::Ranked &inc = w.pool[0];
-                batch.push_back({inc.key, inc.sched, "evolve", inc.id, true});
-                keys.insert(inc.key);
-            }
             for (int attempt = 0; (int)batch.size() < want && attempt < 8 * want; attempt++) {
                 // evolve: a tournament over the three fastest (the fastest half the time), one or
                 // two edits; one in four a fresh sample of two to four edits of the default.
