@@ -253,6 +253,23 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
                 }
             }
         }
+        if ((st.store_root || !st.store_stage.empty()) && st.level == ComputeLevel::At) {
+            // Halide refuses storage outside a parallel loop that the stage is computed inside
+            const StageSchedule *at = s.find(st.at_stage);
+            const StageInfo *at_info = c.find_stage(st.at_stage);
+            if (at && at_info && at->parallel && at->gpu_threads.empty()) {
+                std::vector<Loop> loops = loops_of(*at, arg_names(at_info->func), at_info->extents);
+                auto named = [&](const std::string &n) {
+                    return std::find_if(loops.begin(), loops.end(), [&](const Loop &l) { return l.name == n; }) - loops.begin();
+                };
+                auto par = std::find_if(loops.begin(), loops.end(), [](const Loop &l) { return l.extent > 1; }) - loops.begin();
+                long store_pos = st.store_root ? -1 : (long)named(st.store_var), compute_pos = (long)named(st.at_var);
+                if (par < (long)loops.size() && store_pos < par && par <= compute_pos) {
+                    return where + ": stored at " + (st.store_root ? std::string("root") : st.store_stage + "." + st.store_var) +
+                           ", outside the parallel loop " + st.at_stage + "." + loops[par].name + " it is computed inside";
+                }
+            }
+        }
         if (st.level == ComputeLevel::At) {
             const StageSchedule *at = s.find(st.at_stage);
             const StageInfo *at_info = c.find_stage(st.at_stage);

@@ -143,3 +143,20 @@ TEST_CASE("cpu space: LayerNorm's default tiles rows per parallel task and compu
     INFO(r.error);
     CHECK(r.status == TrialStatus::Ok);
 }
+
+TEST_CASE("cpu space: storage outside the parallel loop a stage is computed inside is refused, naming both", "[tuner][space]") {
+    Lowered l = lower(conv_relu(), Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
+    ClusterSchedule s = l.def;
+    for (StageSchedule &st : s.stages) {
+        if (st.stage == "k_conv_pad") st.store_root = true;  // computed per row pair, inside the parallel yo
+    }
+    CHECK_THAT(why_illegal(s, l.lc), Catch::Contains("stage 'k_conv_pad'") && Catch::Contains("outside the parallel loop k_relu.yo"));
+    // the same storage without the parallel loop is fine (Halide accepts it: values persist across rows)
+    for (StageSchedule &st : s.stages) {
+        if (st.stage == "k_relu") st.parallel = false;
+    }
+    CHECK(why_illegal(s, l.lc) == "");
+    MeasureResult r = measure_here(job_of(l.g, s));
+    INFO(r.error);
+    CHECK(r.status == TrialStatus::Ok);
+}
