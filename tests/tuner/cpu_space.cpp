@@ -160,3 +160,20 @@ TEST_CASE("cpu space: storage outside the parallel loop a stage is computed insi
     INFO(r.error);
     CHECK(r.status == TrialStatus::Ok);
 }
+
+TEST_CASE("cpu space: storage hoisted over two iterating loops is refused (Halide 14's sliding window gave wrong values)",
+          "[tuner][space]") {
+    Lowered l = lower(conv_relu(), Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
+    ClusterSchedule s = l.def;
+    for (StageSchedule &st : s.stages) {
+        if (st.stage == "k_relu") st.parallel = false, st.order = {"zo", "yo"};  // channel tiles outside the rows
+    }
+    REQUIRE(why_illegal(s, l.lc) == "");
+    MeasureResult staged = measure_here(job_of(l.g, s));  // the window at yo, stored there: fine
+    INFO(staged.error);
+    CHECK(staged.status == TrialStatus::Ok);
+    for (StageSchedule &st : s.stages) {
+        if (st.stage == "k_conv_pad") st.store_stage = "k_relu", st.store_var = "w";  // hoisted over zo and yo
+    }
+    CHECK_THAT(why_illegal(s, l.lc), Catch::Contains("stage 'k_conv_pad'") && Catch::Contains("k_relu.zo and .yo"));
+}
