@@ -267,6 +267,42 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
                 }
             }
         }
+        if ((st.store_root || !st.store_stage.empty()) && st.level == ComputeLevel::At) {
+            // Halide refuses storage outside a parallel loop that the stage is computed inside
+            const StageSchedule *at = s.find(st.at_stage);
+            const StageInfo *at_info = c.find_stage(st.at_stage);
+            if (at && at_info && at->parallel && at->gpu_threads.empty()) {
+                std::vector<Loop> loops = loops_of(*at, arg_names(at_info->func), at_info->extents);
+                auto named = [&](const std::string &n) {
+                    return std::find_if(loops.begin(), loops.end(), [&](const Loop &l) { return l.name == n; }) - loops.begin();
+                };
+                auto par = std::find_if(loops.begin(), loops.end(), [](const Loop &l) { return l.extent > 1; }) - loops.begin();
+                long store_pos = st.store_root ? -1 : (long)named(st.store_var), compute_pos = (long)named(st.at_var);
+                if (par < (long)loops.size() && store_pos < par && par <= compute_pos) {
+                    return where + ": stored at " + (st.store_root ? std::string("root") : st.store_stage + "." + st.store_var) +
+                           ", outside the parallel loop " + st.at_stage + "." + loops[par].name + " it is computed inside";
+                }
+            }
+            // Storage hoisted over two or more loops that iterate: Halide slides the window along
+            // the inner one, and in Halide 14 the values are wrong when an outer one restarts it
+            // (seen: a conv's padded input at=yo store=w under order=zo,yo gave wrong outputs)
+            if (at && at_info && at->gpu_threads.empty()) {
+                std::vector<Loop> loops = loops_of(*at, arg_names(at_info->func), at_info->extents);
+                auto named = [&](const std::string &n) {
+                    return (long)(std::find_if(loops.begin(), loops.end(), [&](const Loop &l) { return l.name == n; }) - loops.begin());
+                };
+                long store_pos = st.store_root ? -1 : named(st.store_var), compute_pos = named(st.at_var);
+                std::vector<std::string> iterating;
+                for (long k = store_pos + 1; k <= compute_pos && k < (long)loops.size(); k++) {
+                    if (loops[k].extent > 1) iterating.push_back(loops[k].name);
+                }
+                if (iterating.size() >= 2) {
+                    return where + ": stored at " + (st.store_root ? std::string("root") : st.store_stage + "." + st.store_var) +
+                           ", outside two loops that iterate (" + st.at_stage + "." + iterating[0] + " and ." + iterating[1] +
+                           "): Halide 14 slides the stored window along the inner one and gives wrong values when the outer one restarts it";
+                }
+            }
+        }
         if (st.level == ComputeLevel::At) {
             const StageSchedule *at = s.find(st.at_stage);
             const StageInfo *at_info = c.find_stage(st.at_stage);

@@ -6,14 +6,20 @@
  *      into fusor's form (the worker reads them back) is measured again as that schedule
  *      (strategy "from <Name>", parent: the baseline) and can be mutated; one that does not map
  *      keeps the reason in its error text;
- *   3. repeat: pick a parent (evolve: the fastest verified fusor schedule so far; random: the
- *      default), make a batch of --jobs distinct legal random edits (tuner/ScheduleSpace.h) not
- *      yet tried on this machine, and measure the batch (tuner/Measure.h: compiled in parallel
- *      workers, timed one at a time); store each trial with its parent and provenance.
+ *   3. repeat: make a batch of --jobs distinct legal candidates not yet tried on this machine and
+ *      measure it (tuner/Measure.h: compiled in parallel workers, timed one at a time); store each
+ *      trial with its parent and provenance. Random: one edit (tuner/ScheduleSpace.h) of the
+ *      default each. Evolve: one or two edits of a parent drawn from the three fastest verified
+ *      fusor schedules so far (the fastest half the time);
+ *      about one candidate in four is instead a fresh sample (two to four edits of the default),
+ *      so the search keeps exploring. No schedule is measured twice (a rerun resumes without
+ *      re-measuring); drawing parents from the top three keeps one lucky measurement from
+ *      steering the whole search.
  * Every trial is committed as soon as it is measured. AutotuneOptions::progress gets the state
  * after each one; AutotuneOptions::stop cancels the candidates not yet timed. */
 #include "tuner/Autotune.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -74,6 +80,17 @@ struct Work {
     int lanes = 8;
     MeasureJob job;
     std::set<std::string> tried;
+    /** Verified fusor schedules (mutation parents), fastest first. */
+    struct Ranked {
+        ClusterSchedule sched;
+        std::string id;
+        double ms = 0;
+    };
+    std::vector<Ranked> pool;
+    void rank(const ClusterSchedule &sched, const std::string &id, double ms) {
+        auto at = std::upper_bound(pool.begin(), pool.end(), ms, [](double v, const Ranked &r) { return v < r.ms; });
+        pool.insert(at, Ranked{sched, id, ms});
+    }
 };
 
 }  // namespace
@@ -140,6 +157,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             if (auto parsed = parse_schedule(w.best->schedule, &err)) {
                 w.best_schedule = *parsed;
                 w.best_schedule_id = w.best->id;
+                if (w.best->median_ms) w.rank(*parsed, w.best->id, *w.best->median_ms);
             }
         }
         for (const Trial &t : db.trials(sig, target)) {
@@ -249,6 +267,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
                 w.best = t;
                 if (c.sched) w.best_schedule = *c.sched, w.best_schedule_id = t.id;
             }
+            if (t.status == TrialStatus::Ok && c.sched && t.median_ms) w.rank(*c.sched, t.id, *t.median_ms);
             last = fmt::format("{} {} {}", c.strategy, status_name(t.status),
                                t.median_ms ? fmt::format("{:.3f} ms", *t.median_ms) : one_line(t.error, 60));
             if (c.strategy == "default" && t.median_ms) w.result.default_ms = *t.median_ms;
@@ -340,15 +359,31 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         bool evolve = opt.strategy != "random";
         while (!out_of_budget() && stale < 64 && measured < opt.trials &&
                (opt.budget_s > 0 ? elapsed() - cluster_start < time_quota : done < quota)) {
-            // a batch of distinct, untried children of the current parent
-            const ClusterSchedule &parent = evolve ? w.best_schedule : w.def;
-            std::string parent_id = evolve && !w.best_schedule_id.empty() ? w.best_schedule_id : w.default_id;
             int want = std::min(jobs, opt.trials - measured);
             if (opt.budget_s <= 0) want = std::min(want, quota - done);
             std::vector<Candidate> batch;
             std::set<std::string> keys;
             for (int attempt = 0; (int)batch.size() < want && attempt < 8 * want; attempt++) {
-                ClusterSchedule child = mutate(w.lc, parent, w.lanes, rng);
+                // evolve: a tournament over the three fastest (the fastest half the time), one or
+                // two edits; one in four a fresh sample of two to four edits of the default.
+                // random: one edit of the default.
+                const ClusterSchedule *parent = &w.def;
+                std::string parent_id = w.default_id;
+                int edits = 1;
+                if (evolve) {
+                    uint64_t roll = rng.next() % 8;
+                    if (roll < 2 || w.pool.empty()) {
+                        edits = 2 + (int)(rng.next() % 3);
+                    } else {
+                        size_t top = std::min<size_t>(3, w.pool.size());
+                        size_t pick = roll < 5 ? 0 : (size_t)(rng.next() % top);
+                        parent = &w.pool[pick].sched;
+                        parent_id = w.pool[pick].id;
+                        edits = roll == 7 ? 2 : 1;
+                    }
+                }
+                ClusterSchedule child = *parent;
+                for (int e = 0; e < edits; e++) child = mutate(w.lc, child, w.lanes, rng);
                 std::string key = schedule_key(child);
                 if (w.tried.count(key) || !keys.insert(key).second) continue;
                 batch.push_back({key, child, evolve ? "evolve" : "random", parent_id});

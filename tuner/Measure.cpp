@@ -251,6 +251,15 @@ Compiled compile_candidate(const MeasureJob &job) {
             c.failure = r;
             return c;
         }
+        if (const char *dir = getenv("FUSOR_DUMP_STMT")) {
+            // developer aid, as in the executor: the candidate's loop nest (and assembly)
+            std::string path = std::string(dir) + "/candidate_" + std::to_string(std::hash<std::string>()(job.schedule) % 100000);
+            c.lc.pipeline.compile_to_lowered_stmt(path + ".stmt", c.lc.pipeline.infer_arguments(), Halide::Text, c.target);
+            if (getenv("FUSOR_DUMP_ASM")) {
+                c.lc.pipeline.compile_to_assembly(path + ".s", c.lc.pipeline.infer_arguments(), "candidate",
+                                                  c.target.with_feature(Halide::Target::NoRuntime));
+            }
+        }
         jit_compile(c.lc.pipeline, c.target);
     } catch (const Halide::Error &e) {  // the one place a Halide compile error becomes data
         c.failure = fail(TrialStatus::CompileError, e.what());

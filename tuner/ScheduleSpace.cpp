@@ -1,9 +1,13 @@
 /** \file
  * The edits, per stage:
- *   outputs (root):      tile (none or per-dim extents from {1,2,4,6,8,12,16,32,64}), vector width
- *                        (0, lanes/2, lanes, 2*lanes), the xo/yo loop order, parallel on or off
+ *   outputs (root):      tile (none, or extents of dims 0-1 from {1,2,4,6,8,12,16,32,64}, or of
+ *                        dims 0-2 with dim 1 from {1,2,3,4} and dim 2 from {1,2,3,4,6,8,12,16}:
+ *                        a conv's register tile over x, rows and output channels), a step of one
+ *                        tile extent to its neighbour in those lists, vector width (0, lanes/2,
+ *                        lanes, 2*lanes), the order of the tile loops (none, xo/yo; with a third
+ *                        tiled dim also yo/zo, zo/yo), parallel on or off
  *   accumulators and     compute level (at one of the consumer's loops, or root), vector width,
- *   reused stages:       unrolling of dims 0 and 1, storage (where computed, root, or the
+ *   reused stages:       unrolling of dims 0 and 1 (and 2: {0,2}, {0,1,2}), storage (where computed, root, or the
  *                        consumer's outermost loop); accumulators also rfactor (none, lanes,
  *                        4 or 16 times lanes)
  *   per-element values:  inline (the default) or root
@@ -27,6 +31,15 @@ namespace fusor {
 namespace {
 
 const int kTiles[] = {1, 2, 4, 6, 8, 12, 16, 32, 64};
+const int kRowTiles[] = {1, 2, 3, 4};                     // dim 1 of a three-dim tile
+const int kChannelTiles[] = {1, 2, 3, 4, 6, 8, 12, 16};  // dim 2 of a three-dim tile
+
+/** The list a tile extent of dim \p d is drawn from, for a tile of \p dims dims. */
+std::vector<int> tile_choices(int d, int dims) {
+    if (dims >= 3 && d == 1) return {std::begin(kRowTiles), std::end(kRowTiles)};
+    if (dims >= 3 && d == 2) return {std::begin(kChannelTiles), std::end(kChannelTiles)};
+    return {std::begin(kTiles), std::end(kTiles)};
+}
 
 int pick(SplitMix64 &rng, int n) {
     return (int)(rng.next() % (uint64_t)n);
@@ -40,31 +53,51 @@ std::vector<std::string> args_of(const StageInfo &st) {
 
 void edit_output(StageSchedule &s, const StageInfo &st, int lanes, SplitMix64 &rng) {
     int rank = (int)st.extents.size();
-    switch (pick(rng, 4)) {
+    std::vector<std::string> args = args_of(st);
+    switch (pick(rng, 5)) {
     case 0: {  // tile
         if (rank == 0) break;
-        int dims = std::min(rank, 2);
         if (pick(rng, 4) == 0) {
             s.tile.clear();
             s.order.clear();
             break;
         }
+        // three dims (x, rows, channels) when the stage has them: sometimes, or mostly when it
+        // is tiled so now
+        bool three = rank >= 3 && (s.tile.size() >= 3 ? pick(rng, 4) != 0 : pick(rng, 3) == 0);
+        int dims = std::min(rank, three ? 3 : 2);
         s.tile.assign(dims, 1);
         for (int d = 0; d < dims; d++) {
-            int t = kTiles[pick(rng, 9)];
-            s.tile[d] = (int)std::min<int64_t>(t, st.extents[d]);
+            std::vector<int> choices = tile_choices(d, dims);
+            s.tile[d] = (int)std::min<int64_t>(choices[pick(rng, (int)choices.size())], st.extents[d]);
         }
         if (s.vector_width > s.tile[0]) s.vector_width = 0;
         break;
     }
-    case 1: {  // vector width
+    case 1: {  // a neighbour: one tile extent one step up or down its list
+        if (s.tile.empty()) break;
+        int dims = (int)s.tile.size(), d = pick(rng, dims);
+        std::vector<int> choices = tile_choices(d, dims);
+        auto at = std::lower_bound(choices.begin(), choices.end(), s.tile[d]);
+        int i = (int)(at - choices.begin()) + (pick(rng, 2) ? 1 : -1);
+        if (i < 0 || i >= (int)choices.size()) break;
+        s.tile[d] = (int)std::min<int64_t>(choices[i], st.extents[d]);
+        if (s.vector_width > s.tile[0]) s.vector_width = 0;
+        break;
+    }
+    case 2: {  // vector width
         int options[] = {0, lanes / 2, lanes, 2 * lanes};
         s.vector_width = options[pick(rng, 4)];
         break;
     }
-    case 2:  // loop order of the tile loops
-        if (s.tile.size() >= 2) s.order = s.order.empty() ? std::vector<std::string>{args_of(st)[0] + "o", args_of(st)[1] + "o"}
-                                                          : std::vector<std::string>{};
+    case 3:  // loop order of the tile loops
+        if (s.tile.size() >= 3) {
+            std::vector<std::string> options[] = {
+                {}, {args[0] + "o", args[1] + "o"}, {args[1] + "o", args[2] + "o"}, {args[2] + "o", args[1] + "o"}};
+            s.order = options[pick(rng, 4)];
+        } else if (s.tile.size() >= 2) {
+            s.order = s.order.empty() ? std::vector<std::string>{args[0] + "o", args[1] + "o"} : std::vector<std::string>{};
+        }
         break;
     default:
         s.parallel = !s.parallel;
@@ -132,8 +165,8 @@ void edit_internal(StageSchedule &s, const StageInfo &st, const LoweredCluster &
     }
     default: {
         if (s.level == ComputeLevel::Inline || st.extents.size() < 2) break;
-        std::vector<int> options[] = {{}, {0}, {1}, {0, 1}};
-        s.unroll = options[pick(rng, 4)];
+        std::vector<int> options[] = {{}, {0}, {1}, {0, 1}, {0, 2}, {0, 1, 2}};
+        s.unroll = options[pick(rng, st.extents.size() >= 3 ? 6 : 4)];
         break;
     }
     }
@@ -301,13 +334,14 @@ double space_size(const LoweredCluster &lc, const ClusterSchedule &s, int lanes)
         if (!info) continue;
         if (info->is_output) {
             double tiles = 1 + std::pow(9.0, std::min<double>(2, info->extents.size()));
-            n *= tiles * 4 /*vector widths*/ * 2 /*order*/ * 2 /*parallel*/;
+            if (info->extents.size() >= 3) tiles += 9 * 4 * 8;  // three-dim tiles
+            n *= tiles * 4 /*vector widths*/ * (info->extents.size() >= 3 ? 4 : 2) /*order*/ * 2 /*parallel*/;
         } else if (info->role == StageRole::Value) {
             n *= 2;  // inline or root
         } else {
             double loops = 0;
             for (size_t o = 0; o < lc.outputs.size(); o++) loops += lc.output_stage(o).extents.size() * 2;
-            n *= (loops + 1) * 3 /*vector widths*/ * 4 /*unroll*/ * 3 /*storage*/;
+            n *= (loops + 1) * 3 /*vector widths*/ * (info->extents.size() >= 3 ? 6 : 4) /*unroll*/ * 3 /*storage*/;
             if (info->func.has_update_definition()) n *= 4;  // rfactor
         }
     }

@@ -1,0 +1,179 @@
+// The CPU schedule space around the default schedules of a dense NCHW conv and a LayerNorm: the
+// defaults' shape (the conv's register tile over x, rows and output channels; LayerNorm's rows
+// tiled per parallel task), legal edits that reach three-dim tiles and their neighbours, and
+// such candidates verified against the unfused reference in a worker.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "generators/ApplySchedule.h"
+#include "generators/DefaultSchedule.h"
+#include "generators/LowerCluster.h"
+#include "graph/Clustering.h"
+#include "graph/JsonFormat.h"
+#include "tuner/Measure.h"
+#include "tuner/ScheduleSpace.h"
+
+using namespace fusor;
+
+namespace {
+
+/** Conv 3x3 16->16 on 12x12 + bias + ReLU, NCHW (a reduced bench_tuning conv cluster). */
+Graph conv_relu() {
+    return parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 16, 12, 12]}],
+        "outputs": ["y"], "initializers": [
+            {"name": "w", "dtype": "f32", "shape": [16, 16, 3, 3], "random": {"seed": 1, "low": -0.1, "high": 0.1}},
+            {"name": "b", "dtype": "f32", "shape": [16], "random": {"seed": 2}}],
+        "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w", "b"], "outputs": ["c"], "attrs": {"pads": [1, 1, 1, 1]}},
+                  {"name": "relu", "op": "Relu", "inputs": ["c"], "outputs": ["y"]}]})",
+                            "conv_relu.json");
+}
+
+/** LayerNorm over the last axis of 512x96. */
+Graph layernorm() {
+    return parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [512, 96]}],
+        "outputs": ["y"], "initializers": [
+            {"name": "g", "dtype": "f32", "shape": [96], "random": {"seed": 1}},
+            {"name": "b", "dtype": "f32", "shape": [96], "random": {"seed": 2}}],
+        "nodes": [{"name": "ln", "op": "LayerNormalization", "inputs": ["x", "g", "b"], "outputs": ["y"], "attrs": {"axis": -1}}]})",
+                            "layernorm.json");
+}
+
+struct Lowered {
+    Graph g;
+    LoweredCluster lc;
+    ClusterSchedule def;
+};
+
+Lowered lower(Graph g, const Halide::Target &target) {
+    form_clusters(g);
+    Lowered l;
+    l.lc = lower_cluster(g, g.clusters[0], "k_");
+    l.def = default_schedule(g, g.clusters[0], l.lc, target);
+    l.g = std::move(g);
+    return l;
+}
+
+/** A worker's job for \p s on the whole one-cluster graph \p g (its own names, so the stage names
+ * of the schedule text match). */
+MeasureJob job_of(const Graph &g, const ClusterSchedule &s) {
+    MeasureJob job;
+    job.graph_json = to_json(g);
+    job.schedule = to_text(s);
+    job.threads = 2;
+    job.repeats = 2;
+    return job;
+}
+
+}  // namespace
+
+TEST_CASE("cpu space: a dense NCHW conv's default is a register tile of x, two rows and output channels", "[tuner][space]") {
+    Halide::Target avx2("x86-64-linux-avx-avx2-fma-sse41");
+    Lowered l = lower(conv_relu(), avx2);
+    REQUIRE(why_illegal(l.def, l.lc) == "");
+    const StageSchedule *out = l.def.find("k_relu");
+    const StageSchedule *acc = l.def.find("k_conv_acc");
+    const StageSchedule *pad = l.def.find("k_conv_pad");
+    REQUIRE(out);
+    REQUIRE(acc);
+    REQUIRE(pad);
+    CHECK(out->tile == std::vector<int>{8, 2, 6});  // 12 accumulators + 2 input vectors + 1 broadcast <= 16 ymm
+    CHECK(out->order == std::vector<std::string>{"yo", "zo"});
+    CHECK(out->parallel);
+    CHECK(acc->at_var == "xo");  // one tile's accumulators
+    CHECK(acc->unroll == std::vector<int>{0, 1, 2});
+    CHECK(pad->at_var == "yo");  // the staged window serves every channel tile of a row pair
+    // the schedule computes the reference's values (verified in a worker)
+    MeasureResult r = measure_here(job_of(l.g, l.def));
+    INFO(r.error);
+    CHECK(r.status == TrialStatus::Ok);
+}
+
+TEST_CASE("cpu space: edits of the conv's default reach three-dim tiles and their neighbours, all legal and verified",
+          "[tuner][space]") {
+    Lowered l = lower(conv_relu(), Halide::get_host_target());
+    SplitMix64 rng(3);
+    std::set<std::string> seen;
+    std::set<std::vector<int>> tiles;
+    std::vector<ClusterSchedule> picked;
+    ClusterSchedule cur = l.def;
+    for (int i = 0; i < 400; i++) {
+        ClusterSchedule child = mutate(l.lc, i % 8 == 0 ? l.def : cur, 8, rng);
+        INFO(to_text(child));
+        REQUIRE(why_illegal(child, l.lc) == "");
+        const StageSchedule *out = child.find("k_relu");
+        REQUIRE(out);
+        if (out->tile.size() == 3) tiles.insert(out->tile);
+        if (seen.insert(to_text(child)).second && out->tile.size() == 3 && picked.size() < 3) picked.push_back(child);
+        cur = child;
+    }
+    CHECK(tiles.size() > 5);  // many register tiles over (x, rows, channels) are reached
+    // some differ from the default's 8x2x6 in exactly one extent (the neighbour step)
+    int neighbours = 0;
+    const std::vector<int> def_tile = l.def.find("k_relu")->tile;
+    for (const std::vector<int> &t : tiles) {
+        if (t.size() != def_tile.size()) continue;
+        int diff = 0;
+        for (size_t d = 0; d < t.size(); d++) diff += t[d] != def_tile[d];
+        neighbours += diff == 1;
+    }
+    CHECK(neighbours > 0);
+    REQUIRE_FALSE(picked.empty());
+    for (const ClusterSchedule &s : picked) {
+        MeasureResult r = measure_here(job_of(l.g, s));
+        INFO(to_text(s) << r.error);
+        CHECK(r.status == TrialStatus::Ok);
+    }
+}
+
+TEST_CASE("cpu space: LayerNorm's default tiles rows per parallel task and computes the reference", "[tuner][space]") {
+    Lowered l = lower(layernorm(), Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
+    REQUIRE(why_illegal(l.def, l.lc) == "");
+    const StageSchedule *out = l.def.find("k_ln");
+    REQUIRE(out);
+    // 16384 / 96 -> 128 rows, capped so at least 16 tasks remain: 512 / 16 = 32
+    CHECK(out->tile == std::vector<int>{96, 32});
+    CHECK(out->parallel);
+    for (const char *stage : {"k_ln_sum", "k_ln_var"}) {
+        const StageSchedule *s = l.def.find(stage);
+        REQUIRE(s);
+        CHECK(s->at_var == "yi");  // once per row, inside the task's rows
+    }
+    MeasureResult r = measure_here(job_of(l.g, l.def));
+    INFO(r.error);
+    CHECK(r.status == TrialStatus::Ok);
+}
+
+TEST_CASE("cpu space: storage outside the parallel loop a stage is computed inside is refused, naming both", "[tuner][space]") {
+    Lowered l = lower(conv_relu(), Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
+    ClusterSchedule s = l.def;
+    for (StageSchedule &st : s.stages) {
+        if (st.stage == "k_conv_pad") st.store_root = true;  // computed per row pair, inside the parallel yo
+    }
+    CHECK_THAT(why_illegal(s, l.lc), Catch::Contains("stage 'k_conv_pad'") && Catch::Contains("outside the parallel loop k_relu.yo"));
+    // the same storage without the parallel loop is fine (Halide accepts it: values persist across rows)
+    for (StageSchedule &st : s.stages) {
+        if (st.stage == "k_relu") st.parallel = false;
+    }
+    CHECK(why_illegal(s, l.lc) == "");
+    MeasureResult r = measure_here(job_of(l.g, s));
+    INFO(r.error);
+    CHECK(r.status == TrialStatus::Ok);
+}
+
+TEST_CASE("cpu space: storage hoisted over two iterating loops is refused (Halide 14's sliding window gave wrong values)",
+          "[tuner][space]") {
+    Lowered l = lower(conv_relu(), Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
+    ClusterSchedule s = l.def;
+    for (StageSchedule &st : s.stages) {
+        if (st.stage == "k_relu") st.parallel = false, st.order = {"zo", "yo"};  // channel tiles outside the rows
+    }
+    REQUIRE(why_illegal(s, l.lc) == "");
+    MeasureResult staged = measure_here(job_of(l.g, s));  // the window at yo, stored there: fine
+    INFO(staged.error);
+    CHECK(staged.status == TrialStatus::Ok);
+    for (StageSchedule &st : s.stages) {
+        if (st.stage == "k_conv_pad") st.store_stage = "k_relu", st.store_var = "w";  // hoisted over zo and yo
+    }
+    CHECK_THAT(why_illegal(s, l.lc), Catch::Contains("stage 'k_conv_pad'") && Catch::Contains("k_relu.zo and .yo"));
+}
