@@ -23,6 +23,11 @@
 #                              schedules and with the best measured ones (`compile --db`), for a second
 #                              `run` that times them side by side and checks the tuned outputs against
 #                              the default's (which the first run checked against the CPU library).
+#   bench/gpu.sh build-baselines [DIR]   here: the unfused and Li2018 CUDA libraries of GPU_MODELS
+#                              (default: transformer_mlp attention_scores, whose weights kept them out
+#                              of `build`'s bundle) beside their fused default library, which is their
+#                              reference (checked against the CPU library by the first run); run one
+#                              model per bundle: GPU_MODELS=transformer_mlp bench/gpu.sh build-baselines.
 #   bench/gpu.sh run [DIR]     on the GPU machine, within 6 minutes (every step under `timeout`, steps
 #                              skipped once the budget is spent): each model's CPU library on seeded
 #                              inputs is the reference; the fused, unfused and Li2018 CUDA libraries must match
@@ -44,7 +49,7 @@ cpu_target=x86-64-linux-avx2-fma-f16c-sse41
 gpu_target=$cpu_target-cuda-cuda_capability_80
 
 case "$mode" in
-build|build-tuned)
+build|build-tuned|build-baselines)
     fusor=build/tools/fusor
     [[ -x $fusor ]] || { echo "build fusor first (cmake/bootstrap.sh test or cmake --build build)" >&2; exit 2; }
     rm -rf "$dir" && mkdir -p "$dir"
@@ -57,6 +62,13 @@ build|build-tuned)
         # is checked against the default here)
         [[ -f $db ]] || { echo "$db: no tuning database; run bench/gpu.sh build, run, then import the batches" >&2; exit 2; }
         kinds=(gpu gpu_tuned)
+    elif [[ $mode == build-baselines ]]; then
+        # the unfused and Li2018 baselines of the models whose weights kept them out of the first
+        # bundle (GPU_MODELS, default the two largest), with their fused default library as the
+        # reference; one model per bundle keeps it under a device call's 64 MiB
+        read -r -a models <<<"${GPU_MODELS:-transformer_mlp attention_scores}"
+        kinds=(gpu gpu_unfused gpu_li2018)
+        export GPU_UNFUSED_MAX_WEIGHTS=-1 GPU_LI2018_MAX_WEIGHTS=-1
     else
         rm -f "$db" "$db-wal" "$db-shm"  # a fresh batch: a kept db would skip what it stored (the defaults) last time
     fi
@@ -136,7 +148,7 @@ run)
     exit $status
     ;;
 *)
-    echo "usage: bench/gpu.sh build|build-tuned|run [DIR]" >&2
+    echo "usage: bench/gpu.sh build|build-tuned|build-baselines|run [DIR]" >&2
     exit 2
     ;;
 esac
