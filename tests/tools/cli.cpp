@@ -2,6 +2,7 @@
 // file and the node or field, --help and --version, inspect --json, and reproducible run outputs.
 #include <catch2/catch.hpp>
 
+#include "support/Shell.h"
 #include "support/TempDir.h"
 
 #include <atomic>
@@ -21,33 +22,12 @@
 using Catch::Contains;
 namespace fs = std::filesystem;
 using fusor::test::TempDir;
+using Result = fusor::test::ShellResult;
+using fusor::test::run_fusor;
+using fusor::test::slurp;
+
 
 namespace {
-
-std::string slurp(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-struct Result {
-    int status = -1;
-    std::string out, err;
-};
-
-/** Runs `fusor <args>` through the shell and captures its exit status, stdout and stderr. */
-Result run_fusor(const std::string &args) {
-    TempDir capture;
-    std::string cmd = std::string("'") + FUSOR_BINARY + "' " + args + " >'" + capture.file("out") + "' 2>'" +
-                      capture.file("err") + "'";
-    int raw = std::system(cmd.c_str());
-    Result r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(capture.file("out"));
-    r.err = slurp(capture.file("err"));
-    return r;
-}
 
 std::string data(const std::string &rel) {
     return std::string(FUSOR_TEST_DATA) + "/" + rel;

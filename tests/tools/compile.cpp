@@ -3,6 +3,7 @@
 // shape at the entry point is an error code and a message; the same inputs give the same bytes.
 #include <catch2/catch.hpp>
 
+#include "support/Shell.h"
 #include "support/TempDir.h"
 
 #include <cmath>
@@ -23,27 +24,12 @@
 using Catch::Contains;
 namespace fs = std::filesystem;
 using fusor::test::TempDir;
+using Result = fusor::test::ShellResult;
+using fusor::test::shell;
+
 using namespace fusor;
 
 namespace {
-
-struct Result {
-    int status = -1;
-    std::string out;
-};
-
-/** Runs \p cmd through the shell with stdout and stderr captured together. */
-Result shell(const std::string &cmd, const TempDir &scratch) {
-    std::string log = scratch.file("log.txt");
-    int raw = std::system((cmd + " >'" + log + "' 2>&1").c_str());
-    Result r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    std::ifstream f(log);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    r.out = ss.str();
-    return r;
-}
 
 std::string stem(std::string name) {
     for (char &c : name) {

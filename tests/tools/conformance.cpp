@@ -6,6 +6,7 @@
 // Also: `.onnx` models in fusor run/inspect/bench, --shape, and the CLI's exit statuses.
 #include <catch2/catch.hpp>
 
+#include "support/Shell.h"
 #include "support/TempDir.h"
 
 #include <cstdlib>
@@ -25,6 +26,10 @@ using Catch::Contains;
 namespace fs = std::filesystem;
 using fusor::conformance::Status;
 using fusor::test::TempDir;
+using Result = fusor::test::ShellResult;
+using fusor::test::run_fusor;
+using fusor::test::slurp;
+
 
 namespace {
 
@@ -73,29 +78,6 @@ void check_shard(const std::string &suite, const std::string &letters, bool unfu
     if (!new_passes.empty()) WARN(new_passes.size() << " cases pass that the list lacks (e.g. " << new_passes[0] << "): regenerate it");
     INFO(suite << " [" << letters << "]: " << passed << " of " << ran << " pass");
     CHECK(ran > 0);
-}
-
-struct Result {
-    int status = -1;
-    std::string out, err;
-};
-
-std::string slurp(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-Result run_fusor(const std::string &args) {
-    TempDir capture;
-    std::string cmd = std::string("'") + FUSOR_BINARY + "' " + args + " >'" + capture.file("out") + "' 2>'" + capture.file("err") + "'";
-    int raw = std::system(cmd.c_str());
-    Result r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(capture.file("out"));
-    r.err = slurp(capture.file("err"));
-    return r;
 }
 
 /** x: f32[N,3] (N symbolic) -> Relu -> y */

@@ -14,35 +14,23 @@
 #include <nlohmann/json.hpp>
 
 #include "generators/CudaCheck.h"
+#include "support/Shell.h"
 #include "support/TempDir.h"
 #include "tuner/Signature.h"
 #include "tuner/TuningDb.h"
 
 using Catch::Contains;
 using fusor::test::TempDir;
+using Result = fusor::test::ShellResult;
+using fusor::test::shell;
+using fusor::test::slurp;
+
 using namespace fusor;
 using nlohmann::json;
 
 namespace {
 
 const char *kCpuTarget = "x86-64-linux-avx2-fma-f16c-sse41";
-
-struct Result {
-    int status = -1;
-    std::string out;
-};
-
-Result shell(const std::string &cmd, const TempDir &d) {
-    std::string log = d.file("log.txt");
-    int raw = std::system((cmd + " >'" + log + "' 2>&1").c_str());
-    Result r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    std::ifstream f(log);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    r.out = ss.str();
-    return r;
-}
 
 std::string fusor_cmd(const std::string &args) {
     return std::string("'") + FUSOR_BINARY + "' " + args;
@@ -55,11 +43,6 @@ std::string model(const std::string &name) {
 json read_json(const std::string &path) {
     std::ifstream f(path);
     return json::parse(f);
-}
-
-std::string slurp(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(f)), {});
 }
 
 /** Exports a batch of \p model_path into DIR/b with \p trials candidates; returns the output. */

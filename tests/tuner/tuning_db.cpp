@@ -3,6 +3,7 @@
 // killed mid-run, and the `fusor db` verbs.
 #include <catch2/catch.hpp>
 
+#include "support/Shell.h"
 #include "support/TempDir.h"
 
 #include <chrono>
@@ -31,6 +32,10 @@ using fusor::TuningDb;
 using fusor::UserError;
 using fusor::Workload;
 using fusor::test::TempDir;
+using Result = fusor::test::ShellResult;
+using fusor::test::run_fusor;
+using fusor::test::slurp;
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -69,13 +74,6 @@ Trial make_trial(const std::string &sig, int n, std::optional<double> median_ms 
     t.created_at =
         "2026-01-01T00:00:" + std::string(n < 10 ? "0" : "") + std::to_string(n % 60) + "Z";
     return t;
-}
-
-std::string slurp(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
 }
 
 void write_file(const std::string &path, const std::string &text) {
@@ -154,24 +152,6 @@ void check_db_error_names(const std::function<void()> &f, const std::string &fil
         CHECK_THAT(e.what(), Contains(file));
         CHECK_THAT(e.what(), Contains(detail));
     }
-}
-
-struct Result {
-    int status = -1;
-    std::string out, err;
-};
-
-/** Runs `fusor <args>` through the shell and captures its exit status, stdout and stderr. */
-Result run_fusor(const std::string &args) {
-    TempDir capture;
-    std::string cmd = std::string("'") + FUSOR_BINARY + "' " + args + " >'" + capture.file("out") +
-                      "' 2>'" + capture.file("err") + "'";
-    int raw = std::system(cmd.c_str());
-    Result r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(capture.file("out"));
-    r.err = slurp(capture.file("err"));
-    return r;
 }
 
 void check_user_error(const Result &r, const std::string &file) {
