@@ -81,4 +81,11 @@ void save_outputs(const Executor &ex, const std::string &dir) {
     }
 }
 
+void print_db_warnings(const std::string &db_path, const std::vector<std::string> &warnings, size_t clusters) {
+    if (warnings.empty()) return;
+    fmt::print(stderr, "warning: tuning db '{}' has no usable schedule for {} of {} cluster(s); they use the default schedule:\n",
+               db_path, warnings.size(), clusters);
+    for (const std::string &w : warnings) fmt::print(stderr, "  {}\n", w);
+}
+
 }  // namespace fusor::cli

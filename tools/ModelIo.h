@@ -42,6 +42,10 @@ Layout layout_flag(const std::string &text);
 /** Reads inputs `<dir>/<name>.npy` (name with '/' and ':' replaced by '_'); throws UserError naming
  * the file when one is missing or its dtype or shape differs from the graph's. */
 void load_inputs(Executor &ex, const std::string &dir);
+/** Prints, on stderr, the clusters a tuning database gave no schedule for and why (the
+ * `warnings` of db_schedules / why_untuned): they run with the default schedule, never with a
+ * schedule tuned for another shape or target. Nothing when \p warnings is empty. */
+void print_db_warnings(const std::string &db_path, const std::vector<std::string> &warnings, size_t clusters);
 /** Writes every output to `<dir>/<name>.npy`, creating dir. */
 void save_outputs(const Executor &ex, const std::string &dir);
 std::string file_stem(const std::string &tensor_name);

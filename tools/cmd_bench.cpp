@@ -51,12 +51,13 @@ Verb add_bench(CLI::App &app) {
                 set_random_inputs(fused, 1);
                 std::unique_ptr<Session> tuned_session;
                 Executor *tuned = nullptr;
-                std::vector<std::string> decisions;
+                std::vector<std::string> decisions, warnings;
                 if (!o->db.empty()) {
                     SessionOptions to = so;
-                    use_tuning_db(to, o->db, &decisions);
+                    use_tuning_db(to, o->db, &decisions, &warnings);
                     tuned_session = std::make_unique<Session>(g, to);
                     tuned = &tuned_session->executor();
+                    print_db_warnings(o->db, warnings, tuned->num_kernels());
                     set_random_inputs(*tuned, 1);
                 }
                 std::vector<std::function<void()>> fns = {[&] { unfused.run(); }, [&] { fused.run(); }};

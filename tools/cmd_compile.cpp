@@ -1,4 +1,5 @@
 #include <filesystem>
+#include <map>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 #include "tuner/Autotune.h"
+#include "tuner/DbSchedules.h"
 #include "tuner/Signature.h"
 #include "tuner/TuningDb.h"
 
@@ -99,14 +101,20 @@ Verb add_compile(CLI::App &app) {
                     std::string exact = machine_fingerprint(), family = machine_fingerprint(/*family_only=*/true);
                     bool cuda = target.has_feature(Halide::Target::CUDA);
                     auto records = std::make_shared<nlohmann::json>(nlohmann::json::array());
-                    ao.schedule_for = [db, resolved, exact, family, records, cuda](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
+                    auto misses = std::make_shared<std::map<std::string, std::string>>();  // cluster -> why untuned
+                    ao.schedule_for = [db, resolved, exact, family, records, cuda, misses](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
                         std::string sig = cluster_signature(gg, c);
                         std::optional<Trial> t = db->best(sig, resolved, exact);
                         if (!t) t = db->best(sig, resolved, family);
                         // CUDA: then the fastest measured on any GPU (a bundle's imported results,
                         // fingerprint gpu:<name>|cc:<x.y>; the library records which)
                         if (!t && cuda) t = db->best(sig, resolved, "gpu:");
-                        if (!t) return std::nullopt;
+                        if (!t) {
+                            // a database for other shapes or another target: the default schedule,
+                            // never a kernel scheduled for another workload; said once per cluster
+                            misses->emplace(c.name, why_untuned(*db, sig, resolved));
+                            return std::nullopt;
+                        }
                         records->push_back({{"cluster", c.name}, {"signature", sig}, {"record", t->id}, {"fingerprint", t->fingerprint},
                                             {"median_ms", t->median_ms.value_or(0)}});
                         return t->schedule;
@@ -114,16 +122,20 @@ Verb add_compile(CLI::App &app) {
                     // the records are known only after compiling; compile_aot reads build_info_json
                     // after scheduling, so collect them in a first pass over the clusters
                     // (an If's branches are models of their own, compiled the same way)
+                    size_t clusters_seen = 0;
                     std::function<void(const Graph &)> visit = [&](const Graph &model) {
                         Graph clustered = model;
                         if (clustered.clusters.empty()) form_clusters(clustered);
                         for (const Cluster &c : clustered.clusters) {
                             const Node &first = clustered.nodes[c.nodes[0]];
-                            if (!is_control_flow(first.op)) ao.schedule_for(clustered, c);
+                            if (!is_control_flow(first.op)) ao.schedule_for(clustered, c), clusters_seen++;
                             for (const Graph &branch : first.subgraphs) visit(branch);
                         }
                     };
                     visit(g);
+                    std::vector<std::string> warnings;
+                    for (const auto &[cluster, why] : *misses) warnings.push_back(cluster + ": " + why);
+                    print_db_warnings(o->db, warnings, clusters_seen);
                     extra["records"] = *records;
                     extra["db"] = std::filesystem::path(o->db).filename().string();
                 }

@@ -59,11 +59,12 @@ Verb add_run(CLI::App &app) {
                 so.threads = o->threads;
                 so.target = o->target;
                 Graph g = load_optimized_model(o->model, so);
-                std::vector<std::string> decisions;
-                if (!o->db.empty() && !o->unfused) use_tuning_db(so, o->db, &decisions);
+                std::vector<std::string> decisions, warnings;
+                if (!o->db.empty() && !o->unfused) use_tuning_db(so, o->db, &decisions, &warnings);
                 Session session(g, so);
                 Executor &ex = session.executor();
                 for (const std::string &d : decisions) fmt::print("schedule {}\n", d);
+                print_db_warnings(o->db, warnings, ex.num_kernels());
                 if (!o->inputs.empty()) load_inputs(ex, o->inputs);
                 else set_random_inputs(ex, o->seed);
                 session.run();

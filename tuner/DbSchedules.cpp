@@ -1,6 +1,7 @@
 #include "tuner/DbSchedules.h"
 
 #include <filesystem>
+#include <set>
 
 #include <fmt/core.h>
 
@@ -12,12 +13,39 @@
 
 namespace fusor {
 
-ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log) {
+std::string why_untuned(const TuningDb &db, const std::string &signature, const std::string &target) {
+    std::vector<Trial> here = db.trials(signature, target);
+    if (here.empty()) {
+        std::set<std::string> others;
+        for (const Workload &w : db.workloads()) {
+            if (w.signature == signature && w.target != target) others.insert(w.target);
+        }
+        if (others.empty()) {
+            return "the database has no record of this cluster (it was tuned for other shapes, attributes or another model)";
+        }
+        std::string list;
+        for (const std::string &t : others) list += (list.empty() ? "" : ", ") + t;
+        return "the database holds this cluster only for other targets (" + list + "), not " + target;
+    }
+    bool any_ok = false;
+    std::set<std::string> machines;
+    for (const Trial &t : here) {
+        if (t.status == TrialStatus::Ok && t.median_ms) any_ok = true, machines.insert(t.fingerprint);
+    }
+    if (!any_ok) return fmt::format("none of the database's {} trial(s) of this cluster on {} was verified", here.size(), target);
+    std::string list;
+    for (const std::string &m : machines) list += (list.empty() ? "" : ", ") + m;
+    return "this cluster was tuned only on machines of another ISA family (" + list + "); this machine is " +
+           machine_fingerprint();
+}
+
+ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log,
+                            std::vector<std::string> *warnings) {
     if (!std::filesystem::exists(db_path)) throw UserError("tuning db '" + db_path + "' does not exist");
     auto db = std::make_shared<TuningDb>(db_path);
     std::string resolved = resolved_target(target), fingerprint = machine_fingerprint();
     std::string family = machine_fingerprint(/*family_only=*/true);
-    return [db, resolved, fingerprint, family, log](const Graph &g, const Cluster &c) -> std::optional<std::string> {
+    return [db, resolved, fingerprint, family, log, warnings](const Graph &g, const Cluster &c) -> std::optional<std::string> {
         auto note = [&](const std::string &line) {
             if (log) log->push_back(c.name + ": " + line);
         };
@@ -29,7 +57,9 @@ ScheduleLookup db_schedules(const std::string &db_path, const std::string &targe
         }
         std::optional<Trial> other = db->best(sig, resolved, family);
         if (!other) {
-            note("no trial for this machine or its ISA family; default schedule");
+            std::string why = why_untuned(*db, sig, resolved);
+            note("default schedule: " + why);
+            if (warnings) warnings->push_back(c.name + ": " + why);
             return std::nullopt;
         }
         // a schedule measured on another machine of the same ISA: verify and time it here first
@@ -49,13 +79,17 @@ ScheduleLookup db_schedules(const std::string &db_path, const std::string &targe
                          theirs.median_ms ? fmt::format("{:.3f} ms", *theirs.median_ms) : status_name(theirs.status),
                          mine.median_ms ? fmt::format("{:.3f} ms", *mine.median_ms) : status_name(mine.status),
                          ok ? "used" : "not used"));
-        if (!ok) return std::nullopt;
+        if (!ok) {
+            if (warnings) warnings->push_back(c.name + ": the schedule tuned on another machine of this ISA failed re-validation here");
+            return std::nullopt;
+        }
         return other->schedule;
     };
 }
 
-void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log) {
-    o.schedule_for = db_schedules(db_path, o.target, log);
+void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log,
+                   std::vector<std::string> *warnings) {
+    o.schedule_for = db_schedules(db_path, o.target, log, warnings);
 }
 
 }  // namespace fusor

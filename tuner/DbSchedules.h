@@ -20,10 +20,22 @@ using ScheduleLookup = std::function<std::optional<std::string>(const Graph &, c
  * schedule measured on this exact machine; else the best one measured on a machine of the same ISA
  * family, re-validated here (verified against the reference and no slower than the default, both
  * timed now); else nullopt (the default schedule). Each decision is appended to \p log (which must
- * outlive the lookup's use) when given. Throws UserError when the file does not exist. */
-ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log = nullptr);
+ * outlive the lookup's use) when given; each cluster left on the default schedule also gets a
+ * line in \p warnings ("<cluster>: <why_untuned>") when given. Throws UserError when the file does not exist. */
+ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log = nullptr,
+                            std::vector<std::string> *warnings = nullptr);
+
+class TuningDb;
+
+/** Why \p db gives no schedule for the cluster with signature \p signature on \p target (resolved)
+ * to this machine, for the warning a caller prints when it falls back to the default: the database
+ * holds this cluster only for other targets; only failed trials; only trials from machines of
+ * another ISA family; or nothing for this signature at all (it was tuned for other shapes,
+ * attributes or another model). Never a wrong kernel: the caller uses the default schedule. */
+std::string why_untuned(const TuningDb &db, const std::string &signature, const std::string &target);
 
 /** The one-call convenience: sets \p o.schedule_for to db_schedules(\p db_path, o.target, \p log). */
-void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log = nullptr);
+void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log = nullptr,
+                   std::vector<std::string> *warnings = nullptr);
 
 }  // namespace fusor

@@ -217,6 +217,60 @@ TEST_CASE("compile: the same model and target give a byte-identical library", "[
     }
 }
 
+TEST_CASE("compile: a database tuned for other shapes or another target gives the defaults and a warning", "[tools][compile][db]") {
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    auto fusor = [&](const std::string &args) { return shell(std::string("'") + FUSOR_BINARY + "' " + args, d); };
+    // a database with a verified record of the chain's one cluster at 37x70 on this machine
+    Result tune = fusor("autotune '" + model + "' --db '" + d.file("t.db") + "' --trials 1 --threads 2");
+    INFO(tune.out);
+    REQUIRE(tune.status == 0);
+    std::vector<uint8_t> db_before = slurp(d.file("t.db"));
+
+    // the database's own model and target: the record is used, no warning
+    Result same = fusor("compile '" + model + "' --db '" + d.file("t.db") + "' -o '" + d.file("same") + "' --name m");
+    INFO(same.out);
+    REQUIRE(same.status == 0);
+    CHECK_THAT(same.out, Contains("1 clusters, 1 tuned"));
+    CHECK_THAT(same.out, !Contains("warning"));
+
+    // the same model at other shapes: no record of its cluster
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(model));
+    j["inputs"][0]["shape"] = {19, 33};
+    j["outputs"][0]["shape"] = {19, 33};
+    std::string other = d.file("chain_19x33.json");
+    std::ofstream(other) << j.dump(1);
+    Graph g = load_graph_json(other);
+    std::string in_args = run_jit_reference(d, other, g, 5).positional_args;
+    Result shapes = fusor("compile '" + other + "' --db '" + d.file("t.db") + "' -o '" + d.file("shapes") + "' --name m");
+    INFO(shapes.out);
+    REQUIRE(shapes.status == 0);
+    CHECK_THAT(shapes.out, Contains("warning: tuning db") && Contains("no usable schedule for 1 of 1 cluster") &&
+                               Contains("no record of this cluster (it was tuned for other shapes"));
+    CHECK_THAT(shapes.out, Contains("1 clusters, 0 tuned") && Contains("untuned (default schedule): c0"));
+    // ... and the library it gives is the default-schedule one: it computes the JIT's outputs
+    std::string app = build_driver(d, d.file("shapes"), "m");
+    Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
+    INFO(run.out);
+    REQUIRE(run.status == 0);
+    check_outputs_match_jit(d, g);
+
+    // the database's model for another target: its records are for this host's target only
+    Result target = fusor("compile '" + model + "' --db '" + d.file("t.db") + "' --target x86-64-linux-sse41 -o '" + d.file("sse") + "' --name m");
+    INFO(target.out);
+    REQUIRE(target.status == 0);
+    CHECK_THAT(target.out, Contains("warning: tuning db") && Contains("only for other targets") && Contains("not x86-64-linux-sse41"));
+    CHECK_THAT(target.out, Contains("1 clusters, 0 tuned"));
+
+    // run and bench say the same, and still run
+    Result jit = fusor("run '" + other + "' --db '" + d.file("t.db") + "' --threads 2");
+    INFO(jit.out);
+    CHECK(jit.status == 0);
+    CHECK_THAT(jit.out, Contains("warning: tuning db") && Contains("no record of this cluster"));
+
+    CHECK(slurp(d.file("t.db")) == db_before);  // reading it changed nothing
+}
+
 TEST_CASE("compile: bad names, targets and folders give exit status 2", "[tools][compile]") {
     TempDir d;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
