@@ -5,15 +5,15 @@
 #   cmake/bootstrap.sh demo   the main job on the built-in default model (configs/models/resnet_block.json):
 #                             inspect its fusion, a short autotune into build/demo.db, then run and
 #                             bench (unfused, fused default, fused tuned) from that database
-#   cmake/bootstrap.sh test   build and run the whole test suite (ctest), then, when it passes, replay
-#                             the ONNX importer's fuzz corpus under ASan+UBSan (tests/fuzz/run_onnx_fuzzer.sh
-#                             replay: clang-14 and libFuzzer, builds only the graph library in build-fuzz/,
-#                             about 3 min on 2 cores; deterministic); CI runs this
+#   cmake/bootstrap.sh test   build and run the whole test suite (ctest), then, when it passes, fuzz
+#                             the ONNX importer under ASan+UBSan (tests/fuzz/run_onnx_fuzzer.sh: clang-14
+#                             and libFuzzer, builds only the graph library in build-fuzz/): replay the
+#                             corpus (deterministic), then explore for 60 s from it; CI runs this
 #
 # Environment: FUSOR_BUILD_DIR (default build), FUSOR_MODEL (demo model), FUSOR_DB (demo tuning
 # database, default build/demo.db), FUSOR_TRIALS (demo autotune trials, default 20), JOBS (default: nproc),
-# FUSOR_FUZZ=0 (test mode: skip the fuzz replay), FUSOR_FUZZ_SECONDS (test mode: also explore for
-# that many seconds after the replay; default 0, as an exploration is not reproducible).
+# FUSOR_FUZZ=0 (test mode: skip fuzzing), FUSOR_FUZZ_SECONDS (test mode: seconds of exploration
+# after the replay; default 60, 0 = replay only).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -86,7 +86,7 @@ test)
     if [[ "${FUSOR_FUZZ:-1}" != 0 ]]; then
         echo "== replaying the ONNX importer's fuzz corpus under ASan+UBSan (tests/fuzz/run_onnx_fuzzer.sh replay)"
         JOBS="$jobs" tests/fuzz/run_onnx_fuzzer.sh replay
-        fuzz_seconds="${FUSOR_FUZZ_SECONDS:-0}"
+        fuzz_seconds="${FUSOR_FUZZ_SECONDS:-60}"
         if ((fuzz_seconds > 0)); then
             echo "== exploring for $fuzz_seconds s (tests/fuzz/run_onnx_fuzzer.sh $fuzz_seconds)"
             JOBS="$jobs" tests/fuzz/run_onnx_fuzzer.sh "$fuzz_seconds"

@@ -6,14 +6,15 @@
 # crash-*, timeout-*, oom-* or leak-*.
 #
 #   tests/fuzz/run_onnx_fuzzer.sh replay                     every input once: libonnx-testdata's
-#                                                            models and tests/fuzz/corpus/ (CI)
+#                                                            models and tests/fuzz/corpus/ (CI, first)
 #   tests/fuzz/run_onnx_fuzzer.sh SECONDS [LIBFUZZER_ARGS...] explore for SECONDS from that corpus
+#                                                            (CI, then: 60 s)
 #
-# Why CI replays rather than explores: an exploring run is not reproducible across machines (the
-# same -seed took different paths here and on CI, and 40000 runs of one binary twice added 214 and
-# 218 inputs), so a 60 s exploration in CI fails at random when it meets a bug nobody has met
-# yet. Replay is deterministic: it checks that every input that ever raised coverage still runs
-# clean. Exploration is the developer's job (docs/onnx.md): run it for minutes with several seeds,
+# Why CI replays first: an exploring run is not reproducible across machines (the same -seed took
+# different paths here and on CI, and 40000 runs of one binary twice added 214 and 218 inputs).
+# Replay is deterministic: it checks that every input that ever raised coverage still runs clean.
+# CI's 60 s exploration then starts from all of it, so it rarely meets anything new; to keep it so,
+# explore longer before committing importer changes (docs/onnx.md): for minutes with several seeds,
 # fix what it finds (a regression model in tests/data/bad/ and a line in
 # tests/graph/onnx_fuzz_regressions.cpp), then fold the new coverage into the checked-in corpus:
 #
