@@ -441,5 +441,101 @@ TEST_CASE("conformance: bad ONNX files are exit 2 with the file named", "[tools]
     std::ofstream(dir.file("cut.onnx"), std::ios::binary) << bytes.substr(0, bytes.size() - 7);
     Result cut = run_fusor("inspect '" + dir.file("cut.onnx") + "' --shape x=1x3");
     CHECK(cut.status == 2);
-    CHECK_THAT(cut.err, Contains("cut.onnx"));
+    CHECK_THAT(cut.err, Contains("cut.onnx") && Contains("not a valid ONNX model (the file is truncated or not an ONNX protobuf)"));
+}
+
+namespace {
+
+/** x: f32[3] -> Add(x, w) -> y, with the initializer w: f32[3] left for the caller to fill. */
+onnx::ModelProto add_weight_model(onnx::TensorProto *&w) {
+    onnx::ModelProto m;
+    m.set_ir_version(7);
+    m.add_opset_import()->set_version(13);
+    auto *g = m.mutable_graph();
+    auto *in = g->add_input();
+    in->set_name("x");
+    auto *tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(3);
+    w = g->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(3);
+    auto *n = g->add_node();
+    n->set_op_type("Add");
+    n->set_name("add");
+    n->add_input("x");
+    n->add_input("w");
+    n->add_output("y");
+    g->add_output()->set_name("y");
+    return m;
+}
+
+std::string write_model(const onnx::ModelProto &m, const std::string &path) {
+    std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+    return path;
+}
+
+}  // namespace
+
+TEST_CASE("conformance: an unknown opset domain is exit 2 naming the file and the node", "[tools][conformance]") {
+    TempDir dir;
+    onnx::TensorProto *w = nullptr;
+    onnx::ModelProto m = add_weight_model(w);
+    for (float v : {1.f, 2.f, 3.f}) w->add_float_data(v);
+    REQUIRE(run_fusor("inspect '" + write_model(m, dir.file("good.onnx")) + "'").status == 0);
+    auto *op = m.add_opset_import();
+    op->set_domain("com.example");
+    op->set_version(2);
+    auto *n = m.mutable_graph()->add_node();
+    n->set_op_type("Frobnicate");
+    n->set_name("frob");
+    n->set_domain("com.example");
+    n->add_input("y");
+    n->add_output("z");
+    m.mutable_graph()->mutable_output(0)->set_name("z");
+    Result r = run_fusor("inspect '" + write_model(m, dir.file("domain.onnx")) + "'");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("domain.onnx") && Contains("unknown opset domain 'com.example'") && Contains("node 'frob' (Frobnicate)"));
+}
+
+TEST_CASE("conformance: a tensor whose data length disagrees with its shape is exit 2 naming the file and the tensor", "[tools][conformance]") {
+    TempDir dir;
+    onnx::TensorProto *w = nullptr;
+    onnx::ModelProto m = add_weight_model(w);
+    for (float v : {1.f, 2.f}) w->add_float_data(v);  // 2 values for 3 elements
+    Result typed = run_fusor("run '" + write_model(m, dir.file("short.onnx")) + "'");
+    CHECK(typed.status == 2);
+    CHECK_THAT(typed.err, Contains("short.onnx") && Contains("initializer 'w'") && Contains("float_data holds 2 values") && Contains("needs 3"));
+    w->clear_float_data();
+    w->set_raw_data(std::string(16, '\0'));  // 16 bytes for 12
+    Result raw = run_fusor("run '" + write_model(m, dir.file("long.onnx")) + "'");
+    CHECK(raw.status == 2);
+    CHECK_THAT(raw.err, Contains("long.onnx") && Contains("initializer 'w'") && Contains("raw_data has 16 bytes") && Contains("needs 12"));
+}
+
+TEST_CASE("conformance: an external-data path that escapes the model's folder is exit 2 naming the file and the tensor", "[tools][conformance]") {
+    TempDir dir;
+    fs::create_directories(dir.path / "model");
+    float values[3] = {1, 2, 3};
+    std::ofstream(dir.file("w.bin"), std::ios::binary).write((const char *)values, sizeof values);
+    std::ofstream(dir.file("model/w.bin"), std::ios::binary).write((const char *)values, sizeof values);
+    onnx::TensorProto *w = nullptr;
+    onnx::ModelProto m = add_weight_model(w);
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto *location = w->add_external_data();
+    location->set_key("location");
+    location->set_value("w.bin");
+    std::string model = dir.file("model/model.onnx");
+    Result inside = run_fusor("run '" + write_model(m, model) + "'");
+    INFO(inside.err);
+    CHECK(inside.status == 0);
+    for (std::string bad : {std::string("../w.bin"), dir.file("w.bin")}) {
+        INFO(bad);
+        location->set_value(bad);
+        Result r = run_fusor("run '" + write_model(m, model) + "'");
+        CHECK(r.status == 2);
+        CHECK_THAT(r.err, Contains("model/model.onnx") && Contains("initializer 'w'") &&
+                              Contains("external data location '" + bad + "' escapes the model's folder"));
+    }
 }
