@@ -589,10 +589,13 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
         const std::string &d = op.domain();
         if (d.empty() || d == "ai.onnx") opset_ = op.version();
         else if (d != "ai.onnx.ml" && d != "ai.onnx.preview.training") {
-            bool used = false;
-            for (const auto &n : m.graph().node()) used |= n.domain() == d;
-            if (used) {
+            const auto &nodes = m.graph().node();
+            auto first = std::find_if(nodes.begin(), nodes.end(), [&](const onnx::NodeProto &n) { return n.domain() == d; });
+            if (first != nodes.end()) {
+                int index = (int)(first - nodes.begin());
+                std::string node = first->name().empty() ? first->op_type() + "_" + std::to_string(index) : first->name();
                 throw UserError(file_ + ": unknown opset domain '" + d + "' (version " + std::to_string(op.version()) +
+                                "), first used by node '" + node + "' (" + first->op_type() +
                                 "); fusor imports ONNX's default domain (opsets 1 to 17)");
             }
         }
@@ -609,10 +612,9 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
     for (const auto &t : graph.initializer()) inits.insert(t.name());
     std::set<std::string> frozen;  // inputs with a value given that an op needs at load
     for (const onnx::NodeProto &p : graph.node()) {
-        auto kind = find_op(p.op_type());
-        if (!kind || !(p.domain().empty() || p.domain() == "ai.onnx")) continue;
+        if (!(p.domain().empty() || p.domain() == "ai.onnx")) continue;
         for (int i = 0; i < p.input_size(); i++) {
-            if (op_info(*kind).is_const_input(i) && options_.input_values.count(p.input(i))) frozen.insert(p.input(i));
+            if (is_load_time_input(p.op_type(), i) && options_.input_values.count(p.input(i))) frozen.insert(p.input(i));
         }
     }
     std::vector<std::string> unbound;

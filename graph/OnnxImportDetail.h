@@ -116,4 +116,9 @@ private:
  * recorded as unsupported. Defined in OnnxOpsets.cpp. */
 bool convert_node(Importer &im, OnnxNode &n);
 
+/** True when input \p index of an ONNX node of type \p op must be known when the model is loaded
+ * (a constant input of the op its conversion emits, e.g. Upsample-9's `scales`, Reshape's
+ * `shape`). Defined in OnnxOpsets.cpp. */
+bool is_load_time_input(const std::string &op, int index);
+
 }  // namespace fusor::onnx_detail

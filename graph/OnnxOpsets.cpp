@@ -439,4 +439,10 @@ bool convert_node(Importer &im, OnnxNode &n) {
     return im.emit_generic(n, op);
 }
 
+bool is_load_time_input(const std::string &op, int index) {
+    if (op == "Upsample") return index == 1;  // Upsample-9 scales become Resize's scales (a constant input)
+    auto kind = find_op(op);
+    return kind && op_info(*kind).is_const_input(index);
+}
+
 }  // namespace fusor::onnx_detail

@@ -155,15 +155,23 @@ TEST_CASE("onnx import: a truncated or non-ONNX file is an error naming the file
     CHECK_THROWS_WITH(fusor::load_onnx("/nonexistent/model.onnx"), Contains("cannot open"));
 }
 
-TEST_CASE("onnx import: an unknown opset domain is an error naming the domain", "[graph][onnx]") {
+TEST_CASE("onnx import: an unknown opset domain is an error naming the domain and the first node using it", "[graph][onnx]") {
     Model m(13);
     auto *op = m.m.add_opset_import();
     op->set_domain("com.example");
     op->set_version(1);
     m.input("x", {2});
-    m.node("Frobnicate", {"x"}, {"y"}, "frob").set_domain("com.example");
+    m.node("Relu", {"x"}, {"r"}, "relu");
+    m.node("Frobnicate", {"r"}, {"f"}, "frob").set_domain("com.example");
+    m.node("Twiddle", {"f"}, {"y"}, "twiddle").set_domain("com.example");
     m.output("y");
-    CHECK_THROWS_WITH(import(m), Contains("test.onnx") && Contains("unknown opset domain 'com.example'"));
+    CHECK_THROWS_WITH(import(m), Contains("test.onnx") && Contains("unknown opset domain 'com.example'") &&
+                                     Contains("first used by node 'frob' (Frobnicate)"));
+    m.g().mutable_node(1)->clear_name();  // unnamed nodes are named <OpType>_<index>
+    CHECK_THROWS_WITH(import(m), Contains("first used by node 'Frobnicate_1' (Frobnicate)"));
+    // a node in a domain that no opset_import declares is named too
+    m.m.mutable_opset_import()->RemoveLast();
+    CHECK_THROWS_WITH(import(m), Contains("test.onnx") && Contains("node 'Frobnicate_1' (Frobnicate): unknown op domain 'com.example'"));
 }
 
 TEST_CASE("onnx import: tensor data whose length disagrees with the shape names the tensor", "[graph][onnx]") {
@@ -357,6 +365,68 @@ TEST_CASE("onnx import: Cast-1 takes its type as a string", "[graph][onnx]") {
     Graph g = import(m);
     CHECK(g.type(g.outputs[0]).dtype == fusor::DType::I32);
     check_close(run_ref(g, {{1.5f, -2.5f, 7}}), {1, -2, 7});
+}
+
+// Upsample: out[i] = in[floor(i / scale)] (nearest); linear interpolates at i / scale with the
+// index clamped to the last element (asymmetric coordinates, ONNX's Upsample examples).
+TEST_CASE("onnx import: Upsample-7 with attribute scales in nearest and linear mode", "[graph][onnx]") {
+    Model m(7);
+    m.input("x", {1, 1, 2, 2});
+    auto &n = m.node("Upsample", {"x"}, {"y"}, "up");
+    auto *scales = n.add_attribute();
+    scales->set_name("scales");
+    scales->set_type(onnx::AttributeProto::FLOATS);
+    for (float f : {1.f, 1.f, 2.f, 3.f}) scales->add_floats(f);
+    m.output("y");
+    Graph nearest = import(m);  // mode defaults to nearest
+    CHECK(nearest.type(nearest.outputs[0]).shape == std::vector<int64_t>{1, 1, 4, 6});
+    check_close(run_ref(nearest, {{1, 2, 3, 4}}), {1, 1, 1, 2, 2, 2,  //
+                                                   1, 1, 1, 2, 2, 2,  //
+                                                   3, 3, 3, 4, 4, 4,  //
+                                                   3, 3, 3, 4, 4, 4});
+
+    scales->set_floats(3, 2);
+    attr_s(n, "mode", "linear");
+    Graph linear = import(m);
+    CHECK(linear.type(linear.outputs[0]).shape == std::vector<int64_t>{1, 1, 4, 4});
+    check_close(run_ref(linear, {{1, 2, 3, 4}}), {1, 1.5, 2, 2,  //
+                                                  2, 2.5, 3, 3,  //
+                                                  3, 3.5, 4, 4,  //
+                                                  3, 3.5, 4, 4});
+}
+
+TEST_CASE("onnx import: Upsample-9 takes scales from an initializer or a graph input with a value", "[graph][onnx]") {
+    Model m(9);
+    m.input("x", {1, 2, 3});
+    m.init("scales", {3}, {1, 2, 2});
+    m.node("Upsample", {"x", "scales"}, {"y"}, "up");
+    m.output("y");
+    std::vector<float> x = iota(6, 1);  // [[1 2 3] [4 5 6]] in each of the 1x2x3
+    std::vector<double> want;  // rows 0 0 1 1, columns 0 0 1 1 2 2
+    for (int r = 0; r < 4; r++) {
+        for (int c = 0; c < 6; c++) want.push_back(x[(r / 2) * 3 + c / 2]);
+    }
+    Graph g = import(m);
+    CHECK(g.type(g.outputs[0]).shape == std::vector<int64_t>{1, 4, 6});
+    check_close(run_ref(g, {x}), want);
+
+    // scales as a graph input: an error naming it, unless its value is given (as the conformance
+    // runner does with a test's input_K.pb), which makes it a constant
+    Model in(9);
+    in.input("x", {1, 2, 3});
+    in.input("scales", {3});
+    in.node("Upsample", {"x", "scales"}, {"y"}, "up");
+    in.output("y");
+    CHECK_THROWS_WITH(import(in), Contains("node 'up'") && Contains("'scales'") && Contains("must be computable when the model is loaded"));
+    fusor::OnnxTensorFile value;
+    value.type = TensorType{fusor::DType::F32, {3}};
+    value.data = f32_bytes({1, 2, 2});
+    fusor::OnnxImportOptions o;
+    o.input_values["scales"] = &value;
+    Graph given = fusor::parse_onnx(in.bytes(), "test.onnx", ".", o);
+    REQUIRE(given.inputs.size() == 1);
+    CHECK(given.type(given.outputs[0]).shape == std::vector<int64_t>{1, 4, 6});
+    check_close(run_ref(given, {x}), want);
 }
 
 TEST_CASE("onnx import: Constant nodes in every value form and initializer storage forms", "[graph][onnx]") {
