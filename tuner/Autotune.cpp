@@ -369,12 +369,12 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         for (const std::string &schedule : confirmed) {
             auto was = find(before, schedule), now = find(ranked, schedule);
             if (was == before.end()) continue;
-            line += fmt::format("{}{} {} {:.3f} -> {}", line.empty() ? "" : ", ", strategies[was->first_id], was->first_id.substr(0, 8), was->ms,
+            line += fmt::format("{}{} {} {:.4g} -> {}", line.empty() ? "" : ", ", strategies[was->first_id], was->first_id.substr(0, 8), was->ms,
                                 now == ranked.end() ? std::string("wrong result, never a best")
-                                                    : fmt::format("{:.3f} ms ({}x)", now->ms, now->measurements));
+                                                    : fmt::format("{:.4g} ms ({}x)", now->ms, now->measurements));
             if (failed.count(schedule)) line += " [now failed:" + failed[schedule] + "]";
         }
-        log(fmt::format("  {} confirm, {} round(s) side by side: {}; best now {} {} {:.3f} ms", w.result.name, rounds, line,
+        log(fmt::format("  {} confirm, {} round(s) side by side: {}; best now {} {} {:.4g} ms", w.result.name, rounds, line,
                         w.best ? strategies[w.best->first_id] : "-", w.best ? w.best->first_id.substr(0, 8) : "-", best_ms(w)));
     };
     // Phase 1: the default schedule of every cluster, which also gives each cluster's share of
