@@ -583,3 +583,18 @@ TEST_CASE("autotune: --jobs 0 is refused with exit status 2 and no database is c
     CHECK_THAT(text.str(), Catch::Contains("--jobs is 0"));
     CHECK_FALSE(std::ifstream(dir.file("t.db")).good());
 }
+
+TEST_CASE("autotune: a negative --confirm-rounds is refused with exit status 2 and no database is created", "[tuner][autotune][confirm]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    std::string cmd = std::string("'") + FUSOR_BINARY + "' autotune '" + model + "' --db '" + dir.file("t.db") +
+                      "' --confirm-rounds -1 2> '" + dir.file("err.txt") + "'";
+    int status = std::system(cmd.c_str());
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 2);
+    std::ifstream err(dir.file("err.txt"));
+    std::stringstream text;
+    text << err.rdbuf();
+    CHECK_THAT(text.str(), Catch::Contains("--confirm-rounds is -1"));
+    CHECK_FALSE(std::ifstream(dir.file("t.db")).good());
+}
