@@ -329,7 +329,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         std::map<std::string, std::string> strategies;  // trial id -> strategy, for the log
         std::vector<std::string> confirmed;             // schedules re-timed, in the order first confirmed
         std::map<std::string, std::string> failed;      // schedule -> the statuses of its failed confirm runs
-        int rounds = 0;
+        int passes = 0;
         for (int pass = 0; pass < kConfirmFinalists && !out_of_budget(); pass++) {
             std::vector<RankedSchedule> finalists = finalists_of(ranked);
             if (finalists.size() < 2) break;  // nothing to compare
@@ -346,7 +346,8 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             for (const RankedSchedule &f : finalists) {
                 if (std::find(confirmed.begin(), confirmed.end(), f.trial.schedule) == confirmed.end()) confirmed.push_back(f.trial.schedule);
             }
-            for (int round = 0; round < opt.confirm_rounds && !out_of_budget(); round++, rounds++) {
+            passes++;
+            for (int round = 0; round < opt.confirm_rounds && !out_of_budget(); round++) {
                 std::vector<Candidate> batch;
                 for (size_t k = 0; k < finalists.size(); k++) {
                     const RankedSchedule &f = finalists[(k + round) % finalists.size()];
@@ -374,7 +375,8 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
                                                     : fmt::format("{:.4g} ms ({}x)", now->ms, now->measurements));
             if (failed.count(schedule)) line += " [now failed:" + failed[schedule] + "]";
         }
-        log(fmt::format("  {} confirm, {} round(s) side by side: {}; best now {} {} {:.4g} ms", w.result.name, rounds, line,
+        log(fmt::format("  {} confirm, {} round{} side by side{}: {}; best now {} {} {:.4g} ms", w.result.name, opt.confirm_rounds,
+                        opt.confirm_rounds == 1 ? "" : "s", passes > 1 ? fmt::format(" ({} passes: re-timing promoted a schedule measured once)", passes) : "", line,
                         w.best ? strategies[w.best->first_id] : "-", w.best ? w.best->first_id.substr(0, 8) : "-", best_ms(w)));
     };
     // Phase 1: the default schedule of every cluster, which also gives each cluster's share of

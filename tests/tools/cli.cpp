@@ -348,7 +348,7 @@ TEST_CASE("cli: autotune, then run and bench from the database", "[tools][cli]")
     REQUIRE(tune.status == 0);
     CHECK_THAT(tune.out, Contains("cluster 1/2") && Contains("default"));
     // the seeds (default and autoscheduler baselines) use up the 4 trials; they are confirmed all the same
-    CHECK_THAT(tune.out, Contains("confirm, 1 round(s) side by side"));
+    CHECK_THAT(tune.out, Contains("c0 confirm, 1 round side by side"));
     Result a = run_fusor("run '" + model + "' --random 2 --outputs '" + dir.file("a") + "'");
     Result b = run_fusor("run '" + model + "' --random 2 --db '" + db + "' --outputs '" + dir.file("b") + "'");
     REQUIRE(a.status == 0);
