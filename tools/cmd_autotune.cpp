@@ -83,7 +83,7 @@ Verb add_autotune(CLI::App &app) {
     struct Opts {
         std::string model, db, target = "host", strategy = "evolve", layout = "auto", budget, export_batch;
         std::string autoschedulers = "Mullapudi2016,Adams2019,Li2018";
-        int trials = 32, threads = 0, jobs = 0;
+        int trials = 32, threads = 0, jobs = 0, confirm_rounds = 2;
         uint64_t seed = 1;
         double timeout = 120;
         bool no_optimize = false;
@@ -95,6 +95,10 @@ Verb add_autotune(CLI::App &app) {
         cmd->add_option("--trials", o->trials, "candidates to measure in total, split across distinct clusters by their share of the model's time")
             ->capture_default_str();
     cmd->add_option("--budget", o->budget, "wall time for the whole search (90s, 10m, 1h); with it, --trials only caps the count");
+    cmd->add_option("--confirm-rounds", o->confirm_rounds,
+                    "after each cluster's search, time its 3 best schedules and the default again, side by side, in this many "
+                    "rounds (not counted in --trials; 0: off)")
+        ->capture_default_str();
     cmd->add_option("--threads", o->threads, "Halide threads candidates are timed with (default: all cores)");
     CLI::Option *jobs_opt = cmd->add_option("--jobs", o->jobs,
                                             "candidates compiled at once in worker processes; each is then timed alone "
@@ -114,6 +118,9 @@ Verb add_autotune(CLI::App &app) {
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
                 if (o->trials < 1) throw UserError("--trials is " + std::to_string(o->trials) + "; expected at least 1");
+                if (o->confirm_rounds < 0) {
+                    throw UserError("--confirm-rounds is " + std::to_string(o->confirm_rounds) + "; expected 0 or more");
+                }
                 if (jobs_opt->count() && o->jobs < 1) throw UserError("--jobs is " + std::to_string(o->jobs) + "; expected at least 1");
                 double budget_s = o->budget.empty() ? 0 : parse_duration(o->budget);
                 if (o->strategy != "evolve" && o->strategy != "random") {
@@ -135,6 +142,7 @@ Verb add_autotune(CLI::App &app) {
                 ao.strategy = o->strategy;
                 ao.target = o->target;
                 ao.timeout_s = o->timeout;
+                ao.confirm_rounds = o->confirm_rounds;
                 ao.worker_exe = self_exe();
                 ao.stop = &g_stop;
                 if (o->autoschedulers != "none") {
@@ -188,13 +196,15 @@ Verb add_autotune(CLI::App &app) {
                 auto results = autotune(g, db, ao);
                 std::signal(SIGINT, SIG_DFL);
                 if (tty && !status->empty()) std::fputs("\n", stderr);
-                fmt::print("\n{:<6} {:>12} {:>12} {:>8} {:>7}  signature\n", "cluster", "default ms", "best ms", "gain", "trials");
+                // best and default: per schedule, the median of its measurements (confirm included)
+                fmt::print("\n{:<6} {:>12} {:>12} {:>8} {:>7} {:>8}  signature\n", "cluster", "default ms", "best ms", "gain", "trials",
+                           "confirm");
                 for (const ClusterTuning &r : results) {
                     // "-": not timed (a CUDA target without a driver)
                     auto ms = [](double v) { return v > 0 ? fmt::format("{:.3f}", v) : std::string("-"); };
-                    fmt::print("{:<6} {:>12} {:>12} {:>8} {:>7}  {}\n", r.name, ms(r.default_ms), ms(r.best_ms),
+                    fmt::print("{:<6} {:>12} {:>12} {:>8} {:>7} {:>8}  {}\n", r.name, ms(r.default_ms), ms(r.best_ms),
                                r.best_ms > 0 ? fmt::format("{:.2f}x", r.default_ms / r.best_ms) : std::string("-"), r.trials,
-                               r.signature.substr(0, 12));
+                               r.confirmed, r.signature.substr(0, 12));
                 }
                 if (untimed_cuda) {
                     fmt::print("no CUDA driver on this machine: candidates were compiled, checked with ptxas and stored as "

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -119,11 +120,18 @@ Verb add_db(CLI::App &app) {
                     for (const Workload &w : db.workloads()) {
                         std::vector<Trial> ts = db.trials(w.signature, w.target);
                         int ok = 0;
-                        std::optional<double> best;
+                        std::set<std::string> fingerprints;
                         for (const Trial &t : ts) {
                             if (t.status != TrialStatus::Ok) continue;
                             ok++;
-                            if (t.median_ms && (!best || *t.median_ms < *best)) best = t.median_ms;
+                            fingerprints.insert(t.fingerprint);
+                        }
+                        // the best schedule's time (median of its measurements) on the machine where it is least
+                        std::optional<double> best;
+                        for (const std::string &fp : fingerprints) {
+                            for (const RankedSchedule &r : db.ranked_schedules(w.signature, w.target, fp, 1)) {
+                                if (!best || r.ms < *best) best = r.ms;
+                            }
                         }
                         fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", prefix(w.signature),
                                    w.target, ts.size(), ok, ms(best), first_line(w.canonical_text));
@@ -135,7 +143,20 @@ Verb add_db(CLI::App &app) {
                     for (const Workload &w : db.workloads()) {
                         if (w.signature.rfind(o->signature, 0) != 0) continue;
                         fmt::print("workload {} {}\n", w.signature, w.target);
-                        for (const Trial &t : db.trials(w.signature, w.target)) {
+                        std::set<std::string> fingerprints;
+                        std::vector<Trial> ts = db.trials(w.signature, w.target);
+                        for (const Trial &t : ts) {
+                            if (t.status == TrialStatus::Ok) fingerprints.insert(t.fingerprint);
+                        }
+                        // per machine, the best schedule (ranked per schedule, as run/compile --db pick it)
+                        for (const std::string &fp : fingerprints) {
+                            for (const RankedSchedule &r : db.ranked_schedules(w.signature, w.target, fp, 1)) {
+                                fmt::print("  best on {}: {} {} ms (median of {} measurement{}, representative trial {})\n", fp,
+                                           first_line(r.trial.schedule), ms(r.ms), r.measurements, r.measurements == 1 ? "" : "s",
+                                           prefix(r.trial.id));
+                            }
+                        }
+                        for (const Trial &t : ts) {
                             fmt::print(
                                 "  {:<12}  {:<13} {:>10}  {:<14} {:<12}  {}\n", prefix(t.id),
                                 status_name(t.status), ms(t.median_ms), t.strategy,

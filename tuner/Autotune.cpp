@@ -14,7 +14,12 @@
  *      about one candidate in four is instead a fresh sample (two to four edits of the default),
  *      so the search keeps exploring. No schedule is measured twice (a rerun resumes without
  *      re-measuring); drawing parents from the top three keeps one lucky measurement from
- *      steering the whole search.
+ *      steering the whole search;
+ *   4. confirm: the kConfirmFinalists best schedules by TuningDb::ranked_schedules (per schedule:
+ *      the median of its measurements), plus the default, timed again side by side in
+ *      confirm_rounds rounds (one batch each, the order rotated), stored as strategy "confirm"
+ *      with the schedule's first trial as parent. One measurement on a shared machine can be
+ *      20-40% off; several taken side by side make the best a schedule, not a lucky run.
  * Every trial is committed as soon as it is measured. AutotuneOptions::progress gets the state
  * after each one; AutotuneOptions::stop cancels the candidates not yet timed. */
 #include "tuner/Autotune.h"
@@ -72,9 +77,9 @@ struct Work {
     int copies = 0;  ///< clusters of the model with this signature
     Graph sub;
     LoweredCluster lc;
-    ClusterSchedule def, best_schedule;
-    std::string best_schedule_id;  ///< trial of best_schedule: the parent of evolved candidates
-    std::optional<Trial> best;
+    ClusterSchedule def;
+    std::optional<RankedSchedule> best;  ///< the best schedule so far on this machine (per schedule)
+    bool confirmed = false;              ///< the confirm phase ran (or was decided against) in this run
     std::string default_id, nodes;
     std::string canonical;  ///< canonical_cluster_text
     int lanes = 8;
@@ -116,6 +121,19 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     std::string target = resolved_target(opt.target);
     Halide::Target htarget(target);
     std::string fingerprint = machine_fingerprint();
+    // The best schedule so far (per schedule, over every measurement on this machine) and the
+    // default's time (the median of its measurements), from the database.
+    auto refresh_best = [&](Work &w) {
+        std::vector<RankedSchedule> ranked = db.ranked_schedules(w.result.signature, target, fingerprint);
+        w.best.reset();
+        if (!ranked.empty()) w.best = ranked[0];
+        std::string def = schedule_key(w.def);
+        for (const RankedSchedule &r : ranked) {
+            if (r.trial.schedule == def) w.result.default_ms = r.ms;
+        }
+        return ranked;
+    };
+    auto best_ms = [](const Work &w) { return w.best ? w.best->ms : 0.0; };
     // one Work per distinct signature; identical clusters are tuned once
     std::vector<Work> work;
     std::map<std::string, size_t> by_signature;
@@ -143,7 +161,6 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         w.sub = extract_cluster(cg, c);
         w.lc = lower_cluster(w.sub, w.sub.clusters[0], "k_");
         w.def = default_schedule(w.sub, w.sub.clusters[0], w.lc, htarget);
-        w.best_schedule = w.def;
         w.lanes = htarget.natural_vector_size(w.lc.outputs[0].output_types()[0]);
         for (NodeId n : c.nodes) w.nodes += (w.nodes.empty() ? "" : ",") + cg.nodes[n].name;
         w.job.graph_json = job_graph_json(cg, c);
@@ -151,22 +168,17 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         w.job.threads = opt.threads;
         w.job.repeats = opt.repeats;
         for (const std::string &sched : db.tried_schedules(sig, target, fingerprint)) w.tried.insert(sched);
-        w.best = db.best(sig, target, fingerprint);  // resume: the best of earlier runs on this machine
-        if (w.best) {
-            std::string err;
-            if (auto parsed = parse_schedule(w.best->schedule, &err)) {
-                w.best_schedule = *parsed;
-                w.best_schedule_id = w.best->id;
-                if (w.best->median_ms) w.rank(*parsed, w.best->id, *w.best->median_ms);
-            }
-        }
         for (const Trial &t : db.trials(sig, target)) {
             if (t.strategy == "default" && t.fingerprint == fingerprint && t.median_ms) {
                 w.result.default_ms = *t.median_ms;
                 w.default_id = t.id;
             }
         }
-        if (w.best_schedule_id.empty()) w.best_schedule_id = w.default_id;
+        refresh_best(w);  // resume: the best of earlier runs on this machine
+        if (w.best) {
+            std::string err;
+            if (auto parsed = parse_schedule(w.best->trial.schedule, &err)) w.rank(*parsed, w.best->first_id, w.best->ms);
+        }
         work.push_back(std::move(w));
     }
     // CUDA: the default GPU schedule is the only seed. Halide 14's Mullapudi2016/Adams2019 emit CPU
@@ -197,7 +209,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         p.trials_done = measured;
         p.trials_total = opt.trials;
         p.default_ms = w.result.default_ms;
-        p.best_ms = w.best && w.best->median_ms ? *w.best->median_ms : 0;
+        p.best_ms = best_ms(w);
         p.elapsed_s = elapsed();
         if (opt.budget_s > 0) {
             p.eta_s = std::max(0.0, opt.budget_s - p.elapsed_s);
@@ -215,11 +227,12 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         std::optional<ClusterSchedule> sched;
         std::string strategy, parent;
     };
-    auto measure = [&](Work &w, std::vector<Candidate> cands) {
+    // \p again: measure stored schedules again (the confirm phase); these count as no trial.
+    auto measure = [&](Work &w, std::vector<Candidate> cands, bool again = false) {
         std::vector<Candidate> todo;
         std::vector<MeasureJob> batch;
         for (Candidate &c : cands) {
-            if (w.tried.count(c.key)) continue;
+            if (!again && w.tried.count(c.key)) continue;
             w.tried.insert(c.key);
             MeasureJob job = w.job;
             job.schedule = c.key;
@@ -261,16 +274,16 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             t.host = host_name();
             t.created_at = utc_now();
             db.add_trial(t);
-            w.result.trials++;
-            measured++;
-            if (t.status == TrialStatus::Ok && (!w.best || *t.median_ms < *w.best->median_ms)) {
-                w.best = t;
-                if (c.sched) w.best_schedule = *c.sched, w.best_schedule_id = t.id;
+            if (again) {
+                w.result.confirmed++;
+            } else {
+                w.result.trials++;
+                measured++;
             }
+            if (t.status == TrialStatus::Ok || t.status == TrialStatus::WrongResult) refresh_best(w);
             if (t.status == TrialStatus::Ok && c.sched && t.median_ms) w.rank(*c.sched, t.id, *t.median_ms);
             last = fmt::format("{} {} {}", c.strategy, status_name(t.status),
                                t.median_ms ? fmt::format("{:.3f} ms", *t.median_ms) : one_line(t.error, 60));
-            if (c.strategy == "default" && t.median_ms) w.result.default_ms = *t.median_ms;
             results[i] = r;
             trials[i] = t;
             const MeasureJob &job = batch[i];
@@ -285,6 +298,86 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     };
     auto ms_or_error = [](const Trial &t) {
         return t.median_ms ? fmt::format("{:.3f} ms", *t.median_ms) : one_line(t.error);
+    };
+    // Confirm: the finalists (the kConfirmFinalists best schedules per schedule, fusor schedules
+    // and autoscheduler baselines alike, plus the default) timed again side by side, so that the
+    // best is not one lucky measurement. Each round is one batch of fresh workers in an order
+    // rotated per round; each result is a trial "confirm" whose parent is the schedule's first
+    // trial. Re-timing can move a schedule measured once into the top kConfirmFinalists; then the
+    // new finalists are confirmed too (a new pass, at most kConfirmFinalists passes). Skipped when
+    // stopped, when the budget is spent, with fewer than two finalists, and when every finalist
+    // already has 1 + confirm_rounds measurements here (a rerun whose search found no new finalist).
+    auto confirm = [&](Work &w) {
+        if (w.confirmed) return;
+        w.confirmed = true;
+        if (opt.confirm_rounds <= 0 || exporting || (opt.stop && *opt.stop)) return;
+        if (opt.budget_s > 0 && elapsed() >= opt.budget_s) {
+            log(fmt::format("  {} confirm: skipped, the budget is spent", w.result.name));
+            return;
+        }
+        std::string def = schedule_key(w.def);
+        auto finalists_of = [&](const std::vector<RankedSchedule> &ranked) {
+            std::vector<RankedSchedule> f(ranked.begin(), ranked.begin() + std::min<size_t>(kConfirmFinalists, ranked.size()));
+            auto is_default = [&](const RankedSchedule &r) { return r.trial.schedule == def; };
+            if (std::none_of(f.begin(), f.end(), is_default)) {
+                auto it = std::find_if(ranked.begin(), ranked.end(), is_default);
+                if (it != ranked.end()) f.push_back(*it);
+            }
+            return f;
+        };
+        std::vector<RankedSchedule> ranked = refresh_best(w), before = ranked;
+        std::map<std::string, std::string> strategies;  // trial id -> strategy, for the log
+        std::vector<std::string> confirmed;             // schedules re-timed, in the order first confirmed
+        std::map<std::string, std::string> failed;      // schedule -> the statuses of its failed confirm runs
+        int passes = 0;
+        for (int pass = 0; pass < kConfirmFinalists && !out_of_budget(); pass++) {
+            std::vector<RankedSchedule> finalists = finalists_of(ranked);
+            if (finalists.size() < 2) break;  // nothing to compare
+            std::map<std::string, int> attempts;  // schedule -> trials here, any status
+            for (const Trial &t : db.trials(w.result.signature, target)) {
+                if (t.fingerprint == fingerprint) attempts[t.schedule]++;
+                strategies[t.id] = t.strategy;
+            }
+            if (std::all_of(finalists.begin(), finalists.end(),
+                            [&](const RankedSchedule &f) { return attempts[f.trial.schedule] >= 1 + opt.confirm_rounds; })) {
+                if (pass == 0) log(fmt::format("  {} confirm: its {} finalists were confirmed by an earlier run", w.result.name, finalists.size()));
+                break;
+            }
+            for (const RankedSchedule &f : finalists) {
+                if (std::find(confirmed.begin(), confirmed.end(), f.trial.schedule) == confirmed.end()) confirmed.push_back(f.trial.schedule);
+            }
+            passes++;
+            for (int round = 0; round < opt.confirm_rounds && !out_of_budget(); round++) {
+                std::vector<Candidate> batch;
+                for (size_t k = 0; k < finalists.size(); k++) {
+                    const RankedSchedule &f = finalists[(k + round) % finalists.size()];
+                    batch.push_back({f.trial.schedule, std::nullopt, "confirm", f.first_id});
+                }
+                auto [cdone, cres] = measure(w, batch, /*again=*/true);
+                for (size_t k = 0; k < cdone.size(); k++) {
+                    const std::optional<Trial> &t = cres.first[k];
+                    if (t && t->status != TrialStatus::Ok) failed[t->schedule] += std::string(" ") + status_name(t->status);
+                }
+            }
+            ranked = refresh_best(w);
+        }
+        if (confirmed.empty()) return;
+        // one line: each confirmed schedule's time before and after, and the best now
+        auto find = [](const std::vector<RankedSchedule> &v, const std::string &schedule) {
+            return std::find_if(v.begin(), v.end(), [&](const RankedSchedule &r) { return r.trial.schedule == schedule; });
+        };
+        std::string line;
+        for (const std::string &schedule : confirmed) {
+            auto was = find(before, schedule), now = find(ranked, schedule);
+            if (was == before.end()) continue;
+            line += fmt::format("{}{} {} {:.4g} -> {}", line.empty() ? "" : ", ", strategies[was->first_id], was->first_id.substr(0, 8), was->ms,
+                                now == ranked.end() ? std::string("wrong result, never a best")
+                                                    : fmt::format("{:.4g} ms ({}x)", now->ms, now->measurements));
+            if (failed.count(schedule)) line += " [now failed:" + failed[schedule] + "]";
+        }
+        log(fmt::format("  {} confirm, {} round{} side by side{}: {}; best now {} {} {:.4g} ms", w.result.name, opt.confirm_rounds,
+                        opt.confirm_rounds == 1 ? "" : "s", passes > 1 ? fmt::format(" ({} passes: re-timing promoted a schedule measured once)", passes) : "", line,
+                        w.best ? strategies[w.best->first_id] : "-", w.best ? w.best->first_id.substr(0, 8) : "-", best_ms(w)));
     };
     // Phase 1: the default schedule of every cluster, which also gives each cluster's share of
     // end-to-end time (its time times the number of copies in the model), and Halide's
@@ -304,8 +397,6 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             const Trial &t = *trials[k];
             if (t.strategy == "default") {
                 w.default_id = t.id;
-                if (w.best_schedule_id.empty()) w.best_schedule_id = t.id;
-                if (t.median_ms) w.result.default_ms = *t.median_ms;
                 log(fmt::format("cluster {}/{} {} ({}) default: {} {}", i + 1, work.size(), w.result.name, w.nodes,
                                 status_name(t.status), ms_or_error(t)));
                 continue;
@@ -334,7 +425,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     // Phase 2: the rest of the budget, split by share and refreshed from the best times so far.
     for (size_t round = 0; round < work.size() && !out_of_budget() && measured < opt.trials; round++) {
         auto share_ms = [&](const Work &w) {
-            double ms = w.best && w.best->median_ms ? *w.best->median_ms : w.result.default_ms;
+            double ms = w.best ? w.best->ms : w.result.default_ms;
             return std::max(ms, 1e-6) * w.copies;
         };
         // the not yet searched cluster with the largest share goes next
@@ -401,17 +492,22 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
                 std::string eta = opt.budget_s > 0 ? fmt::format("{:.0f} s left", std::max(0.0, opt.budget_s - elapsed()))
                                                    : fmt::format("{} trials left", opt.trials - measured);
                 log(fmt::format("  {} trial {}: {:<13} {}{}   [{:.0f} s, {}]", w.result.name, done, status_name(t.status), ms_or_error(t),
-                                w.best && w.best->median_ms
-                                    ? fmt::format("   best {:.3f} ms{}", *w.best->median_ms,
-                                                  w.result.default_ms > 0 ? fmt::format(" ({:.2f}x default)", w.result.default_ms / *w.best->median_ms) : "")
-                                    : "",
+                                w.best ? fmt::format("   best {:.3f} ms{}", best_ms(w),
+                                                     w.result.default_ms > 0 ? fmt::format(" ({:.2f}x default)", w.result.default_ms / best_ms(w)) : "")
+                                       : "",
                                 elapsed(), eta));
             }
         }
+        if (!(opt.stop && *opt.stop)) confirm(w);  // also when the budget ended the search
+    }
+    // clusters the trial count left no search for: their seeds are confirmed all the same
+    for (size_t i = 0; i < work.size() && !out_of_budget(); i++) {
+        current = i;
+        confirm(work[i]);
     }
     std::vector<ClusterTuning> results;
     for (Work &w : work) {
-        w.result.best_ms = w.best && w.best->median_ms ? *w.best->median_ms : w.result.default_ms;
+        w.result.best_ms = w.best ? w.best->ms : w.result.default_ms;
         results.push_back(w.result);
     }
     return results;

@@ -47,6 +47,12 @@ struct AutotuneOptions {
     double compile_timeout_s = 0;  ///< per candidate: limit of its compile; 0 = timeout_s
     int jobs = 0;                  ///< candidates compiled at once in workers; 0 = number of cores
     int repeats = 7;
+    /** Confirm phase: after a cluster's search, its kConfirmFinalists best schedules (by
+     * TuningDb::ranked_schedules, fusor schedules and autoscheduler baselines alike) and the
+     * default are timed again in this many rounds, side by side (one batch of fresh workers per
+     * round, the order rotated), each result stored as a trial of strategy "confirm". Not counted
+     * against trials; skipped when the budget is spent or stop is set. 0: no confirm phase. */
+    int confirm_rounds = 2;
     std::string worker_exe;        ///< the fusor binary (it runs `fusor worker`)
     /** Halide autoschedulers timed as baselines (and kept as candidates) after each default:
      * any of Mullapudi2016, Adams2019, Li2018. */
@@ -64,9 +70,15 @@ struct AutotuneOptions {
     std::function<void(const ExportedCandidate &)> on_export;
 };
 
+/** Schedules re-timed per cluster by the confirm phase (AutotuneOptions::confirm_rounds), besides the default. */
+constexpr int kConfirmFinalists = 3;
+
 struct ClusterTuning {
     std::string signature, name;  ///< name: the first cluster with this signature, e.g. "c2"
-    int trials = 0;               ///< measured in this run
+    int trials = 0;               ///< search trials measured in this run (confirm measurements not included)
+    int confirmed = 0;            ///< confirm measurements stored in this run
+    /** Per schedule: the median of its measurements on this machine (TuningDb::ranked_schedules);
+     * best_ms is the best schedule's, default_ms the default schedule's. */
     double default_ms = 0, best_ms = 0;
 };
 
@@ -76,7 +88,11 @@ struct ClusterTuning {
  * mutation parent); then the remaining trials (or wall time) are split across clusters by
  * their share of the model's time (default or best time so far, times the number of identical
  * clusters), largest share first, with shares refreshed after each cluster's search. Candidates go
- * to workers in batches of options.jobs (compiled in parallel, timed one at a time). */
+ * to workers in batches of options.jobs (compiled in parallel, timed one at a time). After each
+ * cluster's search (and, for a cluster the trial count left no search for, after the last
+ * search) the confirm phase re-times its finalists side by side (AutotuneOptions::confirm_rounds),
+ * unless an earlier run already did for the same finalists. The best is always per schedule
+ * (TuningDb::ranked_schedules). */
 std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const AutotuneOptions &options);
 
 /** Trial bookkeeping shared with `fusor run/bench --db`: the target string with host resolved. */

@@ -51,9 +51,12 @@ ScheduleLookup db_schedules(const std::string &db_path, const std::string &targe
         };
         std::string sig = cluster_signature(g, c);
         // lookup order: this exact machine -> same ISA family (re-validated here) -> default
-        if (std::optional<Trial> best = db->best(sig, resolved, fingerprint)) {
-            note(fmt::format("tuned schedule {} ({:.3f} ms when measured on this machine)", best->id.substr(0, 12), *best->median_ms));
-            return best->schedule;
+        // (the best per schedule: the median of its measurements, TuningDb::ranked_schedules)
+        std::vector<RankedSchedule> here = db->ranked_schedules(sig, resolved, fingerprint, 1);
+        if (!here.empty()) {
+            note(fmt::format("tuned schedule {} ({:.3f} ms when measured on this machine, median of {} measurement{})",
+                             here[0].trial.id.substr(0, 12), here[0].ms, here[0].measurements, here[0].measurements == 1 ? "" : "s"));
+            return here[0].trial.schedule;
         }
         std::optional<Trial> other = db->best(sig, resolved, family);
         if (!other) {

@@ -20,11 +20,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -627,17 +630,58 @@ std::optional<Trial> TuningDb::trial(const std::string &id) const {
     return read_trial(s, impl_->path);
 }
 
-std::optional<Trial> TuningDb::best(const std::string &signature, const std::string &target,
-                                    const std::string &fingerprint) const {
+std::vector<RankedSchedule> rank_schedules(const std::vector<Trial> &trials) {
+    std::set<std::string> wrong;
+    for (const Trial &t : trials) {
+        if (t.status == TrialStatus::WrongResult) wrong.insert(t.schedule);
+    }
+    std::map<std::string, std::vector<const Trial *>> by_schedule;
+    for (const Trial &t : trials) {
+        if (t.status == TrialStatus::Ok && t.median_ms && !wrong.count(t.schedule)) by_schedule[t.schedule].push_back(&t);
+    }
+    std::vector<RankedSchedule> out;
+    for (const auto &[schedule, rows] : by_schedule) {
+        std::vector<double> ms;
+        for (const Trial *t : rows) ms.push_back(*t->median_ms);
+        std::sort(ms.begin(), ms.end());
+        size_t n = ms.size();
+        double m = ms[n / 2];  // the upper median for an even count: always a measured value, never the luckier half
+        const Trial *rep = rows[0], *first = rows[0];
+        for (const Trial *t : rows) {
+            double d = std::abs(*t->median_ms - m), best_d = std::abs(*rep->median_ms - m);
+            if (d < best_d || (d == best_d && t->id < rep->id)) rep = t;
+            if (t->created_at < first->created_at || (t->created_at == first->created_at && t->id < first->id)) first = t;
+        }
+        out.push_back(RankedSchedule{*rep, m, (int)n, first->id});
+    }
+    std::sort(out.begin(), out.end(), [](const RankedSchedule &a, const RankedSchedule &b) {
+        return a.ms != b.ms ? a.ms < b.ms : a.trial.id < b.trial.id;
+    });
+    return out;
+}
+
+std::vector<RankedSchedule> TuningDb::ranked_schedules(const std::string &signature, const std::string &target,
+                                                       const std::string &fingerprint, size_t limit) const {
+    // one SELECT: the ok rows measured on matching machines, and the wrong-result rows of any
+    // machine (they exclude their schedule); ranked in C++ (a few hundred rows per workload)
     std::string sql = "SELECT " + impl_->columns() +
-                      " FROM trial WHERE signature = ?1 AND target = ?2 AND status = 'ok' AND "
-                      "median_ms IS NOT NULL"
-                      " AND " +
-                      kFingerprintMatch + " ORDER BY median_ms, id LIMIT 1";
+                      " FROM trial WHERE signature = ?1 AND target = ?2 AND (status = 'wrong-result' OR "
+                      "(status = 'ok' AND median_ms IS NOT NULL AND " +
+                      kFingerprintMatch + "))";
     Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
     s.bind(1, signature).bind(2, target).bind(3, fingerprint);
-    if (!s.step()) return std::nullopt;
-    return read_trial(s, impl_->path);
+    std::vector<Trial> rows;
+    while (s.step()) rows.push_back(read_trial(s, impl_->path));
+    std::vector<RankedSchedule> ranked = rank_schedules(rows);
+    if (limit > 0 && ranked.size() > limit) ranked.resize(limit);
+    return ranked;
+}
+
+std::optional<Trial> TuningDb::best(const std::string &signature, const std::string &target,
+                                    const std::string &fingerprint) const {
+    std::vector<RankedSchedule> ranked = ranked_schedules(signature, target, fingerprint, 1);
+    if (ranked.empty()) return std::nullopt;
+    return ranked[0].trial;
 }
 
 std::vector<std::string> TuningDb::tried_schedules(const std::string &signature,
@@ -744,15 +788,35 @@ int TuningDb::prune(int keep_best) {
     if (keep_best < 0)
         throw UserError("prune: keep count must be >= 0, got " + std::to_string(keep_best));
     Transaction tx(impl_->db, impl_->ctx("cannot prune"));
-    Statement s(
-        impl_->db,
-        "DELETE FROM trial WHERE status != 'ok' OR id IN ("
-        " SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY signature, target, fingerprint"
-        "  ORDER BY median_ms IS NULL, median_ms, id) AS rn FROM trial WHERE status = 'ok')"
-        " WHERE rn > ?1)",
-        impl_->ctx("cannot prune"));
-    s.bind(1, (int64_t)keep_best);
-    int deleted = s.run();
+    // per workload: its wrong-result rows (any machine) and, per fingerprint, its ok rows,
+    // ranked per schedule as best() does; every row not of a kept schedule goes
+    std::map<std::pair<std::string, std::string>, std::vector<Trial>> by_workload;
+    for (Trial &t : impl_->all_trials()) by_workload[{t.signature, t.target}].push_back(std::move(t));
+    std::vector<std::string> doomed;
+    for (const auto &[key, rows] : by_workload) {
+        std::vector<Trial> wrong;
+        std::map<std::string, std::vector<Trial>> by_fingerprint;
+        for (const Trial &t : rows) {
+            if (t.status == TrialStatus::WrongResult) wrong.push_back(t);
+            if (t.status == TrialStatus::Ok) by_fingerprint[t.fingerprint].push_back(t);
+        }
+        std::set<std::pair<std::string, std::string>> kept;  // (fingerprint, schedule)
+        for (auto &[fp, ok] : by_fingerprint) {
+            ok.insert(ok.end(), wrong.begin(), wrong.end());
+            std::vector<RankedSchedule> ranked = rank_schedules(ok);
+            for (size_t i = 0; i < ranked.size() && (int)i < keep_best; i++) kept.insert({fp, ranked[i].trial.schedule});
+        }
+        for (const Trial &t : rows) {
+            if (t.status != TrialStatus::Ok || !kept.count({t.fingerprint, t.schedule})) doomed.push_back(t.id);
+        }
+    }
+    Statement s(impl_->db, "DELETE FROM trial WHERE id = ?1", impl_->ctx("cannot prune"));
+    int deleted = 0;
+    for (const std::string &id : doomed) {
+        s.reset();
+        s.bind(1, id);
+        deleted += s.run();
+    }
     tx.commit();
     return deleted;
 }

@@ -56,6 +56,25 @@ struct Trial {
     std::string halide_version, fusor_version, host, created_at;
 };
 
+/** One schedule of a workload, ranked by all its measurements (TuningDb::ranked_schedules). */
+struct RankedSchedule {
+    /** The representative measurement: the ok trial whose median is closest to ms (ties: the
+     * smaller id). A real row: its median_ms is its own measurement, not the aggregate. */
+    Trial trial;
+    /** The schedule's time: the median of its ok trials' medians; for an even count the upper
+     * median (the slower of the middle two), so it is always a measured value and two
+     * measurements count as the slower one. */
+    double ms = 0;
+    int measurements = 0;  ///< ok trials with a median (the first measurement plus any "confirm" re-timings)
+    std::string first_id;  ///< the schedule's first ok trial (oldest created_at, then smallest id)
+};
+
+/** Ranks schedules by their measurements, fastest first (ties: the representative's smaller id).
+ * \p trials are rows of one workload: every ok row with a median counts for its schedule; a
+ * schedule with any wrong-result row in \p trials is left out (it can never be a best); other
+ * rows are ignored. Pure: TuningDb::ranked_schedules and prune use it after their SELECT. */
+std::vector<RankedSchedule> rank_schedules(const std::vector<Trial> &trials);
+
 /** The id a trial gets: the content hash of every other field (docs/tuning_db.md). */
 std::string trial_content_id(const Trial &t);
 
@@ -98,12 +117,19 @@ public:
     /** All trials of a workload, oldest first (ties by id). */
     std::vector<Trial> trials(const std::string &signature, const std::string &target) const;
     std::optional<Trial> trial(const std::string &id) const;
-    /** The fastest ok trial of a workload measured on a machine whose fingerprint equals
+    /** The best schedule of a workload measured on a machine whose fingerprint equals
      * \p fingerprint (exact), or, if \p fingerprint is a family fingerprint ("isa:..."), on any
-     * machine with that ISA ("cpu:...|isa:<x>" matches "isa:<x>"). Failed trials never answer;
-     * ties go to the smaller id. nullopt if none. A family hit was measured on other hardware:
-     * re-validate it before trusting it. */
+     * machine with that ISA ("cpu:...|isa:<x>" matches "isa:<x>"): ranked_schedules()'s first,
+     * as its representative trial (a real row; its median_ms is that row's). nullopt if none. A
+     * family hit was measured on other hardware: re-validate it before trusting it. */
     std::optional<Trial> best(const std::string &signature, const std::string &target, const std::string &fingerprint) const;
+    /** The schedules of a workload, fastest first, per schedule rather than per trial: the ok
+     * trials (with a median) measured on machines matching \p fingerprint as in best() are
+     * grouped by schedule text, and each schedule's time is the median of its trials' medians
+     * (rank_schedules). A schedule with a wrong-result trial on any machine is never listed.
+     * Failed and unmeasured trials never answer. At most \p limit schedules (0: all). */
+    std::vector<RankedSchedule> ranked_schedules(const std::string &signature, const std::string &target,
+                                                 const std::string &fingerprint, size_t limit = 0) const;
     /** Schedules already tried for a workload on \p fingerprint (any status), for the search:
      * each once, in the order first tried. \p fingerprint matches as in best(). */
     std::vector<std::string> tried_schedules(const std::string &signature, const std::string &target,
@@ -121,8 +147,10 @@ public:
      * checks as the constructor (a missing file is refused too), in one transaction; deterministic
      * and idempotent. Returns trials added. */
     int merge_from(const std::string &other_path);
-    /** Deletes failed trials (status != ok) and, per workload and fingerprint, all ok trials but
-     * the \p keep_best fastest. Returns trials deleted. UserError if \p keep_best < 0. */
+    /** Deletes failed trials (status != ok) and, per workload and fingerprint, the ok trials of
+     * every schedule but the \p keep_best best by rank_schedules (all measurements of a kept
+     * schedule are kept; ok trials of a schedule with a wrong-result trial go too). Returns
+     * trials deleted. UserError if \p keep_best < 0. */
     int prune(int keep_best);
     /** Adds workloads (new ones) and trials (computing each id; present ids are skipped) in one
      * transaction: all or nothing. Returns trials added. */

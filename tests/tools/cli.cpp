@@ -343,10 +343,12 @@ TEST_CASE("cli: autotune rejects bad input with exit status 2 and leaves databas
 TEST_CASE("cli: autotune, then run and bench from the database", "[tools][cli]") {
     TempDir dir;
     std::string model = data("models/transformer_mlp.json"), db = dir.file("t.db");
-    Result tune = run_fusor("autotune '" + model + "' --db '" + db + "' --trials 4 --threads 1");
+    Result tune = run_fusor("autotune '" + model + "' --db '" + db + "' --trials 4 --threads 1 --confirm-rounds 1");
     INFO(tune.out << tune.err);
     REQUIRE(tune.status == 0);
     CHECK_THAT(tune.out, Contains("cluster 1/2") && Contains("default"));
+    // the seeds (default and autoscheduler baselines) use up the 4 trials; they are confirmed all the same
+    CHECK_THAT(tune.out, Contains("c0 confirm, 1 round side by side"));
     Result a = run_fusor("run '" + model + "' --random 2 --outputs '" + dir.file("a") + "'");
     Result b = run_fusor("run '" + model + "' --random 2 --db '" + db + "' --outputs '" + dir.file("b") + "'");
     REQUIRE(a.status == 0);

@@ -2,6 +2,7 @@
 // worker isolation that turns crashes and hangs into typed statuses.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -43,6 +44,7 @@ AutotuneOptions options(int trials) {
     o.repeats = 3;
     o.worker_exe = FUSOR_BINARY;
     o.timeout_s = 120;
+    o.confirm_rounds = 0;  // the confirm phase has its own tests ([confirm]); it would double these tests' time
     return o;
 }
 
@@ -89,9 +91,13 @@ TEST_CASE("autotune: every trial is stored with its schedule, parent and provena
     auto trials = db.trials(results[0].signature, target);
     REQUIRE(trials.size() == 4);
     std::set<std::string> ids, schedules;
-    int defaults = 0;
+    int defaults = 0, confirms = 0;
     for (const Trial &t : trials) {
         ids.insert(t.id);
+        if (t.strategy == "confirm") {
+            confirms++;
+            continue;
+        }
         schedules.insert(t.schedule);
         defaults += t.strategy == "default";
         CHECK(t.fingerprint == machine_fingerprint());
@@ -108,7 +114,9 @@ TEST_CASE("autotune: every trial is stored with its schedule, parent and provena
         }
     }
     CHECK(defaults == 1);
-    CHECK(schedules.size() == 4);  // no schedule measured twice
+    CHECK(schedules.size() == 4);  // the search measured no schedule twice
+    CHECK(confirms == 0);  // confirm_rounds 0: no confirm phase
+    CHECK(results[0].confirmed == 0);
     REQUIRE(db.workload(results[0].signature, target));
 }
 
@@ -121,12 +129,123 @@ TEST_CASE("autotune: a second run resumes and never re-measures a stored schedul
     }
     TuningDb db(dir.file("t.db"));
     auto again = autotune(g, db, options(3));
-    auto trials = db.trials(again[0].signature, resolved_target("host"));
+    std::vector<Trial> trials;  // the search's (confirm rows re-time stored schedules on purpose)
+    for (const Trial &t : db.trials(again[0].signature, resolved_target("host"))) {
+        if (t.strategy != "confirm") trials.push_back(t);
+    }
     std::set<std::string> schedules;
     for (const Trial &t : trials) schedules.insert(t.schedule);
     CHECK(schedules.size() == trials.size());  // the default was not measured again
     CHECK(trials.size() >= 4);
     CHECK(again[0].default_ms > 0);  // known from the first run
+}
+
+TEST_CASE("autotune: the confirm phase re-times the finalists side by side, and a rerun does not repeat it",
+          "[tuner][autotune][confirm]") {
+    TempDir dir;
+    Graph g = model("eltwise_chain");  // one cluster
+    std::string target = resolved_target("host");
+    // three schedules (the default and two of the search): all of them finalists, so re-timing
+    // cannot promote another one
+    AutotuneOptions o = options(3);
+    o.confirm_rounds = 1;
+    o.jobs = 2;
+    std::string signature;
+    std::set<std::string> first_run;  // trial ids
+    {
+        TuningDb db(dir.file("t.db"));
+        auto results = autotune(g, db, o);
+        REQUIRE(results.size() == 1);
+        signature = results[0].signature;
+        CHECK(results[0].trials == 3);  // confirm measurements are not counted against --trials
+        std::vector<Trial> all = db.trials(signature, target), searched;
+        std::vector<Trial> confirm;
+        for (const Trial &t : all) {
+            first_run.insert(t.id);
+            (t.strategy == "confirm" ? confirm : searched).push_back(t);
+        }
+        REQUIRE(searched.size() == 3);
+        // the finalists: the three best schedules of the search (one measurement each), plus the
+        // default if it is not among them
+        std::vector<RankedSchedule> ranked = rank_schedules(searched);
+        std::set<std::string> finalists;
+        for (size_t i = 0; i < ranked.size() && i < kConfirmFinalists; i++) finalists.insert(ranked[i].trial.schedule);
+        for (const Trial &t : searched) {
+            if (t.strategy == "default" && t.status == TrialStatus::Ok) finalists.insert(t.schedule);
+        }
+        REQUIRE(finalists.size() >= 2);
+        CHECK(confirm.size() == finalists.size() * o.confirm_rounds);
+        CHECK(results[0].confirmed == (int)confirm.size());
+        std::map<std::string, int> per_schedule;
+        for (const Trial &t : confirm) {
+            per_schedule[t.schedule]++;
+            CHECK(finalists.count(t.schedule) == 1);
+            // parent: the schedule's first trial, measured by the search
+            auto parent = std::find_if(searched.begin(), searched.end(), [&](const Trial &s) { return s.id == t.parent; });
+            REQUIRE(parent != searched.end());
+            CHECK(parent->schedule == t.schedule);
+            CHECK(t.fingerprint == machine_fingerprint());
+            INFO(t.error);
+            CHECK(t.status == TrialStatus::Ok);
+        }
+        for (const std::string &f : finalists) CHECK(per_schedule[f] == o.confirm_rounds);
+        // the result's times are per schedule: the best's is the ranking's first
+        std::vector<RankedSchedule> now = db.ranked_schedules(signature, target, machine_fingerprint());
+        REQUIRE_FALSE(now.empty());
+        CHECK(results[0].best_ms == now[0].ms);
+        CHECK(now[0].measurements == 1 + o.confirm_rounds);
+    }
+    // a rerun with nothing left to search finds the same finalists, confirmed already: nothing added
+    {
+        TuningDb db(dir.file("t.db"));
+        AutotuneOptions none = o;
+        none.trials = 0;
+        auto results = autotune(g, db, none);
+        REQUIRE(results.size() == 1);
+        CHECK(results[0].confirmed == 0);
+        CHECK(db.trials(signature, target).size() == first_run.size());
+    }
+    // a rerun that searches on: its confirm phase runs only if a new schedule became a finalist,
+    // and then re-times every finalist once more (and any schedule that re-timing moves into the
+    // top three, in a further pass)
+    {
+        TuningDb db(dir.file("t.db"));
+        AutotuneOptions one = o;
+        one.trials = 1;
+        auto results = autotune(g, db, one);
+        REQUIRE(results.size() == 1);
+        CHECK(results[0].trials == 1);
+        std::vector<Trial> before, added_confirm;
+        for (const Trial &t : db.trials(signature, target)) {
+            bool added = first_run.count(t.id) == 0;
+            if (added && t.strategy == "confirm") {
+                added_confirm.push_back(t);
+            } else {
+                before.push_back(t);
+            }
+        }
+        std::vector<RankedSchedule> ranked = rank_schedules(before);
+        std::set<std::string> finalists;
+        for (size_t i = 0; i < ranked.size() && i < kConfirmFinalists; i++) finalists.insert(ranked[i].trial.schedule);
+        for (const Trial &t : before) {
+            if (t.strategy == "default" && t.status == TrialStatus::Ok) finalists.insert(t.schedule);
+        }
+        bool all_confirmed = true;
+        for (const std::string &f : finalists) {
+            int n = 0;
+            for (const Trial &t : before) n += t.schedule == f;
+            all_confirmed = all_confirmed && n >= 1 + o.confirm_rounds;
+        }
+        INFO("finalists confirmed already: " << all_confirmed);
+        CHECK(results[0].confirmed == (int)added_confirm.size());
+        if (all_confirmed) {
+            CHECK(added_confirm.empty());
+        } else {
+            std::map<std::string, int> per_schedule;
+            for (const Trial &t : added_confirm) per_schedule[t.schedule]++;
+            for (const std::string &f : finalists) CHECK(per_schedule[f] >= o.confirm_rounds);
+        }
+    }
 }
 
 TEST_CASE("measure: an illegal schedule is recorded as illegal with the reason", "[tuner][autotune]") {
@@ -224,7 +343,7 @@ TEST_CASE("autotune: Halide's autoschedulers are timed as verified baselines, an
         signature = results[0].signature;
         std::set<std::string> baselines;
         for (const Trial &t : db.trials(signature, resolved_target("host"))) {
-            if (t.schedule.rfind("autoscheduler ", 0) != 0) continue;
+            if (t.schedule.rfind("autoscheduler ", 0) != 0 || t.strategy == "confirm") continue;
             INFO(t.strategy << ": " << t.error);
             CHECK(t.status == TrialStatus::Ok);  // compiled, timed and verified against the reference
             CHECK(t.strategy == t.schedule.substr(14, t.schedule.size() - 15));
@@ -410,12 +529,11 @@ TEST_CASE("autotune: Ctrl-C stops cleanly, keeps what was measured and says how 
     CHECK(stored < 200);
 }
 
-TEST_CASE("autotune: two databases tuned with different seeds merge into one whose best is the better of the two",
+TEST_CASE("autotune: two databases tuned with different seeds merge into one whose best is the best over both",
           "[tuner][autotune][merge]") {
     TempDir dir;
     Graph g = model("eltwise_chain");
     std::string signature;
-    double best_a = 0, best_b = 0;
     for (uint64_t seed : {1, 2}) {
         TuningDb db(dir.file("seed" + std::to_string(seed) + ".db"));
         AutotuneOptions o = options(3);
@@ -424,15 +542,28 @@ TEST_CASE("autotune: two databases tuned with different seeds merge into one who
         auto results = autotune(g, db, o);
         REQUIRE(results.size() == 1);
         signature = results[0].signature;
-        (seed == 1 ? best_a : best_b) = results[0].best_ms;
+        std::vector<RankedSchedule> own = db.ranked_schedules(signature, resolved_target("host"), machine_fingerprint(), 1);
+        REQUIRE(own.size() == 1);
+        CHECK(results[0].best_ms == own[0].ms);
     }
     TuningDb merged(dir.file("merged.db"));
     merged.merge_from(dir.file("seed1.db"));
     merged.merge_from(dir.file("seed2.db"));
+    // the best per schedule over both files' measurements: a schedule both seeds measured (the
+    // default) counts with all of them, one only a seed measured with that seed's
+    std::vector<Trial> both;
+    for (uint64_t seed : {1, 2}) {
+        for (const Trial &t : TuningDb(dir.file("seed" + std::to_string(seed) + ".db")).trials(signature, resolved_target("host"))) {
+            both.push_back(t);
+        }
+    }
+    std::vector<RankedSchedule> want = rank_schedules(both);
+    REQUIRE_FALSE(want.empty());
     auto best = merged.best(signature, resolved_target("host"), machine_fingerprint());
     REQUIRE(best);
-    REQUIRE(best->median_ms);
-    CHECK(*best->median_ms == std::min(best_a, best_b));
+    CHECK(best->schedule == want[0].trial.schedule);
+    CHECK(best->id == want[0].trial.id);
+
     size_t trials = merged.trials(signature, resolved_target("host")).size();
     CHECK(merged.merge_from(dir.file("seed2.db")) == 0);  // idempotent
     CHECK(merged.trials(signature, resolved_target("host")).size() == trials);
@@ -450,5 +581,20 @@ TEST_CASE("autotune: --jobs 0 is refused with exit status 2 and no database is c
     std::stringstream text;
     text << err.rdbuf();
     CHECK_THAT(text.str(), Catch::Contains("--jobs is 0"));
+    CHECK_FALSE(std::ifstream(dir.file("t.db")).good());
+}
+
+TEST_CASE("autotune: a negative --confirm-rounds is refused with exit status 2 and no database is created", "[tuner][autotune][confirm]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    std::string cmd = std::string("'") + FUSOR_BINARY + "' autotune '" + model + "' --db '" + dir.file("t.db") +
+                      "' --confirm-rounds -1 2> '" + dir.file("err.txt") + "'";
+    int status = std::system(cmd.c_str());
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 2);
+    std::ifstream err(dir.file("err.txt"));
+    std::stringstream text;
+    text << err.rdbuf();
+    CHECK_THAT(text.str(), Catch::Contains("--confirm-rounds is -1"));
     CHECK_FALSE(std::ifstream(dir.file("t.db")).good());
 }

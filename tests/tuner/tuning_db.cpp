@@ -317,6 +317,95 @@ TEST_CASE("tuning db best: the fastest ok trial on an exact or family fingerprin
     CHECK(db.best("s1", kTarget, kCpuA)->id == std::min(ts[1].id, tie.id));
 }
 
+TEST_CASE("tuning db best: ranked per schedule by the median of its measurements, confirm rows included",
+          "[tuner][tuning_db][confirm]") {
+    TuningDb db(":memory:");
+    db.add_workload(workload("s1"));
+    auto row = [](const std::string &schedule, int n, std::optional<double> ms, TrialStatus status = TrialStatus::Ok,
+                  const std::string &strategy = "evolve", const std::string &fingerprint = kCpuA) {
+        Trial t = make_trial("s1", n, ms, status, fingerprint);
+        t.schedule = schedule;
+        t.strategy = strategy;
+        return t;
+    };
+    // one lucky measurement against three steady ones
+    Trial lucky = row("k lucky root", 0, 1.0);
+    std::vector<Trial> steady = {row("k steady root", 1, 1.2), row("k steady root", 2, 1.3), row("k steady root", 3, 1.25)};
+    db.add_trial(lucky);
+    for (Trial &t : steady) db.add_trial(t);
+    std::set<std::string> ids;
+    auto stored = [&] {
+        ids.clear();
+        for (const Trial &t : db.trials("s1", kTarget)) ids.insert(t.id);
+        return ids;
+    };
+
+    // without confirm rows the lucky schedule is the best
+    REQUIRE(db.best("s1", kTarget, kCpuA));
+    CHECK(db.best("s1", kTarget, kCpuA)->id == lucky.id);
+    std::vector<fusor::RankedSchedule> ranked = db.ranked_schedules("s1", kTarget, kCpuA);
+    REQUIRE(ranked.size() == 2);
+    CHECK(ranked[0].ms == 1.0);
+    CHECK(ranked[0].measurements == 1);
+    CHECK(ranked[1].trial.schedule == "k steady root");
+    CHECK(ranked[1].ms == 1.25);
+    CHECK(ranked[1].measurements == 3);
+    CHECK(ranked[1].trial.id == steady[2].id);   // the row whose median is the schedule's time
+    CHECK(ranked[1].first_id == steady[0].id);   // its first measurement
+    CHECK(db.ranked_schedules("s1", kTarget, kCpuA, 1).size() == 1);
+
+    // re-timed side by side, the lucky one measures 2.0 and 2.1: its time is now 2.0
+    std::vector<Trial> confirm = {row("k lucky root", 4, 2.0, TrialStatus::Ok, "confirm"),
+                                  row("k lucky root", 5, 2.1, TrialStatus::Ok, "confirm")};
+    for (Trial &t : confirm) {
+        t.parent = lucky.id;
+        db.add_trial(t);
+    }
+    std::optional<Trial> best = db.best("s1", kTarget, kCpuA);
+    REQUIRE(best);
+    CHECK(best->schedule == "k steady root");
+    CHECK(best->id == steady[2].id);
+    CHECK(best->median_ms == 1.25);  // the row's own measurement
+    CHECK(stored().count(best->id) == 1);
+    REQUIRE(db.trial(best->id));
+    CHECK(db.trial(best->id)->median_ms == 1.25);
+    ranked = db.ranked_schedules("s1", kTarget, kCpuA);
+    REQUIRE(ranked.size() == 2);
+    CHECK(ranked[1].trial.schedule == "k lucky root");
+    CHECK(ranked[1].ms == 2.0);
+    CHECK(ranked[1].measurements == 3);
+    CHECK(ranked[1].trial.id == confirm[0].id);
+    CHECK(ranked[1].first_id == lucky.id);
+    for (const fusor::RankedSchedule &r : ranked) CHECK(ids.count(r.trial.id) == 1);
+
+    // an even count: the upper median (the slower of the middle two), a measured value
+    Trial slow = row("k steady root", 6, 1.4);
+    db.add_trial(slow);
+    ranked = db.ranked_schedules("s1", kTarget, kCpuA);
+    CHECK(ranked[0].ms == 1.3);
+    CHECK(ranked[0].trial.id == steady[1].id);
+    CHECK(ranked[0].measurements == 4);
+
+    // a faster schedule with a wrong result in any run, on any machine, is never the best
+    Trial fast = row("k fast root", 7, 0.5);
+    db.add_trial(fast);
+    CHECK(db.best("s1", kTarget, kCpuA)->id == fast.id);
+    Trial wrong = row("k fast root", 8, 0.5, TrialStatus::WrongResult, "confirm", kCpuB);
+    db.add_trial(wrong);
+    CHECK(db.best("s1", kTarget, kCpuA)->schedule == "k steady root");
+    for (const fusor::RankedSchedule &r : db.ranked_schedules("s1", kTarget, kCpuA)) CHECK(r.trial.schedule != "k fast root");
+    // a failure (not a wrong result) does not exclude a schedule: its ok runs still count
+    Trial crash = row("k steady root", 9, std::nullopt, TrialStatus::Crash, "confirm");
+    db.add_trial(crash);
+    CHECK(db.best("s1", kTarget, kCpuA)->schedule == "k steady root");
+
+    // prune keeps every measurement of the kept schedules: steady's four rows here; lucky's
+    // (confirm rows too), the wrong schedule's and the failures go
+    CHECK(db.prune(1) == 6);
+    std::set<std::string> left = stored();
+    CHECK(left == std::set<std::string>{steady[0].id, steady[1].id, steady[2].id, slow.id});
+}
+
 TEST_CASE("tuning db tried_schedules: every schedule tried on a fingerprint, any status",
           "[tuner][tuning_db]") {
     TuningDb db(":memory:");
