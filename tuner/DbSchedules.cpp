@@ -27,12 +27,16 @@ std::string why_untuned(const TuningDb &db, const std::string &signature, const 
         for (const std::string &t : others) list += (list.empty() ? "" : ", ") + t;
         return "the database holds this cluster only for other targets (" + list + "), not " + target;
     }
-    bool any_ok = false;
+    // rank_schedules drops every schedule with a wrong result anywhere
     std::set<std::string> machines;
-    for (const Trial &t : here) {
-        if (t.status == TrialStatus::Ok && t.median_ms) any_ok = true, machines.insert(t.fingerprint);
+    for (const RankedSchedule &r : rank_schedules(here)) {
+        for (const Trial &t : here) {
+            if (t.schedule == r.trial.schedule && t.status == TrialStatus::Ok && t.median_ms) machines.insert(t.fingerprint);
+        }
     }
-    if (!any_ok) return fmt::format("none of the database's {} trial(s) of this cluster on {} was verified", here.size(), target);
+    if (machines.empty()) {
+        return fmt::format("none of the database's {} trial(s) of this cluster on {} gave a verified schedule", here.size(), target);
+    }
     std::string list;
     for (const std::string &m : machines) list += (list.empty() ? "" : ", ") + m;
     return "this cluster was tuned only on machines of another ISA family (" + list + "); this machine is " +
