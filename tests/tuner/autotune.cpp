@@ -2,6 +2,8 @@
 // worker isolation that turns crashes and hangs into typed statuses.
 #include <catch2/catch.hpp>
 
+#include "support/Shell.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -569,32 +571,15 @@ TEST_CASE("autotune: two databases tuned with different seeds merge into one who
     CHECK(merged.trials(signature, resolved_target("host")).size() == trials);
 }
 
-TEST_CASE("autotune: --jobs 0 is refused with exit status 2 and no database is created", "[tuner][autotune]") {
-    TempDir dir;
+TEST_CASE("autotune: --jobs 0 and a negative --confirm-rounds are refused with exit status 2 and no database is created",
+          "[tuner][autotune][confirm]") {
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
-    std::string cmd = std::string("'") + FUSOR_BINARY + "' autotune '" + model + "' --db '" + dir.file("t.db") + "' --jobs 0 2> '" +
-                      dir.file("err.txt") + "'";
-    int status = std::system(cmd.c_str());
-    REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 2);
-    std::ifstream err(dir.file("err.txt"));
-    std::stringstream text;
-    text << err.rdbuf();
-    CHECK_THAT(text.str(), Catch::Contains("--jobs is 0"));
-    CHECK_FALSE(std::ifstream(dir.file("t.db")).good());
-}
-
-TEST_CASE("autotune: a negative --confirm-rounds is refused with exit status 2 and no database is created", "[tuner][autotune][confirm]") {
-    TempDir dir;
-    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
-    std::string cmd = std::string("'") + FUSOR_BINARY + "' autotune '" + model + "' --db '" + dir.file("t.db") +
-                      "' --confirm-rounds -1 2> '" + dir.file("err.txt") + "'";
-    int status = std::system(cmd.c_str());
-    REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 2);
-    std::ifstream err(dir.file("err.txt"));
-    std::stringstream text;
-    text << err.rdbuf();
-    CHECK_THAT(text.str(), Catch::Contains("--confirm-rounds is -1"));
-    CHECK_FALSE(std::ifstream(dir.file("t.db")).good());
+    for (auto [flag, message] : {std::pair{"--jobs 0", "--jobs is 0"}, std::pair{"--confirm-rounds -1", "--confirm-rounds is -1"}}) {
+        INFO(flag);
+        TempDir dir;
+        fusor::test::ShellResult r = fusor::test::run_fusor("autotune '" + model + "' --db '" + dir.file("t.db") + "' " + flag);
+        CHECK(r.status == 2);
+        CHECK_THAT(r.err, Catch::Contains(message));
+        CHECK_FALSE(std::ifstream(dir.file("t.db")).good());
+    }
 }
