@@ -426,6 +426,11 @@ void Importer::rename_output(TensorId id, const std::string &onnx_name) {
 
 namespace {
 
+/** A node's name for messages and for the nodes it becomes: its own, or `<OpType>_<index>`. */
+std::string node_name_or_index(const onnx::NodeProto &p, int index) {
+    return p.name().empty() ? p.op_type() + "_" + std::to_string(index) : p.name();
+}
+
 /** An ONNX attribute as a fusor value; nullopt for tensor, graph and other kinds. */
 std::optional<AttrValue> plain_attr(const onnx::AttributeProto &a) {
     using A = onnx::AttributeProto;
@@ -553,7 +558,7 @@ void Importer::import_graph(const onnx::GraphProto &graph, const std::string &pr
     }
     for (int i = 0; i < graph.node_size(); i++) {
         const onnx::NodeProto &p = graph.node(i);
-        std::string base = p.name().empty() ? p.op_type() + "_" + std::to_string(i) : p.name();
+        std::string base = node_name_or_index(p, i);
         std::string name = fresh_name(node_names_, prefix + base);
         node_names_.erase(name);  // emit() claims it
         std::string domain = p.domain();
@@ -592,8 +597,7 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
             const auto &nodes = m.graph().node();
             auto first = std::find_if(nodes.begin(), nodes.end(), [&](const onnx::NodeProto &n) { return n.domain() == d; });
             if (first != nodes.end()) {
-                int index = (int)(first - nodes.begin());
-                std::string node = first->name().empty() ? first->op_type() + "_" + std::to_string(index) : first->name();
+                std::string node = node_name_or_index(*first, (int)(first - nodes.begin()));
                 throw UserError(file_ + ": unknown opset domain '" + d + "' (version " + std::to_string(op.version()) +
                                 "), first used by node '" + node + "' (" + first->op_type() +
                                 "); fusor imports ONNX's default domain (opsets 1 to 17)");

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -106,9 +105,9 @@ Verb add_db(CLI::App &app) {
     merge->add_option("sources", o->sources, "databases to read")->required();
 
     CLI::App *prune =
-        cmd->add_subcommand("prune", "Delete failed trials and all but the fastest ok ones");
+        cmd->add_subcommand("prune", "Delete failed trials and every measurement of all but the best schedules");
     prune->add_option("db", o->db, "tuning database")->required();
-    prune->add_option("--keep", o->keep, "ok trials kept per workload and machine fingerprint")
+    prune->add_option("--keep", o->keep, "schedules kept per workload and machine fingerprint (ranked by the median of their measurements; all their ok trials stay)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1000000));
 
@@ -120,18 +119,11 @@ Verb add_db(CLI::App &app) {
                     for (const Workload &w : db.workloads()) {
                         std::vector<Trial> ts = db.trials(w.signature, w.target);
                         int ok = 0;
-                        std::set<std::string> fingerprints;
-                        for (const Trial &t : ts) {
-                            if (t.status != TrialStatus::Ok) continue;
-                            ok++;
-                            fingerprints.insert(t.fingerprint);
-                        }
+                        for (const Trial &t : ts) ok += t.status == TrialStatus::Ok;
                         // the best schedule's time (median of its measurements) on the machine where it is least
                         std::optional<double> best;
-                        for (const std::string &fp : fingerprints) {
-                            for (const RankedSchedule &r : db.ranked_schedules(w.signature, w.target, fp, 1)) {
-                                if (!best || r.ms < *best) best = r.ms;
-                            }
+                        for (const auto &[fp, ranked] : rank_schedules_per_machine(ts)) {
+                            if (!ranked.empty() && (!best || ranked[0].ms < *best)) best = ranked[0].ms;
                         }
                         fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", prefix(w.signature),
                                    w.target, ts.size(), ok, ms(best), first_line(w.canonical_text));
@@ -143,18 +135,14 @@ Verb add_db(CLI::App &app) {
                     for (const Workload &w : db.workloads()) {
                         if (w.signature.rfind(o->signature, 0) != 0) continue;
                         fmt::print("workload {} {}\n", w.signature, w.target);
-                        std::set<std::string> fingerprints;
                         std::vector<Trial> ts = db.trials(w.signature, w.target);
-                        for (const Trial &t : ts) {
-                            if (t.status == TrialStatus::Ok) fingerprints.insert(t.fingerprint);
-                        }
                         // per machine, the best schedule (ranked per schedule, as run/compile --db pick it)
-                        for (const std::string &fp : fingerprints) {
-                            for (const RankedSchedule &r : db.ranked_schedules(w.signature, w.target, fp, 1)) {
-                                fmt::print("  best on {}: {} {} ms (median of {} measurement{}, representative trial {})\n", fp,
-                                           first_line(r.trial.schedule), ms(r.ms), r.measurements, r.measurements == 1 ? "" : "s",
-                                           prefix(r.trial.id));
-                            }
+                        for (const auto &[fp, ranked] : rank_schedules_per_machine(ts)) {
+                            if (ranked.empty()) continue;
+                            const RankedSchedule &r = ranked[0];
+                            fmt::print("  best on {}: {} {} ms (median of {} measurement{}, representative trial {})\n", fp,
+                                       first_line(r.trial.schedule), ms(r.ms), r.measurements, r.measurements == 1 ? "" : "s",
+                                       prefix(r.trial.id));
                         }
                         for (const Trial &t : ts) {
                             fmt::print(

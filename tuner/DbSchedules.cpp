@@ -4,6 +4,7 @@
 #include <set>
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include "graph/Error.h"
 #include "tuner/Autotune.h"
@@ -23,24 +24,18 @@ std::string why_untuned(const TuningDb &db, const std::string &signature, const 
         if (others.empty()) {
             return "the database has no record of this cluster (it was tuned for other shapes, attributes or another model)";
         }
-        std::string list;
-        for (const std::string &t : others) list += (list.empty() ? "" : ", ") + t;
-        return "the database holds this cluster only for other targets (" + list + "), not " + target;
+        return fmt::format("the database holds this cluster only for other targets ({}), not {}", fmt::join(others, ", "), target);
     }
-    // rank_schedules drops every schedule with a wrong result anywhere
+    // the machines with a verified schedule (a wrong result anywhere excludes a schedule)
     std::set<std::string> machines;
-    for (const RankedSchedule &r : rank_schedules(here)) {
-        for (const Trial &t : here) {
-            if (t.schedule == r.trial.schedule && t.status == TrialStatus::Ok && t.median_ms) machines.insert(t.fingerprint);
-        }
+    for (const auto &[fp, ranked] : rank_schedules_per_machine(here)) {
+        if (!ranked.empty()) machines.insert(fp);
     }
     if (machines.empty()) {
         return fmt::format("none of the database's {} trial(s) of this cluster on {} gave a verified schedule", here.size(), target);
     }
-    std::string list;
-    for (const std::string &m : machines) list += (list.empty() ? "" : ", ") + m;
-    return "this cluster was tuned only on machines of another ISA family (" + list + "); this machine is " +
-           machine_fingerprint();
+    return fmt::format("this cluster was tuned only on machines of another ISA family ({}); this machine is {}", fmt::join(machines, ", "),
+                       machine_fingerprint());
 }
 
 ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log,

@@ -660,6 +660,21 @@ std::vector<RankedSchedule> rank_schedules(const std::vector<Trial> &trials) {
     return out;
 }
 
+std::map<std::string, std::vector<RankedSchedule>> rank_schedules_per_machine(const std::vector<Trial> &trials) {
+    std::vector<Trial> wrong;
+    std::map<std::string, std::vector<Trial>> by_fingerprint;
+    for (const Trial &t : trials) {
+        if (t.status == TrialStatus::WrongResult) wrong.push_back(t);
+        if (t.status == TrialStatus::Ok) by_fingerprint[t.fingerprint].push_back(t);
+    }
+    std::map<std::string, std::vector<RankedSchedule>> out;
+    for (auto &[fp, rows] : by_fingerprint) {
+        rows.insert(rows.end(), wrong.begin(), wrong.end());
+        out[fp] = rank_schedules(rows);
+    }
+    return out;
+}
+
 std::vector<RankedSchedule> TuningDb::ranked_schedules(const std::string &signature, const std::string &target,
                                                        const std::string &fingerprint, size_t limit) const {
     // one SELECT: the ok rows measured on matching machines, and the wrong-result rows of any
@@ -794,16 +809,8 @@ int TuningDb::prune(int keep_best) {
     for (Trial &t : impl_->all_trials()) by_workload[{t.signature, t.target}].push_back(std::move(t));
     std::vector<std::string> doomed;
     for (const auto &[key, rows] : by_workload) {
-        std::vector<Trial> wrong;
-        std::map<std::string, std::vector<Trial>> by_fingerprint;
-        for (const Trial &t : rows) {
-            if (t.status == TrialStatus::WrongResult) wrong.push_back(t);
-            if (t.status == TrialStatus::Ok) by_fingerprint[t.fingerprint].push_back(t);
-        }
         std::set<std::pair<std::string, std::string>> kept;  // (fingerprint, schedule)
-        for (auto &[fp, ok] : by_fingerprint) {
-            ok.insert(ok.end(), wrong.begin(), wrong.end());
-            std::vector<RankedSchedule> ranked = rank_schedules(ok);
+        for (const auto &[fp, ranked] : rank_schedules_per_machine(rows)) {
             for (size_t i = 0; i < ranked.size() && (int)i < keep_best; i++) kept.insert({fp, ranked[i].trial.schedule});
         }
         for (const Trial &t : rows) {

@@ -5,6 +5,7 @@
  * documented in docs/tuning_db.md. Only TuningDb.cpp includes sqlite3.h. */
 
 #include <memory>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,12 @@ struct RankedSchedule {
  * schedule with any wrong-result row in \p trials is left out (it can never be a best); other
  * rows are ignored. Pure: TuningDb::ranked_schedules and prune use it after their SELECT. */
 std::vector<RankedSchedule> rank_schedules(const std::vector<Trial> &trials);
+
+/** rank_schedules per machine: \p trials are all rows of one workload; for each fingerprint with
+ * ok trials, its ok rows ranked together with the wrong-result rows of every machine (so a wrong
+ * result anywhere excludes a schedule everywhere), as ranked_schedules with that exact
+ * fingerprint would rank them. Used by prune and by `fusor db list/show`. */
+std::map<std::string, std::vector<RankedSchedule>> rank_schedules_per_machine(const std::vector<Trial> &trials);
 
 /** The id a trial gets: the content hash of every other field (docs/tuning_db.md). */
 std::string trial_content_id(const Trial &t);

@@ -758,6 +758,8 @@ TEST_CASE("fusor db: list, show, export, import, merge and prune", "[tuner][tuni
     CHECK_THAT(r.out, Contains("timeout"));
     CHECK_THAT(r.out, Contains("failed: trial 2"));
     CHECK_THAT(r.out, !Contains("fedcba98"));
+    // the per-machine best, ranked as run/compile --db rank: trial 1's schedule (1.25 ms)
+    CHECK_THAT(r.out, Contains("1.2500 ms (median of 1 measurement, representative trial " + ts[1].id.substr(0, 12) + ")"));
 
     std::string json = dir.file("runs.json");
     r = run_fusor("db export '" + path + "' -o '" + json + "'");
