@@ -9,12 +9,13 @@
  *   3. repeat: make a batch of --jobs distinct legal candidates not yet tried on this machine and
  *      measure it (tuner/Measure.h: compiled in parallel workers, timed one at a time); store each
  *      trial with its parent and provenance. Random: one edit (tuner/ScheduleSpace.h) of the
- *      default each. Evolve: one or two edits of a parent drawn from the three fastest verified
- *      fusor schedules so far (the fastest half the time);
- *      about one candidate in four is instead a fresh sample (two to four edits of the default),
- *      so the search keeps exploring. No schedule is measured twice (a rerun resumes without
- *      re-measuring); drawing parents from the top three keeps one lucky measurement from
- *      steering the whole search;
+ *      default each. Evolve: first a generation drawn as random search draws (one edit of the
+ *      default each; a quarter of the cluster's trials, at least one batch), so the population
+ *      starts as broad as random's; then per candidate: three in eight one edit of the fastest
+ *      verified fusor schedule so far, two in eight one or two edits of one of the three fastest,
+ *      and three in eight exploration (one edit of the default, or now and then two to four).
+ *      No schedule is measured twice (a rerun resumes without re-measuring); drawing parents from
+ *      the top three keeps one lucky measurement from steering the whole search;
  *   4. confirm: the kConfirmFinalists best schedules by TuningDb::ranked_schedules (per schedule:
  *      the median of its measurements), plus the default, timed again side by side in
  *      confirm_rounds rounds (one batch each, the order rotated), stored as strategy "confirm"
@@ -454,23 +455,25 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             if (opt.budget_s <= 0) want = std::min(want, quota - done);
             std::vector<Candidate> batch;
             std::set<std::string> keys;
+            // evolve's first generation: as many candidates as a quarter of the quota (at least
+            // one batch) drawn as random search draws them
+            bool first_generation = done < std::max(want, opt.budget_s > 0 ? 4 * jobs : quota / 4);
             for (int attempt = 0; (int)batch.size() < want && attempt < 8 * want; attempt++) {
-                // evolve: a tournament over the three fastest (the fastest half the time), one or
-                // two edits; one in four a fresh sample of two to four edits of the default.
-                // random: one edit of the default.
+                // random (and evolve's first generation): one edit of the default. Evolve after
+                // that: 3/8 one edit of the fastest; 2/8 one or two edits of one of the three
+                // fastest; 2/8 one edit of the default; 1/8 two to four edits of the default.
                 const ClusterSchedule *parent = &w.def;
                 std::string parent_id = w.default_id;
                 int edits = 1;
-                if (evolve) {
+                if (evolve && !first_generation && !w.pool.empty()) {
                     uint64_t roll = rng.next() % 8;
-                    if (roll < 2 || w.pool.empty()) {
-                        edits = 2 + (int)(rng.next() % 3);
-                    } else {
-                        size_t top = std::min<size_t>(3, w.pool.size());
-                        size_t pick = roll < 5 ? 0 : (size_t)(rng.next() % top);
+                    if (roll < 5) {
+                        size_t pick = roll < 3 ? 0 : (size_t)(rng.next() % std::min<size_t>(3, w.pool.size()));
                         parent = &w.pool[pick].sched;
                         parent_id = w.pool[pick].id;
-                        edits = roll == 7 ? 2 : 1;
+                        edits = roll == 4 ? 2 : 1;
+                    } else if (roll == 7) {
+                        edits = 2 + (int)(rng.next() % 3);
                     }
                 }
                 ClusterSchedule child = *parent;
