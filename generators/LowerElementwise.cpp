@@ -16,7 +16,7 @@ Expr constant(Type t, double v) {
 
 Expr sigmoid(Expr x) {
     Type t = x.type();
-    return constant(t, 1) / (constant(t, 1) + exp(-x));
+    return constant(t, 1) / (constant(t, 1) + exp_ieee(-x));
 }
 
 Expr erf_any(Expr x) {
@@ -34,7 +34,7 @@ Expr pow_any(Expr a, Expr b) {
 
 FUSOR_UNARY(Neg, -x)
 FUSOR_UNARY(Abs, cast(t, abs(x)))  // Halide's integer abs is unsigned
-FUSOR_UNARY(Exp, exp(x))
+FUSOR_UNARY(Exp, exp_ieee(x))
 FUSOR_UNARY(Log, log(x))
 FUSOR_UNARY(Sqrt, sqrt(x))
 FUSOR_UNARY(Reciprocal, constant(t, 1) / x)

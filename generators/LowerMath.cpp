@@ -39,7 +39,8 @@ Expr c_remainder(Expr a, Expr b) {
 }
 
 
-FUSOR_UNARY(Softplus, max(x, k(t, 0)) + log1p_expr(exp(-abs(x))))
+// NaN explicitly: Halide's max(NaN, 0) is 0 under its fast-math
+FUSOR_UNARY(Softplus, select(is_nan(x), x, max(x, k(t, 0)) + log1p_expr(exp_ieee(-abs(x)))))
 FUSOR_UNARY(Softsign, x / (k(t, 1) + abs(x)))
 // keeps 0 (and NaN); unsigned values are never negative
 FUSOR_UNARY(Sign, t.is_uint() ? select(x > k(t, 0), k(t, 1), x)
@@ -85,14 +86,14 @@ FUSOR_BINARY(Where, select(a[0], a[1], a[2]))
 std::vector<Func> lower_Elu(LowerContext &ctx) {
     double alpha = ctx.attr_float("alpha");
     return pointwise(ctx, [&](Args a, Type t) {
-        return select(a[0] < k(t, 0), k(t, alpha) * (exp(a[0]) - k(t, 1)), a[0]);
+        return select(a[0] < k(t, 0), k(t, alpha) * (exp_ieee(a[0]) - k(t, 1)), a[0]);
     });
 }
 
 std::vector<Func> lower_Selu(LowerContext &ctx) {
     double alpha = ctx.attr_float("alpha"), gamma = ctx.attr_float("gamma");
     return pointwise(ctx, [&](Args a, Type t) {
-        return k(t, gamma) * select(a[0] <= k(t, 0), k(t, alpha) * (exp(a[0]) - k(t, 1)), a[0]);
+        return k(t, gamma) * select(a[0] <= k(t, 0), k(t, alpha) * (exp_ieee(a[0]) - k(t, 1)), a[0]);
     });
 }
 
@@ -101,7 +102,7 @@ std::vector<Func> lower_Celu(LowerContext &ctx) {
     if (alpha == 0) ctx.fail("attribute 'alpha' must not be 0");
     return pointwise(ctx, [&](Args a, Type t) {
         Expr x = a[0];
-        return max(x, k(t, 0)) + min(k(t, 0), k(t, alpha) * (exp(x / k(t, alpha)) - k(t, 1)));
+        return max(x, k(t, 0)) + min(k(t, 0), k(t, alpha) * (exp_ieee(x / k(t, alpha)) - k(t, 1)));
     });
 }
 
@@ -285,7 +286,7 @@ std::vector<Func> lower_LogSoftmax(LowerContext &ctx) {
     std::vector<Expr> row = op.row_args(op.idx);
     Func mx = op.accumulate("max", t.min(), [](Expr acc, Expr x, Expr) { return max(acc, x); });
     Func sum = op.accumulate("sum", k(t, 0),
-                             [&](Expr acc, Expr x, Expr) { return acc + exp(x - mx(row)); });
+                             [&](Expr acc, Expr x, Expr) { return acc + exp(x - mx(row)); });  // not exp_ieee: see LowerReduce.cpp
     Func lse = ctx.make_stage("lse", op.row_shape, StageRole::RowInvariant, false, op.reduced);
     lse(row) = mx(row) + log(sum(row));
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);

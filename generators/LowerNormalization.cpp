@@ -80,7 +80,7 @@ std::vector<Func> lower_Softmax(LowerContext &ctx) {
     RDom r2(0, (int)out.shape[axis], base + "_r2");
     std::vector<Expr> row_args(row.rbegin(), row.rend());
     mx(row_args) = max(mx(row_args), call(X, at_axis(r1.x)));
-    LowerContext::define(e, r, [&](const std::vector<Expr> &i) { return exp(call(X, i) - call_onnx(mx, drop_axes(i, axis, axis))); });
+    LowerContext::define(e, r, [&](const std::vector<Expr> &i) { return exp_ieee(call(X, i) - call_onnx(mx, drop_axes(i, axis, axis))); });
     sum(row_args) = typed_const(t, 0);
     sum(row_args) += call_onnx(e, at_axis(r2.x));
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);

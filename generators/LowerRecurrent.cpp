@@ -27,7 +27,7 @@ namespace {
 
 Expr activate(const RecurrentActivation &a, Expr x) {
     Type t = x.type();
-    if (a.name == "Sigmoid") return typed_const(t, 1) / (typed_const(t, 1) + exp(-x));
+    if (a.name == "Sigmoid") return typed_const(t, 1) / (typed_const(t, 1) + exp_ieee(-x));
     if (a.name == "Tanh") return tanh(x);
     if (a.name == "Relu") return max(x, typed_const(t, 0));
     if (a.name == "LeakyRelu") return select(x >= typed_const(t, 0), x, typed_const(t, a.alpha) * x);

@@ -94,6 +94,10 @@ std::vector<Func> lower_reduce(LowerContext &ctx, OpKind op) {
     Func acc = ctx.make_stage("acc", kept_shape, StageRole::Accumulator, kept_shape == out.shape, reduced_out);
     auto rd = make_rdom("_r");
     Expr v = value(rd);
+    // Halide's plain exp, not exp_ieee: exp_ieee's selects inside this vectorized update, with a
+    // GuardWithIf tail, made Halide 14 drop the tail's offset (lanes 0-3 summed twice, lane 4
+    // never, on a [3,4,5] input reduced over axis 1). The argument is at most 0 here, so only a
+    // NaN input differs (Halide's exp(NaN) is 0).
     if (op == OpKind::ReduceLogSumExp) v = exp(v - mx(kargs));
     // integer abs is unsigned in Halide: convert back
     if (fold.map == Fold::Abs) v = cast(t, abs(v));

@@ -1,5 +1,7 @@
 #include "generators/Lowering.h"
 
+#include <cmath>
+
 #include "graph/Error.h"
 
 namespace fusor {
@@ -33,6 +35,20 @@ Type halide_type(DType t) {
 
 Expr typed_const(Type t, double v) {
     return Internal::make_const(t, v);
+}
+
+Expr exp_ieee(Expr x) {
+    if (x.type().element_of() != Float(32)) return exp(x);
+    // Integer tests and selects only: Halide compiles float arithmetic with LLVM's no-NaNs/no-infs
+    // flags, under which float forms of these tests can be folded away. As int32 bits, a float
+    // above 88.72283935546875f (the first whose exp exceeds FLT_MAX; +inf and positive NaNs
+    // included) compares greater than that float's bits; a NaN of either sign has magnitude bits
+    // above +inf's. Cost: about 2% on the Softmax 4096x1024 kernel, 7% on an Exp-only one.
+    Type bits_t = Int(32, x.type().lanes());
+    Expr bits = reinterpret(bits_t, x);
+    Expr nan = (bits & Internal::make_const(bits_t, 0x7fffffff)) > Internal::make_const(bits_t, 0x7f800000);
+    Expr big = bits >= Internal::make_const(bits_t, 0x42b17218);  // 88.72283935546875f
+    return select(nan, x, select(big, typed_const(x.type(), INFINITY), exp(x)));
 }
 
 Var dim_var(int i) {

@@ -331,7 +331,8 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
         double rtol = type.dtype == DType::F32 ? 1e-3 : type.dtype == DType::F64 ? 1e-9 : 0;
         for (int64_t i = 0; i < type.num_elements(); i++) {
             double got = a.value_as_double(i), exp = b.value_as_double(i);
-            bool ok = std::isnan(exp) ? std::isnan(got) : std::abs(got - exp) <= rtol * (1 + std::abs(exp));
+            // NaN matches NaN, an infinity only the same infinity (inf - inf is NaN, so compare first)
+            bool ok = std::isnan(exp) ? std::isnan(got) : got == exp || std::abs(got - exp) <= rtol * (1 + std::abs(exp));
             if (!ok) {
                 std::ostringstream s;
                 s << "output " << k << " element " << i << ": got " << got << ", the unfused reference gives " << exp;

@@ -440,6 +440,20 @@ TEST_CASE("op IsInf: each detect_negative and detect_positive combination",
                  {{NAN, -INFINITY, INFINITY, 3}}, {0, 0, 1, 0});
 }
 
+TEST_CASE("ops built on exp: NaN stays NaN, infinities and overflow follow IEEE",
+          "[generators][ops][math]") {
+    // regression: Halide 14's f32 exp returned 0 for NaN and +inf, so Exp(NaN) was 0 and
+    // Sigmoid(-inf) was 1 (exp_ieee in generators/Lowering.h)
+    for (const char *op : {"Exp", "Sigmoid", "Softplus", "Elu", "Selu", "Celu"}) {
+        for (const char *dt : {"f32", "f64"}) {
+            INFO(op << " " << dt);
+            check_graph(op_graph(op, {{5, 7}}, "", {dt}), kLoose, specials);
+        }
+    }
+    check_values(op_graph("Exp", {{5}}), {{INFINITY, -INFINITY, 89, -110, 0}}, {INFINITY, 0, INFINITY, 0, 1});
+    check_values(op_graph("Sigmoid", {{3}}), {{-INFINITY, INFINITY, 0}}, {0, 1, 0.5});
+}
+
 TEST_CASE("op Not, And, Or, Xor: bools with broadcasting", "[generators][ops][math]") {
     check_graph(op_graph("Not", {{3, 5}}, "", {"bool"}), kExact);
     check_graph(op_graph("Not", {{}}, "", {"bool"}), kExact);
