@@ -99,7 +99,7 @@ Verb add_autotune(CLI::App &app) {
                     "after each cluster's search, time its 3 best schedules and the default again, side by side, in this many "
                     "rounds (not counted in --trials; 0: off)")
         ->capture_default_str();
-    cmd->add_option("--threads", o->threads, "Halide threads candidates are timed with (default: all cores)");
+    CLI::Option *threads_opt = cmd->add_option("--threads", o->threads, "Halide threads candidates are timed with (default: all cores)");
     CLI::Option *jobs_opt = cmd->add_option("--jobs", o->jobs,
                                             "candidates compiled at once in worker processes; each is then timed alone "
                                             "(default: number of cores)");
@@ -122,6 +122,11 @@ Verb add_autotune(CLI::App &app) {
                     throw UserError("--confirm-rounds is " + std::to_string(o->confirm_rounds) + "; expected 0 or more");
                 }
                 if (jobs_opt->count() && o->jobs < 1) throw UserError("--jobs is " + std::to_string(o->jobs) + "; expected at least 1");
+                if (threads_opt->count() && o->threads < 1) {
+                    throw UserError("--threads is " + std::to_string(o->threads) + "; expected at least 1");
+                }
+                // a timeout of 0 would record every candidate, the default included, as a timeout
+                if (!(o->timeout > 0)) throw UserError(fmt::format("--timeout is {}; expected a positive number of seconds", o->timeout));
                 double budget_s = o->budget.empty() ? 0 : parse_duration(o->budget);
                 if (o->strategy != "evolve" && o->strategy != "random") {
                     throw UserError("--strategy is '" + o->strategy + "'; expected evolve or random");
