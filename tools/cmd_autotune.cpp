@@ -2,6 +2,7 @@
 #include <csignal>
 #include <climits>
 #include <cmath>
+#include <fstream>
 #include <sstream>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -87,6 +88,7 @@ Verb add_autotune(CLI::App &app) {
         uint64_t seed = 1;
         double timeout = 120;
         bool no_optimize = false;
+        std::vector<std::string> schedules;  ///< --schedule CLUSTER=FILE
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json)")->required();
@@ -111,6 +113,9 @@ Verb add_autotune(CLI::App &app) {
     cmd->add_option("--autoschedulers", o->autoschedulers,
                     "Halide autoschedulers timed as baselines per cluster (comma-separated; 'none' for none)")
         ->capture_default_str();
+    cmd->add_option("--schedule", o->schedules,
+                    "CLUSTER=FILE: also measure this hand-written schedule of a cluster (as `fusor inspect` names it, e.g. c0), "
+                    "right after its default, as strategy 'user'; stage names as `fusor db show` prints them (repeatable)");
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes");
     cmd->add_option("--export-batch", o->export_batch,
                     "compile and check the candidates without timing them, and write a measurement bundle into DIR "
@@ -136,8 +141,21 @@ Verb add_autotune(CLI::App &app) {
                 if (!o->export_batch.empty()) parse_target(o->target);  // a bad target is a usage error (exit 2)
                 bool untimed_cuda = parse_target(o->target).has_feature(Halide::Target::CUDA) && !cuda_driver_available();
                 Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
-                TuningDb db(o->db);
                 AutotuneOptions ao;
+                for (const std::string &spec : o->schedules) {
+                    size_t eq = spec.find('=');
+                    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+                        throw UserError("--schedule '" + spec + "': expected CLUSTER=FILE, e.g. c0=conv.sched");
+                    }
+                    std::string file = spec.substr(eq + 1);
+                    std::ifstream in(file);
+                    std::stringstream text;
+                    text << in.rdbuf();
+                    if (!in) throw UserError(file + ": cannot read the schedule file given to --schedule");
+                    ao.user_schedules[spec.substr(0, eq)].push_back({file, text.str()});
+                }
+                check_user_schedules(g, ao);  // a bad schedule: exit 2 before the database is opened
+                TuningDb db(o->db);
                 // with --budget, --trials caps the count only when given
                 ao.trials = budget_s > 0 && trials_opt->count() == 0 ? 1000000 : o->trials;
                 ao.budget_s = budget_s;

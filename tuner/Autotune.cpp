@@ -1,7 +1,8 @@
 /** \file
  * Autotuning loop. Entry point: autotune(). Per distinct cluster (by signature):
  *   1. extract the cluster as a standalone graph (canonical names, so schedule texts are portable);
- *   2. seeds, in one batch: the default schedule (strategy "default") and Halide's autoschedulers
+ *   2. seeds, in one batch: the default schedule (strategy "default"), hand-written schedules
+ *      (AutotuneOptions::user_schedules, strategy "user") and Halide's autoschedulers
  *      (fixed baselines, schedule text "autoscheduler <Name>"); a baseline whose decisions map
  *      into fusor's form (the worker reads them back) is measured again as that schedule
  *      (strategy "from <Name>", parent: the baseline) and can be mutated; one that does not map
@@ -34,12 +35,15 @@
 #include <thread>
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include "Halide.h"
+#include "generators/ApplySchedule.h"
 #include "generators/AutoScheduler.h"
 #include "generators/DefaultSchedule.h"
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
+#include "graph/Error.h"
 #include "graph/Printer.h"
 #include "tuner/Measure.h"
 #include "tuner/ScheduleSpace.h"
@@ -68,7 +72,64 @@ std::string schedule_key(ClusterSchedule s) {
     return to_text(s);
 }
 
+/** The model's clustered graph and those of every If branch (recursively, each branch clustered
+ * on its own as the executor does): branch clusters are tuned like any other, and the executor
+ * finds their schedules by signature. */
+std::vector<Graph> tuning_graphs(const Graph &g) {
+    std::vector<Graph> graphs = {g};
+    for (size_t i = 0; i < graphs.size(); i++) {
+        form_clusters(graphs[i]);
+        std::vector<Graph> branches;
+        for (const Node &n : graphs[i].nodes) branches.insert(branches.end(), n.subgraphs.begin(), n.subgraphs.end());
+        for (Graph &b : branches) graphs.push_back(std::move(b));
+    }
+    return graphs;
+}
+
+/** AutotuneOptions::user_schedules parsed for the cluster named \p name, whose extracted form is
+ * lowered as \p lc; throws UserError naming the source and the stage for a bad one. */
+std::vector<ClusterSchedule> parsed_user_schedules(const AutotuneOptions &opt, const std::string &name, const LoweredCluster &lc) {
+    std::vector<ClusterSchedule> out;
+    auto it = opt.user_schedules.find(name);
+    if (it == opt.user_schedules.end()) return out;
+    for (const AutotuneOptions::UserSchedule &u : it->second) {
+        std::string err;
+        std::optional<ClusterSchedule> parsed = parse_schedule(u.text, &err);
+        if (!parsed) throw UserError(fmt::format("{}: schedule for cluster {}: {}", u.source, name, err));
+        std::string why = why_illegal(*parsed, lc);
+        if (!why.empty()) {
+            std::vector<std::string> stages;
+            for (const StageInfo &st : lc.stages) stages.push_back(st.name);
+            throw UserError(fmt::format("{}: schedule for cluster {}: {}; its stages are {}", u.source, name, why, fmt::join(stages, ", ")));
+        }
+        out.push_back(*parsed);
+    }
+    return out;
+}
+
 }  // namespace
+
+void check_user_schedules(const Graph &g, const AutotuneOptions &opt) {
+    if (opt.user_schedules.empty()) return;
+    std::vector<Graph> graphs = tuning_graphs(g);
+    std::set<std::string> seen;
+    std::vector<std::string> names;
+    for (const Graph &cg : graphs) {
+        for (const Cluster &c : cg.clusters) {
+            if (is_control_flow(cg.nodes[c.nodes[0]].op)) continue;
+            names.push_back(c.name);
+            if (!opt.user_schedules.count(c.name) || !seen.insert(c.name).second) continue;
+            Graph sub = extract_cluster(cg, c);
+            parsed_user_schedules(opt, c.name, lower_cluster(sub, sub.clusters[0], "k_"));
+        }
+    }
+    for (const auto &[name, list] : opt.user_schedules) {
+        if (!seen.count(name)) {
+            throw UserError(fmt::format("{}: no cluster {} in the model; its clusters are {} (fusor inspect shows them)",
+                                        list.empty() ? std::string("--schedule") : list[0].source, name, fmt::join(names, ", ")));
+        }
+    }
+}
 
 namespace {
 
@@ -79,6 +140,7 @@ struct Work {
     Graph sub;
     LoweredCluster lc;
     ClusterSchedule def;
+    std::vector<ClusterSchedule> user;   ///< hand-written seeds (AutotuneOptions::user_schedules)
     std::optional<RankedSchedule> best;  ///< the best schedule so far on this machine (per schedule)
     bool confirmed = false;              ///< the confirm phase ran (or was decided against) in this run
     std::string default_id, nodes;
@@ -109,16 +171,8 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     auto started = clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - started).count(); };
     auto out_of_budget = [&] { return (opt.stop && *opt.stop) || (opt.budget_s > 0 && elapsed() >= opt.budget_s); };
-    // the model's clusters and those of every If branch (recursively, each branch clustered on
-    // its own as the executor does): branch clusters are tuned like any other, and the executor
-    // finds their schedules by signature
-    std::vector<Graph> graphs = {g};
-    for (size_t i = 0; i < graphs.size(); i++) {
-        form_clusters(graphs[i]);
-        std::vector<Graph> branches;
-        for (const Node &n : graphs[i].nodes) branches.insert(branches.end(), n.subgraphs.begin(), n.subgraphs.end());
-        for (Graph &b : branches) graphs.push_back(std::move(b));
-    }
+    check_user_schedules(g, opt);  // before anything is stored
+    std::vector<Graph> graphs = tuning_graphs(g);
     std::string target = resolved_target(opt.target);
     Halide::Target htarget(target);
     std::string fingerprint = machine_fingerprint();
@@ -162,6 +216,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         w.sub = extract_cluster(cg, c);
         w.lc = lower_cluster(w.sub, w.sub.clusters[0], "k_");
         w.def = default_schedule(w.sub, w.sub.clusters[0], w.lc, htarget);
+        w.user = parsed_user_schedules(opt, c.name, w.lc);
         w.lanes = htarget.natural_vector_size(w.lc.outputs[0].output_types()[0]);
         for (NodeId n : c.nodes) w.nodes += (w.nodes.empty() ? "" : ",") + cg.nodes[n].name;
         w.job.graph_json = job_graph_json(cg, c);
@@ -388,6 +443,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         Work &w = work[i];
         current = i;
         std::vector<Candidate> seeds = {{schedule_key(w.def), w.def, "default", ""}};
+        for (const ClusterSchedule &u : w.user) seeds.push_back({schedule_key(u), u, "user", ""});
         for (const std::string &a : autoschedulers) seeds.push_back({"autoscheduler " + a + "\n", std::nullopt, a, ""});
         seeds.resize(std::min<size_t>(seeds.size(), opt.trials - measured));
         auto [done, measured_seeds] = measure(w, seeds);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,22 @@ struct AutotuneOptions {
      * are not run (their schedules are not fusor's form). */
     std::string export_dir;
     std::function<void(const ExportedCandidate &)> on_export;
+    /** Hand-written seeds (`autotune --schedule CLUSTER=FILE`): cluster name, as `fusor inspect`
+     * and this run's log print it (e.g. "c0"), -> schedules of its extracted form (stage names
+     * as `fusor db show` prints them: prefix k_). Each is measured right after the default, as
+     * strategy "user", and mutated like any candidate. check_user_schedules refuses a bad one
+     * before anything is stored. */
+    struct UserSchedule {
+        std::string source;  ///< where it came from, for messages (the file)
+        std::string text;
+    };
+    std::map<std::string, std::vector<UserSchedule>> user_schedules;
 };
+
+/** Throws UserError unless every AutotuneOptions::user_schedules entry names a cluster of \p g (a
+ * tunable one: not an If) and parses and is legal for it. The message names the source, the
+ * cluster and the stage, and lists the cluster's stages or the model's clusters. */
+void check_user_schedules(const Graph &g, const AutotuneOptions &opt);
 
 /** Schedules re-timed per cluster by the confirm phase (AutotuneOptions::confirm_rounds), besides the default. */
 constexpr int kConfirmFinalists = 3;

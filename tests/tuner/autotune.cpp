@@ -632,3 +632,56 @@ TEST_CASE("autotune: --jobs 0, --threads 0, --timeout 0 and a negative --confirm
         CHECK_FALSE(std::ifstream(dir.file("t.db")).good());
     }
 }
+
+TEST_CASE("autotune --schedule: a hand-written schedule is measured as strategy user", "[tuner][autotune][cli]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    std::string text = "k_n0 inline\nk_n1 inline\nk_n2 inline\nk_n3 inline\nk_n4 inline\nk_n5 root tile=16x8 vec=8 parallel\n";
+    std::ofstream(dir.file("mine.sched")) << text;
+    fusor::test::ShellResult r = fusor::test::run_fusor("autotune '" + model + "' --db '" + dir.file("t.db") +
+                                                        "' --trials 3 --jobs 2 --autoschedulers none --confirm-rounds 0 --schedule 'c0=" +
+                                                        dir.file("mine.sched") + "'");
+    INFO(r.out << r.err);
+    REQUIRE(r.status == 0);
+    TuningDb db(dir.file("t.db"));
+    int user = 0;
+    for (const Workload &w : db.workloads()) {
+        for (const Trial &t : db.trials(w.signature, w.target)) {
+            if (t.strategy != "user") continue;
+            user++;
+            CHECK(t.schedule == text);
+            CHECK(t.status == TrialStatus::Ok);  // measured and verified like any candidate
+        }
+    }
+    CHECK(user == 1);
+}
+
+TEST_CASE("autotune --schedule: a missing stage, an unknown cluster, bad syntax or an unreadable file exit 2 and leave the database unaltered",
+          "[tuner][autotune][cli]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    std::string db = dir.file("t.db");
+    REQUIRE(fusor::test::run_fusor("autotune '" + model + "' --db '" + db + "' --trials 2 --autoschedulers none --confirm-rounds 0").status == 0);
+    std::string before = fusor::test::slurp(db);
+    REQUIRE_FALSE(before.empty());
+    std::ofstream(dir.file("missing_stage.sched")) << "k_n0 inline\nk_nothing root\n";
+    std::ofstream(dir.file("syntax.sched")) << "k_n0 tile=banana\n";
+    struct Case {
+        std::string spec, message;
+    };
+    for (const Case &c : {Case{"c0=" + dir.file("missing_stage.sched"), "stage 'k_nothing': no such stage"},
+                          Case{"c7=" + dir.file("missing_stage.sched"), "no cluster c7 in the model; its clusters are c0"},
+                          Case{"c0=" + dir.file("syntax.sched"), "tile=banana"},
+                          Case{"c0=" + dir.file("absent.sched"), "cannot read"},
+                          Case{"c0", "expected CLUSTER=FILE"}}) {
+        INFO(c.spec);
+        fusor::test::ShellResult r =
+            fusor::test::run_fusor("autotune '" + model + "' --db '" + db + "' --trials 3 --autoschedulers none --schedule '" + c.spec + "'");
+        CHECK(r.status == 2);
+        CHECK_THAT(r.err, Catch::Contains(c.message));
+        if (c.spec.find('=') != std::string::npos) CHECK_THAT(r.err, Catch::Contains(c.spec.substr(c.spec.find('=') + 1)));  // names the file
+        CHECK(fusor::test::slurp(db) == before);
+    }
+    CHECK_THAT(fusor::test::run_fusor("autotune '" + model + "' --db '" + db + "' --trials 3 --schedule 'c0=" + dir.file("missing_stage.sched") + "'").err,
+               Catch::Contains("its stages are k_n0, k_n1"));
+}
