@@ -685,3 +685,65 @@ TEST_CASE("autotune --schedule: a missing stage, an unknown cluster, bad syntax 
     CHECK_THAT(fusor::test::run_fusor("autotune '" + model + "' --db '" + db + "' --trials 3 --schedule 'c0=" + dir.file("missing_stage.sched") + "'").err,
                Catch::Contains("its stages are k_n0, k_n1"));
 }
+
+TEST_CASE("autotune: kill -9 mid-run keeps every trial it logged, and a rerun resumes without measuring a schedule twice",
+          "[tuner][autotune]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json", out = dir.file("out.txt");
+    std::vector<std::string> args = {FUSOR_BINARY, "autotune", model, "--db", dir.file("t.db"), "--trials", "200",
+                                     "--jobs", "2", "--threads", "1", "--autoschedulers", "none", "--confirm-rounds", "0"};
+    std::vector<char *> argv;
+    for (std::string &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, dir.file("err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    REQUIRE(posix_spawn(&pid, FUSOR_BINARY, &actions, nullptr, argv.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+    auto t0 = std::chrono::steady_clock::now();
+    while (fusor::test::slurp(out).find("trial 4:") == std::string::npos &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    kill(pid, SIGKILL);  // no chance to clean up: whatever is in flight is lost
+    int status = 0;
+    waitpid(pid, &status, 0);
+    REQUIRE(WIFSIGNALED(status));
+    std::string log = fusor::test::slurp(out);
+    INFO(log);
+    // each trial is committed before its log line: every logged one is stored
+    size_t logged = 0;
+    for (size_t at = log.find(" trial "); at != std::string::npos; at = log.find(" trial ", at + 1)) logged++;
+    REQUIRE(logged >= 4);
+    std::map<std::string, std::string> before;  // id -> schedule
+    {
+        TuningDb db(dir.file("t.db"));  // opens cleanly after the kill (WAL recovery)
+        for (const Workload &w : db.workloads()) {
+            for (const Trial &t : db.trials(w.signature, w.target)) before[t.id] = t.schedule;
+        }
+    }
+    CHECK(before.size() >= logged + 1);  // the phase-2 trials logged, and the default
+    fusor::test::ShellResult again = fusor::test::run_fusor("autotune '" + model + "' --db '" + dir.file("t.db") +
+                                                            "' --trials 6 --jobs 2 --threads 1 --autoschedulers none --confirm-rounds 0");
+    INFO(again.out << again.err);
+    REQUIRE(again.status == 0);
+    TuningDb db(dir.file("t.db"));
+    std::map<std::string, int> per_schedule;
+    size_t after = 0;
+    for (const Workload &w : db.workloads()) {
+        for (const Trial &t : db.trials(w.signature, w.target)) {
+            after++;
+            per_schedule[t.schedule]++;
+            if (before.count(t.id)) CHECK(before[t.id] == t.schedule);
+        }
+    }
+    for (const auto &[id, schedule] : before) CHECK(per_schedule.count(schedule));  // nothing stored was lost
+    for (const auto &[schedule, n] : per_schedule) {
+        INFO(schedule);
+        CHECK(n == 1);  // nothing measured twice
+    }
+    CHECK(after > before.size());  // the rerun measured new candidates
+    CHECK(after <= before.size() + 6);
+}
