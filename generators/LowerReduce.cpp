@@ -96,8 +96,8 @@ std::vector<Func> lower_reduce(LowerContext &ctx, OpKind op) {
     Expr v = value(rd);
     // Halide's plain exp, not exp_ieee: exp_ieee's selects inside this vectorized update, with a
     // GuardWithIf tail, made Halide 14 drop the tail's offset (lanes 0-3 summed twice, lane 4
-    // never, on a [3,4,5] input reduced over axis 1). The argument is at most 0 here, so only a
-    // NaN input differs (Halide's exp(NaN) is 0).
+    // never, on a [3,4,5] input reduced over axis 1; not reproduced in a standalone pipeline).
+    // The argument is at most 0 here, so only a NaN or +inf input differs (Halide's exp gives 0).
     if (op == OpKind::ReduceLogSumExp) v = exp(v - mx(kargs));
     // integer abs is unsigned in Halide: convert back
     if (fold.map == Fold::Abs) v = cast(t, abs(v));

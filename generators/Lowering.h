@@ -52,10 +52,12 @@ struct StageInfo {
 Halide::Type halide_type(DType t);
 /** The constant \p v in type \p t (exact for f64; rounded once for f32). */
 Halide::Expr typed_const(Halide::Type t, double v);
-/** e^x with IEEE special values, for every lowering that needs exp. Halide 14's f32 exp converts
- * floor(x / ln 2) to an integer, which for NaN and +inf is INT_MIN, so it returns 0 for both (and
- * Sigmoid(-inf) came out 1). Here NaN stays NaN and x above ln(FLT_MAX) gives +inf; other f32
- * values are Halide's exp unchanged. f64 is Halide's exp (libm), already IEEE. */
+/** e^x with IEEE special values, for the elementwise ops built on exp (Exp, Sigmoid, Softplus,
+ * Elu, Selu, Celu). Halide 14's f32 exp converts floor(x / ln 2) to an integer, which for NaN and
+ * +inf is INT_MIN, so it returns 0 for both (and Sigmoid(-inf) came out 1). Here NaN stays NaN and
+ * x above ln(FLT_MAX) gives +inf; other f32 values are Halide's exp unchanged. f64 is Halide's exp
+ * (libm), already IEEE. Softmax, LogSoftmax and ReduceLogSumExp keep Halide's exp: this one's
+ * selects next to their row maximum hit a Halide vectorization bug (LowerReduce.cpp). */
 Halide::Expr exp_ieee(Halide::Expr x);
 /** Pure Var for Halide dim \p i: x, y, z, w, then d4, d5, ... */
 Halide::Var dim_var(int i);
