@@ -2,10 +2,12 @@
 
 #include "generators/ApplySchedule.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 namespace fusor {
 
@@ -50,7 +52,9 @@ std::string apply_autoscheduler(LoweredCluster &lc, const std::string &name, con
         lc.outputs[i].set_estimates(r);
     }
     try {
-        MachineParams params(threads > 0 ? threads : 2, 32 * 1024 * 1024, 40);
+        // parallelism: the threads the schedule will run with; 0 means all cores, as in the tuner
+        int parallelism = threads > 0 ? threads : std::max(1, (int)std::thread::hardware_concurrency());
+        MachineParams params(parallelism, 32 * 1024 * 1024, 40);
         lc.pipeline.auto_schedule(name, target, params);
     } catch (const Halide::Error &e) {
         return name + " failed: " + e.what();

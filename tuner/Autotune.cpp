@@ -454,8 +454,9 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             const Trial &t = *trials[k];
             if (t.strategy == "default") {
                 w.default_id = t.id;
-                log(fmt::format("cluster {}/{} {} ({}) default: {} {}", i + 1, work.size(), w.result.name, w.nodes,
-                                status_name(t.status), ms_or_error(t)));
+                // the space's size here too: a run whose trials the seeds use up has no phase 2
+                log(fmt::format("cluster {}/{} {} ({}) default: {} {}; search space about {:.3g} schedules", i + 1, work.size(),
+                                w.result.name, w.nodes, status_name(t.status), ms_or_error(t), space_size(w.lc, w.def, w.lanes)));
                 continue;
             }
             std::string how;

@@ -349,6 +349,8 @@ TEST_CASE("cli: autotune, then run and bench from the database", "[tools][cli]")
     CHECK_THAT(tune.out, Contains("cluster 1/2") && Contains("default"));
     // the seeds (default and autoscheduler baselines) use up the 4 trials; they are confirmed all the same
     CHECK_THAT(tune.out, Contains("c0 confirm, 1 round side by side"));
+    // each cluster's search space is printed even when the seeds use up the trials
+    CHECK_THAT(tune.out, Contains("search space about"));
     Result a = run_fusor("run '" + model + "' --random 2 --outputs '" + dir.file("a") + "'");
     Result b = run_fusor("run '" + model + "' --random 2 --db '" + db + "' --outputs '" + dir.file("b") + "'");
     REQUIRE(a.status == 0);
