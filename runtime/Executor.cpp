@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <map>
 #include <mutex>
 
@@ -41,7 +42,15 @@ KernelCache &kernel_cache() {
 
 Buffer<> make_buffer(const TensorType &type) {
     std::vector<int> sizes(type.shape.rbegin(), type.shape.rend());
-    Buffer<> b(halide_type(type.dtype), sizes);
+    // the shape first, then the allocation through malloc: Halide's own allocation writes through
+    // a failed malloc's null (a segfault under a worker's memory limit); this one throws
+    Buffer<> b(halide_type(type.dtype), nullptr, sizes);
+    b.allocate([](size_t n) {
+                   void *p = std::malloc(n);
+                   if (!p) throw std::bad_alloc();
+                   return p;
+               },
+               std::free);
     if (b.data()) std::memset(b.data(), 0, b.size_in_bytes());
     return b;
 }

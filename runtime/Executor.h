@@ -160,7 +160,8 @@ private:
  * gives the same inputs to any executor of the same graph, fused or unfused. */
 void set_random_inputs(Executor &ex, uint64_t seed);
 
-/** A Halide buffer of \p type's shape (Halide dim order), dense, zeroed. */
+/** A Halide buffer of \p type's shape (Halide dim order), dense, zeroed. Throws std::bad_alloc
+ * when the allocation fails. */
 Halide::Buffer<> make_buffer(const TensorType &type);
 
 }  // namespace fusor

@@ -87,6 +87,7 @@ Verb add_autotune(CLI::App &app) {
         int trials = 32, threads = 0, jobs = 0, confirm_rounds = 2;
         uint64_t seed = 1;
         double timeout = 120;
+        int64_t worker_memory = 0;
         bool no_optimize = false;
         std::vector<std::string> schedules;  ///< --schedule CLUSTER=FILE
     };
@@ -110,6 +111,10 @@ Verb add_autotune(CLI::App &app) {
     cmd->add_option("--seed", o->seed, "search seed")->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
     cmd->add_option("--timeout", o->timeout, "seconds per candidate (compile and run) before it counts as a timeout")->capture_default_str();
+    cmd->add_option("--worker-memory", o->worker_memory,
+                    "address-space limit per worker in MB; a candidate needing more is recorded as out-of-memory "
+                    "(default 0: 80% of physical memory split across --jobs; -1: no limit)")
+        ->capture_default_str();
     cmd->add_option("--autoschedulers", o->autoschedulers,
                     "Halide autoschedulers timed as baselines per cluster (comma-separated; 'none' for none)")
         ->capture_default_str();
@@ -165,6 +170,8 @@ Verb add_autotune(CLI::App &app) {
                 ao.strategy = o->strategy;
                 ao.target = o->target;
                 ao.timeout_s = o->timeout;
+                if (o->worker_memory < -1) throw UserError(fmt::format("--worker-memory is {}; expected MB, 0 (automatic) or -1 (none)", o->worker_memory));
+                ao.worker_memory_mb = o->worker_memory;
                 ao.confirm_rounds = o->confirm_rounds;
                 ao.worker_exe = self_exe();
                 ao.stop = &g_stop;

@@ -34,6 +34,8 @@
 #include <set>
 #include <thread>
 
+#include <unistd.h>
+
 #include <fmt/core.h>
 #include <fmt/format.h>
 
@@ -190,6 +192,14 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     };
     auto best_ms = [](const Work &w) { return w.best ? w.best->ms : 0.0; };
     // one Work per distinct signature; identical clusters are tuned once
+    // the workers of a batch are alive at once (compiled, waiting to be timed): each gets its share
+    int64_t worker_memory_mb = opt.worker_memory_mb;
+    if (worker_memory_mb == 0) {
+        int parallel = opt.jobs > 0 ? opt.jobs : std::max(1, (int)std::thread::hardware_concurrency());
+        int64_t physical_mb = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE) / (1024 * 1024);
+        worker_memory_mb = std::max<int64_t>(1024, physical_mb * 8 / 10 / parallel);
+    }
+    if (worker_memory_mb < 0) worker_memory_mb = 0;
     std::vector<Work> work;
     std::map<std::string, size_t> by_signature;
     std::vector<std::pair<const Graph *, const Cluster *>> clusters;
@@ -223,6 +233,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         w.job.target = target;
         w.job.threads = opt.threads;
         w.job.repeats = opt.repeats;
+        w.job.memory_limit_mb = worker_memory_mb;
         for (const std::string &sched : db.tried_schedules(sig, target, fingerprint)) w.tried.insert(sched);
         for (const Trial &t : db.trials(sig, target)) {
             if (t.strategy == "default" && t.fingerprint == fingerprint && t.median_ms) {

@@ -48,6 +48,10 @@ struct AutotuneOptions {
     double compile_timeout_s = 0;  ///< per candidate: limit of its compile; 0 = timeout_s
     int jobs = 0;                  ///< candidates compiled at once in workers; 0 = number of cores
     int repeats = 7;
+    /** Address-space limit of each worker in MB (MeasureJob::memory_limit_mb): a candidate or an
+     * autoscheduler that needs more is recorded as out-of-memory. 0: 80% of physical memory
+     * split across the jobs workers alive at once; -1: no limit. */
+    int64_t worker_memory_mb = 0;
     /** Confirm phase: after a cluster's search, its kConfirmFinalists best schedules (by
      * TuningDb::ranked_schedules, fusor schedules and autoscheduler baselines alike) and the
      * default are timed again in this many rounds, side by side (one batch of fresh workers per

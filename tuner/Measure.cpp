@@ -11,9 +11,11 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -311,7 +313,10 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
         r.max_ms = t.max_ms;
     } catch (const Halide::Error &e) {
         set_test_fault_armed(false);
-        return fail(TrialStatus::RuntimeError, e.what());
+        // Halide's runtime reports a failed halide_malloc as "Out of memory"
+        std::string what = e.what();
+        bool oom = what.find("Out of memory") != std::string::npos || what.find("out of memory") != std::string::npos;
+        return fail(oom ? TrialStatus::OutOfMemory : TrialStatus::RuntimeError, what);
     }
     // verify against the unfused reference on the same inputs and weights
     ExecutorOptions ro;
@@ -367,9 +372,30 @@ int run_worker(const std::string &job_path, const std::string &result_path, bool
     job.warmup = j.value("warmup", 2);
     job.repeats = j.value("repeats", 7);
     job.seed = j.value("seed", (uint64_t)1);
+    job.memory_limit_mb = j.value("memory_limit_mb", (int64_t)0);
     job.export_object = j.value("export_object", std::string());
     job.export_function = j.value("export_function", std::string());
-    Compiled c = compile_candidate(job);
+    // not on CUDA targets: the driver reserves tens of GB of address space at initialization
+    if (job.memory_limit_mb > 0 && job.target.find("cuda") == std::string::npos) {
+        rlim_t bytes = (rlim_t)job.memory_limit_mb * 1024 * 1024;
+        struct rlimit lim = {bytes, bytes};
+        setrlimit(RLIMIT_AS, &lim);
+    }
+    // an allocation that fails under the limit (in fusor's code or Halide's runtime) is the
+    // candidate's out-of-memory, written as its result
+    auto out_of_memory = [&] {
+        MeasureResult r;
+        r.status = TrialStatus::OutOfMemory;
+        r.error = fmt::format("out of memory: an allocation failed under the worker's limit of {} MB", job.memory_limit_mb);
+        write_atomically(result_path, result_to_json(r).dump() + "\n");
+        return 0;
+    };
+    Compiled c;
+    try {
+        c = compile_candidate(job);
+    } catch (const std::bad_alloc &) {
+        return out_of_memory();
+    }
     if (c.failure) {
         write_atomically(result_path, result_to_json(*c.failure).dump() + "\n");
         return 0;
@@ -383,7 +409,13 @@ int run_worker(const std::string &job_path, const std::string &result_path, bool
         } while (n < 0 && errno == EINTR);
         if (n != 1) return 0;  // the parent is gone or cancelled the batch
     }
-    MeasureResult r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms);
+    MeasureResult r;
+    try {
+        r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms);
+    } catch (const std::bad_alloc &) {
+        return out_of_memory();
+    }
+    if (r.status == TrialStatus::OutOfMemory) r.error += fmt::format(" (the worker's limit is {} MB)", job.memory_limit_mb);
     r.mapped_schedule = c.mapped_schedule;
     r.unmapped = c.unmapped;
     r.resources = c.resources;
@@ -421,7 +453,7 @@ std::optional<MeasureResult> spawn(const std::string &exe, const MeasureJob &job
     w.dir = dir_template;
     std::string job_path = w.dir + "/job.json", result_path = w.dir + "/result.json";
     json j = {{"graph", job.graph_json}, {"schedule", job.schedule}, {"target", job.target}, {"threads", job.threads},
-              {"warmup", job.warmup}, {"repeats", job.repeats}, {"seed", job.seed},
+              {"warmup", job.warmup}, {"repeats", job.repeats}, {"seed", job.seed}, {"memory_limit_mb", job.memory_limit_mb},
               {"export_object", job.export_object}, {"export_function", job.export_function}};
     std::ofstream(job_path) << j.dump();
     int fds[2];

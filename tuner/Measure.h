@@ -31,6 +31,11 @@ struct MeasureJob {
     int threads = 0;         ///< Halide worker threads; 0 = all cores
     int warmup = 2, repeats = 7;
     uint64_t seed = 1;       ///< random inputs and weights
+    /** Address-space limit of the worker process (setrlimit RLIMIT_AS), so a candidate that needs
+     * too much memory fails its own allocation (status out-of-memory) instead of drawing the
+     * system's OOM killer onto the tuner or another process. 0: no limit. Not applied on CUDA
+     * targets (the driver reserves tens of GB of address space when it starts). */
+    int64_t memory_limit_mb = 0;
     /** Export mode (`autotune --export-batch`): compile (and for CUDA check with ptxas) as usual,
      * then, instead of timing, write the scheduled pipeline as a runtime-free AOT object to this
      * path with the entry point export_function (plus Halide's `<export_function>_argv`); the

@@ -359,6 +359,8 @@ const char *status_name(TrialStatus s) {
         return "spills";
     case TrialStatus::Unmeasured:
         return "unmeasured";
+    case TrialStatus::OutOfMemory:
+        return "out-of-memory";
     }
     return "crash";
 }
@@ -367,7 +369,7 @@ std::optional<TrialStatus> parse_status(const std::string &s) {
     for (TrialStatus t : {TrialStatus::Ok, TrialStatus::Illegal, TrialStatus::CompileError,
                           TrialStatus::RuntimeError, TrialStatus::Timeout, TrialStatus::WrongResult,
                           TrialStatus::Crash, TrialStatus::ResourceLimit, TrialStatus::Spills,
-                          TrialStatus::Unmeasured}) {
+                          TrialStatus::Unmeasured, TrialStatus::OutOfMemory}) {
         if (s == status_name(t)) return t;
     }
     return std::nullopt;

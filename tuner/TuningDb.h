@@ -28,9 +28,10 @@ enum class TrialStatus {
     ResourceLimit,  ///< CUDA: ptxas or the launch exceeds a limit (registers, shared memory, threads); never run
     Spills,         ///< CUDA: ptxas reports register spills; never run
     Unmeasured,     ///< CUDA: compiled and ptxas-checked, not run (no driver here); never a best
+    OutOfMemory,    ///< an allocation failed under the worker's memory limit (MeasureJob::memory_limit_mb)
 };
 /// "ok", "illegal", "compile-error", "runtime-error", "timeout", "wrong-result", "crash",
-/// "resource-limit", "spills", "unmeasured"
+/// "resource-limit", "spills", "unmeasured", "out-of-memory"
 const char *status_name(TrialStatus s);
 std::optional<TrialStatus> parse_status(const std::string &s);
 

@@ -623,7 +623,7 @@ TEST_CASE("autotune: --jobs 0, --threads 0, --timeout 0 and a negative --confirm
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
     for (auto [flag, message] : {std::pair{"--jobs 0", "--jobs is 0"}, std::pair{"--confirm-rounds -1", "--confirm-rounds is -1"},
                                  std::pair{"--threads 0", "--threads is 0"}, std::pair{"--timeout 0", "--timeout is 0"},
-                                 std::pair{"--timeout -5", "--timeout is -5"}}) {
+                                 std::pair{"--timeout -5", "--timeout is -5"}, std::pair{"--worker-memory -2", "--worker-memory is -2"}}) {
         INFO(flag);
         TempDir dir;
         fusor::test::ShellResult r = fusor::test::run_fusor("autotune '" + model + "' --db '" + dir.file("t.db") + "' " + flag);
@@ -769,4 +769,24 @@ TEST_CASE("autotune: two fusor autotune processes write one database at once", "
     // each process stores its own 6 trials; the two may both have measured the default
     CHECK(stored >= 11);
     CHECK(stored <= 12);
+}
+
+TEST_CASE("measure: a candidate that needs more memory than the worker's limit is recorded as out-of-memory", "[tuner][autotune]") {
+    // a real allocation failure in the worker process (its inputs, outputs and reference: about
+    // 1.5 GB for this 128 MB tensor) under a 400 MB address-space limit; no stand-in script
+    MeasureJob job;
+    job.graph_json = R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [8192, 4096]}], "outputs": ["y"],
+        "nodes": [{"name": "n0", "op": "Relu", "inputs": ["x"], "outputs": ["y"]}]})";
+    job.repeats = 1;
+    job.warmup = 0;
+    job.memory_limit_mb = 400;
+    MeasureResult r = measure_in_worker(FUSOR_BINARY, job, 120);
+    INFO(r.error);
+    CHECK(r.status == TrialStatus::OutOfMemory);
+    CHECK_THAT(r.error, Catch::Contains("400 MB"));
+    // the same job without the limit measures normally: the limit made the difference
+    job.memory_limit_mb = 0;
+    MeasureResult unlimited = measure_in_worker(FUSOR_BINARY, job, 120);
+    INFO(unlimited.error);
+    CHECK(unlimited.status == TrialStatus::Ok);
 }
