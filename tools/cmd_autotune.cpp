@@ -137,6 +137,7 @@ Verb add_autotune(CLI::App &app) {
                 }
                 // a timeout of 0 would record every candidate, the default included, as a timeout
                 if (!(o->timeout > 0)) throw UserError(fmt::format("--timeout is {}; expected a positive number of seconds", o->timeout));
+                if (o->worker_memory < -1) throw UserError(fmt::format("--worker-memory is {}; expected MB, 0 (automatic) or -1 (none)", o->worker_memory));
                 double budget_s = o->budget.empty() ? 0 : parse_duration(o->budget);
                 if (o->strategy != "evolve" && o->strategy != "random") {
                     throw UserError("--strategy is '" + o->strategy + "'; expected evolve or random");
@@ -170,7 +171,6 @@ Verb add_autotune(CLI::App &app) {
                 ao.strategy = o->strategy;
                 ao.target = o->target;
                 ao.timeout_s = o->timeout;
-                if (o->worker_memory < -1) throw UserError(fmt::format("--worker-memory is {}; expected MB, 0 (automatic) or -1 (none)", o->worker_memory));
                 ao.worker_memory_mb = o->worker_memory;
                 ao.confirm_rounds = o->confirm_rounds;
                 ao.worker_exe = self_exe();
