@@ -78,6 +78,32 @@ MeasureJob small_job() {
     return job;
 }
 
+/** Starts `fusor <args>` with stdout and stderr to files, in its own process group when \p own_group
+ * (so a signal to -pid reaches it as a terminal's Ctrl-C would); returns its pid. */
+pid_t spawn_fusor(const std::vector<std::string> &args, const std::string &out, const std::string &err, bool own_group) {
+    std::vector<std::string> all = {FUSOR_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char *> argv;
+    for (std::string &a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    if (own_group) {
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&attr, 0);
+    }
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, FUSOR_BINARY, &actions, &attr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    REQUIRE(rc == 0);
+    return pid;
+}
+
 }  // namespace
 
 TEST_CASE("autotune: every trial is stored with its schedule, parent and provenance", "[tuner][autotune]") {
@@ -498,29 +524,10 @@ TEST_CASE("autotune: Ctrl-C stops cleanly, keeps what was measured and says how 
     // as a terminal does: SIGINT to the tuner's whole process group (its workers have their own)
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json", out = dir.file("out.txt");
-    std::vector<std::string> args = {FUSOR_BINARY, "autotune", model, "--db", dir.file("t.db"), "--trials", "200",
-                                     "--jobs", "2", "--threads", "1", "--autoschedulers", "none"};
-    std::vector<char *> argv;
-    for (std::string &a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, dir.file("err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    pid_t pid;
-    REQUIRE(posix_spawn(&pid, FUSOR_BINARY, &actions, &attr, argv.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    auto slurp = [](const std::string &path) {
-        std::ifstream f(path);
-        std::stringstream ss;
-        ss << f.rdbuf();
-        return ss.str();
-    };
+    pid_t pid = spawn_fusor({"autotune", model, "--db", dir.file("t.db"), "--trials", "200", "--jobs", "2", "--threads", "1",
+                             "--autoschedulers", "none"},
+                            out, dir.file("err.txt"), /*own_group=*/true);
+    using fusor::test::slurp;
     auto t0 = std::chrono::steady_clock::now();
     while (slurp(out).find("trial 1:") == std::string::npos &&
            std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
@@ -690,18 +697,9 @@ TEST_CASE("autotune: kill -9 mid-run keeps every trial it logged, and a rerun re
           "[tuner][autotune]") {
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json", out = dir.file("out.txt");
-    std::vector<std::string> args = {FUSOR_BINARY, "autotune", model, "--db", dir.file("t.db"), "--trials", "200",
-                                     "--jobs", "2", "--threads", "1", "--autoschedulers", "none", "--confirm-rounds", "0"};
-    std::vector<char *> argv;
-    for (std::string &a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, dir.file("err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    REQUIRE(posix_spawn(&pid, FUSOR_BINARY, &actions, nullptr, argv.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&actions);
+    pid_t pid = spawn_fusor({"autotune", model, "--db", dir.file("t.db"), "--trials", "200", "--jobs", "2", "--threads", "1",
+                             "--autoschedulers", "none", "--confirm-rounds", "0"},
+                            out, dir.file("err.txt"), /*own_group=*/false);
     auto t0 = std::chrono::steady_clock::now();
     while (fusor::test::slurp(out).find("trial 4:") == std::string::npos &&
            std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
