@@ -647,7 +647,9 @@ int main(int argc, char **argv) {
                                   {"merged_best_ms", best.empty() ? json(nullptr) : json(best[0].ms)}, {"ok", ok},
                                   {"better_of_two", better_of_two}};
         if (!better_of_two && !best.empty()) {
-            fmt::print("merge check: the merged best ({}) is ranked on both seeds' measurements\n", best[0].trial.schedule);
+            fmt::print("merge check: the merged best ({}) is slower than the better seed's best; a schedule both seeds "
+                       "measured is ranked on all its measurements\n",
+                       best[0].trial.schedule);
         }
         fmt::print("merge check: seed 1 {:.4f} ms, seed 2 {:.4f} ms, merged {} ({})\n", a.best_ms, b.best_ms,
                    best.empty() ? "-" : fmt::format("{:.4f} ms", best[0].ms), ok ? "ok" : "FAILED");

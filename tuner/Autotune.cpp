@@ -191,15 +191,15 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         return ranked;
     };
     auto best_ms = [](const Work &w) { return w.best ? w.best->ms : 0.0; };
-    // one Work per distinct signature; identical clusters are tuned once
+    int jobs = opt.jobs > 0 ? opt.jobs : std::max(1, (int)std::thread::hardware_concurrency());
     // the workers of a batch are alive at once (compiled, waiting to be timed): each gets its share
     int64_t worker_memory_mb = opt.worker_memory_mb;
     if (worker_memory_mb == 0) {
-        int parallel = opt.jobs > 0 ? opt.jobs : std::max(1, (int)std::thread::hardware_concurrency());
         int64_t physical_mb = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE) / (1024 * 1024);
-        worker_memory_mb = std::max<int64_t>(1024, physical_mb * 8 / 10 / parallel);
+        worker_memory_mb = std::max<int64_t>(1024, physical_mb * 8 / 10 / jobs);
     }
     if (worker_memory_mb < 0) worker_memory_mb = 0;
+    // one Work per distinct signature; identical clusters are tuned once
     std::vector<Work> work;
     std::map<std::string, size_t> by_signature;
     std::vector<std::pair<const Graph *, const Cluster *>> clusters;
@@ -264,7 +264,6 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     }
     SplitMix64 rng(opt.seed);
     int measured = 0;
-    int jobs = opt.jobs > 0 ? opt.jobs : std::max(1, (int)std::thread::hardware_concurrency());
     size_t current = 0;  // index into work of the cluster being measured, for progress
     std::string last;
     auto report = [&](const Work &w) {

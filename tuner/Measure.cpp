@@ -381,45 +381,35 @@ int run_worker(const std::string &job_path, const std::string &result_path, bool
         struct rlimit lim = {bytes, bytes};
         setrlimit(RLIMIT_AS, &lim);
     }
-    // an allocation that fails under the limit (in fusor's code or Halide's runtime) is the
-    // candidate's out-of-memory, written as its result
-    auto out_of_memory = [&] {
+    // an allocation that fails under the limit (fusor's buffers, Halide's, LLVM's where it throws)
+    // is the candidate's out-of-memory, written as its result
+    try {
+        Compiled c = compile_candidate(job);
+        if (c.failure) {
+            write_atomically(result_path, result_to_json(*c.failure).dump() + "\n");
+            return 0;
+        }
+        if (hold) {
+            write_atomically(result_path + ".compiled", json{{"compile_ms", c.compile_ms}}.dump() + "\n");
+            char go = 0;
+            ssize_t n;
+            do {
+                n = read(0, &go, 1);
+            } while (n < 0 && errno == EINTR);
+            if (n != 1) return 0;  // the parent is gone or cancelled the batch
+        }
+        MeasureResult r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms);
+        if (r.status == TrialStatus::OutOfMemory) r.error += fmt::format(" (the worker's limit is {} MB)", job.memory_limit_mb);
+        r.mapped_schedule = c.mapped_schedule;
+        r.unmapped = c.unmapped;
+        r.resources = c.resources;
+        write_atomically(result_path, result_to_json(r).dump() + "\n");
+    } catch (const std::bad_alloc &) {
         MeasureResult r;
         r.status = TrialStatus::OutOfMemory;
         r.error = fmt::format("out of memory: an allocation failed under the worker's limit of {} MB", job.memory_limit_mb);
         write_atomically(result_path, result_to_json(r).dump() + "\n");
-        return 0;
-    };
-    Compiled c;
-    try {
-        c = compile_candidate(job);
-    } catch (const std::bad_alloc &) {
-        return out_of_memory();
     }
-    if (c.failure) {
-        write_atomically(result_path, result_to_json(*c.failure).dump() + "\n");
-        return 0;
-    }
-    if (hold) {
-        write_atomically(result_path + ".compiled", json{{"compile_ms", c.compile_ms}}.dump() + "\n");
-        char go = 0;
-        ssize_t n;
-        do {
-            n = read(0, &go, 1);
-        } while (n < 0 && errno == EINTR);
-        if (n != 1) return 0;  // the parent is gone or cancelled the batch
-    }
-    MeasureResult r;
-    try {
-        r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms);
-    } catch (const std::bad_alloc &) {
-        return out_of_memory();
-    }
-    if (r.status == TrialStatus::OutOfMemory) r.error += fmt::format(" (the worker's limit is {} MB)", job.memory_limit_mb);
-    r.mapped_schedule = c.mapped_schedule;
-    r.unmapped = c.unmapped;
-    r.resources = c.resources;
-    write_atomically(result_path, result_to_json(r).dump() + "\n");
     return 0;
 }
 

@@ -927,9 +927,10 @@ TEST_CASE("tuning db: the resources are part of a trial's id only when present",
     db.add_trial(a);
     db.add_trial(b);
     CHECK(a.id != b.id);
-    for (TrialStatus s : {TrialStatus::ResourceLimit, TrialStatus::Spills, TrialStatus::Unmeasured}) {
+    for (TrialStatus s : {TrialStatus::ResourceLimit, TrialStatus::Spills, TrialStatus::Unmeasured, TrialStatus::OutOfMemory}) {
         CHECK(fusor::parse_status(fusor::status_name(s)) == s);
     }
+    CHECK(std::string(fusor::status_name(TrialStatus::OutOfMemory)) == "out-of-memory");
     CHECK(std::string(fusor::status_name(TrialStatus::ResourceLimit)) == "resource-limit");
     CHECK(std::string(fusor::status_name(TrialStatus::Unmeasured)) == "unmeasured");
 }
