@@ -12,6 +12,9 @@ using namespace Halide;
 
 namespace {
 
+/** The loop over a chunked reduction's chunks (StageSchedule::chunk). */
+const char *const kChunkLoop = "ko";
+
 /** Names of a stage's pure dims, Halide order (its Func's args). */
 std::vector<std::string> arg_names(const Func &f) {
     std::vector<std::string> names;
@@ -54,9 +57,11 @@ std::vector<Loop> loops_of(const StageSchedule &s, const std::vector<std::string
         return out;
     }
     if (!s.gpu_threads.empty()) {
-        // computed at a block loop: serial outer parts, then the threads
+        // computed at a block loop: (the loop over reduction chunks), serial outer parts, then
+        // the threads
         int k = std::min((int)s.gpu_threads.size(), rank);
         std::vector<Loop> out;
+        if (s.chunk) out.push_back({kChunkLoop, 2});  // iterates; its extent is the reduction's
         for (int d = rank - 1; d >= k; d--) out.push_back({args[d], extents[d]});
         for (int d = k - 1; d >= 0; d--) out.push_back({args[d] + "o", (extents[d] + s.gpu_threads[d] - 1) / s.gpu_threads[d]});
         for (int d = k - 1; d >= 0; d--) out.push_back({args[d] + "i", std::min<int64_t>(s.gpu_threads[d], extents[d])});
@@ -247,6 +252,30 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
             auto assoc = Internal::prove_associativity(info->func.name(), info->func.update_args(0), info->func.update_values(0).as_vector());
             if (!assoc.associative()) return where + ": rfactor needs an associative update, and update 0 is not one";
         }
+        if (st.chunk) {
+            if (st.level != ComputeLevel::At || st.gpu_threads.empty()) {
+                return where + ": chunk= applies to a reduction computed at a GPU block loop by the block's threads (at=<output>.<v>o gpu=...)";
+            }
+            if (st.rfactor) return where + ": chunk= and rfactor= split the same reduction loop; use one";
+            if (!info->func.has_update_definition() || info->func.rvars(0).empty()) {
+                return where + ": chunk=" + std::to_string(st.chunk) + " needs a reduction (an update over a reduction domain)";
+            }
+            std::set<std::string> pure;
+            for (const Expr &a : info->func.update_args(0)) {
+                const auto *v = a.as<Internal::Variable>();
+                if (v && !v->reduction_domain.defined()) pure.insert(v->name);
+            }
+            for (const std::string &a : arg_names(info->func)) {
+                if (!pure.count(a)) return where + ": chunk= needs update 0 to write every dim at its own var, and it writes " + a + " otherwise (a scan)";
+            }
+            const Internal::ReductionVariable &rv = info->func.function().update(0).schedule().rvars().back();
+            const int64_t *extent = Internal::as_const_int(Internal::simplify(rv.extent));
+            if (!extent) return where + ": chunk= needs a reduction loop of constant extent, and " + rv.var + "'s is not";
+            if (*extent % st.chunk != 0 || st.chunk > *extent) {
+                return where + ": chunk=" + std::to_string(st.chunk) + " does not divide extent " + std::to_string(*extent) +
+                       " of the outermost reduction loop " + rv.var;
+            }
+        }
         if ((st.store_root || !st.store_stage.empty()) && st.level != ComputeLevel::At) {
             return where + ": store= applies to stages computed at a consumer's loop (at=) only";
         }
@@ -401,10 +430,20 @@ void schedule_gpu(const StageSchedule &st, const StageInfo &info, Func f) {
             if (!pure.count(args[d])) return;  // a scan: leave the update serial
         }
         std::vector<VarOrRVar> order;  // innermost first
+        bool chunked = update_index == 0 && st.chunk > 0 && !root;
         if (update_index >= 0) {
-            for (const RVar &r : f.rvars(update_index)) {
-                std::string name = r.name();
-                order.push_back(RVar(name.substr(name.rfind('.') + 1)));
+            std::vector<RVar> rvars = f.rvars(update_index);
+            for (size_t i = 0; i < rvars.size(); i++) {
+                std::string name = rvars[i].name();
+                RVar r(name.substr(name.rfind('.') + 1));
+                if (chunked && i + 1 == rvars.size()) {
+                    // the outermost reduction loop in chunks: ko (per block, outside the
+                    // threads; added last below) and ki (inside each thread)
+                    stage.split(r, RVar(kChunkLoop), RVar("ki"), st.chunk, TailStrategy::GuardWithIf);
+                    order.push_back(RVar("ki"));
+                } else {
+                    order.push_back(r);
+                }
             }
         }
         std::vector<VarOrRVar> threads, blocks;
@@ -422,12 +461,21 @@ void schedule_gpu(const StageSchedule &st, const StageInfo &info, Func f) {
         if (per_thread_tile) {
             for (int d = 0; d < k; d++) order.push_back(Var(args[d] + "r"));
         }
-        order.insert(order.end(), threads.begin(), threads.end());
-        for (int d = 0; d < k; d++) order.push_back(Var(args[d] + "o"));
+        if (st.chunk > 0 && !root) {
+            // a chunked reduction per block: each thread's own elements (<v>o) innermost, so one
+            // step of the reduction reuses its operands across them (a register tile)
+            for (int d = k - 1; d >= 0; d--) order.insert(order.begin(), Var(args[d] + "o"));
+            order.insert(order.end(), threads.begin(), threads.end());
+        } else {
+            order.insert(order.end(), threads.begin(), threads.end());
+            for (int d = 0; d < k; d++) order.push_back(Var(args[d] + "o"));
+        }
         for (int d = k; d < rank; d++) order.push_back(Var(args[d]));
+        if (chunked) order.push_back(RVar(kChunkLoop));
         if (order.size() > 1) stage.reorder(order);
         for (int d : st.unroll) {
             if (per_thread_tile && d < k) stage.unroll(Var(args[d] + "r"));
+            if (st.chunk > 0 && !root && d < k) stage.unroll(Var(args[d] + "o"));
         }
         if (root) {
             // blocks: the tiled dims' outer loops and the untiled dims, fused down to three
@@ -468,7 +516,12 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
         if (st.level == ComputeLevel::Root) {
             f.compute_root();
         } else {
-            f.compute_at(c.find_stage(st.at_stage)->func, Var(st.at_var));
+            const StageSchedule *at = s.find(st.at_stage);
+            if (at && at->chunk && st.at_var == kChunkLoop) {
+                f.compute_at(c.find_stage(st.at_stage)->func, RVar(kChunkLoop));  // per chunk of its reduction
+            } else {
+                f.compute_at(c.find_stage(st.at_stage)->func, Var(st.at_var));
+            }
             if (st.store_root) f.store_root();
             if (!st.store_stage.empty()) f.store_at(c.find_stage(st.store_stage)->func, Var(st.store_var));
         }

@@ -61,7 +61,8 @@ constexpr int64_t kMinParallelElements = 16384;
 
 ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc,
                                  const Halide::Target &target) {
-    if (target.has_feature(Halide::Target::CUDA)) return default_gpu_schedule(g, c, lc);
+    // CUDA, and OpenCL: the same GPU schedules, which the tests run on CPUs through POCL
+    if (target.has_gpu_feature()) return default_gpu_schedule(g, c, lc);
     auto reach = reached_outputs(g, c);
     ClusterSchedule sched;
     // Which output does each anchored accumulator feed, and at which loop do At stages go?

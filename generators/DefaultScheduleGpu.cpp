@@ -9,7 +9,10 @@
  *    split over the block's threads (rfactor) into partials in shared memory;
  *  - conv/matmul accumulators are per thread, in registers, over the thread's output tile; their
  *    staged operand (a conv's padded input window, a matmul's packed B panel) is copied per block
- *    into shared memory by all the block's threads when it fits;
+ *    into shared memory by all the block's threads when it fits. When no block's whole window fits
+ *    (a matmul's long K, a conv over many input channels), the accumulator is computed per block
+ *    over its reduction in chunks (chunk=), still one register tile per thread, and the operand is
+ *    staged per chunk;
  *  - a stage needed by several outputs is materialized as its own kernel. */
 #include <algorithm>
 #include <array>
@@ -30,9 +33,9 @@ constexpr int64_t kSharedBudget = 32 * 1024;
 constexpr int kThreadsPerBlock = 256;
 
 /** Bytes of \p producer that \p consumer's definitions read over a block covering \p coverage
- * elements of each of its pure dims (whole reduction domains): Halide's bounds of the calls.
- * -1 when not a constant. */
-int64_t block_footprint(const StageInfo &consumer, const StageInfo &producer, const std::vector<int64_t> &coverage) {
+ * elements of each of its pure dims (whole reduction domains, or one \p chunk of update 0's
+ * outermost reduction loop): Halide's bounds of the calls. -1 when not a constant. */
+int64_t block_footprint(const StageInfo &consumer, const StageInfo &producer, const std::vector<int64_t> &coverage, int64_t chunk = 0) {
     using namespace Halide;
     using namespace Halide::Internal;
     Scope<Interval> scope;
@@ -55,8 +58,12 @@ int64_t block_footprint(const StageInfo &consumer, const StageInfo &producer, co
     Box box;
     bool found = false;
     for (int u = 0; u < consumer.func.num_update_definitions(); u++) {
-        for (const ReductionVariable &rv : consumer.func.function().update(u).schedule().rvars()) {
-            if (!scope.contains(rv.var)) scope.push(rv.var, Interval(rv.min, simplify(rv.min + rv.extent - 1)));
+        const std::vector<ReductionVariable> &rvars = consumer.func.function().update(u).schedule().rvars();
+        for (size_t i = 0; i < rvars.size(); i++) {
+            const ReductionVariable &rv = rvars[i];
+            // with \p chunk, update 0's outermost reduction loop covers one chunk
+            Expr extent = chunk > 0 && u == 0 && i + 1 == rvars.size() ? Expr((int)chunk) : rv.extent;
+            if (!scope.contains(rv.var)) scope.push(rv.var, Interval(rv.min, simplify(rv.min + extent - 1)));
         }
         Tuple values = consumer.func.update_values(u);
         for (const Expr &v : values.as_vector()) v.accept(&calls);
@@ -107,6 +114,8 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
         bool anchored = false;
         int at_dim = 0;  // the block covers dims below this whole (row reductions)
         int64_t staged_bytes = -1;  // shared memory of the staged operand per block; -1: not staged
+        int chunk = 0;              // staged per chunk of this many reduction steps (0: whole)
+        std::string chunk_acc;      // the accumulator whose chunk loop stages it
     };
     std::vector<OutputPlan> plans(lc.outputs.size());
     std::vector<OutputFeeds> feeds = output_feeds(g, lc, reach);
@@ -143,8 +152,9 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             };
             std::array<int, 4> chosen = shape(16, 2);
             p.staged_bytes = -1;
-            if (!staged.empty()) {
-                for (auto [tx0, rx0] : std::vector<std::pair<int, int>>{{16, 2}, {16, 1}, {8, 1}, {4, 1}}) {
+            // the whole window per block, for the given block shapes
+            auto stage_whole = [&](std::vector<std::pair<int, int>> shapes) {
+                for (auto [tx0, rx0] : shapes) {
                     std::array<int, 4> sh = shape(tx0, rx0);
                     std::vector<int64_t> coverage(o.extents.size(), 1);
                     coverage[0] = (int64_t)sh[0] * sh[2];
@@ -159,10 +169,41 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
                     if (bytes > 0 && bytes <= kSharedBudget) {
                         chosen = sh;
                         p.staged_bytes = bytes;
-                        break;
+                        return;
                     }
                 }
-            }
+            };
+            // the accumulator per block over its reduction in chunks, the operand staged per
+            // chunk: the largest chunk of 32, 16, 8, 4 or 2 steps that divides the loop and fits
+            auto stage_chunked = [&] {
+                if (accs.size() != 1 || !accs[0]->func.has_update_definition() || accs[0]->func.rvars(0).empty()) return;
+                const auto &rv = accs[0]->func.function().update(0).schedule().rvars().back();
+                const int64_t *extent = Halide::Internal::as_const_int(Halide::Internal::simplify(rv.extent));
+                std::array<int, 4> sh = shape(16, 2);
+                std::vector<int64_t> coverage(o.extents.size(), 1);
+                coverage[0] = (int64_t)sh[0] * sh[2];
+                coverage[1] = (int64_t)sh[1] * sh[3];
+                for (int c : {32, 16, 8, 4, 2}) {
+                    if (!extent || *extent <= c || *extent % c != 0) continue;
+                    int64_t bytes = 0;
+                    for (const StageInfo *stg : staged) {
+                        int64_t b = block_footprint(*accs[0], *stg, coverage, c);
+                        bytes = b < 0 || bytes < 0 ? -1 : std::max(bytes, b);
+                    }
+                    if (bytes > 0 && bytes <= kSharedBudget) {
+                        chosen = sh;
+                        p.staged_bytes = bytes;
+                        p.chunk = c;
+                        p.chunk_acc = accs[0]->name;
+                        return;
+                    }
+                }
+            };
+            // whole windows of full-width blocks; else chunks of the reduction (a matmul's long
+            // K, a conv over many input channels); else narrower blocks whose whole window fits
+            if (!staged.empty()) stage_whole({{16, 2}, {16, 1}});
+            if (!staged.empty() && p.staged_bytes < 0) stage_chunked();
+            if (!staged.empty() && p.staged_bytes < 0) stage_whole({{8, 1}, {4, 1}});
             s.gpu_threads = {chosen[0], chosen[1]};
             s.tile = {chosen[2], chosen[3]};
             s.unroll = {0, 1};
@@ -225,12 +266,14 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
                 int64_t bytes = p.staged_bytes;
                 if (bytes > 0 && bytes <= kSharedBudget && rank > 0) {
                     s.level = ComputeLevel::At;
-                    s.at_stage = p.s.stage;
-                    s.at_var = dim_var(0).name() + "o";
+                    s.at_stage = p.chunk ? p.chunk_acc : p.s.stage;
+                    s.at_var = p.chunk ? "ko" : dim_var(0).name() + "o";
                     // the output's thread shape: the block's threads copy the window together
                     s.gpu_threads.assign(p.s.gpu_threads.begin(), p.s.gpu_threads.begin() + std::min<size_t>(rank, p.s.gpu_threads.size()));
                     s.memory = MemoryKind::Shared;
-                    s.note = "staged per block in shared memory, " + std::to_string(bytes) + " bytes";
+                    s.note = p.chunk ? "staged per block and per chunk of " + std::to_string(p.chunk) + " reduction steps in shared memory, " +
+                                           std::to_string(bytes) + " bytes"
+                                     : "staged per block in shared memory, " + std::to_string(bytes) + " bytes";
                 } else {
                     s.note = "its window per block does not fit the shared-memory budget: read in place";
                 }
@@ -247,7 +290,18 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
                 make_root("reduces to a scalar output");
                 break;
             }
-            if (st.reduced_out_dims.empty()) {
+            if (st.reduced_out_dims.empty() && p.chunk && p.chunk_acc == st.name) {
+                // per block over the reduction in chunks: each thread accumulates its own tile in
+                // registers, and the block's threads stage the operand's chunk between steps
+                s.level = ComputeLevel::At;
+                s.at_stage = p.s.stage;
+                s.at_var = dim_var(0).name() + "o";
+                s.gpu_threads = p.s.gpu_threads;
+                s.chunk = p.chunk;
+                s.memory = MemoryKind::Register;
+                s.unroll = {0, 1};
+                s.note = "per block, the reduction in chunks of " + std::to_string(p.chunk);
+            } else if (st.reduced_out_dims.empty()) {
                 // per output element: each thread accumulates its own tile in registers
                 s.level = ComputeLevel::At;
                 s.at_stage = p.s.stage;

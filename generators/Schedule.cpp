@@ -8,7 +8,7 @@ bool StageSchedule::operator==(const StageSchedule &o) const {
     return stage == o.stage && level == o.level && at_stage == o.at_stage && at_var == o.at_var && tile == o.tile &&
            vector_width == o.vector_width && unroll == o.unroll && order == o.order && parallel == o.parallel &&
            rfactor == o.rfactor && store_root == o.store_root && store_stage == o.store_stage && store_var == o.store_var &&
-           gpu_threads == o.gpu_threads && memory == o.memory;
+           gpu_threads == o.gpu_threads && memory == o.memory && chunk == o.chunk;
 }
 
 const StageSchedule *ClusterSchedule::find(const std::string &stage) const {
@@ -46,6 +46,7 @@ std::string to_text(const StageSchedule &s) {
         for (size_t i = 0; i < s.unroll.size(); i++) o << (i ? "," : "") << s.unroll[i];
     }
     if (s.rfactor) o << " rfactor=" << s.rfactor;
+    if (s.chunk) o << " chunk=" << s.chunk;
     if (s.memory == MemoryKind::Shared) o << " mem=shared";
     if (s.memory == MemoryKind::Register) o << " mem=register";
     if (s.parallel) o << " parallel";
@@ -151,6 +152,12 @@ std::optional<ClusterSchedule> parse_schedule(std::string_view text, std::string
                     return fail("'" + w + "': expected rfactor=<factor of at least 2>");
                 }
                 st.rfactor = v[0];
+            } else if (w.rfind("chunk=", 0) == 0) {
+                std::vector<int> v;
+                if (!parse_int_list(value("chunk="), ',', &v) || v.size() != 1 || v[0] < 2) {
+                    return fail("'" + w + "': expected chunk=<reduction iterations per chunk, at least 2>");
+                }
+                st.chunk = v[0];
             } else if (w.rfind("gpu=", 0) == 0) {
                 if (!parse_int_list(value("gpu="), 'x', &st.gpu_threads) || st.gpu_threads.size() > 3) {
                     return fail("'" + w + "': expected gpu=<threads>[x<threads>[x<threads>]] (at most 3 dims)");
@@ -170,7 +177,7 @@ std::optional<ClusterSchedule> parse_schedule(std::string_view text, std::string
             } else if (w == "parallel") {
                 st.parallel = true;
             } else {
-                return fail("unknown token '" + w + "'; expected inline, root, at=, store=, tile=, order=, vec=, unroll=, rfactor=, gpu=, mem= or parallel");
+                return fail("unknown token '" + w + "'; expected inline, root, at=, store=, tile=, order=, vec=, unroll=, rfactor=, chunk=, gpu=, mem= or parallel");
             }
         }
         if (!level_seen) return fail("stage '" + st.stage + "' has no compute level (inline, root or at=)");

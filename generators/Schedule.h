@@ -12,6 +12,8 @@
  *     c0_packb at=c0_relu.xo gpu=16x16 mem=shared      # staged per block by all its threads
  *     c0_acc at=c0_relu.xi mem=register unroll=0,1     # per thread, in registers
  *     c0_sum at=c0_out.xo rfactor=256 mem=shared       # block-level reduction: 256 threads
+ *     c1_acc at=c1_out.xo gpu=16x16 chunk=32 mem=register unroll=0,1   # per block, K in chunks
+ *     c1_packb at=c1_acc.ko gpu=16x16 mem=shared       # staged per chunk of K
  * Applying a schedule to Funcs happens in exactly one place (ApplySchedule.h). */
 
 #include <optional>
@@ -58,6 +60,13 @@ struct StageSchedule {
      * threads, so all the block's threads compute it together. Empty = not a GPU loop nest. */
     std::vector<int> gpu_threads;
     MemoryKind memory = MemoryKind::Auto;  ///< text `mem=shared|register`
+    /** CUDA, a reduction computed at a block loop with gpu= (text `chunk=32`): update 0's
+     * outermost reduction loop (a matmul's K, a conv's input channels) is split into chunks of
+     * this many iterations. The loop over chunks, `ko`, runs per block outside the threads; a
+     * stage computed at `<this stage>.ko` is therefore staged once per chunk (a K-chunk of a
+     * matmul's packed panel in shared memory). Inside, each thread accumulates its own elements
+     * (`<v>o` loops, unrollable with `unroll=`). 0 = not chunked. */
+    int chunk = 0;
     std::string note;                   ///< why the default schedule chose this (text after '#'); not compared
 
     bool operator==(const StageSchedule &o) const;
