@@ -81,7 +81,9 @@ int64_t block_footprint(const StageInfo &consumer, const StageInfo &producer, co
         Expr extent = simplify(box[d].max - box[d].min + 1);
         const int64_t *e = as_const_int(extent);
         if (!e) return -1;
-        bytes *= std::min<int64_t>(*e, d < producer.extents.size() ? producer.extents[d] : *e);
+        // not clamped to the producer's extents: a padded window's halo lies outside them, and
+        // Halide computes (and stores) the stage over the whole region its consumer reads
+        bytes *= *e;
     }
     return bytes;
 }

@@ -13,11 +13,21 @@ namespace fusor::cli {
 
 bool cuda_target_without_driver(const std::string &target) {
     Halide::Target t = parse_target(target);
+    check_jit_gpu_target(t, target);
     if (!t.has_feature(Halide::Target::CUDA) || cuda_driver_available()) return false;
     fmt::print(stderr, "{}\n", no_cuda_driver_message(target));
     return true;
 }
 
+
+void check_jit_gpu_target(const Halide::Target &t, const std::string &text) {
+    // OpenCL in fusor is for AOT libraries: its implementation on CPUs (POCL) carries an LLVM of
+    // its own, which cannot live in one process with libHalide's
+    if (t.has_gpu_feature() && !t.has_feature(Halide::Target::CUDA)) {
+        throw UserError("--target '" + text + "': fusor runs GPU code in-process through CUDA only; other GPU targets "
+                        "(OpenCL) are for `fusor compile`");
+    }
+}
 
 std::string file_stem(const std::string &tensor_name) {
     std::string s = tensor_name;

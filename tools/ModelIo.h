@@ -36,6 +36,10 @@ using fusor::db_schedules;
  * to stderr and returns true (the verb exits 1). Called before any Halide compilation. */
 bool cuda_target_without_driver(const std::string &target);
 
+/** A GPU target that `run`, `bench` and `autotune` (JIT) cannot run: any but CUDA (UserError,
+ * exit 2). OpenCL targets are for `fusor compile`. */
+void check_jit_gpu_target(const Halide::Target &t, const std::string &text);
+
 /** Parses a --layout value; throws UserError naming the flag otherwise. */
 Layout layout_flag(const std::string &text);
 
