@@ -25,7 +25,7 @@ void check_jit_gpu_target(const Halide::Target &t, const std::string &text) {
     // its own, which cannot live in one process with libHalide's
     if (t.has_gpu_feature() && !t.has_feature(Halide::Target::CUDA)) {
         throw UserError("--target '" + text + "': fusor runs GPU code in-process through CUDA only; other GPU targets "
-                        "(OpenCL) are for `fusor compile`");
+                        "(OpenCL) are for `fusor compile` and `fusor autotune --export-batch`");
     }
 }
 

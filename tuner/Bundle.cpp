@@ -233,6 +233,8 @@ ExportBatchResult export_batch(const Graph &g, TuningDb &db, AutotuneOptions opt
 
     Halide::Target target(result.target);
     bool cuda = target.has_feature(Halide::Target::CUDA);
+    // OpenCL: the GPU schedules checked on a CPU through POCL (docs/cuda.md), keyed like a CPU
+    bool opencl = target.has_feature(Halide::Target::OpenCL);
     json info = {{"model", g.name}, {"target", result.target}, {"fusor_version", FUSOR_VERSION},
                  {"halide_version", FUSOR_HALIDE_VERSION}, {"host", host_name()}, {"fingerprint", machine_fingerprint()},
                  {"cpu", cpuinfo("model name")}, {"cpu_flags_hash", flags_hash()}, {"created_at", utc_now()}};
@@ -261,8 +263,10 @@ ExportBatchResult export_batch(const Graph &g, TuningDb &db, AutotuneOptions opt
           << "const char kBundleTarget[] = " << c_literal(result.target) << ";\n"
           << "const bool kBundleCuda = " << (cuda ? "true" : "false") << ";\n"
           << (cuda ? "extern \"C\" const struct halide_device_interface_t *halide_cuda_device_interface();\n"
-                     "const struct halide_device_interface_t *(*const kCudaInterface)() = halide_cuda_device_interface;\n"
-                   : "const struct halide_device_interface_t *(*const kCudaInterface)() = nullptr;\n")
+                     "const struct halide_device_interface_t *(*const kDeviceInterface)() = halide_cuda_device_interface;\n"
+              : opencl ? "extern \"C\" const struct halide_device_interface_t *halide_opencl_device_interface();\n"
+                         "const struct halide_device_interface_t *(*const kDeviceInterface)() = halide_opencl_device_interface;\n"
+                       : "const struct halide_device_interface_t *(*const kDeviceInterface)() = nullptr;\n")
           << "const char kBundleInfo[] = " << c_literal(info.dump()) << ";\n"
           << "extern \"C\" {\n";
     for (const ExportedCandidate &c : cands) table << "int " << c.function << "_argv(void **);\n";

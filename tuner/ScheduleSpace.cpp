@@ -16,13 +16,16 @@
  *                        per-thread tile within the output's extent; stages staged at the output's
  *                        block loop follow), per-thread tile (1, 2, 4, 8 per dim), unrolling of
  *                        the per-thread tile loops
- *   staged operands:     shared-memory staging on (computed per block at an output's block loop,
- *                        by all its threads, mem=shared) or off (inline: read in place)
+ *   staged operands:     read in place (inline), staged whole in shared memory (per block at an
+ *                        output's block loop, by all its threads, mem=shared), or staged per chunk
+ *                        of 4-64 steps of its accumulator's reduction (the accumulator per block,
+ *                        chunk=, each thread's tile in registers; the operand at <acc>.ko)
  * Each candidate is checked by why_illegal; illegal edits are retried. */
 #include "tuner/ScheduleSpace.h"
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "generators/ApplySchedule.h"
 
@@ -202,9 +205,14 @@ void edit_gpu_output(ClusterSchedule &all, StageSchedule &s, const StageInfo &st
             s.gpu_threads[d] = t;
             left /= t;
         }
-        // stages computed by all the block's threads follow its new shape
+        // stages computed by all the block's threads follow its new shape: those at its block
+        // loop, and those staged per chunk of a reduction computed there
+        std::set<std::string> in_block = {s.stage};
+        for (const StageSchedule &o : all.stages) {
+            if (o.level == ComputeLevel::At && o.at_stage == s.stage && o.chunk) in_block.insert(o.stage);
+        }
         for (StageSchedule &o : all.stages) {
-            if (&o == &s || o.level != ComputeLevel::At || o.at_stage != s.stage || o.gpu_threads.empty()) continue;
+            if (&o == &s || o.level != ComputeLevel::At || !in_block.count(o.at_stage) || o.gpu_threads.empty()) continue;
             if (o.gpu_threads == std::vector<int>(old.begin(), old.begin() + std::min(old.size(), o.gpu_threads.size()))) {
                 o.gpu_threads.assign(s.gpu_threads.begin(), s.gpu_threads.begin() + std::min(s.gpu_threads.size(), o.gpu_threads.size()));
             }
@@ -236,26 +244,94 @@ void edit_gpu_output(ClusterSchedule &all, StageSchedule &s, const StageInfo &st
     }
 }
 
-/** Staging on or off for a staged operand. */
-void edit_gpu_staging(const LoweredCluster &lc, const ClusterSchedule &all, StageSchedule &s, const StageInfo &st, SplitMix64 &rng) {
-    if (s.level != ComputeLevel::Inline) {  // off: read in place
+const int kChunks[] = {4, 8, 16, 32, 64};
+
+/** The accumulator that reads staged operand \p st (a matmul's packed panel, a conv's padded
+ * window), or null. */
+const StageInfo *reading_accumulator(const LoweredCluster &lc, const StageInfo &st) {
+    for (const StageInfo &info : lc.stages) {
+        if (info.role != StageRole::Accumulator || !info.func.has_update_definition()) continue;
+        for (const auto &[callee, fn] : Halide::Internal::find_direct_calls(info.func.function())) {
+            if (callee == st.func.name()) return &info;
+        }
+    }
+    return nullptr;
+}
+
+/** The chunk sizes of \p acc's update 0's outermost reduction loop that divide it (kChunks). */
+std::vector<int> chunk_choices(const StageInfo &acc) {
+    std::vector<int> out;
+    if (!acc.func.has_update_definition() || acc.func.rvars(0).empty()) return out;
+    const auto &rv = acc.func.function().update(0).schedule().rvars().back();
+    const int64_t *extent = Halide::Internal::as_const_int(Halide::Internal::simplify(rv.extent));
+    for (int c : kChunks) {
+        if (extent && c < *extent && *extent % c == 0) out.push_back(c);
+    }
+    return out;
+}
+
+/** Where a staged operand lives: read in place (inline), its whole window per block in shared
+ * memory (at an output's block loop), or per chunk of the accumulator's reduction (the
+ * accumulator then per block at the output's block loop, chunk=, each thread's tile in
+ * registers). Moves the operand, and its accumulator when that changes form, to another of
+ * these. */
+void edit_gpu_staging(const LoweredCluster &lc, ClusterSchedule &all, StageSchedule &s, const StageInfo &st, SplitMix64 &rng) {
+    const StageInfo *acc_info = reading_accumulator(lc, st);
+    StageSchedule *acc = acc_info ? const_cast<StageSchedule *>(all.find(acc_info->name)) : nullptr;
+    // the output the accumulator serves (per thread at <out>.xi or per block at <out>.xo)
+    const StageSchedule *out = nullptr;
+    if (acc && acc->level == ComputeLevel::At) out = all.find(acc->at_stage);
+    if (!out) {
+        std::vector<const StageSchedule *> outs;
+        for (size_t o = 0; o < lc.outputs.size(); o++) {
+            const StageSchedule *os = all.find(lc.output_stage(o).name);
+            if (os && os->level == ComputeLevel::Root && !os->gpu_threads.empty()) outs.push_back(os);
+        }
+        if (outs.empty()) return;
+        out = outs[pick(rng, (int)outs.size())];
+    }
+    if (out->level != ComputeLevel::Root || out->gpu_threads.empty()) return;
+    const StageInfo *oi = lc.find_stage(out->stage);
+    std::string xo = args_of(*oi)[0] + "o", xi = args_of(*oi)[0] + "i";
+    std::vector<int> chunks = acc && acc->level == ComputeLevel::At ? chunk_choices(*acc_info) : std::vector<int>{};
+    // 0: read in place, 1: whole window, 2 + i: per chunk of chunks[i]
+    int state = s.level == ComputeLevel::Inline ? 0 : (acc && acc->chunk ? -1 : 1);
+    int next = state;
+    while (next == state) {
+        next = pick(rng, 2 + (int)chunks.size());
+        if (state == -1 && next >= 2 && chunks[next - 2] == acc->chunk) next = state;  // the same chunk
+    }
+    std::string out_name = out->stage;
+    std::vector<int> threads = out->gpu_threads;
+    if (acc && next < 2 && acc->chunk) {
+        // back to one accumulator per thread, in registers
+        acc->at_stage = out_name, acc->at_var = xi;
+        acc->gpu_threads.clear();
+        acc->chunk = 0;
+        acc->memory = MemoryKind::Register;
+        acc->unroll = {0, 1};
+        acc->note.clear();
+    }
+    s.note.clear();
+    if (next == 0) {
         s = StageSchedule{};
         s.stage = st.name;
         return;
     }
-    std::vector<const StageSchedule *> outs;
-    for (size_t o = 0; o < lc.outputs.size(); o++) {
-        const StageSchedule *os = all.find(lc.output_stage(o).name);
-        if (os && os->level == ComputeLevel::Root && !os->gpu_threads.empty()) outs.push_back(os);
-    }
-    if (outs.empty()) return;
-    const StageSchedule &out = *outs[pick(rng, (int)outs.size())];
-    const StageInfo *oi = lc.find_stage(out.stage);
     s.level = ComputeLevel::At;
-    s.at_stage = out.stage;
-    s.at_var = args_of(*oi)[0] + "o";
-    s.gpu_threads.assign(out.gpu_threads.begin(), out.gpu_threads.begin() + std::min(out.gpu_threads.size(), st.extents.size()));
+    s.gpu_threads.assign(threads.begin(), threads.begin() + std::min(threads.size(), st.extents.size()));
     s.memory = MemoryKind::Shared;
+    if (next == 1) {
+        s.at_stage = out_name, s.at_var = xo;
+        return;
+    }
+    acc->at_stage = out_name, acc->at_var = xo;
+    acc->gpu_threads.assign(threads.begin(), threads.begin() + std::min(threads.size(), acc_info->extents.size()));
+    acc->chunk = chunks[next - 2];
+    acc->memory = MemoryKind::Register;
+    acc->unroll = {0, 1};
+    acc->note.clear();
+    s.at_stage = acc->stage, s.at_var = "ko";
 }
 
 /** The thread shapes edit_gpu_output can pick for an output of \p extents with \p dims gpu dims. */
@@ -324,7 +400,9 @@ double space_size(const LoweredCluster &lc, const ClusterSchedule &s, int lanes)
                 int dims = (int)st.gpu_threads.size();
                 n *= gpu_thread_shapes(info->extents, dims) * std::pow(4.0, dims) /*tiles*/ * (dims >= 2 ? 4 : 2) /*unroll*/;
             } else if (stageable(*info)) {
-                n *= 2;  // staged in shared memory or read in place
+                // read in place, staged whole in shared memory, or per chunk of its reduction
+                const StageInfo *acc = reading_accumulator(lc, *info);
+                n *= 2 + (acc ? chunk_choices(*acc).size() : 0);
             }
         }
         return n;

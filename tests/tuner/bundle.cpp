@@ -189,6 +189,49 @@ TEST_CASE("bundle: kernels that compute wrong values, crash or hang are recorded
     }
 }
 
+TEST_CASE("bundle: the GPU search's candidates, chunked staging included, run through OpenCL on the CPU and all verify",
+          "[tuner][bundle][gpu]") {
+    // An OpenCL target gets the GPU schedule space (the same Halide GPU lowering as CUDA), and
+    // POCL (pocl-opencl-icd) runs the kernels on the CPU: every candidate's outputs are checked
+    // against the unfused CPU reference carried in the bundle.
+    INFO("POCL (Debian's pocl-opencl-icd, which cmake/bootstrap.sh installs) runs the GPU kernels on the CPU");
+    REQUIRE(std::filesystem::exists("/etc/OpenCL/vendors/pocl.icd"));
+    TempDir d;
+    std::string path = std::string(FUSOR_TEST_DATA) + "/cuda/long_reductions.json";
+    Result e = export_batch(d, path, "host-opencl", 14, "--layout nchw --seed 5");
+    INFO(e.out);
+    REQUIRE(e.status == 0);
+    json manifest = read_json(d.file("b/manifest.json"));
+    REQUIRE(manifest["candidates"].size() == 14);
+    std::map<std::string, std::string> schedules;  // id -> schedule
+    int chunked = 0;
+    for (const json &c : manifest["candidates"]) {
+        std::string text = c["schedule"];
+        schedules[c["id"]] = text;
+        CHECK_THAT(text, Contains(" gpu="));
+        if (text.find(" chunk=") != std::string::npos) chunked++;
+    }
+    CHECK(chunked > 0);  // the default chunks both clusters, and the search changes chunk sizes
+    Result m = shell("'" + d.file("b/measure") + "' --runs 1 --warmup 0 --timeout 60", d);
+    INFO(m.out);
+    REQUIRE(m.status == 0);
+    CHECK_THAT(m.out, Contains("14 of 14 candidates ok"));
+    json results = read_json(d.file("b/results.json"));
+    REQUIRE(results["results"].size() == 14);
+    for (const json &r : results["results"]) {
+        INFO(schedules[r["id"]]);
+        CHECK(r["status"] == "ok");
+        CHECK(r["max_abs_error"].get<double>() < 1e-4);
+    }
+    // the same model through run or bench on this target: a usage error, not a crash
+    Result run = shell(fusor_cmd("run '" + path + "' --target host-opencl"), d);
+    CHECK(run.status == 2);
+    CHECK_THAT(run.out, Contains("CUDA only") && Contains("fusor compile"));
+    Result tune = shell(fusor_cmd("autotune '" + path + "' --db '" + d.file("j.db") + "' --target host-opencl --trials 2"), d);
+    CHECK(tune.status == 2);
+    CHECK_FALSE(std::filesystem::exists(d.file("j.db")));
+}
+
 TEST_CASE("bundle: a CUDA bundle is built without a GPU and, run here without the driver, says so in one line", "[tuner][bundle]") {
     TempDir d;
     Result e = export_batch(d, model("eltwise_chain"), "host-cuda-cuda_capability_80", 2);

@@ -94,7 +94,7 @@ MeasureJob cuda_job() {
 TEST_CASE("gpu space: random edits of every config model's default GPU schedule stay legal",
           "[tuner][cuda]") {
     Halide::Target target(kCudaTarget);
-    int memory_toggles = 0;
+    int memory_toggles = 0, chunk_changes = 0;
     for (const char *name : {"eltwise_chain", "attention_scores", "transformer_mlp", "resnet_block",
                              "mobilenet_v2_block"}) {
         Graph g = model(name);
@@ -139,6 +139,7 @@ TEST_CASE("gpu space: random edits of every config model's default GPU schedule 
                     }
                     const StageSchedule *before = def.find(s.stage);
                     if (before && before->memory != s.memory) memory_toggles++;
+                    if (before && before->chunk != s.chunk) chunk_changes++;
                 }
                 seen.insert(to_text(child));
                 cur = child;
@@ -147,6 +148,7 @@ TEST_CASE("gpu space: random edits of every config model's default GPU schedule 
         }
     }
     CHECK(memory_toggles > 0);  // shared-memory staging is switched on or off somewhere
+    CHECK(chunk_changes > 0);   // and per-chunk staging on, off, or to another chunk size
 }
 
 TEST_CASE(
@@ -286,12 +288,12 @@ TEST_CASE("gpu autotune: --target host-cuda-cuda_capability_80 without a driver 
     CHECK_THAT(show, Contains("unmeasured"));
 }
 
-TEST_CASE("gpu measure: staging a long-K matmul panel in shared memory is a real resource-limit, "
+TEST_CASE("gpu measure: staging a long-K matmul panel whole in shared memory is a real resource-limit, "
           "never run",
           "[tuner][cuda]") {
-    // transformer_mlp as configured: fc2 has K=3072, so its packed B panel per block is far over
-    // 48 KiB; the default reads it in place, and the search's "staging on" edit must be rejected by
-    // the launch's shared-memory figure (no stand-in here).
+    // transformer_mlp as configured: K=768 and K=3072, so a block's whole packed B panel is far
+    // over 48 KiB; the default stages it per chunk of K (chunk=), and the search's "whole window"
+    // form must be rejected by the launch's shared-memory figure (no stand-in here).
     Graph g =
         load_graph_json(std::string(FUSOR_SOURCE_DIR) + "/configs/models/transformer_mlp.json");
     form_clusters(g);
@@ -301,41 +303,45 @@ TEST_CASE("gpu measure: staging a long-K matmul panel in shared memory is a real
         Graph sub = extract_cluster(g, c);
         LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
         ClusterSchedule def = default_schedule(sub, sub.clusters[0], lc, target);
-        for (StageSchedule &s : def.stages) {
+        const StageInfo &out = lc.output_stage(0);
+        ClusterSchedule whole = def;
+        bool chunked = false;
+        for (StageSchedule &s : whole.stages) {
             const StageInfo *info = lc.find_stage(s.stage);
-            if (!info || info->role != StageRole::Reused || info->aligned ||
-                s.level != ComputeLevel::Inline)
-                continue;
-            if (s.note.find("does not fit") == std::string::npos) continue;
-            ClusterSchedule on = def;
-            StageSchedule &st =
-                *std::find_if(on.stages.begin(), on.stages.end(),
-                              [&](const StageSchedule &x) { return x.stage == s.stage; });
-            const StageInfo &out = lc.output_stage(0);
-            const StageSchedule *os = on.find(out.name);
-            REQUIRE(os);
-            st.level = ComputeLevel::At;
-            st.at_stage = out.name;
-            st.at_var = out.func.args()[0].name() + "o";
-            st.gpu_threads.assign(os->gpu_threads.begin(),
-                                  os->gpu_threads.begin() +
-                                      std::min(os->gpu_threads.size(), info->extents.size()));
-            st.memory = MemoryKind::Shared;
-            st.note.clear();
-            INFO(to_text(on));
-            REQUIRE(why_illegal(on, lc) == "");
-            MeasureJob job;
-            job.graph_json = job_graph_json(g, c);
-            job.target = kCudaTarget;
-            job.schedule = to_text(on);
-            MeasureResult r = measure_here(job);
-            INFO(r.error);
-            CHECK(r.status == TrialStatus::ResourceLimit);
-            CHECK_THAT(r.error, Contains("bytes of shared memory per block (at most 49152)"));
-            CHECK_FALSE(r.median_ms.has_value());
-            CHECK(nlohmann::json::parse(r.resources)["shared_bytes"].get<int64_t>() > 48 * 1024);
-            rejected++;
+            REQUIRE(info);
+            if (s.chunk) {  // the accumulator back to per thread
+                chunked = true;
+                s.at_var = out.func.args()[0].name() + "i";
+                s.gpu_threads.clear();
+                s.chunk = 0;
+                s.note.clear();
+            }
+            if (s.level == ComputeLevel::At && s.at_var == "ko") {  // the panel whole, per block
+                s.at_stage = out.name;
+                s.at_var = out.func.args()[0].name() + "o";
+                s.note.clear();
+            }
         }
+        REQUIRE(chunked);
+        INFO(to_text(whole));
+        REQUIRE(why_illegal(whole, lc) == "");
+        MeasureJob job;
+        job.graph_json = job_graph_json(g, c);
+        job.target = kCudaTarget;
+        job.schedule = to_text(whole);
+        MeasureResult r = measure_here(job);
+        INFO(r.error);
+        CHECK(r.status == TrialStatus::ResourceLimit);
+        CHECK_THAT(r.error, Contains("bytes of shared memory per block (at most 49152)"));
+        CHECK_FALSE(r.median_ms.has_value());
+        CHECK(nlohmann::json::parse(r.resources)["shared_bytes"].get<int64_t>() > 48 * 1024);
+        rejected++;
+        // and the default, per chunk, is within the limits
+        job.schedule = to_text(def);
+        MeasureResult ok = measure_here(job);
+        INFO(ok.error);
+        CHECK(ok.status == TrialStatus::Unmeasured);
+        CHECK(nlohmann::json::parse(ok.resources)["shared_bytes"].get<int64_t>() == 4096);
     }
-    CHECK(rejected >= 1);
+    CHECK(rejected == 2);
 }

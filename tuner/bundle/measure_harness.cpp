@@ -65,7 +65,7 @@ struct BundleCandidate {
 
 }  // namespace
 
-#include "bundle_table.h"  // kBundleTarget, kBundleCuda, kCudaInterface, kBundleInfo, kClusters, kCandidates
+#include "bundle_table.h"  // kBundleTarget, kBundleCuda, kDeviceInterface, kBundleInfo, kClusters, kCandidates
 
 namespace {
 
@@ -213,10 +213,8 @@ std::string measure_candidate(const BundleCandidate &cand, int warmup, int runs)
         return std::string("\"status\": \"") + status + "\", \"error\": " + json_string(why);
     };
     const halide_device_interface_t *dev = nullptr;
-    if (kBundleCuda) {
-        if (!kCudaInterface) return failure("runtime-error", "the bundle's runtime has no CUDA support");
-        dev = kCudaInterface();
-    }
+    if (kBundleCuda && !kDeviceInterface) return failure("runtime-error", "the bundle's runtime has no CUDA support");
+    if (kDeviceInterface) dev = kDeviceInterface();  // CUDA, or OpenCL (POCL on a CPU, in the tests)
     std::vector<Buffer> bufs(cl.num_params + cl.num_outputs);
     std::string why;
     for (int i = 0; i < cl.num_params; i++) {
