@@ -15,8 +15,11 @@
  *      starts as broad as random's; then per candidate: three in eight one edit of the fastest
  *      verified fusor schedule so far, two in eight one or two edits of one of the three fastest,
  *      and three in eight exploration (one edit of the default, or now and then two to four).
- *      No schedule is measured twice (a rerun resumes without re-measuring); drawing parents from
- *      the top three keeps one lucky measurement from steering the whole search;
+ *      No schedule is measured twice (a rerun resumes without re-measuring, from the three best
+ *      schedules of earlier runs, with no first generation); drawing parents from the top three
+ *      keeps one lucky measurement from steering the whole search. A CUDA target this machine
+ *      cannot time (--export-batch, or no driver) ranks by the GPU results imported from earlier
+ *      bundles (fingerprints gpu:...), so each batch evolves from what the GPU measured;
  *   4. confirm: the kConfirmFinalists best schedules by TuningDb::ranked_schedules (per schedule:
  *      the median of its measurements), plus the default, timed again side by side in
  *      confirm_rounds rounds (one batch each, the order rotated), stored as strategy "confirm"
@@ -42,6 +45,7 @@
 #include "Halide.h"
 #include "generators/ApplySchedule.h"
 #include "generators/AutoScheduler.h"
+#include "generators/CudaCheck.h"
 #include "generators/DefaultSchedule.h"
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
@@ -178,10 +182,15 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     std::string target = resolved_target(opt.target);
     Halide::Target htarget(target);
     std::string fingerprint = machine_fingerprint();
-    // The best schedule so far (per schedule, over every measurement on this machine) and the
-    // default's time (the median of its measurements), from the database.
+    // A CUDA target this machine cannot time (exporting a bundle, or no driver): the search
+    // follows what GPUs measured, the results imported from earlier bundles (fingerprints
+    // gpu:<name>|cc:<x.y>), so each batch evolves from the GPU's best rather than the default.
+    bool timed_elsewhere = htarget.has_feature(Halide::Target::CUDA) && (!opt.export_dir.empty() || !cuda_driver_available());
+    std::string rank_fingerprint = timed_elsewhere ? "gpu:" : fingerprint;
+    // The best schedule so far (per schedule, over every measurement on this machine, or on the
+    // GPUs above) and the default's time (the median of its measurements), from the database.
     auto refresh_best = [&](Work &w) {
-        std::vector<RankedSchedule> ranked = db.ranked_schedules(w.result.signature, target, fingerprint);
+        std::vector<RankedSchedule> ranked = db.ranked_schedules(w.result.signature, target, rank_fingerprint);
         w.best.reset();
         if (!ranked.empty()) w.best = ranked[0];
         std::string def = schedule_key(w.def);
@@ -241,10 +250,16 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
                 w.default_id = t.id;
             }
         }
-        refresh_best(w);  // resume: the best of earlier runs on this machine
-        if (w.best) {
+        // resume: the best of earlier runs on this machine (or the imported GPU results), its
+        // top schedules the search's parents
+        std::vector<RankedSchedule> earlier = refresh_best(w);
+        for (size_t r = 0; r < earlier.size() && r < 3; r++) {
             std::string err;
-            if (auto parsed = parse_schedule(w.best->trial.schedule, &err)) w.rank(*parsed, w.best->first_id, w.best->ms);
+            if (auto parsed = parse_schedule(earlier[r].trial.schedule, &err)) w.rank(*parsed, earlier[r].first_id, earlier[r].ms);
+        }
+        if (timed_elsewhere && w.best) {
+            log(fmt::format("  {}: the search evolves from {} schedules measured on GPUs (best {:.3f} ms on {})", c.name, earlier.size(),
+                            w.best->ms, w.best->trial.fingerprint));
         }
         work.push_back(std::move(w));
     }
@@ -376,7 +391,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
     auto confirm = [&](Work &w) {
         if (w.confirmed) return;
         w.confirmed = true;
-        if (opt.confirm_rounds <= 0 || exporting || (opt.stop && *opt.stop)) return;
+        if (opt.confirm_rounds <= 0 || exporting || timed_elsewhere || (opt.stop && *opt.stop)) return;
         if (opt.budget_s > 0 && elapsed() >= opt.budget_s) {
             log(fmt::format("  {} confirm: skipped, the budget is spent", w.result.name));
             return;
@@ -516,6 +531,9 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
                         opt.budget_s > 0 ? fmt::format("{:.0f} s", time_quota) : fmt::format("{} trials", quota)));
         int done = 0, stale = 0;
         bool evolve = opt.strategy != "random";
+        // a run that resumes (schedules of this workload measured earlier here, or on GPUs for
+        // a CUDA target measured elsewhere) has its population already: no first generation
+        bool resumed = !w.pool.empty();
         while (!out_of_budget() && stale < 64 && measured < opt.trials &&
                (opt.budget_s > 0 ? elapsed() - cluster_start < time_quota : done < quota)) {
             int want = std::min(jobs, opt.trials - measured);
@@ -524,7 +542,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             std::set<std::string> keys;
             // evolve's first generation: as many candidates as a quarter of the quota (at least
             // one batch) drawn as random search draws them
-            bool first_generation = done < std::max(want, opt.budget_s > 0 ? 4 * jobs : quota / 4);
+            bool first_generation = !resumed && done < std::max(want, opt.budget_s > 0 ? 4 * jobs : quota / 4);
             for (int attempt = 0; (int)batch.size() < want && attempt < 8 * want; attempt++) {
                 // random (and evolve's first generation): one edit of the default. Evolve after
                 // that: 3/8 one edit of the fastest; 2/8 one or two edits of one of the three

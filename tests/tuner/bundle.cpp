@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <sys/wait.h>
 
@@ -346,4 +347,30 @@ TEST_CASE("bundle: a CUDA bundle's results are keyed by GPU name and compute cap
     CHECK_THAT(c.out, Contains("1 clusters, 1 tuned"));
     std::string lib = slurp(d.file("lib/libeltwise_chain.a"));
     CHECK(lib.find(best->id) != std::string::npos);
+
+    // the next batch evolves from what the GPU measured: its parents are the imported results'
+    // schedules (the fastest most often), not only the default, and it measures none of them again
+    Result next = shell(fusor_cmd("autotune '" + model("eltwise_chain") + "' --db '" + d.file("fresh.db") + "' --export-batch '" +
+                                  d.file("b2") + "' --target " + target + " --trials 8 --jobs 2 --seed 3"),
+                        d);
+    INFO(next.out);
+    REQUIRE(next.status == 0);
+    CHECK_THAT(next.out, Contains("the search evolves from 3 schedules measured on GPUs (best 1.000 ms on gpu:NVIDIA H200|cc:9.0)"));
+    json manifest2 = read_json(d.file("b2/manifest.json"));
+    REQUIRE(manifest2["candidates"].size() == 8);
+    std::set<std::string> imported;
+    for (const json &t : exported["trials"]) imported.insert(t["schedule"].get<std::string>());
+    TuningDb after(d.file("fresh.db"));
+    int from_fastest = 0, from_imported = 0;
+    for (const json &c : manifest2["candidates"]) {
+        CHECK(imported.count(c["schedule"].get<std::string>()) == 0);  // not measured again
+        std::string parent_id = c["parent"];
+        if (parent_id.empty()) continue;  // an edit of the default (never measured on a GPU here)
+        std::optional<Trial> parent = after.trial(parent_id);
+        REQUIRE(parent);
+        from_imported += (int)imported.count(parent->schedule);
+        from_fastest += parent->schedule == best->schedule;
+    }
+    CHECK(from_fastest >= 2);
+    CHECK(from_imported >= from_fastest);
 }
