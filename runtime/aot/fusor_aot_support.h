@@ -178,11 +178,19 @@ struct Model {
     RunKernels run_kernels;
     const int *copies = nullptr;  // (source, output) tensor index pairs, copied after the kernels
     int num_copies = 0;
+    /* GPU targets: the device API of the kernels. The arena then has one device allocation too,
+     * and every intermediate's device copy is a view of it at the tensor's arena offset (the
+     * host arena's plan, on the device); null on CPU targets. */
+    const halide_device_interface_t *(*device_interface)() = nullptr;
 
     // state
     bool ready = false;
     uint8_t *arena = nullptr;
     std::vector<halide_buffer_t> buffers;
+    halide_buffer_t arena_device;               // GPU targets: the arena's device allocation (1-D, bytes)
+    halide_dimension_t arena_dim;
+    std::vector<halide_buffer_t> arena_views;   // per tensor: its bytes of arena_device, cropped
+    std::vector<halide_dimension_t> view_dims;
     std::vector<std::vector<halide_dimension_t>> dims;
     std::vector<halide_buffer_t *> bound;  // per run: the buffer of each tensor
     std::vector<halide_buffer_t> raw_in, raw_out;  // run_raw's wrappers, shapes fixed at init
@@ -230,6 +238,7 @@ struct Model {
             // when its host is dirty, also on its first use (no flag matters on CPU targets)
             if (t.kind == Kind::Weight) buffers[i].flags = halide_buffer_flag_host_dirty;
         }
+        if (int e = init_device_arena()) return e;
         bound.assign(num_tensors, nullptr);
         for (int i = 0; i < num_tensors; i++) bound[i] = &buffers[i];  // inputs and outputs rebound per run
         raw_in.assign(num_inputs, halide_buffer_t());
@@ -253,8 +262,59 @@ struct Model {
         return 0;
     }
 
+    /* GPU targets: one device allocation for the arena, and each intermediate's device copy a
+     * view of it at its offset (halide_device_crop of a byte range), so device memory follows
+     * the same plan as the host arena: arena_bytes in all, one allocation. */
+    int init_device_arena() {
+        arena_views.assign(num_tensors, halide_buffer_t());
+        view_dims.assign(num_tensors, halide_dimension_t());
+        std::memset(&arena_device, 0, sizeof arena_device);
+        if (!device_interface || arena_bytes <= 0) return 0;
+        arena_dim = halide_dimension_t{0, (int32_t)arena_bytes, 1, 0};
+        arena_device.host = arena;
+        arena_device.type.code = halide_type_uint;
+        arena_device.type.bits = 8;
+        arena_device.type.lanes = 1;
+        arena_device.dimensions = 1;
+        arena_device.dim = &arena_dim;
+        int r = halide_device_malloc(&ctx, &arena_device, device_interface());
+        if (r != 0) {
+            error = std::string(name) + ": cannot allocate the device arena of " + std::to_string(arena_bytes) + " bytes (Halide error " +
+                    std::to_string(r) + ")";
+            return -3;
+        }
+        for (int i = 0; i < num_tensors; i++) {
+            if (tensors[i].kind != Kind::Arena) continue;
+            int64_t bytes = bytes_of(i);
+            if (bytes <= 0) continue;
+            halide_buffer_t &v = arena_views[i];
+            v = arena_device;
+            view_dims[i] = halide_dimension_t{(int32_t)tensors[i].offset, (int32_t)bytes, 1, 0};
+            v.dim = &view_dims[i];
+            v.host = arena + tensors[i].offset;
+            v.device = 0;
+            v.device_interface = nullptr;
+            if ((r = halide_device_crop(&ctx, &arena_device, &v)) != 0) {
+                error = std::string(name) + ": cannot place '" + tensors[i].name + "' in the device arena (Halide error " + std::to_string(r) + ")";
+                return -3;
+            }
+            buffers[i].device = v.device;
+            buffers[i].device_interface = v.device_interface;
+        }
+        return 0;
+    }
+
     void teardown() {
-        // device copies (CUDA targets) of the tensors this library owns
+        // the intermediates' device copies are views of the device arena: released, then the arena
+        for (int i = 0; i < (int)arena_views.size() && i < (int)buffers.size(); i++) {
+            if (!arena_views[i].device) continue;
+            buffers[i].device = 0;
+            buffers[i].device_interface = nullptr;
+            halide_device_release_crop(&ctx, &arena_views[i]);
+        }
+        if (arena_device.device) halide_device_free(&ctx, &arena_device);
+        arena_views.clear();
+        // other device copies (GPU targets) of the tensors this library owns
         for (halide_buffer_t &b : buffers) {
             if (b.device) halide_device_free(&ctx, &b);
         }

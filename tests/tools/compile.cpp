@@ -208,6 +208,40 @@ TEST_CASE("compile: the CUDA default schedules of every test model, run through 
     }
 }
 
+TEST_CASE("compile: on a GPU target the intermediates live in one device allocation, the arena's plan on the device",
+          "[tools][compile][gpu]") {
+    require_pocl();
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/transformer_mlp.json";
+    Graph g = load_graph_json(model);
+    std::string in_args = run_jit_reference(d, model, g, 17).positional_args;
+    // Halide's runtime debug output (target feature debug) shows each device allocation
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --target " + kOpenClTarget + "-debug -o '" +
+                         d.file("lib") + "' --name m",
+                     d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    size_t at = c.out.find("arena ");
+    REQUIRE(at != std::string::npos);
+    long long arena = std::stoll(c.out.substr(at + 6));
+    REQUIRE(arena > 0);
+    std::string app = build_driver(d, d.file("lib"), "m", "-DFUSOR_CHECK_RUN_DEVICE");
+    Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
+    REQUIRE(run.status == 0);
+    check_outputs_match_jit(d, g);
+    // one device allocation of the arena's bytes, and the intermediate (h2) a view of it: no
+    // allocation of its own 16x128 floats
+    CHECK_THAT(run.out, Contains("uint8, {0, " + std::to_string(arena) + ", 1})"));
+    CHECK_THAT(run.out, Contains("halide_device_crop"));
+    std::istringstream lines(run.out);
+    int h2_allocations = 0;
+    for (std::string line; std::getline(lines, line);) {
+        bool malloc_line = line.find("halide_device_malloc validating input buffer") != std::string::npos;
+        h2_allocations += malloc_line && line.find("float32, {0, 128, 1}, {0, 16, 128})") != std::string::npos;
+    }
+    CHECK(h2_allocations == 0);
+}
+
 TEST_CASE("compile: reductions staged per chunk in shared memory (a matmul's long K, a conv's 128 channels) give the JIT "
           "outputs through OpenCL on the CPU",
           "[tools][compile][gpu]") {
