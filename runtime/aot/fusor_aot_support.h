@@ -163,6 +163,25 @@ inline void hook_free(void *user_context, void *ptr) {
     free(head);
 }
 
+/* The last message Halide's runtime reported on this thread (its default handler would abort
+ * the app: a CUDA library on a machine without a GPU, an allocation that failed). */
+inline std::string &halide_message() {
+    static thread_local std::string message;
+    return message;
+}
+
+inline void record_halide_error(void *user_context, const char *msg) {
+    (void)user_context;
+    std::string m = msg ? msg : "";
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    halide_message() = m;
+}
+
+/* ": <Halide's message>" when there is one, to end an error text. */
+inline std::string halide_detail() {
+    return halide_message().empty() ? std::string() : ": " + halide_message();
+}
+
 struct Model {
     const char *name;
     const TensorDesc *tensors;
@@ -222,6 +241,7 @@ struct Model {
 
     int init() {
         if (ready) return 0;
+        halide_set_error_handler(record_halide_error);
         if (arena_bytes > 0 && posix_memalign((void **)&arena, 64, (size_t)arena_bytes) != 0) {
             error = std::string(name) + ": cannot allocate the arena of " + std::to_string(arena_bytes) + " bytes";
             return -3;
@@ -238,7 +258,11 @@ struct Model {
             // when its host is dirty, also on its first use (no flag matters on CPU targets)
             if (t.kind == Kind::Weight) buffers[i].flags = halide_buffer_flag_host_dirty;
         }
-        if (int e = init_device_arena()) return e;
+        if (int e = init_device_arena()) {
+            free(arena);
+            arena = nullptr;
+            return e;
+        }
         bound.assign(num_tensors, nullptr);
         for (int i = 0; i < num_tensors; i++) bound[i] = &buffers[i];  // inputs and outputs rebound per run
         raw_in.assign(num_inputs, halide_buffer_t());
@@ -280,7 +304,7 @@ struct Model {
         int r = halide_device_malloc(&ctx, &arena_device, device_interface());
         if (r != 0) {
             error = std::string(name) + ": cannot allocate the device arena of " + std::to_string(arena_bytes) + " bytes (Halide error " +
-                    std::to_string(r) + ")";
+                    std::to_string(r) + ")" + halide_detail();
             return -3;
         }
         for (int i = 0; i < num_tensors; i++) {
@@ -295,7 +319,14 @@ struct Model {
             v.device = 0;
             v.device_interface = nullptr;
             if ((r = halide_device_crop(&ctx, &arena_device, &v)) != 0) {
-                error = std::string(name) + ": cannot place '" + tensors[i].name + "' in the device arena (Halide error " + std::to_string(r) + ")";
+                error = std::string(name) + ": cannot place '" + tensors[i].name + "' in the device arena (Halide error " + std::to_string(r) + ")" +
+                        halide_detail();
+                for (int j = 0; j < i; j++) {
+                    if (arena_views[j].device) halide_device_release_crop(&ctx, &arena_views[j]);
+                    buffers[j].device = 0;
+                    buffers[j].device_interface = nullptr;
+                }
+                halide_device_free(&ctx, &arena_device);
                 return -3;
             }
             buffers[i].device = v.device;
@@ -435,12 +466,13 @@ struct Model {
     /* Every kernel in order over the buffers in `bound`, then the copied outputs. */
     int run_bound(bool nested = false) {
         int failed = 0;
+        halide_message().clear();
         int r = run_kernels(&ctx, bound.data(), &failed);
         if (r != 0) {
             if (kernels[failed].branch_error) {
                 error = std::string(name) + ": If " + kernels[failed].name + ": " + kernels[failed].branch_error();
             } else {
-                error = std::string(name) + ": kernel " + kernels[failed].name + " failed with Halide error " + std::to_string(r);
+                error = std::string(name) + ": kernel " + kernels[failed].name + " failed with Halide error " + std::to_string(r) + halide_detail();
             }
             return -1;
         }

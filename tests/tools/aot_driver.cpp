@@ -76,7 +76,10 @@ int main(int argc, char **argv) {
     for (auto &o : outputs) out_data.emplace_back(o.second);
     for (auto &v : out_data) out_ptrs.push_back(v.data());
     MODEL_FN(_set_num_threads)(2);
-    if (MODEL_FN(_init)() != 0) return 4;
+    if (int r = MODEL_FN(_init)()) {
+        std::fprintf(stderr, "init failed (%d): %s\n", r, MODEL_FN(_last_error)());
+        return 4;
+    }
     long long allocs[3] = {0, 0, 0};
     for (int rep = 0; rep < 3; rep++) {  // later runs reuse the arena and the scratch pool
         int r = MODEL_FN(_run_raw)(in_ptrs.data(), out_ptrs.data());

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <dlfcn.h>
 #include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
@@ -240,6 +241,30 @@ TEST_CASE("compile: on a GPU target the intermediates live in one device allocat
         h2_allocations += malloc_line && line.find("float32, {0, 128, 1}, {0, 16, 128})") != std::string::npos;
     }
     CHECK(h2_allocations == 0);
+}
+
+TEST_CASE("compile: a CUDA library links into an app; without a GPU its init returns an error with Halide's reason, "
+          "not an abort",
+          "[tools][compile][gpu]") {
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/transformer_mlp.json";
+    Graph g = load_graph_json(model);
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --target host-cuda-cuda_capability_80 -o '" +
+                         d.file("lib") + "' --name m",
+                     d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    std::string app = build_driver(d, d.file("lib"), "m");
+    if (void *cuda = dlopen("libcuda.so.1", RTLD_LAZY)) {
+        dlclose(cuda);
+        SUCCEED("this machine has a CUDA driver: bench/gpu.sh checks the library's outputs");
+        return;
+    }
+    std::string in_args = run_jit_reference(d, model, g, 3).positional_args;
+    Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
+    INFO(run.out);
+    CHECK(run.status == 4);  // the driver's "init failed"
+    CHECK_THAT(run.out, Contains("init failed (-3)") && Contains("cannot allocate the device arena") && Contains("cuda"));
 }
 
 TEST_CASE("compile: reductions staged per chunk in shared memory (a matmul's long K, a conv's 128 channels) give the JIT "
