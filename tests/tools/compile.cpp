@@ -243,7 +243,7 @@ TEST_CASE("compile: on a GPU target the intermediates live in one device allocat
     CHECK(h2_allocations == 0);
 }
 
-TEST_CASE("compile: a CUDA library links into an app; without a GPU its init returns an error with Halide's reason, "
+TEST_CASE("compile: a CUDA library links into an app, and without a GPU its init returns an error with Halide's reason, "
           "not an abort",
           "[tools][compile][gpu]") {
     TempDir d;
