@@ -161,6 +161,7 @@ struct Work {
         double ms = 0;
     };
     std::vector<Ranked> pool;
+    bool resumed = false;  ///< the database had measured schedules of this workload before this run
     void rank(const ClusterSchedule &sched, const std::string &id, double ms) {
         auto at = std::upper_bound(pool.begin(), pool.end(), ms, [](double v, const Ranked &r) { return v < r.ms; });
         pool.insert(at, Ranked{sched, id, ms});
@@ -253,6 +254,7 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         // resume: the best of earlier runs on this machine (or the imported GPU results), its
         // top schedules the search's parents
         std::vector<RankedSchedule> earlier = refresh_best(w);
+        w.resumed = !earlier.empty();
         for (size_t r = 0; r < earlier.size() && r < 3; r++) {
             std::string err;
             if (auto parsed = parse_schedule(earlier[r].trial.schedule, &err)) w.rank(*parsed, earlier[r].first_id, earlier[r].ms);
@@ -531,9 +533,10 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
                         opt.budget_s > 0 ? fmt::format("{:.0f} s", time_quota) : fmt::format("{} trials", quota)));
         int done = 0, stale = 0;
         bool evolve = opt.strategy != "random";
-        // a run that resumes (schedules of this workload measured earlier here, or on GPUs for
-        // a CUDA target measured elsewhere) has its population already: no first generation
-        bool resumed = !w.pool.empty();
+        // a run that resumes (schedules of this workload measured before this run, here or, for
+        // a CUDA target measured elsewhere, on GPUs) has its population already: no first
+        // generation (this run's seeds alone do not count)
+        bool resumed = w.resumed;
         while (!out_of_budget() && stale < 64 && measured < opt.trials &&
                (opt.budget_s > 0 ? elapsed() - cluster_start < time_quota : done < quota)) {
             int want = std::min(jobs, opt.trials - measured);
