@@ -12,9 +12,6 @@ using namespace Halide;
 
 namespace {
 
-/** The loop over a chunked reduction's chunks (StageSchedule::chunk). */
-const char *const kChunkLoop = "ko";
-
 /** Names of a stage's pure dims, Halide order (its Func's args). */
 std::vector<std::string> arg_names(const Func &f) {
     std::vector<std::string> names;
@@ -145,6 +142,13 @@ GpuPlace gpu_place(const ClusterSchedule &s, const LoweredCluster &c, const std:
 
 }  // namespace
 
+int64_t outermost_reduction_extent(const StageInfo &st) {
+    if (!st.func.has_update_definition() || st.func.rvars(0).empty()) return -1;
+    const Internal::ReductionVariable &rv = st.func.function().update(0).schedule().rvars().back();
+    const int64_t *extent = Internal::as_const_int(Internal::simplify(rv.extent));
+    return extent ? *extent : -1;
+}
+
 std::vector<std::string> loop_names(const StageSchedule &s, const std::vector<std::string> &args) {
     std::vector<int64_t> extents(args.size(), 1);
     std::vector<std::string> names;
@@ -268,12 +272,12 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
             for (const std::string &a : arg_names(info->func)) {
                 if (!pure.count(a)) return where + ": chunk= needs update 0 to write every dim at its own var, and it writes " + a + " otherwise (a scan)";
             }
-            const Internal::ReductionVariable &rv = info->func.function().update(0).schedule().rvars().back();
-            const int64_t *extent = Internal::as_const_int(Internal::simplify(rv.extent));
-            if (!extent) return where + ": chunk= needs a reduction loop of constant extent, and " + rv.var + "'s is not";
-            if (*extent % st.chunk != 0 || st.chunk > *extent) {
-                return where + ": chunk=" + std::to_string(st.chunk) + " does not divide extent " + std::to_string(*extent) +
-                       " of the outermost reduction loop " + rv.var;
+            const std::string &rv = info->func.function().update(0).schedule().rvars().back().var;
+            int64_t extent = outermost_reduction_extent(*info);
+            if (extent < 0) return where + ": chunk= needs a reduction loop of constant extent, and " + rv + "'s is not";
+            if (extent % st.chunk != 0 || st.chunk > extent) {
+                return where + ": chunk=" + std::to_string(st.chunk) + " does not divide extent " + std::to_string(extent) +
+                       " of the outermost reduction loop " + rv;
             }
         }
         if ((st.store_root || !st.store_stage.empty()) && st.level != ComputeLevel::At) {
@@ -415,6 +419,7 @@ void schedule_gpu(const StageSchedule &st, const StageInfo &info, Func f) {
     int k = std::min((int)st.gpu_threads.size(), rank);
     bool root = st.level == ComputeLevel::Root;
     bool per_thread_tile = root && !st.tile.empty();
+    bool per_block_chunks = st.chunk > 0 && !root;  // a reduction per block, in chunks (chunk=)
     TailStrategy tail = info.is_output ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
     auto schedule_def = [&](Stage stage, int update_index) {
         std::set<std::string> pure;
@@ -430,7 +435,7 @@ void schedule_gpu(const StageSchedule &st, const StageInfo &info, Func f) {
             if (!pure.count(args[d])) return;  // a scan: leave the update serial
         }
         std::vector<VarOrRVar> order;  // innermost first
-        bool chunked = update_index == 0 && st.chunk > 0 && !root;
+        bool chunked = update_index == 0 && per_block_chunks;
         if (update_index >= 0) {
             std::vector<RVar> rvars = f.rvars(update_index);
             for (size_t i = 0; i < rvars.size(); i++) {
@@ -461,7 +466,7 @@ void schedule_gpu(const StageSchedule &st, const StageInfo &info, Func f) {
         if (per_thread_tile) {
             for (int d = 0; d < k; d++) order.push_back(Var(args[d] + "r"));
         }
-        if (st.chunk > 0 && !root) {
+        if (per_block_chunks) {
             // a chunked reduction per block: each thread's own elements (<v>o) innermost, so one
             // step of the reduction reuses its operands across them (a register tile)
             for (int d = k - 1; d >= 0; d--) order.insert(order.begin(), Var(args[d] + "o"));
@@ -475,7 +480,7 @@ void schedule_gpu(const StageSchedule &st, const StageInfo &info, Func f) {
         if (order.size() > 1) stage.reorder(order);
         for (int d : st.unroll) {
             if (per_thread_tile && d < k) stage.unroll(Var(args[d] + "r"));
-            if (st.chunk > 0 && !root && d < k) stage.unroll(Var(args[d] + "o"));
+            if (per_block_chunks && d < k) stage.unroll(Var(args[d] + "o"));
         }
         if (root) {
             // blocks: the tiled dims' outer loops and the untiled dims, fused down to three

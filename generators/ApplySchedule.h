@@ -15,6 +15,13 @@ namespace fusor {
  * compile time grow with the extent). */
 constexpr int64_t kMaxUnrolledExtent = 64;
 
+/** The loop over a chunked reduction's chunks (StageSchedule::chunk): `at=<stage>.ko`. */
+inline constexpr const char *kChunkLoop = "ko";
+
+/** The constant extent of update 0's outermost reduction loop of \p st (the loop chunk= splits:
+ * a matmul's K, a conv's input channels); -1 without a reduction or a constant extent. */
+int64_t outermost_reduction_extent(const StageInfo &st);
+
 /** Empty when \p s can be applied to \p c; otherwise why not, naming the stage and the field,
  * e.g. "stage 'c0_bias1': vec=16 exceeds extent 8 of x". Checks that every stage named exists,
  * every stage with update definitions is scheduled (it cannot be inlined), outputs are root,

@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 
+#include "generators/ApplySchedule.h"
 #include "generators/DefaultSchedule.h"
 #include "generators/DefaultScheduleDetail.h"
 #include "graph/Clustering.h"
@@ -154,20 +155,26 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             };
             std::array<int, 4> chosen = shape(16, 2);
             p.staged_bytes = -1;
+            // shared memory per block of the staged operands under block shape sh, their whole
+            // windows or (chunk > 0) one chunk of the reduction; -1 when not a constant
+            auto staged_footprint = [&](const std::array<int, 4> &sh, int64_t chunk) {
+                std::vector<int64_t> coverage(o.extents.size(), 1);
+                coverage[0] = (int64_t)sh[0] * sh[2];
+                coverage[1] = (int64_t)sh[1] * sh[3];
+                int64_t bytes = 0;
+                for (const StageInfo *stg : staged) {
+                    for (const StageInfo *acc : accs) {
+                        int64_t b = block_footprint(*acc, *stg, coverage, chunk);
+                        bytes = b < 0 || bytes < 0 ? -1 : std::max(bytes, b);
+                    }
+                }
+                return bytes;
+            };
             // the whole window per block, for the given block shapes
             auto stage_whole = [&](std::vector<std::pair<int, int>> shapes) {
                 for (auto [tx0, rx0] : shapes) {
                     std::array<int, 4> sh = shape(tx0, rx0);
-                    std::vector<int64_t> coverage(o.extents.size(), 1);
-                    coverage[0] = (int64_t)sh[0] * sh[2];
-                    coverage[1] = (int64_t)sh[1] * sh[3];
-                    int64_t bytes = 0;
-                    for (const StageInfo *stg : staged) {
-                        for (const StageInfo *acc : accs) {
-                            int64_t b = block_footprint(*acc, *stg, coverage);
-                            bytes = b < 0 || bytes < 0 ? -1 : std::max(bytes, b);
-                        }
-                    }
+                    int64_t bytes = staged_footprint(sh, 0);
                     if (bytes > 0 && bytes <= kSharedBudget) {
                         chosen = sh;
                         p.staged_bytes = bytes;
@@ -178,20 +185,12 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             // the accumulator per block over its reduction in chunks, the operand staged per
             // chunk: the largest chunk of 32, 16, 8, 4 or 2 steps that divides the loop and fits
             auto stage_chunked = [&] {
-                if (accs.size() != 1 || !accs[0]->func.has_update_definition() || accs[0]->func.rvars(0).empty()) return;
-                const auto &rv = accs[0]->func.function().update(0).schedule().rvars().back();
-                const int64_t *extent = Halide::Internal::as_const_int(Halide::Internal::simplify(rv.extent));
+                if (accs.size() != 1) return;
+                int64_t extent = outermost_reduction_extent(*accs[0]);
                 std::array<int, 4> sh = shape(16, 2);
-                std::vector<int64_t> coverage(o.extents.size(), 1);
-                coverage[0] = (int64_t)sh[0] * sh[2];
-                coverage[1] = (int64_t)sh[1] * sh[3];
                 for (int c : {32, 16, 8, 4, 2}) {
-                    if (!extent || *extent <= c || *extent % c != 0) continue;
-                    int64_t bytes = 0;
-                    for (const StageInfo *stg : staged) {
-                        int64_t b = block_footprint(*accs[0], *stg, coverage, c);
-                        bytes = b < 0 || bytes < 0 ? -1 : std::max(bytes, b);
-                    }
+                    if (extent <= c || extent % c != 0) continue;
+                    int64_t bytes = staged_footprint(sh, c);
                     if (bytes > 0 && bytes <= kSharedBudget) {
                         chosen = sh;
                         p.staged_bytes = bytes;
@@ -269,7 +268,7 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
                 if (bytes > 0 && bytes <= kSharedBudget && rank > 0) {
                     s.level = ComputeLevel::At;
                     s.at_stage = p.chunk ? p.chunk_acc : p.s.stage;
-                    s.at_var = p.chunk ? "ko" : dim_var(0).name() + "o";
+                    s.at_var = p.chunk ? kChunkLoop : dim_var(0).name() + "o";
                     // the output's thread shape: the block's threads copy the window together
                     s.gpu_threads.assign(p.s.gpu_threads.begin(), p.s.gpu_threads.begin() + std::min<size_t>(rank, p.s.gpu_threads.size()));
                     s.memory = MemoryKind::Shared;

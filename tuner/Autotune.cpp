@@ -533,10 +533,6 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
                         opt.budget_s > 0 ? fmt::format("{:.0f} s", time_quota) : fmt::format("{} trials", quota)));
         int done = 0, stale = 0;
         bool evolve = opt.strategy != "random";
-        // a run that resumes (schedules of this workload measured before this run, here or, for
-        // a CUDA target measured elsewhere, on GPUs) has its population already: no first
-        // generation (this run's seeds alone do not count)
-        bool resumed = w.resumed;
         while (!out_of_budget() && stale < 64 && measured < opt.trials &&
                (opt.budget_s > 0 ? elapsed() - cluster_start < time_quota : done < quota)) {
             int want = std::min(jobs, opt.trials - measured);
@@ -545,7 +541,8 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
             std::set<std::string> keys;
             // evolve's first generation: as many candidates as a quarter of the quota (at least
             // one batch) drawn as random search draws them
-            bool first_generation = !resumed && done < std::max(want, opt.budget_s > 0 ? 4 * jobs : quota / 4);
+            // (a run that resumes has its population already: w.resumed, no first generation)
+            bool first_generation = !w.resumed && done < std::max(want, opt.budget_s > 0 ? 4 * jobs : quota / 4);
             for (int attempt = 0; (int)batch.size() < want && attempt < 8 * want; attempt++) {
                 // random (and evolve's first generation): one edit of the default. Evolve after
                 // that: 3/8 one edit of the fastest; 2/8 one or two edits of one of the three

@@ -261,11 +261,9 @@ const StageInfo *reading_accumulator(const LoweredCluster &lc, const StageInfo &
 /** The chunk sizes of \p acc's update 0's outermost reduction loop that divide it (kChunks). */
 std::vector<int> chunk_choices(const StageInfo &acc) {
     std::vector<int> out;
-    if (!acc.func.has_update_definition() || acc.func.rvars(0).empty()) return out;
-    const auto &rv = acc.func.function().update(0).schedule().rvars().back();
-    const int64_t *extent = Halide::Internal::as_const_int(Halide::Internal::simplify(rv.extent));
+    int64_t extent = outermost_reduction_extent(acc);
     for (int c : kChunks) {
-        if (extent && c < *extent && *extent % c == 0) out.push_back(c);
+        if (c < extent && extent % c == 0) out.push_back(c);
     }
     return out;
 }
@@ -331,7 +329,7 @@ void edit_gpu_staging(const LoweredCluster &lc, ClusterSchedule &all, StageSched
     acc->memory = MemoryKind::Register;
     acc->unroll = {0, 1};
     acc->note.clear();
-    s.at_stage = acc->stage, s.at_var = "ko";
+    s.at_stage = acc->stage, s.at_var = kChunkLoop;
 }
 
 /** The thread shapes edit_gpu_output can pick for an output of \p extents with \p dims gpu dims. */

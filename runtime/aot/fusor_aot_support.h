@@ -321,12 +321,7 @@ struct Model {
             if ((r = halide_device_crop(&ctx, &arena_device, &v)) != 0) {
                 error = std::string(name) + ": cannot place '" + tensors[i].name + "' in the device arena (Halide error " + std::to_string(r) + ")" +
                         halide_detail();
-                for (int j = 0; j < i; j++) {
-                    if (arena_views[j].device) halide_device_release_crop(&ctx, &arena_views[j]);
-                    buffers[j].device = 0;
-                    buffers[j].device_interface = nullptr;
-                }
-                halide_device_free(&ctx, &arena_device);
+                release_device_arena();
                 return -3;
             }
             buffers[i].device = v.device;
@@ -335,8 +330,8 @@ struct Model {
         return 0;
     }
 
-    void teardown() {
-        // the intermediates' device copies are views of the device arena: released, then the arena
+    /* The intermediates' device copies are views of the device arena: released, then the arena. */
+    void release_device_arena() {
         for (int i = 0; i < (int)arena_views.size() && i < (int)buffers.size(); i++) {
             if (!arena_views[i].device) continue;
             buffers[i].device = 0;
@@ -345,6 +340,10 @@ struct Model {
         }
         if (arena_device.device) halide_device_free(&ctx, &arena_device);
         arena_views.clear();
+    }
+
+    void teardown() {
+        release_device_arena();
         // other device copies (GPU targets) of the tensors this library owns
         for (halide_buffer_t &b : buffers) {
             if (b.device) halide_device_free(&ctx, &b);

@@ -175,6 +175,14 @@ void require_pocl() {
     REQUIRE(pocl);
 }
 
+/** `fusor compile MODEL FLAGS -o DIR --name m` (REQUIREd to succeed); returns its output. */
+std::string compile_library(const TempDir &d, const std::string &model, const std::string &flags, const std::string &dir) {
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' " + flags + " -o '" + dir + "' --name m", d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    return c.out;
+}
+
 /** Compiles \p file for the OpenCL target with \p flags, runs it through the driver (run_raw and
  * run_device, outputs copied back from the device) and compares its outputs with the JIT's.
  * Returns the driver's stderr and stdout. */
@@ -184,11 +192,7 @@ std::string check_model_on_opencl(const std::string &file, const std::string &fl
     std::string model = std::string(FUSOR_TEST_DATA) + "/" + file;
     Graph g = load_graph_json(model);
     std::string in_args = run_jit_reference(d, model, g, 13).positional_args;
-    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' " + flags + " --target " + kOpenClTarget + " -o '" +
-                         d.file("lib") + "' --name m",
-                     d);
-    INFO(c.out);
-    REQUIRE(c.status == 0);
+    compile_library(d, model, flags + " --target " + kOpenClTarget, d.file("lib"));
     std::string app = build_driver(d, d.file("lib"), "m", "-DFUSOR_CHECK_RUN_DEVICE");
     Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
     INFO(run.out);
@@ -217,14 +221,10 @@ TEST_CASE("compile: on a GPU target the intermediates live in one device allocat
     Graph g = load_graph_json(model);
     std::string in_args = run_jit_reference(d, model, g, 17).positional_args;
     // Halide's runtime debug output (target feature debug) shows each device allocation
-    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --target " + kOpenClTarget + "-debug -o '" +
-                         d.file("lib") + "' --name m",
-                     d);
-    INFO(c.out);
-    REQUIRE(c.status == 0);
-    size_t at = c.out.find("arena ");
+    std::string out = compile_library(d, model, std::string("--target ") + kOpenClTarget + "-debug", d.file("lib"));
+    size_t at = out.find("arena ");
     REQUIRE(at != std::string::npos);
-    long long arena = std::stoll(c.out.substr(at + 6));
+    long long arena = std::stoll(out.substr(at + 6));
     REQUIRE(arena > 0);
     std::string app = build_driver(d, d.file("lib"), "m", "-DFUSOR_CHECK_RUN_DEVICE");
     Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
@@ -249,11 +249,7 @@ TEST_CASE("compile: a CUDA library links into an app, and without a GPU its init
     TempDir d;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/transformer_mlp.json";
     Graph g = load_graph_json(model);
-    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --target host-cuda-cuda_capability_80 -o '" +
-                         d.file("lib") + "' --name m",
-                     d);
-    INFO(c.out);
-    REQUIRE(c.status == 0);
+    compile_library(d, model, "--target host-cuda-cuda_capability_80", d.file("lib"));
     std::string app = build_driver(d, d.file("lib"), "m");
     if (void *cuda = dlopen("libcuda.so.1", RTLD_LAZY)) {
         dlclose(cuda);
