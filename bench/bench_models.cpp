@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "generators/HostTarget.h"
 #include "generators/ConstantEvaluator.h"
 #include "graph/JsonFormat.h"
 #include "graph/Optimize.h"
@@ -63,7 +64,7 @@ int main(int argc, char **argv) {
     nlohmann::json results;
     results["repeats"] = repeats;
     results["threads"] = threads;
-    results["target"] = Halide::get_host_target().to_string();
+    results["target"] = fusor::host_target().to_string();
     results["models"] = nlohmann::json::array();
     fmt::print("{:<20} {:>10} {:>9} {:>8} {:>10} {:>10} {:>9}   (medians of {} interleaved rounds)\n", "model", "unfused",
                "fused", "speedup", "opt nchw", "opt nhwc", "opt gain", repeats);

@@ -3,6 +3,7 @@
 // runtime (the benchmark links the same runtime archive as fusor's AOT library).
 //   tiny_chain_hand OUT_DIR  ->  OUT_DIR/tiny_chain_hand.a, OUT_DIR/tiny_chain_hand.h
 #include "Halide.h"
+#include "generators/HostTarget.h"
 
 using namespace Halide;
 
@@ -22,7 +23,7 @@ int main(int argc, char **argv) {
     Func y("y");
     y(i, j) = e;
     y.vectorize(i, 8);
-    Target t = get_host_target().with_feature(Target::NoRuntime);
+    Target t = fusor::host_target().with_feature(Target::NoRuntime);
     y.compile_to_static_library(std::string(argv[1]) + "/tiny_chain_hand", {x}, "tiny_chain_hand", t);
     return 0;
 }

@@ -4,6 +4,7 @@
 
 #include "generators/ApplySchedule.h"
 #include "generators/DefaultSchedule.h"
+#include "generators/HostTarget.h"
 #include "generators/LowerCluster.h"
 
 namespace fusor {
@@ -18,7 +19,7 @@ std::vector<std::vector<uint8_t>> HalideConstantEvaluator::evaluate(const Graph 
         if (t != kNoTensor && std::find(c.inputs.begin(), c.inputs.end(), t) == c.inputs.end()) c.inputs.push_back(t);
     }
     c.outputs = n.outputs;
-    Halide::Target target = Halide::get_host_target();
+    Halide::Target target = host_target();
     LoweredCluster lc = lower_cluster(g, c, "fold_");
     apply_schedule(default_schedule(g, c, lc, target), lc);
     std::vector<Halide::Buffer<>> keep;

@@ -18,15 +18,6 @@ namespace fusor {
 
 using namespace Halide;
 
-Target parse_target(const std::string &text, const std::string &flag) {
-    if (text == "host") return get_host_target();
-    if (!Target::validate_target_string(text)) {
-        throw UserError(flag + " '" + text + "' is not a Halide target string; expected host, host-cuda, "
-                        "host-cuda-cuda_capability_80, host-cuda-cuda_capability_86 or e.g. x86-64-linux-avx2");
-    }
-    return Target(text);
-}
-
 bool cuda_driver_available() {
     void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (!h) h = dlopen("libcuda.so", RTLD_LAZY | RTLD_LOCAL);

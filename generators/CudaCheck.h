@@ -5,7 +5,7 @@
  * toolkit's `ptxas -v` for sm_80 and sm_90, whose resource report is parsed. Kernel launches and
  * each launch's threads and (dynamic) shared memory come from the module's host code: Halide
  * passes shared memory to the launch, so ptxas's own smem figure counts only static allocations.
- * Also: the target flag every verb shares, and the driver check run/bench do before any Halide
+ * Also: the driver check run/bench do before any Halide
  * call. */
 
 #include <optional>
@@ -13,16 +13,12 @@
 #include <vector>
 
 #include "Halide.h"
+#include "generators/HostTarget.h"
 #include "generators/LowerCluster.h"
 #include "generators/Schedule.h"
 #include "graph/Graph.h"
 
 namespace fusor {
-
-/** Parses a --target value: "host", or a Halide target string such as host-cuda,
- * host-cuda-cuda_capability_80 or x86-64-linux-avx2. Throws UserError naming \p flag and what
- * was expected otherwise. */
-Halide::Target parse_target(const std::string &text, const std::string &flag = "--target");
 
 /** Whether the CUDA driver (libcuda.so.1) can be loaded: dlopen, nothing else. */
 bool cuda_driver_available();

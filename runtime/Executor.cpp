@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "generators/ApplySchedule.h"
+#include "generators/HostTarget.h"
 #include "generators/ScheduleCluster.h"
 #include "graph/Error.h"
 #include "graph/Printer.h"
@@ -59,7 +60,7 @@ void set_num_threads(int n) {
     if (n <= 0) return;
     setenv("HL_NUM_THREADS", std::to_string(n).c_str(), 1);
     // If the JIT runtime already started its thread pool, resize it through the runtime itself.
-    auto modules = Internal::JITSharedRuntime::get(nullptr, get_jit_target_from_environment(), false);
+    auto modules = Internal::JITSharedRuntime::get(nullptr, jit_target(), false);
     for (const Internal::JITModule &m : modules) {
         auto sym = m.find_symbol_by_name("halide_set_num_threads");
         if (sym.address) {
@@ -127,7 +128,7 @@ Executor &Executor::operator=(Executor &&) noexcept = default;
 
 Executor::Executor(const Graph &g, const ExecutorOptions &options)
     : g_(g), options_(options) {
-    target_ = options.target == "host" ? get_host_target() : Target(options.target);
+    target_ = parse_target(options.target);
     if (options.threads > 0) set_num_threads(options.threads);
     ClusterOptions co = options.clustering;
     co.singleton = options.mode == ExecMode::Unfused;

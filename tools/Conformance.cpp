@@ -157,6 +157,7 @@ CaseResult run_case_unguarded(const std::string &dir, const Options &o) {
     }
     ExecutorOptions eo;
     eo.mode = o.unfused ? ExecMode::Unfused : ExecMode::Fused;
+    eo.target = o.target;
     std::unique_ptr<Executor> ex;
     try {
         ex = std::make_unique<Executor>(g, eo);

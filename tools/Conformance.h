@@ -24,6 +24,7 @@ struct CaseResult {
 struct Options {
     bool unfused = false;  ///< one pipeline per node instead of fused clusters
     bool optimize = true;  ///< run the graph rewrite passes first, as `fusor run` does
+    std::string target = "host";  ///< Halide target string of the JIT executor
     double rtol = 1e-3, atol = 1e-7;
 };
 

@@ -12,6 +12,7 @@
 #include "graph/Error.h"
 #include "tools/Commands.h"
 #include "tools/Conformance.h"
+#include "tools/ModelIo.h"
 
 namespace fusor::cli {
 
@@ -28,9 +29,10 @@ std::string shell_quote(const std::string &s) {
 
 /** Runs one case in a child `fusor conformance --json` process, so a case that crashes or aborts
  * the process becomes an error of that case only. */
-CaseResult run_isolated(const std::string &dir, bool unfused) {
+CaseResult run_isolated(const std::string &dir, const conformance::Options &opts) {
     static const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();  // not the shell's
-    std::string cmd = shell_quote(self) + " conformance --json " + (unfused ? "--unfused " : "") + shell_quote(dir) + " 2>&1";
+    std::string cmd = shell_quote(self) + " conformance --json --target " + shell_quote(opts.target) + (opts.unfused ? " --unfused " : " ") +
+                      shell_quote(dir) + " 2>&1";
     CaseResult r{dir, conformance::case_id(dir), Status::Error, "", 0};
     FILE *p = popen(cmd.c_str(), "r");
     if (!p) {
@@ -93,7 +95,7 @@ Verb add_conformance(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("conformance", "Run ONNX backend test cases (model.onnx + test_data_set_*) and compare outputs");
     struct Opts {
         std::vector<std::string> dirs;
-        std::string pass_list;
+        std::string pass_list, target = "host";
         bool json = false, unfused = false, isolate = false, summary = false;
     };
     auto o = std::make_shared<Opts>();
@@ -102,16 +104,19 @@ Verb add_conformance(CLI::App &app) {
     cmd->add_flag("--unfused", o->unfused, "run one pipeline per node instead of fused clusters");
     cmd->add_flag("--isolate", o->isolate, "run each case in a child process, so a crash is that case's error");
     cmd->add_flag("--summary", o->summary, "also print the cases that do not pass grouped by reason");
+    cmd->add_option("--target", o->target, "Halide target the cases are compiled for (JIT: this machine's CPU)")->capture_default_str();
     cmd->add_option("--write-pass-list", o->pass_list, "write the ids of the passing cases (suite/case, sorted) to this file");
     return {cmd, [=] {
+                if (cuda_target_without_driver(o->target)) return 1;  // said so in one line, before any Halide call
                 std::vector<std::string> dirs = conformance::expand_case_dirs(o->dirs);
                 conformance::Options opts;
                 opts.unfused = o->unfused;
+                opts.target = o->target;
                 std::vector<CaseResult> results;
                 std::map<std::string, int> totals;
                 for (const char *s : {"pass", "fail", "unsupported", "error", "skipped"}) totals[s] = 0;
                 for (const std::string &d : dirs) {
-                    CaseResult r = o->isolate ? run_isolated(d, o->unfused) : conformance::run_case(d, opts);
+                    CaseResult r = o->isolate ? run_isolated(d, opts) : conformance::run_case(d, opts);
                     totals[conformance::status_name(r.status)]++;
                     if (!o->json) {
                         std::string detail = r.status == Status::Fail ? fmt::format("max error {:.3g}: {}", r.max_error, r.reason) : r.reason;

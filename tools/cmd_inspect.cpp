@@ -105,6 +105,11 @@ Verb add_inspect(CLI::App &app) {
                     nlohmann::json j;
                     j["model"] = *model;
                     j["name"] = fused.name;
+                    j["target"] = t.to_string();
+                    const HostResolution &host = host_resolution();
+                    j["host_target"] = {{"resolved", host.target.to_string()},
+                                        {"halide_reported", host.reported.to_string()},
+                                        {"dropped", host.dropped}};
                     j["nodes"] = nlohmann::json::array();
                     for (const Node &n : fused.nodes) {
                         j["nodes"].push_back({{"name", n.name}, {"op", op_name(n.op)}, {"pattern", pattern_name(node_pattern(fused, n))},
@@ -149,6 +154,7 @@ Verb add_inspect(CLI::App &app) {
                     fmt::print("{}\n", j.dump(2));
                     return 0;
                 }
+                fmt::print("target: {}\n", t.to_string());
                 if (!*no_optimize) {
                     fmt::print("optimized: {} nodes -> {} nodes (--no-optimize to skip)\n", nodes_loaded, fused.nodes.size());
                 }

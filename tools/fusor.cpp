@@ -5,12 +5,15 @@
 #include <vector>
 
 #include "Halide.h"
+#include "generators/HostTarget.h"
 #include "graph/Error.h"
 #include "tools/Commands.h"
 
 int main(int argc, char **argv) {
     CLI::App app{"fusor: graph-fusion compiler and autotuner on Halide"};
-    app.set_version_flag("--version", std::string("fusor ") + FUSOR_VERSION + " (Halide " + FUSOR_HALIDE_VERSION + ")");
+    app.set_version_flag("--version", [] {
+        return std::string("fusor ") + FUSOR_VERSION + " (Halide " + FUSOR_HALIDE_VERSION + ")\n" + fusor::describe_host_target();
+    });
     app.require_subcommand(1);
     std::vector<fusor::cli::Verb> verbs = {fusor::cli::add_inspect(app), fusor::cli::add_run(app),
                                            fusor::cli::add_bench(app), fusor::cli::add_optimize(app),

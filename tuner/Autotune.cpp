@@ -58,7 +58,7 @@
 namespace fusor {
 
 std::string resolved_target(const std::string &target) {
-    return (target == "host" ? Halide::get_host_target() : Halide::Target(target)).to_string();
+    return parse_target(target).to_string();
 }
 
 namespace {
@@ -266,7 +266,8 @@ std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const Autotune
         work.push_back(std::move(w));
     }
     // CUDA: the default GPU schedule is the only seed. Halide 14's Mullapudi2016/Adams2019 emit CPU
-    // schedules for a CUDA target and Li2018 is the unfused baseline (NOTES.md).
+    // schedules for a CUDA target (no gpu_blocks) and Li2018 computes every stage at root (the
+    // unfused baseline).
     std::vector<std::string> autoschedulers = opt.autoschedulers;
     bool cuda = htarget.has_feature(Halide::Target::CUDA);
     bool exporting = !opt.export_dir.empty();

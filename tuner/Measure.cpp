@@ -185,7 +185,7 @@ Compiled compile_candidate(const MeasureJob &job) {
     Compiled c;
     c.g = parse_graph_json(job.graph_json, "<measure job>");
     Cluster cluster = whole_graph_cluster(c.g);
-    c.target = job.target == "host" ? Halide::get_host_target() : Halide::Target(job.target);
+    c.target = parse_target(job.target);
     c.export_mode = !job.export_object.empty();
     if (job.threads > 0) set_num_threads(job.threads);
     c.lc = lower_cluster(c.g, cluster, "k_");

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "Halide.h"
+#include "generators/HostTarget.h"
 #include "graph/Printer.h"
 
 namespace fusor {
@@ -39,7 +40,7 @@ std::string machine_fingerprint(bool family_only) {
             break;
         }
     }
-    std::string isa = Halide::get_host_target().to_string();
+    std::string isa = host_target().to_string();
     return family_only ? "isa:" + isa : "cpu:" + model + "|isa:" + isa;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "generators/HostTarget.h"
 #include "generators/ApplySchedule.h"
 #include "generators/DefaultSchedule.h"
 #include "generators/LowerCluster.h"
@@ -145,7 +146,7 @@ namespace {
  * \p seed; returns its first output as floats. */
 std::vector<float> run_with(const Graph &g, const Cluster &c, const std::string &prefix,
                             const std::function<void(ClusterSchedule &)> &edit) {
-    Halide::Target target = Halide::get_host_target();
+    Halide::Target target = fusor::host_target();
     LoweredCluster lc = lower_cluster(g, c, prefix);
     ClusterSchedule s = default_schedule(g, c, lc, target);
     edit(s);

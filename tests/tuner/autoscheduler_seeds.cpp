@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "Halide.h"
+#include "generators/HostTarget.h"
 #include "generators/ApplySchedule.h"
 #include "generators/AutoScheduler.h"
 #include "generators/LowerCluster.h"
@@ -35,7 +36,7 @@ Graph eltwise_graph() {
 /** Realizes \p lc (already scheduled) on the graph's seeded random inputs; returns output 0's bytes. */
 std::vector<uint8_t> realize(const Graph &g, LoweredCluster &lc) {
     auto inputs = random_inputs(g, /*seed=*/7);
-    Halide::Target target = Halide::get_host_target();
+    Halide::Target target = fusor::host_target();
     for (size_t i = 0; i < lc.params.size(); i++) {
         const Tensor &t = g.tensor(lc.param_tensors[i]);
         Halide::Buffer<> b = make_buffer(t.type);
@@ -63,7 +64,7 @@ struct Seed {
 Seed seed_of(const std::string &name, Graph g) {
     form_clusters(g);
     LoweredCluster lc = lower_cluster(g, g.clusters[0], "k_");
-    std::string failed = apply_autoscheduler(lc, name, Halide::get_host_target(), 2);
+    std::string failed = apply_autoscheduler(lc, name, fusor::host_target(), 2);
     REQUIRE(failed.empty());
     Seed s;
     s.schedule = schedule_from_funcs(lc, &s.why);

@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "generators/HostTarget.h"
 #include "generators/ApplySchedule.h"
 #include "generators/DefaultSchedule.h"
 #include "generators/LowerCluster.h"
@@ -91,7 +92,7 @@ TEST_CASE("cpu space: a dense NCHW conv's default is a register tile of x, two r
 
 TEST_CASE("cpu space: edits of the conv's default reach three-dim tiles and their neighbours, all legal and verified",
           "[tuner][space]") {
-    Lowered l = lower(conv_relu(), Halide::get_host_target());
+    Lowered l = lower(conv_relu(), fusor::host_target());
     SplitMix64 rng(3);
     std::set<std::string> seen;
     std::set<std::vector<int>> tiles;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "Halide.h"
+#include "generators/HostTarget.h"
 #include "generators/ApplySchedule.h"
 #include "generators/DefaultSchedule.h"
 #include "generators/LowerCluster.h"
@@ -38,7 +39,7 @@ Lowered lower(Graph g) {
     form_clusters(g);
     Lowered l;
     l.lc = lower_cluster(g, g.clusters[0], "k_");
-    l.def = default_schedule(g, g.clusters[0], l.lc, Halide::get_host_target());
+    l.def = default_schedule(g, g.clusters[0], l.lc, fusor::host_target());
     l.g = std::move(g);
     return l;
 }
@@ -92,7 +93,7 @@ TEST_CASE("reduction schedules: an rfactor schedule of a long ReduceSum verifies
     prepare_jit(l.lc.pipeline);
     std::vector<Halide::Buffer<>> outs = {Halide::Buffer<>(y)};
     Halide::Realization realization(outs);
-    l.lc.pipeline.realize(realization, Halide::get_host_target());
+    l.lc.pipeline.realize(realization, fusor::host_target());
     for (int r = 0; r < 3; r++) {
         double want = 0;
         for (int i = 0; i < 40000; i++) want += x(i, r);
