@@ -496,8 +496,8 @@ TEST_CASE("compile: the example app links two models through find_package(fusor)
     INFO(r.out);
     REQUIRE(r.status == 0);
     CHECK(fs::exists(prefix + "/bin/fusor"));
-    r = shell(std::string("cmake -S '") + FUSOR_SOURCE_DIR + "/examples/two_models' -B '" + build + "' -DCMAKE_PREFIX_PATH='" +
-                  prefix + "' -DCMAKE_BUILD_TYPE=Release",
+    r = shell(std::string("cmake -S '") + FUSOR_SOURCE_DIR + "/examples/two_models' -B '" + build + "' -G '" + FUSOR_CMAKE_GENERATOR +
+                  "' -DCMAKE_PREFIX_PATH='" + prefix + "' -DCMAKE_BUILD_TYPE=Release",
               d);
     INFO(r.out);
     REQUIRE(r.status == 0);

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "support/Shell.h"
+#include "support/Skip.h"
 #include "support/TempDir.h"
 
 #include <cstdlib>
@@ -118,10 +119,7 @@ ShardReport run_shard(const std::string &root, const std::string &suite, const s
 
 /** run_shard over libonnx-testdata with the checked-in lists; each problem fails the test. */
 void check_shard(const std::string &suite, const std::string &letters, bool unfused = false) {
-    if (!fs::exists(kData)) {
-        WARN("skipped: libonnx-testdata is not installed (" << kData << ")");
-        return;
-    }
+    if (!fs::exists(kData)) FUSOR_SKIP("libonnx-testdata is not installed (" << kData << ")");
     ShardReport report = run_shard(kData, suite, letters, unfused, pass_list(), error_exceptions());
     for (const std::string &problem : report.problems) FAIL_CHECK(problem);
     if (!report.new_passes.empty()) {
@@ -272,7 +270,7 @@ TEST_CASE("conformance: pytorch-operator and simple cases unfused", "[tools][con
     check_shard("pytorch-operator", "", /*unfused=*/true);
     check_shard("simple", "", /*unfused=*/true);
 }
-TEST_CASE("conformance: the pass list meets the issue's targets", "[tools][conformance]") {
+TEST_CASE("conformance: the pass list meets the conformance targets", "[tools][conformance]") {
     // Listed cases may not regress (the shards above), so these counts cannot drop.
     std::map<std::string, int> per_suite;
     for (const std::string &id : pass_list()) per_suite[id.substr(0, id.find('/'))]++;
@@ -297,10 +295,7 @@ TEST_CASE("conformance: cases holding only a download URL are skipped", "[tools]
 }
 
 TEST_CASE("conformance: a case whose expected output differs fails with its max error", "[tools][conformance]") {
-    if (!fs::exists(kData + "/node/test_relu")) {
-        WARN("skipped: libonnx-testdata is not installed");
-        return;
-    }
+    if (!fs::exists(kData + "/node/test_relu")) FUSOR_SKIP("libonnx-testdata is not installed");
     TempDir dir;
     fs::copy(kData + "/node/test_relu", dir.path / "test_relu", fs::copy_options::recursive);
     REQUIRE(fusor::conformance::run_case(dir.file("test_relu")).status == Status::Pass);
@@ -320,10 +315,7 @@ TEST_CASE("conformance: a case whose expected output differs fails with its max 
 }
 
 TEST_CASE("conformance: a shard fails on any failing case and on errors the exceptions file does not list", "[tools][conformance]") {
-    if (!fs::exists(kData + "/node/test_relu")) {
-        WARN("skipped: libonnx-testdata is not installed");
-        return;
-    }
+    if (!fs::exists(kData + "/node/test_relu")) FUSOR_SKIP("libonnx-testdata is not installed");
     TempDir dir;
     fs::create_directories(dir.path / "node");
     fs::copy(kData + "/node/test_relu", dir.path / "node/test_relu", fs::copy_options::recursive);
@@ -373,10 +365,7 @@ TEST_CASE("conformance: the error exceptions are few and each gives its reason",
 }
 
 TEST_CASE("conformance: the CLI prints totals and writes --json and a pass list", "[tools][conformance]") {
-    if (!fs::exists(kData + "/node/test_relu")) {
-        WARN("skipped: libonnx-testdata is not installed");
-        return;
-    }
+    if (!fs::exists(kData + "/node/test_relu")) FUSOR_SKIP("libonnx-testdata is not installed");
     TempDir dir;
     Result r = run_fusor("conformance --json " + kData + "/node/test_relu " + kData + "/node/test_strnormalizer_export_monday_casesensintive_lower --write-pass-list '" +
                          dir.file("pass.txt") + "'");
@@ -399,10 +388,7 @@ TEST_CASE("conformance: the CLI prints totals and writes --json and a pass list"
 
 TEST_CASE("conformance: .onnx models work in fusor run and inspect and bench", "[tools][conformance]") {
     std::string model = kData + "/pytorch-converted/test_Conv2d/model.onnx";
-    if (!fs::exists(model)) {
-        WARN("skipped: libonnx-testdata is not installed");
-        return;
-    }
+    if (!fs::exists(model)) FUSOR_SKIP("libonnx-testdata is not installed");
     Result run = run_fusor("run " + model);
     INFO(run.err);
     CHECK(run.status == 0);
