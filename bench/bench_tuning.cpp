@@ -1,5 +1,5 @@
 /** \file
- * bench_tuning: the autotuner's benchmark (issue 5). Per cluster (conv 3x3 64->64 on 56x56 + bias +
+ * bench_tuning: the autotuner's benchmark. Per cluster (conv 3x3 64->64 on 56x56 + bias +
  * ReLU; MatMul 512x768x3072 + bias + GELU; Softmax 4096x1024; LayerNorm 4096x768; the 8-op
  * elementwise chain), measured in one run on this machine:
  *   - the default schedule, each Halide autoscheduler (Adams2019 with --beam, in a worker), and the
@@ -639,7 +639,7 @@ int main(int argc, char **argv) {
         for (const Trial &t : TuningDb(dbs + "/seed2.db").trials(a.signature, a.target)) both.push_back(t);
         std::vector<RankedSchedule> want = rank_schedules(both);
         bool ok = !best.empty() && !want.empty() && best[0].trial.schedule == want[0].trial.schedule && best[0].ms == want[0].ms;
-        // and the issue's words: no slower than the better of the two seeds' own bests (a
+        // and the target as stated: no slower than the better of the two seeds' own bests (a
         // schedule both seeds measured is ranked on all its measurements, so this can fail
         // without a fault: then the schedule is named)
         bool better_of_two = !best.empty() && best[0].ms <= std::min(a.best_ms, b.best_ms);

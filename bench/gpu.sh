@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check and benchmark of issue 7, in two halves (docs/cuda.md):
+# The GPU check and benchmark, in two halves (docs/cuda.md):
 #
 #   bench/gpu.sh build [DIR]   here (Halide, no GPU). Per config model:
 #                              - the fused library (`fusor compile`, default schedules) for x86-64 AVX2 +
@@ -115,7 +115,7 @@ run)
     results="$out/gpu_results.jsonl"
     : >"$results"
     nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader || echo "no nvidia-smi"
-    budget=${GPU_BUDGET_S:-330}  # seconds for everything below (the lead's hard limit is 6 minutes)
+    budget=${GPU_BUDGET_S:-330}  # seconds for everything below (a run on the GPU machine may take at most 6 minutes)
     # timeout for a step: at most $1 seconds and what is left of the budget; 0 when spent
     step_limit() { local left=$((budget - SECONDS)); ((left > $1)) && left=$1; ((left < 5)) && left=0; echo $left; }
     status=0

@@ -1,4 +1,4 @@
-// The GPU check of one `fusor compile` library (issue 7; bench/gpu.sh builds and runs it): built here
+// The GPU check of one `fusor compile` library (bench/gpu.sh builds and runs it): built here
 // with -DFUSOR_MODEL=<name> -include <name>.h against the library and a Halide runtime, run on the
 // GPU machine, which has no Halide. Usage:
 //   gpu_driver REPEATS SEED OUT_PREFIX [REF_PREFIX]

@@ -92,7 +92,7 @@ const char *pattern_name(OpPattern p);
     X(Shape, "", Injective, 1, 1, 1, shape_of, "", "end:i? start:i=0")
 
 /** Elementwise math beyond the core set, comparisons and logic, variadic Sum/Mean, LogSoftmax,
- * Hardmax, the remaining reductions, ArgMax/ArgMin (issue 3). */
+ * Hardmax, the remaining reductions, ArgMax/ArgMin. */
 #define FUSOR_OPS_MATH(X)                                                                           \
     X(Elu, "", ElemWise, 1, 1, 1, unary_float, "", "alpha:f=1")                                     \
     X(Selu, "", ElemWise, 1, 1, 1, unary_float, "",                                                 \
@@ -149,7 +149,7 @@ const char *pattern_name(OpPattern p);
       "axis:i=0 keepdims:i=1 select_last_index:i=0")
 
 /** Data movement and shape ops: Squeeze/Unsqueeze, Expand, Tile, Split, Pad, GatherElements,
- * DepthToSpace/SpaceToDepth, CumSum, Trilu, ConstantOfShape, Range, Size, Einsum (issue 3). */
+ * DepthToSpace/SpaceToDepth, CumSum, Trilu, ConstantOfShape, Range, Size, Einsum. */
 #define FUSOR_OPS_MOVEMENT(X)                                                                       \
     X(Squeeze, "", Injective, 1, 2, 1, squeeze, "1", "")                                            \
     X(Unsqueeze, "", Injective, 2, 2, 1, unsqueeze, "1", "")                                        \
@@ -168,7 +168,7 @@ const char *pattern_name(OpPattern p);
     X(Einsum, "", OutFusable, 1, -1, 1, einsum, "", "equation:s")
 
 /** Windowed and spatial ops beyond the core set: ConvTranspose, GlobalMaxPool, Resize,
- * InstanceNormalization, LRN, MeanVarianceNormalization, LpNormalization (issue 3). Conv, MaxPool
+ * InstanceNormalization, LRN, MeanVarianceNormalization, LpNormalization. Conv, MaxPool
  * and AveragePool (core rows) take 1 to 3 spatial dims; MaxPool's second output is Indices. */
 #define FUSOR_OPS_SPATIAL(X)                                                                        \
     X(ConvTranspose, "", OutFusable, 2, 3, 1, conv_transpose, "",                                   \
@@ -183,7 +183,7 @@ const char *pattern_name(OpPattern p);
     X(MeanVarianceNormalization, "", Reduction, 1, 1, 1, mean_variance_norm, "", "axes:ints?")      \
     X(LpNormalization, "", Reduction, 1, 1, 1, lp_norm, "", "axis:i=-1 p:i=2")
 
-/** Recurrent ops, opaque (never fused; issue 3): RNN, GRU, LSTM with ONNX opset-14 semantics.
+/** Recurrent ops, opaque (never fused): RNN, GRU, LSTM with ONNX opset-14 semantics.
  * `activations` is ONNX's list of strings, held as one space-separated string (the importer joins
  * a STRINGS attribute that way). Outputs Y, Y_h (and LSTM's Y_c), each optional. */
 #define FUSOR_OPS_RECURRENT(X)                                                                      \

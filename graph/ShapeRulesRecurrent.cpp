@@ -1,5 +1,5 @@
 /** \file
- * Shape rule of the recurrent ops RNN, GRU and LSTM (issue 3). */
+ * Shape rule of the recurrent ops RNN, GRU and LSTM. */
 #include "graph/ShapeRulesRecurrent.h"
 
 #include "graph/Error.h"

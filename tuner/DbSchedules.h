@@ -16,12 +16,13 @@ namespace fusor {
 
 using ScheduleLookup = std::function<std::optional<std::string>(const Graph &, const Cluster &)>;
 
-/** A schedule lookup from the tuning database \p db_path, in DESIGN.md's order: the best verified
- * schedule measured on this exact machine; else the best one measured on a machine of the same ISA
- * family, re-validated here (verified against the reference and no slower than the default, both
- * timed now); else nullopt (the default schedule). Each decision is appended to \p log (which must
- * outlive the lookup's use) when given; each cluster left on the default schedule also gets a
- * line in \p warnings ("<cluster>: <why_untuned>") when given. Throws UserError when the file does not exist. */
+/** A schedule lookup from the tuning database \p db_path, in docs/design.md's order: the best
+ * verified schedule measured on this exact machine; else the best one measured on a machine of the
+ * same ISA family, re-validated here (verified against the reference and at most 5% slower than
+ * the default, both timed now); else nullopt (the default schedule). Each decision is appended to
+ * \p log (which must outlive the lookup's use) when given; each cluster left on the default
+ * schedule also gets a line in \p warnings ("<cluster>: <why_untuned>") when given. Throws
+ * UserError when the file does not exist. */
 ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log = nullptr,
                             std::vector<std::string> *warnings = nullptr);
 

@@ -3,8 +3,8 @@
  * Measuring one candidate schedule of one cluster, in an isolated worker process: compile, time
  * (warm-up, repeats, median and spread), and verify against the unfused reference on the same
  * random inputs. A crash, hang or wrong result of the candidate is a typed status, never the end
- * of the tuning run. Workers are fresh processes (`fusor worker JOB RESULT [--hold]`): forking a
- * process that has used Halide is unsafe (NOTES.md).
+ * of the tuning run. Workers are fresh processes (`fusor worker JOB RESULT [--hold]`): fork() of a
+ * process that has used Halide is unsafe (its JIT thread pool and LLVM's global state hold locks).
  *
  * Batches (measure_batch): up to `parallel` workers compile their candidates at once; each then
  * writes RESULT.compiled and holds its compiled pipeline, blocked on a read of its stdin (a
