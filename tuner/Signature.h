@@ -20,7 +20,7 @@ std::string content_hash(const std::string &text);
 std::string cluster_signature(const Graph &g, const Cluster &c);
 
 /** This machine, for provenance and lookups: "cpu:<model name>|isa:<features>" from
- * /proc/cpuinfo and Halide's host target. \p family_only drops the model name and keeps the ISA
+ * /proc/cpuinfo and the resolved host target (host_target()). \p family_only drops the model name and keeps the ISA
  * (the "same hardware family" level of lookups). */
 std::string machine_fingerprint(bool family_only = false);
 
