@@ -18,6 +18,7 @@
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/MemoryPlanning.h"
+#include "graph/Subprocess.h"
 
 namespace fusor {
 
@@ -55,36 +56,21 @@ int64_t round_up(int64_t v, int64_t a) {
     return (v + a - 1) / a * a;
 }
 
-/** Runs \p cmd through the shell; throws UserError with its output when it fails. */
-void run_command(const std::string &cmd, const std::string &what) {
-    std::string full = cmd + " 2>&1";
-    FILE *p = popen(full.c_str(), "r");
-    if (!p) throw UserError(what + ": cannot run `" + cmd + "`");
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    int status = pclose(p);
-    if (status != 0) throw UserError(what + " failed (`" + cmd + "`):\n" + out);
-}
-
-std::string quote(const std::string &s) {
-    std::string out = "'";
-    for (char c : s) {
-        if (c == '\'') out += "'\\''";
-        else out += c;
-    }
-    return out + "'";
-}
-
 }  // namespace
 
-void run_build_command(const std::string &cmd, const std::string &what) {
-    run_command(cmd, what);
-}
-
-std::string shell_quote(const std::string &s) {
-    return quote(s);
+void run_compiler(const std::string &cxx, const std::vector<std::string> &args, const std::string &cwd, const std::string &what) {
+    std::vector<std::string> argv = command_words(!cxx.empty() ? cxx : getenv("CXX") ? getenv("CXX") : "c++");
+    if (argv.empty()) throw UserError(what + ": the C++ compiler command is empty");
+    argv.insert(argv.end(), args.begin(), args.end());
+    ProcessOptions o;
+    o.cwd = cwd;
+    ProcessResult r;
+    try {
+        r = run_process(argv, o);
+    } catch (const std::runtime_error &e) {
+        throw UserError(what + ": " + e.what());
+    }
+    if (!r.ok()) throw UserError(what + " failed (" + argv[0] + ", " + r.how_it_ended() + "):\n" + r.output);
 }
 
 bool is_c_identifier(const std::string &name) {
@@ -453,12 +439,9 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     write_file(build / (name + "_weights.bin"), weights);
     write_file(build / "fusor_aot_support.h", kFusorAotSupport);
     write_file(build / "HalideRuntime.h", kHalideRuntimeHeader);
-    std::string cxx = options.cxx;
-    if (cxx.empty()) cxx = getenv("CXX") ? getenv("CXX") : "c++";
     std::string glue_obj = "../" + name + "_glue.o";  // every archive member in one folder
-    run_command("cd " + quote(build.string()) + " && " + cxx + " -std=c++17 -O2 -fPIC -fno-ident -c " + name + ".cpp -o " +
-                    glue_obj,
-                "compiling the glue of " + name);
+    run_compiler(options.cxx, {"-std=c++17", "-O2", "-fPIC", "-fno-ident", "-c", name + ".cpp", "-o", glue_obj}, build.string(),
+                 "compiling the glue of " + name);
     objects.push_back((dir / (name + "_glue.o")).string());
 
     std::error_code ec;

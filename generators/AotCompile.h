@@ -60,11 +60,10 @@ std::vector<AotResult> compile_aot_parts(const Graph &g, const Partition &p, con
  * HalideRuntime.h beside it) and returns the archive's path. */
 std::string compile_aot_runtime(const Halide::Target &target, const std::string &out_dir);
 
-/** Runs \p cmd through the shell (the system compiler, for glue and bundles); throws UserError
- * with its output, headed by \p what, when it fails. */
-void run_build_command(const std::string &cmd, const std::string &what);
-/** \p s quoted for the shell. */
-std::string shell_quote(const std::string &s);
+/** Runs the system C++ compiler (\p cxx, else $CXX, else c++; it may hold several words, such as
+ * "ccache g++") with \p args in folder \p cwd, for glue and bundles. Throws UserError with the
+ * compiler's output, headed by \p what, when it fails or cannot be started. */
+void run_compiler(const std::string &cxx, const std::vector<std::string> &args, const std::string &cwd, const std::string &what);
 
 /** True when \p name is a valid C identifier. */
 bool is_c_identifier(const std::string &name);

@@ -13,6 +13,7 @@
 
 #include "generators/ScheduleCluster.h"
 #include "graph/Error.h"
+#include "graph/Subprocess.h"
 
 namespace fusor {
 
@@ -70,21 +71,6 @@ private:
         launches.push_back(l);
     }
 };
-
-std::string run_command(const std::string &cmd, int *status) {
-    std::string out;
-    FILE *p = popen(cmd.c_str(), "r");
-    if (!p) {
-        *status = -1;
-        return out;
-    }
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return out;
-}
 
 }  // namespace
 
@@ -183,13 +169,17 @@ CudaCheck check_cuda_pipeline(Pipeline p, const std::string &name, const Target 
     std::string folder(dir.data()), file = folder + "/kernels.ptx";
     std::ofstream(file) << c.ptx;
     for (const std::string &arch : ptxas_archs()) {
-        int status = 0;
-        std::string out = run_command("'" + *ptxas + "' -arch=" + arch + " -v '" + file + "' -o /dev/null 2>&1", &status);
-        if (status != 0) {
-            c.ptxas_error = "ptxas -arch=" + arch + " failed: " + out.substr(0, 2000);
+        ProcessResult r;
+        try {
+            r = run_process({*ptxas, "-arch=" + arch, "-v", file, "-o", "/dev/null"});
+        } catch (const std::runtime_error &e) {
+            r.output = e.what();
+        }
+        if (!r.ok()) {
+            c.ptxas_error = "ptxas -arch=" + arch + " failed (" + r.how_it_ended() + "): " + r.output.substr(0, 2000);
             break;
         }
-        for (KernelResources &k : parse_ptxas_report(out)) c.resources.push_back(k);
+        for (KernelResources &k : parse_ptxas_report(r.output)) c.resources.push_back(k);
     }
     std::filesystem::remove_all(folder);
     return c;

@@ -1,6 +1,5 @@
 #include <atomic>
 #include <csignal>
-#include <climits>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -11,8 +10,9 @@
 
 #include "Halide.h"
 #include "generators/AutoScheduler.h"
-#include "graph/Error.h"
 #include "generators/CudaCheck.h"
+#include "graph/Error.h"
+#include "graph/Subprocess.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 #include "tuner/Autotune.h"
@@ -66,14 +66,6 @@ double parse_duration(const std::string &text) {
         throw UserError("--budget is '" + text + "'; expected a positive duration such as 90s, 10m or 1h");
     }
     return v * scale;
-}
-
-std::string self_exe() {
-    char buf[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n <= 0) throw std::runtime_error("cannot find the fusor binary (/proc/self/exe)");
-    buf[n] = 0;
-    return buf;
 }
 
 }  // namespace
@@ -174,7 +166,7 @@ Verb add_autotune(CLI::App &app) {
                 ao.timeout_s = o->timeout;
                 ao.worker_memory_mb = o->worker_memory;
                 ao.confirm_rounds = o->confirm_rounds;
-                ao.worker_exe = self_exe();
+                ao.worker_exe = self_executable();
                 ao.stop = &g_stop;
                 if (o->autoschedulers != "none") {
                     std::stringstream ss(o->autoschedulers);

@@ -4,12 +4,12 @@
 #include <map>
 #include <regex>
 #include <set>
-#include <sys/wait.h>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "graph/Error.h"
+#include "graph/Subprocess.h"
 #include "tools/Commands.h"
 #include "tools/Conformance.h"
 #include "tools/ModelIo.h"
@@ -21,34 +21,24 @@ namespace {
 using conformance::CaseResult;
 using conformance::Status;
 
-std::string shell_quote(const std::string &s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
 /** Runs one case in a child `fusor conformance --json` process, so a case that crashes or aborts
  * the process becomes an error of that case only. */
 CaseResult run_isolated(const std::string &dir, const conformance::Options &opts) {
-    static const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();  // not the shell's
-    std::string cmd = shell_quote(self) + " conformance --json --target " + shell_quote(opts.target) + (opts.unfused ? " --unfused " : " ") +
-                      shell_quote(dir) + " 2>&1";
+    std::vector<std::string> argv = {self_executable(), "conformance", "--json", "--target", opts.target, dir};
+    if (opts.unfused) argv.push_back("--unfused");
     CaseResult r{dir, conformance::case_id(dir), Status::Error, "", 0};
-    FILE *p = popen(cmd.c_str(), "r");
-    if (!p) {
-        r.reason = "cannot start a child process";
+    ProcessResult child;
+    try {
+        child = run_process(argv);
+    } catch (const std::runtime_error &e) {
+        r.reason = e.what();
         return r;
     }
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-    int status = pclose(p);
-    if (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) > 1)) {
-        int code = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
-        r.reason = fmt::format("the case crashed the runner ({} {})", WIFSIGNALED(status) ? "signal" : "exit status", code);
+    if (child.signal || child.exit_code > 1) {
+        r.reason = "the case crashed the runner (" + child.how_it_ended() + ")";
         return r;
     }
+    const std::string &out = child.output;
     try {
         auto j = nlohmann::json::parse(out.substr(out.find('{')));
         const auto &c = j.at("cases").at(0);

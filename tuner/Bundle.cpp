@@ -114,12 +114,9 @@ std::string table_entry(const TableTensor &t) {
     Halide::Type ht = halide_type(t.type.dtype);
     std::string shape;
     for (size_t i = 0; i < t.type.shape.size(); i++) shape += (i ? ", " : "") + std::to_string(t.type.shape[i]);
-    return fmt::format("    {{{}, {}, {}, {}, {{{}}}, {}, {}ull, {:.17g}, {:.17g}, {}}},\n", c_literal(t.name), (int)ht.code(), ht.bits(),
-                       t.type.shape.size(), shape, c_literal(t.file), t.seed, t.lo, t.hi, t.stride);
-}
-
-double tolerance(DType d) {
-    return d == DType::F64 ? 1e-9 : d == DType::F32 ? 1e-3 : is_float(d) ? 1e-2 : 0;
+    return fmt::format("    {{{}, {}, {}, {}, {{{}}}, {}, {}ull, {:.17g}, {:.17g}, {}, {:.17g}}},\n", c_literal(t.name), (int)ht.code(),
+                       ht.bits(), t.type.shape.size(), shape, c_literal(t.file), t.seed, t.lo, t.hi, t.stride,
+                       output_tolerance(t.type.dtype));
 }
 
 /** The data of one distinct cluster in the bundle: its arguments and reference outputs. */
@@ -318,7 +315,7 @@ ExportBatchResult export_batch(const Graph &g, TuningDb &db, AutotuneOptions opt
                 if (outputs) {
                     j["reference"] = t.file;
                     j["stride"] = t.stride;
-                    j["tolerance"] = tolerance(t.type.dtype);
+                    j["tolerance"] = output_tolerance(t.type.dtype);
                 } else if (t.file.empty()) {
                     j["generated"] = {{"seed", t.seed}, {"lo", t.lo}, {"hi", t.hi}};
                 } else {
@@ -345,13 +342,12 @@ ExportBatchResult export_batch(const Graph &g, TuningDb &db, AutotuneOptions opt
     std::ofstream(build / "measure_harness.cpp") << kMeasureHarness;
     std::ofstream(build / "bundle_data.h") << kBundleData;
     compile_aot_runtime(target, build.string());
-    std::string cxx = !cxx_in.empty() ? cxx_in : getenv("CXX") ? getenv("CXX") : "c++";
-    std::string objects;
-    for (const ExportedCandidate &c : cands) objects += " " + shell_quote(fs::path(c.object).filename().string());
-    run_build_command("cd " + shell_quote(build.string()) + " && " + cxx +
-                          " -std=c++17 -O2 -I. measure_harness.cpp" + objects +
-                          " libfusor_halide_runtime.a -static-libstdc++ -static-libgcc -lpthread -ldl -s -o ../measure",
-                      "linking the measurement bundle");
+    std::vector<std::string> args = {"-std=c++17", "-O2", "-I.", "measure_harness.cpp"};
+    for (const ExportedCandidate &c : cands) args.push_back(fs::path(c.object).filename().string());
+    for (const char *a : {"libfusor_halide_runtime.a", "-static-libstdc++", "-static-libgcc", "-lpthread", "-ldl", "-s", "-o", "../measure"}) {
+        args.push_back(a);
+    }
+    run_compiler(cxx_in, args, build.string(), "linking the measurement bundle");
     fs::remove_all(build, ec);
     result.measure = (dir / "measure").string();
     result.bundle_bytes = folder_bytes(dir);

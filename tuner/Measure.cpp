@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -13,8 +14,6 @@
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -27,12 +26,14 @@
 #include "generators/Lowering.h"
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
+#include "graph/Error.h"
 #include "graph/JsonFormat.h"
 #include "graph/Random.h"
+#include "graph/Subprocess.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
+#include "tuner/bundle/bundle_data.h"
 
-extern char **environ;
 
 namespace fusor {
 
@@ -273,6 +274,11 @@ Compiled compile_candidate(const MeasureJob &job) {
 
 }  // namespace
 
+double output_tolerance(DType d) {
+    Halide::Type t = halide_type(d);
+    return fusor_bundle::tolerance((int)t.code(), t.bits());
+}
+
 MeasureResult measure_here(const MeasureJob &job) {
     Compiled c = compile_candidate(job);
     if (c.failure) return *c.failure;
@@ -333,12 +339,10 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
         a.type = b.type = type;
         a.data.assign((const uint8_t *)outs[k].data(), (const uint8_t *)outs[k].data() + outs[k].size_in_bytes());
         b.data.assign((const uint8_t *)want.data(), (const uint8_t *)want.data() + want.size_in_bytes());
-        double rtol = type.dtype == DType::F32 ? 1e-3 : type.dtype == DType::F64 ? 1e-9 : 0;
+        double tol = output_tolerance(type.dtype);
         for (int64_t i = 0; i < type.num_elements(); i++) {
             double got = a.value_as_double(i), exp = b.value_as_double(i);
-            // NaN matches NaN, an infinity only the same infinity (inf - inf is NaN, so compare first)
-            bool ok = std::isnan(exp) ? std::isnan(got) : got == exp || std::abs(got - exp) <= rtol * (1 + std::abs(exp));
-            if (!ok) {
+            if (!fusor_bundle::element_matches(got, exp, tol)) {
                 std::ostringstream s;
                 s << "output " << k << " element " << i << ": got " << got << ", the unfused reference gives " << exp;
                 r.status = TrialStatus::WrongResult;
@@ -409,6 +413,11 @@ int run_worker(const std::string &job_path, const std::string &result_path, bool
         r.status = TrialStatus::OutOfMemory;
         r.error = fmt::format("out of memory: an allocation failed under the worker's limit of {} MB", job.memory_limit_mb);
         write_atomically(result_path, result_to_json(r).dump() + "\n");
+    } catch (const InternalError &e) {
+        MeasureResult r;
+        r.status = TrialStatus::TunerError;
+        r.error = std::string("a bug in fusor, not in this schedule: ") + e.what();
+        write_atomically(result_path, result_to_json(r).dump() + "\n");
     }
     return 0;
 }
@@ -433,7 +442,8 @@ double seconds_since(Clock::time_point t) {
 }
 
 void remove_dir(const std::string &dir) {
-    std::system(("rm -rf '" + dir + "'").c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
 }
 
 /** Starts `exe worker job.json result.json --hold` in its own process group, stdin a socket. */
@@ -450,29 +460,21 @@ std::optional<MeasureResult> spawn(const std::string &exe, const MeasureJob &job
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
         return fail(TrialStatus::RuntimeError, std::string("cannot create a socket for the worker: ") + std::strerror(errno));
     }
-    std::vector<std::string> args = {exe, "worker", job_path, result_path, "--hold"};
-    std::vector<char *> argv;
-    for (std::string &a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], 0);  // dup2 clears close-on-exec
-    posix_spawn_file_actions_addopen(&actions, 1, (w.dir + "/stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, (w.dir + "/stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);  // Ctrl-C goes to the tuner only
-    posix_spawnattr_setpgroup(&attr, 0);
-    int rc = posix_spawn(&w.pid, exe.c_str(), &actions, &attr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
+    ProcessOptions o;
+    o.stdin_fd = fds[1];
+    o.stdout_path = w.dir + "/stdout";
+    o.stderr_path = w.dir + "/stderr";
+    o.own_process_group = true;  // Ctrl-C goes to the tuner only
+    std::optional<MeasureResult> failed;
+    try {
+        w.pid = start_process({exe, "worker", job_path, result_path, "--hold"}, o);
+    } catch (const std::runtime_error &e) {
+        w.pid = -1;
+        failed = fail(TrialStatus::RuntimeError, std::string("cannot start the worker: ") + e.what());
+    }
     close(fds[1]);
     w.sock = fds[0];
-    if (rc != 0) {
-        w.pid = -1;
-        return fail(TrialStatus::RuntimeError, "cannot start worker '" + exe + "': " + std::strerror(rc));
-    }
-    return std::nullopt;
+    return failed;
 }
 
 /** Kills the worker's process group and reaps it. */

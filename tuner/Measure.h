@@ -71,6 +71,10 @@ Cluster whole_graph_cluster(const Graph &g);
  * values; verification runs candidate and reference on the same weights). */
 std::string job_graph_json(const Graph &g, const Cluster &c);
 
+/** The verification tolerance of outputs of dtype \p d: the rule of tuner/bundle/bundle_data.h,
+ * which candidates in workers and in measurement bundles are both checked by. */
+double output_tolerance(DType d);
+
 /** Measures \p job in this process. A CUDA candidate is first compiled to PTX and checked with
  * ptxas (generators/CudaCheck.h): one that spills or exceeds a limit is returned with status
  * spills or resource-limit and never run; one that passes, on a machine without the CUDA driver,

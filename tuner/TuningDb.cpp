@@ -361,6 +361,8 @@ const char *status_name(TrialStatus s) {
         return "unmeasured";
     case TrialStatus::OutOfMemory:
         return "out-of-memory";
+    case TrialStatus::TunerError:
+        return "tuner-error";
     }
     return "crash";
 }
@@ -369,7 +371,7 @@ std::optional<TrialStatus> parse_status(const std::string &s) {
     for (TrialStatus t : {TrialStatus::Ok, TrialStatus::Illegal, TrialStatus::CompileError,
                           TrialStatus::RuntimeError, TrialStatus::Timeout, TrialStatus::WrongResult,
                           TrialStatus::Crash, TrialStatus::ResourceLimit, TrialStatus::Spills,
-                          TrialStatus::Unmeasured, TrialStatus::OutOfMemory}) {
+                          TrialStatus::Unmeasured, TrialStatus::OutOfMemory, TrialStatus::TunerError}) {
         if (s == status_name(t)) return t;
     }
     return std::nullopt;
@@ -705,7 +707,7 @@ std::vector<std::string> TuningDb::tried_schedules(const std::string &signature,
                                                    const std::string &target,
                                                    const std::string &fingerprint) const {
     std::string sql =
-        std::string("SELECT schedule FROM trial WHERE signature = ?1 AND target = ?2 AND ") +
+        std::string("SELECT schedule FROM trial WHERE signature = ?1 AND target = ?2 AND status != 'tuner-error' AND ") +
         kFingerprintMatch + " GROUP BY schedule ORDER BY min(created_at), schedule";
     Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
     s.bind(1, signature).bind(2, target).bind(3, fingerprint);

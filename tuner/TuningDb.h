@@ -29,9 +29,11 @@ enum class TrialStatus {
     Spills,         ///< CUDA: ptxas reports register spills; never run
     Unmeasured,     ///< CUDA: compiled and ptxas-checked, not run (no driver here); never a best
     OutOfMemory,    ///< an allocation failed under the worker's memory limit (MeasureJob::memory_limit_mb)
+    TunerError,     ///< a bug of fusor's own (an InternalError in the worker), not the schedule's:
+                    ///< never a best, and not a tried schedule (a later run measures it again)
 };
 /// "ok", "illegal", "compile-error", "runtime-error", "timeout", "wrong-result", "crash",
-/// "resource-limit", "spills", "unmeasured", "out-of-memory"
+/// "resource-limit", "spills", "unmeasured", "out-of-memory", "tuner-error"
 const char *status_name(TrialStatus s);
 std::optional<TrialStatus> parse_status(const std::string &s);
 

@@ -15,14 +15,13 @@
 #include <csignal>
 #include <thread>
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
 #include "graph/Optimize.h"
+#include "graph/Subprocess.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
 #include "tuner/Measure.h"
@@ -30,8 +29,6 @@
 
 using namespace fusor;
 using fusor::test::TempDir;
-
-extern char **environ;
 
 namespace {
 
@@ -81,27 +78,13 @@ MeasureJob small_job() {
 /** Starts `fusor <args>` with stdout and stderr to files, in its own process group when \p own_group
  * (so a signal to -pid reaches it as a terminal's Ctrl-C would); returns its pid. */
 pid_t spawn_fusor(const std::vector<std::string> &args, const std::string &out, const std::string &err, bool own_group) {
-    std::vector<std::string> all = {FUSOR_BINARY};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char *> argv;
-    for (std::string &a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    if (own_group) {
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-        posix_spawnattr_setpgroup(&attr, 0);
-    }
-    pid_t pid = -1;
-    int rc = posix_spawn(&pid, FUSOR_BINARY, &actions, &attr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    REQUIRE(rc == 0);
-    return pid;
+    std::vector<std::string> argv = {FUSOR_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ProcessOptions o;
+    o.stdout_path = out;
+    o.stderr_path = err;
+    o.own_process_group = own_group;
+    return start_process(argv, o);
 }
 
 }  // namespace

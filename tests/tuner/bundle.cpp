@@ -17,7 +17,9 @@
 #include "generators/CudaCheck.h"
 #include "support/Shell.h"
 #include "support/TempDir.h"
+#include "tuner/Measure.h"
 #include "tuner/Signature.h"
+#include "tuner/bundle/bundle_data.h"
 #include "tuner/TuningDb.h"
 
 using Catch::Contains;
@@ -140,6 +142,7 @@ TEST_CASE("bundle: large inputs are generated on the measuring machine and large
     const json &cl = manifest["clusters"][0];
     CHECK(cl["params"][0].contains("generated"));  // 1.6 MB: not carried
     CHECK(cl["outputs"][0]["stride"].get<int64_t>() > 1);
+    CHECK(cl["outputs"][0]["tolerance"].get<double>() == output_tolerance(DType::F32));  // the rule the harness applies
     CHECK(std::filesystem::file_size(d.file("b/" + cl["outputs"][0]["reference"].get<std::string>())) <= (128 << 10) + 4);
     Result m = shell("'" + d.file("b/measure") + "' --runs 2 --warmup 0", d);
     INFO(m.out);
@@ -373,4 +376,25 @@ TEST_CASE("bundle: a CUDA bundle's results are keyed by GPU name and compute cap
     }
     CHECK(from_fastest >= 2);
     CHECK(from_imported >= from_fastest);
+}
+
+TEST_CASE("verification rule: one rule for workers and bundles, NaN and infinities included", "[tuner][verify]") {
+    using fusor_bundle::element_matches;
+    const double nan = std::nan(""), inf = INFINITY;
+    CHECK(element_matches(nan, nan, 0));
+    CHECK_FALSE(element_matches(1.0, nan, 1e-3));
+    CHECK(element_matches(inf, inf, 0));
+    CHECK_FALSE(element_matches(-inf, inf, 1e-3));
+    CHECK_FALSE(element_matches(nan, inf, 1e-3));
+    CHECK_FALSE(element_matches(inf, 1e300, 1e-3));
+    CHECK_FALSE(element_matches(nan, 0.0, 1e-3));
+    CHECK(element_matches(1.0015, 1.0, 1e-3));  // within 1e-3 * (1 + 1)
+    CHECK_FALSE(element_matches(1.0025, 1.0, 1e-3));
+    CHECK(element_matches(5.0, 5.0, 0));
+    CHECK_FALSE(element_matches(6.0, 5.0, 0));
+    // the tolerance depends on the dtype only, and the worker's is the bundle's
+    CHECK(output_tolerance(DType::F64) == 1e-9);
+    CHECK(output_tolerance(DType::F32) == 1e-3);
+    CHECK(output_tolerance(DType::I32) == 0);
+    CHECK(output_tolerance(DType::Bool) == 0);
 }

@@ -45,6 +45,7 @@ struct BundleTensor {
     unsigned long long seed;   ///< generated inputs: generated_value(seed, i, lo, hi)
     double lo, hi;
     long long stride;          ///< outputs: the reference holds every stride-th element
+    double tolerance;          ///< outputs: the verification rule's tolerance (bundle_data.h)
 };
 
 struct BundleCluster {
@@ -273,16 +274,11 @@ std::string measure_candidate(const BundleCandidate &cand, int warmup, int runs)
         long long n = elements(t), samples = (n + t.stride - 1) / t.stride;
         std::vector<char> ref(samples * elem_bytes(t) + 1);
         if (!read_file(g_dir + "/" + t.file, ref.data(), samples * elem_bytes(t), why)) return failure("runtime-error", why);
-        double rtol = t.code == 2 && t.bits == 64 ? 1e-9 : t.code == 2 && t.bits == 32 ? 1e-3 : (t.code == 2 || t.code == 4) ? 1e-2 : 0;
         for (long long s = 0; s < samples; s++) {
             long long i = s * t.stride;
             double got = value_at(out.host.data(), t.code, t.bits, i), exp = value_at(ref.data(), t.code, t.bits, s);
-            bool ok;
-            if (std::isnan(exp)) ok = std::isnan(got);
-            else if (std::isinf(exp)) ok = got == exp;
-            else ok = std::isfinite(got) && std::fabs(got - exp) <= rtol * (1 + std::fabs(exp));
             if (std::isfinite(got) && std::isfinite(exp)) max_err = std::max(max_err, std::fabs(got - exp));
-            if (!ok) {
+            if (!fusor_bundle::element_matches(got, exp, t.tolerance)) {
                 char buf[256];
                 std::snprintf(buf, sizeof buf, "output %d (%s) element %lld: got %.9g, the unfused reference gives %.9g", k, t.name, i, got, exp);
                 wrong = buf;
