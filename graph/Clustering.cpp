@@ -224,7 +224,7 @@ Graph extract_cluster(const Graph &g, const Cluster &c) {
     return sub;
 }
 
-bool form_clusters(Graph &g, const ClusterOptions &options) {
+void form_clusters(Graph &g, const ClusterOptions &options) {
     std::vector<Group> groups = Clusterer(g, options).run();
     std::vector<int> group_of(g.nodes.size(), -1);
     for (size_t i = 0; i < groups.size(); i++) {
@@ -280,7 +280,6 @@ bool form_clusters(Graph &g, const ClusterOptions &options) {
         }
         g.clusters.push_back(std::move(c));
     }
-    return true;
 }
 
 }  // namespace fusor

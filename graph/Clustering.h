@@ -25,8 +25,8 @@ OpPattern node_pattern(const Graph &g, const Node &n);
  *  - no merge creates a cycle between clusters; at most options.max_nodes nodes.
  * Cluster inputs are tensors read inside and produced outside; outputs are tensors produced inside
  * and read outside or listed as graph outputs. Clusters are numbered in a valid execution order.
- * Returns true (the clustering always changes what g.clusters holds). */
-bool form_clusters(Graph &g, const ClusterOptions &options = {});
+ * Replaces whatever g.clusters held. */
+void form_clusters(Graph &g, const ClusterOptions &options = {});
 
 /** Cluster \p c of \p g as a standalone graph with one cluster holding every node: cluster inputs
  * become graph inputs named in0, in1, ... (initializers stay initializers, with their data), nodes

@@ -140,7 +140,7 @@ public:
      * Failed and unmeasured trials never answer. At most \p limit schedules (0: all). */
     std::vector<RankedSchedule> ranked_schedules(const std::string &signature, const std::string &target,
                                                  const std::string &fingerprint, size_t limit = 0) const;
-    /** Schedules already tried for a workload on \p fingerprint (any status), for the search:
+    /** Schedules already tried for a workload on \p fingerprint (any status but tuner-error), for the search:
      * each once, in the order first tried. \p fingerprint matches as in best(). */
     std::vector<std::string> tried_schedules(const std::string &signature, const std::string &target,
                                              const std::string &fingerprint) const;

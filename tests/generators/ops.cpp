@@ -182,11 +182,9 @@ std::vector<ref::Value> run_executor(const Graph &g, ExecMode mode, const Inputs
 }
 
 /** Parses \p json, runs it in both modes on random_inputs(seed) (passed through \p fix) and
- * checks every output against the reference within \p tol. With \p report_only (a known library
- * bug) differences and exceptions become warnings, and so does their absence. Returns the number
- * of outputs (over both modes) that differed or failed to run. */
-int check_graph(const std::string &json, Tolerance tol, const InputFix &fix = nullptr, uint64_t seed = 7,
-                bool report_only = false) {
+ * checks every output against the reference within \p tol. Returns the number of outputs (over
+ * both modes) that differed or failed to run. */
+int check_graph(const std::string &json, Tolerance tol, const InputFix &fix = nullptr, uint64_t seed = 7) {
     INFO("graph:\n" << json);
     Graph g = parse_graph_json(json, "op_test");
     Inputs inputs = random_inputs(g, seed);
@@ -201,8 +199,7 @@ int check_graph(const std::string &json, Tolerance tol, const InputFix &fix = nu
         } catch (const std::exception &e) {
             // keep going: the other mode and the following cases still say something
             failures++;
-            if (report_only) WARN("exception (known library bug): " << e.what());
-            else FAIL_CHECK("exception: " << e.what());
+            FAIL_CHECK("exception: " << e.what());
             continue;
         }
         REQUIRE(got.size() == want.size());
@@ -212,14 +209,9 @@ int check_graph(const std::string &json, Tolerance tol, const InputFix &fix = nu
                            << m.count << " of " << want[o].data.size() << " elements differ");
             CAPTURE(m.first, m.got, m.expected);
             if (m.count) failures++;
-            if (report_only) {
-                if (m.count) WARN("mismatch (known library bug): first index " << m.first << " got " << m.got << " expected " << m.expected);
-            } else {
-                CHECK(m.count == 0);
-            }
+            CHECK(m.count == 0);
         }
     }
-    if (report_only && failures == 0) WARN("the known library bug above no longer reproduces: make this a check again");
     return failures;
 }
 
