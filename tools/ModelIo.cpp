@@ -1,5 +1,6 @@
 #include "tools/ModelIo.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/core.h>
@@ -88,6 +89,18 @@ void save_outputs(const Executor &ex, const std::string &dir) {
     for (size_t i = 0; i < g.outputs.size(); i++) {
         const Tensor &t = g.tensor(g.outputs[i]);
         write_npy(dir + "/" + file_stem(t.name) + ".npy", t.type, ex.output(i).data());
+    }
+}
+
+void note_fallbacks(const Executor &ex, std::vector<std::string> &decisions, std::vector<std::string> &warnings) {
+    for (size_t k = 0; k < ex.num_kernels(); k++) {
+        if (ex.is_control_step(k) || ex.kernel(k).fallback_reason.empty()) continue;
+        std::string prefix = ex.cluster(k).name + ": ";
+        std::string line = prefix + "default schedule: the stored schedule was not used: " + ex.kernel(k).fallback_reason;
+        auto same = [&](const std::string &d) { return d.rfind(prefix, 0) == 0; };
+        decisions.erase(std::remove_if(decisions.begin(), decisions.end(), same), decisions.end());
+        decisions.push_back(line);
+        warnings.push_back(line);
     }
 }
 

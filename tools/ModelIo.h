@@ -40,6 +40,12 @@ bool cuda_target_without_driver(const std::string &target);
  * exit 2). OpenCL targets are for `fusor compile`. */
 void check_jit_gpu_target(const Halide::Target &t, const std::string &text);
 
+/** Corrects the tuning database's \p decisions ("<cluster>: ...", db_schedules) with what \p ex
+ * compiled: a stored schedule that could not be applied (unparsable, or illegal for its cluster)
+ * left its cluster on the default schedule, so its decision says that instead, and the cluster
+ * joins \p warnings. */
+void note_fallbacks(const Executor &ex, std::vector<std::string> &decisions, std::vector<std::string> &warnings);
+
 /** Parses a --layout value; throws UserError naming the flag otherwise. */
 Layout layout_flag(const std::string &text);
 

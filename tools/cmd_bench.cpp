@@ -57,6 +57,7 @@ Verb add_bench(CLI::App &app) {
                     use_tuning_db(to, o->db, &decisions, &warnings);
                     tuned_session = std::make_unique<Session>(g, to);
                     tuned = &tuned_session->executor();
+                    note_fallbacks(*tuned, decisions, warnings);
                     print_db_warnings(o->db, warnings, tuned->num_kernels());
                     set_random_inputs(*tuned, 1);
                 }

@@ -63,6 +63,7 @@ Verb add_run(CLI::App &app) {
                 if (!o->db.empty() && !o->unfused) use_tuning_db(so, o->db, &decisions, &warnings);
                 Session session(g, so);
                 Executor &ex = session.executor();
+                note_fallbacks(ex, decisions, warnings);
                 for (const std::string &d : decisions) fmt::print("schedule {}\n", d);
                 print_db_warnings(o->db, warnings, ex.num_kernels());
                 if (!o->inputs.empty()) load_inputs(ex, o->inputs);

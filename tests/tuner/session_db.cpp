@@ -5,12 +5,16 @@
 
 #include <cmath>
 
+#include "graph/Clustering.h"
 #include "graph/Error.h"
+#include "graph/Printer.h"
 #include "graph/Random.h"
 #include "runtime/Session.h"
+#include "support/Shell.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
 #include "tuner/DbSchedules.h"
+#include "tuner/Signature.h"
 #include "tuner/TuningDb.h"
 
 using namespace fusor;
@@ -54,4 +58,38 @@ TEST_CASE("session: use_tuning_db compiles the schedules this machine measured",
 
     SessionOptions missing;
     CHECK_THROWS_WITH(use_tuning_db(missing, dir.file("nope.db")), Contains("nope.db") && Contains("does not exist"));
+}
+
+TEST_CASE("run and bench --db: a stored best schedule that cannot be applied is reported as not used", "[tuner][session]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    Graph g = load_optimized_model(model, SessionOptions{});
+    form_clusters(g);
+    REQUIRE(g.clusters.size() == 1);
+    {
+        TuningDb db(dir.file("t.db"));
+        Workload w;
+        w.signature = cluster_signature(g, g.clusters[0]);
+        w.target = resolved_target("host");
+        w.canonical_text = canonical_cluster_text(g, g.clusters[0]);
+        db.add_workload(w);
+        Trial t;
+        t.signature = w.signature;
+        t.target = w.target;
+        t.schedule = "this is { not a schedule";
+        t.median_ms = t.min_ms = t.max_ms = 0.001;
+        t.strategy = "evolve";
+        t.fingerprint = machine_fingerprint();
+        t.created_at = utc_now();
+        db.add_trial(t);
+    }
+    for (const char *verb : {"run", "bench"}) {
+        INFO(verb);
+        test::ShellResult r = test::run_fusor(std::string(verb) + " '" + model + "' --db '" + dir.file("t.db") + "'");
+        INFO(r.out << r.err);
+        REQUIRE(r.status == 0);
+        CHECK_THAT(r.out, Contains("default schedule: the stored schedule was not used: unparsable"));
+        CHECK_THAT(r.out, !Contains("tuned schedule"));
+        CHECK_THAT(r.err, Contains("has no usable schedule for 1 of 1 cluster"));
+    }
 }
