@@ -186,7 +186,9 @@ __attribute__((target("avx512f"))) double fma_loop_avx512(int64_t iters) {
     }
     __m512 s = a[0];
     for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
-    return _mm512_reduce_add_ps(s);
+    float lanes[16];
+    _mm512_storeu_ps(lanes, s);
+    return lanes[0];
 }
 
 double peak_gflops(int threads) {
@@ -377,7 +379,7 @@ SearchRun search(const Graph &g, const std::string &db_path, const std::string &
  * measurement each, taken minutes apart on a shared machine; these are comparable. */
 json retime(const Case &c, const SearchRun &tuned, const SearchRun &random, int rounds, int threads, int jobs, int repeats) {
     std::vector<std::pair<std::string, std::string>> entries = {{"default", ""}};
-    for (const std::string &a : {"Mullapudi2016", "Adams2019", "Li2018"}) {
+    for (const std::string a : {"Mullapudi2016", "Adams2019", "Li2018"}) {
         if (tuned.baselines.count(a)) entries.push_back({a, "autoscheduler " + a + "\n"});
     }
     // each strategy's three best by the tuner's per-schedule ranking (confirm re-timings
@@ -550,7 +552,7 @@ int main(int argc, char **argv) {
         all_trials += tuned.trials + random.trials;
         all_wall += tuned.wall_s + random.wall_s;
         r["default_ms"] = tuned.default_ms;
-        for (const std::string &a : {"Mullapudi2016", "Adams2019", "Li2018"}) {
+        for (const std::string a : {"Mullapudi2016", "Adams2019", "Li2018"}) {
             r[a + "_ms"] = tuned.baselines.count(a) ? json(tuned.baselines[a]) : json(nullptr);  // null: failed or wrong
         }
         r["tuned_ms"] = tuned.best_ms;

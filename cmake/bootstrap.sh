@@ -12,7 +12,7 @@
 #
 # Environment: FUSOR_BUILD_DIR (default build), FUSOR_MODEL (demo model), FUSOR_DB (demo tuning
 # database, default build/demo.db), FUSOR_TRIALS (demo autotune trials, default 20), JOBS (default: nproc),
-# FUSOR_FUZZ=0 (test mode: skip fuzzing), FUSOR_FUZZ_SECONDS (test mode: seconds of exploration
+# FUSOR_WERROR=1 (compiler warnings are errors; CI sets it), FUSOR_FUZZ=0 (test mode: skip fuzzing), FUSOR_FUZZ_SECONDS (test mode: seconds of exploration
 # after the replay; default 60, 0 = replay only).
 set -euo pipefail
 
@@ -44,7 +44,7 @@ install_missing() {
 
 configure_and_build() {
     echo "== configuring a Release build in $build"
-    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING="$1" >/dev/null
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING="$1" -DFUSOR_WERROR="${FUSOR_WERROR:-0}" >/dev/null
     echo "== building ($jobs jobs)"
     cmake --build "$build" -j "$jobs"
 }

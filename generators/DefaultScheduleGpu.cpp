@@ -263,7 +263,6 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             if (!st.aligned && plans[*r.begin()].anchored) {
                 // a staged operand: per block in shared memory when its window fits
                 const OutputPlan &p = plans[*r.begin()];
-                const StageInfo &o = lc.output_stage(*r.begin());
                 int64_t bytes = p.staged_bytes;
                 if (bytes > 0 && bytes <= kSharedBudget && rank > 0) {
                     s.level = ComputeLevel::At;

@@ -390,8 +390,8 @@ bool convert_node(Importer &im, OnnxNode &n) {
             im.unsupported(n.proto, n.version, n.name, "spatial = 0 (per-element statistics) is not supported");
             return false;
         }
-        bool training = (is_test && *is_test == 0 && v < 7) || n.attrs.count("training_mode") && std::get_if<int64_t>(&n.attrs["training_mode"]) &&
-                                                                   std::get<int64_t>(n.attrs["training_mode"]) != 0;
+        bool training = (is_test && *is_test == 0 && v < 7) || (n.attrs.count("training_mode") && std::get_if<int64_t>(&n.attrs["training_mode"]) &&
+                                                                   std::get<int64_t>(n.attrs["training_mode"]) != 0);
         int outputs = 0;
         for (const std::string &o : n.proto.output()) outputs += !o.empty();
         if (training || outputs > 1) {

@@ -12,8 +12,7 @@ namespace {
 
 halide_buffer_t make(void *host, halide_type_code_t code, int bits,
                      std::vector<halide_dimension_t> &dims) {
-    halide_buffer_t b;
-    std::memset(&b, 0, sizeof b);
+    halide_buffer_t b{};
     b.host = (uint8_t *)host;
     b.type.code = code;
     b.type.bits = (uint8_t)bits;

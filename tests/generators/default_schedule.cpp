@@ -18,6 +18,14 @@ using namespace fusor;
 
 namespace {
 
+/** A stage schedule of \p stage with every choice at its default but \p level. */
+StageSchedule plain_stage(const std::string &stage, ComputeLevel level = ComputeLevel::Inline) {
+    StageSchedule s;
+    s.stage = stage;
+    s.level = level;
+    return s;
+}
+
 const char *kModels[] = {"eltwise_chain", "resnet_block", "mobilenet_v2_block", "transformer_mlp", "attention_scores"};
 
 /** Materialized internal stages the default schedule may keep, with why: BatchNormalization's
@@ -31,7 +39,7 @@ bool allowed_materialization(const StageSchedule &s) {
 TEST_CASE("default schedule: legal, round-trips as text, materializes no non-output stage without a reason",
           "[generators][default_schedule]") {
     Halide::Target target("x86-64-linux-avx-avx2-fma-sse41");  // fixed, so the test is the same on every CI machine
-    for (const std::string dir : {std::string(FUSOR_TEST_DATA) + "/models/", std::string(FUSOR_CONFIG_DIR) + "/models/"}) {
+    for (const std::string &dir : {std::string(FUSOR_TEST_DATA) + "/models/", std::string(FUSOR_CONFIG_DIR) + "/models/"}) {
         for (const char *name : kModels) {
             Graph g = load_graph_json(dir + name + ".json");
             form_clusters(g);
@@ -119,7 +127,7 @@ TEST_CASE("why_illegal: names the stage and the reason", "[generators][default_s
         }
         return why_illegal(s, lc);
     };
-    CHECK(edit("cs_softmax_max", [](StageSchedule &s) { s = StageSchedule{s.stage}; }) ==
+    CHECK(edit("cs_softmax_max", [](StageSchedule &s) { s = plain_stage(s.stage); }) ==
           "stage 'cs_softmax_max': has update definitions (a reduction) and cannot be inlined");
     CHECK(edit("cs_softmax", [](StageSchedule &s) { s.level = ComputeLevel::Inline, s.vector_width = 0, s.parallel = false; }) ==
           "stage 'cs_softmax': is a cluster output and must be root");
@@ -136,7 +144,7 @@ TEST_CASE("why_illegal: names the stage and the reason", "[generators][default_s
           "outside that loop");
     CHECK(edit("cs_nothing", [](StageSchedule &) {}).empty());
     ClusterSchedule extra = good;
-    extra.stages.push_back(StageSchedule{"cs_nothing", ComputeLevel::Root});
+    extra.stages.push_back(plain_stage("cs_nothing", ComputeLevel::Root));
     CHECK(why_illegal(extra, lc) == "stage 'cs_nothing': no such stage in cluster cs_");
 }
 
@@ -197,7 +205,7 @@ TEST_CASE("schedules: other legal schedules compute what the default computes", 
             std::vector<float> plain = run_with(g, *c, "v1_", [](ClusterSchedule &s) {
                 for (StageSchedule &st : s.stages) {
                     bool keep_root = st.level != ComputeLevel::Inline;
-                    st = StageSchedule{st.stage, keep_root ? ComputeLevel::Root : ComputeLevel::Inline};
+                    st = plain_stage(st.stage, keep_root ? ComputeLevel::Root : ComputeLevel::Inline);
                 }
             });
             check_close(plain, base);
