@@ -336,9 +336,10 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
       << "enum { " << name << "_num_inputs = " << g.inputs.size() << ", " << name << "_num_outputs = " << g.outputs.size()
       << " };\n\n"
       << "/* Allocates the arena (" << plan.arena_bytes << " bytes; on a GPU target also once on the device) and\n"
-      << " * installs the scratch pool and a Halide error handler that keeps the message for _last_error() (an\n"
-      << " * app that installs its own handler after this keeps its own). Called by the first run if not\n"
-      << " * before. 0 on success; -3 if an allocation failed (e.g. a CUDA library without a GPU). */\n"
+      << " * installs Halide's error handler and malloc hooks (process-wide, shared by every fusor model: they\n"
+      << " * route each kernel's message and scratch to its own model; an app that installs its own after this\n"
+      << " * keeps its own). Called by the first run if not before. 0 on success; -3 if an allocation failed\n"
+      << " * (e.g. a CUDA library without a GPU). */\n"
       << "int " << name << "_init(void);\n"
       << "/* Frees the arena and the scratch pool. */\n"
       << "void " << name << "_teardown(void);\n"

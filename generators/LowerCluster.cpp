@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "generators/HalideDiagnostics.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 
@@ -58,6 +59,7 @@ bool is_baked_constant(const Tensor &t) {
 }
 
 LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix) {
+    install_halide_diagnostics();  // before the first Func: Halide may warn from here on
     LoweredCluster lc;
     lc.name = prefix;
     std::map<TensorId, LValue> values;

@@ -1,6 +1,8 @@
 #include "generators/Lowering.h"
 
+#include <atomic>
 #include <cmath>
+#include <map>
 
 #include "graph/Error.h"
 
@@ -165,8 +167,10 @@ void LowerContext::fail(const std::string &what) const {
     throw UserError(g_.where(n_) + ": " + what);
 }
 
-LowerFn find_lowering(OpKind op) {
-    static const LoweringTable table = [] {
+namespace {
+
+LoweringTable &lowering_table() {
+    static LoweringTable table = [] {
         LoweringTable t(kNumOps, nullptr);
         register_elementwise_lowerings(t);
         register_linear_lowerings(t);
@@ -178,10 +182,42 @@ LowerFn find_lowering(OpKind op) {
         register_movement_lowerings(t);
         register_spatial_lowerings(t);
         register_recurrent_lowerings(t);
-        register_test_lowerings(t);
         return t;
     }();
-    return table.at((size_t)op);
+    return table;
+}
+
+std::map<std::string, JITExtern> &jit_externs() {
+    static std::map<std::string, JITExtern> externs;
+    return externs;
+}
+
+std::atomic<bool> g_test_fault_armed{false};
+
+}  // namespace
+
+LowerFn find_lowering(OpKind op) {
+    return lowering_table().at((size_t)op);
+}
+
+void add_lowering(OpKind op, LowerFn fn) {
+    lowering_table().at((size_t)op) = fn;
+}
+
+void add_jit_extern(const std::string &name, const JITExtern &fn) {
+    jit_externs().insert_or_assign(name, fn);
+}
+
+void prepare_jit(Pipeline &p) {
+    if (!jit_externs().empty()) p.set_jit_externs(jit_externs());
+}
+
+void set_test_fault_armed(bool armed) {
+    g_test_fault_armed = armed;
+}
+
+bool test_fault_armed() {
+    return g_test_fault_armed;
 }
 
 }  // namespace fusor

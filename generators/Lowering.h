@@ -117,16 +117,25 @@ private:
 /** Lowers one node: returns one Func per node output. Internal stages go through make_stage. */
 using LowerFn = std::vector<Halide::Func> (*)(LowerContext &ctx);
 
-/** Registers the extern functions lowered code may call (the test-only fusor.test.Fault op) with
- * a pipeline about to be JIT-compiled. Every place that JIT-compiles a lowered pipeline calls it. */
+/** Registers the extern functions lowered code may call (those added by add_jit_extern) with a
+ * pipeline about to be JIT-compiled. Every place that JIT-compiles a lowered pipeline calls it. */
 void prepare_jit(Halide::Pipeline &p);
 
-/** fusor.test.Fault in mode "wrong" corrupts values only while armed: the tuner's worker arms it
- * around a candidate's timed runs, not around the reference, to emulate a candidate schedule that
- * computes wrong values. */
-void set_test_fault_armed(bool armed);
+/** Registration hooks for the test-only ops (graph/Op.h, FUSOR_OPS_TEST), which production
+ * programs never call: a test program calls them at startup, before any compile
+ * (tests/support/TestOps.h). add_lowering gives \p op its lowering; add_jit_extern adds an
+ * extern function that lowered code calls, by name. */
+void add_lowering(OpKind op, LowerFn fn);
+void add_jit_extern(const std::string &name, const Halide::JITExtern &fn);
 
-/** The lowering of \p op, or nullptr if none is registered (a bug: tests check every op has one). */
+/** Arms the test-only fusor.test.Fault: in mode "wrong" it corrupts values only while armed. The
+ * tuner's worker arms it around a candidate's timed runs, not around the reference, to emulate a
+ * candidate schedule that computes wrong values; without the test ops the switch has no effect. */
+void set_test_fault_armed(bool armed);
+bool test_fault_armed();
+
+/** The lowering of \p op, or nullptr if none is registered (a bug for every op all_ops() lists:
+ * tests check every op has one). */
 LowerFn find_lowering(OpKind op);
 
 /** A Func/Var name made of [A-Za-z0-9_] only, never starting with a digit. */
@@ -145,6 +154,5 @@ void register_math_lowerings(LoweringTable &t);
 void register_movement_lowerings(LoweringTable &t);
 void register_spatial_lowerings(LoweringTable &t);
 void register_recurrent_lowerings(LoweringTable &t);
-void register_test_lowerings(LoweringTable &t);
 
 }  // namespace fusor

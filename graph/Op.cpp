@@ -1,6 +1,7 @@
 #include "graph/Op.h"
 
 #include <algorithm>
+#include <atomic>
 #include <sstream>
 
 #include "graph/Error.h"
@@ -59,6 +60,8 @@ std::vector<OpInfo> build_table() {
     return t;
 }
 
+std::atomic<bool> g_test_ops{false};  // enable_test_ops
+
 const std::vector<OpInfo> &table() {
     static const std::vector<OpInfo> t = build_table();
     return t;
@@ -97,21 +100,35 @@ const char *op_name(OpKind k) {
     return op_info(k).name;
 }
 
+bool is_test_op(OpKind k) {
+#define FUSOR_OP_IS(name, ...) k == OpKind::name ||
+    return FUSOR_OPS_TEST(FUSOR_OP_IS) false;
+#undef FUSOR_OP_IS
+}
+
+void enable_test_ops() {
+    g_test_ops = true;
+}
+
 std::optional<OpKind> find_op(std::string_view name, std::string_view domain) {
     if (domain == "ai.onnx") domain = "";
-    for (const OpInfo &info : table()) {
-        if (name == info.name && domain == info.domain) return info.kind;
+    for (OpKind k : all_ops()) {
+        const OpInfo &info = op_info(k);
+        if (name == info.name && domain == info.domain) return k;
     }
     return std::nullopt;
 }
 
 const std::vector<OpKind> &all_ops() {
-    static const std::vector<OpKind> ops = [] {
+    auto ops = [](bool with_test) {
         std::vector<OpKind> v;
-        for (const OpInfo &info : table()) v.push_back(info.kind);
+        for (const OpInfo &info : table()) {
+            if (with_test || !is_test_op(info.kind)) v.push_back(info.kind);
+        }
         return v;
-    }();
-    return ops;
+    };
+    static const std::vector<OpKind> production = ops(false), with_test = ops(true);
+    return g_test_ops ? with_test : production;
 }
 
 bool is_control_flow(OpKind k) {

@@ -58,7 +58,6 @@ const char *pattern_name(OpPattern p);
     X(HardSwish, "", ElemWise, 1, 1, 1, unary_float, "", "")                                        \
     X(Clip, "", ElemWise, 1, 3, 1, clip, "", "")                                                    \
     X(MulAdd, "fusor", Broadcast, 3, 3, 1, broadcast, "", "")                                       \
-    X(Fault, "fusor.test", ElemWise, 1, 1, 1, unary_float, "", "mode:s")                            \
     X(Identity, "", ElemWise, 1, 1, 1, unary, "", "")                                               \
     X(Cast, "", ElemWise, 1, 1, 1, cast, "", "saturate:i=1 to:i")                                   \
     X(Dropout, "", ElemWise, 1, 3, 2, dropout, "", "seed:i?")                                       \
@@ -204,9 +203,16 @@ const char *pattern_name(OpPattern p);
  * equal in both branches (static shapes). */
 #define FUSOR_OPS_CONTROL(X) X(If, "", Opaque, 1, -1, -1, if_branches, "", "")
 
+/** Test-only ops (domain "fusor.test"): `Fault`, whose kernel crashes, hangs or computes wrong
+ * values on purpose, for the tuner's isolation tests. Their kinds exist so that shared code can
+ * name them, but no production program knows them: find_op and all_ops leave them out, and they
+ * have no lowering, until a test program calls enable_test_ops() at startup (tests/support/TestOps.h,
+ * which also registers their lowerings). A model that uses one is an unknown-op error in `fusor`. */
+#define FUSOR_OPS_TEST(X) X(Fault, "fusor.test", ElemWise, 1, 1, 1, unary_float, "", "mode:s")
+
 #define FUSOR_FOR_EACH_OP(X)                                                                        \
     FUSOR_OPS_CORE(X) FUSOR_OPS_MATH(X) FUSOR_OPS_MOVEMENT(X) FUSOR_OPS_SPATIAL(X) FUSOR_OPS_RECURRENT(X) \
-    FUSOR_OPS_CONTROL(X)
+    FUSOR_OPS_CONTROL(X) FUSOR_OPS_TEST(X)
 
 enum class OpKind {
 #define FUSOR_OP_ENUM(name, ...) name,
@@ -217,6 +223,12 @@ enum class OpKind {
 constexpr int kNumOps = 0
 #define FUSOR_OP_COUNT(...) +1
     FUSOR_FOR_EACH_OP(FUSOR_OP_COUNT)
+#undef FUSOR_OP_COUNT
+    ;
+
+constexpr int kNumTestOps = 0
+#define FUSOR_OP_COUNT(...) +1
+    FUSOR_OPS_TEST(FUSOR_OP_COUNT)
 #undef FUSOR_OP_COUNT
     ;
 
@@ -256,10 +268,16 @@ struct OpInfo {
 
 const OpInfo &op_info(OpKind k);
 const char *op_name(OpKind k);
-/** Looks an op up by name (and domain: "" or "ai.onnx" for ONNX, "fusor" for ours). */
+/** Looks an op up by name (and domain: "" or "ai.onnx" for ONNX, "fusor" for ours). Test-only
+ * ops are found only after enable_test_ops(). */
 std::optional<OpKind> find_op(std::string_view name, std::string_view domain = "");
-/** Every op, in table order. */
+/** Every op this program knows, in table order: test-only ops only after enable_test_ops(). */
 const std::vector<OpKind> &all_ops();
+/** True for the test-only ops (FUSOR_OPS_TEST). */
+bool is_test_op(OpKind k);
+/** Makes the test-only ops known to find_op and all_ops, for the rest of the process. Only test
+ * programs call it, at startup. */
+void enable_test_ops();
 /** True for control-flow ops (FUSOR_OPS_CONTROL: If), which hold subgraphs and which the runtime
  * executes itself; they have no Halide lowering. */
 bool is_control_flow(OpKind k);

@@ -28,4 +28,8 @@ Verb add_worker(CLI::App &app);
 Verb add_compile(CLI::App &app);
 Verb add_conformance(CLI::App &app);
 
+/** The whole CLI: parses argv, runs the verb, and returns the exit status (0 success, 1 the work
+ * failed, 2 bad usage or bad input). `fusor` is this and nothing else (tools/main.cpp). */
+int run_cli(int argc, char **argv);
+
 }  // namespace fusor::cli

@@ -1,6 +1,6 @@
 /** \file
- * `fusor`: one binary, git-style verbs. Exit status: 0 success, 1 the work failed, 2 bad usage
- * or bad input (a malformed model, flag or data file). */
+ * The `fusor` CLI: one binary, git-style verbs. Exit status: 0 success, 1 the work failed, 2 bad
+ * usage or bad input (a malformed model, flag or data file). */
 #include <cstdio>
 #include <vector>
 
@@ -9,7 +9,7 @@
 #include "graph/Error.h"
 #include "tools/Commands.h"
 
-int main(int argc, char **argv) {
+int fusor::cli::run_cli(int argc, char **argv) {
     CLI::App app{"fusor: graph-fusion compiler and autotuner on Halide"};
     app.set_version_flag("--version", [] {
         return std::string("fusor ") + FUSOR_VERSION + " (Halide " + FUSOR_HALIDE_VERSION + ")\n" + fusor::describe_host_target();

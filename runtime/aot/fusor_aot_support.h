@@ -9,10 +9,16 @@
  * - Model: the tables a generated model fills in (tensors, kernels, weights), and run(), which
  *   checks the caller's buffers against the model's shapes, binds them, and calls every kernel in
  *   order over one arena allocated at init.
- * - A pool for Halide's scratch allocations inside kernels, reached through halide_malloc hooks:
- *   kernels are compiled with a user_context argument, and the hooks serve a request from the pool
- *   of the model whose user_context they receive (and from plain aligned malloc for any other
- *   Halide code in the app). After the first run, runs allocate nothing. */
+ * - Halide's error handler and malloc hooks. They are process-wide (one of each for every Halide
+ *   pipeline in the app) while each model keeps its own last error and scratch pool, so they route
+ *   by the user_context argument every kernel is compiled with: a model passes its Context, whose
+ *   function pointers lead back to that model. Every library installs the same hooks; whichever
+ *   was installed last serves every model, also one built by another library or fusor version of
+ *   the same Context layout (kContextMagic). A thread-local "current model" would not do: kernels
+ *   report errors and allocate from the worker threads of Halide's pool too. Requests with another
+ *   user_context (other Halide code in the app) get plain aligned malloc, and their error
+ *   messages are dropped (Halide's default handler would abort the app). After the first run,
+ *   runs allocate nothing. */
 #pragma once
 
 #include <cstdint>
@@ -80,8 +86,9 @@ inline void copy_strided(const halide_buffer_t *src, halide_buffer_t *dst) {
     Walk{src, dst, bytes}.dim(dst->dimensions - 1, src->host, dst->host);
 }
 
-/* The magic word at the head of every user_context a fusor model passes to its kernels. */
-static const uint64_t kContextMagic = 0x6675736f72637478ull;  // "fusorctx"
+/* The magic word at the head of every user_context a fusor model passes to Halide; it names the
+ * layout of Context (a new layout takes a new word). */
+static const uint64_t kContextMagic = 0x6675736f72637832ull;  // "fusorcx2"
 
 struct Pool {
     std::mutex mu;
@@ -125,21 +132,33 @@ struct Pool {
     }
 };
 
+/* The user_context of a model's kernels and Halide runtime calls: plain C, the same in every
+ * library with this kContextMagic. The hooks reach the model only through it. */
 struct Context {
     uint64_t magic = kContextMagic;
-    Pool *pool = nullptr;
+    void *model = nullptr;
+    void (*report)(void *model, const char *msg) = nullptr;  // keeps Halide's error message
+    void *(*alloc)(void *model, size_t size) = nullptr;      // scratch; null: plain malloc
+    void (*release)(void *model, void *p) = nullptr;         // returns what alloc gave
 };
+
+/* user_context as a fusor model's Context, or null for other Halide code. */
+inline const Context *fusor_context(const void *user_context) {
+    const Context *c = (const Context *)user_context;
+    return c && c->magic == kContextMagic ? c : nullptr;
+}
 
 /* Blocks not from a pool carry a header so the free hook can tell them apart. */
 static const uint64_t kSystemMagic = 0x6675736f72737973ull;  // "fusorsys"
 
+/* A pool block's 64-byte header holds kContextMagic and the Context that allocated it. */
 inline void *hook_malloc(void *user_context, size_t size) {
-    const Context *ctx = (const Context *)user_context;
-    if (ctx && ctx->magic == kContextMagic && ctx->pool) {
-        char *p = (char *)ctx->pool->alloc(size + 64);
+    const Context *c = fusor_context(user_context);
+    if (c && c->alloc) {
+        char *p = (char *)c->alloc(c->model, size + 64);
         if (!p) return nullptr;
         std::memcpy(p, &kContextMagic, 8);
-        std::memcpy(p + 8, &ctx->pool, sizeof(Pool *));
+        std::memcpy(p + 8, &c, sizeof c);
         return p + 64;
     }
     void *base = nullptr;
@@ -149,37 +168,29 @@ inline void *hook_malloc(void *user_context, size_t size) {
 }
 
 inline void hook_free(void *user_context, void *ptr) {
-    (void)user_context;
+    (void)user_context;  // not necessarily the allocating one: the header says who owns the block
     if (!ptr) return;
     char *head = (char *)ptr - 64;
     uint64_t magic;
     std::memcpy(&magic, head, 8);
     if (magic == kContextMagic) {
-        Pool *pool;
-        std::memcpy(&pool, head + 8, sizeof(Pool *));
-        pool->release(head);
+        const Context *c;
+        std::memcpy(&c, head + 8, sizeof c);
+        c->release(c->model, head);
         return;
     }
     free(head);
 }
 
-/* The last message Halide's runtime reported on this thread (its default handler would abort
- * the app: a CUDA library on a machine without a GPU, an allocation that failed). */
-inline std::string &halide_message() {
-    static thread_local std::string message;
-    return message;
+inline void hook_error(void *user_context, const char *msg) {
+    if (const Context *c = fusor_context(user_context)) c->report(c->model, msg ? msg : "");
 }
 
-inline void record_halide_error(void *user_context, const char *msg) {
-    (void)user_context;
-    std::string m = msg ? msg : "";
-    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-    halide_message() = m;
-}
-
-/* ": <Halide's message>" when there is one, to end an error text. */
-inline std::string halide_detail() {
-    return halide_message().empty() ? std::string() : ": " + halide_message();
+/* Installs the hooks above for every Halide pipeline in the process. */
+inline void install_hooks() {
+    halide_set_error_handler(hook_error);
+    halide_set_custom_malloc(hook_malloc);
+    halide_set_custom_free(hook_free);
 }
 
 struct Model {
@@ -218,6 +229,25 @@ struct Model {
     Pool pool;
     Context ctx;
     std::string error;
+    std::mutex halide_mu;        // kernels may report from several of Halide's threads at once
+    std::string halide_message;  // the last message Halide reported for this model
+
+    /* Context::report: keeps msg without its trailing newlines and spaces. */
+    static void report(void *self, const char *msg) {
+        Model &m = *(Model *)self;
+        std::string text = msg;
+        while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+        std::lock_guard<std::mutex> lock(m.halide_mu);
+        m.halide_message = text;
+    }
+    static void *scratch_alloc(void *self, size_t size) { return ((Model *)self)->pool.alloc(size); }
+    static void scratch_release(void *self, void *p) { ((Model *)self)->pool.release(p); }
+
+    /* ": <Halide's message>" when there is one, to end an error text. */
+    std::string halide_detail() {
+        std::lock_guard<std::mutex> lock(halide_mu);
+        return halide_message.empty() ? std::string() : ": " + halide_message;
+    }
 
     void fill_dense(halide_buffer_t &b, std::vector<halide_dimension_t> &d, const TensorDesc &t, void *host) {
         d.assign(t.rank > 0 ? t.rank : 1, halide_dimension_t());
@@ -241,7 +271,9 @@ struct Model {
 
     int init() {
         if (ready) return 0;
-        halide_set_error_handler(record_halide_error);
+        ctx.model = this;
+        ctx.report = report;
+        install_hooks();
         if (arena_bytes > 0 && posix_memalign((void **)&arena, 64, (size_t)arena_bytes) != 0) {
             error = std::string(name) + ": cannot allocate the arena of " + std::to_string(arena_bytes) + " bytes";
             return -3;
@@ -279,9 +311,8 @@ struct Model {
             fill_dense(raw_out[i], raw_out_dims[i], tensors[outputs[i]], nullptr);
             raw_out_ptr[i] = &raw_out[i];
         }
-        ctx.pool = &pool;
-        halide_set_custom_malloc(hook_malloc);
-        halide_set_custom_free(hook_free);
+        ctx.alloc = scratch_alloc;
+        ctx.release = scratch_release;
         ready = true;
         return 0;
     }
@@ -465,7 +496,10 @@ struct Model {
     /* Every kernel in order over the buffers in `bound`, then the copied outputs. */
     int run_bound(bool nested = false) {
         int failed = 0;
-        halide_message().clear();
+        {
+            std::lock_guard<std::mutex> lock(halide_mu);
+            halide_message.clear();
+        }
         int r = run_kernels(&ctx, bound.data(), &failed);
         if (r != 0) {
             if (kernels[failed].branch_error) {

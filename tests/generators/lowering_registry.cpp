@@ -2,11 +2,13 @@
 // node's output type and rank.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
 #include "generators/Lowering.h"
 #include "graph/Op.h"
+#include "support/TestOps.h"
 
 using namespace fusor;
 
@@ -14,6 +16,22 @@ TEST_CASE("lowering registry: every op in the op table has a lowering", "[genera
     for (OpKind op : all_ops()) {
         INFO("op " << op_name(op));
         // control flow (If) is run by the runtime, between kernels: it has no lowering
+        CHECK((find_lowering(op) != nullptr) == !is_control_flow(op));
+    }
+    CHECK(all_ops().size() == (size_t)(kNumOps - kNumTestOps));
+}
+
+TEST_CASE("lowering registry: the test-only ops are unknown until a test program registers them",
+          "[generators][lowering_registry]") {
+    // what production programs see: no name, no listing, no lowering
+    CHECK_FALSE(find_op("Fault", "fusor.test"));
+    CHECK(std::find(all_ops().begin(), all_ops().end(), OpKind::Fault) == all_ops().end());
+    CHECK(find_lowering(OpKind::Fault) == nullptr);
+    fusor::test::register_test_ops();
+    CHECK(find_op("Fault", "fusor.test") == OpKind::Fault);
+    CHECK(all_ops().size() == (size_t)kNumOps);
+    for (OpKind op : all_ops()) {
+        INFO("op " << op_name(op));
         CHECK((find_lowering(op) != nullptr) == !is_control_flow(op));
     }
 }

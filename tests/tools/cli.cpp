@@ -210,6 +210,27 @@ TEST_CASE("cli: ops lists every op with its domain", "[tools][cli]") {
     CHECK(r.status == 0);
     CHECK_THAT(r.out, Contains("fusor.Gelu") && Contains("Conv") && Contains("OutFusable"));
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == (long)fusor::all_ops().size());
+    CHECK(fusor::all_ops().size() == (size_t)(fusor::kNumOps - fusor::kNumTestOps));  // this program registered no test op
+}
+
+TEST_CASE("cli: the test-only op fusor.test.Fault is unknown to fusor, known to fusor_test_worker", "[tools][cli]") {
+    Result ops = run_fusor("ops");
+    CHECK(ops.status == 0);
+    CHECK_THAT(ops.out, !Contains("fusor.test") && !Contains("Fault"));
+    TempDir dir;
+    std::ofstream(dir.file("fault.json")) << R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [4]}],
+        "outputs": ["y"], "nodes": [{"name": "f", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y"],
+        "attrs": {"mode": "wrong"}}]})";
+    Result r = run_fusor("run '" + dir.file("fault.json") + "' --random 0");
+    check_one_line_error(r);
+    CHECK_THAT(r.err, Contains(dir.file("fault.json")) && Contains("('f')") && Contains("unknown op 'Fault' in domain 'fusor.test'"));
+
+    Result test_ops = fusor::test::shell(std::string("'") + FUSOR_TEST_WORKER + "' ops", dir);
+    CHECK(test_ops.status == 0);
+    CHECK_THAT(test_ops.out, Contains("fusor.test.Fault"));
+    Result test_run = fusor::test::shell(std::string("'") + FUSOR_TEST_WORKER + "' run '" + dir.file("fault.json") + "' --random 0", dir);
+    INFO(test_run.out);
+    CHECK(test_run.status == 0);  // unarmed, the op is the identity
 }
 
 TEST_CASE("cli: inspect --json is JSON with fewer fused than unfused kernels", "[tools][cli]") {

@@ -545,6 +545,64 @@ TEST_CASE("compile: the example app links two models through find_package(fusor)
     }
 }
 
+namespace {
+
+/** The text between "<model>=[" and the matching "]" on the driver's line "step <step>: ...". */
+std::string step_error(const std::string &out, const std::string &step, const std::string &model) {
+    size_t line = out.find("step " + step + ": ");
+    if (line == std::string::npos) return "<no step " + step + ">";
+    std::string text = out.substr(line, out.find('\n', line) - line);
+    size_t from = text.find(model + "=[") + model.size() + 2;
+    size_t to = model == "ma" ? text.find("] mb=[") : text.size() - 1;
+    return text.substr(from, to - from);
+}
+
+}  // namespace
+
+TEST_CASE("compile: two models in one program: a kernel's Halide error lands in its own model's last error",
+          "[tools][compile][aot]") {
+    // Halide's error handler and malloc hooks are process-wide; mb's init installs them last, so
+    // they must route ma's kernel errors (and scratch) to ma by the kernel's user_context.
+    TempDir d;
+    struct M {
+        const char *name, *file;
+    };
+    for (M m : {M{"ma", "eltwise_chain"}, M{"mb", "transformer_mlp"}}) {
+        Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + FUSOR_TEST_DATA + "/models/" + m.file + ".json' -o '" +
+                             d.file(m.name) + "' --name " + m.name,
+                         d);
+        INFO(c.out);
+        REQUIRE(c.status == 0);
+    }
+    std::string cxx = std::getenv("CXX") ? std::getenv("CXX") : "c++";
+    std::string app = d.file("two");
+    Result b = shell(cxx + " -std=c++17 -O1 -I'" + d.file("ma") + "' -I'" + d.file("mb") + "' '" + FUSOR_SOURCE_DIR +
+                         "/tests/tools/aot_two_models_driver.cpp' '" + d.file("ma/libma.a") + "' '" + d.file("mb/libmb.a") + "' '" +
+                         d.file("ma/libfusor_halide_runtime.a") + "' -lpthread -ldl -o '" + app + "'",
+                     d);
+    INFO(b.out);
+    REQUIRE(b.status == 0);
+    Result r = shell("'" + app + "'", d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+
+    CHECK(step_error(r.out, "ran", "ma").empty());
+    CHECK(step_error(r.out, "ran", "mb").empty());
+    std::string ma_error = step_error(r.out, "ma failed", "ma");
+    CHECK_THAT(ma_error, Contains("ma: kernel ") && Contains("failed with Halide error -44: ") && Contains("is dirty on device"));
+    CHECK(step_error(r.out, "ma failed", "mb").empty());
+    std::string mb_error = step_error(r.out, "mb failed", "mb");
+    CHECK_THAT(mb_error, Contains("mb: kernel ") && Contains("failed with Halide error -44: ") && Contains("is dirty on device"));
+    CHECK(step_error(r.out, "mb failed", "ma") == ma_error);  // unchanged by mb's failure
+    CHECK(step_error(r.out, "ran again", "ma").empty());
+    CHECK(step_error(r.out, "ran again", "mb").empty());
+    // each pool served its own model: no run after the first took scratch from the system
+    size_t first = r.out.find("scratch after two runs: "), last = r.out.find("scratch after every run: ");
+    REQUIRE(first != std::string::npos);
+    REQUIRE(last != std::string::npos);
+    CHECK(r.out.substr(first + 24, r.out.find('\n', first) - first - 24) == r.out.substr(last + 25, r.out.find('\n', last) - last - 25));
+}
+
 TEST_CASE("compile: ONNX test models nobody wrote anything for build and run as AOT libraries", "[tools][compile][onnx]") {
     // PyTorch exports from libonnx-testdata: their own inputs and expected outputs are the oracle.
     const std::string root = "/usr/share/libonnx-testdata/data/pytorch-converted/";

@@ -23,6 +23,7 @@
 #include "graph/Optimize.h"
 #include "graph/Subprocess.h"
 #include "support/TempDir.h"
+#include "support/TestOps.h"
 #include "tuner/Autotune.h"
 #include "tuner/Measure.h"
 #include "tuner/Signature.h"
@@ -41,7 +42,7 @@ AutotuneOptions options(int trials) {
     o.trials = trials;
     o.threads = 1;
     o.repeats = 3;
-    o.worker_exe = FUSOR_BINARY;
+    o.worker_exe = FUSOR_TEST_WORKER;
     o.timeout_s = 120;
     o.confirm_rounds = 0;  // the confirm phase has its own tests ([confirm]); it would double these tests' time
     return o;
@@ -285,7 +286,7 @@ TEST_CASE("measure: outputs with infinities and NaN verify against the same valu
 }
 
 TEST_CASE("measure: the default schedule measures and verifies in a worker process", "[tuner][autotune]") {
-    MeasureResult r = measure_in_worker(FUSOR_BINARY, small_job(), 120);
+    MeasureResult r = measure_in_worker(FUSOR_TEST_WORKER, small_job(), 120);
     INFO(r.error);
     CHECK(r.status == TrialStatus::Ok);
     CHECK(r.median_ms.value_or(0) > 0);
@@ -401,7 +402,9 @@ TEST_CASE("autotune: Halide's autoschedulers are timed as verified baselines, an
 TEST_CASE("autotune: generated kernels that crash, hang or compute wrong values are recorded, and the search goes on",
           "[tuner][autotune]") {
     // fusor.test.Fault lowers to an extern call inside the generated kernel that segfaults, never
-    // returns, or corrupts values in the candidate run (not in the reference)
+    // returns, or corrupts values in the candidate run (not in the reference); the workers are
+    // fusor_test_worker, which knows the op
+    fusor::test::register_test_ops();
     struct Case {
         std::string mode;
         TrialStatus expected;
@@ -439,6 +442,7 @@ TEST_CASE("autotune: generated kernels that crash, hang or compute wrong values 
 
 TEST_CASE("measure: a batch compiles in parallel workers, and a candidate that crashes while timed does not stop it",
           "[tuner][autotune]") {
+    fusor::test::register_test_ops();
     Graph fg = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64]}], "outputs": ["y"],
         "nodes": [{"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y"], "attrs": {"mode": "segfault"}}]})",
                                 "fault.json");
@@ -453,7 +457,7 @@ TEST_CASE("measure: a batch compiles in parallel workers, and a candidate that c
     o.compile_timeout_s = o.run_timeout_s = 60;
     std::vector<size_t> order;
     o.on_result = [&](size_t i, const MeasureResult &) { order.push_back(i); };
-    auto results = measure_batch(FUSOR_BINARY, jobs, o);
+    auto results = measure_batch(FUSOR_TEST_WORKER, jobs, o);
     REQUIRE(results.size() == 3);
     REQUIRE(results[0]);
     REQUIRE(results[1]);
@@ -472,7 +476,7 @@ TEST_CASE("measure: a stopped batch cancels the candidates it has not timed", "[
     BatchOptions o;
     o.parallel = 2;
     o.stop = &stop;
-    auto results = measure_batch(FUSOR_BINARY, {small_job(), small_job()}, o);
+    auto results = measure_batch(FUSOR_TEST_WORKER, {small_job(), small_job()}, o);
     CHECK_FALSE(results[0]);
     CHECK_FALSE(results[1]);
 }
@@ -763,13 +767,13 @@ TEST_CASE("measure: a candidate that needs more memory than the worker's limit i
     job.repeats = 1;
     job.warmup = 0;
     job.memory_limit_mb = 400;
-    MeasureResult r = measure_in_worker(FUSOR_BINARY, job, 120);
+    MeasureResult r = measure_in_worker(FUSOR_TEST_WORKER, job, 120);
     INFO(r.error);
     CHECK(r.status == TrialStatus::OutOfMemory);
     CHECK_THAT(r.error, Catch::Contains("400 MB"));
     // the same job without the limit measures normally: the limit made the difference
     job.memory_limit_mb = 0;
-    MeasureResult unlimited = measure_in_worker(FUSOR_BINARY, job, 120);
+    MeasureResult unlimited = measure_in_worker(FUSOR_TEST_WORKER, job, 120);
     INFO(unlimited.error);
     CHECK(unlimited.status == TrialStatus::Ok);
 }

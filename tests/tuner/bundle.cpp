@@ -35,8 +35,8 @@ namespace {
 
 const char *kCpuTarget = "x86-64-linux-avx2-fma-f16c-sse41";
 
-std::string fusor_cmd(const std::string &args) {
-    return std::string("'") + FUSOR_BINARY + "' " + args;
+std::string fusor_cmd(const std::string &args, const char *exe = FUSOR_BINARY) {
+    return std::string("'") + exe + "' " + args;
 }
 
 std::string model(const std::string &name) {
@@ -48,11 +48,13 @@ json read_json(const std::string &path) {
     return json::parse(f);
 }
 
-/** Exports a batch of \p model_path into DIR/b with \p trials candidates; returns the output. */
+/** Exports a batch of \p model_path into DIR/b with \p trials candidates by running \p exe;
+ * returns the output. */
 Result export_batch(const TempDir &d, const std::string &model_path, const std::string &target, int trials,
-                    const std::string &extra = "") {
+                    const std::string &extra = "", const char *exe = FUSOR_BINARY) {
     return shell(fusor_cmd("autotune '" + model_path + "' --db '" + d.file("t.db") + "' --export-batch '" + d.file("b") + "' --target " +
-                           target + " --trials " + std::to_string(trials) + " --jobs 2 " + extra),
+                               target + " --trials " + std::to_string(trials) + " --jobs 2 " + extra,
+                           exe),
                  d);
 }
 
@@ -166,7 +168,7 @@ TEST_CASE("bundle: kernels that compute wrong values, crash or hang are recorded
             "nodes": [{"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y1"], "attrs": {"mode": ")" +
                                                     c.mode + R"("}},
                       {"name": "exp", "op": "Exp", "inputs": ["z"], "outputs": ["y2"]}]})";
-        Result e = export_batch(d, d.file("fault.json"), kCpuTarget, 2, "--no-optimize");
+        Result e = export_batch(d, d.file("fault.json"), kCpuTarget, 2, "--no-optimize", FUSOR_TEST_WORKER);  // knows the op
         INFO(e.out);
         REQUIRE(e.status == 0);
         Result m = shell("'" + d.file("b/measure") + "' --runs 2 --warmup 0 --timeout 3", d);

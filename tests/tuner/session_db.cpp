@@ -30,7 +30,7 @@ TEST_CASE("session: use_tuning_db compiles the schedules this machine measured",
         ao.trials = 3;
         ao.threads = 1;
         ao.repeats = 3;
-        ao.worker_exe = FUSOR_BINARY;
+        ao.worker_exe = FUSOR_TEST_WORKER;
         ao.timeout_s = 120;
         // tune exactly the graph a session loads (same passes, so the same cluster signatures)
         autotune(load_optimized_model(model, SessionOptions{}), db, ao);

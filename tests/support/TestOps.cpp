@@ -3,22 +3,18 @@
  * isolation is tested inside real kernels rather than in a mock. While armed (see
  * set_test_fault_armed: the tuner arms it around the timed runs only), mode "segfault"
  * dereferences null, "hang" never returns and "wrong" adds 1; unarmed (the reference, compiling)
- * it is the identity. It is lowered to an extern call registered by prepare_jit; a measurement
- * bundle (tuner/Bundle.cpp) links its own definition, always armed. */
-#include <atomic>
-#include <csignal>
+ * it is the identity. It is lowered to an extern call that prepare_jit hands to the JIT; a
+ * measurement bundle (tuner/Bundle.cpp) links its own definition, always armed. */
+#include "support/TestOps.h"
+
+#include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "generators/Lowering.h"
 
-namespace {
-
-std::atomic<bool> g_armed{false};
-
-}  // namespace
-
 extern "C" float fusor_test_fault(float x, int32_t mode) {
-    if (!g_armed.load()) return x;
+    if (!fusor::test_fault_armed()) return x;
     if (mode == 1) {
         volatile int *null = nullptr;
         *null = 42;  // a segfault inside generated code
@@ -30,17 +26,9 @@ extern "C" float fusor_test_fault(float x, int32_t mode) {
     return x;
 }
 
-namespace fusor {
+namespace fusor::test {
 
 using namespace Halide;
-
-void set_test_fault_armed(bool armed) {
-    g_armed = armed;
-}
-
-void prepare_jit(Pipeline &p) {
-    p.set_jit_externs({{"fusor_test_fault", JITExtern(fusor_test_fault)}});
-}
 
 namespace {
 
@@ -61,8 +49,13 @@ std::vector<Func> lower_Fault(LowerContext &ctx) {
 
 }  // namespace
 
-void register_test_lowerings(LoweringTable &t) {
-    t[(size_t)OpKind::Fault] = &lower_Fault;
+void register_test_ops() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        enable_test_ops();
+        add_lowering(OpKind::Fault, &lower_Fault);
+        add_jit_extern("fusor_test_fault", JITExtern(fusor_test_fault));
+    });
 }
 
-}  // namespace fusor
+}  // namespace fusor::test
