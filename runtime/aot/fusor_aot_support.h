@@ -260,7 +260,7 @@ struct Model {
             dim.flags = 0;
             stride *= t.shape[t.rank - 1 - i];
         }
-        std::memset(&b, 0, sizeof(b));
+        b = halide_buffer_t();
         b.host = (uint8_t *)host;
         b.type.code = (halide_type_code_t)t.type_code;
         b.type.bits = t.type_bits;
@@ -323,7 +323,7 @@ struct Model {
     int init_device_arena() {
         arena_views.assign(num_tensors, halide_buffer_t());
         view_dims.assign(num_tensors, halide_dimension_t());
-        std::memset(&arena_device, 0, sizeof arena_device);
+        arena_device = halide_buffer_t();
         if (!device_interface || arena_bytes <= 0) return 0;
         arena_dim = halide_dimension_t{0, (int32_t)arena_bytes, 1, 0};
         arena_device.host = arena;

@@ -3,7 +3,8 @@
  * isolation is tested inside real kernels rather than in a mock. While armed (see
  * set_test_fault_armed: the tuner arms it around the timed runs only), mode "segfault"
  * dereferences null, "hang" never returns and "wrong" adds 1; unarmed (the reference, compiling)
- * it is the identity. It is lowered to an extern call that prepare_jit hands to the JIT; a
+ * it is the identity. Mode "internal" is a bug of fusor's own: lowering it raises InternalError.
+ * It is lowered to an extern call that prepare_jit hands to the JIT; a
  * measurement bundle (tuner/Bundle.cpp) links its own definition, always armed. */
 #include "support/TestOps.h"
 
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "generators/Lowering.h"
+#include "graph/Error.h"
 
 extern "C" float fusor_test_fault(float x, int32_t mode) {
     if (!fusor::test_fault_armed()) return x;
@@ -34,8 +36,9 @@ namespace {
 
 std::vector<Func> lower_Fault(LowerContext &ctx) {
     std::string mode = ctx.attr_string("mode");
+    FUSOR_INTERNAL_ASSERT(mode != "internal") << "fusor.test.Fault mode \"internal\": a lowering bug on purpose";
     int code = mode == "segfault" ? 1 : mode == "hang" ? 2 : mode == "wrong" ? 3 : 0;
-    if (!code) ctx.fail("attribute 'mode' is \"" + mode + "\"; expected segfault, hang or wrong");
+    if (!code) ctx.fail("attribute 'mode' is \"" + mode + "\"; expected segfault, hang, wrong or internal");
     const TensorType &out = ctx.out_type();
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     const LValue &in = ctx.input(0);

@@ -777,3 +777,38 @@ TEST_CASE("measure: a candidate that needs more memory than the worker's limit i
     INFO(unlimited.error);
     CHECK(unlimited.status == TrialStatus::Ok);
 }
+
+TEST_CASE("measure: an internal error of fusor's in a worker is a tuner error, and its schedule is not counted as tried",
+          "[tuner][autotune]") {
+    fusor::test::register_test_ops();
+    Graph fg = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64]}], "outputs": ["y"],
+        "nodes": [{"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y"], "attrs": {"mode": "internal"}}]})",
+                                "fault.json");
+    form_clusters(fg);
+    MeasureJob job;
+    job.graph_json = job_graph_json(fg, fg.clusters[0]);
+    job.repeats = 2;
+    MeasureResult r = measure_in_worker(FUSOR_TEST_WORKER, job, 120);
+    INFO(r.error);
+    CHECK(r.status == TrialStatus::TunerError);
+    CHECK_THAT(r.error, Catch::Contains("a bug in fusor, not in this schedule") && Catch::Contains("a lowering bug on purpose"));
+
+    TempDir dir;
+    TuningDb db(dir.file("t.db"));
+    Trial bug, ok;
+    for (Trial *t : {&bug, &ok}) {
+        t->signature = "sig";
+        t->target = resolved_target("host");
+        t->fingerprint = machine_fingerprint();
+        t->created_at = utc_now();
+    }
+    bug.schedule = "schedule A";
+    bug.status = TrialStatus::TunerError;
+    bug.error = r.error;
+    ok.schedule = "schedule B";
+    ok.median_ms = ok.min_ms = ok.max_ms = 1.0;
+    db.add_trial(bug);
+    db.add_trial(ok);
+    CHECK(db.tried_schedules("sig", resolved_target("host"), machine_fingerprint()) == std::vector<std::string>{"schedule B"});
+    REQUIRE(db.trials("sig", resolved_target("host")).size() == 2);  // both stored
+}
