@@ -2,7 +2,7 @@
 /** \file
  * Data file locations that a model must not be allowed to name (a JSON initializer's "file", ONNX
  * external data), each with the words its error must contain. The files they point at are made in
- * a TempDir: the model goes in <dir>/model/, next to a directory, a FIFO, a 8-byte file (short of
+ * a TempDir: the model goes in <dir>/model/, next to a directory, a FIFO, an 8-byte file (short of
  * the f32[3] every case declares) and a symlink to /dev/zero; one file lies outside the folder. */
 
 #include <filesystem>
