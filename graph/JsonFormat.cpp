@@ -430,10 +430,10 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
     json doc;
     try {
         doc = json::parse(text);
-    } catch (const json::parse_error &e) {
+    } catch (const json::exception &e) {  // parse_error, or out_of_range for a number beyond double
         std::string what = e.what();
-        size_t pos = what.find("parse error");
-        r.fail("", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+        size_t tag = what.find("] ");  // after nlohmann's "[json.exception.<kind>.<id>] "
+        r.fail("", "malformed JSON: " + (tag == std::string::npos ? what : what.substr(tag + 2)));
     }
     if (!doc.is_object()) r.fail("", "expected a JSON object at the top level");
     std::vector<DeclaredType> declared;  // by name: ids change if infer_types folds
