@@ -5,15 +5,16 @@
 #   cmake/bootstrap.sh demo   the main job on the built-in default model (configs/models/resnet_block.json):
 #                             inspect its fusion, a short autotune into build/demo.db, then run and
 #                             bench (unfused, fused default, fused tuned) from that database
-#   cmake/bootstrap.sh test   build and run the whole test suite (ctest), then, when it passes, fuzz
-#                             the ONNX importer under ASan+UBSan (tests/fuzz/run_onnx_fuzzer.sh: clang-14
-#                             and libFuzzer, builds only the graph library in build-fuzz/): replay the
-#                             corpus (deterministic), then explore for 60 s from it; CI runs this
+#   cmake/bootstrap.sh test   build and run the whole test suite (ctest), then, when it passes, run
+#                             the libFuzzer targets under ASan+UBSan (tests/fuzz/run_fuzzers.sh: clang-14,
+#                             builds only the graph library in build-fuzz/): replay every corpus
+#                             (deterministic), then explore from them for 90 s in all; CI runs this
 #
 # Environment: FUSOR_BUILD_DIR (default build), FUSOR_MODEL (demo model), FUSOR_DB (demo tuning
 # database, default build/demo.db), FUSOR_TRIALS (demo autotune trials, default 20), JOBS (default: nproc),
 # FUSOR_WERROR=1 (compiler warnings are errors; CI sets it), FUSOR_FUZZ=0 (test mode: skip fuzzing), FUSOR_FUZZ_SECONDS (test mode: seconds of exploration
-# after the replay; default 60, 0 = replay only).
+# after the replay, half for the ONNX importer and the rest shared by the other targets; default
+# 90, 0 = replay only).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -86,12 +87,14 @@ test)
     ctest --output-on-failure -j "$jobs" --timeout 600
     cd "$root"
     if [[ "${FUSOR_FUZZ:-1}" != 0 ]]; then
-        echo "== replaying the ONNX importer's fuzz corpus under ASan+UBSan (tests/fuzz/run_onnx_fuzzer.sh replay)"
-        JOBS="$jobs" tests/fuzz/run_onnx_fuzzer.sh replay
-        fuzz_seconds="${FUSOR_FUZZ_SECONDS:-60}"
+        echo "== replaying the fuzz corpora under ASan+UBSan (tests/fuzz/run_fuzzers.sh replay)"
+        JOBS="$jobs" tests/fuzz/run_fuzzers.sh replay
+        fuzz_seconds="${FUSOR_FUZZ_SECONDS:-90}"
         if ((fuzz_seconds > 0)); then
-            echo "== exploring for $fuzz_seconds s (tests/fuzz/run_onnx_fuzzer.sh $fuzz_seconds)"
-            JOBS="$jobs" tests/fuzz/run_onnx_fuzzer.sh "$fuzz_seconds"
+            onnx_seconds=$(((fuzz_seconds + 1) / 2)) other_seconds=$(((fuzz_seconds / 2 + 2) / 3))
+            echo "== exploring: onnx for $onnx_seconds s, npy, json and schedule for $other_seconds s each"
+            JOBS="$jobs" tests/fuzz/run_fuzzers.sh "$onnx_seconds" onnx
+            JOBS="$jobs" tests/fuzz/run_fuzzers.sh "$other_seconds" npy json schedule
         fi
     fi
     ;;

@@ -4,13 +4,13 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "graph/Error.h"
+#include "graph/File.h"
 #include "graph/Npy.h"
 #include "graph/Random.h"
 #include "graph/ShapeInference.h"
@@ -186,26 +186,24 @@ Tensor read_initializer(const Reader &r, const json &j, const std::string &where
         const json &file = j["file"];
         if (!file.is_string()) r.fail(w, "field 'file' must be a path string");
         t.file = file.get<std::string>();
-        std::string path = t.file.rfind('/', 0) == 0 ? t.file : r.base_dir + "/" + t.file;
+        InputFile f = open_model_data(r.base_dir, t.file, r.file + ": " + w + ": file");
         if (t.file.size() >= 4 && t.file.substr(t.file.size() - 4) == ".npy") {
-            NpyArray a;
+            NpyHeader h;
             try {
-                a = read_npy(path);
+                h = read_npy_header(f);
             } catch (const UserError &e) {
                 r.fail(w, std::string("initializer file: ") + e.what());
             }
-            if (a.type != t.type) {
-                r.fail(w, "file '" + t.file + "' holds " + to_string(a.type) + "; expected " + to_string(t.type));
+            if (h.type != t.type) {
+                r.fail(w, "file '" + t.file + "' holds " + to_string(h.type) + "; expected " + to_string(t.type));
             }
-            t.data = std::move(a.data);
+            t.data = f.read_bytes(h.data_offset, t.type.num_bytes());
         } else {
-            std::ifstream f(path, std::ios::binary);
-            if (!f) r.fail(w, "initializer file '" + path + "' does not exist or is not readable");
-            t.data.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-            if (t.data.size() != t.type.num_bytes()) {
-                r.fail(w, "raw file '" + t.file + "' has " + std::to_string(t.data.size()) + " bytes; " +
+            if (f.size() != t.type.num_bytes()) {
+                r.fail(w, "raw file '" + t.file + "' has " + std::to_string(f.size()) + " bytes; " +
                               to_string(t.type) + " needs " + std::to_string(t.type.num_bytes()));
             }
+            t.data = f.read_bytes(0, f.size());
         }
     }
     return t;
@@ -432,10 +430,10 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
     json doc;
     try {
         doc = json::parse(text);
-    } catch (const json::parse_error &e) {
+    } catch (const json::exception &e) {  // parse_error, or out_of_range for a number beyond double
         std::string what = e.what();
-        size_t pos = what.find("parse error");
-        r.fail("", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+        size_t tag = what.find("] ");  // after nlohmann's "[json.exception.<kind>.<id>] "
+        r.fail("", "malformed JSON: " + (tag == std::string::npos ? what : what.substr(tag + 2)));
     }
     if (!doc.is_object()) r.fail("", "expected a JSON object at the top level");
     std::vector<DeclaredType> declared;  // by name: ids change if infer_types folds
@@ -469,13 +467,10 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
 }
 
 Graph load_graph_json(const std::string &path, const ConstantEvaluator *eval) {
-    std::ifstream f(path);
-    if (!f) throw UserError("cannot open '" + path + "': no such file or not readable");
-    std::stringstream ss;
-    ss << f.rdbuf();
+    std::string text = InputFile(path).read_all();
     size_t slash = path.find_last_of('/');
     std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-    return parse_graph_json(ss.str(), path, dir, eval);
+    return parse_graph_json(text, path, dir, eval);
 }
 
 Graph load_model(const std::string &path, const ConstantEvaluator *eval, const InputShapes &shapes) {

@@ -15,8 +15,21 @@ struct NpyArray {
     std::vector<uint8_t> data;  ///< row-major, little-endian
 };
 
-/** Reads \p path. Throws UserError naming the file for a missing file, a bad header, big-endian
- * or Fortran-order data, an unsupported dtype or a truncated payload. */
+class InputFile;
+
+/** What a .npy header declares: the type, and where the payload starts. */
+struct NpyHeader {
+    TensorType type;
+    uint64_t data_offset = 0;
+};
+
+/** Reads and checks the header of \p file; reads no payload. Throws UserError naming the file for
+ * a header that is not a strict dict of 'descr', 'fortran_order' and 'shape', big-endian or
+ * Fortran-order data, an unsupported dtype, a shape over 2^40 elements, or a payload whose size
+ * is not what the shape declares. */
+NpyHeader read_npy_header(const InputFile &file);
+
+/** Reads \p path: a regular file (InputFile), its header (read_npy_header), then the payload. */
 NpyArray read_npy(const std::string &path);
 
 /** Writes a version 1.0 .npy file; throws UserError naming the file if it cannot be written. */

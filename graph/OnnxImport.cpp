@@ -28,6 +28,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "graph/ConstantFolding.h"
+#include "graph/File.h"
 #include "graph/OnnxImportDetail.h"
 #include "graph/ShapeInference.h"
 #include "graph/Verifier.h"
@@ -81,50 +82,32 @@ DType tensor_dtype(int code, const std::string &where) {
 namespace {
 
 std::vector<uint8_t> read_external(const onnx::TensorProto &t, const std::string &base_dir,
-                                   const std::string &where, size_t want) {
+                                   const std::string &where, uint64_t want) {
     std::string location;
-    int64_t offset = 0, length = -1;
+    std::optional<int64_t> offset = 0, length;
     for (const auto &kv : t.external_data()) {
-        try {
-            if (kv.key() == "location") location = kv.value();
-            else if (kv.key() == "offset") offset = std::stoll(kv.value());
-            else if (kv.key() == "length") length = std::stoll(kv.value());
-        } catch (const std::exception &) {
-            throw UserError(where + ": external data '" + kv.key() + "' is '" + kv.value() + "'; expected an integer");
+        if (kv.key() == "location") {
+            location = kv.value();
+        } else if (kv.key() == "offset" || kv.key() == "length") {
+            auto v = parse_decimal(kv.value());
+            if (!v) throw UserError(where + ": external data '" + kv.key() + "' is '" + kv.value() + "'; expected a non-negative integer");
+            (kv.key() == "offset" ? offset : length) = v;
         }
     }
     if (location.empty()) throw UserError(where + ": external data has no 'location'");
-    fs::path rel(location);
-    bool escapes = rel.is_absolute();
-    for (const auto &part : rel) escapes |= part == "..";
-    fs::path full = fs::path(base_dir) / rel;
-    std::error_code ec;
-    fs::path dir = fs::weakly_canonical(base_dir, ec), real = fs::weakly_canonical(full, ec);
-    if (!escapes) {
-        auto [d, r] = std::mismatch(dir.begin(), dir.end(), real.begin(), real.end());
-        escapes = d != dir.end();
+    InputFile f = open_model_data(base_dir, location, where + ": external data location");
+    uint64_t size = f.size(), at = (uint64_t)*offset;
+    if (at > size) {
+        throw UserError(where + ": external data offset " + std::to_string(at) + " is outside '" + location + "' (" +
+                        std::to_string(size) + " bytes)");
     }
-    if (escapes) {
-        throw UserError(where + ": external data location '" + location +
-                        "' escapes the model's folder; it must be a relative path inside it");
+    uint64_t got = length ? std::min<uint64_t>((uint64_t)*length, size - at) : size - at;
+    if ((length && (uint64_t)*length > size - at) || got != want) {
+        throw UserError(where + ": external data in '" + location + "' has " + std::to_string(got) +
+                        " bytes from offset " + std::to_string(at) + (length ? " (length " + std::to_string(*length) + ")" : "") +
+                        "; the tensor's shape needs " + std::to_string(want));
     }
-    std::ifstream f(real, std::ios::binary);
-    if (!f) throw UserError(where + ": external data file '" + location + "' does not exist or is not readable");
-    f.seekg(0, std::ios::end);
-    int64_t size = f.tellg();
-    if (offset < 0 || offset > size) {
-        throw UserError(where + ": external data offset " + std::to_string(offset) + " is outside '" + location +
-                        "' (" + std::to_string(size) + " bytes)");
-    }
-    if (length < 0) length = size - offset;
-    if (offset + length > size || (size_t)length != want) {
-        throw UserError(where + ": external data in '" + location + "' has " + std::to_string(std::min(length, size - offset)) +
-                        " bytes; the tensor's shape needs " + std::to_string(want));
-    }
-    std::vector<uint8_t> out((size_t)length);
-    f.seekg(offset);
-    f.read((char *)out.data(), length);
-    return out;
+    return f.read_bytes(at, want);
 }
 
 template<typename Field, typename T>
@@ -723,21 +706,15 @@ Graph parse_onnx(const std::string &bytes, const std::string &source, const std:
 }
 
 Graph load_onnx(const std::string &path, const OnnxImportOptions &options) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw UserError("cannot open '" + path + "': no such file or not readable");
-    std::stringstream ss;
-    ss << f.rdbuf();
+    std::string bytes = InputFile(path).read_all();
     fs::path dir = fs::path(path).parent_path();
-    return parse_onnx(ss.str(), path, dir.empty() ? "." : dir.string(), options);
+    return parse_onnx(bytes, path, dir.empty() ? "." : dir.string(), options);
 }
 
 std::vector<std::string> onnx_graph_inputs(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw UserError("cannot open '" + path + "': no such file or not readable");
-    std::stringstream ss;
-    ss << f.rdbuf();
+    std::string bytes = InputFile(path).read_all();
     onnx::ModelProto m;
-    if (!m.ParseFromString(ss.str())) throw UserError(path + ": not a valid ONNX model (the file is truncated or not an ONNX protobuf)");
+    if (!m.ParseFromString(bytes)) throw UserError(path + ": not a valid ONNX model (the file is truncated or not an ONNX protobuf)");
     std::set<std::string> inits;
     for (const auto &t : m.graph().initializer()) inits.insert(t.name());
     std::vector<std::string> names;
@@ -748,12 +725,9 @@ std::vector<std::string> onnx_graph_inputs(const std::string &path) {
 }
 
 OnnxTensorFile read_onnx_tensor(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw UserError("cannot open '" + path + "': no such file or not readable");
-    std::stringstream ss;
-    ss << f.rdbuf();
+    std::string bytes = InputFile(path).read_all();
     onnx::TensorProto t;
-    if (!t.ParseFromString(ss.str())) throw UserError(path + ": not a valid ONNX TensorProto");
+    if (!t.ParseFromString(bytes)) throw UserError(path + ": not a valid ONNX TensorProto");
     OnnxTensorFile out;
     out.name = t.name();
     fs::path dir = fs::path(path).parent_path();

@@ -1,6 +1,6 @@
 // libFuzzer target for the ONNX importer: any bytes must give a Graph or a UserError (exit 2 in the
-// CLI), never a crash, a sanitizer report or an InternalError. Built with -DFUSOR_FUZZ=ON (clang);
-// run with tests/fuzz/run_onnx_fuzzer.sh.
+// CLI), never a crash, a sanitizer report or an InternalError. Run with tests/fuzz/run_fuzzers.sh
+// (docs/fuzzing.md).
 #include <cstddef>
 #include <cstdint>
 #include <string>

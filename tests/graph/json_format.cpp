@@ -2,13 +2,14 @@
 // initializer bytes), for the test models and for every initializer source and dtype.
 #include <catch2/catch.hpp>
 
+#include "support/BadDataFiles.h"
 #include "support/TempDir.h"
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
@@ -248,4 +249,46 @@ TEST_CASE("json_format: load_model sends .onnx to the ONNX importer and names a 
     REQUIRE_THROWS_WITH(load_model("m.onnx"), Catch::Contains("cannot open 'm.onnx'"));
     REQUIRE_THROWS_AS(load_model("/no/such/model.json"), UserError);
     REQUIRE_THROWS_WITH(load_model("/no/such/model.json"), Catch::Contains("'/no/such/model.json'"));
+}
+
+namespace {
+
+/** A graph file at \p path whose initializer 'w' (f32[3]) is read from \p file. */
+std::string write_graph_with_file(const std::string &path, const std::string &file) {
+    nlohmann::json j = {
+        {"format_version", 1},
+        {"inputs", {{{"name", "x"}, {"dtype", "f32"}, {"shape", {3}}}}},
+        {"outputs", {"y"}},
+        {"initializers", {{{"name", "w"}, {"dtype", "f32"}, {"shape", {3}}, {"file", file}}}},
+        {"nodes", {{{"name", "add"}, {"op", "Add"}, {"inputs", {"x", "w"}}, {"outputs", {"y"}}}}},
+    };
+    std::ofstream(path) << j.dump();
+    return path;
+}
+
+}  // namespace
+
+TEST_CASE("json_format: an initializer file must be a regular file inside the graph's folder, of the right size", "[graph][json_format]") {
+    fusor::test::BadDataFiles files;
+    std::string model = files.model("g.json");
+    for (const auto &c : files.cases) {
+        INFO(c.location);
+        write_graph_with_file(model, c.location);
+        REQUIRE_THROWS_AS(load_graph_json(model), UserError);
+        REQUIRE_THROWS_WITH(load_graph_json(model), Catch::StartsWith(model + ": initializers[0] ('w'): file ") && Catch::Contains(c.mentions));
+    }
+    write_graph_with_file(model, "short.bin");
+    REQUIRE_THROWS_WITH(load_graph_json(model), Catch::Contains(model) && Catch::Contains("('w')") &&
+                                                    Catch::Contains("raw file 'short.bin' has 8 bytes; f32[3] needs 12"));
+    // the same rule for .npy files, and sizes checked before the payload is read
+    write_graph_with_file(model, "sub/../../outside.npy");
+    REQUIRE_THROWS_WITH(load_graph_json(model), Catch::Contains("escapes the model's folder"));
+    fs::create_directories(files.model_dir / "dir.npy");
+    write_graph_with_file(model, "dir.npy");
+    REQUIRE_THROWS_WITH(load_graph_json(model), Catch::Contains("'dir.npy' is a directory, not a regular file"));
+    std::vector<float> w = {1, 2, 3};
+    write_npy(files.model("w.npy"), TensorType{DType::F32, {3}}, w.data());
+    fs::resize_file(files.model("w.npy"), fs::file_size(files.model("w.npy")) - 4);
+    write_graph_with_file(model, "w.npy");
+    REQUIRE_THROWS_WITH(load_graph_json(model), Catch::Contains("('w')") && Catch::Contains("'shape' declares f32[3] (12 bytes); the payload has 8 bytes"));
 }

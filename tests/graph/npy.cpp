@@ -1,14 +1,13 @@
 // read_npy / write_npy: round trips for every dtype and rank, and the errors a user may meet.
 #include <catch2/catch.hpp>
 
+#include "support/Fifo.h"
 #include "support/TempDir.h"
 
-#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "graph/Error.h"
 #include "graph/Npy.h"
@@ -120,12 +119,16 @@ TEST_CASE("npy: bad magic is a user error naming the file", "[graph][npy]") {
     REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains("magic"));
 }
 
-TEST_CASE("npy: a truncated payload is a user error naming the file and the size", "[graph][npy]") {
+TEST_CASE("npy: a payload of another size than the shape declares is a user error naming the file and the size", "[graph][npy]") {
     TempDir dir;
     std::string path = dir.file("short.npy");
-    write_raw_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", std::string(20, '\0'));
-    REQUIRE_THROWS_AS(read_npy(path), UserError);
-    REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains("f32[2,3]") && Catch::Contains("24 bytes"));
+    for (size_t bytes : {20, 28}) {
+        INFO(bytes << " bytes");
+        write_raw_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", std::string(bytes, '\0'));
+        REQUIRE_THROWS_AS(read_npy(path), UserError);
+        REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains("'shape' declares f32[2,3] (24 bytes)") &&
+                                                Catch::Contains("the payload has " + std::to_string(bytes) + " bytes"));
+    }
 }
 
 TEST_CASE("npy: a truncated header is a user error naming the file", "[graph][npy]") {
@@ -165,4 +168,86 @@ TEST_CASE("npy: writing into a missing folder is a user error naming the file", 
     float v = 1;
     REQUIRE_THROWS_AS(write_npy(path, TensorType{DType::F32, {}}, &v), UserError);
     REQUIRE_THROWS_WITH(write_npy(path, TensorType{DType::F32, {}}, &v), Catch::Contains(path));
+}
+
+namespace {
+
+std::string bad_path(const std::string &file) {
+    return std::string(FUSOR_TEST_DATA) + "/bad/" + file;
+}
+
+}  // namespace
+
+TEST_CASE("npy: a malformed or oversized 'shape' is a user error naming the file and the field", "[graph][npy]") {
+    struct Case {
+        const char *file;  // under tests/data/bad/
+        const char *mentions;
+    };
+    const Case cases[] = {
+        {"npy_shape_garbled.npy", "expected ',' or ')' after a dim of 'shape'"},        // (3 7, 7-0)
+        {"npy_shape_negative.npy", "'shape' has a negative dim"},                       // (-37, -70)
+        {"npy_shape_dim_overflow.npy", "'shape' has dim 99999999999999999999"},         // over int64
+        {"npy_shape_elements_overflow.npy", "'shape' [4294967296,4294967296] has more"},  // 2^64 elements
+        // 4 TiB declared, no payload: refused before anything is allocated
+        {"npy_shape_huge_no_payload.npy", "'shape' declares f32[1099511627776] (4398046511104 bytes); the payload has 0"},
+    };
+    for (const Case &c : cases) {
+        INFO(c.file);
+        std::string path = bad_path(c.file);
+        REQUIRE_THROWS_AS(read_npy(path), UserError);
+        REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains(c.mentions));
+    }
+}
+
+TEST_CASE("npy: the header dict is parsed strictly", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("h.npy");
+    struct Case {
+        const char *header;
+        const char *mentions;
+    };
+    const Case cases[] = {
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3), }", "needs a trailing comma"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': 3, }", "'shape' must be a tuple"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (+3,), }", "'shape' must be a tuple of non-negative integers"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'shape': (3,)}", "'shape' is given twice"},
+        {"{'descr': '<f4', 'fortran_order': 0, 'shape': (3,)}", "'fortran_order' must be True or False"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'extra': 1}", "unknown key 'extra'"},
+        {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,)}", "structured dtype"},
+        {"{'descr': '<f4' 'fortran_order': False, 'shape': (3,)}", "expected ',' or '}'"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,)} x", "unexpected text after the dict"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4", "expected ',' or ')'"},
+        {"{'descr': '<f4', 'fortran_order': False}", "no 'shape'"},
+        {"{'descr: '<f4', 'fortran_order': False, 'shape': (3,)}", "expected ':'"},
+    };
+    for (const Case &c : cases) {
+        INFO(c.header);
+        write_raw_npy(path, c.header, std::string(12, '\0'));
+        REQUIRE_THROWS_AS(read_npy(path), UserError);
+        REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains(c.mentions));
+    }
+    // what numpy writes: either quote, spaces anywhere, a trailing comma or none
+    write_raw_npy(path, "{\"descr\":'<f4','shape':( 3 , ),'fortran_order':False}", std::string(12, '\0'));
+    CHECK(to_string(read_npy(path).type) == "f32[3]");
+    write_raw_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", std::string(4, '\0'));
+    CHECK(to_string(read_npy(path).type) == "f32[]");
+}
+
+TEST_CASE("npy: a directory, a FIFO or a device is refused without reading it", "[graph][npy]") {
+    TempDir dir;
+    fs::create_directories(dir.path / "d.npy");
+    fusor::test::Fifo fifo(dir.file("fifo.npy"));
+    struct Case {
+        std::string path;
+        const char *mentions;
+    };
+    const Case cases[] = {
+        {dir.file("d.npy"), "it is a directory, not a regular file"},
+        {fifo.path(), "it is a FIFO (named pipe), not a regular file"},
+        {"/dev/zero", "it is a device, not a regular file"},
+    };
+    for (const Case &c : cases) {
+        INFO(c.path);
+        REQUIRE_THROWS_MATCHES(read_npy(c.path), UserError, Catch::Message("cannot open '" + c.path + "': " + c.mentions));
+    }
 }

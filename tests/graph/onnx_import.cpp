@@ -3,6 +3,7 @@
 // plain C++ reference); weights in every storage form; symbolic dims bound by name.
 #include <catch2/catch.hpp>
 
+#include "support/BadDataFiles.h"
 #include "support/TempDir.h"
 
 #include <cmath>
@@ -188,42 +189,79 @@ TEST_CASE("onnx import: tensor data whose length disagrees with the shape names 
     CHECK_THROWS_WITH(import(m), Contains("initializer 'w'") && Contains("raw_data has 20 bytes") && Contains("needs 24"));
 }
 
-TEST_CASE("onnx import: external data must stay inside the model's folder", "[graph][onnx]") {
-    TempDir outer;
-    fs::create_directories(outer.path / "model");
-    {
-        std::ofstream f(outer.file("w.bin"), std::ios::binary);
-        std::vector<float> w = {1, 2, 3};
-        f.write((const char *)w.data(), 12);
-        std::ofstream g(outer.file("model/w.bin"), std::ios::binary);
-        g.write((const char *)w.data(), 12);
+namespace {
+
+/** A model whose initializer 'w' (f32[3]) is external data at \p location; \p kv adds keys. */
+Model model_with_external(const std::string &location, std::vector<std::pair<std::string, std::string>> kv = {}) {
+    Model m(13);
+    m.input("x", {3});
+    auto &w = *m.g().add_initializer();
+    w.set_name("w");
+    w.set_data_type(onnx::TensorProto::FLOAT);
+    w.add_dims(3);
+    w.set_data_location(onnx::TensorProto::EXTERNAL);
+    kv.insert(kv.begin(), {"location", location});
+    for (const auto &[key, value] : kv) {
+        auto *e = w.add_external_data();
+        e->set_key(key);
+        e->set_value(value);
     }
-    fs::create_symlink(outer.path / "w.bin", outer.path / "model" / "link.bin");
-    auto model_with = [&](const std::string &location) {
-        Model m(13);
-        m.input("x", {3});
-        auto &w = *m.g().add_initializer();
-        w.set_name("w");
-        w.set_data_type(onnx::TensorProto::FLOAT);
-        w.add_dims(3);
-        w.set_data_location(onnx::TensorProto::EXTERNAL);
-        auto *kv = w.add_external_data();
-        kv->set_key("location");
-        kv->set_value(location);
-        m.node("Add", {"x", "w"}, {"y"});
-        m.output("y");
-        TempDir unused;  // model written into outer/model
-        std::ofstream f((outer.path / "model" / "model.onnx").string(), std::ios::binary);
-        f << m.bytes();
-        return (outer.path / "model" / "model.onnx").string();
+    m.node("Add", {"x", "w"}, {"y"});
+    m.output("y");
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("onnx import: external data must be a regular file inside the model's folder", "[graph][onnx]") {
+    fusor::test::BadDataFiles files;
+    std::string model = files.model("model.onnx");
+    for (const auto &c : files.cases) {
+        INFO(c.location);
+        std::ofstream(model, std::ios::binary) << model_with_external(c.location).bytes();
+        REQUIRE_THROWS_AS(fusor::load_onnx(model), UserError);
+        REQUIRE_THROWS_WITH(fusor::load_onnx(model), Contains(model + ": initializer 'w': external data location ") && Contains(c.mentions));
+    }
+    std::vector<float> w = {1, 2, 3};
+    std::ofstream(files.model("w.bin"), std::ios::binary).write((const char *)w.data(), 12);
+    fs::create_symlink(files.model("w.bin"), files.model("link.bin"));  // a symlink that stays inside is fine
+    for (const char *good : {"w.bin", "link.bin", "./w.bin"}) {
+        INFO(good);
+        std::ofstream(model, std::ios::binary) << model_with_external(good).bytes();
+        check_close(run_ref(fusor::load_onnx(model), {{10, 20, 30}}), {11, 22, 33});
+    }
+}
+
+TEST_CASE("onnx import: external data offset and length are checked against the file before reading", "[graph][onnx]") {
+    fusor::test::BadDataFiles files;
+    std::string model = files.model("model.onnx");
+    std::vector<float> w = {1, 2, 3, 4};
+    std::ofstream(files.model("w.bin"), std::ios::binary).write((const char *)w.data(), 16);
+    struct Case {
+        std::string location;
+        std::vector<std::pair<std::string, std::string>> kv;
+        std::string mentions;
     };
-    for (std::string bad : {std::string("../w.bin"), outer.file("w.bin"), std::string("link.bin")}) {
-        INFO(bad);
-        CHECK_THROWS_WITH(fusor::load_onnx(model_with(bad)),
-                          Contains("model.onnx") && Contains("initializer 'w'") && Contains("escapes the model's folder"));
+    const Case cases[] = {
+        {"short.bin", {}, "external data in 'short.bin' has 8 bytes from offset 0; the tensor's shape needs 12"},
+        {"w.bin", {}, "external data in 'w.bin' has 16 bytes from offset 0; the tensor's shape needs 12"},
+        {"w.bin", {{"offset", "8"}}, "has 8 bytes from offset 8; the tensor's shape needs 12"},
+        {"w.bin", {{"offset", "17"}}, "external data offset 17 is outside 'w.bin' (16 bytes)"},
+        {"w.bin", {{"offset", "4"}, {"length", "16"}}, "has 12 bytes from offset 4 (length 16); the tensor's shape needs 12"},
+        {"w.bin", {{"offset", "9223372036854775807"}, {"length", "9223372036854775807"}}, "offset 9223372036854775807 is outside"},
+        {"w.bin", {{"offset", "4"}, {"length", "9223372036854775807"}}, "(length 9223372036854775807)"},
+        {"w.bin", {{"offset", "-4"}}, "external data 'offset' is '-4'; expected a non-negative integer"},
+        {"w.bin", {{"length", "12abc"}}, "external data 'length' is '12abc'; expected a non-negative integer"},
+        {"w.bin", {{"length", "99999999999999999999"}}, "'length' is '99999999999999999999'"},
+    };
+    for (const Case &c : cases) {
+        INFO(c.location << " " << c.mentions);
+        std::ofstream(model, std::ios::binary) << model_with_external(c.location, c.kv).bytes();
+        REQUIRE_THROWS_AS(fusor::load_onnx(model), UserError);
+        REQUIRE_THROWS_WITH(fusor::load_onnx(model), Contains(model) && Contains("initializer 'w'") && Contains(c.mentions));
     }
-    Graph g = fusor::load_onnx(model_with("w.bin"));
-    check_close(run_ref(g, {{10, 20, 30}}), {11, 22, 33});
+    std::ofstream(model, std::ios::binary) << model_with_external("w.bin", {{"offset", "4"}, {"length", "12"}}).bytes();
+    check_close(run_ref(fusor::load_onnx(model), {{10, 20, 30}}), {12, 23, 34});
 }
 
 TEST_CASE("onnx import: every unsupported node is listed at once with op and version and name", "[graph][onnx]") {

@@ -84,6 +84,18 @@ TEST_CASE("cli: run reports a bad graph file the same way as inspect", "[tools][
     CHECK_THAT(r.err, Contains(path) && Contains("node 'add' (Add)"));
 }
 
+TEST_CASE("cli: a directory given as the model gives exit status 2 saying it is a directory", "[tools][cli]") {
+    TempDir dir;
+    fs::create_directories(dir.path / "model.onnx");
+    for (const std::string &cmd : {"run '" + dir.path.string() + "/'", "inspect '" + dir.path.string() + "'",
+                                   "inspect '" + dir.file("model.onnx") + "'"}) {
+        INFO(cmd);
+        Result r = run_fusor(cmd);
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains("cannot open '" + dir.path.string()) && Contains("it is a directory, not a regular file"));
+    }
+}
+
 // regression: a non-string "domain" escaped as a json type_error: exit 1, message without the file
 // or node.
 TEST_CASE("regression: a mistyped domain field is a user error naming the file", "[tools][cli]") {

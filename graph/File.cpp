@@ -1,0 +1,128 @@
+#include "graph/File.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "graph/Error.h"
+
+namespace fusor {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/** What a file of mode \p mode is when it is not a regular file ("is a directory"); "" when it
+ * is one. */
+std::string not_regular(mode_t mode) {
+    if (S_ISREG(mode)) return "";
+    if (S_ISDIR(mode)) return "is a directory";
+    if (S_ISFIFO(mode)) return "is a FIFO (named pipe)";
+    if (S_ISCHR(mode) || S_ISBLK(mode)) return "is a device";
+    if (S_ISSOCK(mode)) return "is a socket";
+    return "is a special file";
+}
+
+constexpr const char *kMissing = "no such file or not readable";
+
+/** Why \p path cannot be read as a regular file: kMissing, not_regular's answer, or "" when it
+ * can. Looks only at the file's status: a FIFO or device is never opened. */
+std::string unreadable_reason(const std::string &path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return kMissing;
+    return not_regular(st.st_mode);
+}
+
+}  // namespace
+
+InputFile::InputFile(const std::string &path)
+    : path_(path) {
+    std::string why = unreadable_reason(path);
+    // O_NONBLOCK: should a FIFO replace the file after the check, opening it must not wait for a writer
+    if (why.empty() && (fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0) why = kMissing;
+    struct stat st;
+    if (why.empty()) why = ::fstat(fd_, &st) != 0 ? std::strerror(errno) : not_regular(st.st_mode);
+    if (!why.empty()) {
+        if (fd_ >= 0) ::close(fd_);
+        throw UserError("cannot open '" + path + "': " + (why == kMissing ? why : "it " + why + ", not a regular file"));
+    }
+    size_ = (uint64_t)st.st_size;
+}
+
+InputFile::InputFile(InputFile &&o) noexcept
+    : path_(std::move(o.path_)), fd_(o.fd_), size_(o.size_) {
+    o.fd_ = -1;
+}
+
+InputFile::~InputFile() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void InputFile::read_at(uint64_t offset, void *dst, uint64_t length) const {
+    uint64_t done = 0;
+    while (done < length) {
+        ssize_t n = ::pread(fd_, (char *)dst + done, (size_t)std::min<uint64_t>(length - done, 1 << 30), (off_t)(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            throw UserError("cannot read '" + path_ + "': " + (n < 0 ? std::strerror(errno) : "the file ended at byte " + std::to_string(offset + done)) +
+                            "; expected " + std::to_string(offset + length) + " bytes");
+        }
+        done += (uint64_t)n;
+    }
+}
+
+std::vector<uint8_t> InputFile::read_bytes(uint64_t offset, uint64_t length) const {
+    std::vector<uint8_t> out(length);
+    read_at(offset, out.data(), length);
+    return out;
+}
+
+std::string InputFile::read_all() const {
+    std::string out(size_, '\0');
+    read_at(0, out.data(), size_);
+    return out;
+}
+
+InputFile open_model_data(const std::string &base_dir, const std::string &location, const std::string &where) {
+    auto fail = [&](const std::string &what) -> InputFile {
+        throw UserError(where + " '" + location + "' " + what);
+    };
+    fs::path rel(location);
+    if (location.empty()) fail("is empty; expected a relative path inside the model's folder");
+    if (rel.is_absolute()) fail("is an absolute path; it must be a relative path inside the model's folder");
+    for (const auto &part : rel) {
+        if (part == "..") fail("escapes the model's folder ('..'); it must be a relative path inside it");
+    }
+    std::error_code ec;
+    fs::path dir = fs::weakly_canonical(base_dir.empty() ? "." : base_dir, ec);
+    fs::path real = ec ? fs::path() : fs::weakly_canonical(fs::path(base_dir.empty() ? "." : base_dir) / rel, ec);
+    if (ec) fail("cannot be resolved: " + ec.message());
+    // inside: dir's components are a proper prefix of real's (a trailing separator adds an empty one)
+    std::string d = dir.string(), r = real.string();
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    while (r.size() > 1 && r.back() == '/') r.pop_back();
+    if (r == d) fail("is the model's folder itself, not a file");
+    if (r.compare(0, d.size(), d) != 0 || (d != "/" && r[d.size()] != '/')) {
+        fail("escapes the model's folder (through a symlink); it must be a relative path inside it");
+    }
+    std::string why = unreadable_reason(r);
+    if (why == kMissing) fail("does not exist or is not readable (looked for " + r + ")");
+    if (!why.empty()) fail(why + ", not a regular file");
+    return InputFile(r);
+}
+
+std::optional<int64_t> parse_decimal(std::string_view text) {
+    if (text.empty()) return std::nullopt;
+    int64_t v = 0;
+    for (char c : text) {
+        if (c < '0' || c > '9') return std::nullopt;
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, c - '0', &v)) return std::nullopt;
+    }
+    return v;
+}
+
+}  // namespace fusor

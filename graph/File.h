@@ -1,0 +1,58 @@
+#pragma once
+/** \file
+ * Reading the files a user names (models, .npy data) and the data files a model names
+ * (a JSON initializer's "file", ONNX external data): only regular files, sizes known before
+ * anything is allocated, and model data confined to the model's folder. */
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fusor {
+
+/** A regular file open for reading. Opening never blocks (a FIFO is refused, not read) and
+ * refuses with a UserError naming the path a missing or unreadable file, a directory, a FIFO, a
+ * device or a socket. */
+class InputFile {
+public:
+    explicit InputFile(const std::string &path);
+    ~InputFile();
+    InputFile(InputFile &&o) noexcept;
+    InputFile(const InputFile &) = delete;
+    InputFile &operator=(const InputFile &) = delete;
+    InputFile &operator=(InputFile &&) = delete;
+
+    const std::string &path() const {
+        return path_;
+    }
+    /** The size in bytes when opened. */
+    uint64_t size() const {
+        return size_;
+    }
+    /** Fills \p dst with \p length bytes at \p offset; a UserError naming the path if the file
+     * ends first (it shrank since it was opened). */
+    void read_at(uint64_t offset, void *dst, uint64_t length) const;
+    /** \p length bytes at \p offset (read_at into a new buffer). */
+    std::vector<uint8_t> read_bytes(uint64_t offset, uint64_t length) const;
+    /** The whole file. */
+    std::string read_all() const;
+
+private:
+    std::string path_;
+    int fd_ = -1;
+    uint64_t size_ = 0;
+};
+
+/** Opens \p location, a data file that a model in \p base_dir names. It must be a relative path
+ * that stays inside \p base_dir once '..' and symlinks are resolved, and a regular file. A
+ * UserError otherwise: "<where> '<location>' <what is wrong>"; \p where names the model file and
+ * the field (e.g. "m.json: initializers[0] ('w'): file"). */
+InputFile open_model_data(const std::string &base_dir, const std::string &location, const std::string &where);
+
+/** The value of \p text, a plain decimal integer (digits only: no sign, space or suffix) that fits
+ * int64; nullopt otherwise. */
+std::optional<int64_t> parse_decimal(std::string_view text);
+
+}  // namespace fusor
