@@ -295,7 +295,7 @@ Graph read_graph(const Reader &r, const json &doc, const std::string &where_pref
     bool top = path.empty();
     if (top || doc.contains("format_version")) {
         const json &version = r.field(doc, "format_version", where_prefix);
-        if (!version.is_number_integer() || version.is_number_unsigned() && version.get<uint64_t>() > 1000 ||
+        if (!version.is_number_integer() || (version.is_number_unsigned() && version.get<uint64_t>() > 1000) ||
             version.get<int64_t>() != kJsonFormatVersion) {
             r.fail(at("format_version"), "is " + version.dump() + "; this fusor reads version " + std::to_string(kJsonFormatVersion));
         }
