@@ -1,5 +1,6 @@
 #include "generators/Lowering.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph/Error.h"
@@ -49,6 +50,12 @@ Expr exp_ieee(Expr x) {
     Expr nan = (bits & Internal::make_const(bits_t, 0x7fffffff)) > Internal::make_const(bits_t, 0x7f800000);
     Expr big = bits >= Internal::make_const(bits_t, 0x42b17218);  // 88.72283935546875f
     return select(nan, x, select(big, typed_const(x.type(), INFINITY), exp(x)));
+}
+
+Expr wrap_index(Expr i, int64_t dim) {
+    Expr d = Internal::make_const(i.type(), dim);
+    Expr last = Internal::make_const(i.type(), std::max<int64_t>(0, dim - 1));
+    return cast(Int(32), clamp(select(i < 0, i + d, i), Internal::make_zero(i.type()), last));
 }
 
 Var dim_var(int i) {

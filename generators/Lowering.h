@@ -59,6 +59,11 @@ Halide::Expr typed_const(Halide::Type t, double v);
  * (libm), already IEEE. Softmax, LogSoftmax and ReduceLogSumExp keep Halide's exp: this one's
  * selects next to their row maximum hit a Halide vectorization bug (LowerReduce.cpp). */
 Halide::Expr exp_ieee(Halide::Expr x);
+/** A runtime index \p i (i32 or i64) into an axis of extent \p dim, as int32: a negative one counts
+ * from the end, and one still outside the axis is clamped into it, in \p i's own type (so a large
+ * i64 index does not wrap). ONNX makes such an index an error; constant ones are refused at load
+ * (check_constant_indices). */
+Halide::Expr wrap_index(Halide::Expr i, int64_t dim);
 /** Pure Var for Halide dim \p i: x, y, z, w, then d4, d5, ... */
 Halide::Var dim_var(int i);
 

@@ -66,6 +66,15 @@ TEST_CASE("cli: every bad graph file gives exit status 2 and names the file and 
         // names the field by position only; the input's name 'x' is missing (reported)
         {"negative_dim.json", {"inputs[0]", "'shape'", "[2,-3]"}},
         {"format_version.json", {"format_version", "is 2"}},
+        // tensors past 32-bit indexing: refused at load, not an endless loop or overflow later
+        {"huge_constant_of_shape.json", {"node 'fill' (ConstantOfShape)", "output 0 ('c')", "[3000000000]", "2147483647"}},
+        {"huge_constant_of_shape_2d.json", {"node 'fill' (ConstantOfShape)", "output 0 ('c')", "[100000,100000]"}},
+        {"huge_expand.json", {"node 'grow' (Expand)", "output 0 ('y')", "[3000000000,2,3]"}},
+        {"huge_pad.json", {"node 'pad' (Pad)", "output 0 ('y')", "[2,4000000003]"}},
+        {"huge_empty_dims.json", {"node 'fill' (ConstantOfShape)", "[0,3000000000]", "nonzero dims"}},
+        // constant indices out of range: an error in ONNX, not a silently clamped read
+        {"gather_index_out_of_range.json", {"node 'pick' (Gather)", "indices, 'idx'", "holds 7 at position 2", "-5..4"}},
+        {"gather_elements_index_out_of_range.json", {"node 'pick' (GatherElements)", "holds -4 at position 1", "-3..2"}},
     };
     for (const Case &c : cases) {
         std::string path = data(std::string("bad/") + c.file);
