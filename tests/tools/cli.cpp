@@ -196,6 +196,36 @@ TEST_CASE("cli: bad usage gives 2", "[tools][cli]") {
     CHECK(run_fusor("run '" + data("models/resnet_block.json") + "' --threads 0").status == 2);  // out of range
 }
 
+TEST_CASE("cli: run, bench and autotune refuse a target this machine cannot run, saying which run here", "[tools][cli]") {
+    // arm-64-linux crashed in the JIT (SIGSEGV); x86-32-linux was Halide's internal error (__udivdi3)
+    std::string model = data("models/eltwise_chain.json");
+    for (const char *target : {"arm-64-linux", "x86-32-linux"}) {
+        for (std::string verb : {"run", "bench", "autotune --trials 1 --db /tmp/fusor-never-written.db"}) {
+            Result r = run_fusor(verb + " '" + model + "' --target " + target);
+            INFO(verb << " --target " << target);
+            check_one_line_error(r);
+            CHECK_THAT(r.err, Contains(std::string("--target '") + target + "'") && Contains("this machine runs x86-64-linux") &&
+                                  Contains("fusor compile"));
+        }
+    }
+    CHECK_FALSE(fs::exists("/tmp/fusor-never-written.db"));
+}
+
+TEST_CASE("cli: count and size flags out of range say what they expect, not CLI11's range up to DBL_MAX", "[tools][cli]") {
+    std::string model = data("models/eltwise_chain.json");
+    for (const char *verb : {"inspect", "compile -o /tmp/fusor-never-written"}) {
+        for (auto [name, value] : {std::pair<std::string, std::string>{"--devices", "0"}, {"--memory-budget", "0"},
+                                   {"--memory-budget", "-5"}, {"--devices", "2.5"}}) {
+            Result r = run_fusor(std::string(verb) + " '" + model + "' " + name + "=" + value);
+            INFO(verb << " " << name << "=" << value << " stderr: " << r.err);
+            CHECK(r.status == 2);
+            CHECK_THAT(r.err, Contains(name + ": expected a positive integer, got " + value));
+            CHECK_THAT(r.err, !Contains("179769"));
+        }
+    }
+    CHECK_FALSE(fs::exists("/tmp/fusor-never-written"));
+}
+
 TEST_CASE("cli: --help on every verb and --version succeed", "[tools][cli]") {
     for (const char *verb : {"inspect", "run", "bench", "ops"}) {
         INFO(verb);
