@@ -11,7 +11,10 @@
 #include <map>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "generators/ApplySchedule.h"
+#include "generators/HostTarget.h"
 #include "generators/LowerCluster.h"
 #include "generators/ScheduleCluster.h"
 #include "generators/aot_embedded_sources.h"  // generated: kFusorAotSupport, kHalideRuntimeHeader
@@ -56,6 +59,74 @@ int64_t round_up(int64_t v, int64_t a) {
     return (v + a - 1) / a * a;
 }
 
+/** The C++ compiler for the glue: options.cxx, else $CXX, else c++. */
+std::string glue_compiler(const AotOptions &o) {
+    if (!o.cxx.empty()) return o.cxx;
+    return getenv("CXX") ? getenv("CXX") : "c++";
+}
+
+/** Flags that make the system compiler emit code for \p t: -m32 for 32-bit x86. */
+std::vector<std::string> arch_flags(const Halide::Target &t) {
+    if (t.arch == Halide::Target::X86 && t.bits == 32) return {"-m32"};
+    return {};
+}
+
+/** \p flags, then \p rest. */
+std::vector<std::string> concat(std::vector<std::string> flags, const std::vector<std::string> &rest) {
+    flags.insert(flags.end(), rest.begin(), rest.end());
+    return flags;
+}
+
+/** The ELF machine of \p t's architecture; 0 when unknown or not an ELF OS (Windows, macOS). */
+int elf_machine(const Halide::Target &t) {
+    if (t.os == Halide::Target::Windows || t.os == Halide::Target::OSX || t.os == Halide::Target::IOS) return 0;
+    switch (t.arch) {
+    case Halide::Target::X86: return t.bits == 32 ? 3 : 62;
+    case Halide::Target::ARM: return t.bits == 32 ? 40 : 183;
+    case Halide::Target::POWERPC: return t.bits == 32 ? 20 : 21;
+    case Halide::Target::RISCV: return 243;
+    default: return 0;
+    }
+}
+
+/** For a target of another arch, bits or OS than this machine's: the glue compiler must build
+ * objects for it (the kernels are; a glue object of this machine's made an archive no linker
+ * takes). Probed once with a small file, before anything is written; UserError naming the
+ * target, the compiler and what to do otherwise. */
+void check_glue_compiler(const AotOptions &o) {
+    const Halide::Target &t = o.target, host = host_target();
+    if (t.os == host.os && t.arch == host.arch && t.bits == host.bits) return;
+    std::string base = Halide::Target(t.os, t.arch, t.bits).to_string();
+    std::string cxx = glue_compiler(o) + (arch_flags(t).empty() ? "" : " " + arch_flags(t)[0]);
+    std::error_code ec;
+    fs::path dir = fs::temp_directory_path() / ("fusor-glue-probe-" + std::to_string(getpid()));
+    fs::create_directories(dir, ec);
+    write_file(dir / "probe.cpp", "#include <cstdint>\n#include <cstring>\nint fusor_probe() { return (int)std::strlen(\"x\"); }\n");
+    std::string failure;
+    try {
+        run_compiler(o.cxx, concat(arch_flags(t), {"-std=c++17", "-c", "probe.cpp", "-o", "probe.o"}), dir.string(), "compiling a probe");
+    } catch (const UserError &e) {
+        failure = e.what();
+    }
+    std::ifstream obj(dir / "probe.o", std::ios::binary);
+    unsigned char h[20] = {};
+    obj.read((char *)h, sizeof h);
+    fs::remove_all(dir, ec);
+    std::string fix = t.arch == Halide::Target::X86 && t.bits == 32 ? "install its 32-bit support (e.g. g++-multilib) or set CXX"
+                                                                     : "set CXX";
+    if (!failure.empty()) {
+        throw UserError("--target " + t.to_string() + ": the library's glue is C++ built by `" + cxx + "` for " + base +
+                        ", which fails on this machine; " + fix + " to a compiler for " + base);
+    }
+    int machine = elf_machine(t);
+    bool is_elf = h[0] == 0x7f && h[1] == 'E' && h[2] == 'L' && h[3] == 'F';
+    bool fits = machine ? is_elf && h[4] == (t.bits == 32 ? 1 : 2) && (h[18] | h[19] << 8) == machine : !is_elf;
+    if (!fits) {
+        throw UserError("--target " + t.to_string() + ": the library's glue is C++ built by `" + cxx +
+                        "`, which makes objects for this machine, not for " + base + "; " + fix + " to a compiler for " + base);
+    }
+}
+
 }  // namespace
 
 void run_compiler(const std::string &cxx, const std::vector<std::string> &args, const std::string &cwd, const std::string &what) {
@@ -73,12 +144,16 @@ void run_compiler(const std::string &cxx, const std::vector<std::string> &args, 
     if (!r.ok()) throw UserError(what + " failed (" + argv[0] + ", " + r.how_it_ended() + "):\n" + r.output);
 }
 
-bool is_c_identifier(const std::string &name) {
-    if (name.empty() || std::isdigit((unsigned char)name[0])) return false;
-    for (char c : name) {
-        if (!std::isalnum((unsigned char)c) && c != '_') return false;
+void check_library_name(const std::string &name) {
+    bool identifier = !name.empty() && !std::isdigit((unsigned char)name[0]) &&
+                      std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_'; });
+    if (!identifier) {
+        throw UserError("--name '" + name + "' must be a C identifier (letters, digits, '_'; not starting with a digit)");
     }
-    return true;
+    if (name.size() > kMaxLibraryNameLength) {
+        throw UserError("--name '" + name.substr(0, 16) + "...' has " + std::to_string(name.size()) + " characters; at most " +
+                        std::to_string(kMaxLibraryNameLength));
+    }
 }
 
 std::string compile_aot_runtime(const Halide::Target &target, const std::string &out_dir) {
@@ -441,8 +516,8 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     write_file(build / "fusor_aot_support.h", kFusorAotSupport);
     write_file(build / "HalideRuntime.h", kHalideRuntimeHeader);
     std::string glue_obj = "../" + name + "_glue.o";  // every archive member in one folder
-    run_compiler(options.cxx, {"-std=c++17", "-O2", "-fPIC", "-fno-ident", "-c", name + ".cpp", "-o", glue_obj}, build.string(),
-                 "compiling the glue of " + name);
+    run_compiler(options.cxx, concat(arch_flags(options.target), {"-std=c++17", "-O2", "-fPIC", "-fno-ident", "-c", name + ".cpp", "-o", glue_obj}),
+                 build.string(), "compiling the glue of " + name);
     objects.push_back((dir / (name + "_glue.o")).string());
 
     std::error_code ec;
@@ -450,13 +525,9 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     return out;
 }
 
-}  // namespace
-
-AotResult compile_aot(const Graph &model, const AotOptions &options) {
+/** compile_aot without its checks: a part's name may be longer than a user's. */
+AotResult compile_library(const Graph &model, const AotOptions &options) {
     const std::string &name = options.name;
-    if (!is_c_identifier(name)) {
-        throw UserError("--name '" + name + "' must be a C identifier (letters, digits, '_'; not starting with a digit)");
-    }
     fs::path dir = options.out_dir;
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -472,10 +543,17 @@ AotResult compile_aot(const Graph &model, const AotOptions &options) {
     return result;
 }
 
+}  // namespace
+
+AotResult compile_aot(const Graph &model, const AotOptions &options) {
+    check_library_name(options.name);
+    check_glue_compiler(options);
+    return compile_library(model, options);
+}
+
 std::vector<AotResult> compile_aot_parts(const Graph &g, const Partition &p, const AotOptions &options) {
-    if (!is_c_identifier(options.name)) {
-        throw UserError("--name '" + options.name + "' must be a C identifier (letters, digits, '_'; not starting with a digit)");
-    }
+    check_library_name(options.name);
+    check_glue_compiler(options);
     std::vector<AotResult> results;
     std::ostringstream h;
     const std::string &name = options.name;
@@ -490,7 +568,7 @@ std::vector<AotResult> compile_aot_parts(const Graph &g, const Partition &p, con
         const Part &part = p.parts[k];
         AotOptions o = options;
         o.name = name + "_part" + std::to_string(k);
-        results.push_back(compile_aot(extract_part(g, part), o));
+        results.push_back(compile_library(extract_part(g, part), o));
         auto names = [&](const std::vector<TensorId> &ts) {
             std::string s;
             for (TensorId t : ts) s += (s.empty() ? "" : ", ") + g.tensor(t).name;

@@ -46,7 +46,7 @@ struct AotResult {
 };
 
 /** Compiles \p g (clustered here in the fused mode, unless it already has clusters: a part) into options.out_dir/lib<name>.a and
- * <name>.h. Throws UserError for a bad name or an unwritable directory, and when the glue does not
+ * <name>.h. Throws UserError for a bad name (check_library_name) or an unwritable directory, and when the glue does not
  * compile (with the compiler's message). */
 AotResult compile_aot(const Graph &g, const AotOptions &options);
 
@@ -65,7 +65,13 @@ std::string compile_aot_runtime(const Halide::Target &target, const std::string 
  * compiler's output, headed by \p what, when it fails or cannot be started. */
 void run_compiler(const std::string &cxx, const std::vector<std::string> &args, const std::string &cwd, const std::string &what);
 
-/** True when \p name is a valid C identifier. */
-bool is_c_identifier(const std::string &name);
+/** The longest library name: every symbol and file of a library starts with it, and a part's
+ * adds "_part<k>" and a kernel's "_<cluster>", all well within the 255 bytes of a file name. */
+constexpr size_t kMaxLibraryNameLength = 64;
+
+/** Throws UserError naming --name unless \p name is a C identifier (letters, digits, '_', not
+ * starting with a digit) of at most kMaxLibraryNameLength characters. compile_aot and
+ * compile_aot_parts check it before they create anything. */
+void check_library_name(const std::string &name);
 
 }  // namespace fusor

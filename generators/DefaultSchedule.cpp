@@ -13,7 +13,7 @@ namespace fusor {
 
 int floor_pow2(int64_t v) {
     int p = 1;
-    while ((int64_t)p * 2 <= v) p *= 2;
+    while (p < (1 << 30) && (int64_t)p * 2 <= v) p *= 2;
     return p;
 }
 
@@ -33,6 +33,26 @@ std::map<NodeId, std::set<int>> reached_outputs(const Graph &g, const Cluster &c
         }
     }
     return reach;
+}
+
+std::optional<ClusterSchedule> empty_output_schedule(const LoweredCluster &lc) {
+    bool empty = false;
+    for (size_t i = 0; i < lc.outputs.size(); i++) {
+        const std::vector<int64_t> &e = lc.output_stage(i).extents;
+        empty = empty || std::find(e.begin(), e.end(), 0) != e.end();
+    }
+    if (!empty) return std::nullopt;
+    ClusterSchedule sched;
+    for (const StageInfo &st : lc.stages) {
+        StageSchedule s;
+        s.stage = st.name;
+        if (st.is_output || st.role != StageRole::Value) {
+            s.level = ComputeLevel::Root;
+            s.note = "the cluster has an empty output: nothing to tile";
+        }
+        sched.stages.push_back(s);
+    }
+    return sched;
 }
 
 std::vector<OutputFeeds> output_feeds(const Graph &g, const LoweredCluster &lc, const std::map<NodeId, std::set<int>> &reach) {
@@ -62,6 +82,7 @@ constexpr int64_t kMinParallelElements = 16384;
 ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc,
                                  const Halide::Target &target) {
     // CUDA, and OpenCL: the same GPU schedules, which the tests run on CPUs through POCL
+    if (auto empty = empty_output_schedule(lc)) return *empty;
     if (target.has_gpu_feature()) return default_gpu_schedule(g, c, lc);
     auto reach = reached_outputs(g, c);
     ClusterSchedule sched;

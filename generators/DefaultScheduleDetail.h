@@ -7,15 +7,17 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
 #include "generators/LowerCluster.h"
+#include "generators/Schedule.h"
 #include "graph/Graph.h"
 
 namespace fusor {
 
-/** The largest power of two not above \p v (1 for v < 2). */
+/** The largest power of two not above \p v, at most 2^30 (1 for v < 2). */
 int floor_pow2(int64_t v);
 
 /** For each node of \p c, the cluster outputs (indices into c.outputs) its value reaches inside
@@ -32,6 +34,12 @@ struct OutputFeeds {
      * it would be recomputed (softmax and layernorm rows). 0 when none. */
     int reduced_below = 0;
 };
+
+/** The schedule of a cluster with an empty output (a zero-size dim), where no loop runs and
+ * nothing is worth tiling (and tiles and per-row task sizes would divide by the zero extent):
+ * per-element values inline, every other stage at root, untiled, serial. nullopt when every output
+ * holds elements. */
+std::optional<ClusterSchedule> empty_output_schedule(const LoweredCluster &lc);
 
 std::vector<OutputFeeds> output_feeds(const Graph &g, const LoweredCluster &lc, const std::map<NodeId, std::set<int>> &reach);
 

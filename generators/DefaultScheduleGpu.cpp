@@ -111,6 +111,7 @@ std::pair<int, int> cover(int64_t extent, int max_threads) {
 }  // namespace
 
 ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc) {
+    if (auto empty = empty_output_schedule(lc)) return *empty;
     auto reach = reached_outputs(g, c);
     struct OutputPlan {
         StageSchedule s;

@@ -176,6 +176,47 @@ Target parse_target(const std::string &text, const std::string &flag) {
     return Target(full);
 }
 
+namespace {
+
+/** Halide's CPU instruction-set features, of every architecture. */
+bool is_cpu_feature(Target::Feature f) {
+    for (const FeatureRule &rule : feature_rules()) {
+        if (rule.feature == f) return true;
+    }
+    switch (f) {
+    case Target::ARMv7s: case Target::ARMv81a: case Target::ARMDotProd: case Target::ARMFp16: case Target::SVE:
+    case Target::SVE2: case Target::VSX: case Target::POWER_ARCH_2_07: case Target::RVV: case Target::HVX_128:
+    case Target::HVX_v62: case Target::HVX_v65: case Target::HVX_v66: case Target::WasmSimd128:
+    case Target::WasmSignExt: case Target::WasmSatFloatToInt: case Target::WasmThreads: case Target::WasmBulkMemory:
+        return true;
+    default:
+        return false;
+    }
+}
+
+}  // namespace
+
+std::string why_cannot_run(const Target &t, const Target &host) {
+    Target host_base(host.os, host.arch, host.bits), base(t.os, t.arch, t.bits);
+    std::string features;
+    for (int f = 0; f < (int)Target::FeatureEnd; f++) {
+        auto feature = (Target::Feature)f;
+        if (is_cpu_feature(feature) && host.has_feature(feature)) features += " " + Target::feature_to_name(feature);
+    }
+    std::string runs_here = "this machine runs " + host_base.to_string() + " code with none, some or all of the CPU features" +
+                            features + " (its resolved host target, `host`, is " + host.to_string() + ")";
+    if (t.os != host.os || t.arch != host.arch || t.bits != host.bits) return "it is " + base.to_string() + " code, not " + host_base.to_string() + "; " + runs_here;
+    std::string missing;
+    for (int f = 0; f < (int)Target::FeatureEnd; f++) {
+        auto feature = (Target::Feature)f;
+        if (is_cpu_feature(feature) && t.has_feature(feature) && !host.has_feature(feature)) {
+            missing += (missing.empty() ? "" : ", ") + Target::feature_to_name(feature);
+        }
+    }
+    if (!missing.empty()) return "it asks for CPU features this machine lacks (" + missing + "); " + runs_here;
+    return "";
+}
+
 Target jit_target() {
     const char *env = std::getenv("HL_JIT_TARGET");
     return env && *env ? parse_target(env, "HL_JIT_TARGET") : host_target();

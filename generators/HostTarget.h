@@ -66,6 +66,13 @@ std::string describe_host_target();
  * was expected otherwise. */
 Halide::Target parse_target(const std::string &text, const std::string &flag = "--target");
 
+/** Why code for \p t cannot run on a machine whose resolved host target is \p host; empty when it
+ * can. It can when t's arch, bits and OS are host's and every CPU instruction-set feature t asks
+ * for (sse41, avx2, avx512_skylake, arm_dot_prod, ...) is one host has; other features (GPU APIs,
+ * no_asserts, debug, ...) are not judged here. The reason ends by saying which targets run here.
+ * Pure: the same inputs give the same answer on any machine. */
+std::string why_cannot_run(const Halide::Target &t, const Halide::Target &host);
+
 /** The JIT target: HL_JIT_TARGET when set (through parse_target), else host_target(). Use it
  * wherever Halide would call get_jit_target_from_environment(). */
 Halide::Target jit_target();

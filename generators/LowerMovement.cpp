@@ -42,12 +42,6 @@ Expr read_scalar(const LValue &v) {
     return call(v, Index(v.type.rank(), Expr(0)));
 }
 
-/** A wrapped, clamped index into an axis of extent \p dim from a runtime index value. */
-Expr wrap_index(Expr i, int64_t dim) {
-    i = cast(Int(32), i);
-    return clamp(select(i < 0, i + (int)dim, i), 0, std::max(0, (int)dim - 1));
-}
-
 std::vector<Func> lower_Squeeze(LowerContext &ctx) {
     const LValue &x = ctx.input(0);
     std::vector<int> axes = squeeze_axes(ctx.graph(), ctx.node());

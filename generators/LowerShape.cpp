@@ -112,8 +112,7 @@ std::vector<Func> lower_Gather(LowerContext &ctx) {
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
         std::vector<Expr> ii(idx.begin() + axis, idx.begin() + axis + ir);
-        Expr i = cast(Int(32), call(indices, ii));
-        i = clamp(select(i < 0, i + (int)dim, i), 0, (int)dim - 1);
+        Expr i = wrap_index(call(indices, ii), dim);
         std::vector<Expr> di(idx.begin(), idx.begin() + axis);
         di.push_back(i);
         di.insert(di.end(), idx.begin() + axis + ir, idx.end());

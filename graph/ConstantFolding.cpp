@@ -70,8 +70,14 @@ bool sink_constants_into_branches(Graph &g, Node &n) {
 
 bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_elements) {
     std::set<NodeId> folded;
+    std::set<TensorId> made_constant;
     std::vector<NodeId> taken_ifs;  // If nodes with a constant condition: inlined after the scan
     for (const Node &n : g.nodes) {
+        // a rule may check constant inputs (Gather's indices): an input folded just now is a
+        // constant of the model, and a bad one is the model's error, reported as at load
+        if (std::any_of(n.inputs.begin(), n.inputs.end(), [&](TensorId t) { return made_constant.count(t) > 0; })) {
+            infer_types(g, n);
+        }
         if (is_control_flow(n.op)) {
             if (g.tensor(n.inputs[0]).is_initializer) taken_ifs.push_back(n.id);
             continue;  // never evaluated as a whole: its branches are folded by their own passes
@@ -92,6 +98,7 @@ bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_element
             for (int d = start; d < end; d++) std::memcpy(out.data.data() + 8 * (d - start), &in.shape[d], 8);
             out.is_initializer = true;
             out.producer = -1;
+            made_constant.insert(n.outputs[0]);
             folded.insert(n.id);
             count_event("fold-Shape");
             continue;
@@ -104,6 +111,7 @@ bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_element
             std::memcpy(out.data.data(), &count, 8);
             out.is_initializer = true;
             out.producer = -1;
+            made_constant.insert(n.outputs[0]);
             folded.insert(n.id);
             count_event("fold-Size");
             continue;
@@ -120,6 +128,7 @@ bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_element
             t.is_initializer = true;
             t.data = std::move(values[i]);
             t.producer = -1;
+            made_constant.insert(n.outputs[i]);
         }
         folded.insert(n.id);
         count_event("fold-" + std::string(op_name(n.op)));

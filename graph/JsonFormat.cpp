@@ -80,20 +80,10 @@ struct Reader {
             }
             s.push_back(d.get<int64_t>());
         }
-        // Halide indexes buffers with 32-bit integers: a tensor holds at most 2^31 - 1 elements
-        double elements = 1;
-        for (int64_t d : s) elements *= (double)d;
-        if (elements > 2147483647.0) {
-            fail(where, "shape " + v.dump() + " has " + fmt_count(elements) + " elements; a tensor holds at most 2^31 - 1");
-        }
+        check_tensor_size(TensorType{DType::F32, s}, file + ": " + where + ": field 'shape'");
         return s;
     }
 
-    static std::string fmt_count(double n) {
-        char buf[32];
-        snprintf(buf, sizeof(buf), "%.4g", n);
-        return buf;
-    }
 };
 
 template<typename T>

@@ -122,15 +122,8 @@ void copy_field(const Field &field, std::vector<uint8_t> &out) {
 
 std::vector<uint8_t> tensor_data(const onnx::TensorProto &t, TensorType &type, const std::string &base_dir,
                                  const std::string &where) {
-    type.shape.clear();
-    double elements = 1;
-    for (int64_t d : t.dims()) {
-        if (d < 0) throw UserError(where + " has a negative dim " + std::to_string(d));
-        if (d > INT32_MAX) throw UserError(where + " has dim " + std::to_string(d) + "; a dim holds at most 2^31 - 1");
-        type.shape.push_back(d);
-        elements *= (double)d;
-    }
-    if (elements > 2147483647.0) throw UserError(where + " has more than 2^31 - 1 elements");
+    type.shape.assign(t.dims().begin(), t.dims().end());
+    check_tensor_size(type, where);  // before any allocation
     if (t.data_type() == 0) throw UserError(where + " has no data_type");
     type.dtype = tensor_dtype(t.data_type(), where);
     size_t n = (size_t)type.num_elements(), bytes = type.num_bytes();
@@ -645,12 +638,7 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
             unbound.push_back("'" + in.name() + "' [" + (tt.has_shape() ? dims_text : std::string("unknown rank")) + "]");
             continue;
         }
-        double elements = 1;
-        for (int64_t d : type.shape) elements *= (double)d;
-        bool huge_dim = std::any_of(type.shape.begin(), type.shape.end(), [](int64_t d) { return d > INT32_MAX; });
-        if (elements > 2147483647.0 || huge_dim) {
-            throw UserError(where + ": shape " + shape_to_string(type.shape) + " has more than 2^31 - 1 elements");
-        }
+        check_tensor_size(type, where);
         TensorId id = add_tensor(in.name(), type);
         g_.inputs.push_back(id);
         bind(in.name(), id);

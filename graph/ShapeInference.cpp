@@ -109,6 +109,13 @@ WindowGeometry window_geometry(const Graph &g, const Node &n) {
         if (w.strides[i] < 1 || w.dilations[i] < 1 || w.kernel[i] < 1) {
             throw UserError(g.where(n) + ": kernel, strides and dilations must be positive");
         }
+        // bounded, so the window arithmetic below cannot overflow
+        for (int64_t v : {w.strides[i], w.dilations[i], w.kernel[i], pads[i], pads[i + sd]}) {
+            if (v > kMaxElements || v < -kMaxElements) {
+                throw UserError(g.where(n) + ": kernel, strides, dilations and pads must be at most " +
+                                std::to_string(kMaxElements) + " in magnitude, got " + std::to_string(v));
+            }
+        }
     }
     w.pads_begin.assign(pads.begin(), pads.begin() + sd);
     w.pads_end.assign(pads.begin() + sd, pads.end());
@@ -309,16 +316,39 @@ std::vector<TensorType> infer_types(const Graph &g, const Node &n) {
     // before the verifier runs (an If without its condition read inputs[0] of an empty vector)
     check_node_inputs(g, n);
     std::vector<TensorType> types = op_info(n.op).shape_rule(g, n);
-    for (size_t i = 0; i < types.size(); i++) {
-        int64_t elements = 1;
-        for (int64_t d : types[i].shape) {
-            if (d < 0 || d > kMaxDim || __builtin_mul_overflow(elements, d, &elements) || elements > kMaxDim) {
-                throw UserError(g.where(n) + ": output " + std::to_string(i) + " would have more than " +
-                                std::to_string(kMaxDim) + " elements (or a negative dim)");
-            }
-        }
+    for (size_t i = 0; i < types.size() && i < n.outputs.size(); i++) {
+        if (n.outputs[i] == kNoTensor) continue;
+        check_tensor_size(types[i], g.where(n) + ": output " + std::to_string(i) + " ('" + g.tensor(n.outputs[i]).name + "')");
     }
     return types;
+}
+
+void check_constant_indices(const Graph &g, const Node &n, int64_t dim) {
+    const Tensor &idx = g.tensor(n.inputs[1]);
+    if (!idx.is_initializer || idx.data.size() != idx.type.num_bytes()) return;  // the verifier reports short data
+    for (int64_t i = 0; i < idx.type.num_elements(); i++) {
+        int64_t v = idx.value_as_int(i);
+        if (v < -dim || v >= dim) {
+            throw UserError(g.where(n) + ": input 1 (indices, '" + idx.name + "') holds " + std::to_string(v) +
+                            " at position " + std::to_string(i) + "; the gathered axis has " + std::to_string(dim) +
+                            " entries, so indices must lie in " + std::to_string(-dim) + ".." + std::to_string(dim - 1));
+        }
+    }
+}
+
+void check_tensor_size(const TensorType &t, const std::string &what) {
+    for (int64_t d : t.shape) {
+        if (d < 0) throw UserError(what + " has a negative dim " + shape_to_string(t.shape));
+    }
+    bool empty = std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end();
+    int64_t product = 1;
+    for (int64_t d : t.shape) {
+        if (__builtin_mul_overflow(product, std::max<int64_t>(d, 1), &product) || product > kMaxElements) {
+            throw UserError(what + " has shape " + shape_to_string(t.shape) + ": " +
+                            (empty ? "its nonzero dims multiply to " : "") + "more than " + std::to_string(kMaxElements) +
+                            (empty ? "" : " elements") + "; fusor's kernels index tensors with 32-bit integers");
+        }
+    }
 }
 
 namespace shape_rules {
@@ -582,6 +612,10 @@ std::vector<TensorType> gather(const Graph &g, const Node &n) {
     }
     if (data.rank() < 1) throw UserError(g.where(n) + ": data must have rank >= 1");
     int axis = normalize_axis(g, n, attr_int(g, n, "axis"), data.rank());
+    if (data.shape[axis] == 0 && idx.num_elements() > 0) {
+        throw UserError(g.where(n) + ": gathers from axis " + std::to_string(axis) + " of " + to_string(data) + ", which is empty");
+    }
+    check_constant_indices(g, n, data.shape[axis]);
     std::vector<int64_t> out(data.shape.begin(), data.shape.begin() + axis);
     out.insert(out.end(), idx.shape.begin(), idx.shape.end());
     out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());

@@ -33,9 +33,24 @@ std::vector<int64_t> broadcast_shapes(const Graph &g, const Node &n, const std::
  * noop_with_empty_axes, which reduces none. */
 std::vector<int> reduced_axes(const Graph &g, const Node &n);
 
-/** The largest dim, and the most elements, a tensor may have (2^40): shape rules refuse larger
- * results before they overflow, so a malformed model is an error and never undefined behaviour. */
-constexpr int64_t kMaxDim = int64_t(1) << 40;
+/** The most elements a tensor may have (2^31 - 1), and the largest product of its dims with a 0
+ * dim counted as 1: Halide indexes buffers and computes their strides in 32-bit integers. Shape
+ * rules whose arithmetic could overflow refuse larger values first; check_tensor_size enforces
+ * the limit on every tensor. */
+constexpr int64_t kMaxElements = INT32_MAX;
+
+/** Throws UserError "<what> has shape S: ..." when a dim of \p t is negative or the product of
+ * its dims, a 0 dim counted as 1, exceeds kMaxElements (overflow-checked). \p what names the
+ * file and the node output or tensor. infer_types checks every computed type with it, and
+ * infer_types(Graph &) and verify_graph every declared one, so no tensor passes the loader
+ * without it. */
+void check_tensor_size(const TensorType &t, const std::string &what);
+
+/** Gather and GatherElements: when input 1 (indices) is a constant, every index lies in
+ * [-dim, dim - 1] for the gathered axis of extent \p dim, as ONNX requires; else a UserError naming
+ * the node, the index and its position. Indices computed at run time are not checked here: the
+ * kernels clamp them into the axis. */
+void check_constant_indices(const Graph &g, const Node &n, int64_t dim);
 
 /** The node's input count is within its op's arity and its required inputs are present; else a
  * UserError naming the node. infer_types checks this before the shape rule runs. */

@@ -128,7 +128,10 @@ PadParams pad_params(const Graph &g, const Node &n) {
         fail(g, n, "attribute 'mode' is \"" + p.mode + "\"; expected constant, reflect or edge");
     }
     for (int a = 0; a < r; a++) {
-        int64_t out = x.shape[a] + p.begin[a] + p.end[a];
+        int64_t out;
+        if (__builtin_add_overflow(x.shape[a], p.begin[a], &out) || __builtin_add_overflow(out, p.end[a], &out)) {
+            fail(g, n, "input 1 (pads) " + shape_to_string(pads) + " overflows axis " + std::to_string(a) + " of " + to_string(x));
+        }
         if (out < 0) fail(g, n, "pads crop axis " + std::to_string(a) + " of " + to_string(x) + " below zero");
         bool grows = p.begin[a] > 0 || p.end[a] > 0;
         if (p.mode != "constant" && grows && x.shape[a] == 0) {
@@ -325,8 +328,8 @@ std::vector<TensorType> tile(const Graph &g, const Node &n) {
     }
     for (int a = 0; a < t.rank(); a++) {
         if (repeats[a] < 0) fail(g, n, "input 1 (repeats) has a negative value");
-        if (__builtin_mul_overflow(t.shape[a], repeats[a], &t.shape[a]) || t.shape[a] > kMaxDim) {
-            fail(g, n, "input 1 (repeats) makes dim " + std::to_string(a) + " larger than " + std::to_string(kMaxDim));
+        if (__builtin_mul_overflow(t.shape[a], repeats[a], &t.shape[a]) || t.shape[a] > kMaxElements) {
+            fail(g, n, "input 1 (repeats) makes dim " + std::to_string(a) + " larger than " + std::to_string(kMaxElements));
         }
     }
     return {t};
@@ -367,6 +370,7 @@ std::vector<TensorType> gather_elements(const Graph &g, const Node &n) {
         }
     }
     if (data.shape[axis] == 0 && idx.num_elements() > 0) fail(g, n, "gathers from an empty axis");
+    check_constant_indices(g, n, data.shape[axis]);
     return {TensorType{data.dtype, idx.shape}};
 }
 
@@ -444,7 +448,7 @@ std::vector<TensorType> range(const Graph &g, const Node &n) {
             fail(g, n, "delta must be finite and nonzero, and start and limit finite");
         }
         double steps = std::max(0.0, std::ceil((limit - start) / delta));
-        if (!(steps <= (double)kMaxDim)) fail(g, n, "would have more than " + std::to_string(kMaxDim) + " elements");
+        if (!(steps <= (double)kMaxElements)) fail(g, n, "would have more than " + std::to_string(kMaxElements) + " elements");
         len = (int64_t)steps;
     } else {
         int64_t start = at(0).value_as_int(0), limit = at(1).value_as_int(0), delta = at(2).value_as_int(0);
@@ -454,7 +458,7 @@ std::vector<TensorType> range(const Graph &g, const Node &n) {
         // ceil(span / delta) with integer division rounding toward zero
         len = span / delta + ((span % delta != 0) && ((span > 0) == (delta > 0)) ? 1 : 0);
         len = std::max<int64_t>(0, len);
-        if (len > kMaxDim) fail(g, n, "would have more than " + std::to_string(kMaxDim) + " elements");
+        if (len > kMaxElements) fail(g, n, "would have more than " + std::to_string(kMaxElements) + " elements");
     }
     return {TensorType{t, {len}}};
 }

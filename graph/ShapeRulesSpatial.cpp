@@ -204,9 +204,9 @@ ResizeParams resize_params(const Graph &g, const Node &n) {
             if (!(scales[i] > 0)) throw UserError(g.where(n) + ": scales must be positive");
             p.scales[i] = scales[i];
             p.lengths[i] = (double)x.shape[i] * scales[i];
-            if (!(p.lengths[i] <= (double)kMaxDim)) {
+            if (!(p.lengths[i] <= (double)kMaxElements)) {
                 throw UserError(g.where(n) + ": scales make output dim " + std::to_string(i) + " larger than " +
-                                std::to_string(kMaxDim));
+                                std::to_string(kMaxElements));
             }
             p.out_shape[i] = (int64_t)std::floor(p.lengths[i]);
         } else {

@@ -181,6 +181,11 @@ bool is_shape_input(OpKind op, int index) {
 }  // namespace
 
 void infer_types(Graph &g, const ConstantEvaluator *eval) {
+    const std::string file = g.source.empty() ? "" : g.source + ": ";
+    for (TensorId t : g.inputs) check_tensor_size(g.type(t), file + "graph input '" + g.tensor(t).name + "'");
+    for (const Tensor &t : g.tensors) {
+        if (t.is_initializer) check_tensor_size(t.type, file + "initializer '" + t.name + "'");
+    }
     std::set<NodeId> folded;
     for (Node &n : g.nodes) {
         verify_node_signature(g, n);
@@ -217,9 +222,7 @@ void verify_graph(const Graph &g) {
         if (!tensor_names.insert(t.name).second) {
             throw UserError(file + "tensor name '" + t.name + "' is defined twice");
         }
-        for (int64_t d : t.type.shape) {
-            if (d < 0) throw UserError(file + "tensor '" + t.name + "' has a negative dim " + to_string(t.type));
-        }
+        check_tensor_size(t.type, file + "tensor '" + t.name + "'");
         if (t.is_initializer && t.data.size() != t.type.num_bytes()) {
             throw UserError(file + "initializer '" + t.name + "' has " + std::to_string(t.data.size()) +
                             " bytes of data; " + to_string(t.type) + " needs " + std::to_string(t.type.num_bytes()));

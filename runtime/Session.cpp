@@ -1,6 +1,7 @@
 #include "runtime/Session.h"
 
 #include "generators/ConstantEvaluator.h"
+#include "generators/HostTarget.h"
 #include "generators/Lowering.h"
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
@@ -35,6 +36,8 @@ struct Unbind {
 
 ExecutorOptions executor_options(const SessionOptions &o) {
     if (o.threads < 0) throw UserError("threads is " + std::to_string(o.threads) + "; expected 0 (default) or more");
+    std::string why = why_cannot_run(parse_target(o.target, "target"), host_target());
+    if (!why.empty()) throw UserError("target '" + o.target + "': a Session runs the model on this machine, and " + why);
     ExecutorOptions eo;
     eo.mode = o.mode;
     eo.threads = o.threads;

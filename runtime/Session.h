@@ -37,7 +37,9 @@ struct SessionOptions {
     bool optimize = true;        ///< run the rewrite passes (graph/Optimize.h) with constant folding
     std::string layout = "auto"; ///< layout of conv regions: auto, nchw or nhwc
     int threads = 0;             ///< Halide worker threads; 0 = leave as is (HL_NUM_THREADS or all cores)
-    std::string target = "host"; ///< Halide target string
+    /** Halide target string; one this machine cannot run (another arch, bits or OS than the
+     * resolved host's, or a CPU feature it lacks) is a UserError when the Session is made. */
+    std::string target = "host";
     ExecMode mode = ExecMode::Fused;
     ClusterOptions clustering;
     /** Tuned schedules per cluster, or nullopt for the default (ExecutorOptions::schedule_for).

@@ -1,11 +1,15 @@
 #include "tools/ModelIo.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/core.h>
 
 #include "generators/CudaCheck.h"
+#include "generators/HostTarget.h"
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
@@ -15,6 +19,7 @@ namespace fusor::cli {
 bool cuda_target_without_driver(const std::string &target) {
     Halide::Target t = parse_target(target);
     check_jit_gpu_target(t, target);
+    check_jit_cpu_target(t, target);
     if (!t.has_feature(Halide::Target::CUDA) || cuda_driver_available()) return false;
     fmt::print(stderr, "{}\n", no_cuda_driver_message(target));
     return true;
@@ -27,6 +32,14 @@ void check_jit_gpu_target(const Halide::Target &t, const std::string &text) {
     if (t.has_gpu_feature() && !t.has_feature(Halide::Target::CUDA)) {
         throw UserError("--target '" + text + "': fusor runs GPU code in-process through CUDA only; other GPU targets "
                         "(OpenCL) are for `fusor compile` and `fusor autotune --export-batch`");
+    }
+}
+
+void check_jit_cpu_target(const Halide::Target &t, const std::string &text) {
+    std::string why = why_cannot_run(t, host_target());
+    if (!why.empty()) {
+        throw UserError("--target '" + text + "': run, bench and autotune run the code on this machine, and " + why +
+                        "; `fusor compile` builds for any target");
     }
 }
 
@@ -52,6 +65,19 @@ Graph load_model_optimized(const std::string &path, bool optimize, const std::st
     o.layout = layout;
     o.shapes = shapes;
     return load_optimized_model(path, o, reports);
+}
+
+CLI::Validator positive_integer() {
+    return CLI::Validator(
+        [](std::string &text) -> std::string {
+            const char *s = text.c_str();
+            char *end = nullptr;
+            errno = 0;
+            long long v = std::strtoll(s, &end, 10);
+            bool ok = *s && std::isdigit((unsigned char)*s) && *end == '\0' && errno == 0 && v >= 1;
+            return ok ? "" : "expected a positive integer, got " + text;
+        },
+        "POSITIVE");
 }
 
 std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd) {

@@ -25,6 +25,11 @@ Graph load_model_optimized(const std::string &path, bool optimize, const std::st
  * `--shape NAME=D1xD2x...` binding an ONNX input's symbolic dims; returns where they land at
  * parse time (shape_bindings turns them into InputShapes). */
 std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd);
+/** A CLI11 check for count and size flags (--devices, --memory-budget): the value must be an
+ * integer of at least 1. Its message, after CLI11's "--flag: ", is "expected a positive integer,
+ * got VALUE" (CLI::PositiveNumber prints the range up to DBL_MAX instead). */
+CLI::Validator positive_integer();
+
 /** Parses --shape values; throws UserError naming the malformed one. */
 InputShapes shape_bindings(const std::vector<std::string> &flags);
 
@@ -45,6 +50,12 @@ void check_jit_gpu_target(const Halide::Target &t, const std::string &text);
  * left its cluster on the default schedule, so its decision says that instead, and the cluster
  * joins \p warnings. */
 void note_fallbacks(const Executor &ex, std::vector<std::string> &decisions, std::vector<std::string> &warnings);
+
+/** A CPU target that `run`, `bench` and `autotune` (JIT) cannot run here: another arch, bits or
+ * OS than the resolved host target's, or a CPU feature this machine lacks (UserError, exit 2,
+ * saying which targets run here; generators/HostTarget.h, why_cannot_run). `fusor compile` takes
+ * any target Halide compiles for. */
+void check_jit_cpu_target(const Halide::Target &t, const std::string &text);
 
 /** Parses a --layout value; throws UserError naming the flag otherwise. */
 Layout layout_flag(const std::string &text);

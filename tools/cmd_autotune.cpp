@@ -137,7 +137,10 @@ Verb add_autotune(CLI::App &app) {
                 // A CUDA target without a driver still searches: candidates are compiled, checked with
                 // ptxas and stored as unmeasured (docs/cuda.md); run/bench stop at the driver check.
                 if (!o->export_batch.empty()) parse_target(o->target);  // a bad target is a usage error (exit 2)
-                if (o->export_batch.empty()) check_jit_gpu_target(parse_target(o->target), o->target);  // OpenCL: bundles only
+                if (o->export_batch.empty()) {
+                    check_jit_gpu_target(parse_target(o->target), o->target);  // OpenCL: bundles only
+                    check_jit_cpu_target(parse_target(o->target), o->target);
+                }
                 bool untimed_cuda = parse_target(o->target).has_feature(Halide::Target::CUDA) && !cuda_driver_available();
                 Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
                 AutotuneOptions ao;

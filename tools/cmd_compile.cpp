@@ -46,7 +46,8 @@ Verb add_compile(CLI::App &app) {
     cmd->add_option("model", o->model, "model file (.json)");
     cmd->add_option("-o,--out", o->out, "output folder")->required();
     auto shapes = add_shape_flag(cmd);
-    cmd->add_option("--name", o->name, "C prefix of every symbol and file (default: the model's file name)");
+    cmd->add_option("--name", o->name,
+                    "C prefix of every symbol and file: a C identifier of at most 64 characters (default: the model's file name)");
     cmd->add_option("--db", o->db, "tuning database: the best verified schedule per cluster, exact machine, then ISA family");
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
@@ -55,10 +56,10 @@ Verb add_compile(CLI::App &app) {
     cmd->add_option("--memory-budget", *budget,
                     "split the model into parts that each need at most BYTES (arena, inputs, outputs, weights); "
                     "one library per part")
-        ->check(CLI::PositiveNumber);
+        ->check(positive_integer());
     auto devices = std::make_shared<int>(0);
     cmd->add_option("--devices", *devices, "split the model into N pipeline stages of balanced measured time; one library per part")
-        ->check(CLI::PositiveNumber);
+        ->check(positive_integer());
     cmd->add_flag("--unfused", o->unfused,
                   "one kernel per node (the unfused mode, the baseline fusion is measured against) instead of one per cluster");
     cmd->add_option("--autoscheduler", o->autoscheduler,
@@ -68,6 +69,8 @@ Verb add_compile(CLI::App &app) {
     cmd->add_flag("--runtime-only", o->runtime_only, "write only libfusor_halide_runtime.a and HalideRuntime.h");
     return {cmd, [=] {
                 Halide::Target target = parse_target(o->target);
+                const std::string name = o->name.empty() ? default_name(o->model) : o->name;
+                if (!o->runtime_only || !o->name.empty()) check_library_name(name);  // before anything is created
                 if (o->runtime_only) {
                     fmt::print("wrote {}\n", compile_aot_runtime(target, o->out));
                     return 0;
@@ -88,7 +91,7 @@ Verb add_compile(CLI::App &app) {
                     std::string text = "autoscheduler " + o->autoscheduler + "\n";
                     ao.schedule_for = [text](const Graph &, const Cluster &) -> std::optional<std::string> { return text; };
                 }
-                ao.name = o->name.empty() ? default_name(o->model) : o->name;
+                ao.name = name;
                 ao.target = target;
                 ao.out_dir = o->out;
                 nlohmann::json extra = {{"records", nlohmann::json::array()}};

@@ -41,10 +41,10 @@ Verb add_inspect(CLI::App &app) {
     auto budget = std::make_shared<int64_t>(0);
     cmd->add_option("--memory-budget", *budget,
                     "split the clustered graph into parts that each need at most BYTES (arena, inputs, outputs, weights)")
-        ->check(CLI::PositiveNumber);
+        ->check(positive_integer());
     auto devices = std::make_shared<int>(0);
     cmd->add_option("--devices", *devices, "split the clustered graph into N pipeline stages of balanced measured time")
-        ->check(CLI::PositiveNumber);
+        ->check(positive_integer());
     return {cmd, [=] {
                 Halide::Target t = parse_target(*target);
                 std::vector<PassReport> passes;

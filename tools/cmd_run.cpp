@@ -15,6 +15,7 @@ namespace {
 std::string summarize(const Tensor &t, const Halide::Buffer<> &b) {
     double lo = INFINITY, hi = -INFINITY, sum = 0;
     int64_t n = t.type.num_elements();
+    if (n == 0) return fmt::format("{:<24} {:<22} (no elements)", t.name, to_string(t.type));
     Tensor view = t;
     view.data.assign((const uint8_t *)b.data(), (const uint8_t *)b.data() + b.size_in_bytes());
     for (int64_t i = 0; i < n; i++) {

@@ -8,6 +8,7 @@
 #include "generators/ConstantEvaluator.h"
 #include "graph/ConstantFolding.h"
 #include "graph/JsonFormat.h"
+#include "graph/Optimize.h"
 #include "graph/Printer.h"
 #include "graph/Random.h"
 #include "runtime/Executor.h"
@@ -105,4 +106,17 @@ TEST_CASE("fold_constants: integer arithmetic folds exactly", "[generators][cons
     CHECK(q.value_as_int(0) == -3);  // truncation toward zero, as ONNX defines integer Div
     CHECK(q.value_as_int(1) == 3);
     CHECK(q.value_as_int(2) == -2);
+}
+
+TEST_CASE("fold_constants: Gather indices folded to constants out of range are the model's error", "[generators][constant_folding]") {
+    // indices 2 + 3 = 5 on an axis of 4: not constant at load (computed), constant once folded
+    Graph g = parse(R"({"name": "sum", "op": "Add", "inputs": ["a", "b"], "outputs": ["idx"]},
+                       {"name": "pick", "op": "Gather", "inputs": ["x", "idx"], "outputs": ["y"]})",
+                    R"({"name": "a", "dtype": "i64", "shape": [1], "data": [2]},
+                       {"name": "b", "dtype": "i64", "shape": [1], "data": [3]})");
+    OptimizeOptions o;
+    o.evaluator = &halide_constant_evaluator();
+    REQUIRE_THROWS_MATCHES(optimize_graph(g, o), UserError,
+                           Catch::Matchers::Message("fold.json: node 'pick' (Gather): input 1 (indices, 'idx') holds 5 at position 0; "
+                                                    "the gathered axis has 4 entries, so indices must lie in -4..3"));
 }

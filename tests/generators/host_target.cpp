@@ -20,6 +20,7 @@
 #include "support/TempDir.h"
 
 using namespace fusor;
+using Catch::Contains;
 
 namespace {
 
@@ -140,6 +141,22 @@ TEST_CASE("host target: host strings resolve through the resolver, other strings
     CHECK(cuda.without_feature(Halide::Target::CUDA).without_feature(Halide::Target::CUDACapability80) == host);
     CHECK(parse_target("x86-64-linux-avx2").to_string() == "x86-64-linux-avx2");
     CHECK_THROWS_AS(parse_target("host-nonsense"), UserError);
+}
+
+TEST_CASE("host target: code runs here only for the host's arch, bits and OS and CPU features it has", "[generators][host_target]") {
+    Halide::Target host("x86-64-linux-avx-avx2-f16c-fma-sse41");
+    auto why = [&](const char *t) { return why_cannot_run(Halide::Target(t), host); };
+    CHECK(why("x86-64-linux") == "");
+    CHECK(why("x86-64-linux-avx2-fma-f16c-sse41-avx") == "");
+    CHECK(why("x86-64-linux-avx2-cuda-cuda_capability_80") == "");  // GPU features: not judged here
+    CHECK(why("x86-64-linux-no_asserts-debug") == "");
+    // another arch (the JIT crashed in it), other bits (Halide's internal error: no __udivdi3), another OS
+    CHECK_THAT(why("arm-64-linux"), Contains("it is arm-64-linux code, not x86-64-linux") && Contains("avx2") &&
+                                        Contains("x86-64-linux-avx-avx2-f16c-fma-sse41"));
+    CHECK_THAT(why("x86-32-linux"), Contains("it is x86-32-linux code"));
+    CHECK_THAT(why("x86-64-windows"), Contains("it is x86-64-windows code"));
+    CHECK_THAT(why("x86-64-linux-avx512-avx512_skylake"), Contains("lacks (avx512, avx512_skylake)"));
+    CHECK_THAT(why_cannot_run(Halide::Target("arm-64-linux-arm_dot_prod"), Halide::Target("arm-64-linux")), Contains("arm_dot_prod"));
 }
 
 namespace {

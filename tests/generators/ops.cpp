@@ -983,3 +983,32 @@ TEST_CASE("op LayerNormalization: fused after a residual add that is also a grap
                     .json(),
                 kLoose);
 }
+
+// ---- zero-size dims ----------------------------------------------------------------------------
+
+TEST_CASE("op zero-size dims: Softmax, reductions, MatMul, Conv and pooling give empty or reduced outputs", "[generators][ops]") {
+    // regression: Softmax of [4,0] divided by the empty row's size in the default schedule (SIGFPE)
+    check_graph(op_graph("Softmax", {{4, 0}}), kF32);
+    check_graph(op_graph("Softmax", {{0, 5}}), kF32);
+    check_graph(op_graph("Softmax", {{3, 0, 4}}, R"("axis": 1)"), kF32);
+    check_graph(op_graph("LogSoftmax", {{4, 0}}), kF32);
+    check_graph(op_graph("Add", {{4, 0}, {0}}), kF32);
+    check_graph(op_graph("Relu", {{0}}), kF32);
+    // reducing an empty axis: the sum is 0, the mean NaN, the maximum -inf, as numpy's identities
+    for (const char *op : {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare"}) {
+        INFO(op);
+        check_graph(op_graph(op, {{4, 0}}, R"("axes": [1])"), kF32);
+        check_graph(op_graph(op, {{4, 0}}, R"("axes": [0])"), kF32);  // the output is empty
+        check_graph(op_graph(op, {{0, 3}}, R"("axes": [0], "keepdims": 0)"), kF32);
+    }
+    check_graph(op_graph("ReduceSum", {{4, 0, 2}}), kF32);
+    check_graph(op_graph("MatMul", {{2, 0}, {0, 3}}), kF32);  // K = 0: zeros
+    check_graph(op_graph("MatMul", {{0, 4}, {4, 3}}), kF32);
+    check_graph(op_graph("MatMul", {{5, 4}, {4, 0}}), kF32);
+    check_graph(op_graph("MatMul", {{2, 0, 3, 4}, {4, 5}}), kF32);
+    check_graph(conv_graph({0, 2, 6, 5}, {3, 2, 3, 3}, true, R"("pads": [1,1,1,1])"), kF32);  // no images
+    check_graph(conv_graph({1, 0, 6, 5}, {3, 0, 3, 3}, true, ""), kF32);                      // no input channels: the bias
+    check_graph(conv_graph({1, 2, 6, 5}, {0, 2, 3, 3}, false, ""), kF32);                     // no output channels
+    check_graph(op_graph("MaxPool", {{0, 2, 6, 5}}, R"("kernel_shape": [2, 2])"), kF32);
+    check_graph(op_graph("GlobalAveragePool", {{2, 0, 3, 3}}), kF32);
+}

@@ -42,9 +42,9 @@ const BadModel kBadModels[] = {
      {"initializer 'w'", "double_data holds 0 values", "shape [2147483647] needs 2147483647"}},
     // an empty f32 initializer of dims [2^31 - 1, 2^31 - 1, 13573, 0]: TensorType::num_elements
     // multiplied the dims in order and overflowed int64 before it reached the 0 (UBSan: signed
-    // integer overflow, found by the CI fuzz run); it is empty, and the Add's broadcast of it
-    // against [1] is what is refused
-    {"onnx_empty_initializer_huge_dims.onnx", {"node 'add' (Add)", "output 0 would have more than"}},
+    // integer overflow, found by the CI fuzz run); it is empty, but its strides would not fit
+    // 32 bits, so the initializer itself is refused
+    {"onnx_empty_initializer_huge_dims.onnx", {"initializer 'w'", "[2147483647,2147483647,13573,0]", "nonzero dims multiply to more than"}},
     // an If with no inputs at all (its condition dropped): the importer infers types before the
     // verifier checks arity, and the If's shape rule read inputs[0] of an empty vector (UBSan:
     // reference binding to null pointer); infer_types now checks every node's arity first

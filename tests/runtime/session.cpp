@@ -12,6 +12,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "HalideBuffer.h"
+#include "generators/HostTarget.h"
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
 #include "graph/Random.h"
@@ -227,4 +228,15 @@ TEST_CASE("session: symbolic ONNX dims are bound through SessionOptions::shapes"
     CHECK(y == std::vector<float>{0, 2, 0, 4, 0, 6, 0, 8, 0, 10, 0, 12});
     std::vector<float> small(9);
     CHECK_THROWS_WITH(s.run({x.data()}, {sizeof(float) * 12}, {small.data()}, {sizeof(float) * 9}), Contains("output 'y'"));
+}
+
+TEST_CASE("session: a target this machine cannot run is a user error saying which run here", "[runtime][session]") {
+    SessionOptions o;
+    o.target = host_target().arch == Halide::Target::ARM ? "x86-64-linux" : "arm-64-linux";
+    try {
+        Session s(model_path("eltwise_chain"), o);
+        FAIL("a Session for " << o.target << " was made");
+    } catch (const UserError &e) {
+        CHECK_THAT(e.what(), Contains("target '" + o.target + "'") && Contains(host_target().to_string()));
+    }
 }

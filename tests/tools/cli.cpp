@@ -66,6 +66,15 @@ TEST_CASE("cli: every bad graph file gives exit status 2 and names the file and 
         // names the field by position only; the input's name 'x' is missing (reported)
         {"negative_dim.json", {"inputs[0]", "'shape'", "[2,-3]"}},
         {"format_version.json", {"format_version", "is 2"}},
+        // tensors past 32-bit indexing: refused at load, not an endless loop or overflow later
+        {"huge_constant_of_shape.json", {"node 'fill' (ConstantOfShape)", "output 0 ('c')", "[3000000000]", "2147483647"}},
+        {"huge_constant_of_shape_2d.json", {"node 'fill' (ConstantOfShape)", "output 0 ('c')", "[100000,100000]"}},
+        {"huge_expand.json", {"node 'grow' (Expand)", "output 0 ('y')", "[3000000000,2,3]"}},
+        {"huge_pad.json", {"node 'pad' (Pad)", "output 0 ('y')", "[2,4000000003]"}},
+        {"huge_empty_dims.json", {"node 'fill' (ConstantOfShape)", "[0,3000000000]", "nonzero dims"}},
+        // constant indices out of range: an error in ONNX, not a silently clamped read
+        {"gather_index_out_of_range.json", {"node 'pick' (Gather)", "indices, 'idx'", "holds 7 at position 2", "-5..4"}},
+        {"gather_elements_index_out_of_range.json", {"node 'pick' (GatherElements)", "holds -4 at position 1", "-3..2"}},
     };
     for (const Case &c : cases) {
         std::string path = data(std::string("bad/") + c.file);
@@ -197,6 +206,36 @@ TEST_CASE("cli: bad usage gives 2", "[tools][cli]") {
     CHECK(run_fusor("transmogrify").status == 2);  // unknown verb
     CHECK(run_fusor("run").status == 2);       // missing model argument
     CHECK(run_fusor("run '" + data("models/resnet_block.json") + "' --threads 0").status == 2);  // out of range
+}
+
+TEST_CASE("cli: run, bench and autotune refuse a target this machine cannot run, saying which run here", "[tools][cli]") {
+    // arm-64-linux crashed in the JIT (SIGSEGV); x86-32-linux was Halide's internal error (__udivdi3)
+    std::string model = data("models/eltwise_chain.json");
+    for (const char *target : {"arm-64-linux", "x86-32-linux"}) {
+        for (std::string verb : {"run", "bench", "autotune --trials 1 --db /tmp/fusor-never-written.db"}) {
+            Result r = run_fusor(verb + " '" + model + "' --target " + target);
+            INFO(verb << " --target " << target);
+            check_one_line_error(r);
+            CHECK_THAT(r.err, Contains(std::string("--target '") + target + "'") && Contains("this machine runs x86-64-linux") &&
+                                  Contains("fusor compile"));
+        }
+    }
+    CHECK_FALSE(fs::exists("/tmp/fusor-never-written.db"));
+}
+
+TEST_CASE("cli: count and size flags out of range say what they expect, not CLI11's range up to DBL_MAX", "[tools][cli]") {
+    std::string model = data("models/eltwise_chain.json");
+    for (const char *verb : {"inspect", "compile -o /tmp/fusor-never-written"}) {
+        for (auto [name, value] : {std::pair<std::string, std::string>{"--devices", "0"}, {"--memory-budget", "0"},
+                                   {"--memory-budget", "-5"}, {"--devices", "2.5"}}) {
+            Result r = run_fusor(std::string(verb) + " '" + model + "' " + name + "=" + value);
+            INFO(verb << " " << name << "=" << value << " stderr: " << r.err);
+            CHECK(r.status == 2);
+            CHECK_THAT(r.err, Contains(name + ": expected a positive integer, got " + value));
+            CHECK_THAT(r.err, !Contains("179769"));
+        }
+    }
+    CHECK_FALSE(fs::exists("/tmp/fusor-never-written"));
 }
 
 TEST_CASE("cli: --help on every verb and --version succeed", "[tools][cli]") {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <sstream>
 #include <dlfcn.h>
 #include <sys/wait.h>
@@ -405,6 +406,13 @@ TEST_CASE("compile: bad names, targets and folders give exit status 2", "[tools]
     Result r = fusor("'" + model + "' -o '" + d.file("x") + "' --name 9lives");
     CHECK(r.status == 2);
     CHECK_THAT(r.out, Contains("C identifier"));
+    // a name past 64 characters: Halide's "File name too long" and an empty folder, before
+    for (const std::string &name : {std::string(300, 'a'), std::string(65, 'b')}) {
+        r = fusor("'" + model + "' -o '" + d.file("long") + "' --name " + name);
+        CHECK(r.status == 2);
+        CHECK_THAT(r.out, Contains("--name") && Contains(std::to_string(name.size()) + " characters; at most 64"));
+        CHECK_FALSE(fs::exists(d.file("long")));
+    }
     r = fusor("'" + model + "' -o '" + d.file("x") + "' --target x86-64-nonsense");
     CHECK(r.status == 2);
     CHECK_THAT(r.out, Contains("x86-64-nonsense"));
@@ -412,6 +420,29 @@ TEST_CASE("compile: bad names, targets and folders give exit status 2", "[tools]
     r = fusor("'" + model + "' -o '" + d.file("file") + "/sub'");
     CHECK(r.status == 2);
     CHECK_THAT(r.out, Contains("output directory"));
+}
+
+TEST_CASE("compile: another arch or bits builds the glue for it, or says which compiler it needs", "[tools][compile]") {
+    // x86-32: the glue was compiled for x86-64 into the archive of 32-bit kernels, which no linker takes
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    for (auto [target, elf_class, machine] : {std::tuple<std::string, int, int>{"x86-32-linux", 1, 3}, {"arm-64-linux", 2, 183}}) {
+        INFO(target);
+        std::string out = d.file(target);
+        Result r = shell("env -u CXX '" + std::string(FUSOR_BINARY) + "' compile '" + model + "' -o '" + out + "' --name m --target " + target, d);
+        INFO(r.out);
+        if (r.status == 0) {  // a compiler for the target (e.g. g++-multilib for x86-32)
+            REQUIRE(shell("cd '" + out + "' && ar x libm.a m_glue.o", d).status == 0);
+            auto glue = slurp(out + "/m_glue.o");
+            REQUIRE(glue.size() > 20);
+            CHECK(glue[4] == elf_class);
+            CHECK((glue[18] | glue[19] << 8) == machine);
+        } else {
+            CHECK(r.status == 2);
+            CHECK_THAT(r.out, Contains("--target " + target) && Contains("set CXX to a compiler for " + target));
+            CHECK_FALSE(fs::exists(out));  // refused before anything is written
+        }
+    }
 }
 
 TEST_CASE("compile: outputs that are the input, a weight or a repeated output are copied to the caller", "[tools][compile]") {
