@@ -157,6 +157,17 @@ Verb add_autotune(CLI::App &app) {
                     ao.user_schedules[spec.substr(0, eq)].push_back({file, text.str()});
                 }
                 check_user_schedules(g, ao);  // a bad schedule: exit 2 before the database is opened
+                if (o->autoschedulers != "none") {
+                    std::stringstream ss(o->autoschedulers);
+                    std::string a;
+                    while (std::getline(ss, a, ',')) {
+                        const auto &known = autoscheduler_names();
+                        if (std::find(known.begin(), known.end(), a) == known.end()) {
+                            throw UserError("--autoschedulers names '" + a + "'; expected Mullapudi2016, Adams2019, Li2018 or none");
+                        }
+                        ao.autoschedulers.push_back(a);
+                    }
+                }
                 TuningDb db(o->db);
                 // with --budget, --trials caps the count only when given
                 ao.trials = budget_s > 0 && trials_opt->count() == 0 ? 1000000 : o->trials;
@@ -171,17 +182,6 @@ Verb add_autotune(CLI::App &app) {
                 ao.confirm_rounds = o->confirm_rounds;
                 ao.worker_exe = self_executable();
                 ao.stop = &g_stop;
-                if (o->autoschedulers != "none") {
-                    std::stringstream ss(o->autoschedulers);
-                    std::string a;
-                    while (std::getline(ss, a, ',')) {
-                        const auto &known = autoscheduler_names();
-                        if (std::find(known.begin(), known.end(), a) == known.end()) {
-                            throw UserError("--autoschedulers names '" + a + "'; expected Mullapudi2016, Adams2019, Li2018 or none");
-                        }
-                        ao.autoschedulers.push_back(a);
-                    }
-                }
                 // On a terminal the progress is one line on stderr, rewritten in place under the
                 // event lines; otherwise plain lines.
                 bool tty = isatty(2);

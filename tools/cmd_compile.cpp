@@ -99,7 +99,7 @@ Verb add_compile(CLI::App &app) {
                     // exact machine first, then the ISA family (as run and bench do, without timing
                     // here: the library records which record and machine each schedule came from)
                     if (!std::filesystem::exists(o->db)) throw UserError("tuning db '" + o->db + "' does not exist");
-                    auto db = std::make_shared<TuningDb>(o->db);
+                    auto db = std::make_shared<TuningDb>(o->db, TuningDb::Mode::ReadOnly);
                     std::string resolved = resolved_target(o->target);
                     std::string exact = machine_fingerprint(), family = machine_fingerprint(/*family_only=*/true);
                     bool cuda = target.has_feature(Halide::Target::CUDA);

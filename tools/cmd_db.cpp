@@ -1,8 +1,10 @@
 /** \file
  * `fusor db`: look at, move and merge tuning databases (list, show, export, import,
- * import-results, merge, prune). The work is TuningDb's; this file parses flags and prints. Verbs that only read a
- * database refuse a missing file instead of creating it; verbs that write into a new file remove
- * it again when they fail, so a failed command leaves no file behind and an existing one unaltered.
+ * import-results, merge, prune). The work is TuningDb's; this file parses flags and prints. Verbs
+ * that only read a database open it read-only and refuse a missing file instead of creating it;
+ * verbs that write into a new file remove it again when they fail, so a failed command leaves no
+ * file behind and an existing one unaltered. `export` writes its JSON through a temporary file and
+ * a rename, and never over the database it reads (TuningDb::export_json).
  */
 #include <fmt/core.h>
 
@@ -24,11 +26,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/** Opens a database that must exist already (reading verbs do not create one). */
-TuningDb open_existing(const std::string &path) {
+/** Opens a database that must exist already (reading verbs do not create one), read-only unless
+ * \p mode says otherwise. */
+TuningDb open_existing(const std::string &path, TuningDb::Mode mode = TuningDb::Mode::ReadOnly) {
     std::error_code ec;
     if (!fs::exists(path, ec)) throw UserError("tuning db '" + path + "' does not exist");
-    return TuningDb(path);
+    return TuningDb(path, mode);
 }
 
 /** Runs \p work on the database at \p path, created if missing; if \p work throws and the file
@@ -195,7 +198,7 @@ Verb add_db(CLI::App &app) {
                     });
                 }
                 if (prune->parsed()) {
-                    TuningDb db = open_existing(o->db);
+                    TuningDb db = open_existing(o->db, TuningDb::Mode::ReadWrite);
                     int deleted = db.prune(o->keep);
                     fmt::print("{}: {} trials deleted\n", o->db, deleted);
                     return 0;

@@ -379,7 +379,8 @@ struct Reader {
             if (required) fail(where + "." + key, "expected a number (an ok record has times)");
             return std::nullopt;
         }
-        if (!it->is_number() || it->get<double>() < 0) fail(where + "." + key, "expected a non-negative number or null");
+        if (!it->is_number()) fail(where + "." + key, "expected a number or null");
+        if (std::optional<std::string> p = time_problem(it->get<double>())) fail(where + "." + key, *p);
         return it->get<double>();
     }
 };
@@ -390,12 +391,9 @@ ImportResultsSummary import_results(const std::string &path, TuningDb &db) {
     Reader r{path};
     std::ifstream in(path, std::ios::binary);
     if (!in) throw UserError("cannot read '" + path + "'");
-    json doc;
-    try {
-        doc = json::parse(in);
-    } catch (const json::parse_error &e) {
-        r.fail("", std::string("malformed JSON: ") + e.what());
-    }
+    std::stringstream text;
+    text << in.rdbuf();
+    json doc = parse_json_naming_field(text.str(), path);
     if (!doc.is_object() || doc.value("format", json()) != "fusor-bundle-results") {
         r.fail("format", "expected \"fusor-bundle-results\"; this is not the results file of a measurement bundle");
     }
@@ -457,6 +455,8 @@ ImportResultsSummary import_results(const std::string &path, TuningDb &db) {
         t.fingerprint = summary.fingerprint;
         t.host = host;
         t.created_at = measured_at;
+        t.id = trial_content_id(t);
+        if (std::optional<FieldProblem> p = trial_problem(t)) r.fail(where + "." + p->field, p->problem);
         workloads.push_back(wl);
         trials.push_back(cand);  // present already unless exported from another copy of the database
         trials.push_back(t);

@@ -21,8 +21,9 @@ using ScheduleLookup = std::function<std::optional<std::string>(const Graph &, c
  * same ISA family, re-validated here (verified against the reference and at most 5% slower than
  * the default, both timed now); else nullopt (the default schedule). Each decision is appended to
  * \p log (which must outlive the lookup's use) when given; each cluster left on the default
- * schedule also gets a line in \p warnings ("<cluster>: <why_untuned>") when given. Throws
- * UserError when the file does not exist. */
+ * schedule also gets a line in \p warnings ("<cluster>: <why_untuned>") when given. The database
+ * is opened read-only (TuningDb::Mode::ReadOnly) before any lookup: throws UserError when the file
+ * does not exist, DbError when it is not a fusor database, is damaged or holds a malformed record. */
 ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log = nullptr,
                             std::vector<std::string> *warnings = nullptr);
 

@@ -1,6 +1,5 @@
 #include "tuner/Signature.h"
 
-#include <cstdio>
 #include <ctime>
 #include <fstream>
 
@@ -11,19 +10,6 @@
 #include "graph/Printer.h"
 
 namespace fusor {
-
-std::string content_hash(const std::string &text) {
-    // FNV-1a 64 with the standard offset basis, and a second lane with a different basis
-    uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
-    for (unsigned char c : text) {
-        a = (a ^ c) * 0x100000001b3ull;
-        b = (b ^ c) * 0x100000001b3ull;
-        b ^= b >> 29;
-    }
-    char buf[33];
-    std::snprintf(buf, sizeof(buf), "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
-    return buf;
-}
 
 std::string cluster_signature(const Graph &g, const Cluster &c) {
     return content_hash(canonical_cluster_text(g, c));

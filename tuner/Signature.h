@@ -1,17 +1,14 @@
 #pragma once
 /** \file
- * Workload identity for the tuner: content hashes, the cluster signature (a hash of the cluster's
- * canonical text), the resolved target string and the machine fingerprint. */
+ * Workload identity for the tuner: the cluster signature (content_hash, tuner/ContentHash.h, of the
+ * cluster's canonical text), the resolved target string and the machine fingerprint. */
 
 #include <string>
 
 #include "graph/Graph.h"
+#include "tuner/ContentHash.h"
 
 namespace fusor {
-
-/** A 128-bit content hash as 32 lowercase hex digits (two independent 64-bit FNV-1a lanes). Stable
- * across platforms and runs: ids computed from it survive export, import and merge. */
-std::string content_hash(const std::string &text);
 
 /** The workload signature of cluster \p c: content_hash of canonical_cluster_text (ops,
  * attributes, shapes, dtypes, topology and baked constants; node names normalized; weight values

@@ -3,26 +3,36 @@
  *   - Statement: the one RAII wrapper (prepare -> bind -> step -> reset -> finalize); every SQLite
  *     return code goes through check(), which throws DbError with sqlite3_errmsg.
  *   - Transaction: BEGIN IMMEDIATE ... COMMIT, rolled back when left by an exception.
- *   - TuningDb::Impl::open: recognizes the file before it writes anything, then creates the schema
- *     in a new or empty file (docs/tuning_db.md has the schema and the refusal rules).
- *   - trial_id: the content hash that identifies a trial across export, import and merge.
+ *   - tables_sql: the typed (STRICT) tables, whose CHECK constraints spell the record rules of
+ *     tuner/TuningRecords.h (time_problem's bounds, the statuses) in SQL.
+ *   - TuningDb::Impl::open: recognizes the file before it writes anything, checks it, then creates
+ *     the schema in a new or empty file or runs the migration chain (kMigrations) on an older one.
+ *   - read_trial / read_workload: every row read goes through the record rules, so a file written
+ *     by an older fusor or edited by hand cannot hand a bad time to the ranking or an export.
  *
  * Note on opening. A file we refuse must keep its bytes, so the order is: (1) read the first 16
  * bytes ourselves and refuse a non-empty file without the SQLite magic; (2) open it and read
- * application_id, user_version and the table count, which writes nothing; (3) only for a fusor
- * file or an empty one switch to WAL and, for an empty one, create the schema inside BEGIN
- * IMMEDIATE, checking again under the write lock because another process may have created it
- * meanwhile. Writers use BEGIN IMMEDIATE (or single autocommit statements), so the busy timeout,
- * not an SQLITE_BUSY error, resolves contention between processes. */
+ * application_id, user_version and the table count, which writes nothing; (3) run SQLite's
+ * integrity check, which writes nothing either; (4) only for a fusor file or an empty one switch
+ * to WAL and, for an empty one, create the schema inside BEGIN IMMEDIATE, checking again under
+ * the write lock because another process may have created it meanwhile; an older version is
+ * migrated likewise. Read-only, an older version is copied into memory (sqlite3_backup) and
+ * migrated there. (5) Every record is read once through the record rules. Writers use BEGIN
+ * IMMEDIATE (or single autocommit statements), so the busy timeout, not an SQLITE_BUSY error,
+ * resolves contention between processes. */
 #include "tuner/TuningDb.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,15 +41,14 @@
 #include <sstream>
 #include <thread>
 
-#include "tuner/Signature.h"
-
 namespace fusor {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr int kApplicationId = 0x6675736F;  // "fuso"
 constexpr int kBusyTimeoutMs = 10000;
-constexpr const char *kExportFormat = "fusor-tuning-db";
 
 /** Throws DbError "<what>: <sqlite3_errmsg>" unless \p rc is a success code. */
 void check(int rc, sqlite3 *db, const std::string &what) {
@@ -68,10 +77,6 @@ public:
         check(v ? sqlite3_bind_double(stmt_, i, *v) : sqlite3_bind_null(stmt_, i), db_, what_);
         return *this;
     }
-    Statement &bind(int i, int64_t v) {
-        check(sqlite3_bind_int64(stmt_, i, v), db_, what_);
-        return *this;
-    }
     /** True when a row is ready, false when done. */
     bool step() {
         int rc = sqlite3_step(stmt_);
@@ -92,8 +97,10 @@ public:
         const unsigned char *p = sqlite3_column_text(stmt_, col);
         return p ? std::string((const char *)p, sqlite3_column_bytes(stmt_, col)) : std::string();
     }
-    std::optional<double> real(int col) const {
-        if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
+    int type(int col) const {
+        return sqlite3_column_type(stmt_, col);
+    }
+    double real(int col) const {
         return sqlite3_column_double(stmt_, col);
     }
     int64_t integer(int col) const {
@@ -138,22 +145,39 @@ private:
     bool done_ = false;
 };
 
-const char *kSchema = R"sql(
+/** SQL that holds when column \p c is NULL or a time time_problem accepts. */
+std::string time_check_sql(const std::string &c) {
+    char max[32];
+    std::snprintf(max, sizeof(max), "%.17g", kMaxTimeMs);
+    return "(" + c + " IS NULL OR (" + c + " > 0 AND " + c + " <= " + max + "))";
+}
+
+/** The tables and index of the current schema: STRICT (a REAL column holds only numbers, a TEXT
+ * one only text) with the record rules as CHECK constraints. */
+std::string tables_sql() {
+    std::string statuses;
+    for (TrialStatus s : all_statuses()) statuses += std::string(statuses.empty() ? "" : ", ") + "'" + status_name(s) + "'";
+    return R"sql(
 CREATE TABLE workload (
     signature      TEXT NOT NULL,
     target         TEXT NOT NULL,
     canonical_text TEXT NOT NULL,
-    PRIMARY KEY (signature, target));
+    PRIMARY KEY (signature, target)) STRICT;
 CREATE TABLE trial (
-    id             TEXT PRIMARY KEY,
+    id             TEXT NOT NULL PRIMARY KEY CHECK (length(id) = 32 AND id NOT GLOB '*[^0-9a-f]*'),
     signature      TEXT NOT NULL,
     target         TEXT NOT NULL,
     schedule       TEXT NOT NULL,
-    status         TEXT NOT NULL,
-    median_ms      REAL,
-    min_ms         REAL,
-    max_ms         REAL,
-    compile_ms     REAL,
+    status         TEXT NOT NULL CHECK (status IN ()sql" +
+           statuses + R"sql()),
+    median_ms      REAL CHECK )sql" +
+           time_check_sql("median_ms") + R"sql(,
+    min_ms         REAL CHECK )sql" +
+           time_check_sql("min_ms") + R"sql(,
+    max_ms         REAL CHECK )sql" +
+           time_check_sql("max_ms") + R"sql(,
+    compile_ms     REAL CHECK )sql" +
+           time_check_sql("compile_ms") + R"sql(,
     error          TEXT NOT NULL,
     parent         TEXT NOT NULL,
     strategy       TEXT NOT NULL,
@@ -162,25 +186,20 @@ CREATE TABLE trial (
     fusor_version  TEXT NOT NULL,
     host           TEXT NOT NULL,
     created_at     TEXT NOT NULL,
-    resources      TEXT NOT NULL DEFAULT '');
+    resources      TEXT NOT NULL DEFAULT '',
+    CHECK (min_ms <= median_ms AND median_ms <= max_ms AND min_ms <= max_ms)) STRICT;
 CREATE INDEX trial_workload ON trial (signature, target);
-PRAGMA application_id = 1718973295;
-PRAGMA user_version = 2;
 )sql";
-static_assert(kApplicationId == 1718973295, "kSchema spells the application id in decimal");
+}
 
-/** Migration from schema version 1 (the resources column), in one transaction. */
-const char *kMigrateFrom1 = R"sql(
-ALTER TABLE trial ADD COLUMN resources TEXT NOT NULL DEFAULT '';
-PRAGMA user_version = 2;
-)sql";
+/** The schema of a new file: the tables, fusor's application id and the current version. */
+std::string schema_sql() {
+    static_assert(kApplicationId == 1718973295, "the schema spells the application id in decimal");
+    return tables_sql() + "PRAGMA application_id = 1718973295;\nPRAGMA user_version = " + std::to_string(kTuningSchemaVersion) + ";\n";
+}
 
-#define FUSOR_TRIAL_COLUMNS_V1                                                                    \
-    "id, signature, target, schedule, status, median_ms, min_ms, max_ms, compile_ms, error, "     \
-    "parent, strategy, fingerprint, halide_version, fusor_version, host, created_at"
-constexpr const char *kTrialColumnsV1 = FUSOR_TRIAL_COLUMNS_V1;
-constexpr const char *kTrialColumns = FUSOR_TRIAL_COLUMNS_V1 ", resources";
-#undef FUSOR_TRIAL_COLUMNS_V1
+constexpr const char *kTrialColumns = "id, signature, target, schedule, status, median_ms, min_ms, max_ms, compile_ms, error, "
+                                      "parent, strategy, fingerprint, halide_version, fusor_version, host, created_at, resources";
 
 /** Matches a trial's fingerprint against the lookup argument ?3: equal, or, for a family
  * fingerprint "isa:...", the trial's fingerprint ends with "|" followed by it, or, for a GPU
@@ -189,202 +208,65 @@ constexpr const char *kFingerprintMatch = "(fingerprint = ?3 OR (substr(?3, 1, 4
                                           "substr(fingerprint, -length(?3) - 1) = '|' || ?3) OR "
                                           "(substr(?3, 1, 4) = 'gpu:' AND substr(fingerprint, 1, length(?3)) = ?3))";
 
-Trial read_trial(const Statement &s, const std::string &path) {
-    Trial t;
-    t.id = s.text(0);
-    t.signature = s.text(1);
-    t.target = s.text(2);
-    t.schedule = s.text(3);
-    std::optional<TrialStatus> status = parse_status(s.text(4));
-    if (!status) {
-        throw DbError("tuning db '" + path + "': trial '" + s.text(0) + "' has unknown status '" +
-                      s.text(4) + "'");
-    }
-    t.status = *status;
-    t.median_ms = s.real(5);
-    t.min_ms = s.real(6);
-    t.max_ms = s.real(7);
-    t.compile_ms = s.real(8);
-    t.error = s.text(9);
-    t.parent = s.text(10);
-    t.strategy = s.text(11);
-    t.fingerprint = s.text(12);
-    t.halide_version = s.text(13);
-    t.fusor_version = s.text(14);
-    t.host = s.text(15);
-    t.created_at = s.text(16);
-    t.resources = s.text(17);
-    return t;
+/** \p text as a short one-line quotation for an error message. */
+std::string short_quote(const std::string &text) {
+    std::string q = nlohmann::json(text.substr(0, 40)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return text.size() > 40 ? q.substr(0, q.size() - 1) + "...\"" : q;
 }
 
-/** A time in ms as a JSON number, or null when not measured. */
-template <typename Json = nlohmann::json> Json time_json(const std::optional<double> &v) {
-    return v ? Json(*v) : Json(nullptr);
+/** Writes \p text to \p path through a temporary file in the same folder and a rename, so \p path
+ * holds its old bytes or all the new ones; through a symlink, the file it names is replaced. */
+void write_file_atomically(const std::string &path, const std::string &text) {
+    std::error_code ec;
+    fs::path target = path;
+    if (fs::is_symlink(fs::symlink_status(target, ec))) {
+        target = fs::weakly_canonical(target, ec);
+        if (ec) throw UserError("cannot write '" + path + "': " + ec.message());
+    }
+    fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+    std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+    int fd = mkstemp(tmp.data());
+    if (fd < 0) throw UserError("cannot write '" + path + "': " + std::strerror(errno));
+    mode_t mask = umask(0);
+    umask(mask);
+    bool ok = fchmod(fd, 0666 & ~mask) == 0;
+    for (size_t done = 0; ok && done < text.size();) {
+        ssize_t n = write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        ok = n > 0;
+        done += ok ? (size_t)n : 0;
+    }
+    ok = ok && fsync(fd) == 0;
+    int err = errno;
+    ok = close(fd) == 0 && ok;
+    if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
+        err = ok ? errno : err;
+        ::unlink(tmp.c_str());
+        throw UserError("cannot write '" + path + "': " + std::strerror(err));
+    }
 }
 
-/** Every field but the id, in a fixed order, as one JSON array: the text the id hashes. nlohmann
- * prints doubles in their shortest round-trip form, so equal values give equal text. */
-std::string trial_content(const Trial &t) {
-    nlohmann::json j = nlohmann::json::array(
-        {t.signature, t.target, t.schedule, status_name(t.status), time_json(t.median_ms),
-         time_json(t.min_ms), time_json(t.max_ms), time_json(t.compile_ms), t.error, t.parent,
-         t.strategy, t.fingerprint, t.halide_version, t.fusor_version, t.host, t.created_at});
-    if (!t.resources.empty()) j.push_back(t.resources);  // absent before schema 2: old ids stay valid
-    return j.dump();
-}
-
-std::string trial_id(const Trial &t) {
-    for (const auto *v : {&t.median_ms, &t.min_ms, &t.max_ms, &t.compile_ms}) {
-        FUSOR_INTERNAL_ASSERT(!*v || std::isfinite(**v))
-            << "non-finite time in a trial of " << t.signature;
+/** Refuses \p out when it is the database \p db or one of its -wal, -shm or -journal files. */
+void refuse_overwriting(const std::string &db, const std::string &out) {
+    for (const char *suffix : {"", "-wal", "-shm", "-journal"}) {
+        std::error_code ec;
+        if (fs::equivalent(db + suffix, out, ec)) {
+            throw UserError("cannot export tuning db '" + db + "' to '" + out + "': that is " +
+                            (*suffix ? "the database's " + std::string(suffix) + " file" : std::string("the database itself")));
+        }
     }
-    return content_hash(trial_content(t));
-}
-
-/** A trial as an export object, fields in schema order. */
-nlohmann::ordered_json trial_json(const Trial &t) {
-    using J = nlohmann::ordered_json;
-    return {{"id", t.id},
-            {"signature", t.signature},
-            {"target", t.target},
-            {"schedule", t.schedule},
-            {"status", status_name(t.status)},
-            {"median_ms", time_json<J>(t.median_ms)},
-            {"min_ms", time_json<J>(t.min_ms)},
-            {"max_ms", time_json<J>(t.max_ms)},
-            {"compile_ms", time_json<J>(t.compile_ms)},
-            {"error", t.error},
-            {"parent", t.parent},
-            {"strategy", t.strategy},
-            {"fingerprint", t.fingerprint},
-            {"halide_version", t.halide_version},
-            {"fusor_version", t.fusor_version},
-            {"host", t.host},
-            {"created_at", t.created_at},
-            {"resources", t.resources}};
-}
-
-/** Reads an exported document's fields, throwing UserError "'<file>': <where>: <what>". */
-class JsonReader {
-public:
-    explicit JsonReader(std::string file) : file_(std::move(file)) {
-    }
-    [[noreturn]] void fail(const std::string &where, const std::string &what) const {
-        throw UserError("'" + file_ + "': " + where + (where.empty() ? "" : ": ") + what);
-    }
-    const nlohmann::json &field(const nlohmann::json &obj, const char *key,
-                                const std::string &where) const {
-        auto it = obj.find(key);
-        if (it == obj.end()) fail(where, std::string("missing field '") + key + "'");
-        return *it;
-    }
-    std::string text(const nlohmann::json &obj, const char *key, const std::string &where) const {
-        const nlohmann::json &v = field(obj, key, where);
-        if (!v.is_string()) fail(where + "." + key, "expected a string");
-        return v.get<std::string>();
-    }
-    std::optional<double> time(const nlohmann::json &obj, const char *key,
-                               const std::string &where) const {
-        const nlohmann::json &v = field(obj, key, where);
-        if (v.is_null()) return std::nullopt;
-        if (!v.is_number()) fail(where + "." + key, "expected a number or null");
-        return v.get<double>();
-    }
-    const nlohmann::json &array(const nlohmann::json &obj, const char *key) const {
-        const nlohmann::json &v = field(obj, key, "");
-        if (!v.is_array()) fail(key, "expected an array");
-        return v;
-    }
-
-private:
-    std::string file_;
-};
-
-/** A trial object of the export format at \p where; checks every field and that the id is the
- * trial's content hash. */
-Trial parse_trial(const JsonReader &r, const nlohmann::json &o, const std::string &where) {
-    if (!o.is_object()) r.fail(where, "expected an object");
-    Trial t;
-    t.id = r.text(o, "id", where);
-    t.signature = r.text(o, "signature", where);
-    t.target = r.text(o, "target", where);
-    t.schedule = r.text(o, "schedule", where);
-    std::string status = r.text(o, "status", where);
-    std::optional<TrialStatus> st = parse_status(status);
-    if (!st) r.fail(where + ".status", "unknown status '" + status + "'");
-    t.status = *st;
-    t.median_ms = r.time(o, "median_ms", where);
-    t.min_ms = r.time(o, "min_ms", where);
-    t.max_ms = r.time(o, "max_ms", where);
-    t.compile_ms = r.time(o, "compile_ms", where);
-    t.error = r.text(o, "error", where);
-    t.parent = r.text(o, "parent", where);
-    t.strategy = r.text(o, "strategy", where);
-    t.fingerprint = r.text(o, "fingerprint", where);
-    t.halide_version = r.text(o, "halide_version", where);
-    t.fusor_version = r.text(o, "fusor_version", where);
-    t.host = r.text(o, "host", where);
-    t.created_at = r.text(o, "created_at", where);
-    if (o.contains("resources")) t.resources = r.text(o, "resources", where);  // absent in version 1
-    std::string expected = trial_id(t);
-    if (t.id != expected) {
-        r.fail(where + ".id", "'" + t.id +
-                      "' is not the content hash of the trial (expected '" +
-                      expected + "'); the file was edited or is corrupt");
-    }
-    return t;
 }
 
 }  // namespace
 
-const char *status_name(TrialStatus s) {
-    switch (s) {
-    case TrialStatus::Ok:
-        return "ok";
-    case TrialStatus::Illegal:
-        return "illegal";
-    case TrialStatus::CompileError:
-        return "compile-error";
-    case TrialStatus::RuntimeError:
-        return "runtime-error";
-    case TrialStatus::Timeout:
-        return "timeout";
-    case TrialStatus::WrongResult:
-        return "wrong-result";
-    case TrialStatus::Crash:
-        return "crash";
-    case TrialStatus::ResourceLimit:
-        return "resource-limit";
-    case TrialStatus::Spills:
-        return "spills";
-    case TrialStatus::Unmeasured:
-        return "unmeasured";
-    case TrialStatus::OutOfMemory:
-        return "out-of-memory";
-    case TrialStatus::TunerError:
-        return "tuner-error";
-    }
-    return "crash";
-}
-
-std::optional<TrialStatus> parse_status(const std::string &s) {
-    for (TrialStatus t : {TrialStatus::Ok, TrialStatus::Illegal, TrialStatus::CompileError,
-                          TrialStatus::RuntimeError, TrialStatus::Timeout, TrialStatus::WrongResult,
-                          TrialStatus::Crash, TrialStatus::ResourceLimit, TrialStatus::Spills,
-                          TrialStatus::Unmeasured, TrialStatus::OutOfMemory, TrialStatus::TunerError}) {
-        if (s == status_name(t)) return t;
-    }
-    return std::nullopt;
-}
-
 struct TuningDb::Impl {
     std::string path;
+    bool read_only;
     sqlite3 *db = nullptr;
-    int version = 0;  ///< schema version of the open file (kSchemaVersion once migrated)
 
-    Impl(std::string p, bool read_only) : path(std::move(p)) {
+    Impl(std::string p, bool ro) : path(std::move(p)), read_only(ro) {
         try {
-            open(read_only);
+            open();
         } catch (...) {
             sqlite3_close_v2(db);
             throw;
@@ -401,62 +283,63 @@ struct TuningDb::Impl {
     [[noreturn]] void refuse(const std::string &found) const {
         throw DbError("'" + path + "' is not a fusor tuning database (" + found + ")");
     }
-
-    void open(bool read_only) {
-        bool in_memory = path == ":memory:";
-        if (!in_memory) check_file_header(read_only);
-        int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-        int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
-        check(rc, db, ctx("cannot open"));
-        check(sqlite3_extended_result_codes(db, 1), db, ctx("cannot open"));
-        check(sqlite3_busy_timeout(db, kBusyTimeoutMs), db, ctx("cannot open"));
-
-        // Recognize the file before writing anything to it.
-        version = recognize();
-        bool empty = version == 0;
-        if (read_only) {
-            if (empty) refuse("no tables, application_id 0");
-            return;  // an older version is read as it is (columns())
-        }
-        if (!in_memory) {
-            // Switching to WAL needs an exclusive lock, and SQLite may answer SQLITE_BUSY here
-            // without calling the busy handler (e.g. while another process creates the same new
-            // file), so retry until the busy timeout has passed.
-            auto start = std::chrono::steady_clock::now();
-            for (;;) {
-                int rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
-                auto waited = std::chrono::steady_clock::now() - start;
-                if ((rc & 0xff) == SQLITE_BUSY && waited < std::chrono::milliseconds(kBusyTimeoutMs)) {
-                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-                    continue;
-                }
-                check(rc, db, ctx("cannot set WAL mode on"));
-                break;
-            }
-        }
-        exec(db, "PRAGMA synchronous=NORMAL", ctx("cannot configure"));
-        if (empty) {
-            Transaction tx(db, ctx("cannot create the schema of"));
-            if (recognize() == 0) exec(db, kSchema, ctx("cannot create the schema of"));
-            tx.commit();
-        } else if (version < kSchemaVersion) {
-            // migrate in place under the write lock (another process may have done it meanwhile)
-            Transaction tx(db, ctx("cannot migrate"));
-            if (recognize() == 1) exec(db, kMigrateFrom1, ctx("cannot migrate"));
-            tx.commit();
-        }
-        version = kSchemaVersion;
+    /** A stored record that breaks the record rules: "tuning db 'x' is malformed: <record>: <field>: <problem>". */
+    [[noreturn]] void malformed(const std::string &record, const FieldProblem &p) const {
+        throw DbError("tuning db '" + path + "' is malformed: " + record + ": " + p.field + ": " + p.problem);
+    }
+    void writable() const {
+        FUSOR_INTERNAL_ASSERT(!read_only) << "a write to tuning db '" << path << "', opened read-only";
     }
 
-    /** The trial columns to select: a version-1 file opened read-only has no resources column. */
-    std::string columns() const {
-        return version == 1 ? std::string(kTrialColumnsV1) + ", '' AS resources" : std::string(kTrialColumns);
+    void open() {
+        bool in_memory = path == ":memory:";
+        if (!in_memory) check_file_header();
+        int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+        check(sqlite3_open_v2(path.c_str(), &db, flags, nullptr), db, ctx("cannot open"));
+        configure(db);
+        // Recognize and check the file before writing anything to it.
+        int version = recognize();
+        if (read_only && version == 0) refuse("no tables, application_id 0");
+        if (version != 0) check_integrity();
+        if (read_only && version < kSchemaVersion) copy_into_memory();
+        if (!read_only) exec(db, "PRAGMA synchronous=NORMAL", ctx("cannot configure"));
+        if (version == 0) {
+            if (!in_memory) set_wal_mode();
+            Transaction tx(db, ctx("cannot create the schema of"));
+            if (recognize() == 0) exec(db, schema_sql().c_str(), ctx("cannot create the schema of"));
+            tx.commit();
+        } else if (version < kSchemaVersion) {
+            migrate();  // all or nothing: a refused row leaves the file as it was
+        }
+        check_records();
+        if (!read_only && !in_memory && version != 0) set_wal_mode();  // only once the file is known good
+    }
+
+    void configure(sqlite3 *handle) const {
+        check(sqlite3_extended_result_codes(handle, 1), handle, ctx("cannot open"));
+        check(sqlite3_busy_timeout(handle, kBusyTimeoutMs), handle, ctx("cannot open"));
+    }
+
+    void set_wal_mode() {
+        // Switching to WAL needs an exclusive lock, and SQLite may answer SQLITE_BUSY here
+        // without calling the busy handler (e.g. while another process creates the same new
+        // file), so retry until the busy timeout has passed.
+        auto start = std::chrono::steady_clock::now();
+        for (;;) {
+            int rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+            auto waited = std::chrono::steady_clock::now() - start;
+            if ((rc & 0xff) == SQLITE_BUSY && waited < std::chrono::milliseconds(kBusyTimeoutMs)) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                continue;
+            }
+            check(rc, db, ctx("cannot set WAL mode on"));
+            break;
+        }
     }
 
     /** Refuses a non-empty file that does not start with the SQLite magic, without opening it. A
      * missing file is refused only when reading. */
-    void check_file_header(bool read_only) const {
-        namespace fs = std::filesystem;
+    void check_file_header() const {
         std::error_code ec;
         fs::file_status st = fs::status(path, ec);
         if (!fs::exists(st)) {
@@ -496,9 +379,8 @@ struct TuningDb::Impl {
         if (own_snapshot) exec(db, "COMMIT", what);
         if (app == kApplicationId) {
             if (version < kOldestMigratedVersion || version > kSchemaVersion) {
-                throw DbError("tuning db '" + path + "' has schema version " +
-                              std::to_string(version) + "; this fusor reads version " +
-                              std::to_string(kSchemaVersion));
+                throw DbError("tuning db '" + path + "' has schema version " + std::to_string(version) + "; this fusor reads versions " +
+                              std::to_string(kOldestMigratedVersion) + " to " + std::to_string(kSchemaVersion));
             }
             return (int)version;
         }
@@ -509,32 +391,167 @@ struct TuningDb::Impl {
         refuse(found);
     }
 
+    /** SQLite's integrity check (b-trees, indexes against their tables, types and CHECK
+     * constraints): a damaged file is refused before anything is read from it. */
+    void check_integrity() const {
+        Statement s(db, "PRAGMA integrity_check(1)", ctx("cannot read"));
+        std::string result = s.step() ? s.text(0) : std::string("no result");
+        if (result == "ok") return;
+        std::replace(result.begin(), result.end(), '\n', ' ');
+        throw DbError("tuning db '" + path + "' is malformed: integrity check: " + result.substr(0, 200));
+    }
+
+    /** Replaces the read-only handle on the file by a copy of the database in memory, which the
+     * migration may then write. */
+    void copy_into_memory() {
+        sqlite3 *mem = nullptr;
+        int rc = sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE, nullptr);
+        sqlite3_backup *b = rc == SQLITE_OK ? sqlite3_backup_init(mem, "main", db, "main") : nullptr;
+        if (b) rc = sqlite3_backup_step(b, -1);
+        int done = b ? sqlite3_backup_finish(b) : rc;
+        if (!b || rc != SQLITE_DONE || done != SQLITE_OK) {
+            std::string msg = mem ? sqlite3_errmsg(mem) : sqlite3_errstr(rc);
+            sqlite3_close_v2(mem);
+            throw DbError(ctx("cannot read") + ": " + msg);
+        }
+        sqlite3_close_v2(db);
+        db = mem;
+        configure(db);
+    }
+
+    // ---- the migration chain: one function per step, run in order in one transaction ----
+
+    /** 1 -> 2: the resources column (empty for every trial stored before). */
+    void add_resources_column() {
+        exec(db, "ALTER TABLE trial ADD COLUMN resources TEXT NOT NULL DEFAULT ''; PRAGMA user_version = 2;", ctx("cannot migrate"));
+    }
+    /** 2 -> 3: typed tables, and ids of the current hash: every record read through schema 2's
+     * rules, upgraded (upgrade_records) and written into the new tables. */
+    void retype_and_rehash() {
+        TuningRecords r{all_workloads(), all_trials(2)};
+        upgrade_records(r, 2, [&](size_t i, const FieldProblem &p) { malformed(trial_record(r.trials[i].id), p); });
+        exec(db, "DROP TABLE trial; DROP TABLE workload;", ctx("cannot migrate"));
+        exec(db, tables_sql().c_str(), ctx("cannot migrate"));
+        insert_records(r);
+        exec(db, "PRAGMA user_version = 3", ctx("cannot migrate"));
+    }
+    struct MigrationStep {
+        int from;  ///< the version this step starts from; it leaves from + 1
+        void (Impl::*run)();
+    };
+    static constexpr MigrationStep kMigrations[] = {{1, &Impl::add_resources_column}, {2, &Impl::retype_and_rehash}};
+    static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kTuningSchemaVersion - kOldestTuningSchemaVersion,
+                  "one migration step per version");
+
+    /** Runs the steps from the file's version on, under the write lock (another process may have
+     * migrated it meanwhile): all or nothing. */
+    void migrate() {
+        Transaction tx(db, ctx("cannot migrate"));
+        int version = recognize();
+        for (const MigrationStep &step : kMigrations) {
+            if (step.from >= version) (this->*step.run)();
+        }
+        tx.commit();
+    }
+
+    /** Every stored record through the record rules (read_trial, read_workload). */
+    void check_records() const {
+        all_workloads();
+        Statement s(db, (std::string("SELECT ") + kTrialColumns + " FROM trial").c_str(), ctx("cannot read"));
+        while (s.step()) read_trial(s);
+    }
+
+    // ---- reading: every row checked ----
+
+    static std::string trial_record(const std::string &id) {
+        return "trial " + short_quote(id);
+    }
+
+    /** A trial row (kTrialColumns) checked with the record rules of schema \p version. */
+    Trial read_trial(const Statement &s, int version = kTuningSchemaVersion) const {
+        Trial t;
+        t.id = s.text(0);
+        std::string record = trial_record(t.id);
+        t.signature = s.text(1);
+        t.target = s.text(2);
+        t.schedule = s.text(3);
+        std::optional<TrialStatus> status = parse_status(s.text(4));
+        if (!status) malformed(record, {"status", "unknown status " + short_quote(s.text(4))});
+        t.status = *status;
+        t.median_ms = read_time(s, 5, record, "median_ms");
+        t.min_ms = read_time(s, 6, record, "min_ms");
+        t.max_ms = read_time(s, 7, record, "max_ms");
+        t.compile_ms = read_time(s, 8, record, "compile_ms");
+        t.error = s.text(9);
+        t.parent = s.text(10);
+        t.strategy = s.text(11);
+        t.fingerprint = s.text(12);
+        t.halide_version = s.text(13);
+        t.fusor_version = s.text(14);
+        t.host = s.text(15);
+        t.created_at = s.text(16);
+        t.resources = s.text(17);
+        if (std::optional<FieldProblem> p = trial_problem(t, version)) malformed(record, *p);
+        return t;
+    }
+    /** A time column: NULL or a number (a file without typed tables may hold text or a blob). */
+    std::optional<double> read_time(const Statement &s, int col, const std::string &record, const char *field) const {
+        switch (s.type(col)) {
+        case SQLITE_NULL:
+            return std::nullopt;
+        case SQLITE_INTEGER:
+        case SQLITE_FLOAT:
+            return s.real(col);
+        case SQLITE_TEXT:
+            malformed(record, {field, "text " + short_quote(s.text(col)) + " is not a number"});
+        default:
+            malformed(record, {field, "a blob is not a number"});
+        }
+    }
+    Workload read_workload(const Statement &s) const {
+        Workload w{s.text(0), s.text(1), s.text(2)};
+        if (std::optional<FieldProblem> p = workload_problem(w)) malformed("workload " + short_quote(w.signature), *p);
+        return w;
+    }
+
+    std::vector<Workload> all_workloads() const {
+        Statement s(db, "SELECT signature, target, canonical_text FROM workload ORDER BY signature, target", ctx("cannot read"));
+        std::vector<Workload> out;
+        while (s.step()) out.push_back(read_workload(s));
+        return out;
+    }
+    std::vector<Trial> all_trials(int version = kTuningSchemaVersion) const {
+        std::string sql = std::string("SELECT ") + kTrialColumns + " FROM trial ORDER BY id";
+        Statement s(db, sql.c_str(), ctx("cannot read"));
+        std::vector<Trial> out;
+        while (s.step()) out.push_back(read_trial(s, version));
+        return out;
+    }
+    /** The trials of a query on kTrialColumns ("SELECT <columns> <rest>") with ?1.. bound to \p args. */
+    std::vector<Trial> select_trials(const std::string &rest, const std::vector<std::string> &args) const {
+        std::string sql = std::string("SELECT ") + kTrialColumns + " " + rest;
+        Statement s(db, sql.c_str(), ctx("cannot read"));
+        for (size_t i = 0; i < args.size(); i++) s.bind((int)i + 1, args[i]);
+        std::vector<Trial> out;
+        while (s.step()) out.push_back(read_trial(s));
+        return out;
+    }
+
+    // ---- writing ----
+
     /** Inserts unless present; returns 1 if added. The caller batches in a Transaction. */
     int insert_trial(Statement &s, const Trial &t) {
         s.reset();
-        s.bind(1, t.id)
-            .bind(2, t.signature)
-            .bind(3, t.target)
-            .bind(4, t.schedule)
-            .bind(5, std::string(status_name(t.status)));
+        s.bind(1, t.id).bind(2, t.signature).bind(3, t.target).bind(4, t.schedule).bind(5, std::string(status_name(t.status)));
         s.bind(6, t.median_ms).bind(7, t.min_ms).bind(8, t.max_ms).bind(9, t.compile_ms);
         s.bind(10, t.error).bind(11, t.parent).bind(12, t.strategy).bind(13, t.fingerprint);
-        s.bind(14, t.halide_version)
-            .bind(15, t.fusor_version)
-            .bind(16, t.host)
-            .bind(17, t.created_at)
-            .bind(18, t.resources);
+        s.bind(14, t.halide_version).bind(15, t.fusor_version).bind(16, t.host).bind(17, t.created_at).bind(18, t.resources);
         return s.run();
     }
     Statement insert_trial_statement() {
-        return Statement(db,
-                         "INSERT OR IGNORE INTO trial (id, signature, target, schedule, status, "
-                         "median_ms, min_ms, "
-                         "max_ms, compile_ms, error, parent, strategy, fingerprint, "
-                         "halide_version, fusor_version, "
-                         "host, created_at, resources) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                         "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-                         ctx("cannot insert a trial into"));
+        std::string sql = std::string("INSERT OR IGNORE INTO trial (") + kTrialColumns +
+                          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
+        return Statement(db, sql.c_str(), ctx("cannot insert a trial into"));
     }
     void insert_workload(Statement &s, const Workload &w) {
         s.reset();
@@ -542,44 +559,36 @@ struct TuningDb::Impl {
         s.run();
     }
     Statement insert_workload_statement() {
-        return Statement(db,
-                         "INSERT OR IGNORE INTO workload (signature, target, canonical_text) "
-                         "VALUES (?1, ?2, ?3)",
+        return Statement(db, "INSERT OR IGNORE INTO workload (signature, target, canonical_text) VALUES (?1, ?2, ?3)",
                          ctx("cannot insert a workload into"));
     }
-
-    std::vector<Workload> all_workloads() const {
-        Statement s(
-            db, "SELECT signature, target, canonical_text FROM workload ORDER BY signature, target",
-            ctx("cannot read"));
-        std::vector<Workload> out;
-        while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2)});
-        return out;
-    }
-    std::vector<Trial> all_trials() const {
-        std::string sql = "SELECT " + columns() + " FROM trial ORDER BY id";
-        Statement s(db, sql.c_str(), ctx("cannot read"));
-        std::vector<Trial> out;
-        while (s.step()) out.push_back(read_trial(s, path));
-        return out;
-    }
-
-    /** Adds workloads and trials in one transaction; returns trials added. */
-    int insert_all(const std::vector<Workload> &ws, const std::vector<Trial> &ts,
-                   const char *action) {
-        Transaction tx(db, ctx(action));
+    /** Inserts records that keep the rules, inside the caller's transaction; returns trials added. */
+    int insert_records(const TuningRecords &r) {
         Statement iw = insert_workload_statement();
-        for (const Workload &w : ws) insert_workload(iw, w);
+        for (const Workload &w : r.workloads) insert_workload(iw, w);
         Statement it = insert_trial_statement();
         int added = 0;
-        for (const Trial &t : ts) added += insert_trial(it, t);
+        for (const Trial &t : r.trials) added += insert_trial(it, t);
+        return added;
+    }
+    /** Checks records (ids computed) with the record rules, then adds them in one transaction;
+     * returns trials added. */
+    int insert_all(const TuningRecords &r, const char *action) {
+        writable();
+        for (const Workload &w : r.workloads) {
+            if (std::optional<FieldProblem> p = workload_problem(w)) throw DbError(ctx(action) + ": workload " + short_quote(w.signature) + ": " + p->field + ": " + p->problem);
+        }
+        for (const Trial &t : r.trials) {
+            if (std::optional<FieldProblem> p = trial_problem(t)) throw DbError(ctx(action) + ": " + trial_record(t.id) + ": " + p->field + ": " + p->problem);
+        }
+        Transaction tx(db, ctx(action));
+        int added = insert_records(r);
         tx.commit();
         return added;
     }
 };
 
-TuningDb::TuningDb(const std::string &path)
-    : impl_(std::make_unique<Impl>(path, /*read_only=*/false)) {
+TuningDb::TuningDb(const std::string &path, Mode mode) : impl_(std::make_unique<Impl>(path, mode == Mode::ReadOnly)) {
 }
 TuningDb::~TuningDb() = default;
 TuningDb::TuningDb(TuningDb &&) noexcept = default;
@@ -590,14 +599,12 @@ const std::string &TuningDb::path() const {
 }
 
 void TuningDb::add_workload(const Workload &w) {
-    Statement s = impl_->insert_workload_statement();
-    impl_->insert_workload(s, w);
+    impl_->insert_all({{w}, {}}, "cannot add a workload to");
 }
 
 std::string TuningDb::add_trial(Trial &t) {
-    t.id = trial_id(t);
-    Statement s = impl_->insert_trial_statement();
-    impl_->insert_trial(s, t);
+    t.id = trial_content_id(t);
+    impl_->insert_all({{}, {t}}, "cannot add a trial to");
     return t.id;
 }
 
@@ -605,33 +612,22 @@ std::vector<Workload> TuningDb::workloads() const {
     return impl_->all_workloads();
 }
 
-std::optional<Workload> TuningDb::workload(const std::string &signature,
-                                           const std::string &target) const {
-    Statement s(impl_->db,
-                "SELECT signature, target, canonical_text FROM workload WHERE signature = ?1 AND "
-                "target = ?2",
+std::optional<Workload> TuningDb::workload(const std::string &signature, const std::string &target) const {
+    Statement s(impl_->db, "SELECT signature, target, canonical_text FROM workload WHERE signature = ?1 AND target = ?2",
                 impl_->ctx("cannot read"));
     s.bind(1, signature).bind(2, target);
     if (!s.step()) return std::nullopt;
-    return Workload{s.text(0), s.text(1), s.text(2)};
+    return impl_->read_workload(s);
 }
 
 std::vector<Trial> TuningDb::trials(const std::string &signature, const std::string &target) const {
-    std::string sql = "SELECT " + impl_->columns() +
-                      " FROM trial WHERE signature = ?1 AND target = ?2 ORDER BY created_at, id";
-    Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
-    s.bind(1, signature).bind(2, target);
-    std::vector<Trial> out;
-    while (s.step()) out.push_back(read_trial(s, impl_->path));
-    return out;
+    return impl_->select_trials("FROM trial WHERE signature = ?1 AND target = ?2 ORDER BY created_at, id", {signature, target});
 }
 
 std::optional<Trial> TuningDb::trial(const std::string &id) const {
-    std::string sql = "SELECT " + impl_->columns() + " FROM trial WHERE id = ?1";
-    Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
-    s.bind(1, id);
-    if (!s.step()) return std::nullopt;
-    return read_trial(s, impl_->path);
+    std::vector<Trial> t = impl_->select_trials("FROM trial WHERE id = ?1", {id});
+    if (t.empty()) return std::nullopt;
+    return t[0];
 }
 
 std::vector<RankedSchedule> rank_schedules(const std::vector<Trial> &trials) {
@@ -641,7 +637,8 @@ std::vector<RankedSchedule> rank_schedules(const std::vector<Trial> &trials) {
     }
     std::map<std::string, std::vector<const Trial *>> by_schedule;
     for (const Trial &t : trials) {
-        if (t.status == TrialStatus::Ok && t.median_ms && !wrong.count(t.schedule)) by_schedule[t.schedule].push_back(&t);
+        bool timed = t.median_ms && !time_problem(*t.median_ms);  // never rank a time that is not one
+        if (t.status == TrialStatus::Ok && timed && !wrong.count(t.schedule)) by_schedule[t.schedule].push_back(&t);
     }
     std::vector<RankedSchedule> out;
     for (const auto &[schedule, rows] : by_schedule) {
@@ -681,34 +678,28 @@ std::map<std::string, std::vector<RankedSchedule>> rank_schedules_per_machine(co
 
 std::vector<RankedSchedule> TuningDb::ranked_schedules(const std::string &signature, const std::string &target,
                                                        const std::string &fingerprint, size_t limit) const {
-    // one SELECT: the ok rows measured on matching machines, and the wrong-result rows of any
-    // machine (they exclude their schedule); ranked in C++ (a few hundred rows per workload)
-    std::string sql = "SELECT " + impl_->columns() +
-                      " FROM trial WHERE signature = ?1 AND target = ?2 AND (status = 'wrong-result' OR "
-                      "(status = 'ok' AND median_ms IS NOT NULL AND " +
-                      kFingerprintMatch + "))";
-    Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
-    s.bind(1, signature).bind(2, target).bind(3, fingerprint);
-    std::vector<Trial> rows;
-    while (s.step()) rows.push_back(read_trial(s, impl_->path));
+    // one SELECT: the ok rows with a valid time measured on matching machines, and the
+    // wrong-result rows of any machine (they exclude their schedule); ranked in C++ (a few hundred
+    // rows per workload)
+    std::vector<Trial> rows = impl_->select_trials("FROM trial WHERE signature = ?1 AND target = ?2 AND (status = 'wrong-result' OR "
+                                                   "(status = 'ok' AND median_ms IS NOT NULL AND " +
+                                                       time_check_sql("median_ms") + " AND " + kFingerprintMatch + "))",
+                                                   {signature, target, fingerprint});
     std::vector<RankedSchedule> ranked = rank_schedules(rows);
     if (limit > 0 && ranked.size() > limit) ranked.resize(limit);
     return ranked;
 }
 
-std::optional<Trial> TuningDb::best(const std::string &signature, const std::string &target,
-                                    const std::string &fingerprint) const {
+std::optional<Trial> TuningDb::best(const std::string &signature, const std::string &target, const std::string &fingerprint) const {
     std::vector<RankedSchedule> ranked = ranked_schedules(signature, target, fingerprint, 1);
     if (ranked.empty()) return std::nullopt;
     return ranked[0].trial;
 }
 
-std::vector<std::string> TuningDb::tried_schedules(const std::string &signature,
-                                                   const std::string &target,
+std::vector<std::string> TuningDb::tried_schedules(const std::string &signature, const std::string &target,
                                                    const std::string &fingerprint) const {
-    std::string sql =
-        std::string("SELECT schedule FROM trial WHERE signature = ?1 AND target = ?2 AND status != 'tuner-error' AND ") +
-        kFingerprintMatch + " GROUP BY schedule ORDER BY min(created_at), schedule";
+    std::string sql = std::string("SELECT schedule FROM trial WHERE signature = ?1 AND target = ?2 AND status != 'tuner-error' AND ") + kFingerprintMatch +
+                      " GROUP BY schedule ORDER BY min(created_at), schedule";
     Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
     s.bind(1, signature).bind(2, target).bind(3, fingerprint);
     std::vector<std::string> out;
@@ -717,95 +708,35 @@ std::vector<std::string> TuningDb::tried_schedules(const std::string &signature,
 }
 
 void TuningDb::export_json(const std::string &path) const {
-    nlohmann::ordered_json doc = {{"format", kExportFormat},
-                                  {"schema_version", kSchemaVersion},
-                                  {"workloads", nlohmann::ordered_json::array()},
-                                  {"trials", nlohmann::ordered_json::array()}};
-    for (const Workload &w : impl_->all_workloads()) {
-        doc["workloads"].push_back({{"signature", w.signature},
-                                    {"target", w.target},
-                                    {"canonical_text", w.canonical_text}});
-    }
-    for (const Trial &t : impl_->all_trials()) doc["trials"].push_back(trial_json(t));
-    std::ofstream out(path, std::ios::binary);
-    if (!out) throw UserError("cannot write '" + path + "'");
-    out << doc.dump(1) << "\n";
-    out.close();
-    if (!out) throw UserError("cannot write '" + path + "'");
+    if (impl_->path != ":memory:") refuse_overwriting(impl_->path, path);
+    write_file_atomically(path, export_document({impl_->all_workloads(), impl_->all_trials()}));
 }
 
 int TuningDb::import_json(const std::string &path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw UserError("cannot read '" + path + "'");
-    JsonReader r(path);
-    nlohmann::json doc;
-    try {
-        doc = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::parse_error &e) {
-        r.fail("", std::string("malformed JSON: ") + e.what());
-    }
-    if (!doc.is_object()) r.fail("", "expected a JSON object with \"format\": \"fusor-tuning-db\"");
-    if (doc.value("format", nlohmann::json()) != kExportFormat) {
-        r.fail("format", "expected \"fusor-tuning-db\"; this is not an exported tuning db");
-    }
-    const nlohmann::json &version = r.field(doc, "schema_version", "");
-    if (!version.is_number_integer() || version.get<int>() < TuningDb::kOldestMigratedVersion ||
-        version.get<int>() > kSchemaVersion) {
-        r.fail("", "has schema_version " + version.dump() + "; this fusor reads version " +
-                       std::to_string(kSchemaVersion));
-    }
-
-    std::vector<Workload> ws;
-    const nlohmann::json &jw = r.array(doc, "workloads");
-    for (size_t i = 0; i < jw.size(); i++) {
-        std::string where = "workloads[" + std::to_string(i) + "]";
-        if (!jw[i].is_object()) r.fail(where, "expected an object");
-        ws.push_back({r.text(jw[i], "signature", where), r.text(jw[i], "target", where),
-                      r.text(jw[i], "canonical_text", where)});
-    }
-    std::vector<Trial> ts;
-    const nlohmann::json &jt = r.array(doc, "trials");
-    for (size_t i = 0; i < jt.size(); i++) {
-        std::string where = "trials[" + std::to_string(i) + "]";
-        const nlohmann::json &o = jt[i];
-        ts.push_back(parse_trial(r, o, where));
-    }
-    return impl_->insert_all(ws, ts, "cannot import into");
-}
-
-std::string trial_content_id(const Trial &t) {
-    return trial_id(t);
-}
-
-Trial trial_from_json(const nlohmann::json &o, const std::string &file, const std::string &where) {
-    return parse_trial(JsonReader(file), o, where);
+    std::stringstream text;
+    text << in.rdbuf();
+    return impl_->insert_all(parse_export(text.str(), path), "cannot import into");
 }
 
 int TuningDb::add_all(const std::vector<Workload> &workloads, std::vector<Trial> &trials) {
-    for (Trial &t : trials) t.id = trial_id(t);
-    return impl_->insert_all(workloads, trials, "cannot add to");
+    for (Trial &t : trials) t.id = trial_content_id(t);
+    return impl_->insert_all({workloads, trials}, "cannot add to");
 }
 
 int TuningDb::merge_from(const std::string &other_path) {
-    std::vector<Workload> ws;
-    std::vector<Trial> ts;
+    TuningRecords r;
     {
-        Impl other(other_path, /*read_only=*/true);
-        ws = other.all_workloads();
-        ts = other.all_trials();  // ordered by id: the merge is deterministic
+        Impl other(other_path, /*read_only=*/true);  // checked, and migrated in memory if older
+        r = {other.all_workloads(), other.all_trials()};  // trials ordered by id: the merge is deterministic
     }
-    for (const Trial &t : ts) {
-        if (trial_id(t) != t.id) {
-            throw DbError("tuning db '" + other_path + "': trial '" + t.id +
-                          "' does not match its content hash; the file is corrupt");
-        }
-    }
-    return impl_->insert_all(ws, ts, "cannot merge into");
+    return impl_->insert_all(r, "cannot merge into");
 }
 
 int TuningDb::prune(int keep_best) {
-    if (keep_best < 0)
-        throw UserError("prune: keep count must be >= 0, got " + std::to_string(keep_best));
+    if (keep_best < 0) throw UserError("prune: keep count must be >= 0, got " + std::to_string(keep_best));
+    impl_->writable();
     Transaction tx(impl_->db, impl_->ctx("cannot prune"));
     // per workload: its wrong-result rows (any machine) and, per fingerprint, its ok rows,
     // ranked per schedule as best() does; every row not of a kept schedule goes

@@ -405,6 +405,9 @@ TEST_CASE("cli: autotune rejects bad input with exit status 2 and leaves databas
     Result budget = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --budget 0");
     check_one_line_error(budget);
     CHECK_THAT(budget.err, Contains("--budget"));
+    Result frob = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --autoschedulers Mullapudi2016,Frob");
+    check_one_line_error(frob);
+    CHECK_THAT(frob.err, Contains("--autoschedulers") && Contains("Frob"));
     CHECK_FALSE(fs::exists(dir.file("a.db")));  // nothing created on bad input
     std::ofstream(dir.file("foreign.db")) << "not a database";
     Result foreign = run_fusor("autotune '" + model + "' --db '" + dir.file("foreign.db") + "' --trials 2");

@@ -6,9 +6,13 @@
 #include "support/Shell.h"
 #include "support/TempDir.h"
 
+#include <cfloat>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <limits>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -22,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tuner/ContentHash.h"
 #include "tuner/TuningDb.h"
 
 using Catch::Contains;
@@ -164,12 +169,12 @@ void check_user_error(const Result &r, const std::string &file) {
 
 }  // namespace
 
-TEST_CASE("tuning db schema: a new file has user_version 2 and the fusor application id",
+TEST_CASE("tuning db schema: a new file has user_version 3 and the fusor application id",
           "[tuner][tuning_db]") {
     TempDir dir;
     std::string path = dir.file("new.db");
     { TuningDb db(path); }
-    CHECK(raw_query(path, "PRAGMA user_version") == "2");
+    CHECK(raw_query(path, "PRAGMA user_version") == "3");
     CHECK(raw_query(path, "PRAGMA application_id") == std::to_string(0x6675736F));
     CHECK(raw_query(path, "PRAGMA journal_mode") == "wal");
     CHECK(
@@ -192,7 +197,7 @@ TEST_CASE("tuning db schema: a new file has user_version 2 and the fusor applica
     std::string empty = dir.file("empty.db");
     write_file(empty, "");
     { TuningDb db(empty); }
-    CHECK(raw_query(empty, "PRAGMA user_version") == "2");
+    CHECK(raw_query(empty, "PRAGMA user_version") == "3");
 
     TuningDb mem(":memory:");
     mem.add_workload(workload("m"));
@@ -242,7 +247,7 @@ TEST_CASE("tuning db: trial ids are content hashes of every other field", "[tune
     a.id = "ignored";
     CHECK(db.add_trial(a) == db.add_trial(b));
     // Pinned: the id survives export, import and merge, and across fusor builds.
-    CHECK(a.id == "c5c5401d01ad031c4037ccd892f659f1");
+    CHECK(a.id == "d870b2d0dafbc0020ffcf3c9c5813791");
 
     std::vector<std::function<void(Trial &)>> edits = {
         [](Trial &t) { t.signature += "x"; },
@@ -251,7 +256,7 @@ TEST_CASE("tuning db: trial ids are content hashes of every other field", "[tune
         [](Trial &t) { t.status = TrialStatus::WrongResult; },
         [](Trial &t) { t.median_ms = *t.median_ms + 1e-12; },
         [](Trial &t) { t.median_ms.reset(); },
-        [](Trial &t) { t.min_ms = 0.0; },
+        [](Trial &t) { t.min_ms = 0.5; },
         [](Trial &t) { t.max_ms.reset(); },
         [](Trial &t) { t.compile_ms = 7.0; },
         [](Trial &t) { t.error = "e"; },
@@ -435,7 +440,7 @@ TEST_CASE("tuning db export and import: a fresh db gets identical trials, twice 
 
     nlohmann::json doc = nlohmann::json::parse(slurp(dir.file("out.json")));
     CHECK(doc["format"] == "fusor-tuning-db");
-    CHECK(doc["schema_version"] == 2);
+    CHECK(doc["schema_version"] == 3);
     CHECK(doc["workloads"].size() == 2);
     CHECK(doc["trials"].size() == 4);
 
@@ -465,12 +470,12 @@ TEST_CASE("tuning db import: malformed files are refused, naming the file, and i
 
     std::vector<std::pair<std::string, std::function<void(nlohmann::json &)>>> cases = {
         {"format", [](nlohmann::json &j) { j["format"] = "something-else"; }},
-        {"schema_version 3", [](nlohmann::json &j) { j["schema_version"] = 3; }},
+        {"schema_version: is 4; this fusor reads versions 1 to 3", [](nlohmann::json &j) { j["schema_version"] = 4; }},
         {"trials", [](nlohmann::json &j) { j.erase("trials"); }},
         {"unknown status 'fine'", [](nlohmann::json &j) { j["trials"][1]["status"] = "fine"; }},
         {"trials[1].median_ms", [](nlohmann::json &j) { j["trials"][1]["median_ms"] = "fast"; }},
         {"missing field 'host'", [](nlohmann::json &j) { j["trials"][1].erase("host"); }},
-        {"content hash", [](nlohmann::json &j) { j["trials"][1]["median_ms"] = 0.001; }},
+        {"content hash", [](nlohmann::json &j) { j["trials"][1]["median_ms"] = 1.125; }},
         {"workloads[0]", [](nlohmann::json &j) { j["workloads"][0] = 7; }},
     };
     for (auto &[detail, edit] : cases) {
@@ -589,7 +594,7 @@ TEST_CASE("tuning db refuses a newer schema version and leaves the file alone",
     raw_exec(path, "PRAGMA user_version = 7");
     std::string before = slurp(path);
     check_db_error_names([&] { TuningDb db(path); }, "v7.db",
-                         "schema version 7; this fusor reads version 2");
+                         "schema version 7; this fusor reads versions 1 to 3");
     check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v7.db",
                          "schema version 7");
     CHECK(slurp(path) == before);
@@ -847,77 +852,530 @@ PRAGMA application_id = 1718973295;
 PRAGMA user_version = 1;
 )sql";
 
-/** Writes \p ts into a version-1 file at \p path with raw SQL; their ids are computed by a
- * current TuningDb (a trial without resources hashes as it did in version 1). */
-void write_v1(const std::string &path, std::vector<Trial> &ts) {
-    TuningDb mem(":memory:");
+/** \p s as an SQL string literal. */
+std::string sql_text(const std::string &s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+    return out + "'";
+}
+
+/** \p v as an SQL number that reads back exactly, or NULL. */
+std::string sql_time(const std::optional<double> &v) {
+    if (!v) return "NULL";
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.17g", *v);
+    return buf;
+}
+
+/** A workload as a fusor of schema 1 or 2 keyed it: the legacy hash of its canonical text. */
+Workload old_workload(const std::string &text) {
+    return {fusor::legacy_content_hash(text), kTarget, text};
+}
+
+/** The trials of one workload as an older fusor stored them, ids of the legacy hash: a default,
+ * its child and grandchild (the fastest, re-timed by a confirm), a wrong result and a crash
+ * derived from them, and a child of a trial the file does not hold (pruned). */
+std::vector<Trial> old_lineage(const Workload &w) {
+    std::vector<Trial> ts;
+    auto add = [&](int n, std::optional<double> ms, TrialStatus status, int parent, const std::string &strategy) {
+        Trial t = make_trial(w.signature, n, ms, status);
+        t.parent = parent >= 0 ? ts[parent].id : "";
+        t.strategy = strategy;
+        t.id = fusor::legacy_content_hash(fusor::trial_content(t));
+        ts.push_back(t);
+    };
+    add(0, 2.0, TrialStatus::Ok, -1, "default");
+    add(1, 1.5, TrialStatus::Ok, 0, "random");
+    add(2, 1.0, TrialStatus::Ok, 1, "evolve");
+    add(3, 0.5, TrialStatus::WrongResult, 1, "evolve");  // faster, but wrong: never a best
+    add(4, std::nullopt, TrialStatus::Crash, 2, "evolve");
+    add(2, 1.25, TrialStatus::Ok, 2, "confirm");  // trial 2's schedule again
+    ts.back().created_at = "2026-01-01T00:01:00Z";
+    ts.back().id = fusor::legacy_content_hash(fusor::trial_content(ts.back()));
+    add(6, 3.0, TrialStatus::Ok, -1, "evolve");
+    ts.back().parent = "0123456789abcdef0123456789abcdef";  // pruned before: absent
+    ts.back().id = fusor::legacy_content_hash(fusor::trial_content(ts.back()));
+    return ts;
+}
+
+/** Writes a database of schema \p version (1 or 2) with raw SQL, as a fusor of that version wrote
+ * it (ids as given: old_lineage's). */
+void write_old(const std::string &path, int version, const std::vector<Workload> &ws, const std::vector<Trial> &ts) {
     std::string sql = kSchemaV1;
-    sql += "INSERT INTO workload VALUES ('s1', '" + kTarget + "', 'x = Input f32[4]');\n";
-    auto q = [](const std::optional<double> &v) { return v ? std::to_string(*v) : std::string("NULL"); };
-    for (Trial &t : ts) {
-        mem.add_trial(t);  // sets t.id
-        sql += "INSERT INTO trial VALUES ('" + t.id + "', '" + t.signature + "', '" + t.target + "', '" + t.schedule + "', '" +
-               fusor::status_name(t.status) + "', " + q(t.median_ms) + ", " + q(t.min_ms) + ", " + q(t.max_ms) + ", " +
-               q(t.compile_ms) + ", '" + t.error + "', '" + t.parent + "', '" + t.strategy + "', '" + t.fingerprint + "', '" +
-               t.halide_version + "', '" + t.fusor_version + "', '" + t.host + "', '" + t.created_at + "');\n";
+    if (version == 2) sql += "ALTER TABLE trial ADD COLUMN resources TEXT NOT NULL DEFAULT '';\nPRAGMA user_version = 2;\n";
+    for (const Workload &w : ws) {
+        sql += "INSERT INTO workload VALUES (" + sql_text(w.signature) + ", " + sql_text(w.target) + ", " + sql_text(w.canonical_text) + ");\n";
+    }
+    for (const Trial &t : ts) {
+        sql += "INSERT INTO trial (id, signature, target, schedule, status, median_ms, min_ms, max_ms, compile_ms, error, parent, "
+               "strategy, fingerprint, halide_version, fusor_version, host, created_at) VALUES (" +
+               sql_text(t.id) + ", " + sql_text(t.signature) + ", " + sql_text(t.target) + ", " + sql_text(t.schedule) + ", " +
+               sql_text(fusor::status_name(t.status)) + ", " + sql_time(t.median_ms) + ", " + sql_time(t.min_ms) + ", " +
+               sql_time(t.max_ms) + ", " + sql_time(t.compile_ms) + ", " + sql_text(t.error) + ", " + sql_text(t.parent) + ", " +
+               sql_text(t.strategy) + ", " + sql_text(t.fingerprint) + ", " + sql_text(t.halide_version) + ", " +
+               sql_text(t.fusor_version) + ", " + sql_text(t.host) + ", " + sql_text(t.created_at) + ");\n";
     }
     raw_exec(path, sql);
 }
 
+/** Runs SQL on a file through SQLite directly; returns SQLite's code. */
+int raw_exec_rc(const std::string &path, const std::string &sql) {
+    sqlite3 *db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    return rc;
+}
+
+/** The trials of a file of any version read with SQLite alone (no fusor code): the fields ranking
+ * and parent links need. */
+std::vector<Trial> raw_trials(const std::string &path) {
+    sqlite3 *db = nullptr;
+    REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+    sqlite3_stmt *s = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, "SELECT id, signature, target, schedule, status, median_ms, compile_ms, parent, fingerprint, created_at FROM trial",
+                               -1, &s, nullptr) == SQLITE_OK);
+    std::vector<Trial> out;
+    auto text = [&](int c) { return std::string((const char *)sqlite3_column_text(s, c)); };
+    auto real = [&](int c) { return sqlite3_column_type(s, c) == SQLITE_NULL ? std::nullopt : std::optional<double>(sqlite3_column_double(s, c)); };
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        Trial t;
+        t.id = text(0), t.signature = text(1), t.target = text(2), t.schedule = text(3);
+        t.status = *fusor::parse_status(text(4));
+        t.median_ms = real(5), t.compile_ms = real(6);
+        t.parent = text(7), t.fingerprint = text(8), t.created_at = text(9);
+        out.push_back(t);
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return out;
+}
+
+/** Every trial of \p db, by id. */
+std::map<std::string, Trial> all_trials(const TuningDb &db) {
+    std::map<std::string, Trial> out;
+    for (const Workload &w : db.workloads()) {
+        for (const Trial &t : db.trials(w.signature, w.target)) out[t.id] = t;
+    }
+    return out;
+}
+
+/** The key of a trial that survives the migration: every field its id hashes but the signature
+ * and the parent, which the migration rewrites. */
+std::string migration_key(const Trial &t) {
+    Trial k = t;
+    k.id = k.signature = k.parent = "";
+    return fusor::trial_content(k);
+}
+
+/** Checks a migrated database against the trials of the file before (\p old): the same trials,
+ * each with its id the content hash (current) of its fields, its signature recomputed from its
+ * workload's canonical text, and every parent link pointing at the migrated parent (a parent
+ * the file did not hold is kept as it was); and the same best schedule per workload and machine. */
+void check_migrated(const TuningDb &db, const std::vector<Trial> &old, const std::vector<Workload> &old_workloads) {
+    std::map<std::string, Trial> now = all_trials(db);
+    REQUIRE(now.size() == old.size());
+    std::map<std::string, const Trial *> old_by_key, new_by_key;
+    std::map<std::string, const Trial *> old_by_id;
+    for (const Trial &t : old) old_by_key[migration_key(t)] = &t, old_by_id[t.id] = &t;
+    for (const auto &[id, t] : now) new_by_key[migration_key(t)] = &t;
+    REQUIRE(new_by_key.size() == old.size());
+    for (const auto &[key, t] : new_by_key) {
+        REQUIRE(old_by_key.count(key));
+        const Trial &before = *old_by_key[key];
+        CHECK(t->id == fusor::trial_content_id(*t));
+        CHECK(t->id != before.id);
+        if (before.parent.empty() || !old_by_id.count(before.parent)) {
+            CHECK(t->parent == before.parent);
+        } else {
+            REQUIRE(now.count(t->parent));
+            CHECK(migration_key(now[t->parent]) == migration_key(*old_by_id[before.parent]));
+        }
+    }
+    for (const Workload &w : old_workloads) {
+        std::string sig = fusor::content_hash(w.canonical_text);
+        REQUIRE(db.workload(sig, w.target));
+        std::vector<Trial> before;
+        for (const Trial &t : old) {
+            if (t.signature == w.signature && t.target == w.target) before.push_back(t);
+        }
+        auto ranked_before = fusor::rank_schedules_per_machine(before), ranked_now = fusor::rank_schedules_per_machine(db.trials(sig, w.target));
+        REQUIRE(ranked_now.size() == ranked_before.size());
+        for (const auto &[fp, ranked] : ranked_before) {
+            REQUIRE(ranked_now[fp].size() == ranked.size());
+            for (size_t i = 0; i < ranked.size(); i++) {
+                CHECK(ranked_now[fp][i].trial.schedule == ranked[i].trial.schedule);
+                CHECK(ranked_now[fp][i].ms == ranked[i].ms);
+            }
+        }
+    }
+}
+
+std::string test_data(const std::string &rel) {
+    return std::string(FUSOR_TEST_DATA) + "/" + rel;
+}
+
 }  // namespace
 
-TEST_CASE("tuning db migration: a version 1 file is migrated in place and keeps every trial", "[tuner][tuning_db]") {
+TEST_CASE("tuning db migration: versions 1 and 2 are migrated in place step by step, ids and parent links recomputed",
+          "[tuner][tuning_db]") {
+    for (int version : {1, 2}) {
+        INFO("version " << version);
+        TempDir dir;
+        std::string path = dir.file("old.db");
+        Workload w = old_workload("x = Input f32[4]\nout = Relu x\n");
+        std::vector<Trial> old = old_lineage(w);
+        write_old(path, version, {w}, old);
+        REQUIRE(raw_query(path, "PRAGMA user_version") == std::to_string(version));
+        {
+            TuningDb db(path);
+            CHECK(raw_query(path, "PRAGMA user_version") == "3");
+            CHECK_THAT(raw_query(path, "SELECT sql FROM sqlite_master WHERE name = 'trial'"), Contains("STRICT") && Contains("CHECK"));
+            check_migrated(db, old, {w});
+            CHECK(db.best(fusor::content_hash(w.canonical_text), kTarget, kCpuA)->schedule == old[2].schedule);
+        }
+        std::set<std::string> ids = trial_ids(path);
+        CHECK(ids.size() == old.size());
+        CHECK(trial_ids(path) == ids);  // opening it again changes nothing
+        CHECK(raw_query(path, "PRAGMA integrity_check") == "ok");
+    }
+}
+
+TEST_CASE("tuning db migration: read-only, merge and import read an older file in memory and never write it",
+          "[tuner][tuning_db]") {
+    for (int version : {1, 2}) {
+        INFO("version " << version);
+        TempDir dir;
+        std::string path = dir.file("old.db");
+        Workload w = old_workload("x = Input f32[4]\nout = Relu x\n");
+        std::vector<Trial> old = old_lineage(w);
+        write_old(path, version, {w}, old);
+        std::string before = slurp(path);
+        {
+            TuningDb ro(path, TuningDb::Mode::ReadOnly);
+            check_migrated(ro, old, {w});
+        }
+        Result list = run_fusor("db list '" + path + "'");
+        CHECK(list.status == 0);
+        CHECK_THAT(list.out, Contains(fusor::content_hash(w.canonical_text).substr(0, 12)));
+        CHECK(run_fusor("db show '" + path + "'").status == 0);
+        CHECK(run_fusor("db export '" + path + "' -o '" + dir.file("old.json") + "'").status == 0);
+
+        std::string into = dir.file("into.db");
+        CHECK(TuningDb(into).merge_from(path) == (int)old.size());
+        CHECK(TuningDb(into).merge_from(path) == 0);
+        CHECK(slurp(path) == before);
+        CHECK(raw_query(path, "PRAGMA user_version") == std::to_string(version));
+
+        // the same ids as a migration in place, so the two merge without duplicates
+        std::string in_place = dir.file("in_place.db");
+        fs::copy_file(path, in_place);
+        CHECK(trial_ids(in_place) == trial_ids(into));
+        CHECK(TuningDb(in_place).merge_from(path) == 0);
+        Result merge = run_fusor("db merge --into '" + in_place + "' '" + path + "'");
+        CHECK(merge.status == 0);
+        CHECK_THAT(merge.out, Contains("0 trials added"));
+        TuningDb imported(dir.file("imported.db"));
+        CHECK(imported.import_json(dir.file("old.json")) == (int)old.size());
+        CHECK(trial_ids(imported) == trial_ids(into));
+    }
+}
+
+TEST_CASE("tuning db migration: the checked-in version 1 and 2 files keep their trials, links and best schedules",
+          "[tuner][tuning_db]") {
+    std::set<std::string> ids[3];
+    for (int version : {1, 2}) {
+        INFO("version " << version);
+        TempDir dir;
+        std::string name = "v" + std::to_string(version);
+        std::string old_path = dir.file("old.db");
+        fs::copy_file(test_data("db/" + name + ".db"), old_path);
+        REQUIRE(raw_query(old_path, "PRAGMA user_version") == std::to_string(version));
+        std::vector<Trial> old = raw_trials(old_path);
+        std::vector<Workload> old_workloads;
+        {
+            sqlite3 *raw = nullptr;
+            REQUIRE(sqlite3_open_v2(old_path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+            sqlite3_stmt *s = nullptr;
+            REQUIRE(sqlite3_prepare_v2(raw, "SELECT signature, target, canonical_text FROM workload", -1, &s, nullptr) == SQLITE_OK);
+            while (sqlite3_step(s) == SQLITE_ROW) {
+                old_workloads.push_back({(const char *)sqlite3_column_text(s, 0), (const char *)sqlite3_column_text(s, 1),
+                                         (const char *)sqlite3_column_text(s, 2)});
+            }
+            sqlite3_finalize(s);
+            sqlite3_close(raw);
+        }
+        REQUIRE(old.size() == 13);
+        REQUIRE(old_workloads.size() == 6);
+        std::string before = slurp(old_path);
+
+        std::string migrated = dir.file("migrated.db");
+        fs::copy_file(old_path, migrated);
+        {
+            TuningDb db(migrated);
+            CHECK(raw_query(migrated, "PRAGMA user_version") == "3");
+            std::map<std::string, Trial> now = all_trials(db);
+            REQUIRE(now.size() == old.size());
+            size_t linked = 0;
+            for (const auto &[id, t] : now) {
+                CHECK(t.id == fusor::trial_content_id(t));
+                CHECK(t.signature == fusor::content_hash(db.workload(t.signature, t.target)->canonical_text));
+                if (!t.parent.empty()) {
+                    CHECK(now.count(t.parent));
+                    linked++;
+                }
+            }
+            size_t linked_before = 0;
+            for (const Trial &t : old) linked_before += !t.parent.empty();
+            CHECK(linked == linked_before);
+            CHECK(linked > 0);
+            // the best schedule per workload and machine, ranked as before
+            for (const Workload &w : old_workloads) {
+                std::vector<Trial> rows;
+                for (const Trial &t : old) {
+                    if (t.signature == w.signature && t.target == w.target) rows.push_back(t);
+                }
+                std::string sig = fusor::content_hash(w.canonical_text);
+                auto ranked_before = fusor::rank_schedules_per_machine(rows), ranked_now = fusor::rank_schedules_per_machine(db.trials(sig, w.target));
+                REQUIRE(ranked_now.size() == ranked_before.size());
+                for (const auto &[fp, ranked] : ranked_before) {
+                    REQUIRE(!ranked.empty());
+                    CHECK(ranked_now[fp][0].trial.schedule == ranked[0].trial.schedule);
+                    CHECK(ranked_now[fp][0].ms == ranked[0].ms);
+                }
+            }
+        }
+        ids[version] = trial_ids(migrated);
+
+        // merge reads the old file in memory: the same ids, and merging again adds nothing
+        std::string fresh = dir.file("fresh.db");
+        CHECK(TuningDb(fresh).merge_from(old_path) == 13);
+        CHECK(TuningDb(fresh).merge_from(old_path) == 0);
+        CHECK(TuningDb(migrated).merge_from(old_path) == 0);
+        CHECK(trial_ids(fresh) == ids[version]);
+        CHECK(slurp(old_path) == before);
+        // an export of that version, imported, gives the same ids
+        TuningDb imported(dir.file("imported.db"));
+        CHECK(imported.import_json(test_data("db/" + name + "_export.json")) == 13);
+        CHECK(imported.import_json(test_data("db/" + name + "_export.json")) == 0);
+        CHECK(trial_ids(imported) == ids[version]);
+    }
+    CHECK(ids[1] == ids[2]);  // the same trials (none has resources) in both files
+}
+
+TEST_CASE("tuning db: a bad row of an older file is refused by list, show, export, merge, import and prune, naming the file, trial and field",
+          "[tuner][tuning_db]") {
+    struct Case {
+        std::string set, field, detail;
+    };
+    std::vector<Case> cases = {
+        {"median_ms = 'abc'", "median_ms", "text \"abc\" is not a number"},
+        {"median_ms = 9e999", "median_ms", "inf is not a finite positive number"},
+        {"median_ms = -1", "median_ms", "-1 is not a finite positive number"},
+        {"median_ms = 0", "median_ms", "0 is not a finite positive number"},
+        {"median_ms = X'00'", "median_ms", "a blob is not a number"},
+        {"median_ms = 1.7976931348623157e308", "median_ms", "1.7976931348623157e+308 is not a finite positive number"},
+        {"compile_ms = 1e999", "compile_ms", "inf is not"},
+        {"min_ms = 100", "min_ms", "100 is greater than median_ms 2"},
+        {"status = 'fine'", "status", "unknown status \"fine\""},
+        {"schedule = 'edited by hand'", "id", "is not the content hash of the trial"},
+    };
+    for (const Case &c : cases) {
+        INFO(c.set);
+        TempDir dir;
+        std::string path = dir.file("bad.db");
+        Workload w = old_workload("x = Input f32[4]\nout = Relu x\n");
+        std::vector<Trial> old = old_lineage(w);
+        write_old(path, 2, {w}, old);
+        raw_exec(path, "UPDATE trial SET " + c.set + " WHERE id = " + sql_text(old[0].id));
+        std::string before = slurp(path);
+        auto check_named = [&](const Result &r) {
+            check_user_error(r, "bad.db");
+            CHECK_THAT(r.err, Contains("malformed") && Contains("trial \"" + old[0].id + "\": " + c.field + ": ") && Contains(c.detail));
+        };
+        check_named(run_fusor("db list '" + path + "'"));
+        check_named(run_fusor("db show '" + path + "'"));
+        check_named(run_fusor("db export '" + path + "' -o '" + dir.file("out.json") + "'"));
+        CHECK_FALSE(fs::exists(dir.file("out.json")));
+        check_named(run_fusor("db merge --into '" + dir.file("into.db") + "' '" + path + "'"));
+        CHECK_FALSE(fs::exists(dir.file("into.db")));
+        TuningDb(":memory:").export_json(dir.file("empty.json"));
+        check_named(run_fusor("db import '" + path + "' '" + dir.file("empty.json") + "'"));  // opened for writing: the migration refuses it
+        check_named(run_fusor("db prune '" + path + "'"));
+        CHECK(slurp(path) == before);
+        CHECK(raw_query(path, "PRAGMA user_version") == "2");
+    }
+}
+
+TEST_CASE("tuning db: typed tables refuse a bad value, and a value changed by hand no longer matches its id",
+          "[tuner][tuning_db]") {
     TempDir dir;
-    std::string path = dir.file("v1.db");
-    std::vector<Trial> old = {make_trial("s1", 0, 2.0), make_trial("s1", 1, 1.5), make_trial("s1", 2, std::nullopt, TrialStatus::Crash)};
-    // times that print exactly in SQL, so the stored trials are the ones hashed
-    for (Trial &t : old) {
-        if (t.median_ms) t.min_ms = *t.median_ms - 0.5, t.max_ms = *t.median_ms + 0.5;
-        t.compile_ms = 120.5;
-    }
-    write_v1(path, old);
-    REQUIRE(raw_query(path, "PRAGMA user_version") == "1");
-
-    // a merge source of version 1 is read as it is (read-only, not migrated)
-    TempDir other;
-    {
-        TuningDb into(other.file("into.db"));
-        CHECK(into.merge_from(path) == 3);
-        CHECK(into.merge_from(path) == 0);  // idempotent
-    }
-    CHECK(raw_query(path, "PRAGMA user_version") == "1");
-
+    std::string path = dir.file("e.db");
+    Trial t = make_trial("s1", 0, 2.0);
     {
         TuningDb db(path);
-        CHECK(raw_query(path, "PRAGMA user_version") == "2");
-        std::vector<Trial> got = db.trials("s1", kTarget);
-        REQUIRE(got.size() == old.size());
-        for (size_t i = 0; i < old.size(); i++) {
-            check_same_trial(got[i], old[i]);
-            CHECK(got[i].resources.empty());
-        }
-        REQUIRE(db.best("s1", kTarget, kCpuA));
-        CHECK(db.best("s1", kTarget, kCpuA)->id == old[1].id);
-        // new trials carry resources, and a migrated file merges with a fresh one idempotently
-        Trial cuda = make_trial("s1", 3, std::nullopt, TrialStatus::Unmeasured);
-        cuda.resources = R"({"kernels":1,"registers":40})";
-        db.add_trial(cuda);
-        REQUIRE(db.trial(cuda.id));
-        CHECK(db.trial(cuda.id)->resources == cuda.resources);
-        CHECK(db.trial(cuda.id)->status == TrialStatus::Unmeasured);
-        // an unmeasured trial is never the best
-        CHECK(db.best("s1", kTarget, kCpuA)->id == old[1].id);
+        db.add_workload(workload("s1"));
+        db.add_trial(t);
     }
-    TuningDb into(other.file("into.db"));
-    CHECK(into.merge_from(path) == 1);
-    CHECK(into.merge_from(path) == 0);
-    CHECK(trial_ids(into) == trial_ids(path));
-    // export and import carry the resources
-    into.export_json(dir.file("all.json"));
-    TuningDb fresh(dir.file("fresh.db"));
-    CHECK(fresh.import_json(dir.file("all.json")) == 4);
-    CHECK(fresh.import_json(dir.file("all.json")) == 0);
-    for (const Trial &t : into.trials("s1", kTarget)) check_same_trial(*fresh.trial(t.id), t);
+    std::string where = " WHERE id = " + sql_text(t.id);
+    for (std::string set : {"median_ms = 'abc'", "median_ms = X'00'", "median_ms = -1", "median_ms = 0", "median_ms = 9e999",
+                            "median_ms = 1.7976931348623157e308", "compile_ms = 'abc'", "min_ms = 100", "max_ms = 1", "status = 'fine'",
+                            "id = 'not a hash'", "median_ms = NULL, min_ms = 3"}) {
+        INFO(set);
+        CHECK(raw_exec_rc(path, "UPDATE trial SET " + set + where) != SQLITE_OK);
+    }
+    CHECK(TuningDb(path).trial(t.id)->median_ms == 2.0);
+
+    // a value that keeps the rules but was edited: its id is no longer its content hash
+    raw_exec(path, "UPDATE trial SET median_ms = 2.25" + where);
+    Result list = run_fusor("db list '" + path + "'");
+    check_user_error(list, "e.db");
+    CHECK_THAT(list.err, Contains("is malformed: trial \"" + t.id + "\": id: '" + t.id + "' is not the content hash"));
+    // with the CHECK constraints switched off by hand, the row is still read through the rules
+    raw_exec(path, "PRAGMA ignore_check_constraints = 1; UPDATE trial SET median_ms = -1" + where);
+    Result show = run_fusor("db show '" + path + "'");
+    check_user_error(show, "e.db");
+    CHECK_THAT(show.err, Contains("is malformed: trial \"" + t.id + "\": median_ms: -1 is not a finite positive number"));
+}
+
+TEST_CASE("tuning db ranking: a time that is not finite and positive is never ranked", "[tuner][tuning_db]") {
+    for (double bad : {std::numeric_limits<double>::infinity(), std::nan(""), -1.0, 0.0, DBL_MAX, 2e9}) {
+        INFO(bad);
+        CHECK(fusor::time_problem(bad));
+        Trial good = make_trial("s1", 0, 2.0), odd = make_trial("s1", 1, 1.0);
+        odd.median_ms = bad;
+        std::vector<fusor::RankedSchedule> ranked = fusor::rank_schedules({good, odd});
+        REQUIRE(ranked.size() == 1);
+        CHECK(ranked[0].trial.schedule == good.schedule);
+        // and never stored
+        TuningDb db(":memory:");
+        CHECK_THROWS_WITH(db.add_trial(odd), Contains("median_ms: "));
+        CHECK(db.trials("s1", kTarget).empty());
+    }
+    CHECK_FALSE(fusor::time_problem(1e-300));
+    CHECK_FALSE(fusor::time_problem(fusor::kMaxTimeMs));
+}
+
+TEST_CASE("fusor db import: a bad time, order or number in an export is exit 2 naming the file and field, and stores nothing",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("runs.db");
+    {
+        TuningDb db(path);
+        db.add_workload(workload("s1"));
+        for (int i = 0; i < 3; i++) {
+            Trial t = make_trial("s1", i, 2.0);
+            db.add_trial(t);
+        }
+        db.export_json(dir.file("good.json"));
+    }
+    std::string good = slurp(dir.file("good.json")), before = slurp(path);
+    nlohmann::json doc = nlohmann::json::parse(good);
+    auto with = [&](const std::function<void(nlohmann::json &)> &edit) {
+        nlohmann::json j = doc;
+        edit(j);
+        return j.dump(1);
+    };
+    // the second trial's median as raw text (JSON cannot write 1e999 or -0 otherwise)
+    auto raw_median = [&](const std::string &text) {
+        std::string s = with([](nlohmann::json &j) { j["trials"][1]["median_ms"] = 12345.5; });
+        return s.replace(s.find("12345.5"), 7, text);
+    };
+    std::vector<std::pair<std::string, std::string>> cases = {
+        {with([](nlohmann::json &j) { j["trials"][1]["median_ms"] = -1; }), "trials[1].median_ms: -1 is not a finite positive number"},
+        {with([](nlohmann::json &j) { j["trials"][1]["median_ms"] = "abc"; }), "trials[1].median_ms: expected a number or null"},
+        {with([](nlohmann::json &j) { j["trials"][1]["median_ms"] = DBL_MAX; }), "trials[1].median_ms: 1.7976931348623157e+308 is not"},
+        {with([](nlohmann::json &j) { j["trials"][1]["min_ms"] = 100; }), "trials[1].min_ms: 100 is greater than median_ms 2"},
+        {with([](nlohmann::json &j) { j["trials"][1]["max_ms"] = 0.5; }), "trials[1].max_ms: 0.5 is less than median_ms 2"},
+        {raw_median("1e999"), "trials[1].median_ms: malformed JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"},
+        {raw_median("-0.0"), "trials[1].median_ms: -0 is not a finite positive number"},
+        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 3"},
+        {with([](nlohmann::json &j) { j["schema_version"] = nlohmann::json::array({nlohmann::json::array()}); }), "schema_version: is a JSON array"},
+        {"{\"format\": \"fusor-tuning-db\", \"trials\": [{}, {\"a\": [1, 2, }]}", "trials[1].a[2]: malformed JSON"},
+    };
+    for (const auto &[text, detail] : cases) {
+        INFO(detail);
+        write_file(dir.file("bad.json"), text);
+        Result r = run_fusor("db import '" + path + "' '" + dir.file("bad.json") + "'");
+        check_user_error(r, "bad.json");
+        CHECK_THAT(r.err, Contains("'" + dir.file("bad.json") + "': " + detail));
+        CHECK(slurp(path) == before);
+        check_user_error(run_fusor("db import '" + dir.file("new.db") + "' '" + dir.file("bad.json") + "'"), "bad.json");
+        CHECK_FALSE(fs::exists(dir.file("new.db")));
+    }
+    CHECK(trial_ids(path).size() == 3);
+}
+
+TEST_CASE("fusor db export: never over its own database, and through a temporary file and a rename", "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("e.db");
+    TuningDb db(path);  // held open, so the -wal and -shm files exist
+    db.add_workload(workload("s1"));
+    Trial t = make_trial("s1", 0, 2.0);
+    db.add_trial(t);
+    REQUIRE(fs::exists(path + "-wal"));
+    fs::create_symlink(path, dir.file("link.json"));
+    std::string before = slurp(path);
+    for (std::string out : {path, dir.file("./e.db"), dir.file("link.json"), path + "-wal", path + "-shm"}) {
+        INFO(out);
+        Result r = run_fusor("db export '" + path + "' -o '" + out + "'");
+        check_user_error(r, "e.db");
+        CHECK_THAT(r.err, Contains("cannot export tuning db") && Contains("that is the database"));
+    }
+    CHECK(slurp(path) == before);
+    CHECK(trial_ids(db) == std::set<std::string>{t.id});
+
+    // a failed export leaves the old output; a good one replaces it whole, leaving no temporary file
+    std::string out = dir.file("out.json");
+    write_file(out, "old bytes");
+    write_file(dir.file("garbage.db"), std::string(2000, 'x'));
+    check_user_error(run_fusor("db export '" + dir.file("garbage.db") + "' -o '" + out + "'"), "garbage.db");
+    CHECK(slurp(out) == "old bytes");
+    Result ok = run_fusor("db export '" + path + "' -o '" + out + "'");
+    CHECK(ok.status == 0);
+    CHECK(nlohmann::json::parse(slurp(out))["trials"].size() == 1);
+    std::set<std::string> names;
+    for (const auto &e : fs::directory_iterator(dir.path)) names.insert(e.path().filename().string());
+    CHECK(names == std::set<std::string>{"e.db", "e.db-wal", "e.db-shm", "link.json", "garbage.db", "out.json"});
+    CHECK((fs::status(out).permissions() & fs::perms::others_read) != fs::perms::none);
+}
+
+TEST_CASE("fusor db and run --db: a bit-flipped file is malformed, and run, bench and compile refuse it", "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string good = dir.file("good.db");
+    {
+        TuningDb db(good);
+        db.add_workload(workload("s1"));
+        for (int i = 0; i < 30; i++) {
+            Trial t = make_trial("s1", i, 1.0 + i);
+            db.add_trial(t);
+        }
+    }
+    REQUIRE_FALSE(fs::exists(good + "-wal"));  // checkpointed on close: the file is the whole database
+    std::string bytes = slurp(good);
+    std::string root = raw_query(good, "SELECT rootpage FROM sqlite_master WHERE name = 'trial'");
+    size_t page = std::stoul(raw_query(good, "PRAGMA page_size"));
+    size_t text_at = bytes.find("tile=17x8");
+    REQUIRE(text_at != std::string::npos);
+    std::vector<std::pair<std::string, size_t>> flips = {{"a flipped bit in a trial's schedule", text_at + 5},
+                                                          {"a flipped bit in a b-tree page header", (std::stoul(root) - 1) * page}};
+    std::string model = test_data("models/eltwise_chain.json");
+    for (const auto &[what, at] : flips) {
+        INFO(what);
+        std::string flipped = bytes;
+        flipped[at] ^= 0x01;
+        std::string path = dir.file("flipped.db");
+        write_file(path, flipped);
+        for (std::string args : {"db list '" + path + "'", "db show '" + path + "'", "run '" + model + "' --random 0 --db '" + path + "'",
+                                 "bench '" + model + "' --repeats 1 --db '" + path + "'",
+                                 "compile '" + model + "' --db '" + path + "' -o '" + dir.file("lib") + "'"}) {
+            INFO(args);
+            Result r = run_fusor(args);
+            check_user_error(r, "flipped.db");
+            CHECK_THAT(r.err, Contains("malformed"));
+        }
+        CHECK(slurp(path) == flipped);
+    }
 }
 
 TEST_CASE("tuning db: the resources are part of a trial's id only when present", "[tuner][tuning_db]") {

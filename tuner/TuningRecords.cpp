@@ -1,0 +1,385 @@
+/** \file
+ * Tuning records: the rules, the ids, and the export format. Map:
+ *   - time_problem / trial_problem: the record rules, written once; the database's schema
+ *     (TuningDb.cpp) spells the same bounds in SQL from kMaxTimeMs and all_statuses().
+ *   - trial_content / trial_content_id: the serialization a trial id hashes.
+ *   - upgrade_records: ids of schema versions 1 and 2 (legacy hash) recomputed, parents first.
+ *   - JsonPath / JsonReader / parse_export: the export reader; every error names the file and the
+ *     field, a JSON syntax or number error included (JsonPath follows the parser).
+ *   - export_document: the writer. */
+#include "tuner/TuningRecords.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "tuner/ContentHash.h"
+
+namespace fusor {
+
+namespace {
+
+constexpr const char *kExportFormat = "fusor-tuning-db";
+
+/** A double as the shortest text that reads back to it: "100", "0.25", "1e+09", "inf". */
+std::string number_text(double v) {
+    char buf[32];
+    return std::string(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
+}
+
+/** A time in ms as a JSON number, or null when not measured. */
+template <typename Json = nlohmann::json> Json time_json(const std::optional<double> &v) {
+    return v ? Json(*v) : Json(nullptr);
+}
+
+/** The order rule: min_ms <= median_ms <= max_ms where present. */
+std::optional<FieldProblem> order_problem(const Trial &t) {
+    auto above = [](const std::optional<double> &a, const std::optional<double> &b) { return a && b && *a > *b; };
+    if (above(t.min_ms, t.median_ms)) {
+        return FieldProblem{"min_ms", number_text(*t.min_ms) + " is greater than median_ms " + number_text(*t.median_ms)};
+    }
+    if (above(t.median_ms, t.max_ms)) {
+        return FieldProblem{"max_ms", number_text(*t.max_ms) + " is less than median_ms " + number_text(*t.median_ms)};
+    }
+    if (above(t.min_ms, t.max_ms)) {
+        return FieldProblem{"max_ms", number_text(*t.max_ms) + " is less than min_ms " + number_text(*t.min_ms)};
+    }
+    return std::nullopt;
+}
+
+/** Follows nlohmann's parser (a parser callback) so that an error it throws can name the field
+ * being read: "trials[3].median_ms". */
+class JsonPath {
+public:
+    bool operator()(int, nlohmann::json::parse_event_t event, nlohmann::json &parsed) {
+        using E = nlohmann::json::parse_event_t;
+        switch (event) {
+        case E::object_start:
+        case E::array_start:
+            levels_.push_back({event == E::array_start, 0, ""});
+            break;
+        case E::key:
+            levels_.back().key = parsed.get<std::string>();
+            break;
+        case E::object_end:
+        case E::array_end:
+            levels_.pop_back();
+            next_element();
+            break;
+        case E::value:
+            next_element();
+            break;
+        }
+        return true;
+    }
+    std::string str() const {
+        std::string out;
+        for (const Level &l : levels_) {
+            if (l.array) out += "[" + std::to_string(l.index) + "]";
+            else if (!l.key.empty()) out += (out.empty() ? "" : ".") + l.key;
+        }
+        return out;
+    }
+
+private:
+    struct Level {
+        bool array;
+        size_t index;
+        std::string key;
+    };
+    void next_element() {
+        if (!levels_.empty() && levels_.back().array) levels_.back().index++;
+    }
+    std::vector<Level> levels_;
+};
+
+/** Reads an exported document's fields, throwing UserError "'<file>': <where>: <what>". */
+class JsonReader {
+public:
+    explicit JsonReader(std::string file) : file_(std::move(file)) {
+    }
+    [[noreturn]] void fail(const std::string &where, const std::string &what) const {
+        throw UserError("'" + file_ + "': " + where + (where.empty() ? "" : ": ") + what);
+    }
+    const nlohmann::json &field(const nlohmann::json &obj, const char *key, const std::string &where) const {
+        auto it = obj.find(key);
+        if (it == obj.end()) fail(where, std::string("missing field '") + key + "'");
+        return *it;
+    }
+    std::string text(const nlohmann::json &obj, const char *key, const std::string &where) const {
+        const nlohmann::json &v = field(obj, key, where);
+        if (!v.is_string()) fail(dotted(where, key), "expected a string");
+        return v.get<std::string>();
+    }
+    std::optional<double> time(const nlohmann::json &obj, const char *key, const std::string &where) const {
+        const nlohmann::json &v = field(obj, key, where);
+        if (v.is_null()) return std::nullopt;
+        if (!v.is_number()) fail(dotted(where, key), "expected a number or null");
+        return v.get<double>();
+    }
+    const nlohmann::json &array(const nlohmann::json &obj, const char *key) const {
+        const nlohmann::json &v = field(obj, key, "");
+        if (!v.is_array()) fail(key, "expected an array");
+        return v;
+    }
+    static std::string dotted(const std::string &where, const std::string &key) {
+        return where.empty() ? key : where + "." + key;
+    }
+
+private:
+    std::string file_;
+};
+
+/** A trial object of schema \p version at \p where, every field checked (trial_problem). */
+Trial parse_trial(const JsonReader &r, const nlohmann::json &o, const std::string &where, int version) {
+    if (!o.is_object()) r.fail(where, "expected an object");
+    Trial t;
+    t.id = r.text(o, "id", where);
+    t.signature = r.text(o, "signature", where);
+    t.target = r.text(o, "target", where);
+    t.schedule = r.text(o, "schedule", where);
+    std::string status = r.text(o, "status", where);
+    std::optional<TrialStatus> st = parse_status(status);
+    if (!st) r.fail(where + ".status", "unknown status '" + status + "'");
+    t.status = *st;
+    t.median_ms = r.time(o, "median_ms", where);
+    t.min_ms = r.time(o, "min_ms", where);
+    t.max_ms = r.time(o, "max_ms", where);
+    t.compile_ms = r.time(o, "compile_ms", where);
+    t.error = r.text(o, "error", where);
+    t.parent = r.text(o, "parent", where);
+    t.strategy = r.text(o, "strategy", where);
+    t.fingerprint = r.text(o, "fingerprint", where);
+    t.halide_version = r.text(o, "halide_version", where);
+    t.fusor_version = r.text(o, "fusor_version", where);
+    t.host = r.text(o, "host", where);
+    t.created_at = r.text(o, "created_at", where);
+    if (o.contains("resources")) t.resources = r.text(o, "resources", where);  // absent in version 1
+    if (std::optional<FieldProblem> p = trial_problem(t, version)) r.fail(where + "." + p->field, p->problem);
+    return t;
+}
+
+/** The document's schema_version: an integer from kOldestTuningSchemaVersion to the current. */
+int parse_version(const JsonReader &r, const nlohmann::json &doc) {
+    const nlohmann::json &v = r.field(doc, "schema_version", "");
+    auto known = [](auto n) { return n >= kOldestTuningSchemaVersion && n <= kTuningSchemaVersion; };
+    if (v.is_number_unsigned() ? known(v.get<uint64_t>()) : v.is_number_integer() && known(v.get<int64_t>())) return v.get<int>();
+    std::string found = v.is_number() ? v.dump() : std::string("a JSON ") + v.type_name();
+    r.fail("schema_version", "is " + found + "; this fusor reads versions " + std::to_string(kOldestTuningSchemaVersion) + " to " +
+                                 std::to_string(kTuningSchemaVersion));
+}
+
+/** The first of \p fields that JSON cannot hold (text that is not valid UTF-8), or nullopt. */
+std::optional<FieldProblem> text_problem(std::initializer_list<std::pair<const char *, const std::string *>> fields) {
+    for (const auto &[name, text] : fields) {
+        try {
+            (void)nlohmann::json(*text).dump();
+        } catch (const nlohmann::json::type_error &) {
+            return FieldProblem{name, "is not valid UTF-8 text"};
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+const char *status_name(TrialStatus s) {
+    switch (s) {
+    case TrialStatus::Ok:
+        return "ok";
+    case TrialStatus::Illegal:
+        return "illegal";
+    case TrialStatus::CompileError:
+        return "compile-error";
+    case TrialStatus::RuntimeError:
+        return "runtime-error";
+    case TrialStatus::Timeout:
+        return "timeout";
+    case TrialStatus::WrongResult:
+        return "wrong-result";
+    case TrialStatus::Crash:
+        return "crash";
+    case TrialStatus::ResourceLimit:
+        return "resource-limit";
+    case TrialStatus::Spills:
+        return "spills";
+    case TrialStatus::Unmeasured:
+        return "unmeasured";
+    case TrialStatus::OutOfMemory:
+        return "out-of-memory";
+    case TrialStatus::TunerError:
+        return "tuner-error";
+    }
+    return "crash";
+}
+
+const std::vector<TrialStatus> &all_statuses() {
+    static const std::vector<TrialStatus> all = {TrialStatus::Ok,         TrialStatus::Illegal,       TrialStatus::CompileError,
+                                                 TrialStatus::RuntimeError, TrialStatus::Timeout,     TrialStatus::WrongResult,
+                                                 TrialStatus::Crash,      TrialStatus::ResourceLimit, TrialStatus::Spills,
+                                                 TrialStatus::Unmeasured, TrialStatus::OutOfMemory, TrialStatus::TunerError};
+    return all;
+}
+
+std::optional<TrialStatus> parse_status(const std::string &s) {
+    for (TrialStatus t : all_statuses()) {
+        if (s == status_name(t)) return t;
+    }
+    return std::nullopt;
+}
+
+std::optional<std::string> time_problem(double ms) {
+    if (std::isfinite(ms) && ms > 0 && ms <= kMaxTimeMs) return std::nullopt;
+    return number_text(ms) + " is not a finite positive number of ms up to " + number_text(kMaxTimeMs);
+}
+
+std::optional<FieldProblem> trial_problem(const Trial &t, int version) {
+    const std::pair<const char *, const std::optional<double> *> times[] = {
+        {"median_ms", &t.median_ms}, {"min_ms", &t.min_ms}, {"max_ms", &t.max_ms}, {"compile_ms", &t.compile_ms}};
+    for (const auto &[field, value] : times) {
+        if (!*value) continue;
+        if (std::optional<std::string> p = time_problem(**value)) return FieldProblem{field, *p};
+    }
+    if (std::optional<FieldProblem> p = order_problem(t)) return p;
+    std::optional<FieldProblem> text = text_problem(
+        {{"id", &t.id}, {"signature", &t.signature}, {"target", &t.target}, {"schedule", &t.schedule}, {"error", &t.error},
+         {"parent", &t.parent}, {"strategy", &t.strategy}, {"fingerprint", &t.fingerprint}, {"halide_version", &t.halide_version},
+         {"fusor_version", &t.fusor_version}, {"host", &t.host}, {"created_at", &t.created_at}, {"resources", &t.resources}});
+    if (text) return text;
+    std::string content = trial_content(t);
+    std::string expected = version >= 3 ? content_hash(content) : legacy_content_hash(content);
+    if (t.id != expected) {
+        return FieldProblem{"id", "'" + t.id + "' is not the content hash of the trial (expected '" + expected +
+                                      "'); the record was edited or is corrupt"};
+    }
+    return std::nullopt;
+}
+
+std::string trial_content(const Trial &t) {
+    // nlohmann prints doubles in their shortest round-trip form, so equal values give equal text
+    nlohmann::json j = nlohmann::json::array({t.signature, t.target, t.schedule, status_name(t.status), time_json(t.median_ms),
+                                              time_json(t.min_ms), time_json(t.max_ms), time_json(t.compile_ms), t.error, t.parent,
+                                              t.strategy, t.fingerprint, t.halide_version, t.fusor_version, t.host, t.created_at});
+    if (!t.resources.empty()) j.push_back(t.resources);  // absent before schema 2
+    return j.dump();
+}
+
+std::optional<FieldProblem> workload_problem(const Workload &w) {
+    return text_problem({{"signature", &w.signature}, {"target", &w.target}, {"canonical_text", &w.canonical_text}});
+}
+
+std::string trial_content_id(const Trial &t) {
+    return content_hash(trial_content(t));
+}
+
+void upgrade_records(TuningRecords &r, int version, const std::function<void(size_t, const FieldProblem &)> &fail) {
+    if (version >= kTuningSchemaVersion) return;
+    std::map<std::string, std::string> signature;  // legacy -> current, where the legacy one is the text's hash
+    for (Workload &w : r.workloads) {
+        if (legacy_content_hash(w.canonical_text) != w.signature) continue;
+        signature[w.signature] = content_hash(w.canonical_text);
+        w.signature = signature[w.signature];
+    }
+    std::map<std::string, size_t> by_id;  // legacy id -> its first trial
+    for (size_t i = 0; i < r.trials.size(); i++) by_id.emplace(r.trials[i].id, i);
+    enum State { kTodo, kWaiting, kDone };
+    std::vector<State> state(r.trials.size(), kTodo);
+    std::vector<std::string> new_id(r.trials.size());
+    for (size_t root = 0; root < r.trials.size(); root++) {
+        std::vector<size_t> stack = {root};
+        while (!stack.empty()) {
+            size_t i = stack.back();
+            Trial &t = r.trials[i];
+            if (state[i] == kDone) {
+                stack.pop_back();
+                continue;
+            }
+            auto parent = by_id.find(t.parent);
+            if (parent != by_id.end() && state[parent->second] != kDone) {
+                if (state[parent->second] == kWaiting || parent->second == i) fail(i, {"parent", "'" + t.parent + "' is on a cycle of parent links"});
+                state[i] = kWaiting;
+                stack.push_back(parent->second);
+                continue;
+            }
+            if (parent != by_id.end()) t.parent = new_id[parent->second];
+            auto sig = signature.find(t.signature);
+            if (sig != signature.end()) t.signature = sig->second;
+            t.id = new_id[i] = trial_content_id(t);
+            state[i] = kDone;
+            stack.pop_back();
+        }
+    }
+}
+
+Trial trial_from_json(const nlohmann::json &o, const std::string &file, const std::string &where) {
+    return parse_trial(JsonReader(file), o, where, kTuningSchemaVersion);
+}
+
+nlohmann::json parse_json_naming_field(const std::string &text, const std::string &file) {
+    JsonPath path;
+    try {
+        return nlohmann::json::parse(text, std::ref(path));
+    } catch (const nlohmann::json::exception &e) {
+        JsonReader(file).fail(path.str(), std::string("malformed JSON: ") + e.what());
+    }
+}
+
+TuningRecords parse_export(const std::string &text, const std::string &file) {
+    JsonReader r(file);
+    nlohmann::json doc = parse_json_naming_field(text, file);
+    if (!doc.is_object()) r.fail("", "expected a JSON object with \"format\": \"fusor-tuning-db\"");
+    if (doc.value("format", nlohmann::json()) != kExportFormat) {
+        r.fail("format", "expected \"fusor-tuning-db\"; this is not an exported tuning db");
+    }
+    int version = parse_version(r, doc);
+    TuningRecords out;
+    const nlohmann::json &jw = r.array(doc, "workloads");
+    for (size_t i = 0; i < jw.size(); i++) {
+        std::string where = "workloads[" + std::to_string(i) + "]";
+        if (!jw[i].is_object()) r.fail(where, "expected an object");
+        out.workloads.push_back({r.text(jw[i], "signature", where), r.text(jw[i], "target", where), r.text(jw[i], "canonical_text", where)});
+        if (std::optional<FieldProblem> p = workload_problem(out.workloads.back())) r.fail(where + "." + p->field, p->problem);
+    }
+    const nlohmann::json &jt = r.array(doc, "trials");
+    for (size_t i = 0; i < jt.size(); i++) out.trials.push_back(parse_trial(r, jt[i], "trials[" + std::to_string(i) + "]", version));
+    upgrade_records(out, version, [&](size_t i, const FieldProblem &p) { r.fail("trials[" + std::to_string(i) + "]." + p.field, p.problem); });
+    return out;
+}
+
+std::string export_document(const TuningRecords &r) {
+    using J = nlohmann::ordered_json;
+    J doc = {{"format", kExportFormat}, {"schema_version", kTuningSchemaVersion}, {"workloads", J::array()}, {"trials", J::array()}};
+    for (const Workload &w : r.workloads) {
+        std::optional<FieldProblem> p = workload_problem(w);
+        FUSOR_INTERNAL_ASSERT(!p) << "workload '" << w.signature << "' exported with " << p->field << ": " << p->problem;
+        doc["workloads"].push_back({{"signature", w.signature}, {"target", w.target}, {"canonical_text", w.canonical_text}});
+    }
+    for (const Trial &t : r.trials) {
+        std::optional<FieldProblem> p = trial_problem(t);
+        FUSOR_INTERNAL_ASSERT(!p) << "trial '" << t.id << "' exported with " << p->field << ": " << p->problem;
+        doc["trials"].push_back({{"id", t.id},
+                                 {"signature", t.signature},
+                                 {"target", t.target},
+                                 {"schedule", t.schedule},
+                                 {"status", status_name(t.status)},
+                                 {"median_ms", time_json<J>(t.median_ms)},
+                                 {"min_ms", time_json<J>(t.min_ms)},
+                                 {"max_ms", time_json<J>(t.max_ms)},
+                                 {"compile_ms", time_json<J>(t.compile_ms)},
+                                 {"error", t.error},
+                                 {"parent", t.parent},
+                                 {"strategy", t.strategy},
+                                 {"fingerprint", t.fingerprint},
+                                 {"halide_version", t.halide_version},
+                                 {"fusor_version", t.fusor_version},
+                                 {"host", t.host},
+                                 {"created_at", t.created_at},
+                                 {"resources", t.resources}});
+    }
+    return doc.dump(1) + "\n";
+}
+
+}  // namespace fusor

@@ -1,0 +1,129 @@
+#pragma once
+/** \file
+ * The records of the tuning database as plain data: workloads and trials, the rules every stored
+ * record keeps, their content-hash ids, and the export format's reader and writer
+ * (docs/tuning_db.md). No SQLite and no Halide: TuningDb (tuner/TuningDb.h) stores these records,
+ * and the fuzzer tests/fuzz/db_import_fuzzer.cpp drives parse_export alone. */
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "graph/Error.h"
+
+namespace fusor {
+
+/** Typed outcome of one trial. Failures are stored too, so the search never retries them. */
+enum class TrialStatus {
+    Ok,
+    Illegal,
+    CompileError,
+    RuntimeError,
+    Timeout,
+    WrongResult,
+    Crash,
+    ResourceLimit,  ///< CUDA: ptxas or the launch exceeds a limit (registers, shared memory, threads); never run
+    Spills,         ///< CUDA: ptxas reports register spills; never run
+    Unmeasured,     ///< CUDA: compiled and ptxas-checked, not run (no driver here); never a best
+    OutOfMemory,    ///< an allocation failed under the worker's memory limit (MeasureJob::memory_limit_mb)
+    TunerError,     ///< a bug of fusor's own (an InternalError in the worker), not the schedule's:
+                    ///< never a best, and not a tried schedule (a later run measures it again)
+};
+/// "ok", "illegal", "compile-error", "runtime-error", "timeout", "wrong-result", "crash",
+/// "resource-limit", "spills", "unmeasured", "out-of-memory", "tuner-error"
+const char *status_name(TrialStatus s);
+std::optional<TrialStatus> parse_status(const std::string &s);
+/** Every status, in declaration order. */
+const std::vector<TrialStatus> &all_statuses();
+
+struct Workload {
+    std::string signature;       ///< cluster_signature (tuner/Signature.h)
+    std::string target;          ///< Halide target string with host resolved
+    std::string canonical_text;  ///< canonical_cluster_text, for humans and re-validation
+};
+
+struct Trial {
+    std::string id;  ///< content hash of every other field; set by TuningDb::add_trial
+    std::string signature, target;
+    std::string schedule;  ///< ClusterSchedule text (generators/Schedule.h)
+    TrialStatus status = TrialStatus::Ok;
+    std::optional<double> median_ms, min_ms, max_ms, compile_ms;
+    std::string error;     ///< failure text; empty when ok
+    std::string parent;    ///< id of the trial this one was derived from; empty for seeds
+    std::string strategy;  ///< "default", "random", "evolve", "Mullapudi2016", ...
+    /** CUDA candidates: ptxas's resource report as compact JSON (docs/tuning_db.md); empty
+     * otherwise. Part of the id only when non-empty. */
+    std::string resources;
+    // provenance
+    std::string fingerprint;  ///< machine_fingerprint()
+    std::string halide_version, fusor_version, host, created_at;
+};
+
+/** The schema version this fusor writes, in a database (PRAGMA user_version) and in an export. */
+constexpr int kTuningSchemaVersion = 3;
+/** The oldest version read; records of older versions get their ids recomputed (upgrade_records). */
+constexpr int kOldestTuningSchemaVersion = 1;
+
+/** The largest time a record holds, in ms (about 11.6 days). */
+constexpr double kMaxTimeMs = 1e9;
+/** nullopt when \p ms may be stored as a time (a finite number > 0 and <= kMaxTimeMs), else what
+ * is wrong with it. The one rule for every time: the schema's CHECK constraints, the ranking and
+ * every reader apply it. */
+std::optional<std::string> time_problem(double ms);
+
+/** A broken record rule: the field and what is wrong with it. */
+struct FieldProblem {
+    std::string field, problem;
+};
+/** The first rule \p t breaks, or nullopt: every time (median_ms, min_ms, max_ms, compile_ms) is
+ * absent or passes time_problem; min_ms <= median_ms <= max_ms where present; every text is valid
+ * UTF-8; and id is the content hash of the other fields under schema \p version's hash
+ * (trial_content_id from version 3 on, legacy_content_hash before). */
+std::optional<FieldProblem> trial_problem(const Trial &t, int version = kTuningSchemaVersion);
+
+/** The rule of a workload: its texts are valid UTF-8 (an export holds them as JSON strings). */
+std::optional<FieldProblem> workload_problem(const Workload &w);
+
+/** Every field of \p t but the id, serialized as one JSON array (docs/tuning_db.md): the text its
+ * id hashes. */
+std::string trial_content(const Trial &t);
+/** The id a trial gets: content_hash(trial_content(t)). */
+std::string trial_content_id(const Trial &t);
+
+/** Workloads and trials, as an export holds them and a database stores them. */
+struct TuningRecords {
+    std::vector<Workload> workloads;
+    std::vector<Trial> trials;
+};
+
+/** Brings records of schema \p version (1 or 2; each trial passing trial_problem for that
+ * version) to the current schema: a workload signature that is the legacy hash of its canonical
+ * text becomes its content_hash, and so does every trial's signature equal to it; then every
+ * trial, parents first, gets its id recomputed, and a parent link naming a trial of \p r is
+ * remapped to that trial's new id (a parent absent from \p r is kept as it is). Parent links that
+ * form a cycle call \p fail(index of a trial on it, problem), which must throw. */
+void upgrade_records(TuningRecords &r, int version, const std::function<void(size_t, const FieldProblem &)> &fail);
+
+/** Parses JSON \p text read from \p file; a syntax error or a number out of range (1e999) is a
+ * UserError "'<file>': <field being read>: malformed JSON: ...", e.g. "trials[3].median_ms". */
+nlohmann::json parse_json_naming_field(const std::string &text, const std::string &file);
+
+/** A trial object of the current export format (\p where names it in \p file's errors): every
+ * field checked with trial_problem; UserError "'<file>': <where>.<field>: <problem>" otherwise. */
+Trial trial_from_json(const nlohmann::json &object, const std::string &file, const std::string &where);
+
+/** The records of an export document \p text read from \p file: JSON with format
+ * "fusor-tuning-db" and schema_version 1 to kTuningSchemaVersion, every workload and trial
+ * checked (trial_problem; ids verified) and those of older versions upgraded (upgrade_records).
+ * Anything else throws UserError naming \p file and the field, e.g. "'e.json':
+ * trials[3].median_ms: ...", malformed JSON included. */
+TuningRecords parse_export(const std::string &text, const std::string &file);
+
+/** The export document of \p r, in the order given (TuningDb::export_json sorts): what
+ * parse_export reads back unchanged. InternalError if a trial breaks the record rules. */
+std::string export_document(const TuningRecords &r);
+
+}  // namespace fusor
