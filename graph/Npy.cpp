@@ -98,7 +98,7 @@ private:
         }
         fail("'fortran_order' must be True or False");
     }
-    /** A dim: a decimal integer of at most kMaxDim. */
+    /** A dim: a decimal integer of at most kMaxElements. */
     int64_t dim() {
         if (peek() == '-') fail("'shape' has a negative dim");
         size_t start = pos_;
@@ -106,7 +106,7 @@ private:
         std::string_view digits = s_.substr(start, pos_ - start);
         if (digits.empty()) fail("'shape' must be a tuple of non-negative integers");
         auto v = parse_decimal(digits);
-        if (!v || *v > kMaxDim) fail("'shape' has dim " + std::string(digits) + "; a dim is at most 2^40");
+        if (!v || *v > kMaxElements) fail("'shape' has dim " + std::string(digits) + "; a dim is at most 2^31 - 1");
         return *v;
     }
     /** A tuple of dims: (), (d,), (d, d), (d, d,) ... */
@@ -163,7 +163,7 @@ NpyHeader read_npy_header(const InputFile &f) {
     }
     if (*h.fortran_order) throw UserError(path + ": Fortran-order .npy data is not supported; save with C order");
     NpyHeader out{TensorType{*dtype, *h.shape}, start + header_len};
-    if (out.type.num_elements() > kMaxDim) throw bad("'shape' " + shape_to_string(out.type.shape) + " has more than 2^40 elements");
+    check_tensor_size(out.type, path + ": 'shape'");
     uint64_t want = out.type.num_bytes(), payload = f.size() - out.data_offset;
     if (payload != want) {
         throw bad("'shape' declares " + to_string(out.type) + " (" + std::to_string(want) + " bytes); the payload has " +
