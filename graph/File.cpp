@@ -1,5 +1,6 @@
 #include "graph/File.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -97,11 +98,13 @@ InputFile open_model_data(const std::string &base_dir, const std::string &locati
     for (const auto &part : rel) {
         if (part == "..") fail("escapes the model's folder ('..'); it must be a relative path inside it");
     }
+    fs::path base = base_dir.empty() ? "." : base_dir;
     std::error_code ec;
-    fs::path dir = fs::weakly_canonical(base_dir.empty() ? "." : base_dir, ec);
-    fs::path real = ec ? fs::path() : fs::weakly_canonical(fs::path(base_dir.empty() ? "." : base_dir) / rel, ec);
+    fs::path dir = fs::weakly_canonical(base, ec);
+    fs::path real = ec ? fs::path() : fs::weakly_canonical(base / rel, ec);
     if (ec) fail("cannot be resolved: " + ec.message());
-    // inside: dir's components are a proper prefix of real's (a trailing separator adds an empty one)
+    // inside: dir is a proper prefix of real, ending at a separator; no '..' is left, so only a
+    // symlink can lead out
     std::string d = dir.string(), r = real.string();
     while (d.size() > 1 && d.back() == '/') d.pop_back();
     while (r.size() > 1 && r.back() == '/') r.pop_back();

@@ -516,12 +516,14 @@ TEST_CASE("conformance: an external-data path that escapes the model's folder is
     Result inside = run_fusor("run '" + write_model(m, model) + "'");
     INFO(inside.err);
     CHECK(inside.status == 0);
-    for (std::string bad : {std::string("../w.bin"), dir.file("w.bin")}) {
+    const std::pair<std::string, std::string> cases[] = {{"../w.bin", "escapes the model's folder"},
+                                                         {dir.file("w.bin"), "is an absolute path"}};
+    for (const auto &[bad, why] : cases) {
         INFO(bad);
         location->set_value(bad);
         Result r = run_fusor("run '" + write_model(m, model) + "'");
         CHECK(r.status == 2);
         CHECK_THAT(r.err, Contains("model/model.onnx") && Contains("initializer 'w'") &&
-                              Contains("external data location '" + bad + "' escapes the model's folder"));
+                              Contains("external data location '" + bad + "' " + why));
     }
 }
