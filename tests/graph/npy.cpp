@@ -187,9 +187,9 @@ TEST_CASE("npy: a malformed or oversized 'shape' is a user error naming the file
         {"npy_shape_garbled.npy", "expected ',' or ')' after a dim of 'shape'"},        // (3 7, 7-0)
         {"npy_shape_negative.npy", "'shape' has a negative dim"},                       // (-37, -70)
         {"npy_shape_dim_overflow.npy", "'shape' has dim 99999999999999999999"},         // over int64
-        {"npy_shape_elements_overflow.npy", "'shape' [4294967296,4294967296] has more"},  // 2^64 elements
+        {"npy_shape_elements_overflow.npy", "'shape' has dim 4294967296; a dim is at most 2^31 - 1"},  // 2^64 elements
         // 4 TiB declared, no payload: refused before anything is allocated
-        {"npy_shape_huge_no_payload.npy", "'shape' declares f32[1099511627776] (4398046511104 bytes); the payload has 0"},
+        {"npy_shape_huge_no_payload.npy", "'shape' has dim 1099511627776; a dim is at most 2^31 - 1"},
     };
     for (const Case &c : cases) {
         INFO(c.file);
