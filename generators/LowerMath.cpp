@@ -40,7 +40,7 @@ Expr c_remainder(Expr a, Expr b) {
 
 
 // NaN explicitly: Halide's max(NaN, 0) is 0 under its fast-math
-FUSOR_UNARY(Softplus, select(is_nan_bits(x), x, max(x, k(t, 0)) + log1p_expr(exp_ieee(-abs(x)))))
+FUSOR_UNARY(Softplus, select(is_nan(x), x, max(x, k(t, 0)) + log1p_expr(exp_ieee(-abs(x)))))
 FUSOR_UNARY(Softsign, x / (k(t, 1) + abs(x)))
 // keeps 0 (and NaN); unsigned values are never negative
 FUSOR_UNARY(Sign, t.is_uint() ? select(x > k(t, 0), k(t, 1), x)
@@ -59,7 +59,7 @@ FUSOR_UNARY(Cosh, cosh(x))
 FUSOR_UNARY(Asinh, asinh(x))
 FUSOR_UNARY(Acosh, acosh(x))
 FUSOR_UNARY(Atanh, atanh(x))
-FUSOR_UNARY(IsNaN, is_nan_bits(x))
+FUSOR_UNARY(IsNaN, is_nan(x))
 FUSOR_UNARY(Not, !x)
 #undef FUSOR_UNARY
 
@@ -102,7 +102,7 @@ std::vector<Func> lower_Celu(LowerContext &ctx) {
     if (alpha == 0) ctx.fail("attribute 'alpha' must not be 0");
     return pointwise(ctx, [&](Args a, Type t) {
         Expr x = a[0];
-        return nan_max(x, k(t, 0)) + nan_min(k(t, 0), k(t, alpha) * (exp_ieee(x / k(t, alpha)) - k(t, 1)));
+        return max(x, k(t, 0)) + min(k(t, 0), k(t, alpha) * (exp_ieee(x / k(t, alpha)) - k(t, 1)));
     });
 }
 
@@ -223,22 +223,19 @@ struct AxisOp {
     }
 };
 
-/** The extremum along the axis, then the first (last) index holding it, as i64. A NaN on the axis
- * is the extremum, as in numpy's argmax: the index is that of the first (last) NaN. */
+/** The extremum along the axis, then the first (last) index holding it, as i64. With a NaN on
+ * the axis the index is unspecified (it may be the axis length). */
 std::pair<Func, Func> arg_extremum(AxisOp &op, bool is_max, bool last, bool out_keeps_axis) {
     Type t = halide_type(op.X.type.dtype);
     Func ext = op.accumulate(
         "ext", is_max ? t.min() : t.max(),
-        [&](Expr acc, Expr x, Expr) { return is_max ? nan_max(acc, x) : nan_min(acc, x); }, out_keeps_axis);
+        [&](Expr acc, Expr x, Expr) { return is_max ? max(acc, x) : min(acc, x); }, out_keeps_axis);
     std::vector<Expr> row = op.row_args(op.idx);
     Expr miss = k(Int(64), last ? -1 : (double)op.len);
     Func index = op.accumulate(
         "index", miss,
         [&](Expr acc, Expr x, Expr r) {
-            // the extremum is a NaN exactly when the axis holds one
-            Expr e = ext(row), same = without_nan(x) == without_nan(e);
-            if (t.is_float()) same = select(is_nan_bits(e), is_nan_bits(x), same);
-            Expr hit = select(same, cast<int64_t>(r), miss);
+            Expr hit = select(x == ext(row), cast<int64_t>(r), miss);
             return last ? max(acc, hit) : min(acc, hit);
         },
         out_keeps_axis);
@@ -287,7 +284,7 @@ std::vector<Func> lower_LogSoftmax(LowerContext &ctx) {
     Type t = halide_type(out.dtype);
     AxisOp op(ctx, normalize_axis(ctx.graph(), ctx.node(), ctx.attr_int("axis"), out.rank()));
     std::vector<Expr> row = op.row_args(op.idx);
-    Func mx = op.accumulate("max", t.min(), [](Expr acc, Expr x, Expr) { return nan_max(acc, x); });
+    Func mx = op.accumulate("max", t.min(), [](Expr acc, Expr x, Expr) { return max(acc, x); });
     Func sum = op.accumulate("sum", k(t, 0),
                              [&](Expr acc, Expr x, Expr) { return acc + exp(x - mx(row)); });  // not exp_ieee: see LowerReduce.cpp
     Func lse = ctx.make_stage("lse", op.row_shape, StageRole::RowInvariant, false, op.reduced);

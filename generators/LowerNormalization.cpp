@@ -79,7 +79,7 @@ std::vector<Func> lower_Softmax(LowerContext &ctx) {
     Func sum = ctx.make_stage("sum", row_shape, StageRole::Accumulator, false, reduced);
     RDom r2(0, (int)out.shape[axis], base + "_r2");
     std::vector<Expr> row_args(row.rbegin(), row.rend());
-    mx(row_args) = nan_max(mx(row_args), call(X, at_axis(r1.x)));  // a NaN makes the row NaN, as in numpy
+    mx(row_args) = max(mx(row_args), call(X, at_axis(r1.x)));
     // Halide's plain exp, not exp_ieee: as in ReduceLogSumExp (LowerReduce.cpp), its selects here,
     // next to the row maximum, hit a Halide 14 vectorization bug on tails (conformance
     // node/test_softmax_axis_1 came out wrong). The argument is at most 0 unless the row holds a

@@ -58,9 +58,7 @@ std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max) {
             stride *= X.type.shape[2 + i];
         }
         acc(args) = Tuple(pad_value, cast<int64_t>(-1));
-        Expr best = acc(args)[0], better = without_nan(v) > without_nan(best);
-        // the first NaN is the maximum
-        if (t.is_float()) better = !is_nan_bits(best) && (is_nan_bits(v) || better);
+        Expr better = v > acc(args)[0];
         acc(args) = Tuple(select(better, v, acc(args)[0]), select(better, flat, acc(args)[1]));
         f(args) = acc(args)[0];
         Func indices = ctx.make_stage("indices", out.shape, StageRole::Value, true);
@@ -69,7 +67,7 @@ std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max) {
     }
     acc(args) = pad_value;
     if (is_max) {
-        acc(args) = nan_max(acc(args), v);
+        acc(args) = max(acc(args), v);
         f(args) = acc(args);
         return {f};
     }
@@ -117,7 +115,7 @@ std::vector<Func> lower_global_pool(LowerContext &ctx, bool is_max) {
     in_args.push_back(n);
     if (is_max) {
         acc(c, n) = t.min();
-        acc(c, n) = nan_max(acc(c, n), X.func(in_args));
+        acc(c, n) = max(acc(c, n), X.func(in_args));
     } else {
         acc(c, n) = typed_const(t, 0);
         acc(c, n) += X.func(in_args);

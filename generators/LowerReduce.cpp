@@ -86,7 +86,7 @@ std::vector<Func> lower_reduce(LowerContext &ctx, OpKind op) {
         auto rd = make_rdom("_rmax");
         if (rd) {
             mx(kargs) = t.min();
-            mx(kargs) = nan_max(mx(kargs), value(rd));
+            mx(kargs) = max(mx(kargs), value(rd));
         } else {
             mx(kargs) = value(rd);
         }
@@ -106,8 +106,8 @@ std::vector<Func> lower_reduce(LowerContext &ctx, OpKind op) {
         acc(kargs) = v;  // a fold of one value is the value
     } else {
         acc(kargs) = fold.init_min ? t.min() : fold.init_max ? t.max() : typed_const(t, fold.init);
-        if (fold.is_max) acc(kargs) = nan_max(acc(kargs), v);
-        else if (fold.is_min) acc(kargs) = nan_min(acc(kargs), v);
+        if (fold.is_max) acc(kargs) = max(acc(kargs), v);
+        else if (fold.is_min) acc(kargs) = min(acc(kargs), v);
         else if (fold.is_prod) acc(kargs) = acc(kargs) * v;
         else acc(kargs) = acc(kargs) + v;
     }
@@ -124,7 +124,7 @@ std::vector<Func> lower_reduce(LowerContext &ctx, OpKind op) {
         case Fold::None: break;
         case Fold::Mean: v = v / typed_const(t, (double)count); break;
         case Fold::Sqrt: v = sqrt(v); break;
-        case Fold::Log: v = log_ieee(v); break;
+        case Fold::Log: v = log(v); break;
         }
         if (op == OpKind::ReduceLogSumExp) v = mx(args) + v;
         return v;

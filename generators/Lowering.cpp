@@ -48,56 +48,16 @@ Expr exp_ieee(Expr x) {
     // included) compares greater than that float's bits; a NaN of either sign has magnitude bits
     // above +inf's. Cost: about 7% on an Exp-only kernel.
     Type bits_t = Int(32, x.type().lanes());
-    Expr big = reinterpret(bits_t, x) >= Internal::make_const(bits_t, 0x42b17218);  // 88.72283935546875f
-    return select(is_nan_bits(x), x, select(big, typed_const(x.type(), INFINITY), exp(x)));
-}
-
-Expr is_nan_bits(Expr x) {
-    // a NaN's magnitude bits (all but the sign) are above +inf's
-    int bits = x.type().bits();
-    Type int_t = Int(bits, x.type().lanes());
-    uint64_t magnitude = bits == 64 ? 0x7fffffffffffffffull : 0x7fffffffull;
-    uint64_t inf = bits == 64 ? 0x7ff0000000000000ull : 0x7f800000ull;
-    return (reinterpret(int_t, x) & Internal::make_const(int_t, (int64_t)magnitude)) > Internal::make_const(int_t, (int64_t)inf);
-}
-
-Expr without_nan(Expr x) {
-    if (!x.type().is_float()) return x;
-    return select(is_nan_bits(x), Internal::make_zero(x.type()), x);
-}
-
-namespace {
-
-Expr nan_propagating(Expr a, Expr b, Expr extremum) {
-    if (!a.type().is_float()) return extremum;
-    return select(is_nan_bits(a), a, select(is_nan_bits(b), b, extremum));
-}
-
-}  // namespace
-
-Expr nan_max(Expr a, Expr b) {
-    return nan_propagating(a, b, max(a, b));
-}
-
-Expr nan_min(Expr a, Expr b) {
-    return nan_propagating(a, b, min(a, b));
-}
-
-Expr nan_clamp(Expr x, Expr lo, Expr hi) {
-    return nan_min(nan_max(x, lo), hi);
+    Expr bits = reinterpret(bits_t, x);
+    Expr nan = (bits & Internal::make_const(bits_t, 0x7fffffff)) > Internal::make_const(bits_t, 0x7f800000);
+    Expr big = bits >= Internal::make_const(bits_t, 0x42b17218);  // 88.72283935546875f
+    return select(nan, x, select(big, typed_const(x.type(), INFINITY), exp(x)));
 }
 
 Expr wrap_index(Expr i, int64_t dim) {
     Expr d = Internal::make_const(i.type(), dim);
     Expr last = Internal::make_const(i.type(), std::max<int64_t>(0, dim - 1));
     return cast(Int(32), clamp(select(i < 0, i + d, i), Internal::make_zero(i.type()), last));
-}
-
-Expr log_ieee(Expr x) {
-    if (!x.type().is_float()) return log(x);
-    Type bits_t = Int(x.type().bits(), x.type().lanes());
-    Expr pos_inf = reinterpret(bits_t, x) == reinterpret(bits_t, typed_const(x.type(), INFINITY));
-    return select(is_nan_bits(x) || pos_inf, x, log(x));
 }
 
 Var dim_var(int i) {

@@ -59,32 +59,11 @@ Halide::Expr typed_const(Halide::Type t, double v);
  * (libm), already IEEE. Softmax, LogSoftmax and ReduceLogSumExp keep Halide's exp: this one's
  * selects next to their row maximum hit a Halide vectorization bug (LowerReduce.cpp). */
 Halide::Expr exp_ieee(Halide::Expr x);
-/** True where float \p x is a NaN, tested on its bits: Halide compiles float arithmetic with
- * LLVM's no-NaNs flags, under which a float test (is_nan included) of a computed value may be
- * folded to false. */
-Halide::Expr is_nan_bits(Halide::Expr x);
-
-/** \p x with a NaN replaced by 0 (floats; integers unchanged). Under the no-NaNs flags a float
- * comparison with a NaN operand is poison, and so is any boolean built on it (a || that also
- * tests is_nan_bits): compare values passed through this, and test NaN apart. */
-Halide::Expr without_nan(Halide::Expr x);
-
-/** max, min and Clip's clamp with numpy's NaN rule: NaN when an operand is a NaN (float types;
- * integers take Halide's max and min). Halide's float max and min return the other operand for a
- * NaN (x86 maxps), so Max(NaN, -0.5) was -0.5 and Relu(NaN) 0. A float max built this way is not
- * an associative update Halide can rfactor. */
-Halide::Expr nan_max(Halide::Expr a, Halide::Expr b);
-Halide::Expr nan_min(Halide::Expr a, Halide::Expr b);
-Halide::Expr nan_clamp(Halide::Expr x, Halide::Expr lo, Halide::Expr hi);
-
 /** A runtime index \p i (i32 or i64) into an axis of extent \p dim, as int32: a negative one counts
  * from the end, and one still outside the axis is clamped into it, in \p i's own type (so a large
  * i64 index does not wrap). ONNX makes such an index an error; constant ones are refused at load
  * (check_constant_indices). */
 Halide::Expr wrap_index(Halide::Expr i, int64_t dim);
-/** log(x) with NaN and +inf kept, for Log and ReduceLogSum: Halide 14's f32 log gave 89.13 for a
- * NaN and 88.72 for +inf. Other values are Halide's log unchanged. */
-Halide::Expr log_ieee(Halide::Expr x);
 /** Pure Var for Halide dim \p i: x, y, z, w, then d4, d5, ... */
 Halide::Var dim_var(int i);
 
