@@ -12,7 +12,6 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <map>
 
 #include <nlohmann/json.hpp>

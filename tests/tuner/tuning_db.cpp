@@ -1,6 +1,8 @@
 // The tuning database: schema and its marker, trials and their content-hash ids, lookups, export
 // and import, merge, refusal of foreign, newer and corrupt files, two writers at once, a writer
-// killed mid-run, and the `fusor db` verbs.
+// killed mid-run, the `fusor db` verbs, the record rules on every path (typed tables, bad rows of
+// older or hand-edited files, bad exports, bit flips), migration of versions 1 and 2 (fabricated
+// and the files of tests/data/db), export safety, and the import fuzzer's corpus.
 #include <catch2/catch.hpp>
 
 #include "support/Shell.h"
