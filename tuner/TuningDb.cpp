@@ -13,12 +13,12 @@
  * Note on opening. A file we refuse must keep its bytes, so the order is: (1) read the first 16
  * bytes ourselves and refuse a non-empty file without the SQLite magic; (2) open it and read
  * application_id, user_version and the table count, which writes nothing; (3) run SQLite's
- * integrity check, which writes nothing either; (4) only for a fusor file or an empty one switch
- * to WAL and, for an empty one, create the schema inside BEGIN IMMEDIATE, checking again under
- * the write lock because another process may have created it meanwhile; an older version is
- * migrated likewise. Read-only, an older version is copied into memory (sqlite3_backup) and
- * migrated there. (5) Every record is read once through the record rules. Writers use BEGIN
- * IMMEDIATE (or single autocommit statements), so the busy timeout, not an SQLITE_BUSY error,
+ * integrity check, which writes nothing either; (4) for an empty file switch to WAL and create
+ * the schema inside BEGIN IMMEDIATE, checking again under the write lock because another process
+ * may have created it meanwhile; an older version is migrated likewise (read-only: in a copy in
+ * memory, sqlite3_backup), all or nothing; (5) read every record once through the record rules;
+ * (6) only then switch an existing file to WAL. Writers use BEGIN IMMEDIATE (or single
+ * autocommit statements), so the busy timeout, not an SQLITE_BUSY error,
  * resolves contention between processes. */
 #include "tuner/TuningDb.h"
 
@@ -207,12 +207,6 @@ constexpr const char *kTrialColumns = "id, signature, target, schedule, status, 
 constexpr const char *kFingerprintMatch = "(fingerprint = ?3 OR (substr(?3, 1, 4) = 'isa:' AND "
                                           "substr(fingerprint, -length(?3) - 1) = '|' || ?3) OR "
                                           "(substr(?3, 1, 4) = 'gpu:' AND substr(fingerprint, 1, length(?3)) = ?3))";
-
-/** \p text as a short one-line quotation for an error message. */
-std::string short_quote(const std::string &text) {
-    std::string q = nlohmann::json(text.substr(0, 40)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    return text.size() > 40 ? q.substr(0, q.size() - 1) + "...\"" : q;
-}
 
 /** Writes \p text to \p path through a temporary file in the same folder and a rename, so \p path
  * holds its old bytes or all the new ones; through a symlink, the file it names is replaced. */
@@ -464,7 +458,7 @@ struct TuningDb::Impl {
     // ---- reading: every row checked ----
 
     static std::string trial_record(const std::string &id) {
-        return "trial " + short_quote(id);
+        return "trial " + quote_text(id);
     }
 
     /** A trial row (kTrialColumns) checked with the record rules of schema \p version. */
@@ -476,7 +470,7 @@ struct TuningDb::Impl {
         t.target = s.text(2);
         t.schedule = s.text(3);
         std::optional<TrialStatus> status = parse_status(s.text(4));
-        if (!status) malformed(record, {"status", "unknown status " + short_quote(s.text(4))});
+        if (!status) malformed(record, {"status", "unknown status " + quote_text(s.text(4))});
         t.status = *status;
         t.median_ms = read_time(s, 5, record, "median_ms");
         t.min_ms = read_time(s, 6, record, "min_ms");
@@ -503,14 +497,14 @@ struct TuningDb::Impl {
         case SQLITE_FLOAT:
             return s.real(col);
         case SQLITE_TEXT:
-            malformed(record, {field, "text " + short_quote(s.text(col)) + " is not a number"});
+            malformed(record, {field, "text " + quote_text(s.text(col)) + " is not a number"});
         default:
             malformed(record, {field, "a blob is not a number"});
         }
     }
     Workload read_workload(const Statement &s) const {
         Workload w{s.text(0), s.text(1), s.text(2)};
-        if (std::optional<FieldProblem> p = workload_problem(w)) malformed("workload " + short_quote(w.signature), *p);
+        if (std::optional<FieldProblem> p = workload_problem(w)) malformed("workload " + quote_text(w.signature), *p);
         return w;
     }
 
@@ -576,7 +570,7 @@ struct TuningDb::Impl {
     int insert_all(const TuningRecords &r, const char *action) {
         writable();
         for (const Workload &w : r.workloads) {
-            if (std::optional<FieldProblem> p = workload_problem(w)) throw DbError(ctx(action) + ": workload " + short_quote(w.signature) + ": " + p->field + ": " + p->problem);
+            if (std::optional<FieldProblem> p = workload_problem(w)) throw DbError(ctx(action) + ": workload " + quote_text(w.signature) + ": " + p->field + ": " + p->problem);
         }
         for (const Trial &t : r.trials) {
             if (std::optional<FieldProblem> p = trial_problem(t)) throw DbError(ctx(action) + ": " + trial_record(t.id) + ": " + p->field + ": " + p->problem);

@@ -9,9 +9,9 @@
  *   - export_document: the writer. */
 #include "tuner/TuningRecords.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -79,7 +79,8 @@ public:
         std::string out;
         for (const Level &l : levels_) {
             if (l.array) out += "[" + std::to_string(l.index) + "]";
-            else if (!l.key.empty()) out += (out.empty() ? "" : ".") + l.key;
+            else if (plain(l.key)) out += (out.empty() ? "" : ".") + l.key;
+            else out += "[" + quote_text(l.key) + "]";
         }
         return out;
     }
@@ -92,6 +93,14 @@ private:
     };
     void next_element() {
         if (!levels_.empty() && levels_.back().array) levels_.back().index++;
+    }
+    /** A key printed as it is ("median_ms"); any other is quoted (["a b"]). */
+    static bool plain(const std::string &key) {
+        if (key.empty()) return false;
+        for (char c : key) {
+            if (!std::isalnum((unsigned char)c) && c != '_') return false;
+        }
+        return true;
     }
     std::vector<Level> levels_;
 };
@@ -143,7 +152,7 @@ Trial parse_trial(const JsonReader &r, const nlohmann::json &o, const std::strin
     t.schedule = r.text(o, "schedule", where);
     std::string status = r.text(o, "status", where);
     std::optional<TrialStatus> st = parse_status(status);
-    if (!st) r.fail(where + ".status", "unknown status '" + status + "'");
+    if (!st) r.fail(where + ".status", "unknown status " + quote_text(status));
     t.status = *st;
     t.median_ms = r.time(o, "median_ms", where);
     t.min_ms = r.time(o, "min_ms", where);
@@ -252,10 +261,15 @@ std::optional<FieldProblem> trial_problem(const Trial &t, int version) {
     std::string content = trial_content(t);
     std::string expected = version >= 3 ? content_hash(content) : legacy_content_hash(content);
     if (t.id != expected) {
-        return FieldProblem{"id", "'" + t.id + "' is not the content hash of the trial (expected '" + expected +
-                                      "'); the record was edited or is corrupt"};
+        return FieldProblem{"id", quote_text(t.id) + " is not the content hash of the trial (expected " + quote_text(expected) +
+                                      "); the record was edited or is corrupt"};
     }
     return std::nullopt;
+}
+
+std::string quote_text(const std::string &text) {
+    std::string q = nlohmann::json(text.substr(0, 40)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return text.size() > 40 ? q.substr(0, q.size() - 1) + "...\"" : q;
 }
 
 std::string trial_content(const Trial &t) {

@@ -93,6 +93,10 @@ std::string trial_content(const Trial &t);
 /** The id a trial gets: content_hash(trial_content(t)). */
 std::string trial_content_id(const Trial &t);
 
+/** \p text as a short one-line JSON string for an error message: control characters escaped,
+ * invalid UTF-8 replaced, cut after 40 bytes ("..."). */
+std::string quote_text(const std::string &text);
+
 /** Workloads and trials, as an export holds them and a database stores them. */
 struct TuningRecords {
     std::vector<Workload> workloads;

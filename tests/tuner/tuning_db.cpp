@@ -1,6 +1,8 @@
 // The tuning database: schema and its marker, trials and their content-hash ids, lookups, export
 // and import, merge, refusal of foreign, newer and corrupt files, two writers at once, a writer
-// killed mid-run, and the `fusor db` verbs.
+// killed mid-run, the `fusor db` verbs, the record rules on every path (typed tables, bad rows of
+// older or hand-edited files, bad exports, bit flips), migration of versions 1 and 2 (fabricated
+// and the files of tests/data/db), export safety, and the import fuzzer's corpus.
 #include <catch2/catch.hpp>
 
 #include "support/Shell.h"
@@ -472,7 +474,7 @@ TEST_CASE("tuning db import: malformed files are refused, naming the file, and i
         {"format", [](nlohmann::json &j) { j["format"] = "something-else"; }},
         {"schema_version: is 4; this fusor reads versions 1 to 3", [](nlohmann::json &j) { j["schema_version"] = 4; }},
         {"trials", [](nlohmann::json &j) { j.erase("trials"); }},
-        {"unknown status 'fine'", [](nlohmann::json &j) { j["trials"][1]["status"] = "fine"; }},
+        {"trials[1].status: unknown status \"fine\"", [](nlohmann::json &j) { j["trials"][1]["status"] = "fine"; }},
         {"trials[1].median_ms", [](nlohmann::json &j) { j["trials"][1]["median_ms"] = "fast"; }},
         {"missing field 'host'", [](nlohmann::json &j) { j["trials"][1].erase("host"); }},
         {"content hash", [](nlohmann::json &j) { j["trials"][1]["median_ms"] = 1.125; }},
@@ -1230,7 +1232,7 @@ TEST_CASE("tuning db: typed tables refuse a bad value, and a value changed by ha
     raw_exec(path, "UPDATE trial SET median_ms = 2.25" + where);
     Result list = run_fusor("db list '" + path + "'");
     check_user_error(list, "e.db");
-    CHECK_THAT(list.err, Contains("is malformed: trial \"" + t.id + "\": id: '" + t.id + "' is not the content hash"));
+    CHECK_THAT(list.err, Contains("is malformed: trial \"" + t.id + "\": id: \"" + t.id + "\" is not the content hash"));
     // with the CHECK constraints switched off by hand, the row is still read through the rules
     raw_exec(path, "PRAGMA ignore_check_constraints = 1; UPDATE trial SET median_ms = -1" + where);
     Result show = run_fusor("db show '" + path + "'");
@@ -1391,4 +1393,33 @@ TEST_CASE("tuning db: the resources are part of a trial's id only when present",
     CHECK(std::string(fusor::status_name(TrialStatus::OutOfMemory)) == "out-of-memory");
     CHECK(std::string(fusor::status_name(TrialStatus::ResourceLimit)) == "resource-limit");
     CHECK(std::string(fusor::status_name(TrialStatus::Unmeasured)) == "unmeasured");
+}
+
+TEST_CASE("tuning db import: every input of the import fuzzer's corpus is imported or refused naming the file, and export reads back",
+          "[tuner][tuning_db]") {
+    // tests/fuzz/corpus_db_import: seeds (valid exports of each version; bad_* ones refused) and
+    // the inputs the fuzzer kept, regression inputs of its findings included
+    std::string corpus = std::string(FUSOR_SOURCE_DIR) + "/tests/fuzz/corpus_db_import";
+    size_t files = 0, imported = 0;
+    TempDir dir;
+    for (const auto &entry : fs::directory_iterator(corpus)) {
+        std::string path = entry.path().string(), name = entry.path().filename().string();
+        INFO(name);
+        files++;
+        TuningDb db(":memory:");
+        try {
+            int added = db.import_json(path);
+            CHECK(name.rfind("bad_", 0) != 0);
+            imported++;
+            db.export_json(dir.file("again.json"));
+            TuningDb again(":memory:");
+            CHECK(again.import_json(dir.file("again.json")) == added);
+            CHECK(trial_ids(again) == trial_ids(db));
+        } catch (const UserError &e) {
+            CHECK_THAT(e.what(), Contains(name));
+            CHECK(std::string(e.what()).find('\n') == std::string::npos);
+        }
+    }
+    CHECK(files >= 9);
+    CHECK(imported >= 4);  // the valid seeds: an export of each version and an empty one
 }
