@@ -16,6 +16,7 @@
 #   npy       npy_fuzzer          tests/fuzz/corpus_npy/       tests/data/bad/npy_*.npy
 #   json      json_model_fuzzer   tests/fuzz/corpus_json/      tests/data/{models,control_flow,bad}/*.json
 #   schedule  schedule_fuzzer     tests/fuzz/corpus_schedule/  (none)
+#   db        db_import_fuzzer    tests/fuzz/corpus_db_import/ (none)
 # Arguments starting with '-' go to libFuzzer (e.g. -seed=5, -jobs=2).
 #
 # Replay is deterministic: it checks that every input that ever raised coverage still runs clean.
@@ -34,7 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 usage() {
-    echo "usage: tests/fuzz/run_fuzzers.sh replay|merge|SECONDS [onnx|npy|json|schedule...] [LIBFUZZER_ARGS...]" >&2
+    echo "usage: tests/fuzz/run_fuzzers.sh replay|merge|SECONDS [onnx|npy|json|schedule|db...] [LIBFUZZER_ARGS...]" >&2
     exit 2
 }
 mode="${1:-}"
@@ -43,12 +44,12 @@ shift || true
 targets=() args=()
 for a in "$@"; do
     case "$a" in
-    onnx | npy | json | schedule) targets+=("$a") ;;
+    onnx | npy | json | schedule | db) targets+=("$a") ;;
     -*) args+=("$a") ;;
     *) usage ;;
     esac
 done
-((${#targets[@]})) || targets=(onnx npy json schedule)
+((${#targets[@]})) || targets=(onnx npy json schedule db)
 
 binary() {
     case "$1" in
@@ -56,10 +57,15 @@ binary() {
     npy) echo npy_fuzzer ;;
     json) echo json_model_fuzzer ;;
     schedule) echo schedule_fuzzer ;;
+    db) echo db_import_fuzzer ;;
     esac
 }
 checked_in() {
-    if [[ "$1" == onnx ]]; then echo "$root/tests/fuzz/corpus"; else echo "$root/tests/fuzz/corpus_$1"; fi
+    case "$1" in
+    onnx) echo "$root/tests/fuzz/corpus" ;;
+    db) echo "$root/tests/fuzz/corpus_db_import" ;;
+    *) echo "$root/tests/fuzz/corpus_$1" ;;
+    esac
 }
 # Copies target $1's extra seeds (inputs kept elsewhere in the tree or on the system) into $2.
 collect_seeds() {
