@@ -61,7 +61,7 @@ TEST_CASE("subprocess: start_process redirects to files and can lead its own pro
     CHECK(test::slurp(dir.file("err")) == "err\n");
 }
 
-TEST_CASE("subprocess: a command string splits into words; this program finds itself", "[graph][subprocess]") {
+TEST_CASE("subprocess: a command string splits into words, and this program finds itself", "[graph][subprocess]") {
     CHECK(command_words("  ccache   g++ -m64 ") == std::vector<std::string>{"ccache", "g++", "-m64"});
     CHECK(command_words("").empty());
     CHECK(std::filesystem::equivalent(self_executable(), "/proc/self/exe"));
