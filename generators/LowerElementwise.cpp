@@ -27,7 +27,13 @@ Expr erf_any(Expr x) {
 
 Expr pow_any(Expr a, Expr b) {
     Type t = a.type();
-    if (t.is_float()) return pow(a, cast(t, b));
+    if (t.is_float()) {
+        // IEEE: NaN unless the exponent is 0 or the base 1 (Halide's f32 pow gave 0 for a NaN)
+        b = cast(t, b);
+        Expr nan_a = is_nan_bits(a) && without_nan(b) != constant(t, 0);
+        Expr nan_b = is_nan_bits(b) && without_nan(a) != constant(t, 1);
+        return select(nan_a, a, nan_b, b, is_nan_bits(b), constant(t, 1), pow(a, b));
+    }
     return cast(t, pow(cast(Float(64), a), cast(Float(64), b)));
 }
 
@@ -35,15 +41,16 @@ Expr pow_any(Expr a, Expr b) {
 FUSOR_UNARY(Neg, -x)
 FUSOR_UNARY(Abs, cast(t, abs(x)))  // Halide's integer abs is unsigned
 FUSOR_UNARY(Exp, exp_ieee(x))
-FUSOR_UNARY(Log, log(x))
+FUSOR_UNARY(Log, log_ieee(x))
 FUSOR_UNARY(Sqrt, sqrt(x))
 FUSOR_UNARY(Reciprocal, constant(t, 1) / x)
-FUSOR_UNARY(Relu, max(x, constant(t, 0)))
+FUSOR_UNARY(Relu, nan_max(x, constant(t, 0)))
 FUSOR_UNARY(Sigmoid, sigmoid(x))
 FUSOR_UNARY(Tanh, tanh(x))
 FUSOR_UNARY(Erf, erf_any(x))
 FUSOR_UNARY(Identity, x)
-FUSOR_UNARY(HardSwish, x * clamp(x / constant(t, 6) + constant(t, 0.5), constant(t, 0), constant(t, 1)))
+// NaN tested on x itself: a NaN computed under the no-NaNs flags may not survive the test
+FUSOR_UNARY(HardSwish, select(is_nan_bits(x), x, x * clamp(x / constant(t, 6) + constant(t, 0.5), constant(t, 0), constant(t, 1))))
 #undef FUSOR_UNARY
 
 /** ONNX Cast: float to integer truncates toward zero (as Halide's cast does); to bool is x != 0. */
@@ -74,7 +81,7 @@ std::vector<Func> lower_LeakyRelu(LowerContext &ctx) {
 std::vector<Func> lower_HardSigmoid(LowerContext &ctx) {
     double alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta");
     return pointwise(ctx, [&](Args a, Type t) {
-        return clamp(a[0] * constant(t, alpha) + constant(t, beta), constant(t, 0), constant(t, 1));
+        return select(is_nan_bits(a[0]), a[0], clamp(a[0] * constant(t, alpha) + constant(t, beta), constant(t, 0), constant(t, 1)));
     });
 }
 
@@ -95,8 +102,8 @@ std::vector<Func> lower_Clip(LowerContext &ctx) {
     return pointwise(ctx, [&](Args a, Type) {
         Expr x = a[0];
         // ONNX Clip applies max(min) then min(max): with min > max every value becomes max.
-        if (a.size() > 1 && a[1].defined()) x = max(x, a[1]);
-        if (a.size() > 2 && a[2].defined()) x = min(x, a[2]);
+        if (a.size() > 1 && a[1].defined()) x = nan_max(x, a[1]);
+        if (a.size() > 2 && a[2].defined()) x = nan_min(x, a[2]);
         return x;
     });
 }
@@ -129,14 +136,14 @@ std::vector<Func> lower_MulAdd(LowerContext &ctx) {
 std::vector<Func> lower_Max(LowerContext &ctx) {
     return pointwise(ctx, [](Args a, Type) {
         Expr r = a[0];
-        for (size_t i = 1; i < a.size(); i++) r = max(r, a[i]);
+        for (size_t i = 1; i < a.size(); i++) r = nan_max(r, a[i]);
         return r;
     });
 }
 std::vector<Func> lower_Min(LowerContext &ctx) {
     return pointwise(ctx, [](Args a, Type) {
         Expr r = a[0];
-        for (size_t i = 1; i < a.size(); i++) r = min(r, a[i]);
+        for (size_t i = 1; i < a.size(); i++) r = nan_min(r, a[i]);
         return r;
     });
 }

@@ -40,7 +40,7 @@ Expr c_remainder(Expr a, Expr b) {
 
 
 // NaN explicitly: Halide's max(NaN, 0) is 0 under its fast-math
-FUSOR_UNARY(Softplus, select(is_nan(x), x, max(x, k(t, 0)) + log1p_expr(exp_ieee(-abs(x)))))
+FUSOR_UNARY(Softplus, select(is_nan_bits(x), x, max(x, k(t, 0)) + log1p_expr(exp_ieee(-abs(x)))))
 FUSOR_UNARY(Softsign, x / (k(t, 1) + abs(x)))
 // keeps 0 (and NaN); unsigned values are never negative
 FUSOR_UNARY(Sign, t.is_uint() ? select(x > k(t, 0), k(t, 1), x)
@@ -59,7 +59,7 @@ FUSOR_UNARY(Cosh, cosh(x))
 FUSOR_UNARY(Asinh, asinh(x))
 FUSOR_UNARY(Acosh, acosh(x))
 FUSOR_UNARY(Atanh, atanh(x))
-FUSOR_UNARY(IsNaN, is_nan(x))
+FUSOR_UNARY(IsNaN, is_nan_bits(x))
 FUSOR_UNARY(Not, !x)
 #undef FUSOR_UNARY
 
@@ -102,7 +102,7 @@ std::vector<Func> lower_Celu(LowerContext &ctx) {
     if (alpha == 0) ctx.fail("attribute 'alpha' must not be 0");
     return pointwise(ctx, [&](Args a, Type t) {
         Expr x = a[0];
-        return max(x, k(t, 0)) + min(k(t, 0), k(t, alpha) * (exp_ieee(x / k(t, alpha)) - k(t, 1)));
+        return nan_max(x, k(t, 0)) + nan_min(k(t, 0), k(t, alpha) * (exp_ieee(x / k(t, alpha)) - k(t, 1)));
     });
 }
 
@@ -223,23 +223,32 @@ struct AxisOp {
     }
 };
 
-/** The extremum along the axis, then the first (last) index holding it, as i64. With a NaN on
- * the axis the index is unspecified (it may be the axis length). */
+/** The extremum along the axis (NaNs left out), then the first (last) index holding it, with a
+ * NaN on the axis winning as in numpy's argmax. One index accumulator read once per step (see
+ * extremum_key): a hit on a NaN counts r and one on the extremum len + r (select_last_index: the
+ * other way round, and the largest wins), so arg_index decodes the winner. */
 std::pair<Func, Func> arg_extremum(AxisOp &op, bool is_max, bool last, bool out_keeps_axis) {
     Type t = halide_type(op.X.type.dtype);
     Func ext = op.accumulate(
         "ext", is_max ? t.min() : t.max(),
-        [&](Expr acc, Expr x, Expr) { return is_max ? max(acc, x) : min(acc, x); }, out_keeps_axis);
+        [&](Expr acc, Expr x, Expr) { return is_max ? max(acc, without_nan(x)) : min(acc, without_nan(x)); }, out_keeps_axis);
     std::vector<Expr> row = op.row_args(op.idx);
-    Expr miss = k(Int(64), last ? -1 : (double)op.len);
+    Expr len = k(Int(64), (double)op.len), miss = last ? k(Int(64), -1) : 2 * len;
     Func index = op.accumulate(
         "index", miss,
         [&](Expr acc, Expr x, Expr r) {
-            Expr hit = select(x == ext(row), cast<int64_t>(r), miss);
+            Expr at = cast<int64_t>(r), on_nan = last ? len + at : at, on_ext = last ? at : len + at;
+            Expr nan = t.is_float() ? is_nan_bits(x) : Internal::const_false();
+            Expr hit = select(nan, on_nan, without_nan(x) == ext(row), on_ext, miss);
             return last ? max(acc, hit) : min(acc, hit);
         },
         out_keeps_axis);
     return {ext, index};
+}
+
+/** The index arg_extremum's accumulator \p raw encodes, along an axis of \p len. */
+Expr arg_index(Expr raw, int64_t len) {
+    return select(raw >= k(Int(64), (double)len), raw - k(Int(64), (double)len), raw);
 }
 
 std::vector<Func> lower_arg(LowerContext &ctx, bool is_max) {
@@ -253,7 +262,7 @@ std::vector<Func> lower_arg(LowerContext &ctx, bool is_max) {
     LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &i) {
         std::vector<Expr> full = i;  // ONNX order with the axis (kept as 1, or dropped)
         if (!keep) full.insert(full.begin() + axis, Expr(0));
-        return index(op.row_args(full));
+        return arg_index(index(op.row_args(full)), op.len);
     });
     return {f};
 }
@@ -273,7 +282,7 @@ std::vector<Func> lower_Hardmax(LowerContext &ctx) {
     Func index = arg_extremum(op, /*is_max=*/true, /*last=*/false, /*out_keeps_axis=*/true).second;
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &i) {
-        return select(cast<int64_t>(i[op.axis]) == index(op.row_args(i)), k(t, 1), k(t, 0));
+        return select(cast<int64_t>(i[op.axis]) == arg_index(index(op.row_args(i)), op.len), k(t, 1), k(t, 0));
     });
     return {f};
 }
@@ -286,9 +295,9 @@ std::vector<Func> lower_LogSoftmax(LowerContext &ctx) {
     std::vector<Expr> row = op.row_args(op.idx);
     Func mx = op.accumulate("max", t.min(), [](Expr acc, Expr x, Expr) { return max(acc, x); });
     Func sum = op.accumulate("sum", k(t, 0),
-                             [&](Expr acc, Expr x, Expr) { return acc + exp(x - mx(row)); });  // not exp_ieee: see LowerReduce.cpp
+                             [&](Expr acc, Expr x, Expr) { return acc + exp_keeping_nan(x, mx(row)); });  // not exp_ieee: see LowerReduce.cpp
     Func lse = ctx.make_stage("lse", op.row_shape, StageRole::RowInvariant, false, op.reduced);
-    lse(row) = mx(row) + log(sum(row));
+    lse(row) = mx(row) + log_ieee(sum(row));  // a NaN sum stays NaN
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &i) {
         return call(op.X, i) - lse(op.row_args(i));

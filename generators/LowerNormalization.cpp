@@ -82,9 +82,9 @@ std::vector<Func> lower_Softmax(LowerContext &ctx) {
     mx(row_args) = max(mx(row_args), call(X, at_axis(r1.x)));
     // Halide's plain exp, not exp_ieee: as in ReduceLogSumExp (LowerReduce.cpp), its selects here,
     // next to the row maximum, hit a Halide 14 vectorization bug on tails (conformance
-    // node/test_softmax_axis_1 came out wrong). The argument is at most 0 unless the row holds a
-    // NaN or +inf.
-    LowerContext::define(e, r, [&](const std::vector<Expr> &i) { return exp(call(X, i) - call_onnx(mx, drop_axes(i, axis, axis))); });
+    // node/test_softmax_axis_1 came out wrong); exp_keeping_nan reads the maximum once and keeps
+    // a NaN, which makes the row's sum, and so the row, NaN.
+    LowerContext::define(e, r, [&](const std::vector<Expr> &i) { return exp_keeping_nan(call(X, i), call_onnx(mx, drop_axes(i, axis, axis))); });
     sum(row_args) = typed_const(t, 0);
     sum(row_args) += call_onnx(e, at_axis(r2.x));
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);

@@ -58,19 +58,22 @@ std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max) {
             stride *= X.type.shape[2 + i];
         }
         acc(args) = Tuple(pad_value, cast<int64_t>(-1));
-        Expr better = v > acc(args)[0];
+        Expr best = acc(args)[0], better = without_nan(v) > without_nan(best);
+        // the first NaN is the maximum
+        if (t.is_float()) better = !is_nan_bits(best) && (is_nan_bits(v) || better);
         acc(args) = Tuple(select(better, v, acc(args)[0]), select(better, flat, acc(args)[1]));
         f(args) = acc(args)[0];
         Func indices = ctx.make_stage("indices", out.shape, StageRole::Value, true);
         indices(args) = acc(args)[1];
         return {f, indices};
     }
-    acc(args) = pad_value;
     if (is_max) {
-        acc(args) = max(acc(args), v);
-        f(args) = acc(args);
+        acc(args) = extremum_key(pad_value, true);
+        acc(args) = extremum_update(acc(args), v, true);
+        f(args) = extremum_value(acc(args));
         return {f};
     }
+    acc(args) = pad_value;
     acc(args) += v;
     bool include_pad = ctx.attr_int("count_include_pad") != 0;
     Expr cnt = 1;
@@ -114,8 +117,8 @@ std::vector<Func> lower_global_pool(LowerContext &ctx, bool is_max) {
     in_args.push_back(c);
     in_args.push_back(n);
     if (is_max) {
-        acc(c, n) = t.min();
-        acc(c, n) = max(acc(c, n), X.func(in_args));
+        acc(c, n) = extremum_key(t.min(), true);
+        acc(c, n) = extremum_update(acc(c, n), X.func(in_args), true);
     } else {
         acc(c, n) = typed_const(t, 0);
         acc(c, n) += X.func(in_args);
@@ -123,7 +126,7 @@ std::vector<Func> lower_global_pool(LowerContext &ctx, bool is_max) {
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, r, [&](const std::vector<Expr> &idx) {
         Expr a = acc(idx[1], idx[0]);
-        return is_max ? a : a / typed_const(t, (double)count);
+        return is_max ? extremum_value(a) : a / typed_const(t, (double)count);
     });
     return {f};
 }

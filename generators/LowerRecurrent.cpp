@@ -29,9 +29,9 @@ Expr activate(const RecurrentActivation &a, Expr x) {
     Type t = x.type();
     if (a.name == "Sigmoid") return typed_const(t, 1) / (typed_const(t, 1) + exp_ieee(-x));
     if (a.name == "Tanh") return tanh(x);
-    if (a.name == "Relu") return max(x, typed_const(t, 0));
+    if (a.name == "Relu") return nan_max(x, typed_const(t, 0));
     if (a.name == "LeakyRelu") return select(x >= typed_const(t, 0), x, typed_const(t, a.alpha) * x);
-    if (a.name == "HardSigmoid") return clamp(typed_const(t, a.alpha) * x + typed_const(t, a.beta), typed_const(t, 0), typed_const(t, 1));
+    if (a.name == "HardSigmoid") return nan_clamp(typed_const(t, a.alpha) * x + typed_const(t, a.beta), typed_const(t, 0), typed_const(t, 1));
     if (a.name == "Affine") return typed_const(t, a.alpha) * x + typed_const(t, a.beta);
     return typed_const(t, a.alpha) * tanh(typed_const(t, a.beta) * x);  // ScaledTanh
 }
@@ -90,7 +90,7 @@ std::vector<Func> lower_recurrent(LowerContext &ctx) {
         if (ctx.has_input(3)) e = e + call(ctx.input(3), {dir, (G + gate) * H + rj});
         return e;
     };
-    auto clipped = [&](Expr e) { return has_clip ? clamp(e, typed_const(t, -clip), typed_const(t, clip)) : e; };
+    auto clipped = [&](Expr e) { return has_clip ? nan_clamp(e, typed_const(t, -clip), typed_const(t, clip)) : e; };
     // activation k of this node's direction (bidirectional: each direction's own list)
     auto act = [&](int which, Expr e) {
         Expr a = activate(acts[0][which], e);

@@ -98,16 +98,17 @@ std::vector<Func> lower_reduce(LowerContext &ctx, OpKind op) {
     // GuardWithIf tail, made Halide 14 drop the tail's offset (lanes 0-3 summed twice, lane 4
     // never, on a [3,4,5] input reduced over axis 1; not reproduced in a standalone pipeline).
     // The argument is at most 0 here, so only a NaN or +inf input differs (Halide's exp gives 0).
-    if (op == OpKind::ReduceLogSumExp) v = exp(v - mx(kargs));
+    if (op == OpKind::ReduceLogSumExp) v = exp_keeping_nan(v, mx(kargs));
     // integer abs is unsigned in Halide: convert back
     if (fold.map == Fold::Abs) v = cast(t, abs(v));
     if (fold.map == Fold::Square) v = v * v;
+    bool extremum = fold.is_max || fold.is_min;  // its accumulator holds extremum keys
     if (!rd) {
-        acc(kargs) = v;  // a fold of one value is the value
+        acc(kargs) = extremum ? extremum_key(v, fold.is_max) : v;  // a fold of one value is the value
     } else {
-        acc(kargs) = fold.init_min ? t.min() : fold.init_max ? t.max() : typed_const(t, fold.init);
-        if (fold.is_max) acc(kargs) = max(acc(kargs), v);
-        else if (fold.is_min) acc(kargs) = min(acc(kargs), v);
+        Expr init = fold.init_min ? t.min() : fold.init_max ? t.max() : typed_const(t, fold.init);
+        acc(kargs) = extremum ? extremum_key(init, fold.is_max) : init;
+        if (extremum) acc(kargs) = extremum_update(acc(kargs), v, fold.is_max);
         else if (fold.is_prod) acc(kargs) = acc(kargs) * v;
         else acc(kargs) = acc(kargs) + v;
     }
@@ -119,12 +120,12 @@ std::vector<Func> lower_reduce(LowerContext &ctx, OpKind op) {
             if (!reduced(a) || keep) o++;
         }
         std::vector<Expr> args(k.rbegin(), k.rend());
-        Expr v = acc(args);
+        Expr v = extremum ? extremum_value(acc(args)) : acc(args);
         switch (fold.finish) {
         case Fold::None: break;
         case Fold::Mean: v = v / typed_const(t, (double)count); break;
         case Fold::Sqrt: v = sqrt(v); break;
-        case Fold::Log: v = log(v); break;
+        case Fold::Log: v = log_ieee(v); break;
         }
         if (op == OpKind::ReduceLogSumExp) v = mx(args) + v;
         return v;

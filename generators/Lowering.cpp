@@ -48,16 +48,98 @@ Expr exp_ieee(Expr x) {
     // included) compares greater than that float's bits; a NaN of either sign has magnitude bits
     // above +inf's. Cost: about 7% on an Exp-only kernel.
     Type bits_t = Int(32, x.type().lanes());
-    Expr bits = reinterpret(bits_t, x);
-    Expr nan = (bits & Internal::make_const(bits_t, 0x7fffffff)) > Internal::make_const(bits_t, 0x7f800000);
-    Expr big = bits >= Internal::make_const(bits_t, 0x42b17218);  // 88.72283935546875f
-    return select(nan, x, select(big, typed_const(x.type(), INFINITY), exp(x)));
+    Expr big = reinterpret(bits_t, x) >= Internal::make_const(bits_t, 0x42b17218);  // 88.72283935546875f
+    return select(is_nan_bits(x), x, select(big, typed_const(x.type(), INFINITY), exp(x)));
+}
+
+Expr is_nan_bits(Expr x) {
+    // a NaN's magnitude bits (all but the sign) are above +inf's
+    int bits = x.type().bits();
+    Type int_t = Int(bits, x.type().lanes());
+    uint64_t magnitude = bits == 64 ? 0x7fffffffffffffffull : 0x7fffffffull;
+    uint64_t inf = bits == 64 ? 0x7ff0000000000000ull : 0x7f800000ull;
+    return (reinterpret(int_t, x) & Internal::make_const(int_t, (int64_t)magnitude)) > Internal::make_const(int_t, (int64_t)inf);
+}
+
+Expr without_nan(Expr x) {
+    if (!x.type().is_float()) return x;
+    return select(is_nan_bits(x), Internal::make_zero(x.type()), x);
+}
+
+namespace {
+
+/** Float \p x's bits as an integer that orders as the floats do (-0 just below +0), with every
+ * NaN above +inf (\p nan_high) or below -inf. Integer arithmetic only: no select, whose use in a
+ * vectorized update with a GuardWithIf tail Halide 14 miscompiles (see exp_ieee). */
+Expr ordered_key(Expr x, bool nan_high) {
+    int bits = x.type().bits();
+    Type it = Int(bits, x.type().lanes());
+    Expr b = reinterpret(it, x);
+    Expr magnitude = Internal::make_const(it, (int64_t)(bits == 64 ? INT64_MAX : INT32_MAX));
+    Expr inf = Internal::make_const(it, (int64_t)(bits == 64 ? 0x7ff0000000000000ll : 0x7f800000ll));
+    Expr sign_bits = b >> (bits - 1);                   // all ones for a negative value
+    Expr ordered = b ^ (sign_bits & magnitude);          // negative values' magnitudes reversed
+    Expr nan = (inf - (b & magnitude)) >> (bits - 1);    // all ones for a NaN
+    Expr extreme = nan_high ? magnitude : ~magnitude;    // INT_MAX or INT_MIN
+    return (ordered & ~nan) | (extreme & nan);
+}
+
+/** The float of \p key (ordered_key's inverse; INT_MAX and INT_MIN give NaNs). */
+Expr from_key(Expr key, Type t) {
+    int bits = t.bits();
+    Expr magnitude = Internal::make_const(key.type(), (int64_t)(bits == 64 ? INT64_MAX : INT32_MAX));
+    return reinterpret(t, key ^ ((key >> (bits - 1)) & magnitude));
+}
+
+}  // namespace
+
+Expr nan_max(Expr a, Expr b) {
+    if (!a.type().is_float()) return max(a, b);
+    return from_key(max(ordered_key(a, true), ordered_key(b, true)), a.type());
+}
+
+Expr nan_min(Expr a, Expr b) {
+    if (!a.type().is_float()) return min(a, b);
+    return from_key(min(ordered_key(a, false), ordered_key(b, false)), a.type());
+}
+
+Expr extremum_key(Expr x, bool is_max) {
+    if (!x.type().is_float()) return x;
+    return reinterpret(x.type(), ordered_key(x, is_max));
+}
+
+Expr extremum_update(Expr acc, Expr x, bool is_max) {
+    if (!x.type().is_float()) return is_max ? max(acc, x) : min(acc, x);
+    Type it = Int(x.type().bits(), x.type().lanes());
+    Expr a = reinterpret(it, acc), k = ordered_key(x, is_max);
+    return reinterpret(x.type(), is_max ? max(a, k) : min(a, k));
+}
+
+Expr extremum_value(Expr acc) {
+    if (!acc.type().is_float()) return acc;
+    return from_key(reinterpret(Int(acc.type().bits(), acc.type().lanes()), acc), acc.type());
+}
+
+Expr exp_keeping_nan(Expr x, Expr m) {
+    if (!x.type().is_float()) return exp(x - m);
+    return select(is_nan_bits(x), x, exp(x - m));
+}
+
+Expr nan_clamp(Expr x, Expr lo, Expr hi) {
+    return nan_min(nan_max(x, lo), hi);
 }
 
 Expr wrap_index(Expr i, int64_t dim) {
     Expr d = Internal::make_const(i.type(), dim);
     Expr last = Internal::make_const(i.type(), std::max<int64_t>(0, dim - 1));
     return cast(Int(32), clamp(select(i < 0, i + d, i), Internal::make_zero(i.type()), last));
+}
+
+Expr log_ieee(Expr x) {
+    if (!x.type().is_float()) return log(x);
+    Type bits_t = Int(x.type().bits(), x.type().lanes());
+    Expr pos_inf = reinterpret(bits_t, x) == reinterpret(bits_t, typed_const(x.type(), INFINITY));
+    return select(is_nan_bits(x) || pos_inf, x, log(x));
 }
 
 Var dim_var(int i) {

@@ -59,11 +59,52 @@ Halide::Expr typed_const(Halide::Type t, double v);
  * (libm), already IEEE. Softmax, LogSoftmax and ReduceLogSumExp keep Halide's exp: this one's
  * selects next to their row maximum hit a Halide vectorization bug (LowerReduce.cpp). */
 Halide::Expr exp_ieee(Halide::Expr x);
+/** True where float \p x is a NaN, tested on its bits: Halide compiles float arithmetic with
+ * LLVM's no-NaNs flags, under which a float test (is_nan included) of a computed value may be
+ * folded to false. */
+Halide::Expr is_nan_bits(Halide::Expr x);
+
+/** \p x with a NaN replaced by 0 (floats; integers unchanged). Under the no-NaNs flags a float
+ * comparison with a NaN operand is poison, and so is any boolean built on it (a || that also
+ * tests is_nan_bits): compare values passed through this, and test NaN apart. */
+Halide::Expr without_nan(Halide::Expr x);
+
+/** max, min and Clip's clamp with numpy's NaN rule: NaN when an operand is a NaN (float types;
+ * integers take Halide's max and min). Halide's float max and min return the other operand for a
+ * NaN (x86 maxps), so Max(NaN, -0.5) was -0.5 and Relu(NaN) 0. Floats are compared as ordered
+ * integer keys (a NaN the largest, or for min the smallest), without a select; the result is the
+ * larger operand's bits (a NaN comes out as a canonical NaN). A float max built this way is not an
+ * associative update Halide can rfactor. */
+Halide::Expr nan_max(Halide::Expr a, Halide::Expr b);
+Halide::Expr nan_min(Halide::Expr a, Halide::Expr b);
+Halide::Expr nan_clamp(Halide::Expr x, Halide::Expr lo, Halide::Expr hi);
+
+/** A NaN-propagating max (\p is_max) or min reduction whose result only a pure Value stage reads
+ * (ReduceMax, ReduceMin, MaxPool, GlobalMaxPool): the accumulator holds ordered integer keys in
+ * its float bits, so its update reads it once. Halide 14 miscompiles a vectorized loop with a
+ * GuardWithIf tail that reads a Func's value twice (an update its own, or a stage another's: the
+ * tail lane kept its initial value or read garbage), which nan_max(acc, x) would. Initialize with
+ * extremum_key(init), update with extremum_update(acc, x) and read through extremum_value, which
+ * reads it three times: only in a Value stage (inlined into an output, whose tail shifts inwards).
+ * Integers: the plain value, max and min. */
+Halide::Expr extremum_key(Halide::Expr x, bool is_max);
+Halide::Expr extremum_update(Halide::Expr acc, Halide::Expr x, bool is_max);
+Halide::Expr extremum_value(Halide::Expr acc);
+
+/** exp(x - m) for a row's softmax-style sum, with a NaN x kept NaN (so the row's sum is NaN), for
+ * Softmax, LogSoftmax and ReduceLogSumExp, whose row maximum \p m is a plain max read once (see
+ * extremum_key); the NaN is tested on \p x, an input value, not on x - m. Halide's plain exp: the
+ * argument is at most 0 unless the row holds a NaN or +inf. */
+Halide::Expr exp_keeping_nan(Halide::Expr x, Halide::Expr m);
+
 /** A runtime index \p i (i32 or i64) into an axis of extent \p dim, as int32: a negative one counts
  * from the end, and one still outside the axis is clamped into it, in \p i's own type (so a large
  * i64 index does not wrap). ONNX makes such an index an error; constant ones are refused at load
  * (check_constant_indices). */
 Halide::Expr wrap_index(Halide::Expr i, int64_t dim);
+/** log(x) with NaN and +inf kept, for Log and ReduceLogSum: Halide 14's f32 log gave 89.13 for a
+ * NaN and 88.72 for +inf. Other values are Halide's log unchanged. */
+Halide::Expr log_ieee(Halide::Expr x);
 /** Pure Var for Halide dim \p i: x, y, z, w, then d4, d5, ... */
 Halide::Var dim_var(int i);
 

@@ -66,6 +66,16 @@ public:
         nodes_.push_back(j + "}");
         return *this;
     }
+    /** A node with several outputs. */
+    GraphBuilder &node_outs(const std::string &op, const std::vector<std::string> &ins,
+                            const std::vector<std::string> &outs, const std::string &attrs = "") {
+        node(op, ins, "", attrs);
+        std::string list;
+        for (size_t i = 0; i < outs.size(); i++) list += (i ? ",\"" : "\"") + outs[i] + "\"";
+        std::string &j = nodes_.back(), empty = R"("outputs":[""])";
+        j.replace(j.find(empty), empty.size(), R"("outputs":[)" + list + "]");
+        return *this;
+    }
     GraphBuilder &output(const std::string &name) {
         outputs_.push_back(name);
         return *this;
@@ -250,10 +260,20 @@ void check_values(const std::string &json, const std::vector<std::vector<double>
         }
         inputs.push_back(bytes);
     }
-    CHECK(ref::evaluate(g, inputs)[0].data == expected);
+    // exactly equal, a NaN only where a NaN is expected
+    auto same = [&](const std::vector<double> &got) {
+        return got.size() == expected.size() &&
+               std::equal(got.begin(), got.end(), expected.begin(),
+                          [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); });
+    };
+    std::vector<double> ref_got = ref::evaluate(g, inputs)[0].data;
+    CAPTURE(ref_got);
+    CHECK(same(ref_got));
     for (ExecMode mode : {ExecMode::Fused, ExecMode::Unfused}) {
         INFO("mode: " << (mode == ExecMode::Fused ? "fused" : "unfused"));
-        CHECK(run_executor(g, mode, inputs)[0].data == expected);
+        std::vector<double> got = run_executor(g, mode, inputs)[0].data;
+        CAPTURE(got);
+        CHECK(same(got));
     }
 }
 
@@ -420,6 +440,127 @@ InputFix specials = [](const Graph &g, Inputs &in) {
     }
 };
 }  // namespace
+
+namespace {
+/** A NaN at every 7th element of each non-scalar float input (at other places in each input), so
+ * some reduction groups hold one and some none; the rest as drawn, mapped by \p f. */
+InputFix nans(std::function<double(double)> f = [](double x) { return x; }) {
+    return [f](const Graph &g, Inputs &in) {
+        for (size_t i = 0; i < in.size(); i++) {
+            const TensorType &t = g.type(g.inputs[i]);
+            auto put = [&](auto *p) {
+                using T = std::remove_pointer_t<decltype(p)>;
+                for (int64_t e = 0; e < t.num_elements(); e++) {
+                    p[e] = (e + 3 * i) % 7 == 3 && t.rank() > 0 ? std::numeric_limits<T>::quiet_NaN() : (T)f(p[e]);
+                }
+            };
+            if (t.dtype == DType::F32) put(reinterpret_cast<float *>(in[i].data()));
+            if (t.dtype == DType::F64) put(reinterpret_cast<double *>(in[i].data()));
+        }
+    };
+}
+}  // namespace
+
+TEST_CASE("op NaN: elementwise ops propagate NaN as numpy does", "[generators][ops][math]") {
+    // regression: Max(NaN, -0.5) was -0.5, Relu(NaN) 0, Clip(NaN) a bound (Halide's float max
+    // and min return the other operand)
+    auto positive = [](double x) { return std::fabs(x) + 0.25; };
+    auto above_one = [](double x) { return std::fabs(x) * 4 + 1; };
+    struct Unary {
+        const char *op;
+        std::function<double(double)> domain;
+        const char *attrs;
+    };
+    const Unary unary[] = {
+        {"Relu", nullptr, ""}, {"LeakyRelu", nullptr, ""}, {"Clip", nullptr, ""}, {"HardSigmoid", nullptr, ""},
+        {"HardSwish", nullptr, ""}, {"Neg", nullptr, ""}, {"Abs", nullptr, ""}, {"Exp", nullptr, ""},
+        {"Log", positive, ""}, {"Sqrt", positive, ""}, {"Reciprocal", positive, ""}, {"Sigmoid", nullptr, ""},
+        {"Tanh", nullptr, ""}, {"Erf", nullptr, ""}, {"Identity", nullptr, ""}, {"Elu", nullptr, ""}, {"Selu", nullptr, ""}, {"Celu", nullptr, ""},
+        {"Softplus", nullptr, ""}, {"Softsign", nullptr, ""}, {"Sign", nullptr, ""}, {"Floor", nullptr, ""},
+        {"Ceil", nullptr, ""}, {"Round", nullptr, ""}, {"Sin", nullptr, ""}, {"Cos", nullptr, ""},
+        {"Tan", nullptr, ""}, {"Asin", nullptr, ""}, {"Acos", nullptr, ""}, {"Atan", nullptr, ""},
+        {"Sinh", nullptr, ""}, {"Cosh", nullptr, ""}, {"Asinh", nullptr, ""}, {"Acosh", above_one, ""},
+        {"Atanh", nullptr, ""},
+    };
+    for (const Unary &u : unary) {
+        for (const char *dt : {"f32", "f64"}) {
+            INFO(u.op << " " << dt << " " << u.attrs);
+            check_graph(op_graph(u.op, {{5, 7}}, u.attrs, {dt}), kLoose, u.domain ? nans(u.domain) : nans());
+        }
+    }
+    // Clip with bounds, Max and Min variadic with broadcasting, arithmetic
+    check_graph(op_graph("Clip", {{5, 7}, {}, {}}), kExact, both(nans(), map_float([](double x, size_t i) {
+                                                                     return i == 1 ? -0.25 : i == 2 ? 0.5 : x;
+                                                                 })));
+    for (const char *op : {"Max", "Min", "Sum", "Mean"}) {
+        INFO(op);
+        check_graph(op_graph(op, {{5, 7}, {5, 7}, {7}}), kF32, nans());
+        check_graph(op_graph(op, {{3, 7}, {3, 7}}, "", {"f64"}), kF64, nans());
+    }
+    for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Greater", "Less", "Equal", "LessOrEqual"}) {
+        INFO(op);
+        check_graph(op_graph(op, {{5, 7}, {5, 7}}), kLoose, nans(positive));
+    }
+    check_graph(op_graph("Mod", {{5, 7}, {5, 7}}, R"("fmod": 1)"), kLoose, nans(positive));
+    check_values(op_graph("Max", {{4}, {4}}), {{NAN, -0.5, NAN, 1}, {-0.5, NAN, NAN, 0}}, {NAN, NAN, NAN, 1});
+    check_values(op_graph("Min", {{3}, {3}}), {{NAN, 0.5, 2}, {0.5, NAN, 3}}, {NAN, NAN, 2});
+    check_values(op_graph("Relu", {{3}}), {{NAN, -1, 2}}, {NAN, 0, 2});
+    check_values(op_graph("Log", {{4}}), {{NAN, 1, INFINITY, 0}}, {NAN, 0, INFINITY, -INFINITY});
+    check_values(op_graph("Max", {{3}, {3}}, "", {"f64"}), {{NAN, -0.5, 1}, {-0.5, NAN, 0}}, {NAN, NAN, 1});
+}
+
+TEST_CASE("op NaN: reductions, pooling and row ops propagate NaN as numpy does", "[generators][ops][math]") {
+    // regression: ReduceMax, MaxPool and Softmax's row maximum skipped a NaN
+    for (const char *dt : {"f32", "f64"}) {
+        for (const char *op : {"ReduceMax", "ReduceMin", "ReduceMean", "ReduceProd", "ReduceL1", "ReduceL2",
+                               "ReduceSumSquare", "ReduceLogSumExp"}) {
+            // [1] with keepdims 0: the accumulator is vectorized over 5 with a tail lane
+            for (const char *axes : {"", R"("axes": [2])", R"("axes": [0, 1])", R"("axes": [1], "keepdims": 0)"}) {
+                INFO(op << " " << dt << " " << axes);
+                check_graph(op_graph(op, {{4, 6, 5}}, axes, {dt}), kLoose, nans());
+            }
+        }
+        check_graph(op_graph("ReduceSum", {{4, 6, 5}}, "", {dt}), kLoose, nans());
+        check_graph(op_graph("ReduceLogSum", {{4, 6, 5}}, R"("axes": [2])", {dt}), kLoose, nans([](double x) { return std::fabs(x) + 0.25; }));
+        for (const char *op : {"Softmax", "LogSoftmax", "Hardmax", "ArgMax", "ArgMin"}) {
+            for (const char *attrs : {R"("axis": -1)", R"("axis": 1)"}) {
+                INFO(op << " " << dt << " " << attrs);
+                check_graph(op_graph(op, {{4, 6, 5}}, attrs, {dt}), kLoose, nans());
+            }
+        }
+        for (const char *op : {"ArgMax", "ArgMin"}) {
+            check_graph(op_graph(op, {{4, 6, 5}}, R"("axis": 2, "select_last_index": 1)", {dt}), kExact, nans());
+        }
+        for (const char *op : {"MaxPool", "AveragePool"}) {
+            INFO(op << " " << dt);
+            check_graph(op_graph(op, {{1, 2, 6, 5}}, R"("kernel_shape": [2, 2])", {dt}), kLoose, nans());
+            check_graph(op_graph(op, {{1, 2, 6, 5}}, R"("kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2])", {dt}),
+                        kLoose, nans());
+        }
+        for (const char *op : {"GlobalMaxPool", "GlobalAveragePool", "LayerNormalization"}) {
+            INFO(op << " " << dt);
+            if (std::string(op) == "LayerNormalization") {
+                GraphBuilder b;
+                b.input("x", {4, 6}, dt).init("s", {6}, {1, 2, 3, 4, 5, 6}, dt);
+                check_graph(b.node(op, {"x", "s"}, "y").json(), kLoose, nans());
+            } else {
+                check_graph(op_graph(op, {{2, 3, 4, 5}}, "", {dt}), kLoose, nans());
+            }
+        }
+    }
+    // MaxPool's Indices: the first NaN of a window is its maximum, as numpy's argmax
+    GraphBuilder b;
+    b.input("x", {1, 2, 6, 5}).node_outs("MaxPool", {"x"}, {"y", "i"}, R"("kernel_shape": [2, 2])");
+    check_graph(b.output("y").output("i").json(), kExact, nans());
+    check_values(op_graph("ReduceMax", {{2, 3}}, R"("axes": [1])"), {{NAN, 1, 2, -3, -1, -2}}, {NAN, -1});
+    check_values(op_graph("ReduceMin", {{2, 2}}, R"("axes": [1])"), {{1, NAN, -3, -1}}, {NAN, -3});
+    check_values(op_graph("ArgMax", {{4}}), {{1, NAN, 3, NAN}}, {1});
+    check_values(op_graph("ArgMax", {{4}}, R"("select_last_index": 1)"), {{1, NAN, 3, NAN}}, {3});
+    check_values(op_graph("ArgMin", {{3}}), {{1, -2, NAN}}, {2});
+    check_values(op_graph("Hardmax", {{1, 5}}), {{1, 2, NAN, 0, NAN}}, {0, 0, 1, 0, 0});
+    check_values(op_graph("Pow", {{5}, {5}}), {{NAN, NAN, 1, 2, 4}, {0, 2, NAN, NAN, 0.5}}, {1, NAN, 1, NAN, 2});
+    check_values(op_graph("MaxPool", {{1, 1, 1, 4}}, R"("kernel_shape": [1, 2])"), {{NAN, 1, 2, 3}}, {NAN, 2, 3});
+}
 
 TEST_CASE("op IsNaN: NaN, infinities and finite values", "[generators][ops][math]") {
     for (const char *dt : {"f32", "f64"})

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -40,7 +41,7 @@ Value clip(const Evaluator &ev, const Node &n) {
     double hi = ev.has(n, 2) ? ev.in(n, 2).data.at(0) : INFINITY;
     Value out = ev.out_value(n);
     // ONNX: min(max(x, min), max), so min > max gives max everywhere
-    for (size_t e = 0; e < out.data.size(); e++) out.data[e] = std::min(std::max(x.data[e], lo), hi);
+    for (size_t e = 0; e < out.data.size(); e++) out.data[e] = nan_min(nan_max(x.data[e], lo), hi);
     return out;
 }
 
@@ -224,7 +225,7 @@ Value pool(const Evaluator &ev, const Node &n, bool is_max) {
                 if (include_pad ? inside_padded : inside) count++;
                 if (!inside) continue;
                 double v = X.data[pl * in_sp + off];
-                acc = is_max ? std::max(acc, v) : acc + v;
+                acc = is_max ? nan_max(acc, v) : acc + v;
             }
             out.data[pl * out_sp + o] = is_max ? acc : (count ? acc / (double)count : NAN);
         }
@@ -255,7 +256,7 @@ Value softmax(const Evaluator &ev, const Node &n) {
         for (int64_t i = 0; i < inner; i++) {
             auto at = [&](int64_t k) { return (o * len + k) * inner + i; };
             double mx = -INFINITY, sum = 0;
-            for (int64_t k = 0; k < len; k++) mx = std::max(mx, X.data[at(k)]);
+            for (int64_t k = 0; k < len; k++) mx = nan_max(mx, X.data[at(k)]);
             for (int64_t k = 0; k < len; k++) sum += std::exp(X.data[at(k)] - mx);
             for (int64_t k = 0; k < len; k++) out.data[at(k)] = std::exp(X.data[at(k)] - mx) / sum;
         }
@@ -321,7 +322,7 @@ Value reduce(const Evaluator &ev, const Node &n, Reduce kind) {
     std::fill(out.data.begin(), out.data.end(), kind == Reduce::Max ? -INFINITY : 0.0);
     for (int64_t e = 0; e < (int64_t)X.data.size(); e++) {
         int64_t o = broadcast_offset(kept, unravel(e, s));
-        out.data[o] = kind == Reduce::Max ? std::max(out.data[o], X.data[e]) : out.data[o] + X.data[e];
+        out.data[o] = kind == Reduce::Max ? nan_max(out.data[o], X.data[e]) : out.data[o] + X.data[e];
     }
     if (kind == Reduce::Mean) {
         for (double &v : out.data) v /= (double)count;
@@ -402,16 +403,16 @@ std::optional<Value> evaluate_core(const Evaluator &ev, const Node &n) {
     case OpKind::Pow: return broadcast_op(ev, n, [](Args a) { return std::pow(a[0], a[1]); });
     case OpKind::MulAdd: return broadcast_op(ev, n, [](Args a) { return a[0] * a[1] + a[2]; });
     case OpKind::Max:
-        return broadcast_op(ev, n, [](Args a) { return *std::max_element(a.begin(), a.end()); });
+        return broadcast_op(ev, n, [](Args a) { return std::accumulate(a.begin() + 1, a.end(), a[0], nan_max); });
     case OpKind::Min:
-        return broadcast_op(ev, n, [](Args a) { return *std::min_element(a.begin(), a.end()); });
+        return broadcast_op(ev, n, [](Args a) { return std::accumulate(a.begin() + 1, a.end(), a[0], nan_min); });
     case OpKind::Neg: return unary_op(ev, n, [](double x) { return -x; });
     case OpKind::Abs: return unary_op(ev, n, [](double x) { return std::fabs(x); });
     case OpKind::Exp: return unary_op(ev, n, [](double x) { return std::exp(x); });
     case OpKind::Log: return unary_op(ev, n, [](double x) { return std::log(x); });
     case OpKind::Sqrt: return unary_op(ev, n, [](double x) { return std::sqrt(x); });
     case OpKind::Reciprocal: return unary_op(ev, n, [](double x) { return 1 / x; });
-    case OpKind::Relu: return unary_op(ev, n, [](double x) { return std::max(x, 0.0); });
+    case OpKind::Relu: return unary_op(ev, n, [](double x) { return nan_max(x, 0.0); });
     case OpKind::LeakyRelu: {
         double alpha = attr_float(ev.g, n, "alpha");
         return unary_op(ev, n, [&](double x) { return x < 0 ? alpha * x : x; });

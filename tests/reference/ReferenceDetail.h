@@ -4,6 +4,7 @@
  * Reference<Family>.cpp (one file per family of the op table, graph/Op.h): row-major index
  * helpers, dtype rounding, the evaluation state and the elementwise templates. */
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -69,6 +70,22 @@ inline double round_to(DType t, double v) {
     case DType::Bool: return v != 0 ? 1.0 : 0.0;
     }
     return v;
+}
+
+/** numpy's maximum and minimum: NaN when either operand is NaN (std::max returns its first
+ * operand when the comparison is false, so std::max(x, NaN) was x). */
+inline double nan_max(double a, double b) {
+    return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+}
+inline double nan_min(double a, double b) {
+    return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+}
+
+/** numpy's argmax (argmin) order: a NaN beats any number, so the first NaN wins; otherwise the
+ * larger (smaller) value. */
+inline bool beats(double x, double best, bool is_max) {
+    if (std::isnan(x)) return !std::isnan(best);
+    return is_max ? x > best : x < best;
 }
 
 /** The evaluation state: every tensor computed so far, by TensorId. */

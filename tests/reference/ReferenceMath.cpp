@@ -29,10 +29,11 @@ Value softmax_like(const Evaluator &ev, const Node &n) {
     Value out = ev.out_value(n);
     for_each_line(X.type.shape, axis, [&](int64_t base, int64_t stride, int64_t len) {
         auto at = [&](int64_t k) { return base + k * stride; };
-        double mx = -INFINITY;
+        if (len == 0) return;  // an empty line: nothing to write
+        double mx = X.data[at(0)];
         int64_t arg = 0;
-        for (int64_t k = 0; k < len; k++) {
-            if (X.data[at(k)] > mx) {
+        for (int64_t k = 1; k < len; k++) {
+            if (beats(X.data[at(k)], mx, /*is_max=*/true)) {
                 mx = X.data[at(k)];
                 arg = k;
             }
@@ -67,7 +68,7 @@ Value reduce(const Evaluator &ev, const Node &n) {
         switch (n.op) {
         case OpKind::ReduceMin:
             r = INFINITY;
-            for (double x : v) r = std::min(r, x);
+            for (double x : v) r = nan_min(r, x);
             break;
         case OpKind::ReduceProd:
             r = 1;
@@ -86,7 +87,7 @@ Value reduce(const Evaluator &ev, const Node &n) {
             break;
         case OpKind::ReduceLogSumExp: {
             double mx = -INFINITY;
-            for (double x : v) mx = std::max(mx, x);
+            for (double x : v) mx = nan_max(mx, x);
             for (double x : v) r += std::exp(x - mx);
             r = mx + std::log(r);
             break;
@@ -113,8 +114,8 @@ Value arg_reduce(const Evaluator &ev, const Node &n) {
         int64_t best = 0;
         for (int64_t k = 1; k < len; k++) {
             double x = X.data[base + k * stride], b = X.data[base + best * stride];
-            bool better = is_max ? x > b : x < b;
-            if (better || (last && x == b)) best = k;
+            bool same = x == b || (std::isnan(x) && std::isnan(b));
+            if (beats(x, b, is_max) || (last && same)) best = k;
         }
         // the output drops (or keeps as 1) the axis: its flat index is (outer, inner)
         int64_t o = base / (len * inner), i = base % inner;
@@ -158,13 +159,13 @@ std::optional<std::vector<Value>> evaluate_math(const Evaluator &ev, const Node 
     case OpKind::Celu: {
         double alpha = f("alpha");
         return unary([=](double x) {
-            return std::max(0.0, x) + std::min(0.0, alpha * (std::exp(x / alpha) - 1));
+            return nan_max(0.0, x) + nan_min(0.0, alpha * (std::exp(x / alpha) - 1));
         });
     }
     // log(exp(x) + 1), written so that large |x| neither overflows nor loses the small term
     case OpKind::Softplus:
         return unary(
-            [](double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); });
+            [](double x) { return nan_max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); });
     case OpKind::Softsign:
         return unary([](double x) { return x / (1 + std::fabs(x)); });
     case OpKind::ThresholdedRelu: {

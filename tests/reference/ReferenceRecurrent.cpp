@@ -16,7 +16,7 @@ namespace {
 double activate(const RecurrentActivation &a, double x) {
     if (a.name == "Sigmoid") return 1 / (1 + std::exp(-x));
     if (a.name == "Tanh") return std::tanh(x);
-    if (a.name == "Relu") return std::max(x, 0.0);
+    if (a.name == "Relu") return nan_max(x, 0.0);
     if (a.name == "LeakyRelu") return x >= 0 ? x : a.alpha * x;
     if (a.name == "HardSigmoid") return std::clamp(a.alpha * x + a.beta, 0.0, 1.0);
     if (a.name == "Affine") return a.alpha * x + a.beta;

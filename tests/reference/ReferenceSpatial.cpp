@@ -95,7 +95,7 @@ std::vector<Value> max_pool_with_indices(const Evaluator &ev, const Node &n) {
                 }
                 if (!inside) continue;
                 double v = X.data[pl * in_sp + off];
-                if (v > best || best_index < 0) {
+                if (beats(v, best, /*is_max=*/true) || best_index < 0) {
                     best = v;
                     best_index = pl * in_sp + (column_major ? cm : off);
                 }
@@ -113,7 +113,7 @@ Value global_max_pool(const Evaluator &ev, const Node &n) {
     Value out = ev.out_value(n);
     for (int64_t pl = 0; pl < planes; pl++) {
         double m = -INFINITY;
-        for (int64_t i = 0; i < inner; i++) m = std::max(m, X.data[pl * inner + i]);
+        for (int64_t i = 0; i < inner; i++) m = nan_max(m, X.data[pl * inner + i]);
         out.data[pl] = m;
     }
     return out;
