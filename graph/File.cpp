@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -126,6 +127,42 @@ std::optional<int64_t> parse_decimal(std::string_view text) {
         if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, c - '0', &v)) return std::nullopt;
     }
     return v;
+}
+
+void write_file_atomically(const std::string &path, const std::vector<std::string_view> &parts) {
+    std::error_code ec;
+    fs::path target = path;
+    if (fs::is_symlink(fs::symlink_status(target, ec))) {
+        target = fs::weakly_canonical(target, ec);
+        if (ec) throw UserError("cannot write '" + path + "': " + ec.message());
+    }
+    fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+    std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+    int fd = mkstemp(tmp.data());
+    if (fd < 0) throw UserError("cannot write '" + path + "': " + std::strerror(errno));
+    mode_t mask = umask(0);
+    umask(mask);
+    bool ok = fchmod(fd, 0666 & ~mask) == 0;
+    for (std::string_view text : parts) {
+        for (size_t done = 0; ok && done < text.size();) {
+            ssize_t n = write(fd, text.data() + done, text.size() - done);
+            if (n < 0 && errno == EINTR) continue;
+            ok = n > 0;
+            done += ok ? (size_t)n : 0;
+        }
+    }
+    ok = ok && fsync(fd) == 0;
+    int err = errno;
+    ok = close(fd) == 0 && ok;
+    if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
+        err = ok ? errno : err;
+        ::unlink(tmp.c_str());
+        throw UserError("cannot write '" + path + "': " + std::strerror(err));
+    }
+}
+
+void write_file_atomically(const std::string &path, std::string_view text) {
+    write_file_atomically(path, std::vector<std::string_view>{text});
 }
 
 }  // namespace fusor

@@ -51,6 +51,12 @@ private:
  * the field (e.g. "m.json: initializers[0] ('w'): file"). */
 InputFile open_model_data(const std::string &base_dir, const std::string &location, const std::string &where);
 
+/** Writes the concatenation of \p parts to \p path through a temporary file in the same folder,
+ * fsync and a rename, so \p path holds its old bytes or all the new ones; through a symlink, the
+ * file it names is replaced. A UserError naming \p path when it cannot. */
+void write_file_atomically(const std::string &path, const std::vector<std::string_view> &parts);
+void write_file_atomically(const std::string &path, std::string_view text);
+
 /** The value of \p text, a plain decimal integer (digits only: no sign, space or suffix) that fits
  * int64; nullopt otherwise. */
 std::optional<int64_t> parse_decimal(std::string_view text);

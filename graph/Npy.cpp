@@ -1,7 +1,7 @@
 #include "graph/Npy.h"
 
 #include <cstring>
-#include <fstream>
+#include <string_view>
 
 #include "graph/Error.h"
 #include "graph/File.h"
@@ -188,15 +188,10 @@ void write_npy(const std::string &path, const TensorType &type, const void *data
     size_t total = 10 + header.size() + 1;
     header.append((64 - total % 64) % 64, ' ');
     header += '\n';
-    std::ofstream f(path, std::ios::binary);
-    if (!f) throw UserError("cannot write '" + path + "'");
-    f.write("\x93NUMPY\x01\x00", 8);
     uint16_t len = (uint16_t)header.size();
-    char lenbuf[2] = {(char)(len & 0xff), (char)(len >> 8)};
-    f.write(lenbuf, 2);
-    f.write(header.data(), (std::streamsize)header.size());
-    f.write((const char *)data, (std::streamsize)type.num_bytes());
-    if (!f) throw UserError("cannot write '" + path + "'");
+    char prefix[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', '\x01', '\x00', (char)(len & 0xff), (char)(len >> 8)};
+    write_file_atomically(path, {std::string_view(prefix, sizeof prefix), header,
+                                 std::string_view((const char *)data, (size_t)type.num_bytes())});
 }
 
 }  // namespace fusor

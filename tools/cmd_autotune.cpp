@@ -1,7 +1,6 @@
 #include <atomic>
 #include <csignal>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include "generators/AutoScheduler.h"
 #include "generators/CudaCheck.h"
 #include "graph/Error.h"
+#include "graph/File.h"
 #include "graph/Subprocess.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
@@ -150,11 +150,13 @@ Verb add_autotune(CLI::App &app) {
                         throw UserError("--schedule '" + spec + "': expected CLUSTER=FILE, e.g. c0=conv.sched");
                     }
                     std::string file = spec.substr(eq + 1);
-                    std::ifstream in(file);
-                    std::stringstream text;
-                    text << in.rdbuf();
-                    if (!in) throw UserError(file + ": cannot read the schedule file given to --schedule");
-                    ao.user_schedules[spec.substr(0, eq)].push_back({file, text.str()});
+                    std::string text;
+                    try {
+                        text = InputFile(file).read_all();
+                    } catch (const UserError &e) {
+                        throw UserError("--schedule " + spec + ": " + e.what());
+                    }
+                    ao.user_schedules[spec.substr(0, eq)].push_back({file, text});
                 }
                 check_user_schedules(g, ao);  // a bad schedule: exit 2 before the database is opened
                 if (o->autoschedulers != "none") {
@@ -168,6 +170,7 @@ Verb add_autotune(CLI::App &app) {
                         ao.autoschedulers.push_back(a);
                     }
                 }
+                if (!o->export_batch.empty()) prepare_bundle_dir(o->export_batch);
                 TuningDb db(o->db);
                 // with --budget, --trials caps the count only when given
                 ao.trials = budget_s > 0 && trials_opt->count() == 0 ? 1000000 : o->trials;

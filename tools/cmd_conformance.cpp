@@ -1,6 +1,5 @@
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -9,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/Error.h"
+#include "graph/File.h"
 #include "graph/Subprocess.h"
 #include "tools/Commands.h"
 #include "tools/Conformance.h"
@@ -141,13 +141,13 @@ Verb add_conformance(CLI::App &app) {
                                totals["pass"], totals["fail"], totals["unsupported"], totals["error"], totals["skipped"]);
                 }
                 if (!o->pass_list.empty()) {
-                    std::ofstream f(o->pass_list);
-                    if (!f) throw UserError("cannot write '" + o->pass_list + "'");
                     std::set<std::string> ids;
                     for (const CaseResult &r : results) {
                         if (r.status == Status::Pass) ids.insert(r.id);
                     }
-                    for (const std::string &id : ids) f << id << "\n";
+                    std::string text;
+                    for (const std::string &id : ids) text += id + "\n";
+                    write_file_atomically(o->pass_list, text);
                 }
                 return totals["fail"] || totals["error"] ? 1 : 0;
             }};

@@ -1,8 +1,9 @@
 #include <fmt/core.h>
 
-#include <fstream>
+#include <sstream>
 
 #include "graph/Error.h"
+#include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "graph/Optimize.h"
 #include "tools/Commands.h"
@@ -37,9 +38,7 @@ Verb add_optimize(CLI::App &app) {
                 }
                 int before = (int)g.nodes.size();
                 std::vector<PassReport> reports = optimize_graph(g, opts);
-                std::ofstream out(o->out);
-                if (!out) throw UserError("cannot write '" + o->out + "'");
-                out << to_json(g);
+                write_file_atomically(o->out, to_json(g));
                 if (o->print_passes) {
                     fmt::print("{:<16} {:>6} {:>6} {:>9}  {}\n", "pass", "before", "after", "ms", "events");
                     for (const PassReport &r : reports) {

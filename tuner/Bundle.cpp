@@ -208,12 +208,29 @@ std::string bundle_target(const std::string &target) {
     return resolved_target(t);
 }
 
-ExportBatchResult export_batch(const Graph &g, TuningDb &db, AutotuneOptions options, const std::string &dir_text,
-                               const std::string &cxx_in) {
+void prepare_bundle_dir(const std::string &dir_text) {
     fs::path dir = dir_text;
     std::error_code ec;
+    fs::file_status st = fs::symlink_status(dir, ec);
+    if (fs::exists(st) && !fs::is_directory(st)) throw UserError(dir_text + ": --export-batch names a file that is not a folder");
+    if (fs::is_directory(st)) {
+        bool empty = fs::directory_iterator(dir, ec) == fs::directory_iterator();
+        if (ec) throw UserError(dir_text + ": cannot read the bundle folder: " + ec.message());
+        if (!empty && !fs::is_regular_file(dir / "manifest.json")) {
+            throw UserError(dir_text + ": --export-batch names a folder that is neither empty nor a bundle (no manifest.json); "
+                                       "give a new or empty folder");
+        }
+        return;
+    }
     fs::create_directories(dir, ec);
-    if (ec) throw UserError(dir.string() + ": cannot create the bundle folder: " + ec.message());
+    if (ec) throw UserError(dir_text + ": cannot create the bundle folder: " + ec.message());
+}
+
+ExportBatchResult export_batch(const Graph &g, TuningDb &db, AutotuneOptions options, const std::string &dir_text,
+                               const std::string &cxx_in) {
+    prepare_bundle_dir(dir_text);
+    fs::path dir = dir_text;
+    std::error_code ec;
     for (const char *old : {"measure", "manifest.json", "results.json", "data", "build"}) fs::remove_all(dir / old, ec);
     fs::path build = dir / "build";
     fs::create_directories(build);

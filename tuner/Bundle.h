@@ -32,10 +32,14 @@ struct ExportBatchResult {
     int64_t bundle_bytes = 0;
 };
 
-/** Exports a measurement batch of \p g into \p dir (created; a previous bundle there is
- * replaced): DIR/measure, DIR/manifest.json, DIR/data/. \p options.target is mapped by
- * bundle_target; its export_dir and on_export are set here. UserError when the harness does not
- * link (with the compiler's output). */
+/** Makes \p dir ready for a bundle before anything else is written: created when missing; an
+ * existing one must be empty or hold a previous bundle (a manifest.json), which export_batch
+ * replaces. UserError otherwise, so a folder of the user's files is never cleared. */
+void prepare_bundle_dir(const std::string &dir);
+
+/** Exports a measurement batch of \p g into \p dir (prepare_bundle_dir): DIR/measure,
+ * DIR/manifest.json, DIR/data/. \p options.target is mapped by bundle_target; its export_dir and
+ * on_export are set here. UserError when the harness does not link (with the compiler's output). */
 ExportBatchResult export_batch(const Graph &g, TuningDb &db, AutotuneOptions options, const std::string &dir,
                                const std::string &cxx = "");
 

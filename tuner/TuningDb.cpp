@@ -41,6 +41,8 @@
 #include <sstream>
 #include <thread>
 
+#include "graph/File.h"
+
 namespace fusor {
 
 namespace {
@@ -207,38 +209,6 @@ constexpr const char *kTrialColumns = "id, signature, target, schedule, status, 
 constexpr const char *kFingerprintMatch = "(fingerprint = ?3 OR (substr(?3, 1, 4) = 'isa:' AND "
                                           "substr(fingerprint, -length(?3) - 1) = '|' || ?3) OR "
                                           "(substr(?3, 1, 4) = 'gpu:' AND substr(fingerprint, 1, length(?3)) = ?3))";
-
-/** Writes \p text to \p path through a temporary file in the same folder and a rename, so \p path
- * holds its old bytes or all the new ones; through a symlink, the file it names is replaced. */
-void write_file_atomically(const std::string &path, const std::string &text) {
-    std::error_code ec;
-    fs::path target = path;
-    if (fs::is_symlink(fs::symlink_status(target, ec))) {
-        target = fs::weakly_canonical(target, ec);
-        if (ec) throw UserError("cannot write '" + path + "': " + ec.message());
-    }
-    fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-    std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
-    int fd = mkstemp(tmp.data());
-    if (fd < 0) throw UserError("cannot write '" + path + "': " + std::strerror(errno));
-    mode_t mask = umask(0);
-    umask(mask);
-    bool ok = fchmod(fd, 0666 & ~mask) == 0;
-    for (size_t done = 0; ok && done < text.size();) {
-        ssize_t n = write(fd, text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        ok = n > 0;
-        done += ok ? (size_t)n : 0;
-    }
-    ok = ok && fsync(fd) == 0;
-    int err = errno;
-    ok = close(fd) == 0 && ok;
-    if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
-        err = ok ? errno : err;
-        ::unlink(tmp.c_str());
-        throw UserError("cannot write '" + path + "': " + std::strerror(err));
-    }
-}
 
 /** Refuses \p out when it is the database \p db or one of its -wal, -shm or -journal files. */
 void refuse_overwriting(const std::string &db, const std::string &out) {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <csignal>
+#include <sys/resource.h>
 
 #include "graph/Error.h"
 #include "graph/Npy.h"
@@ -168,6 +170,37 @@ TEST_CASE("npy: writing into a missing folder is a user error naming the file", 
     float v = 1;
     REQUIRE_THROWS_AS(write_npy(path, TensorType{DType::F32, {}}, &v), UserError);
     REQUIRE_THROWS_WITH(write_npy(path, TensorType{DType::F32, {}}, &v), Catch::Contains(path));
+}
+
+TEST_CASE("npy: an output replaces the old file whole through a rename, and a failed write keeps it", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("y.npy"), link = dir.file("link.npy");
+    float a[3] = {1, 2, 3}, b[2] = {4, 5};
+    write_npy(path, TensorType{DType::F32, {3}}, a);
+    fs::create_symlink(path, link);
+    write_npy(link, TensorType{DType::F32, {2}}, b);  // through the symlink: the file it names
+    CHECK(fs::is_symlink(link));
+    NpyArray got = read_npy(path);
+    CHECK(got.type.shape == std::vector<int64_t>{2});
+    CHECK(std::memcmp(got.data.data(), b, sizeof b) == 0);
+    // a write that fails part way (over a file-size limit): an error naming the file, the old
+    // file unchanged, and no temporary file left
+    std::vector<float> big(4096, 7.0f);
+    struct rlimit old_limit {};
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+    struct rlimit small = old_limit;
+    small.rlim_cur = 1024;
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    CHECK_THROWS_WITH(write_npy(path, TensorType{DType::F32, {4096}}, big.data()), Catch::Contains(path));
+    setrlimit(RLIMIT_FSIZE, &old_limit);
+    std::signal(SIGXFSZ, old_handler);
+    got = read_npy(path);
+    CHECK(got.type.shape == std::vector<int64_t>{2});
+    CHECK(std::memcmp(got.data.data(), b, sizeof b) == 0);
+    size_t files = 0;
+    for (auto it = fs::directory_iterator(dir.path); it != fs::directory_iterator(); ++it) files++;
+    CHECK(files == 2);
 }
 
 namespace {

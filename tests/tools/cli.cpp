@@ -2,6 +2,7 @@
 // file and the node or field, --help and --version, inspect --json, and reproducible run outputs.
 #include <catch2/catch.hpp>
 
+#include "support/Fifo.h"
 #include "support/Shell.h"
 #include "support/Skip.h"
 #include "support/TempDir.h"
@@ -408,6 +409,13 @@ TEST_CASE("cli: autotune rejects bad input with exit status 2 and leaves databas
     Result frob = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --autoschedulers Mullapudi2016,Frob");
     check_one_line_error(frob);
     CHECK_THAT(frob.err, Contains("--autoschedulers") && Contains("Frob"));
+    // a schedule file that is a FIFO or missing is refused unread
+    fusor::test::Fifo fifo(dir.file("fifo.sched"));
+    for (const std::string &file : {dir.file("fifo.sched"), dir.file("missing.sched")}) {
+        Result r = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --schedule c0='" + file + "'");
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains("--schedule") && Contains(file));
+    }
     CHECK_FALSE(fs::exists(dir.file("a.db")));  // nothing created on bad input
     std::ofstream(dir.file("foreign.db")) << "not a database";
     Result foreign = run_fusor("autotune '" + model + "' --db '" + dir.file("foreign.db") + "' --trials 2");

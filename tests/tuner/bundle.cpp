@@ -302,6 +302,23 @@ TEST_CASE("bundle: import-results refuses a malformed file or unknown candidates
     CHECK_THAT(bad_target.out, Contains("--target"));
     CHECK_FALSE(std::filesystem::exists(e2.file("t.db")));
     CHECK_FALSE(std::filesystem::exists(e2.file("b")));
+    // a bundle folder that is a file, or a folder of the user's own files, is refused before the
+    // database is created, and nothing in it is removed
+    TempDir e3;
+    std::ofstream(e3.file("b")) << "not a folder";
+    Result file_dir = export_batch(e3, model("eltwise_chain"), kCpuTarget, 2);
+    CHECK(file_dir.status == 2);
+    CHECK_THAT(file_dir.out, Contains(e3.file("b")) && Contains("--export-batch"));
+    CHECK_FALSE(std::filesystem::exists(e3.file("t.db")));
+    CHECK(slurp(e3.file("b")) == "not a folder");
+    TempDir e4;
+    std::filesystem::create_directories(e4.file("b/data"));
+    std::ofstream(e4.file("b/data/mine.txt")) << "user data";
+    Result user_dir = export_batch(e4, model("eltwise_chain"), kCpuTarget, 2);
+    CHECK(user_dir.status == 2);
+    CHECK_THAT(user_dir.out, Contains(e4.file("b")) && Contains("neither empty nor a bundle"));
+    CHECK_FALSE(std::filesystem::exists(e4.file("t.db")));
+    CHECK(slurp(e4.file("b/data/mine.txt")) == "user data");
 }
 
 TEST_CASE("bundle: a CUDA bundle's results are keyed by GPU name and compute capability, and compile for CUDA picks the fastest",
