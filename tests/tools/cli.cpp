@@ -2,6 +2,7 @@
 // file and the node or field, --help and --version, inspect --json, and reproducible run outputs.
 #include <catch2/catch.hpp>
 
+#include "support/BadDataFiles.h"
 #include "support/Fifo.h"
 #include "support/Shell.h"
 #include "support/Skip.h"
@@ -103,6 +104,39 @@ TEST_CASE("cli: a directory given as the model gives exit status 2 saying it is 
         Result r = run_fusor(cmd);
         check_one_line_error(r);
         CHECK_THAT(r.err, Contains("cannot open '" + dir.path.string()) && Contains("it is a directory, not a regular file"));
+    }
+}
+
+TEST_CASE("cli: a bad initializer file or .npy input gives exit status 2 naming the file and field", "[tools][cli]") {
+    fusor::test::BadDataFiles files;
+    std::string model = files.model("g.json");
+    for (const auto &c : files.cases) {
+        INFO(c.location);
+        nlohmann::json j = {
+            {"format_version", 1},
+            {"inputs", {{{"name", "x"}, {"dtype", "f32"}, {"shape", {3}}}}},
+            {"outputs", {"y"}},
+            {"initializers", {{{"name", "w"}, {"dtype", "f32"}, {"shape", {3}}, {"file", c.location}}}},
+            {"nodes", {{{"name", "add"}, {"op", "Add"}, {"inputs", {"x", "w"}}, {"outputs", {"y"}}}}},
+        };
+        std::ofstream(model) << j.dump();
+        for (const char *verb : {"inspect", "run"}) {
+            Result r = run_fusor(std::string(verb) + " '" + model + "'");
+            INFO(verb);
+            check_one_line_error(r);
+            CHECK_THAT(r.err, Contains(model + ": initializers[0] ('w'): file ") && Contains(c.mentions));
+        }
+    }
+    // each malformed .npy of tests/data/bad given as the input x of eltwise_chain
+    TempDir dir;
+    fs::create_directories(dir.path / "in");
+    for (const auto &e : fs::directory_iterator(data("bad"))) {
+        if (e.path().extension() != ".npy") continue;
+        INFO(e.path().filename());
+        fs::copy_file(e.path(), dir.file("in/x.npy"), fs::copy_options::overwrite_existing);
+        Result r = run_fusor("run '" + data("models/eltwise_chain.json") + "' --inputs '" + dir.file("in") + "'");
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains(dir.file("in/x.npy")) && Contains("'shape'"));
     }
 }
 
@@ -211,9 +245,10 @@ TEST_CASE("cli: bad usage gives 2", "[tools][cli]") {
 
 TEST_CASE("cli: run, bench and autotune refuse a target this machine cannot run, saying which run here", "[tools][cli]") {
     // arm-64-linux crashed in the JIT (SIGSEGV); x86-32-linux was Halide's internal error (__udivdi3)
+    TempDir dir;
     std::string model = data("models/eltwise_chain.json");
     for (const char *target : {"arm-64-linux", "x86-32-linux"}) {
-        for (std::string verb : {"run", "bench", "autotune --trials 1 --db /tmp/fusor-never-written.db"}) {
+        for (std::string verb : {std::string("run"), std::string("bench"), "autotune --trials 1 --db '" + dir.file("t.db") + "'"}) {
             Result r = run_fusor(verb + " '" + model + "' --target " + target);
             INFO(verb << " --target " << target);
             check_one_line_error(r);
@@ -221,22 +256,23 @@ TEST_CASE("cli: run, bench and autotune refuse a target this machine cannot run,
                                   Contains("fusor compile"));
         }
     }
-    CHECK_FALSE(fs::exists("/tmp/fusor-never-written.db"));
+    CHECK_FALSE(fs::exists(dir.file("t.db")));
 }
 
 TEST_CASE("cli: count and size flags out of range say what they expect, not CLI11's range up to DBL_MAX", "[tools][cli]") {
+    TempDir dir;
     std::string model = data("models/eltwise_chain.json");
-    for (const char *verb : {"inspect", "compile -o /tmp/fusor-never-written"}) {
+    for (std::string verb : {std::string("inspect"), "compile -o '" + dir.file("lib") + "'"}) {
         for (auto [name, value] : {std::pair<std::string, std::string>{"--devices", "0"}, {"--memory-budget", "0"},
                                    {"--memory-budget", "-5"}, {"--devices", "2.5"}}) {
-            Result r = run_fusor(std::string(verb) + " '" + model + "' " + name + "=" + value);
+            Result r = run_fusor(verb + " '" + model + "' " + name + "=" + value);
             INFO(verb << " " << name << "=" << value << " stderr: " << r.err);
             CHECK(r.status == 2);
             CHECK_THAT(r.err, Contains(name + ": expected a positive integer, got " + value));
             CHECK_THAT(r.err, !Contains("179769"));
         }
     }
-    CHECK_FALSE(fs::exists("/tmp/fusor-never-written"));
+    CHECK_FALSE(fs::exists(dir.file("lib")));
 }
 
 TEST_CASE("cli: --help on every verb and --version succeed", "[tools][cli]") {
@@ -512,12 +548,16 @@ TEST_CASE("cli cuda: run and bench without a driver say so in one line, exit 1",
 }
 
 TEST_CASE("cli cuda: a bad target string is a usage error", "[tools][cuda]") {
-    for (const char *verb : {"run", "bench", "inspect", "compile -o /tmp/fusor-never-written", "autotune --db /tmp/fusor-never-written.db"}) {
-        Result r = run_fusor(std::string(verb) + " '" + config_model("eltwise_chain") + "' --target host-cuda-cuda_capability_99");
+    TempDir dir;
+    for (std::string verb : {std::string("run"), std::string("bench"), std::string("inspect"), "compile -o '" + dir.file("lib") + "'",
+                             "autotune --db '" + dir.file("t.db") + "'"}) {
+        Result r = run_fusor(verb + " '" + config_model("eltwise_chain") + "' --target host-cuda-cuda_capability_99");
         INFO(verb);
         check_one_line_error(r);
         CHECK_THAT(r.err, Contains("host-cuda-cuda_capability_99") && Contains("--target"));
     }
+    CHECK_FALSE(fs::exists(dir.file("lib")));
+    CHECK_FALSE(fs::exists(dir.file("t.db")));
 }
 
 TEST_CASE("cli cuda: compile --target host-cuda-cuda_capability_80 works for every config model", "[tools][cuda]") {

@@ -1,7 +1,7 @@
 // Halide's compile-time warnings (generators/HalideDiagnostics.h) reach stderr only with
 // FUSOR_DEBUG set. Mullapudi2016 warns "Outer dim vectorization of var ..." for the MobileNetV2
 // block's depthwise stages, so a database whose best schedule for every cluster is that
-// autoscheduler's makes `fusor run --db` compile such kernels on every run.
+// autoscheduler's makes `fusor run --db` and `fusor bench --db` compile such kernels on every call.
 #include <catch2/catch.hpp>
 
 #include "support/Shell.h"
@@ -48,20 +48,22 @@ void write_mullapudi_db(const std::string &model, const std::string &path) {
 
 }  // namespace
 
-TEST_CASE("run: Halide's compile-time warnings reach stderr only with FUSOR_DEBUG set", "[tuner][autotune][warnings]") {
+TEST_CASE("run and bench: Halide's compile-time warnings reach stderr only with FUSOR_DEBUG set", "[tuner][autotune][warnings]") {
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/mobilenet_v2_block.json";
     write_mullapudi_db(model, dir.file("t.db"));
-    std::string run = std::string("'") + FUSOR_BINARY + "' run '" + model + "' --random 0 --db '" + dir.file("t.db") + "'";
+    for (std::string verb : {"run '" + model + "' --random 0", "bench '" + model + "' --repeats 1"}) {
+        INFO(verb);
+        std::string cmd = std::string("'") + FUSOR_BINARY + "' " + verb + " --db '" + dir.file("t.db") + "'";
+        fusor::test::ShellResult quiet = fusor::test::shell("env -u FUSOR_DEBUG " + cmd, dir);
+        INFO(quiet.out);
+        REQUIRE(quiet.status == 0);
+        CHECK_THAT(quiet.out, Contains("c1: tuned schedule"));  // the schedules were used ...
+        CHECK_THAT(quiet.out, !Contains("Warning:"));        // ... and their warnings kept quiet
 
-    fusor::test::ShellResult quiet = fusor::test::shell("env -u FUSOR_DEBUG " + run, dir);
-    INFO(quiet.out);
-    REQUIRE(quiet.status == 0);
-    CHECK_THAT(quiet.out, Contains("c1: tuned schedule"));  // the schedules were used ...
-    CHECK_THAT(quiet.out, !Contains("Warning:"));        // ... and their warnings kept quiet
-
-    fusor::test::ShellResult debug = fusor::test::shell("FUSOR_DEBUG=1 " + run, dir);
-    INFO(debug.out);
-    REQUIRE(debug.status == 0);
-    CHECK_THAT(debug.out, Contains("Warning: Outer dim vectorization of var"));
+        fusor::test::ShellResult debug = fusor::test::shell("FUSOR_DEBUG=1 " + cmd, dir);
+        INFO(debug.out);
+        REQUIRE(debug.status == 0);
+        CHECK_THAT(debug.out, Contains("Warning: Outer dim vectorization of var"));
+    }
 }

@@ -61,35 +61,42 @@ TEST_CASE("session: use_tuning_db compiles the schedules this machine measured",
 }
 
 TEST_CASE("run and bench --db: a stored best schedule that cannot be applied is reported as not used", "[tuner][session]") {
-    TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
     Graph g = load_optimized_model(model, SessionOptions{});
     form_clusters(g);
     REQUIRE(g.clusters.size() == 1);
-    {
-        TuningDb db(dir.file("t.db"));
-        Workload w;
-        w.signature = cluster_signature(g, g.clusters[0]);
-        w.target = resolved_target("host");
-        w.canonical_text = canonical_cluster_text(g, g.clusters[0]);
-        db.add_workload(w);
-        Trial t;
-        t.signature = w.signature;
-        t.target = w.target;
-        t.schedule = "this is { not a schedule";
-        t.median_ms = t.min_ms = t.max_ms = 0.001;
-        t.strategy = "evolve";
-        t.fingerprint = machine_fingerprint();
-        t.created_at = utc_now();
-        db.add_trial(t);
-    }
-    for (const char *verb : {"run", "bench"}) {
-        INFO(verb);
-        test::ShellResult r = test::run_fusor(std::string(verb) + " '" + model + "' --db '" + dir.file("t.db") + "'");
-        INFO(r.out << r.err);
-        REQUIRE(r.status == 0);
-        CHECK_THAT(r.out, Contains("default schedule: the stored schedule was not used: unparsable"));
-        CHECK_THAT(r.out, !Contains("tuned schedule"));
-        CHECK_THAT(r.err, Contains("has no usable schedule for 1 of 1 cluster"));
+    struct Case {
+        std::string schedule, reason;
+    };
+    for (const Case &c : {Case{"this is { not a schedule", "unparsable"},
+                          Case{"k_nothing root", "stage 'k_nothing': no such stage in cluster"}}) {
+        INFO(c.schedule);
+        TempDir dir;
+        {
+            TuningDb db(dir.file("t.db"));
+            Workload w;
+            w.signature = cluster_signature(g, g.clusters[0]);
+            w.target = resolved_target("host");
+            w.canonical_text = canonical_cluster_text(g, g.clusters[0]);
+            db.add_workload(w);
+            Trial t;
+            t.signature = w.signature;
+            t.target = w.target;
+            t.schedule = c.schedule;
+            t.median_ms = t.min_ms = t.max_ms = 0.001;
+            t.strategy = "evolve";
+            t.fingerprint = machine_fingerprint();
+            t.created_at = utc_now();
+            db.add_trial(t);
+        }
+        for (const char *verb : {"run", "bench"}) {
+            INFO(verb);
+            test::ShellResult r = test::run_fusor(std::string(verb) + " '" + model + "' --db '" + dir.file("t.db") + "'");
+            INFO(r.out << r.err);
+            REQUIRE(r.status == 0);
+            CHECK_THAT(r.out, Contains("default schedule: the stored schedule was not used: " + c.reason));
+            CHECK_THAT(r.out, !Contains("tuned schedule"));
+            CHECK_THAT(r.err, Contains("has no usable schedule for 1 of 1 cluster"));
+        }
     }
 }

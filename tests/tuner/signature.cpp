@@ -46,7 +46,6 @@ TEST_CASE("signature: changes with a shape, an attribute or a baked constant", "
 }
 
 TEST_CASE("content_hash: XXH3-128, fixed values, so ids agree across machines", "[tuner][signature]") {
-    CHECK(content_hash("") == content_hash(""));
     CHECK(content_hash("a") != content_hash("b"));
     // pinned: XXH3-128 in canonical form (`xxhsum -H2`); a change here breaks every stored id
     CHECK(content_hash("") == "99aa06d3014798d86001c324468d497f");

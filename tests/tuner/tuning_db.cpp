@@ -1165,7 +1165,7 @@ TEST_CASE("tuning db migration: the checked-in version 1 and 2 files keep their 
     CHECK(ids[1] == ids[2]);  // the same trials (none has resources) in both files
 }
 
-TEST_CASE("tuning db: a bad row of an older file is refused by list, show, export, merge, import and prune, naming the file, trial and field",
+TEST_CASE("tuning db: a bad row of an older file is refused by every verb that reads it, naming the file, trial and field",
           "[tuner][tuning_db]") {
     struct Case {
         std::string set, field, detail;
@@ -1204,6 +1204,14 @@ TEST_CASE("tuning db: a bad row of an older file is refused by list, show, expor
         TuningDb(":memory:").export_json(dir.file("empty.json"));
         check_named(run_fusor("db import '" + path + "' '" + dir.file("empty.json") + "'"));  // opened for writing: the migration refuses it
         check_named(run_fusor("db prune '" + path + "'"));
+        // the verbs that use a database's best schedules refuse it too, before they write anything
+        std::string model = test_data("models/eltwise_chain.json");
+        for (std::string verb : {std::string("run '") + model + "' --random 0", "bench '" + model + "' --repeats 1",
+                                 "autotune '" + model + "' --trials 1", "compile '" + model + "' -o '" + dir.file("lib") + "'"}) {
+            INFO(verb);
+            check_named(run_fusor(verb + " --db '" + path + "'"));
+        }
+        CHECK_FALSE(fs::exists(dir.file("lib")));
         CHECK(slurp(path) == before);
         CHECK(raw_query(path, "PRAGMA user_version") == "2");
     }
@@ -1342,7 +1350,7 @@ TEST_CASE("fusor db export: never over its own database, and through a temporary
     CHECK((fs::status(out).permissions() & fs::perms::others_read) != fs::perms::none);
 }
 
-TEST_CASE("fusor db and run --db: a bit-flipped file is malformed, and run, bench and compile refuse it", "[tuner][tuning_db]") {
+TEST_CASE("fusor db and run --db: a bit-flipped file is malformed, and run, bench, compile and autotune refuse it", "[tuner][tuning_db]") {
     TempDir dir;
     std::string good = dir.file("good.db");
     {
@@ -1370,12 +1378,14 @@ TEST_CASE("fusor db and run --db: a bit-flipped file is malformed, and run, benc
         write_file(path, flipped);
         for (std::string args : {"db list '" + path + "'", "db show '" + path + "'", "run '" + model + "' --random 0 --db '" + path + "'",
                                  "bench '" + model + "' --repeats 1 --db '" + path + "'",
-                                 "compile '" + model + "' --db '" + path + "' -o '" + dir.file("lib") + "'"}) {
+                                 "compile '" + model + "' --db '" + path + "' -o '" + dir.file("lib") + "'",
+                                 "autotune '" + model + "' --trials 1 --db '" + path + "'"}) {
             INFO(args);
             Result r = run_fusor(args);
             check_user_error(r, "flipped.db");
             CHECK_THAT(r.err, Contains("malformed"));
         }
+        CHECK_FALSE(fs::exists(dir.file("lib")));
         CHECK(slurp(path) == flipped);
     }
 }
