@@ -230,6 +230,12 @@ TEST_CASE("npy: a malformed or oversized 'shape' is a user error naming the file
         REQUIRE_THROWS_AS(read_npy(path), UserError);
         REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains(c.mentions));
     }
+    // within the limits, 2 GiB declared and no payload: the sizes are compared before the payload
+    // is allocated or read
+    TempDir dir;
+    std::string path = dir.file("big.npy");
+    write_raw_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (536870911,), }", "");
+    REQUIRE_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains("(2147483644 bytes); the payload has 0 bytes"));
 }
 
 TEST_CASE("npy: the header dict is parsed strictly", "[graph][npy]") {
