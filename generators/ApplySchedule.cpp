@@ -616,9 +616,11 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             }
             std::string inner = rank == 0 ? "" : (!is_update && k > 0 ? var_name(0) + "i" : var_name(0));
             // Halide 14 miscompiles some vectorized updates whose tail is guarded (GuardWithIf; on
-            // SSE-only targets LayerNormalization's row variance came out wrong): an internal
-            // stage's update is vectorized only where the width divides the extent.
-            bool tail_free = !is_update || info.is_output || (st.vector_width && !info.extents.empty() && info.extents[0] % st.vector_width == 0);
+            // SSE-only targets LayerNormalization's row variance came out wrong): the update of an
+            // internal root stage is vectorized only where the width divides the extent. (Inside a
+            // consumer's loop the region is the consumer's tile, not the extent.)
+            bool tail_free = !is_update || info.is_output || st.level != ComputeLevel::Root ||
+                             (st.vector_width && !info.extents.empty() && info.extents[0] % st.vector_width == 0);
             if (st.vector_width && !inner.empty() && (!is_update || pure.count(inner)) && tail_free) {
                 Var v(inner), vv(inner + "v");
                 stage.split(v, v, vv, st.vector_width, tail).vectorize(vv);
