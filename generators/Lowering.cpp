@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "graph/Error.h"
 
@@ -91,15 +92,47 @@ Expr from_key(Expr key, Type t) {
     return reinterpret(t, key ^ ((key >> (bits - 1)) & magnitude));
 }
 
+/** max (\p is_max) or min of float \p x and the constant \p c (not a NaN), NaN when \p x is one,
+ * in fewer integer operations than through ordered_key (Relu, Clip and HardSigmoid are all of this
+ * form). For c >= +0 the bits order as the floats wherever the answer is not c: max lifts a
+ * negative NaN's sign, so that it beats c; min turns a NaN to all ones (a NaN below every c).
+ * For a c with its sign set, max(x, c) = -min(-x, -c) and min(x, c) = -max(-x, -c). */
+Expr extremum_with_constant(Expr x, double c, bool is_max) {
+    int bits = x.type().bits();
+    Type it = Int(bits, x.type().lanes());
+    Expr sign = Internal::make_const(it, (int64_t)(bits == 64 ? INT64_MIN : INT32_MIN));
+    Expr magnitude = ~sign;
+    Expr inf = Internal::make_const(it, (int64_t)(bits == 64 ? 0x7ff0000000000000ll : 0x7f800000ll));
+    bool flip = std::signbit(c);
+    if (flip) c = -c, is_max = !is_max;
+    Expr b = reinterpret(it, x);
+    if (flip) b = b ^ sign;
+    Expr nan = (inf - (b & magnitude)) >> (bits - 1);  // all ones for a NaN
+    Expr k = reinterpret(it, typed_const(x.type(), c));
+    Expr r = is_max ? max(b & ~(nan & sign), k) : min(b | nan, k);
+    return reinterpret(x.type(), flip ? r ^ sign : r);
+}
+
+/** The value of \p e when it is a float constant that is not a NaN. */
+std::optional<double> plain_constant(const Expr &e) {
+    const double *v = Internal::as_const_float(e);
+    if (!v || std::isnan(*v)) return std::nullopt;
+    return *v;
+}
+
 }  // namespace
 
 Expr nan_max(Expr a, Expr b) {
     if (!a.type().is_float()) return max(a, b);
+    if (auto c = plain_constant(b)) return extremum_with_constant(a, *c, true);
+    if (auto c = plain_constant(a)) return extremum_with_constant(b, *c, true);
     return from_key(max(ordered_key(a, true), ordered_key(b, true)), a.type());
 }
 
 Expr nan_min(Expr a, Expr b) {
     if (!a.type().is_float()) return min(a, b);
+    if (auto c = plain_constant(b)) return extremum_with_constant(a, *c, false);
+    if (auto c = plain_constant(a)) return extremum_with_constant(b, *c, false);
     return from_key(min(ordered_key(a, false), ordered_key(b, false)), a.type());
 }
 

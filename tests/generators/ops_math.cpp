@@ -5,12 +5,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <sstream>
 #include <type_traits>
 
 #include "generators/ConstantEvaluator.h"
+#include "generators/HostTarget.h"
+#include "generators/Lowering.h"
 #include "graph/ConstantFolding.h"
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
@@ -507,6 +510,53 @@ TEST_CASE("op NaN: elementwise ops propagate NaN as numpy does", "[generators][o
     check_values(op_graph("Relu", {{3}}), {{NAN, -1, 2}}, {NAN, 0, 2});
     check_values(op_graph("Log", {{4}}), {{NAN, 1, INFINITY, 0}}, {NAN, 0, INFINITY, -INFINITY});
     check_values(op_graph("Max", {{3}, {3}}, "", {"f64"}), {{NAN, -0.5, 1}, {-0.5, NAN, 0}}, {NAN, NAN, 1});
+}
+
+namespace {
+
+/** nan_max (\p is_max) or nan_min of each of \p xs and \p c, with the constant first when
+ * \p c_first, computed by Halide for the host target, vectorized with a tail. */
+template <typename T>
+std::vector<T> extremum_with(const std::vector<T> &xs, T c, bool is_max, bool c_first) {
+    Halide::Buffer<T> in((int)xs.size());
+    for (size_t i = 0; i < xs.size(); i++) in((int)i) = xs[i];
+    Halide::Var i("i");
+    Halide::Expr x = in(i), k = Halide::Internal::make_const(Halide::type_of<T>(), (double)c);
+    Halide::Func f("f");
+    f(i) = is_max ? (c_first ? nan_max(k, x) : nan_max(x, k)) : (c_first ? nan_min(k, x) : nan_min(x, k));
+    f.vectorize(i, 8, Halide::TailStrategy::GuardWithIf);
+    Halide::Buffer<T> out = f.realize({(int)xs.size()}, jit_target());
+    return std::vector<T>(out.data(), out.data() + xs.size());
+}
+
+template <typename T>
+void check_extremum_with_constants() {
+    const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+    const T tiny = std::numeric_limits<T>::denorm_min();
+    std::vector<T> xs = {nan, -nan, inf, -inf, 0, -T(0), 1.5, -1.5, 6, 7, -7, 0.5, -0.25, -1, tiny, -tiny,
+                         std::numeric_limits<T>::max(), std::numeric_limits<T>::lowest()};
+    for (T c : {T(0), -T(0), T(6), T(-1), T(0.5), T(-0.25), inf, -inf, tiny, -tiny}) {
+        for (bool is_max : {true, false}) {
+            for (bool c_first : {false, true}) {
+                std::vector<T> got = extremum_with(xs, c, is_max, c_first);
+                for (size_t k = 0; k < xs.size(); k++) {
+                    INFO((is_max ? "max(" : "min(") << xs[k] << ", " << c << ")" << (c_first ? " constant first" : ""));
+                    if (std::isnan(xs[k])) {
+                        CHECK(std::isnan(got[k]));
+                    } else {
+                        CHECK(got[k] == (is_max ? std::max(xs[k], c) : std::min(xs[k], c)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("op NaN: max and min with a constant operand (Relu, Clip) keep a NaN and order every other value", "[generators][ops][math]") {
+    check_extremum_with_constants<float>();
+    check_extremum_with_constants<double>();
 }
 
 TEST_CASE("op NaN: reductions, pooling and row ops propagate NaN as numpy does", "[generators][ops][math]") {
