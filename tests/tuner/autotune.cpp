@@ -668,7 +668,7 @@ TEST_CASE("autotune --schedule: a missing stage, an unknown cluster, bad syntax 
     for (const Case &c : {Case{"c0=" + dir.file("missing_stage.sched"), "stage 'k_nothing': no such stage"},
                           Case{"c7=" + dir.file("missing_stage.sched"), "no cluster c7 in the model; its clusters are c0"},
                           Case{"c0=" + dir.file("syntax.sched"), "tile=banana"},
-                          Case{"c0=" + dir.file("absent.sched"), "cannot read"},
+                          Case{"c0=" + dir.file("absent.sched"), "cannot open"},
                           Case{"c0", "expected CLUSTER=FILE"}}) {
         INFO(c.spec);
         fusor::test::ShellResult r =
