@@ -1,0 +1,35 @@
+#pragma once
+/** \file
+ * The search strategies: which candidates of one task to measure next. Both draw legal schedules
+ * by edits (tuner/ScheduleSpace.h) and never one the task has tried on this machine.
+ *  - random: one edit of the default each.
+ *  - evolve: first a generation drawn as random draws, so the population starts as broad as
+ *    random's; then per candidate three in eight one edit of the fastest verified schedule so
+ *    far, two in eight one or two edits of one of the three fastest, and three in eight
+ *    exploration (one edit of the default, or now and then two to four). Drawing parents from the
+ *    top three keeps one lucky measurement from steering the whole search. */
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "generators/Schedule.h"
+#include "graph/Random.h"
+#include "tuner/TuningTask.h"
+
+namespace fusor {
+
+/** A schedule to measure. With \p sched, a fusor schedule (a possible mutation parent); without,
+ * an autoscheduler baseline ("autoscheduler <Name>") or a re-timing of a stored schedule. */
+struct Candidate {
+    std::string key;  ///< schedule_key, or the stored schedule text
+    std::optional<ClusterSchedule> sched;
+    std::string strategy, parent;  ///< as stored in the trial
+};
+
+/** Up to \p want distinct candidates for \p task, none in task.tried: random's when \p evolve is
+ * false or \p first_generation is true, else evolve's. Fewer, or none, when 8 * \p want draws
+ * find no new schedule (the space near the parents is exhausted). */
+std::vector<Candidate> propose_candidates(const TuningTask &task, int want, bool evolve, bool first_generation, SplitMix64 &rng);
+
+}  // namespace fusor

@@ -1,0 +1,21 @@
+#pragma once
+/** \file
+ * The task scheduler: which task (distinct cluster) the search turns to next, and its share of
+ * what is left of the run. A task's weight is its share of the model's time: its best time so far
+ * (else the default's) times the number of its copies in the model. */
+
+#include <cstddef>
+#include <vector>
+
+#include "tuner/TuningTask.h"
+
+namespace fusor {
+
+/** The weight of \p task in milliseconds per model run (at least 1e-6 per copy). */
+double task_weight_ms(const TuningTask &task);
+
+/** Among tasks[from..], moves the one of largest weight to position \p from and returns its
+ * share (0 to 1) of their total weight. \p from must be below tasks.size(). */
+double take_next_task(std::vector<TuningTask> &tasks, size_t from);
+
+}  // namespace fusor

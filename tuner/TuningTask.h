@@ -1,0 +1,61 @@
+#pragma once
+/** \file
+ * One distinct cluster of a model being tuned (a task: clusters with equal signatures are one),
+ * with what the search, the task scheduler and the confirm phase read and update: its extracted
+ * and lowered form, its default and hand-written schedules, the schedules tried on this machine,
+ * the verified mutation parents and the best so far. */
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "generators/LowerCluster.h"
+#include "generators/Schedule.h"
+#include "graph/Graph.h"
+#include "tuner/Autotune.h"
+#include "tuner/Measure.h"
+#include "tuner/TuningDb.h"
+
+namespace fusor {
+
+struct TuningTask {
+    ClusterTuning result;
+    int copies = 0;  ///< clusters of the model with this signature
+    Graph sub;       ///< the cluster extracted as a standalone graph (canonical names)
+    LoweredCluster lc;
+    ClusterSchedule def;
+    std::vector<ClusterSchedule> user;   ///< hand-written seeds (AutotuneOptions::user_schedules)
+    std::optional<RankedSchedule> best;  ///< the best schedule so far on this machine (per schedule)
+    bool confirmed = false;              ///< the confirm phase ran (or was decided against) in this run
+    std::string default_id, nodes;       ///< nodes: the node names, for the log
+    std::string canonical;               ///< canonical_cluster_text
+    int lanes = 8;                       ///< natural vector width of the first output's type
+    MeasureJob job;                      ///< the worker job, less its schedule
+    std::set<std::string> tried;         ///< schedule keys measured on this machine (any status)
+    /** A verified fusor schedule (a mutation parent). */
+    struct Ranked {
+        ClusterSchedule sched;
+        std::string id;
+        double ms = 0;
+    };
+    std::vector<Ranked> pool;  ///< fastest first
+    bool resumed = false;      ///< the database had measured schedules of this workload before this run
+
+    /** Adds a verified schedule to the pool, keeping it sorted by \p ms. */
+    void rank(const ClusterSchedule &sched, const std::string &id, double ms);
+    /** The best schedule's time so far; 0 when none is known. */
+    double best_ms() const {
+        return best ? best->ms : 0.0;
+    }
+};
+
+/** Schedule text without notes: the identity of a candidate. */
+std::string schedule_key(ClusterSchedule s);
+
+/** The model's clustered graph and those of every If branch (recursively, each branch clustered
+ * on its own as the executor does): branch clusters are tuned like any other, and the executor
+ * finds their schedules by signature. */
+std::vector<Graph> tuning_graphs(const Graph &g);
+
+}  // namespace fusor
