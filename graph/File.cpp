@@ -129,7 +129,7 @@ std::optional<int64_t> parse_decimal(std::string_view text) {
     return v;
 }
 
-void write_file_atomically(const std::string &path, const std::vector<std::string_view> &parts) {
+void write_file_atomically(const std::string &path, const std::vector<std::string_view> &parts, bool durable) {
     std::error_code ec;
     fs::path target = path;
     if (fs::is_symlink(fs::symlink_status(target, ec))) {
@@ -151,7 +151,7 @@ void write_file_atomically(const std::string &path, const std::vector<std::strin
             done += ok ? (size_t)n : 0;
         }
     }
-    ok = ok && fsync(fd) == 0;
+    ok = ok && (!durable || fsync(fd) == 0);
     int err = errno;
     ok = close(fd) == 0 && ok;
     if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
@@ -163,6 +163,17 @@ void write_file_atomically(const std::string &path, const std::vector<std::strin
 
 void write_file_atomically(const std::string &path, std::string_view text) {
     write_file_atomically(path, std::vector<std::string_view>{text});
+}
+
+TempFolder::TempFolder(const std::string &prefix) {
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
+    if (!mkdtemp(pattern.data())) throw UserError("cannot create a temporary folder " + pattern + ": " + std::strerror(errno));
+    path_ = pattern;
+}
+
+TempFolder::~TempFolder() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace fusor

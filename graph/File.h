@@ -51,11 +51,29 @@ private:
  * the field (e.g. "m.json: initializers[0] ('w'): file"). */
 InputFile open_model_data(const std::string &base_dir, const std::string &location, const std::string &where);
 
-/** Writes the concatenation of \p parts to \p path through a temporary file in the same folder,
- * fsync and a rename, so \p path holds its old bytes or all the new ones; through a symlink, the
- * file it names is replaced. A UserError naming \p path when it cannot. */
-void write_file_atomically(const std::string &path, const std::vector<std::string_view> &parts);
+/** Writes the concatenation of \p parts to \p path through a temporary file in the same folder
+ * and a rename, so \p path holds its old bytes or all the new ones, and a concurrent reader sees
+ * one or the other; through a symlink, the file it names is replaced. \p durable: fsync before
+ * the rename, so a crash of the machine cannot leave an empty file (not needed for files that die
+ * with the process tree, such as a worker's result). A UserError naming \p path when it cannot. */
+void write_file_atomically(const std::string &path, const std::vector<std::string_view> &parts, bool durable = true);
 void write_file_atomically(const std::string &path, std::string_view text);
+
+/** A new folder under the system's temporary folder (mkdtemp, named <prefix>XXXXXX), removed with
+ * everything in it when this is destroyed. A UserError when it cannot be created. */
+class TempFolder {
+public:
+    explicit TempFolder(const std::string &prefix);
+    ~TempFolder();
+    TempFolder(const TempFolder &) = delete;
+    TempFolder &operator=(const TempFolder &) = delete;
+    const std::string &path() const {
+        return path_;
+    }
+
+private:
+    std::string path_;
+};
 
 /** The value of \p text, a plain decimal integer (digits only: no sign, space or suffix) that fits
  * int64; nullopt otherwise. */

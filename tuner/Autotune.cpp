@@ -41,6 +41,7 @@
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
+#include "graph/File.h"
 #include "graph/Printer.h"
 #include "tuner/Measure.h"
 #include "tuner/Search.h"
@@ -161,6 +162,7 @@ private:
     TuningDb &db_;
     const AutotuneOptions &opt_;
     Clock::time_point started_ = Clock::now();
+    TempFolder scratch_{"fusor_tune_"};  ///< per task the reference outputs every worker verifies against
     std::string target_;
     Halide::Target htarget_;
     std::string fingerprint_;
@@ -249,6 +251,7 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
     t.job.threads = opt_.threads;
     t.job.repeats = opt_.repeats;
     t.job.memory_limit_mb = worker_memory_mb();
+    t.job.reference_path = scratch_.path() + "/reference_" + std::to_string(tasks_.size()) + ".bin";
     for (const std::string &sched : db_.tried_schedules(sig, target_, fingerprint_)) t.tried.insert(sched);
     for (const Trial &tr : db_.trials(sig, target_)) {
         if (tr.strategy == "default" && tr.fingerprint == fingerprint_ && tr.median_ms) {
@@ -379,6 +382,7 @@ TuningRun::Measured TuningRun::measure(TuningTask &t, std::vector<Candidate> can
     bo.compile_timeout_s = opt_.compile_timeout_s > 0 ? opt_.compile_timeout_s : opt_.timeout_s;
     bo.stop = opt_.stop;
     bo.on_result = [&](size_t i, const MeasureResult &r) {
+        t.result.references_computed += r.reference_computed;
         Trial trial = trial_of(t, m.sent[i], r);
         store(t, m.sent[i], batch[i], trial, again);
         m.results[i] = r;

@@ -97,6 +97,9 @@ struct ClusterTuning {
     std::string signature, name;  ///< name: the first cluster with this signature, e.g. "c2"
     int trials = 0;               ///< search trials measured in this run (confirm measurements not included)
     int confirmed = 0;            ///< confirm measurements stored in this run
+    /** Workers that computed the unfused reference in this run; 1 when every later candidate
+     * verified against the one kept (MeasureJob::reference_path). */
+    int references_computed = 0;
     /** Per schedule: the median of its measurements on this machine (TuningDb::ranked_schedules);
      * best_ms is the best schedule's, default_ms the default schedule's. */
     double default_ms = 0, best_ms = 0;

@@ -18,7 +18,6 @@
 #include "generators/Lowering.h"
 #include "graph/JsonFormat.h"
 #include "graph/Random.h"
-#include "runtime/Executor.h"
 #include "tuner/Measure.h"
 #include "tuner/Signature.h"
 #include "tuner/bundle/bundle_data.h"
@@ -167,23 +166,19 @@ BundleCluster write_cluster_data(const ExportedCandidate &first, int index, cons
         bc.params.push_back(tt);
     }
     // the reference: fusor's unfused mode on this CPU, on the same inputs and weights
-    ExecutorOptions ro;
-    ro.mode = ExecMode::Unfused;
-    ro.target = "host";
-    Executor ref(sub, ro);
-    for (size_t i = 0; i < inputs.size(); i++) ref.set_input(i, inputs[i].data(), inputs[i].size());
-    ref.run();
+    MeasureJob ref_job;
+    ref_job.target = "host";
+    std::vector<std::vector<uint8_t>> want = reference_outputs(sub, ref_job, inputs);
     FUSOR_INTERNAL_ASSERT(lc.output_tensors.size() == sub.outputs.size()) << "outputs of bundle cluster " << bc.name;
     for (size_t k = 0; k < sub.outputs.size(); k++) {
-        const Halide::Buffer<> &want = ref.output(k);
         TableTensor tt;
         tt.name = sub.tensor(sub.outputs[k]).name;
         tt.type = sub.type(sub.outputs[k]);
-        size_t esize = (size_t)want.type().bytes();
+        size_t esize = (size_t)dtype_size(tt.type.dtype);
         int64_t n = tt.type.num_elements();
         if ((size_t)n * esize > kSampledBytes) tt.stride = (n + kMaxSamples - 1) / kMaxSamples;
         std::vector<uint8_t> samples;
-        const uint8_t *src = (const uint8_t *)want.data();
+        const uint8_t *src = want[k].data();
         for (int64_t e = 0; e < n; e += tt.stride) samples.insert(samples.end(), src + e * esize, src + (e + 1) * esize);
         tt.file = prefix + "_ref" + std::to_string(k) + ".bin";
         write_bytes(dir / tt.file, samples.data(), samples.size());

@@ -27,11 +27,13 @@
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
+#include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "graph/Random.h"
 #include "graph/Subprocess.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
+#include "tuner/ContentHash.h"
 #include "tuner/bundle/bundle_data.h"
 
 
@@ -72,6 +74,7 @@ json result_to_json(const MeasureResult &r) {
     if (!r.mapped_schedule.empty()) j["mapped_schedule"] = r.mapped_schedule;
     if (!r.unmapped.empty()) j["unmapped"] = r.unmapped;
     if (!r.resources.empty()) j["resources"] = r.resources;
+    if (r.reference_computed) j["reference_computed"] = true;
     return j;
 }
 
@@ -86,6 +89,7 @@ MeasureResult result_from_json(const json &j) {
     r.mapped_schedule = j.value("mapped_schedule", std::string());
     r.unmapped = j.value("unmapped", std::string());
     r.resources = j.value("resources", std::string());
+    r.reference_computed = j.value("reference_computed", false);
     return r;
 }
 
@@ -289,6 +293,61 @@ MeasureResult measure_here(const MeasureJob &job) {
     return r;
 }
 
+namespace {
+
+/** What a reference file of \p job starts with: the content hash of what the outputs depend on. */
+std::string reference_key(const MeasureJob &job) {
+    return content_hash(fmt::format("fusor reference 1\n{}\n{}\n{}", job.target, job.seed, job.graph_json));
+}
+
+/** The reference file's outputs when it is one of \p job's (its key, then exactly the outputs'
+ * bytes); nullopt otherwise. */
+std::optional<std::vector<std::vector<uint8_t>>> read_reference(const Graph &g, const MeasureJob &job) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(job.reference_path, ec)) return std::nullopt;
+    std::ifstream in(job.reference_path, std::ios::binary);
+    std::string key = reference_key(job), head(key.size(), '\0');
+    if (!in.read(head.data(), (std::streamsize)head.size()) || head != key) return std::nullopt;
+    std::vector<std::vector<uint8_t>> outs;
+    for (TensorId t : g.outputs) {
+        std::vector<uint8_t> bytes(g.type(t).num_bytes());
+        if (!in.read((char *)bytes.data(), (std::streamsize)bytes.size())) return std::nullopt;
+        outs.push_back(std::move(bytes));
+    }
+    if (in.peek() != std::char_traits<char>::eof()) return std::nullopt;
+    return outs;
+}
+
+}  // namespace
+
+std::vector<std::vector<uint8_t>> reference_outputs(const Graph &g, const MeasureJob &job, const std::vector<std::vector<uint8_t>> &inputs,
+                                                    bool *computed) {
+    if (computed) *computed = false;
+    if (!job.reference_path.empty()) {
+        if (auto cached = read_reference(g, job)) return *cached;
+    }
+    if (computed) *computed = true;
+    ExecutorOptions ro;
+    ro.mode = ExecMode::Unfused;
+    ro.target = job.target;
+    Executor ref(g, ro);
+    for (size_t i = 0; i < inputs.size(); i++) ref.set_input(i, inputs[i].data(), inputs[i].size());
+    ref.run();
+    std::vector<std::vector<uint8_t>> outs;
+    for (size_t k = 0; k < g.outputs.size(); k++) {
+        const uint8_t *data = (const uint8_t *)ref.output(k).data();
+        outs.emplace_back(data, data + ref.output(k).size_in_bytes());
+    }
+    if (!job.reference_path.empty()) {
+        std::vector<std::string_view> parts;
+        std::string key = reference_key(job);
+        parts.push_back(key);
+        for (const auto &o : outs) parts.emplace_back((const char *)o.data(), o.size());
+        write_file_atomically(job.reference_path, parts, /*durable=*/false);
+    }
+    return outs;
+}
+
 MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJob &job, const Halide::Target &target,
                               double compile_ms) {
     MeasureResult r;
@@ -325,20 +384,14 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
         return fail(oom ? TrialStatus::OutOfMemory : TrialStatus::RuntimeError, what);
     }
     // verify against the unfused reference on the same inputs and weights
-    ExecutorOptions ro;
-    ro.mode = ExecMode::Unfused;
-    ro.target = job.target;
-    Executor ref(g, ro);
-    for (size_t i = 0; i < inputs.size(); i++) ref.set_input(i, inputs[i].data(), inputs[i].size());
-    ref.run();
+    std::vector<std::vector<uint8_t>> want = reference_outputs(g, job, inputs, &r.reference_computed);
     for (size_t k = 0; k < outs.size(); k++) {
         outs[k].copy_to_host();  // a GPU target leaves the result on the device
-        const Halide::Buffer<> &want = ref.output(k);
         TensorType type = g.type(g.outputs[k]);
         Tensor a, b;
         a.type = b.type = type;
         a.data.assign((const uint8_t *)outs[k].data(), (const uint8_t *)outs[k].data() + outs[k].size_in_bytes());
-        b.data.assign((const uint8_t *)want.data(), (const uint8_t *)want.data() + want.size_in_bytes());
+        b.data = std::move(want[k]);
         double tol = output_tolerance(type.dtype);
         for (int64_t i = 0; i < type.num_elements(); i++) {
             double got = a.value_as_double(i), exp = b.value_as_double(i);
@@ -356,11 +409,9 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
 
 namespace {
 
-/** Writes \p text to \p path through a temporary file and a rename, so a reader never sees half. */
-void write_atomically(const std::string &path, const std::string &text) {
-    std::string tmp = path + ".tmp";
-    std::ofstream(tmp) << text;
-    std::rename(tmp.c_str(), path.c_str());
+/** A result file, through a rename so the parent never reads half of one. */
+void write_result(const std::string &path, const std::string &text) {
+    write_file_atomically(path, {std::string_view(text)}, /*durable=*/false);
 }
 
 }  // namespace
@@ -379,6 +430,7 @@ int run_worker(const std::string &job_path, const std::string &result_path, bool
     job.memory_limit_mb = j.value("memory_limit_mb", (int64_t)0);
     job.export_object = j.value("export_object", std::string());
     job.export_function = j.value("export_function", std::string());
+    job.reference_path = j.value("reference_path", std::string());
     // not on CUDA targets: the driver reserves tens of GB of address space at initialization
     if (job.memory_limit_mb > 0 && job.target.find("cuda") == std::string::npos) {
         rlim_t bytes = (rlim_t)job.memory_limit_mb * 1024 * 1024;
@@ -390,11 +442,11 @@ int run_worker(const std::string &job_path, const std::string &result_path, bool
     try {
         Compiled c = compile_candidate(job);
         if (c.failure) {
-            write_atomically(result_path, result_to_json(*c.failure).dump() + "\n");
+            write_result(result_path, result_to_json(*c.failure).dump() + "\n");
             return 0;
         }
         if (hold) {
-            write_atomically(result_path + ".compiled", json{{"compile_ms", c.compile_ms}}.dump() + "\n");
+            write_result(result_path + ".compiled", json{{"compile_ms", c.compile_ms}}.dump() + "\n");
             char go = 0;
             ssize_t n;
             do {
@@ -407,17 +459,17 @@ int run_worker(const std::string &job_path, const std::string &result_path, bool
         r.mapped_schedule = c.mapped_schedule;
         r.unmapped = c.unmapped;
         r.resources = c.resources;
-        write_atomically(result_path, result_to_json(r).dump() + "\n");
+        write_result(result_path, result_to_json(r).dump() + "\n");
     } catch (const std::bad_alloc &) {
         MeasureResult r;
         r.status = TrialStatus::OutOfMemory;
         r.error = fmt::format("out of memory: an allocation failed under the worker's limit of {} MB", job.memory_limit_mb);
-        write_atomically(result_path, result_to_json(r).dump() + "\n");
+        write_result(result_path, result_to_json(r).dump() + "\n");
     } catch (const InternalError &e) {
         MeasureResult r;
         r.status = TrialStatus::TunerError;
         r.error = std::string("a bug in fusor, not in this schedule: ") + e.what();
-        write_atomically(result_path, result_to_json(r).dump() + "\n");
+        write_result(result_path, result_to_json(r).dump() + "\n");
     }
     return 0;
 }
@@ -454,7 +506,7 @@ std::optional<MeasureResult> spawn(const std::string &exe, const MeasureJob &job
     std::string job_path = w.dir + "/job.json", result_path = w.dir + "/result.json";
     json j = {{"graph", job.graph_json}, {"schedule", job.schedule}, {"target", job.target}, {"threads", job.threads},
               {"warmup", job.warmup}, {"repeats", job.repeats}, {"seed", job.seed}, {"memory_limit_mb", job.memory_limit_mb},
-              {"export_object", job.export_object}, {"export_function", job.export_function}};
+              {"export_object", job.export_object}, {"export_function", job.export_function}, {"reference_path", job.reference_path}};
     std::ofstream(job_path) << j.dump();
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {

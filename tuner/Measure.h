@@ -41,6 +41,9 @@ struct MeasureJob {
      * path with the entry point export_function (plus Halide's `<export_function>_argv`); the
      * result is unmeasured. */
     std::string export_object, export_function;
+    /** Where the unfused reference's outputs of this graph, seed and target are kept for every
+     * candidate of a tuning run (reference_outputs); empty: computed by each worker. */
+    std::string reference_path;
 };
 
 struct MeasureResult {
@@ -52,6 +55,7 @@ struct MeasureResult {
     std::string mapped_schedule, unmapped;
     /** CUDA candidates: ptxas's resource report (cuda_resources_json); empty otherwise. */
     std::string resources;
+    bool reference_computed = false;  ///< this worker compiled and ran the reference (none was kept)
 };
 
 struct CudaCheck;
@@ -74,6 +78,14 @@ std::string job_graph_json(const Graph &g, const Cluster &c);
 /** The verification tolerance of outputs of dtype \p d: the rule of tuner/bundle/bundle_data.h,
  * which candidates in workers and in measurement bundles are both checked by. */
 double output_tolerance(DType d);
+
+/** The unfused reference's outputs of \p g (one byte vector per graph output) on \p inputs,
+ * for \p job's target. With job.reference_path: read from that file when it was written for the
+ * same graph, seed and target (its first bytes are their content hash) and holds exactly the
+ * outputs' bytes; else computed and written there through a rename, so workers that race both
+ * compute it and a reader sees a whole file or none. \p computed: whether it was computed here. */
+std::vector<std::vector<uint8_t>> reference_outputs(const Graph &g, const MeasureJob &job, const std::vector<std::vector<uint8_t>> &inputs,
+                                                    bool *computed = nullptr);
 
 /** Measures \p job in this process. A CUDA candidate is first compiled to PTX and checked with
  * ptxas (generators/CudaCheck.h): one that spills or exceeds a limit is returned with status

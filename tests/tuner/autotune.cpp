@@ -471,6 +471,60 @@ TEST_CASE("measure: a batch compiles in parallel workers, and a candidate that c
     CHECK(order == std::vector<size_t>{0, 1, 2});
 }
 
+TEST_CASE("measure: the reference is computed once and kept for later candidates, and still catches a wrong result", "[tuner][autotune]") {
+    TempDir dir;
+    std::string path = dir.file("reference.bin");
+    MeasureJob job = small_job();
+    job.reference_path = path;
+    std::vector<bool> computed;
+    for (int k = 0; k < 3; k++) {
+        MeasureResult r = measure_here(job);
+        INFO(r.error);
+        CHECK(r.status == TrialStatus::Ok);
+        computed.push_back(r.reference_computed);
+    }
+    CHECK(computed == std::vector<bool>{true, false, false});
+    // another seed's job finds a reference that is not its own; so does a job after the file
+    // lost its last bytes
+    MeasureJob other = job;
+    other.seed = 2;
+    MeasureResult r2 = measure_here(other);
+    CHECK(r2.status == TrialStatus::Ok);
+    CHECK(r2.reference_computed);
+    std::filesystem::resize_file(path, std::filesystem::file_size(path) - 4);
+    MeasureResult r3 = measure_here(other);
+    CHECK(r3.status == TrialStatus::Ok);
+    CHECK(r3.reference_computed);
+    CHECK_FALSE(measure_here(other).reference_computed);
+    // a candidate that computes wrong values fails against a kept reference as against a fresh one
+    fusor::test::register_test_ops();
+    Graph fg = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64]}], "outputs": ["y"],
+        "nodes": [{"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y"], "attrs": {"mode": "wrong"}}]})",
+                                "fault.json");
+    form_clusters(fg);
+    MeasureJob wrong;
+    wrong.graph_json = job_graph_json(fg, fg.clusters[0]);
+    wrong.repeats = 2;
+    wrong.reference_path = dir.file("wrong_reference.bin");
+    for (bool first : {true, false}) {
+        MeasureResult r = measure_here(wrong);
+        CHECK(r.status == TrialStatus::WrongResult);
+        CHECK(r.reference_computed == first);
+    }
+}
+
+TEST_CASE("autotune: each cluster's reference is computed once per run, by the first candidate timed", "[tuner][autotune]") {
+    TempDir dir;
+    Graph g = model("eltwise_chain");
+    TuningDb db(dir.file("t.db"));
+    AutotuneOptions o = options(6);
+    o.jobs = 2;
+    std::vector<ClusterTuning> results = autotune(g, db, o);
+    REQUIRE(results.size() == 1);
+    CHECK(results[0].trials == 6);
+    CHECK(results[0].references_computed == 1);
+}
+
 TEST_CASE("measure: a stopped batch cancels the candidates it has not timed", "[tuner][autotune]") {
     std::atomic<bool> stop{true};
     BatchOptions o;
