@@ -27,7 +27,8 @@ packages=(g++ cmake ninja-build pkg-config libhalide14-0-dev libpng-dev libjpeg-
           nlohmann-json3-dev catch2 libcli11-dev libfmt-dev libsqlite3-dev libxxhash-dev gnuplot-nox
           libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata libdnnl-dev ocl-icd-opencl-dev  # dnnl-config.cmake needs OpenCL
           pocl-opencl-icd  # the tests run the GPU schedules on the CPU through OpenCL (docs/cuda.md)
-          clang-14 libclang-rt-14-dev llvm-14)  # the last three: the fuzz run (llvm-14: llvm-symbolizer-14)
+          clang-14 libclang-rt-14-dev llvm-14  # the fuzz run (llvm-14: llvm-symbolizer-14)
+          curl ca-certificates)  # bench/models/fetch.sh (the real-model set)
 
 install_missing() {
     local missing=()
