@@ -75,7 +75,7 @@ Verb add_autotune(CLI::App &app) {
                                                    "measured trial in a tuning database");
     struct Opts {
         std::string model, db, target = "host", strategy = "evolve", layout = "auto", budget, export_batch;
-        std::string autoschedulers = "Mullapudi2016,Adams2019,Li2018";
+        std::string autoschedulers = "auto";
         int trials = 32, threads = 0, jobs = 0, confirm_rounds = 2;
         uint64_t seed = 1;
         double timeout = 120;
@@ -108,7 +108,8 @@ Verb add_autotune(CLI::App &app) {
                     "(default 0: 80% of physical memory split across --jobs; -1: no limit)")
         ->capture_default_str();
     cmd->add_option("--autoschedulers", o->autoschedulers,
-                    "Halide autoschedulers timed as baselines per cluster (comma-separated; 'none' for none)")
+                    "Halide autoschedulers timed as baselines: 'auto' (all three, on the clusters that carry half of the model's time), "
+                    "a comma-separated list (on every cluster), or 'none'")
         ->capture_default_str();
     cmd->add_option("--schedule", o->schedules,
                     "CLUSTER=FILE: also measure this hand-written schedule of a cluster (as `fusor inspect` names it, e.g. c0), "
@@ -159,13 +160,16 @@ Verb add_autotune(CLI::App &app) {
                     ao.user_schedules[spec.substr(0, eq)].push_back({file, text});
                 }
                 check_user_schedules(g, ao);  // a bad schedule: exit 2 before the database is opened
-                if (o->autoschedulers != "none") {
+                if (o->autoschedulers == "auto") {
+                    ao.autoschedulers = autoscheduler_names();
+                    ao.autoschedulers_where_heavy = true;
+                } else if (o->autoschedulers != "none") {
                     std::stringstream ss(o->autoschedulers);
                     std::string a;
                     while (std::getline(ss, a, ',')) {
                         const auto &known = autoscheduler_names();
                         if (std::find(known.begin(), known.end(), a) == known.end()) {
-                            throw UserError("--autoschedulers names '" + a + "'; expected Mullapudi2016, Adams2019, Li2018 or none");
+                            throw UserError("--autoschedulers names '" + a + "'; expected a list of Mullapudi2016, Adams2019 and Li2018, or auto, or none");
                         }
                         ao.autoschedulers.push_back(a);
                     }

@@ -151,7 +151,8 @@ private:
     Trial trial_of(const TuningTask &t, const Candidate &c, const MeasureResult &r) const;
     void store(TuningTask &t, const Candidate &c, const MeasureJob &job, Trial &trial, bool again);
     Measured measure(TuningTask &t, std::vector<Candidate> cands, bool again = false);
-    void seed(size_t i);
+    void seed(size_t i, const std::vector<std::string> &autoschedulers);
+    void seed_heaviest();
     void search(size_t round);
     void confirm(TuningTask &t);
     void log_confirm(const TuningTask &t, const std::vector<RankedSchedule> &before, const std::vector<RankedSchedule> &after,
@@ -397,14 +398,16 @@ std::string ms_or_error(const Trial &t) {
 }
 
 /** Phase 1 for tasks_[i]: the default schedule, which also gives the task's weight, hand-written
- * schedules, and Halide's autoschedulers, timed as baselines; where an autoscheduler's decisions
- * map into fusor's schedule form, that schedule is measured too, as a seed the search can mutate. */
-void TuningRun::seed(size_t i) {
+ * schedules, and \p autoschedulers, timed as baselines (those already measured are skipped);
+ * where an autoscheduler's decisions map into fusor's schedule form, that schedule is measured
+ * too, as a seed the search can mutate. */
+void TuningRun::seed(size_t i, const std::vector<std::string> &autoschedulers) {
     TuningTask &t = tasks_[i];
     current_ = i;
     std::vector<Candidate> seeds = {{schedule_key(t.def), t.def, "default", ""}};
     for (const ClusterSchedule &u : t.user) seeds.push_back({schedule_key(u), u, "user", ""});
-    for (const std::string &a : autoschedulers_) seeds.push_back({"autoscheduler " + a + "\n", std::nullopt, a, ""});
+    for (const std::string &a : autoschedulers) seeds.push_back({"autoscheduler " + a + "\n", std::nullopt, a, ""});
+    seeds.erase(std::remove_if(seeds.begin(), seeds.end(), [&](const Candidate &c) { return t.tried.count(c.key) > 0; }), seeds.end());
     seeds.resize(std::min<size_t>(seeds.size(), opt_.trials - measured_));
     Measured m = measure(t, seeds);
     std::vector<Candidate> mapped;
@@ -436,6 +439,21 @@ void TuningRun::seed(size_t i) {
     Measured mm = measure(t, mapped);
     for (size_t k = 0; k < mm.sent.size(); k++) {
         if (mm.trials[k]) log(fmt::format("  {}: {} {}", mm.sent[k].strategy, status_name(mm.trials[k]->status), ms_or_error(*mm.trials[k])));
+    }
+}
+
+/** Phase 1 under autoschedulers_where_heavy, after every task's default: the autoscheduler
+ * baselines of the tasks that carry kBaselineShare of the model's time. */
+void TuningRun::seed_heaviest() {
+    std::vector<size_t> heavy = heaviest_tasks(tasks_, kBaselineShare);
+    std::vector<std::string> names;
+    for (size_t i : heavy) names.push_back(tasks_[i].result.name);
+    log(fmt::format("autoscheduler baselines for the {} of {} clusters that carry at least {:.0f}% of the model's time: {}",
+                    heavy.size(), tasks_.size(), 100 * kBaselineShare, fmt::join(names, ", ")));
+    for (size_t i : heavy) {
+        if (out_of_budget() || measured_ >= opt_.trials) break;
+        log(fmt::format("cluster {} ({}) baselines", tasks_[i].result.name, tasks_[i].nodes));
+        seed(i, autoschedulers_);
     }
 }
 
@@ -572,7 +590,11 @@ std::vector<ClusterTuning> TuningRun::run() {
     check_user_schedules(g_, opt_);  // before anything is stored
     make_tasks(tuning_graphs(g_));
     choose_autoschedulers();
-    for (size_t i = 0; i < tasks_.size() && !out_of_budget() && measured_ < opt_.trials; i++) seed(i);
+    bool heavy_only = opt_.autoschedulers_where_heavy && !autoschedulers_.empty();
+    for (size_t i = 0; i < tasks_.size() && !out_of_budget() && measured_ < opt_.trials; i++) {
+        seed(i, heavy_only ? std::vector<std::string>{} : autoschedulers_);
+    }
+    if (heavy_only) seed_heaviest();
     for (size_t round = 0; round < tasks_.size() && !out_of_budget() && measured_ < opt_.trials; round++) search(round);
     // tasks the trial count left no search for: their seeds are confirmed all the same
     for (size_t i = 0; i < tasks_.size() && !out_of_budget(); i++) {

@@ -62,6 +62,10 @@ struct AutotuneOptions {
     /** Halide autoschedulers timed as baselines (and kept as candidates) after each default:
      * any of Mullapudi2016, Adams2019, Li2018. */
     std::vector<std::string> autoschedulers;
+    /** `--autoschedulers auto`: the autoschedulers run only on the tasks that carry most of the
+     * model's time (heaviest_tasks over kBaselineShare of the weight, measured after every
+     * task's default), not on every cluster. */
+    bool autoschedulers_where_heavy = false;
     std::function<void(const std::string &)> log;  ///< event lines (cluster started, baselines, trials)
     std::function<void(const AutotuneProgress &)> progress;  ///< after every measured candidate
     /** Set (e.g. by Ctrl-C) to stop after the candidate being timed; candidates of the batch not
@@ -89,6 +93,10 @@ struct AutotuneOptions {
  * tunable one: not an If) and parses and is legal for it. The message names the source, the
  * cluster and the stage, and lists the cluster's stages or the model's clusters. */
 void check_user_schedules(const Graph &g, const AutotuneOptions &opt);
+
+/** AutotuneOptions::autoschedulers_where_heavy: the share of the model's time (by the defaults)
+ * that the tasks given autoscheduler baselines carry at least. */
+constexpr double kBaselineShare = 0.5;
 
 /** Schedules re-timed per cluster by the confirm phase (AutotuneOptions::confirm_rounds), besides the default. */
 constexpr int kConfirmFinalists = 3;

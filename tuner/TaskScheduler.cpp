@@ -21,4 +21,16 @@ double take_next_task(std::vector<TuningTask> &tasks, size_t from) {
     return task_weight_ms(tasks[from]) / total;
 }
 
+std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double share) {
+    std::vector<size_t> order(tasks.size());
+    double total = 0;
+    for (size_t i = 0; i < tasks.size(); i++) order[i] = i, total += task_weight_ms(tasks[i]);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return task_weight_ms(tasks[a]) > task_weight_ms(tasks[b]); });
+    double covered = 0;
+    size_t n = 0;
+    while (n < order.size() && (n == 0 || covered < share * total)) covered += task_weight_ms(tasks[order[n++]]);
+    order.resize(n);
+    return order;
+}
+
 }  // namespace fusor

@@ -18,4 +18,8 @@ double task_weight_ms(const TuningTask &task);
  * share (0 to 1) of their total weight. \p from must be below tasks.size(). */
 double take_next_task(std::vector<TuningTask> &tasks, size_t from);
 
+/** Indices of the heaviest tasks, largest weight first, until they carry at least \p share of the
+ * total weight (at least one task when there is any). */
+std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double share);
+
 }  // namespace fusor

@@ -1,0 +1,127 @@
+// The tuner's parts apart from the loop: the search strategies (tuner/Search.h) draw distinct,
+// legal, untried candidates; the task scheduler (tuner/TaskScheduler.h) orders tasks by weight
+// and picks the heaviest; `--autoschedulers auto` gives baselines only to those.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "generators/ApplySchedule.h"
+#include "generators/DefaultSchedule.h"
+#include "generators/HostTarget.h"
+#include "generators/LowerCluster.h"
+#include "graph/Clustering.h"
+#include "graph/JsonFormat.h"
+#include "support/TempDir.h"
+#include "tuner/Autotune.h"
+#include "tuner/Search.h"
+#include "tuner/TaskScheduler.h"
+#include "tuner/TuningDb.h"
+
+using namespace fusor;
+using fusor::test::TempDir;
+
+namespace {
+
+/** A task of weight \p ms per copy and \p copies copies (only what the scheduler reads). */
+TuningTask task_of(double ms, int copies = 1) {
+    TuningTask t;
+    t.result.default_ms = ms;
+    t.copies = copies;
+    return t;
+}
+
+/** The eltwise_chain test model's one cluster as a task, lowered and with its default schedule. */
+TuningTask chain_task() {
+    TuningTask t;
+    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json");
+    form_clusters(g);
+    t.sub = extract_cluster(g, g.clusters[0]);
+    t.lc = lower_cluster(t.sub, t.sub.clusters[0], "k_");
+    t.def = default_schedule(t.sub, t.sub.clusters[0], t.lc, host_target());
+    t.lanes = 8;
+    t.default_id = "d";
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("task scheduler: the heaviest tasks until a share of the weight, and the next task by weight", "[tuner][search]") {
+    std::vector<TuningTask> tasks = {task_of(1), task_of(5), task_of(1.5, 2), task_of(1)};  // weights 1, 5, 3, 1
+    CHECK(heaviest_tasks(tasks, 0.5) == std::vector<size_t>{1});
+    CHECK(heaviest_tasks(tasks, 0.6) == std::vector<size_t>{1, 2});
+    CHECK(heaviest_tasks(tasks, 0.0) == std::vector<size_t>{1});  // at least one
+    CHECK(heaviest_tasks(tasks, 1.0) == std::vector<size_t>{1, 2, 0, 3});
+    CHECK(heaviest_tasks({}, 0.5).empty());
+    // take_next_task moves the heaviest of the rest to the front of the rest, with its share
+    CHECK(take_next_task(tasks, 0) == Approx(0.5));
+    CHECK(tasks[0].result.default_ms == 5);
+    CHECK(take_next_task(tasks, 1) == Approx(0.6));
+    CHECK(tasks[1].copies == 2);
+    CHECK(take_next_task(tasks, 3) == Approx(1.0));
+}
+
+TEST_CASE("search: random and evolve draw distinct legal candidates never tried before", "[tuner][search]") {
+    TuningTask t = chain_task();
+    SplitMix64 rng(3);
+    for (bool evolve : {false, true}) {
+        std::vector<Candidate> first = propose_candidates(t, 6, evolve, /*first_generation=*/true, rng);
+        REQUIRE_FALSE(first.empty());
+        std::set<std::string> keys;
+        for (const Candidate &c : first) {
+            INFO(c.key);
+            CHECK(keys.insert(c.key).second);
+            REQUIRE(c.sched);
+            CHECK(why_illegal(*c.sched, t.lc).empty());
+            CHECK(c.parent == "d");  // the first generation edits the default
+            CHECK(c.strategy == (evolve ? "evolve" : "random"));
+            t.tried.insert(c.key);
+        }
+        // the next batch avoids what was tried; evolve now also edits the pool's schedules
+        t.rank(*first[0].sched, "p0", 1.0);
+        for (const Candidate &c : propose_candidates(t, 6, evolve, /*first_generation=*/false, rng)) {
+            CHECK(t.tried.count(c.key) == 0);
+            CHECK(why_illegal(*c.sched, t.lc).empty());
+            CHECK((c.parent == "d" || (evolve && c.parent == "p0")));
+        }
+    }
+}
+
+TEST_CASE("autotune --autoschedulers auto: baselines only for the clusters that carry half of the model's time", "[tuner][search]") {
+    TempDir dir;
+    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/resnet_block.json");
+    TuningDb db(dir.file("t.db"));
+    AutotuneOptions o;
+    o.trials = 12;
+    o.threads = 1;
+    o.repeats = 3;
+    o.worker_exe = FUSOR_TEST_WORKER;
+    o.confirm_rounds = 0;
+    o.autoschedulers = {"Mullapudi2016"};
+    o.autoschedulers_where_heavy = true;
+    std::vector<ClusterTuning> results = autotune(g, db, o);
+    REQUIRE(results.size() > 1);
+    // the rule, written plainly: by default time, the fewest clusters that carry half the total
+    std::vector<size_t> order(results.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return results[a].default_ms > results[b].default_ms; });
+    double total = 0, covered = 0;
+    for (const ClusterTuning &r : results) total += r.default_ms;
+    std::set<std::string> heavy;
+    for (size_t k = 0; k < order.size() && (heavy.empty() || covered < kBaselineShare * total); k++) {
+        heavy.insert(results[order[k]].signature);
+        covered += results[order[k]].default_ms;
+    }
+    REQUIRE(heavy.size() < results.size());  // the model has a light cluster
+    for (const ClusterTuning &r : results) {
+        int baselines = 0, defaults = 0;
+        for (const Trial &t : db.trials(r.signature, resolved_target("host"))) {
+            baselines += t.strategy == "Mullapudi2016";
+            defaults += t.strategy == "default";
+        }
+        INFO(r.name << " default " << r.default_ms << " ms");
+        CHECK(defaults == 1);
+        CHECK(baselines == (int)heavy.count(r.signature));
+    }
+}
