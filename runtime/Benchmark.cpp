@@ -46,6 +46,17 @@ Timing time_runs(const std::function<void()> &fn, int warmup, int repeats) {
     return time_interleaved({fn}, warmup, repeats)[0];
 }
 
+Timing time_while(const std::function<void()> &fn, int warmup, const std::function<bool(const std::vector<double> &)> &more) {
+    for (int w = 0; w < warmup; w++) fn();
+    std::vector<double> samples;
+    while (more(samples)) {
+        auto t0 = std::chrono::steady_clock::now();
+        fn();
+        samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return summarize(samples);
+}
+
 std::vector<double> measure_cluster_costs(const Graph &g, const ExecutorOptions &options, int rounds) {
     ExecutorOptions eo = options;
     eo.mode = ExecMode::Fused;

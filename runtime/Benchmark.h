@@ -19,6 +19,10 @@ struct Timing {
 /** Times \p fn: \p warmup untimed calls, then \p repeats timed ones (steady clock). */
 Timing time_runs(const std::function<void()> &fn, int warmup, int repeats);
 
+/** Times \p fn: \p warmup untimed calls, then timed ones while \p more (given the samples so
+ * far, in ms) says so. */
+Timing time_while(const std::function<void()> &fn, int warmup, const std::function<bool(const std::vector<double> &)> &more);
+
 /** Times several functions side by side: each round runs every function once in turn, so slow
  * drifts of a shared machine affect all of them alike. Returns one Timing per function. */
 std::vector<Timing> time_interleaved(const std::vector<std::function<void()>> &fns, int warmup, int rounds);

@@ -323,6 +323,10 @@ Trial TuningRun::trial_of(const TuningTask &t, const Candidate &c, const Measure
     trial.compile_ms = r.compile_ms;
     trial.error = r.error;
     trial.resources = r.resources;
+    trial.runs = r.runs;
+    trial.spawn_ms = r.spawn_ms;
+    trial.timing_ms = r.timing_ms;
+    trial.verify_ms = r.verify_ms;
     if (r.status == TrialStatus::Ok && !c.sched && !r.unmapped.empty()) {
         trial.error = "not mapped into fusor's schedule form: " + r.unmapped;  // kept as a fixed baseline
     }
@@ -368,6 +372,7 @@ TuningRun::Measured TuningRun::measure(TuningTask &t, std::vector<Candidate> can
         t.tried.insert(c.key);
         MeasureJob job = t.job;
         job.schedule = c.key;
+        job.best_ms = again ? 0 : t.best_ms();  // adaptive timing; a confirm round times every finalist fully
         if (exporting_) {
             job.export_function = "fusor_cand_" + std::to_string(exported_++);
             job.export_object = opt_.export_dir + "/" + job.export_function + ".o";

@@ -85,15 +85,6 @@ std::string flags_hash() {
     return out;
 }
 
-json trial_export_json(const Trial &t) {
-    auto time = [](const std::optional<double> &v) { return v ? json(*v) : json(nullptr); };
-    return {{"id", t.id}, {"signature", t.signature}, {"target", t.target}, {"schedule", t.schedule},
-            {"status", status_name(t.status)}, {"median_ms", time(t.median_ms)}, {"min_ms", time(t.min_ms)},
-            {"max_ms", time(t.max_ms)}, {"compile_ms", time(t.compile_ms)}, {"error", t.error}, {"parent", t.parent},
-            {"strategy", t.strategy}, {"fingerprint", t.fingerprint}, {"halide_version", t.halide_version},
-            {"fusor_version", t.fusor_version}, {"host", t.host}, {"created_at", t.created_at}, {"resources", t.resources}};
-}
-
 json shape_json(const TensorType &t) {
     json s = json::array();
     for (int64_t d : t.shape) s.push_back(d);
@@ -313,7 +304,7 @@ ExportBatchResult export_batch(const Graph &g, TuningDb &db, AutotuneOptions opt
     for (size_t k = 0; k < cands.size(); k++) {
         const ExportedCandidate &c = cands[k];
         table << "    {" << c_literal(c.trial.id) << ", " << cand_cluster[k] << ", " << c.function << "_argv, "
-              << c_literal(trial_export_json(c.trial).dump()) << "},\n";
+              << c_literal(trial_to_json(c.trial).dump()) << "},\n";
     }
     table << "};\nconst int kNumCandidates = " << cands.size() << ";\n";
 

@@ -40,6 +40,16 @@
 namespace fusor {
 
 using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+/** Milliseconds since \p start, at least 1 µs (a stored time is positive). */
+double phase_ms(Clock::time_point start) {
+    return std::max(1e-3, std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+}
+
+}  // namespace
 
 Cluster whole_graph_cluster(const Graph &g) {
     Cluster c;
@@ -75,6 +85,9 @@ json result_to_json(const MeasureResult &r) {
     if (!r.unmapped.empty()) j["unmapped"] = r.unmapped;
     if (!r.resources.empty()) j["resources"] = r.resources;
     if (r.reference_computed) j["reference_computed"] = true;
+    if (r.runs) j["runs"] = *r.runs;
+    if (r.timing_ms) j["timing_ms"] = *r.timing_ms;
+    if (r.verify_ms) j["verify_ms"] = *r.verify_ms;
     return j;
 }
 
@@ -90,6 +103,9 @@ MeasureResult result_from_json(const json &j) {
     r.unmapped = j.value("unmapped", std::string());
     r.resources = j.value("resources", std::string());
     r.reference_computed = j.value("reference_computed", false);
+    if (j.contains("runs")) r.runs = j["runs"].get<int64_t>();
+    if (j.contains("timing_ms")) r.timing_ms = j["timing_ms"].get<double>();
+    if (j.contains("verify_ms")) r.verify_ms = j["verify_ms"].get<double>();
     return r;
 }
 
@@ -348,6 +364,43 @@ std::vector<std::vector<uint8_t>> reference_outputs(const Graph &g, const Measur
     return outs;
 }
 
+bool keep_timing(const std::vector<double> &samples, int repeats, double best_ms) {
+    int n = (int)samples.size();
+    if (n < std::min(kMinRuns, repeats)) return true;
+    if (best_ms <= 0) return n < repeats;
+    if (n >= 2 * repeats) return false;
+    double m = median(samples);
+    if (m > kClearlySlower * best_ms) return false;
+    return n < repeats || std::fabs(m - best_ms) <= kCloseContender * best_ms;
+}
+
+namespace {
+
+/** The first element of \p outs (the candidate's, in g.outputs order) that the verification rule
+ * does not match with \p want's, described; nullopt when every one matches. */
+std::optional<std::string> first_mismatch(const Graph &g, std::vector<Halide::Buffer<>> &outs, std::vector<std::vector<uint8_t>> &want) {
+    for (size_t k = 0; k < outs.size(); k++) {
+        outs[k].copy_to_host();  // a GPU target leaves the result on the device
+        TensorType type = g.type(g.outputs[k]);
+        Tensor a, b;
+        a.type = b.type = type;
+        a.data.assign((const uint8_t *)outs[k].data(), (const uint8_t *)outs[k].data() + outs[k].size_in_bytes());
+        b.data = std::move(want[k]);
+        double tol = output_tolerance(type.dtype);
+        for (int64_t i = 0; i < type.num_elements(); i++) {
+            double got = a.value_as_double(i), exp = b.value_as_double(i);
+            if (!fusor_bundle::element_matches(got, exp, tol)) {
+                std::ostringstream s;
+                s << "output " << k << " element " << i << ": got " << got << ", the unfused reference gives " << exp;
+                return s.str();
+            }
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJob &job, const Halide::Target &target,
                               double compile_ms) {
     MeasureResult r;
@@ -371,11 +424,15 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
     Halide::Realization realization(outs);
     try {
         set_test_fault_armed(true);  // only fusor.test.Fault reads this
-        Timing t = time_runs([&] { lc.pipeline.realize(realization, target); }, job.warmup, job.repeats);
+        Clock::time_point timing_start = Clock::now();
+        auto more = [&](const std::vector<double> &samples) { return keep_timing(samples, job.repeats, job.best_ms); };
+        Timing t = time_while([&] { lc.pipeline.realize(realization, target); }, job.warmup, more);
+        r.timing_ms = phase_ms(timing_start);
         set_test_fault_armed(false);
         r.median_ms = t.median_ms;
         r.min_ms = t.min_ms;
         r.max_ms = t.max_ms;
+        r.runs = (int64_t)t.samples_ms.size();
     } catch (const Halide::Error &e) {
         set_test_fault_armed(false);
         // Halide's runtime reports a failed halide_malloc as "Out of memory"
@@ -384,26 +441,13 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
         return fail(oom ? TrialStatus::OutOfMemory : TrialStatus::RuntimeError, what);
     }
     // verify against the unfused reference on the same inputs and weights
+    Clock::time_point verify_start = Clock::now();
     std::vector<std::vector<uint8_t>> want = reference_outputs(g, job, inputs, &r.reference_computed);
-    for (size_t k = 0; k < outs.size(); k++) {
-        outs[k].copy_to_host();  // a GPU target leaves the result on the device
-        TensorType type = g.type(g.outputs[k]);
-        Tensor a, b;
-        a.type = b.type = type;
-        a.data.assign((const uint8_t *)outs[k].data(), (const uint8_t *)outs[k].data() + outs[k].size_in_bytes());
-        b.data = std::move(want[k]);
-        double tol = output_tolerance(type.dtype);
-        for (int64_t i = 0; i < type.num_elements(); i++) {
-            double got = a.value_as_double(i), exp = b.value_as_double(i);
-            if (!fusor_bundle::element_matches(got, exp, tol)) {
-                std::ostringstream s;
-                s << "output " << k << " element " << i << ": got " << got << ", the unfused reference gives " << exp;
-                r.status = TrialStatus::WrongResult;
-                r.error = s.str();
-                return r;
-            }
-        }
+    if (std::optional<std::string> mismatch = first_mismatch(g, outs, want)) {
+        r.status = TrialStatus::WrongResult;
+        r.error = *mismatch;
     }
+    r.verify_ms = phase_ms(verify_start);
     return r;
 }
 
@@ -426,6 +470,7 @@ int run_worker(const std::string &job_path, const std::string &result_path, bool
     job.threads = j.value("threads", 0);
     job.warmup = j.value("warmup", 2);
     job.repeats = j.value("repeats", 7);
+    job.best_ms = j.value("best_ms", 0.0);
     job.seed = j.value("seed", (uint64_t)1);
     job.memory_limit_mb = j.value("memory_limit_mb", (int64_t)0);
     job.export_object = j.value("export_object", std::string());
@@ -485,9 +530,8 @@ struct Worker {
     bool compiled = false;
     std::optional<double> compile_ms;
     std::optional<MeasureResult> result;
+    Clock::time_point spawned, compiled_at;  ///< when it was started, and seen holding its compiled candidate
 };
-
-using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
@@ -505,7 +549,8 @@ std::optional<MeasureResult> spawn(const std::string &exe, const MeasureJob &job
     w.dir = dir_template;
     std::string job_path = w.dir + "/job.json", result_path = w.dir + "/result.json";
     json j = {{"graph", job.graph_json}, {"schedule", job.schedule}, {"target", job.target}, {"threads", job.threads},
-              {"warmup", job.warmup}, {"repeats", job.repeats}, {"seed", job.seed}, {"memory_limit_mb", job.memory_limit_mb},
+              {"warmup", job.warmup}, {"repeats", job.repeats}, {"best_ms", job.best_ms}, {"seed", job.seed},
+              {"memory_limit_mb", job.memory_limit_mb},
               {"export_object", job.export_object}, {"export_function", job.export_function}, {"reference_path", job.reference_path}};
     std::ofstream(job_path) << j.dump();
     int fds[2];
@@ -519,6 +564,7 @@ std::optional<MeasureResult> spawn(const std::string &exe, const MeasureJob &job
     o.own_process_group = true;  // Ctrl-C goes to the tuner only
     std::optional<MeasureResult> failed;
     try {
+        w.spawned = Clock::now();
         w.pid = start_process({exe, "worker", job_path, result_path, "--hold"}, o);
     } catch (const std::runtime_error &e) {
         w.pid = -1;
@@ -563,6 +609,10 @@ MeasureResult finished(const Worker &w, int status) {
         }
     }
     if (!r.compile_ms && w.compile_ms) r.compile_ms = w.compile_ms;
+    if (r.runs && w.compiled && w.compile_ms) {
+        double start_to_compiled = std::chrono::duration<double, std::milli>(w.compiled_at - w.spawned).count();
+        r.spawn_ms = std::max(1e-3, start_to_compiled - *w.compile_ms);
+    }
     return r;
 }
 
@@ -578,6 +628,7 @@ void poll_worker(Worker &w) {
         std::ifstream marker(w.dir + "/result.json.compiled");
         if (marker) {
             w.compiled = true;
+            w.compiled_at = Clock::now();
             try {
                 w.compile_ms = json::parse(marker).at("compile_ms").get<double>();
             } catch (const std::exception &) {

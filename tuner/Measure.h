@@ -30,6 +30,9 @@ struct MeasureJob {
     std::string target = "host";
     int threads = 0;         ///< Halide worker threads; 0 = all cores
     int warmup = 2, repeats = 7;
+    /** Adaptive timing (keep_timing): the best time of this cluster so far, in ms; 0 = none
+     * known, or the candidate must have exactly \p repeats runs (a confirm run). */
+    double best_ms = 0;
     uint64_t seed = 1;       ///< random inputs and weights
     /** Address-space limit of the worker process (setrlimit RLIMIT_AS), so a candidate that needs
      * too much memory fails its own allocation (status out-of-memory) instead of drawing the
@@ -56,6 +59,10 @@ struct MeasureResult {
     /** CUDA candidates: ptxas's resource report (cuda_resources_json); empty otherwise. */
     std::string resources;
     bool reference_computed = false;  ///< this worker compiled and ran the reference (none was kept)
+    /** Timed runs, and the phases' ms (Trial::runs, spawn_ms, timing_ms, verify_ms); absent for
+     * a candidate that was not timed. */
+    std::optional<int64_t> runs;
+    std::optional<double> spawn_ms, timing_ms, verify_ms;
 };
 
 struct CudaCheck;
@@ -78,6 +85,15 @@ std::string job_graph_json(const Graph &g, const Cluster &c);
 /** The verification tolerance of outputs of dtype \p d: the rule of tuner/bundle/bundle_data.h,
  * which candidates in workers and in measurement bundles are both checked by. */
 double output_tolerance(DType d);
+
+/** Adaptive timing: a candidate clearly slower than the best is stopped early, a close contender
+ * timed longer. Whether to time another run after \p samples (ms, in order): below kMinRuns, yes;
+ * without a \p best_ms, until \p repeats; else no once the median is over kClearlySlower times
+ * \p best_ms, and past \p repeats only while the median is within kCloseContender of it, up to
+ * 2 * \p repeats. */
+bool keep_timing(const std::vector<double> &samples, int repeats, double best_ms);
+constexpr int kMinRuns = 3;
+constexpr double kClearlySlower = 1.5, kCloseContender = 0.05;
 
 /** The unfused reference's outputs of \p g (one byte vector per graph output) on \p inputs,
  * for \p job's target. With job.reference_path: read from that file when it was written for the

@@ -79,6 +79,10 @@ public:
         check(v ? sqlite3_bind_double(stmt_, i, *v) : sqlite3_bind_null(stmt_, i), db_, what_);
         return *this;
     }
+    Statement &bind(int i, std::optional<int64_t> v) {
+        check(v ? sqlite3_bind_int64(stmt_, i, *v) : sqlite3_bind_null(stmt_, i), db_, what_);
+        return *this;
+    }
     /** True when a row is ready, false when done. */
     bool step() {
         int rc = sqlite3_step(stmt_);
@@ -154,6 +158,15 @@ std::string time_check_sql(const std::string &c) {
     return "(" + c + " IS NULL OR (" + c + " > 0 AND " + c + " <= " + max + "))";
 }
 
+/** The columns schema 4 added (Trial::runs and the phase times), each with its CHECK, joined by
+ * \p separator: in the table of a new file, and added by the 3 -> 4 migration. */
+std::string measurement_columns_sql(const std::string &separator) {
+    std::string runs = "runs INTEGER CHECK (runs IS NULL OR (runs >= 1 AND runs <= " + std::to_string(kMaxRuns) + "))";
+    std::string out = runs;
+    for (const char *c : {"spawn_ms", "timing_ms", "verify_ms"}) out += separator + std::string(c) + " REAL CHECK " + time_check_sql(c);
+    return out;
+}
+
 /** The tables and index of the current schema: STRICT (a REAL column holds only numbers, a TEXT
  * one only text) with the record rules as CHECK constraints. */
 std::string tables_sql() {
@@ -189,6 +202,8 @@ CREATE TABLE trial (
     host           TEXT NOT NULL,
     created_at     TEXT NOT NULL,
     resources      TEXT NOT NULL DEFAULT '',
+    )sql" + measurement_columns_sql(",\n    ") +
+           R"sql(,
     CHECK (min_ms <= median_ms AND median_ms <= max_ms AND min_ms <= max_ms)) STRICT;
 CREATE INDEX trial_workload ON trial (signature, target);
 )sql";
@@ -201,7 +216,15 @@ std::string schema_sql() {
 }
 
 constexpr const char *kTrialColumns = "id, signature, target, schedule, status, median_ms, min_ms, max_ms, compile_ms, error, "
-                                      "parent, strategy, fingerprint, halide_version, fusor_version, host, created_at, resources";
+                                      "parent, strategy, fingerprint, halide_version, fusor_version, host, created_at, resources, "
+                                      "runs, spawn_ms, timing_ms, verify_ms";
+/** kTrialColumns as a file of schema \p version holds them (NULL for those added later; version 1
+ * is migrated to 2 before any trial is read). */
+std::string trial_columns(int version) {
+    if (version >= 4) return kTrialColumns;
+    std::string c = kTrialColumns;
+    return c.substr(0, c.find(", runs")) + ", NULL, NULL, NULL, NULL";
+}
 
 /** Matches a trial's fingerprint against the lookup argument ?3: equal, or, for a family
  * fingerprint "isa:...", the trial's fingerprint ends with "|" followed by it, or, for a GPU
@@ -390,7 +413,8 @@ struct TuningDb::Impl {
         exec(db, "ALTER TABLE trial ADD COLUMN resources TEXT NOT NULL DEFAULT ''; PRAGMA user_version = 2;", ctx("cannot migrate"));
     }
     /** 2 -> 3: typed tables, and ids of the current hash: every record read through schema 2's
-     * rules, upgraded (upgrade_records) and written into the new tables. */
+     * rules, upgraded (upgrade_records) and written into the new tables (the current ones, so
+     * 3 -> 4 finds its columns there). */
     void retype_and_rehash() {
         TuningRecords r{all_workloads(), all_trials(2)};
         upgrade_records(r, 2, [&](size_t i, const FieldProblem &p) { malformed(trial_record(r.trials[i].id), p); });
@@ -399,11 +423,21 @@ struct TuningDb::Impl {
         insert_records(r);
         exec(db, "PRAGMA user_version = 3", ctx("cannot migrate"));
     }
+    /** 3 -> 4: the measurement columns (runs, phase times), NULL for every trial stored before;
+     * ids unchanged (those fields are part of an id only when present). */
+    void add_measurement_columns() {
+        if (query_int(db, "SELECT count(*) FROM pragma_table_info('trial') WHERE name = 'runs'", ctx("cannot migrate")) == 0) {
+            std::string sql = "ALTER TABLE trial ADD COLUMN " + measurement_columns_sql("; ALTER TABLE trial ADD COLUMN ") + ";";
+            exec(db, sql.c_str(), ctx("cannot migrate"));
+        }
+        exec(db, "PRAGMA user_version = 4", ctx("cannot migrate"));
+    }
     struct MigrationStep {
         int from;  ///< the version this step starts from; it leaves from + 1
         void (Impl::*run)();
     };
-    static constexpr MigrationStep kMigrations[] = {{1, &Impl::add_resources_column}, {2, &Impl::retype_and_rehash}};
+    static constexpr MigrationStep kMigrations[] = {
+        {1, &Impl::add_resources_column}, {2, &Impl::retype_and_rehash}, {3, &Impl::add_measurement_columns}};
     static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kTuningSchemaVersion - kOldestTuningSchemaVersion,
                   "one migration step per version");
 
@@ -455,6 +489,10 @@ struct TuningDb::Impl {
         t.host = s.text(15);
         t.created_at = s.text(16);
         t.resources = s.text(17);
+        t.runs = read_count(s, 18, record, "runs");
+        t.spawn_ms = read_time(s, 19, record, "spawn_ms");
+        t.timing_ms = read_time(s, 20, record, "timing_ms");
+        t.verify_ms = read_time(s, 21, record, "verify_ms");
         if (std::optional<FieldProblem> p = trial_problem(t, version)) malformed(record, *p);
         return t;
     }
@@ -472,6 +510,21 @@ struct TuningDb::Impl {
             malformed(record, {field, "a blob is not a number"});
         }
     }
+    /** A count column: NULL or an integer. */
+    std::optional<int64_t> read_count(const Statement &s, int col, const std::string &record, const char *field) const {
+        switch (s.type(col)) {
+        case SQLITE_NULL:
+            return std::nullopt;
+        case SQLITE_INTEGER:
+            return s.integer(col);
+        case SQLITE_FLOAT:
+            malformed(record, {field, "a real number is not a count"});
+        case SQLITE_TEXT:
+            malformed(record, {field, "text " + quote_text(s.text(col)) + " is not a count"});
+        default:
+            malformed(record, {field, "a blob is not a count"});
+        }
+    }
     Workload read_workload(const Statement &s) const {
         Workload w{s.text(0), s.text(1), s.text(2)};
         if (std::optional<FieldProblem> p = workload_problem(w)) malformed("workload " + quote_text(w.signature), *p);
@@ -485,7 +538,7 @@ struct TuningDb::Impl {
         return out;
     }
     std::vector<Trial> all_trials(int version = kTuningSchemaVersion) const {
-        std::string sql = std::string("SELECT ") + kTrialColumns + " FROM trial ORDER BY id";
+        std::string sql = "SELECT " + trial_columns(version) + " FROM trial ORDER BY id";
         Statement s(db, sql.c_str(), ctx("cannot read"));
         std::vector<Trial> out;
         while (s.step()) out.push_back(read_trial(s, version));
@@ -510,11 +563,12 @@ struct TuningDb::Impl {
         s.bind(6, t.median_ms).bind(7, t.min_ms).bind(8, t.max_ms).bind(9, t.compile_ms);
         s.bind(10, t.error).bind(11, t.parent).bind(12, t.strategy).bind(13, t.fingerprint);
         s.bind(14, t.halide_version).bind(15, t.fusor_version).bind(16, t.host).bind(17, t.created_at).bind(18, t.resources);
+        s.bind(19, t.runs).bind(20, t.spawn_ms).bind(21, t.timing_ms).bind(22, t.verify_ms);
         return s.run();
     }
     Statement insert_trial_statement() {
         std::string sql = std::string("INSERT OR IGNORE INTO trial (") + kTrialColumns +
-                          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
+                          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)";
         return Statement(db, sql.c_str(), ctx("cannot insert a trial into"));
     }
     void insert_workload(Statement &s, const Workload &w) {

@@ -35,6 +35,32 @@ template <typename Json = nlohmann::json> Json time_json(const std::optional<dou
     return v ? Json(*v) : Json(nullptr);
 }
 
+/** \p t as an object of the export format (every field; absent times and counts as null). */
+template <typename J> J trial_object(const Trial &t) {
+    return {{"id", t.id},
+            {"signature", t.signature},
+            {"target", t.target},
+            {"schedule", t.schedule},
+            {"status", status_name(t.status)},
+            {"median_ms", time_json<J>(t.median_ms)},
+            {"min_ms", time_json<J>(t.min_ms)},
+            {"max_ms", time_json<J>(t.max_ms)},
+            {"compile_ms", time_json<J>(t.compile_ms)},
+            {"error", t.error},
+            {"parent", t.parent},
+            {"strategy", t.strategy},
+            {"fingerprint", t.fingerprint},
+            {"halide_version", t.halide_version},
+            {"fusor_version", t.fusor_version},
+            {"host", t.host},
+            {"created_at", t.created_at},
+            {"resources", t.resources},
+            {"runs", t.runs ? J(*t.runs) : J(nullptr)},
+            {"spawn_ms", time_json<J>(t.spawn_ms)},
+            {"timing_ms", time_json<J>(t.timing_ms)},
+            {"verify_ms", time_json<J>(t.verify_ms)}};
+}
+
 /** The order rule: min_ms <= median_ms <= max_ms where present. */
 std::optional<FieldProblem> order_problem(const Trial &t) {
     auto above = [](const std::optional<double> &a, const std::optional<double> &b) { return a && b && *a > *b; };
@@ -129,6 +155,12 @@ public:
         if (!v.is_number()) fail(dotted(where, key), "expected a number or null");
         return v.get<double>();
     }
+    std::optional<int64_t> count(const nlohmann::json &obj, const char *key, const std::string &where) const {
+        const nlohmann::json &v = field(obj, key, where);
+        if (v.is_null()) return std::nullopt;
+        if (!v.is_number_integer()) fail(dotted(where, key), "expected an integer or null");
+        return v.get<int64_t>();
+    }
     const nlohmann::json &array(const nlohmann::json &obj, const char *key) const {
         const nlohmann::json &v = field(obj, key, "");
         if (!v.is_array()) fail(key, "expected an array");
@@ -167,6 +199,12 @@ Trial parse_trial(const JsonReader &r, const nlohmann::json &o, const std::strin
     t.host = r.text(o, "host", where);
     t.created_at = r.text(o, "created_at", where);
     if (o.contains("resources")) t.resources = r.text(o, "resources", where);  // absent in version 1
+    if (version >= 4) {
+        t.runs = r.count(o, "runs", where);
+        t.spawn_ms = r.time(o, "spawn_ms", where);
+        t.timing_ms = r.time(o, "timing_ms", where);
+        t.verify_ms = r.time(o, "verify_ms", where);
+    }
     if (std::optional<FieldProblem> p = trial_problem(t, version)) r.fail(where + "." + p->field, p->problem);
     return t;
 }
@@ -247,10 +285,14 @@ std::optional<std::string> time_problem(double ms) {
 
 std::optional<FieldProblem> trial_problem(const Trial &t, int version) {
     const std::pair<const char *, const std::optional<double> *> times[] = {
-        {"median_ms", &t.median_ms}, {"min_ms", &t.min_ms}, {"max_ms", &t.max_ms}, {"compile_ms", &t.compile_ms}};
+        {"median_ms", &t.median_ms}, {"min_ms", &t.min_ms}, {"max_ms", &t.max_ms}, {"compile_ms", &t.compile_ms},
+        {"spawn_ms", &t.spawn_ms}, {"timing_ms", &t.timing_ms}, {"verify_ms", &t.verify_ms}};
     for (const auto &[field, value] : times) {
         if (!*value) continue;
         if (std::optional<std::string> p = time_problem(**value)) return FieldProblem{field, *p};
+    }
+    if (t.runs && (*t.runs < 1 || *t.runs > kMaxRuns)) {
+        return FieldProblem{"runs", std::to_string(*t.runs) + " is not a count of runs from 1 to " + std::to_string(kMaxRuns)};
     }
     if (std::optional<FieldProblem> p = order_problem(t)) return p;
     std::optional<FieldProblem> text = text_problem(
@@ -278,6 +320,10 @@ std::string trial_content(const Trial &t) {
                                               time_json(t.min_ms), time_json(t.max_ms), time_json(t.compile_ms), t.error, t.parent,
                                               t.strategy, t.fingerprint, t.halide_version, t.fusor_version, t.host, t.created_at});
     if (!t.resources.empty()) j.push_back(t.resources);  // absent before schema 2
+    if (t.runs || t.spawn_ms || t.timing_ms || t.verify_ms) {  // absent before schema 4
+        j.push_back({{"runs", t.runs ? nlohmann::json(*t.runs) : nlohmann::json(nullptr)}, {"spawn_ms", time_json(t.spawn_ms)},
+                     {"timing_ms", time_json(t.timing_ms)}, {"verify_ms", time_json(t.verify_ms)}});
+    }
     return j.dump();
 }
 
@@ -290,7 +336,7 @@ std::string trial_content_id(const Trial &t) {
 }
 
 void upgrade_records(TuningRecords &r, int version, const std::function<void(size_t, const FieldProblem &)> &fail) {
-    if (version >= kTuningSchemaVersion) return;
+    if (version >= 3) return;  // from version 3 on, ids are content_hash already
     std::map<std::string, std::string> signature;  // legacy -> current, where the legacy one is the text's hash
     for (Workload &w : r.workloads) {
         if (legacy_content_hash(w.canonical_text) != w.signature) continue;
@@ -326,6 +372,10 @@ void upgrade_records(TuningRecords &r, int version, const std::function<void(siz
             stack.pop_back();
         }
     }
+}
+
+nlohmann::json trial_to_json(const Trial &t) {
+    return trial_object<nlohmann::json>(t);
 }
 
 Trial trial_from_json(const nlohmann::json &o, const std::string &file, const std::string &where) {
@@ -374,24 +424,7 @@ std::string export_document(const TuningRecords &r) {
     for (const Trial &t : r.trials) {
         std::optional<FieldProblem> p = trial_problem(t);
         FUSOR_INTERNAL_ASSERT(!p) << "trial '" << t.id << "' exported with " << p->field << ": " << p->problem;
-        doc["trials"].push_back({{"id", t.id},
-                                 {"signature", t.signature},
-                                 {"target", t.target},
-                                 {"schedule", t.schedule},
-                                 {"status", status_name(t.status)},
-                                 {"median_ms", time_json<J>(t.median_ms)},
-                                 {"min_ms", time_json<J>(t.min_ms)},
-                                 {"max_ms", time_json<J>(t.max_ms)},
-                                 {"compile_ms", time_json<J>(t.compile_ms)},
-                                 {"error", t.error},
-                                 {"parent", t.parent},
-                                 {"strategy", t.strategy},
-                                 {"fingerprint", t.fingerprint},
-                                 {"halide_version", t.halide_version},
-                                 {"fusor_version", t.fusor_version},
-                                 {"host", t.host},
-                                 {"created_at", t.created_at},
-                                 {"resources", t.resources}});
+        doc["trials"].push_back(trial_object<J>(t));
     }
     return doc.dump(1) + "\n";
 }

@@ -57,18 +57,27 @@ struct Trial {
     /** CUDA candidates: ptxas's resource report as compact JSON (docs/tuning_db.md); empty
      * otherwise. Part of the id only when non-empty. */
     std::string resources;
+    /** How it was measured (schema 4; absent in older records and for candidates that were not
+     * timed): the timed runs it had (adaptive timing stops a clearly slower one early), and the
+     * ms its worker spent starting (spawn_ms: from the spawn to the compile, less the compile),
+     * timing (timing_ms: warm-up and timed runs) and verifying (verify_ms: the reference, kept or
+     * computed, and the comparison). Part of the id only when present. */
+    std::optional<int64_t> runs;
+    std::optional<double> spawn_ms, timing_ms, verify_ms;
     // provenance
     std::string fingerprint;  ///< machine_fingerprint()
     std::string halide_version, fusor_version, host, created_at;
 };
 
 /** The schema version this fusor writes, in a database (PRAGMA user_version) and in an export. */
-constexpr int kTuningSchemaVersion = 3;
+constexpr int kTuningSchemaVersion = 4;
 /** The oldest version read; records of older versions get their ids recomputed (upgrade_records). */
 constexpr int kOldestTuningSchemaVersion = 1;
 
 /** The largest time a record holds, in ms (about 11.6 days). */
 constexpr double kMaxTimeMs = 1e9;
+/** The most timed runs a record holds. */
+constexpr int64_t kMaxRuns = 1000000;
 /** nullopt when \p ms may be stored as a time (a finite number > 0 and <= kMaxTimeMs), else what
  * is wrong with it. The one rule for every time: the schema's CHECK constraints, the ranking and
  * every reader apply it. */
@@ -78,8 +87,9 @@ std::optional<std::string> time_problem(double ms);
 struct FieldProblem {
     std::string field, problem;
 };
-/** The first rule \p t breaks, or nullopt: every time (median_ms, min_ms, max_ms, compile_ms) is
- * absent or passes time_problem; min_ms <= median_ms <= max_ms where present; every text is valid
+/** The first rule \p t breaks, or nullopt: every time (median_ms, min_ms, max_ms, compile_ms,
+ * spawn_ms, timing_ms, verify_ms) is absent or passes time_problem; runs is absent or 1 to
+ * kMaxRuns; min_ms <= median_ms <= max_ms where present; every text is valid
  * UTF-8; and id is the content hash of the other fields under schema \p version's hash
  * (trial_content_id from version 3 on, legacy_content_hash before). */
 std::optional<FieldProblem> trial_problem(const Trial &t, int version = kTuningSchemaVersion);
@@ -114,6 +124,9 @@ void upgrade_records(TuningRecords &r, int version, const std::function<void(siz
 /** Parses JSON \p text read from \p file; a syntax error or a number out of range (1e999) is a
  * UserError "'<file>': <field being read>: malformed JSON: ...", e.g. "trials[3].median_ms". */
 nlohmann::json parse_json_naming_field(const std::string &text, const std::string &file);
+
+/** \p t as a trial object of the current export format (trial_from_json reads it back). */
+nlohmann::json trial_to_json(const Trial &t);
 
 /** A trial object of the current export format (\p where names it in \p file's errors): every
  * field checked with trial_problem; UserError "'<file>': <where>.<field>: <problem>" otherwise. */

@@ -525,6 +525,55 @@ TEST_CASE("autotune: each cluster's reference is computed once per run, by the f
     CHECK(results[0].references_computed == 1);
 }
 
+TEST_CASE("measure: adaptive timing stops a clearly slower candidate early and times a close contender longer", "[tuner][autotune]") {
+    auto runs = [](double each_ms, int repeats, double best_ms) {
+        std::vector<double> samples;
+        while (keep_timing(samples, repeats, best_ms)) samples.push_back(each_ms);
+        return (int)samples.size();
+    };
+    CHECK(runs(2.0, 7, 0) == 7);                    // no best known: exactly the repeats
+    CHECK(runs(2.0, 7, 1.0) == kMinRuns);           // clearly slower: stopped after the minimum
+    CHECK(runs(1.2, 7, 1.0) == 7);                  // slower, not clearly: the repeats
+    CHECK(runs(1.02, 7, 1.0) == 14);                // a close contender: twice the repeats
+    CHECK(runs(0.5, 7, 1.0) == 7);                  // clearly faster: the repeats
+    CHECK(runs(2.0, 2, 1.0) == 2);                  // fewer repeats than the minimum
+    // in a measurement: the runs are recorded
+    MeasureJob job = small_job();
+    job.repeats = 5;
+    MeasureResult plain = measure_here(job);
+    REQUIRE(plain.status == TrialStatus::Ok);
+    CHECK(plain.runs == 5);
+    CHECK(plain.timing_ms.value_or(0) > 0);
+    CHECK(plain.verify_ms.value_or(0) > 0);
+    job.best_ms = *plain.median_ms / 100;  // a best far below this candidate
+    MeasureResult slow = measure_here(job);
+    REQUIRE(slow.status == TrialStatus::Ok);
+    CHECK(slow.runs == kMinRuns);
+}
+
+TEST_CASE("autotune: every timed trial is stored with its runs and its phase times", "[tuner][autotune]") {
+    TempDir dir;
+    Graph g = model("eltwise_chain");
+    TuningDb db(dir.file("t.db"));
+    AutotuneOptions o = options(4);
+    o.jobs = 2;
+    auto results = autotune(g, db, o);
+    REQUIRE(results.size() == 1);
+    int timed = 0;
+    for (const Trial &t : db.trials(results[0].signature, resolved_target("host"))) {
+        INFO(t.strategy << " " << status_name(t.status));
+        if (t.status != TrialStatus::Ok) continue;
+        timed++;
+        REQUIRE(t.runs);
+        CHECK(*t.runs >= std::min(kMinRuns, o.repeats));
+        CHECK(*t.runs <= 2 * o.repeats);
+        CHECK(t.spawn_ms.value_or(0) > 0);
+        CHECK(t.timing_ms.value_or(0) > 0);
+        CHECK(t.verify_ms.value_or(0) > 0);
+    }
+    CHECK(timed == 4);
+}
+
 TEST_CASE("measure: a stopped batch cancels the candidates it has not timed", "[tuner][autotune]") {
     std::atomic<bool> stop{true};
     BatchOptions o;

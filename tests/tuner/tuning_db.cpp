@@ -146,6 +146,10 @@ void check_same_trial(const Trial &a, const Trial &b) {
     CHECK(a.host == b.host);
     CHECK(a.created_at == b.created_at);
     CHECK(a.resources == b.resources);
+    CHECK(a.runs == b.runs);
+    CHECK(a.spawn_ms == b.spawn_ms);
+    CHECK(a.timing_ms == b.timing_ms);
+    CHECK(a.verify_ms == b.verify_ms);
 }
 
 /** Expects \p f to throw DbError whose message names \p file. */
@@ -171,12 +175,12 @@ void check_user_error(const Result &r, const std::string &file) {
 
 }  // namespace
 
-TEST_CASE("tuning db schema: a new file has user_version 3 and the fusor application id",
+TEST_CASE("tuning db schema: a new file has the current user_version and the fusor application id",
           "[tuner][tuning_db]") {
     TempDir dir;
     std::string path = dir.file("new.db");
     { TuningDb db(path); }
-    CHECK(raw_query(path, "PRAGMA user_version") == "3");
+    CHECK(raw_query(path, "PRAGMA user_version") == std::to_string(fusor::kTuningSchemaVersion));
     CHECK(raw_query(path, "PRAGMA application_id") == std::to_string(0x6675736F));
     CHECK(raw_query(path, "PRAGMA journal_mode") == "wal");
     CHECK(
@@ -199,7 +203,7 @@ TEST_CASE("tuning db schema: a new file has user_version 3 and the fusor applica
     std::string empty = dir.file("empty.db");
     write_file(empty, "");
     { TuningDb db(empty); }
-    CHECK(raw_query(empty, "PRAGMA user_version") == "3");
+    CHECK(raw_query(empty, "PRAGMA user_version") == std::to_string(fusor::kTuningSchemaVersion));
 
     TuningDb mem(":memory:");
     mem.add_workload(workload("m"));
@@ -442,7 +446,7 @@ TEST_CASE("tuning db export and import: a fresh db gets identical trials, twice 
 
     nlohmann::json doc = nlohmann::json::parse(slurp(dir.file("out.json")));
     CHECK(doc["format"] == "fusor-tuning-db");
-    CHECK(doc["schema_version"] == 3);
+    CHECK(doc["schema_version"] == fusor::kTuningSchemaVersion);
     CHECK(doc["workloads"].size() == 2);
     CHECK(doc["trials"].size() == 4);
 
@@ -472,7 +476,9 @@ TEST_CASE("tuning db import: malformed files are refused, naming the file, and i
 
     std::vector<std::pair<std::string, std::function<void(nlohmann::json &)>>> cases = {
         {"format", [](nlohmann::json &j) { j["format"] = "something-else"; }},
-        {"schema_version: is 4; this fusor reads versions 1 to 3", [](nlohmann::json &j) { j["schema_version"] = 4; }},
+        {"schema_version: is 5; this fusor reads versions 1 to 4", [](nlohmann::json &j) { j["schema_version"] = 5; }},
+        {"trials[1].runs: expected an integer or null", [](nlohmann::json &j) { j["trials"][1]["runs"] = 2.5; }},
+        {"missing field 'verify_ms'", [](nlohmann::json &j) { j["trials"][1].erase("verify_ms"); }},
         {"trials", [](nlohmann::json &j) { j.erase("trials"); }},
         {"trials[1].status: unknown status \"fine\"", [](nlohmann::json &j) { j["trials"][1]["status"] = "fine"; }},
         {"trials[1].median_ms", [](nlohmann::json &j) { j["trials"][1]["median_ms"] = "fast"; }},
@@ -596,7 +602,7 @@ TEST_CASE("tuning db refuses a newer schema version and leaves the file alone",
     raw_exec(path, "PRAGMA user_version = 7");
     std::string before = slurp(path);
     check_db_error_names([&] { TuningDb db(path); }, "v7.db",
-                         "schema version 7; this fusor reads versions 1 to 3");
+                         "schema version 7; this fusor reads versions 1 to 4");
     check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v7.db",
                          "schema version 7");
     CHECK(slurp(path) == before);
@@ -1031,7 +1037,7 @@ TEST_CASE("tuning db migration: versions 1 and 2 are migrated in place step by s
         REQUIRE(raw_query(path, "PRAGMA user_version") == std::to_string(version));
         {
             TuningDb db(path);
-            CHECK(raw_query(path, "PRAGMA user_version") == "3");
+            CHECK(raw_query(path, "PRAGMA user_version") == std::to_string(fusor::kTuningSchemaVersion));
             CHECK_THAT(raw_query(path, "SELECT sql FROM sqlite_master WHERE name = 'trial'"), Contains("STRICT") && Contains("CHECK"));
             check_migrated(db, old, {w});
             CHECK(db.best(fusor::content_hash(w.canonical_text), kTarget, kCpuA)->schedule == old[2].schedule);
@@ -1083,10 +1089,10 @@ TEST_CASE("tuning db migration: read-only, merge and import read an older file i
     }
 }
 
-TEST_CASE("tuning db migration: the checked-in version 1 and 2 files keep their trials, links and best schedules",
+TEST_CASE("tuning db migration: the checked-in version 1, 2 and 3 files keep their trials, links and best schedules",
           "[tuner][tuning_db]") {
-    std::set<std::string> ids[3];
-    for (int version : {1, 2}) {
+    std::set<std::string> ids[4];
+    for (int version : {1, 2, 3}) {
         INFO("version " << version);
         TempDir dir;
         std::string name = "v" + std::to_string(version);
@@ -1115,7 +1121,7 @@ TEST_CASE("tuning db migration: the checked-in version 1 and 2 files keep their 
         fs::copy_file(old_path, migrated);
         {
             TuningDb db(migrated);
-            CHECK(raw_query(migrated, "PRAGMA user_version") == "3");
+            CHECK(raw_query(migrated, "PRAGMA user_version") == std::to_string(fusor::kTuningSchemaVersion));
             std::map<std::string, Trial> now = all_trials(db);
             REQUIRE(now.size() == old.size());
             size_t linked = 0;
@@ -1163,6 +1169,41 @@ TEST_CASE("tuning db migration: the checked-in version 1 and 2 files keep their 
         CHECK(trial_ids(imported) == ids[version]);
     }
     CHECK(ids[1] == ids[2]);  // the same trials (none has resources) in both files
+    CHECK(ids[2] == ids[3]);  // v3.db is v2.db migrated by fusor of schema 3; version 4 keeps its ids
+}
+
+TEST_CASE("tuning db: runs and phase times round-trip, are part of the id when present, and bad ones are refused",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    Trial plain = make_trial("s1", 1), measured = make_trial("s1", 1);
+    measured.runs = 4;
+    measured.spawn_ms = 35.5;
+    measured.timing_ms = 12.25;
+    measured.verify_ms = 0.75;
+    std::string path = dir.file("t.db");
+    {
+        TuningDb db(path);
+        db.add_workload(workload("s1"));
+        db.add_trial(plain);
+        db.add_trial(measured);
+        CHECK(plain.id != measured.id);
+        CHECK(plain.id == fusor::trial_content_id(make_trial("s1", 1)));  // without them, the id of schema 3
+        check_same_trial(*db.trial(measured.id), measured);
+        CHECK_FALSE(db.trial(plain.id)->runs.has_value());
+        db.export_json(dir.file("e.json"));
+    }
+    TuningDb imported(dir.file("i.db"));
+    CHECK(imported.import_json(dir.file("e.json")) == 2);
+    check_same_trial(*imported.trial(measured.id), measured);
+    // the schema refuses bad values; the record rules refuse them on import
+    std::string where = " WHERE id = " + sql_text(measured.id);
+    for (std::string set : {"runs = 0", "runs = -3", "runs = 2.5", "runs = 'x'", "spawn_ms = -1", "timing_ms = 0", "verify_ms = 9e999"}) {
+        INFO(set);
+        CHECK(raw_exec_rc(path, "UPDATE trial SET " + set + where) != SQLITE_OK);
+    }
+    Trial bad = measured;
+    bad.runs = 0;
+    CHECK_THROWS_WITH(TuningDb(":memory:").add_trial(bad), Contains("runs: 0 is not a count of runs"));
 }
 
 TEST_CASE("tuning db: a bad row of an older file is refused by every verb that reads it, naming the file, trial and field",
@@ -1299,7 +1340,7 @@ TEST_CASE("fusor db import: a bad time, order or number in an export is exit 2 n
         {with([](nlohmann::json &j) { j["trials"][1]["max_ms"] = 0.5; }), "trials[1].max_ms: 0.5 is less than median_ms 2"},
         {raw_median("1e999"), "trials[1].median_ms: malformed JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"},
         {raw_median("-0.0"), "trials[1].median_ms: -0 is not a finite positive number"},
-        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 3"},
+        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 4"},
         {with([](nlohmann::json &j) { j["schema_version"] = nlohmann::json::array({nlohmann::json::array()}); }), "schema_version: is a JSON array"},
         {"{\"format\": \"fusor-tuning-db\", \"trials\": [{}, {\"a\": [1, 2, }]}", "trials[1].a[2]: malformed JSON"},
     };
