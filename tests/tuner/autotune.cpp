@@ -67,6 +67,21 @@ Graph model_graph_for_cli(const std::string &path) {
     return g;
 }
 
+/** A job of one fusor.test.Fault node over f32[64] in \p mode (segfault, hang, wrong, internal),
+ * timed twice. */
+MeasureJob fault_job(const std::string &mode) {
+    fusor::test::register_test_ops();
+    Graph fg = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64]}], "outputs": ["y"],
+        "nodes": [{"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y"], "attrs": {"mode": ")" +
+                                    mode + R"("}}]})",
+                                "fault.json");
+    form_clusters(fg);
+    MeasureJob job;
+    job.graph_json = job_graph_json(fg, fg.clusters[0]);
+    job.repeats = 2;
+    return job;
+}
+
 MeasureJob small_job() {
     Graph g = model("eltwise_chain");
     form_clusters(g);
@@ -442,14 +457,7 @@ TEST_CASE("autotune: generated kernels that crash, hang or compute wrong values 
 
 TEST_CASE("measure: a batch compiles in parallel workers, and a candidate that crashes while timed does not stop it",
           "[tuner][autotune]") {
-    fusor::test::register_test_ops();
-    Graph fg = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64]}], "outputs": ["y"],
-        "nodes": [{"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y"], "attrs": {"mode": "segfault"}}]})",
-                                "fault.json");
-    form_clusters(fg);
-    MeasureJob crash;
-    crash.graph_json = job_graph_json(fg, fg.clusters[0]);
-    crash.repeats = 2;
+    MeasureJob crash = fault_job("segfault");
     std::vector<MeasureJob> jobs = {small_job(), crash, small_job()};
     jobs[2].seed = 2;
     BatchOptions o;
@@ -497,32 +505,13 @@ TEST_CASE("measure: the reference is computed once and kept for later candidates
     CHECK(r3.reference_computed);
     CHECK_FALSE(measure_here(other).reference_computed);
     // a candidate that computes wrong values fails against a kept reference as against a fresh one
-    fusor::test::register_test_ops();
-    Graph fg = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64]}], "outputs": ["y"],
-        "nodes": [{"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y"], "attrs": {"mode": "wrong"}}]})",
-                                "fault.json");
-    form_clusters(fg);
-    MeasureJob wrong;
-    wrong.graph_json = job_graph_json(fg, fg.clusters[0]);
-    wrong.repeats = 2;
+    MeasureJob wrong = fault_job("wrong");
     wrong.reference_path = dir.file("wrong_reference.bin");
     for (bool first : {true, false}) {
         MeasureResult r = measure_here(wrong);
         CHECK(r.status == TrialStatus::WrongResult);
         CHECK(r.reference_computed == first);
     }
-}
-
-TEST_CASE("autotune: each cluster's reference is computed once per run, by the first candidate timed", "[tuner][autotune]") {
-    TempDir dir;
-    Graph g = model("eltwise_chain");
-    TuningDb db(dir.file("t.db"));
-    AutotuneOptions o = options(6);
-    o.jobs = 2;
-    std::vector<ClusterTuning> results = autotune(g, db, o);
-    REQUIRE(results.size() == 1);
-    CHECK(results[0].trials == 6);
-    CHECK(results[0].references_computed == 1);
 }
 
 TEST_CASE("measure: adaptive timing stops a clearly slower candidate early and times a close contender longer", "[tuner][autotune]") {
@@ -551,7 +540,8 @@ TEST_CASE("measure: adaptive timing stops a clearly slower candidate early and t
     CHECK(slow.runs == kMinRuns);
 }
 
-TEST_CASE("autotune: every timed trial is stored with its runs and its phase times", "[tuner][autotune]") {
+TEST_CASE("autotune: every timed trial is stored with its runs and phase times; the reference is computed once per run",
+          "[tuner][autotune]") {
     TempDir dir;
     Graph g = model("eltwise_chain");
     TuningDb db(dir.file("t.db"));
@@ -559,6 +549,8 @@ TEST_CASE("autotune: every timed trial is stored with its runs and its phase tim
     o.jobs = 2;
     auto results = autotune(g, db, o);
     REQUIRE(results.size() == 1);
+    CHECK(results[0].trials == 4);
+    CHECK(results[0].references_computed == 1);  // by the first candidate timed; the others read it
     int timed = 0;
     for (const Trial &t : db.trials(results[0].signature, resolved_target("host"))) {
         INFO(t.strategy << " " << status_name(t.status));
@@ -883,14 +875,7 @@ TEST_CASE("measure: a candidate that needs more memory than the worker's limit i
 
 TEST_CASE("measure: an internal error of fusor's in a worker is a tuner error, and its schedule is not counted as tried",
           "[tuner][autotune]") {
-    fusor::test::register_test_ops();
-    Graph fg = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64]}], "outputs": ["y"],
-        "nodes": [{"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["x"], "outputs": ["y"], "attrs": {"mode": "internal"}}]})",
-                                "fault.json");
-    form_clusters(fg);
-    MeasureJob job;
-    job.graph_json = job_graph_json(fg, fg.clusters[0]);
-    job.repeats = 2;
+    MeasureJob job = fault_job("internal");
     MeasureResult r = measure_in_worker(FUSOR_TEST_WORKER, job, 120);
     INFO(r.error);
     CHECK(r.status == TrialStatus::TunerError);
