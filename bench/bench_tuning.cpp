@@ -321,7 +321,26 @@ struct SearchRun {
      * strategy's final picks, re-timed by retime(). */
     std::vector<std::string> top_schedules;
     std::string graph_json;                    ///< the cluster as a measure job's graph
+    /** Per phase of the search's timed trials (spawn, compile, timing, verify; Trial's fields),
+     * the median ms; "runs": the median timed runs. */
+    std::map<std::string, double> phase_medians;
 };
+
+/** The median of each phase time and of the runs over \p trials that have them. */
+std::map<std::string, double> phase_medians(const std::vector<Trial> &trials) {
+    std::map<std::string, std::vector<double>> v;
+    for (const Trial &t : trials) {
+        if (!t.runs || t.strategy == "confirm") continue;
+        v["runs"].push_back((double)*t.runs);
+        for (auto [name, value] : {std::pair{"spawn_ms", t.spawn_ms}, {"compile_ms", t.compile_ms}, {"timing_ms", t.timing_ms},
+                                   {"verify_ms", t.verify_ms}}) {
+            if (value) v[name].push_back(*value);
+        }
+    }
+    std::map<std::string, double> out;
+    for (auto &[name, values] : v) out[name] = median(values);
+    return out;
+}
 
 /** Per candidate: limit of its compile (autoschedulers included) and of its run (--timeout). */
 double g_candidate_timeout_s = 90;
@@ -369,6 +388,7 @@ SearchRun search(const Graph &g, const std::string &db_path, const std::string &
         }
         r.best_so_far.push_back(best);
     }
+    r.phase_medians = phase_medians(db.trials(r.signature, r.target));
     return r;
 }
 
@@ -560,6 +580,10 @@ int main(int argc, char **argv) {
         r["trials"] = search_trials;
         r["best_so_far_search"] = tuned.best_so_far;
         r["best_so_far_random"] = random.best_so_far;
+        r["search_phase_medians"] = tuned.phase_medians;
+        fmt::print("   per search trial (medians): {:.0f} runs; spawn {:.0f} ms, compile {:.0f} ms, timing {:.0f} ms, verify {:.0f} ms\n",
+                   tuned.phase_medians["runs"], tuned.phase_medians["spawn_ms"], tuned.phase_medians["compile_ms"],
+                   tuned.phase_medians["timing_ms"], tuned.phase_medians["verify_ms"]);
         std::optional<double> dnnl = onednn_ms(c, repeats);
         r["onednn_ms"] = dnnl ? json(*dnnl) : json(nullptr);
         double best_as = 0;
