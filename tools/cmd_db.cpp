@@ -154,6 +154,11 @@ Verb add_db(CLI::App &app) {
                                 t.parent.empty() ? "-" : prefix(t.parent),
                                 first_line(t.status == TrialStatus::Ok || t.status == TrialStatus::Unmeasured ? t.schedule : t.error));
                             if (!t.resources.empty()) fmt::print("      ptxas: {}\n", resources_summary(t.resources));
+                            if (t.runs) {
+                                auto phase = [](const std::optional<double> &v) { return v ? fmt::format("{:.0f}", *v) : std::string("-"); };
+                                fmt::print("      {} runs; ms spent: spawn {}, compile {}, timing {}, verify {}\n", *t.runs, phase(t.spawn_ms),
+                                           phase(t.compile_ms), phase(t.timing_ms), phase(t.verify_ms));
+                            }
                         }
                     }
                     return 0;

@@ -452,6 +452,13 @@ ImportResultsSummary import_results(const std::string &path, TuningDb &db) {
         t.median_ms = r.time(rec, "median_ms", where, ok);
         t.min_ms = r.time(rec, "min_ms", where, ok);
         t.max_ms = r.time(rec, "max_ms", where, ok);
+        if (ok && rec.contains("runs")) {
+            const json &n = rec["runs"];
+            if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > kMaxRuns) {
+                r.fail(where + ".runs", "expected a count of runs from 1 to " + std::to_string(kMaxRuns));
+            }
+            t.runs = n.get<int64_t>();
+        }
         t.error = rec.contains("error") ? r.text(rec, "error", where) : std::string();
         if (ok) t.error.clear();
         else if (t.error.empty()) t.error = status_text;

@@ -105,6 +105,7 @@ TEST_CASE("bundle: a CPU batch is exported, measured by DIR/measure, imported, a
             if (t.status == TrialStatus::Ok) {
                 CHECK(t.fingerprint == machine_fingerprint());  // the same machine measured it
                 CHECK(t.median_ms);
+                CHECK(t.runs.value_or(0) >= 1);  // the harness's timed runs
                 measured[w.signature]++;
             }
         }

@@ -1177,7 +1177,7 @@ TEST_CASE("tuning db: runs and phase times round-trip, are part of the id when p
     TempDir dir;
     Trial plain = make_trial("s1", 1), measured = make_trial("s1", 1);
     measured.runs = 4;
-    measured.spawn_ms = 35.5;
+    measured.spawn_ms = 35.25;
     measured.timing_ms = 12.25;
     measured.verify_ms = 0.75;
     std::string path = dir.file("t.db");
@@ -1192,6 +1192,9 @@ TEST_CASE("tuning db: runs and phase times round-trip, are part of the id when p
         CHECK_FALSE(db.trial(plain.id)->runs.has_value());
         db.export_json(dir.file("e.json"));
     }
+    Result show = run_fusor("db show '" + path + "'");
+    CHECK(show.status == 0);
+    CHECK_THAT(show.out, Contains("4 runs; ms spent: spawn 35, compile ") && Contains(", timing 12, verify 1\n"));
     TuningDb imported(dir.file("i.db"));
     CHECK(imported.import_json(dir.file("e.json")) == 2);
     check_same_trial(*imported.trial(measured.id), measured);
