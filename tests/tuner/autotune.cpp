@@ -540,7 +540,7 @@ TEST_CASE("measure: adaptive timing stops a clearly slower candidate early and t
     CHECK(slow.runs == kMinRuns);
 }
 
-TEST_CASE("autotune: every timed trial is stored with its runs and phase times; the reference is computed once per run",
+TEST_CASE("autotune: every timed trial is stored with its runs and phase times, and the reference is computed once per run",
           "[tuner][autotune]") {
     TempDir dir;
     Graph g = model("eltwise_chain");
