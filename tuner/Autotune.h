@@ -58,6 +58,10 @@ struct AutotuneOptions {
      * round, the order rotated), each result stored as a trial of strategy "confirm". Not counted
      * against trials; skipped when the budget is spent or stop is set. 0: no confirm phase. */
     int confirm_rounds = 2;
+    /** A cluster whose share of the model's time (its weight over every cluster's, after the
+     * seeds) is below this gets no search: its default and baselines stand, so tiny clusters do
+     * not eat the trials or the budget. 0: every cluster is searched. */
+    double min_search_share = 0.01;
     std::string worker_exe;        ///< the fusor binary (it runs `fusor worker`)
     /** Halide autoschedulers timed as baselines (and kept as candidates) after each default:
      * any of Mullapudi2016, Adams2019, Li2018. */

@@ -125,3 +125,38 @@ TEST_CASE("autotune --autoschedulers auto: baselines only for the clusters that 
         CHECK(baselines == (int)heavy.count(r.signature));
     }
 }
+
+TEST_CASE("autotune: a cluster under min_search_share of the model's time gets no search, and its trials go to the others",
+          "[tuner][search]") {
+    TempDir dir;
+    // a 128x128 matmul and, apart, a Relu of 4 elements: two clusters of very different weight
+    Graph g = parse_graph_json(R"({"format_version": 1, "outputs": ["y", "w"],
+        "inputs": [{"name": "a", "dtype": "f32", "shape": [128, 128]}, {"name": "b", "dtype": "f32", "shape": [128, 128]},
+                   {"name": "z", "dtype": "f32", "shape": [4]}],
+        "nodes": [{"name": "mm", "op": "MatMul", "inputs": ["a", "b"], "outputs": ["y"]},
+                  {"name": "relu", "op": "Relu", "inputs": ["z"], "outputs": ["w"]}]})",
+                               "two_clusters.json");
+    TuningDb db(dir.file("t.db"));
+    AutotuneOptions o;
+    o.trials = 8;
+    o.threads = 1;
+    o.repeats = 3;
+    o.worker_exe = FUSOR_TEST_WORKER;
+    o.confirm_rounds = 0;
+    o.min_search_share = 0.05;
+    std::vector<ClusterTuning> results = autotune(g, db, o);
+    double total = 0;
+    int trials = 0, small = 0;
+    for (const ClusterTuning &r : results) total += r.default_ms, trials += r.trials;
+    for (const ClusterTuning &r : results) {
+        INFO(r.name << " default " << r.default_ms << " ms of " << total);
+        if (r.default_ms < o.min_search_share * total) {
+            small++;
+            CHECK(r.trials == 1);  // its default only
+        } else {
+            CHECK(r.trials > 1);
+        }
+    }
+    CHECK(small == 1);  // the Relu
+    CHECK(trials == o.trials);
+}
