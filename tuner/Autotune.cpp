@@ -465,21 +465,14 @@ void TuningRun::seed_heaviest() {
 /** Phase 2, turn \p round: the task scheduler's next task gets its share of what is left of the
  * trials (or of the wall-time budget), then its confirm phase. */
 void TuningRun::search(size_t round) {
-    take_next_task(tasks_, round);
+    double share = take_next_task(tasks_, round, opt_.min_search_share);
     TuningTask &t = tasks_[round];
     current_ = round;
-    // the share of what is left goes by weight among the tasks not yet searched that will be
-    double total = 0, searchable = 0;
-    for (const TuningTask &k : tasks_) total += task_weight_ms(k);
-    for (size_t k = round; k < tasks_.size(); k++) {
-        if (task_weight_ms(tasks_[k]) >= opt_.min_search_share * total) searchable += task_weight_ms(tasks_[k]);
-    }
-    if (task_weight_ms(t) < opt_.min_search_share * total) {
-        log(fmt::format("cluster {}/{} {} ({}): {:.2g}% of the model's time, under {:.2g}%: not searched", round + 1, tasks_.size(),
-                        t.result.name, t.nodes, 100 * task_weight_ms(t) / total, 100 * opt_.min_search_share));
+    if (share == 0) {
+        log(fmt::format("cluster {}/{} {} ({}): under {:.2g}% of the model's time: not searched", round + 1, tasks_.size(), t.result.name,
+                        t.nodes, 100 * opt_.min_search_share));
         return;
     }
-    double share = task_weight_ms(t) / searchable;
     int quota = std::max(1, (int)std::lround((opt_.trials - measured_) * share));
     double time_quota = opt_.budget_s > 0 ? (opt_.budget_s - elapsed()) * share : 0;
     double cluster_start = elapsed();

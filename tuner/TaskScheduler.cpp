@@ -10,15 +10,19 @@ double task_weight_ms(const TuningTask &task) {
     return std::max(ms, 1e-6) * task.copies;
 }
 
-double take_next_task(std::vector<TuningTask> &tasks, size_t from) {
+double take_next_task(std::vector<TuningTask> &tasks, size_t from, double min_share) {
+    double all = 0;
+    for (const TuningTask &t : tasks) all += task_weight_ms(t);
     size_t pick = from;
-    double total = 0;
+    double searchable = 0;  // the weight of tasks[from..] at or over min_share
     for (size_t k = from; k < tasks.size(); k++) {
-        total += task_weight_ms(tasks[k]);
-        if (task_weight_ms(tasks[k]) > task_weight_ms(tasks[pick])) pick = k;
+        double w = task_weight_ms(tasks[k]);
+        if (w >= min_share * all) searchable += w;
+        if (w > task_weight_ms(tasks[pick])) pick = k;
     }
     std::swap(tasks[from], tasks[pick]);
-    return task_weight_ms(tasks[from]) / total;
+    double w = task_weight_ms(tasks[from]);
+    return w >= min_share * all ? w / searchable : 0;
 }
 
 std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double share) {

@@ -15,8 +15,10 @@ namespace fusor {
 double task_weight_ms(const TuningTask &task);
 
 /** Among tasks[from..], moves the one of largest weight to position \p from and returns its
- * share (0 to 1) of their total weight. \p from must be below tasks.size(). */
-double take_next_task(std::vector<TuningTask> &tasks, size_t from);
+ * share (0 to 1) of the weight of tasks[from..] that carry at least \p min_share of every task's
+ * weight; 0 when it carries less itself (then it gets no search, and neither do the rest).
+ * \p from must be below tasks.size(). */
+double take_next_task(std::vector<TuningTask> &tasks, size_t from, double min_share = 0);
 
 /** Indices of the heaviest tasks, largest weight first, until they carry at least \p share of the
  * total weight (at least one task when there is any). */

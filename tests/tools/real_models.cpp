@@ -19,6 +19,7 @@
 #include "support/Shell.h"
 #include "support/Skip.h"
 #include "support/TempDir.h"
+#include "tuner/Measure.h"
 #include "tuner/bundle/bundle_data.h"
 
 using fusor::test::TempDir;
@@ -33,12 +34,6 @@ std::vector<std::pair<std::string, std::string>> fetched_models(const std::strin
     std::string id, shape;
     while (std::getline(in, id, '\t') && std::getline(in, shape)) models.push_back({id, shape});
     return models;
-}
-
-/** The tolerance of the verification rule for \p type (tuner/bundle/bundle_data.h). */
-double tolerance_of(const fusor::TensorType &type) {
-    bool f64 = type.dtype == fusor::DType::F64, f32 = type.dtype == fusor::DType::F32;
-    return fusor_bundle::tolerance(f32 || f64 ? 2 : 0, f64 ? 64 : 32);
 }
 
 }  // namespace
@@ -80,7 +75,7 @@ TEST_CASE("real models: every fetched model runs fused and unfused with outputs 
                 if (std::isfinite(want)) scale = std::max(scale, std::fabs(want)), worst = std::max(worst, std::fabs(got - want));
             }
             CHECK(special == 0);
-            CHECK(worst <= tolerance_of(a.type) * (1 + scale));
+            CHECK(worst <= fusor::output_tolerance(a.type.dtype) * (1 + scale));
             outputs++;
         }
         CHECK(outputs > 0);

@@ -45,6 +45,17 @@ TuningTask chain_task() {
     return t;
 }
 
+/** Options of a short autotune run of \p trials in test workers, without confirm rounds. */
+AutotuneOptions quick_options(int trials) {
+    AutotuneOptions o;
+    o.trials = trials;
+    o.threads = 1;
+    o.repeats = 3;
+    o.worker_exe = FUSOR_TEST_WORKER;
+    o.confirm_rounds = 0;
+    return o;
+}
+
 }  // namespace
 
 TEST_CASE("task scheduler: the heaviest tasks until a share of the weight, and the next task by weight", "[tuner][search]") {
@@ -60,6 +71,13 @@ TEST_CASE("task scheduler: the heaviest tasks until a share of the weight, and t
     CHECK(take_next_task(tasks, 1) == Approx(0.6));
     CHECK(tasks[1].copies == 2);
     CHECK(take_next_task(tasks, 3) == Approx(1.0));
+    // with a minimum share of every task's weight (10 here): those under it count for nothing,
+    // and one under it gets 0
+    std::vector<TuningTask> mixed = {task_of(0.5), task_of(6), task_of(3.5)};
+    CHECK(take_next_task(mixed, 0, 0.1) == Approx(6.0 / 9.5));
+    CHECK(take_next_task(mixed, 1, 0.1) == Approx(1.0));
+    CHECK(take_next_task(mixed, 2, 0.1) == 0);
+    CHECK(mixed[2].result.default_ms == 0.5);
 }
 
 TEST_CASE("search: random and evolve draw distinct legal candidates never tried before", "[tuner][search]") {
@@ -92,12 +110,7 @@ TEST_CASE("autotune --autoschedulers auto: baselines only for the clusters that 
     TempDir dir;
     Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/resnet_block.json");
     TuningDb db(dir.file("t.db"));
-    AutotuneOptions o;
-    o.trials = 12;
-    o.threads = 1;
-    o.repeats = 3;
-    o.worker_exe = FUSOR_TEST_WORKER;
-    o.confirm_rounds = 0;
+    AutotuneOptions o = quick_options(12);
     o.autoschedulers = {"Mullapudi2016"};
     o.autoschedulers_where_heavy = true;
     std::vector<ClusterTuning> results = autotune(g, db, o);
@@ -137,12 +150,7 @@ TEST_CASE("autotune: a cluster under min_search_share of the model's time gets n
                   {"name": "relu", "op": "Relu", "inputs": ["z"], "outputs": ["w"]}]})",
                                "two_clusters.json");
     TuningDb db(dir.file("t.db"));
-    AutotuneOptions o;
-    o.trials = 8;
-    o.threads = 1;
-    o.repeats = 3;
-    o.worker_exe = FUSOR_TEST_WORKER;
-    o.confirm_rounds = 0;
+    AutotuneOptions o = quick_options(8);
     o.min_search_share = 0.05;
     std::vector<ClusterTuning> results = autotune(g, db, o);
     double total = 0;
