@@ -51,6 +51,7 @@
 #include "runtime/Benchmark.h"
 #include "tuner/Autotune.h"
 #include "tuner/Measure.h"
+#include "tuner/WorkerPool.h"
 #include "tuner/Signature.h"
 #include "tuner/TuningDb.h"
 

@@ -254,14 +254,11 @@ Verb add_autotune(CLI::App &app) {
 }
 
 Verb add_worker(CLI::App &app) {
-    CLI::App *cmd = app.add_subcommand("worker", "internal: measure one candidate (used by autotune)");
+    CLI::App *cmd = app.add_subcommand("worker", "internal: a measurement worker of autotune's pool, serving it on stdin");
     cmd->group("");  // hidden from --help
-    auto job = std::make_shared<std::string>(), result = std::make_shared<std::string>();
-    auto hold = std::make_shared<bool>(false);
-    cmd->add_option("job", *job)->required();
-    cmd->add_option("result", *result)->required();
-    cmd->add_flag("--hold", *hold, "after compiling, wait for a byte on stdin before timing");
-    return {cmd, [=] { return run_worker(*job, *result, *hold); }};
+    auto parent = std::make_shared<int>(0);
+    cmd->add_option("--parent", *parent, "the tuner's pid");
+    return {cmd, [=] { return serve_worker(*parent); }};
 }
 
 }  // namespace fusor::cli

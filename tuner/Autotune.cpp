@@ -7,8 +7,9 @@
  *    "autoscheduler <Name>"); a baseline whose decisions map into fusor's form is measured again
  *    as that schedule (strategy "from <Name>", parent: the baseline) and can be mutated;
  *  - search: the task scheduler (tuner/TaskScheduler.h) picks the task of largest weight; the
- *    search strategies (tuner/Search.h) draw batches of --jobs untried candidates, measured by
- *    the workers (tuner/Measure.h: compiled in parallel, timed one at a time). No schedule is
+ *    search strategies (tuner/Search.h) draw untried candidates as the measurer's workers free
+ *    up (tuner/WorkerPool.h: long-lived workers; compiles overlap the timed runs, which run one
+ *    at a time). No schedule is
  *    measured twice on a machine; a rerun resumes from the three best schedules of earlier runs.
  *    A CUDA target this machine cannot time ranks by the GPU results imported from bundles;
  *  - confirm: the kConfirmFinalists best schedules (TuningDb::ranked_schedules) plus the default,
@@ -49,6 +50,7 @@
 #include "tuner/TuningTask.h"
 #include "tuner/ScheduleSpace.h"
 #include "tuner/Signature.h"
+#include "tuner/WorkerPool.h"
 
 namespace fusor {
 
@@ -132,6 +134,21 @@ private:
         std::vector<std::optional<Trial>> trials;
         std::vector<MeasureResult> results;
     };
+    /** A candidate in the pool, until its result is stored. Its task is not moved meanwhile (the
+     * task scheduler reorders tasks_ only when nothing is in flight). */
+    struct InFlight {
+        TuningTask *task;
+        Candidate cand;
+        MeasureJob job;
+        bool again;
+    };
+    /** What collect() returns: the candidate, its stored trial and the worker's result. */
+    struct Outcome {
+        size_t ticket;
+        InFlight sent;
+        Trial trial;
+        MeasureResult result;
+    };
 
     double elapsed() const {
         return std::chrono::duration<double>(Clock::now() - started_).count();
@@ -150,10 +167,13 @@ private:
     void report(const TuningTask &t) const;
     Trial trial_of(const TuningTask &t, const Candidate &c, const MeasureResult &r) const;
     void store(TuningTask &t, const Candidate &c, const MeasureJob &job, Trial &trial, bool again);
+    std::optional<size_t> submit(TuningTask &t, Candidate c, bool again);
+    std::optional<Outcome> collect();
     Measured measure(TuningTask &t, std::vector<Candidate> cands, bool again = false);
     void seed(size_t i, const std::vector<std::string> &autoschedulers);
     void seed_heaviest();
     void search(size_t round);
+    void log_trial(const TuningTask &t, int done, const Trial &trial) const;
     void confirm(TuningTask &t);
     void log_confirm(const TuningTask &t, const std::vector<RankedSchedule> &before, const std::vector<RankedSchedule> &after,
                      const std::vector<std::string> &confirmed, std::map<std::string, std::string> &strategies,
@@ -176,6 +196,9 @@ private:
     int jobs_ = 1;
     std::vector<std::string> autoschedulers_;
     std::vector<TuningTask> tasks_;
+    std::unique_ptr<WorkerPool> pool_;
+    std::map<size_t, InFlight> in_flight_;  ///< by the pool's ticket
+    size_t tickets_ = 0;
     SplitMix64 rng_;
     int measured_ = 0;    ///< search and seed trials stored in this run (confirm not included)
     int exported_ = 0;    ///< objects written so far in export mode: fusor_cand_<n>
@@ -190,6 +213,12 @@ TuningRun::TuningRun(const Graph &g, TuningDb &db, const AutotuneOptions &opt)
     rank_fingerprint_ = timed_elsewhere_ ? "gpu:" : fingerprint_;
     exporting_ = !opt.export_dir.empty();
     jobs_ = opt.jobs > 0 ? opt.jobs : std::max(1, (int)std::thread::hardware_concurrency());
+    PoolOptions po;
+    po.workers = jobs_;
+    po.run_timeout_s = opt.timeout_s;
+    po.compile_timeout_s = opt.compile_timeout_s > 0 ? opt.compile_timeout_s : opt.timeout_s;
+    po.stop = opt.stop;
+    pool_ = std::make_unique<WorkerPool>(opt.worker_exe, po);
 }
 
 int64_t TuningRun::worker_memory_mb() const {
@@ -361,40 +390,64 @@ void TuningRun::store(TuningTask &t, const Candidate &c, const MeasureJob &job, 
     report(t);
 }
 
-/** Measures the candidates of \p t this machine has not measured yet in one batch of workers,
- * storing each trial as its result arrives. \p again: measure stored schedules again (the
- * confirm phase); these count as no trial. */
+/** Hands candidate \p c of \p t to the pool, unless this machine has measured it (\p again: measure
+ * a stored schedule again, the confirm phase). Returns its ticket. */
+std::optional<size_t> TuningRun::submit(TuningTask &t, Candidate c, bool again) {
+    if (!again && t.tried.count(c.key)) return std::nullopt;
+    t.tried.insert(c.key);
+    MeasureJob job = t.job;
+    job.schedule = c.key;
+    job.best_ms = again ? 0 : t.best_ms();  // adaptive timing; a confirm round times every finalist fully
+    if (exporting_) {
+        job.export_function = "fusor_cand_" + std::to_string(exported_++);
+        job.export_object = opt_.export_dir + "/" + job.export_function + ".o";
+    }
+    size_t ticket = tickets_++;
+    pool_->submit(ticket, job);
+    in_flight_.emplace(ticket, InFlight{&t, std::move(c), std::move(job), again});
+    return ticket;
+}
+
+/** Waits for the pool's next result and stores it; nullopt when nothing is in flight or the run
+ * was stopped (the candidates not yet timed are then cancelled: a rerun measures them). */
+std::optional<TuningRun::Outcome> TuningRun::collect() {
+    std::optional<std::pair<size_t, MeasureResult>> r = pool_->next();
+    if (!r) {
+        in_flight_.clear();
+        return std::nullopt;
+    }
+    auto it = in_flight_.find(r->first);
+    Outcome o{r->first, std::move(it->second), Trial{}, std::move(r->second)};
+    in_flight_.erase(it);
+    TuningTask &t = *o.sent.task;
+    t.result.references_computed += o.result.reference_computed;
+    o.trial = trial_of(t, o.sent.cand, o.result);
+    store(t, o.sent.cand, o.sent.job, o.trial, o.sent.again);
+    return o;
+}
+
+/** Measures the candidates \p cands of \p t that this machine has not measured yet (all of them
+ * when \p again: the confirm phase, whose measurements count as no trial), storing each trial as
+ * its result arrives. */
 TuningRun::Measured TuningRun::measure(TuningTask &t, std::vector<Candidate> cands, bool again) {
     Measured m;
-    std::vector<MeasureJob> batch;
+    std::map<size_t, size_t> index;  // ticket -> position in m.sent
     for (Candidate &c : cands) {
-        if (!again && t.tried.count(c.key)) continue;
-        t.tried.insert(c.key);
-        MeasureJob job = t.job;
-        job.schedule = c.key;
-        job.best_ms = again ? 0 : t.best_ms();  // adaptive timing; a confirm round times every finalist fully
-        if (exporting_) {
-            job.export_function = "fusor_cand_" + std::to_string(exported_++);
-            job.export_object = opt_.export_dir + "/" + job.export_function + ".o";
+        Candidate copy = c;
+        if (std::optional<size_t> ticket = submit(t, std::move(c), again)) {
+            index[*ticket] = m.sent.size();
+            m.sent.push_back(std::move(copy));
         }
-        batch.push_back(job);
-        m.sent.push_back(std::move(c));
     }
     m.trials.resize(m.sent.size());
     m.results.resize(m.sent.size());
-    BatchOptions bo;
-    bo.parallel = jobs_;
-    bo.run_timeout_s = opt_.timeout_s;
-    bo.compile_timeout_s = opt_.compile_timeout_s > 0 ? opt_.compile_timeout_s : opt_.timeout_s;
-    bo.stop = opt_.stop;
-    bo.on_result = [&](size_t i, const MeasureResult &r) {
-        t.result.references_computed += r.reference_computed;
-        Trial trial = trial_of(t, m.sent[i], r);
-        store(t, m.sent[i], batch[i], trial, again);
-        m.results[i] = r;
-        m.trials[i] = trial;
-    };
-    measure_batch(opt_.worker_exe, batch, bo);
+    while (!in_flight_.empty()) {
+        std::optional<Outcome> o = collect();
+        if (!o) break;
+        size_t k = index.at(o->ticket);
+        m.trials[k] = std::move(o->trial);
+        m.results[k] = std::move(o->result);
+    }
     return m;
 }
 
@@ -462,6 +515,17 @@ void TuningRun::seed_heaviest() {
     }
 }
 
+/** One search trial's line in the log. */
+void TuningRun::log_trial(const TuningTask &t, int done, const Trial &trial) const {
+    std::string eta = opt_.budget_s > 0 ? fmt::format("{:.0f} s left", std::max(0.0, opt_.budget_s - elapsed()))
+                                        : fmt::format("{} trials left", opt_.trials - measured_);
+    std::string best = !t.best ? ""
+                               : fmt::format("   best {:.3f} ms{}", t.best_ms(),
+                                             t.result.default_ms > 0 ? fmt::format(" ({:.2f}x default)", t.result.default_ms / t.best_ms()) : "");
+    log(fmt::format("  {} trial {}: {:<13} {}{}   [{:.0f} s, {}]", t.result.name, done, status_name(trial.status), ms_or_error(trial), best,
+                    elapsed(), eta));
+}
+
 /** Phase 2, turn \p round: the task scheduler's next task gets its share of what is left of the
  * trials (or of the wall-time budget), then its confirm phase. */
 void TuningRun::search(size_t round) {
@@ -481,40 +545,36 @@ void TuningRun::search(size_t round) {
                     opt_.budget_s > 0 ? fmt::format("{:.0f} s", time_quota) : fmt::format("{} trials", quota)));
     int done = 0, stale = 0;
     bool evolve = opt_.strategy != "random";
-    while (!out_of_budget() && stale < 64 && measured_ < opt_.trials &&
-           (opt_.budget_s > 0 ? elapsed() - cluster_start < time_quota : done < quota)) {
-        int want = std::min(jobs_, opt_.trials - measured_);
-        if (opt_.budget_s <= 0) want = std::min(want, quota - done);
-        // evolve's first generation: a quarter of the quota (at least one batch); a run that
-        // resumes has its population already
-        bool first_generation = !t.resumed && done < std::max(want, opt_.budget_s > 0 ? 4 * jobs_ : quota / 4);
-        std::vector<Candidate> batch = propose_candidates(t, want, evolve, first_generation, rng_);
-        if (batch.empty()) {
-            stale += 8;
-            continue;
+    auto more = [&] {
+        return !out_of_budget() && stale < 64 && measured_ + (int)in_flight_.size() < opt_.trials &&
+               (opt_.budget_s > 0 ? elapsed() - cluster_start < time_quota : done + (int)in_flight_.size() < quota);
+    };
+    // every worker busy: a new candidate goes in as soon as one's result is stored, so compiles
+    // overlap the timed runs (tuner/WorkerPool.h)
+    while (true) {
+        int want = more() ? jobs_ - (int)in_flight_.size() : 0;
+        want = std::min(want, opt_.trials - measured_ - (int)in_flight_.size());
+        if (opt_.budget_s <= 0) want = std::min(want, quota - done - (int)in_flight_.size());
+        if (want > 0) {
+            // evolve's first generation: a quarter of the quota (at least one batch); a run that
+            // resumes has its population already
+            bool first_generation = !t.resumed && done < std::max(jobs_, opt_.budget_s > 0 ? 4 * jobs_ : quota / 4);
+            std::vector<Candidate> batch = propose_candidates(t, want, evolve, first_generation, rng_);
+            stale = batch.empty() ? stale + 8 : 0;
+            for (Candidate &c : batch) submit(t, std::move(c), /*again=*/false);
+            if (batch.empty() && in_flight_.empty()) continue;
         }
-        stale = 0;
-        Measured m = measure(t, batch);
-        for (size_t k = 0; k < m.sent.size(); k++) {
-            if (!m.trials[k]) continue;
-            const Trial &trial = *m.trials[k];
-            done++;
-            std::string eta = opt_.budget_s > 0 ? fmt::format("{:.0f} s left", std::max(0.0, opt_.budget_s - elapsed()))
-                                                : fmt::format("{} trials left", opt_.trials - measured_);
-            std::string best = !t.best ? ""
-                                       : fmt::format("   best {:.3f} ms{}", t.best_ms(),
-                                                     t.result.default_ms > 0 ? fmt::format(" ({:.2f}x default)", t.result.default_ms / t.best_ms()) : "");
-            log(fmt::format("  {} trial {}: {:<13} {}{}   [{:.0f} s, {}]", t.result.name, done, status_name(trial.status), ms_or_error(trial),
-                            best, elapsed(), eta));
-        }
+        if (in_flight_.empty()) break;
+        std::optional<Outcome> o = collect();
+        if (!o) break;
+        log_trial(t, ++done, o->trial);
     }
     if (!(opt_.stop && *opt_.stop)) confirm(t);  // also when the budget ended the search
 }
 
 /** Confirm: the finalists (the kConfirmFinalists best schedules per schedule, fusor schedules and
  * autoscheduler baselines alike, plus the default) timed again side by side, so that the best is
- * not one lucky measurement. Each round is one batch of fresh workers in an order rotated per
- * round; each result is a trial "confirm" whose parent is the schedule's first trial. Re-timing
+ * not one lucky measurement. Each round is one batch in an order rotated per round; each result is a trial "confirm" whose parent is the schedule's first trial. Re-timing
  * can move a schedule measured once into the top kConfirmFinalists; then the new finalists are
  * confirmed too (a new pass, at most kConfirmFinalists passes). Skipped when stopped, when the
  * budget is spent, with fewer than two finalists, and when every finalist already has

@@ -54,7 +54,7 @@ struct AutotuneOptions {
     int64_t worker_memory_mb = 0;
     /** Confirm phase: after a cluster's search, its kConfirmFinalists best schedules (by
      * TuningDb::ranked_schedules, fusor schedules and autoscheduler baselines alike) and the
-     * default are timed again in this many rounds, side by side (one batch of fresh workers per
+     * default are timed again in this many rounds, side by side (one batch of the pool's workers per
      * round, the order rotated), each result stored as a trial of strategy "confirm". Not counted
      * against trials; skipped when the budget is spent or stop is set. 0: no confirm phase. */
     int confirm_rounds = 2;

@@ -15,8 +15,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "generators/ApplySchedule.h"
@@ -66,9 +65,7 @@ Cluster whole_graph_cluster(const Graph &g) {
     return c;
 }
 
-namespace {
-
-MeasureResult fail(TrialStatus s, const std::string &why) {
+MeasureResult measure_failure(TrialStatus s, const std::string &why) {
     MeasureResult r;
     r.status = s;
     r.error = why;
@@ -109,7 +106,29 @@ MeasureResult result_from_json(const json &j) {
     return r;
 }
 
-}  // namespace
+json job_to_json(const MeasureJob &job) {
+    return {{"graph", job.graph_json}, {"schedule", job.schedule}, {"target", job.target}, {"threads", job.threads},
+            {"warmup", job.warmup}, {"repeats", job.repeats}, {"best_ms", job.best_ms}, {"seed", job.seed},
+            {"memory_limit_mb", job.memory_limit_mb}, {"export_object", job.export_object},
+            {"export_function", job.export_function}, {"reference_path", job.reference_path}};
+}
+
+MeasureJob job_from_json(const json &j) {
+    MeasureJob job;
+    job.graph_json = j.at("graph").get<std::string>();
+    job.schedule = j.value("schedule", std::string());
+    job.target = j.value("target", std::string("host"));
+    job.threads = j.value("threads", 0);
+    job.warmup = j.value("warmup", 2);
+    job.repeats = j.value("repeats", 7);
+    job.best_ms = j.value("best_ms", 0.0);
+    job.seed = j.value("seed", (uint64_t)1);
+    job.memory_limit_mb = j.value("memory_limit_mb", (int64_t)0);
+    job.export_object = j.value("export_object", std::string());
+    job.export_function = j.value("export_function", std::string());
+    job.reference_path = j.value("reference_path", std::string());
+    return job;
+}
 
 std::string cuda_resources_json(const CudaCheck &c) {
     int registers = 0;
@@ -185,7 +204,7 @@ std::optional<MeasureResult> cuda_precheck(Compiled &c, std::string &resources, 
     CudaCheck k = check_cuda_pipeline(c.lc.pipeline, "k", c.target);
     resources = cuda_resources_json(k);
     auto with = [&](TrialStatus st, const std::string &why) {
-        MeasureResult r = fail(st, why);
+        MeasureResult r = measure_failure(st, why);
         r.resources = resources;
         r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         return r;
@@ -202,9 +221,10 @@ std::optional<MeasureResult> cuda_precheck(Compiled &c, std::string &resources, 
     return std::nullopt;
 }
 
-Compiled compile_candidate(const MeasureJob &job) {
+/** Compiles \p job, whose graph_json parses as \p g. */
+Compiled compile_candidate(const MeasureJob &job, Graph g) {
     Compiled c;
-    c.g = parse_graph_json(job.graph_json, "<measure job>");
+    c.g = std::move(g);
     Cluster cluster = whole_graph_cluster(c.g);
     c.target = parse_target(job.target);
     c.export_mode = !job.export_object.empty();
@@ -217,7 +237,7 @@ Compiled compile_candidate(const MeasureJob &job) {
         // a baseline: Halide's autoscheduler decides, in place (its time counts as compile time)
         std::string why = apply_autoscheduler(c.lc, autoscheduler, c.target, job.threads);
         if (!why.empty()) {
-            c.failure = fail(TrialStatus::CompileError, why);
+            c.failure = measure_failure(TrialStatus::CompileError, why);
             return c;
         }
         std::string unmapped;
@@ -238,14 +258,14 @@ Compiled compile_candidate(const MeasureJob &job) {
             std::string error;
             auto parsed = parse_schedule(job.schedule, &error);
             if (!parsed) {
-                c.failure = fail(TrialStatus::Illegal, "schedule text: " + error);
+                c.failure = measure_failure(TrialStatus::Illegal, "schedule text: " + error);
                 return c;
             }
             sched = *parsed;
         }
         std::string why = why_illegal(sched, c.lc);
         if (!why.empty()) {
-            c.failure = fail(TrialStatus::Illegal, why);
+            c.failure = measure_failure(TrialStatus::Illegal, why);
             return c;
         }
     }
@@ -259,7 +279,7 @@ Compiled compile_candidate(const MeasureJob &job) {
         }
         if (c.export_mode) {
             if (!autoscheduler.empty()) {
-                c.failure = fail(TrialStatus::CompileError, "an autoscheduler baseline cannot be exported to a bundle");
+                c.failure = measure_failure(TrialStatus::CompileError, "an autoscheduler baseline cannot be exported to a bundle");
                 return c;
             }
             // the kernel as the bundle links it: no runtime (the bundle has one), arguments in
@@ -267,7 +287,7 @@ Compiled compile_candidate(const MeasureJob &job) {
             std::vector<Halide::Argument> args(c.lc.params.begin(), c.lc.params.end());
             c.lc.pipeline.compile_to({{Halide::OutputFileType::object, job.export_object}}, args, job.export_function,
                                      c.target.with_feature(Halide::Target::NoRuntime));
-            MeasureResult r = fail(TrialStatus::Unmeasured, std::string("exported to a measurement bundle") +
+            MeasureResult r = measure_failure(TrialStatus::Unmeasured, std::string("exported to a measurement bundle") +
                                                                 (c.resources.empty() ? "" : " (checked with ptxas)") + "; not timed here");
             r.resources = c.resources;
             r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -285,7 +305,7 @@ Compiled compile_candidate(const MeasureJob &job) {
         }
         jit_compile(c.lc.pipeline, c.target);
     } catch (const Halide::Error &e) {  // the one place a Halide compile error becomes data
-        c.failure = fail(TrialStatus::CompileError, e.what());
+        c.failure = measure_failure(TrialStatus::CompileError, e.what());
         return c;
     }
     c.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -300,7 +320,7 @@ double output_tolerance(DType d) {
 }
 
 MeasureResult measure_here(const MeasureJob &job) {
-    Compiled c = compile_candidate(job);
+    Compiled c = compile_candidate(job, parse_graph_json(job.graph_json, "<measure job>"));
     if (c.failure) return *c.failure;
     MeasureResult r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms);
     r.mapped_schedule = c.mapped_schedule;
@@ -438,7 +458,7 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
         // Halide's runtime reports a failed halide_malloc as "Out of memory"
         std::string what = e.what();
         bool oom = what.find("Out of memory") != std::string::npos || what.find("out of memory") != std::string::npos;
-        return fail(oom ? TrialStatus::OutOfMemory : TrialStatus::RuntimeError, what);
+        return measure_failure(oom ? TrialStatus::OutOfMemory : TrialStatus::RuntimeError, what);
     }
     // verify against the unfused reference on the same inputs and weights
     Clock::time_point verify_start = Clock::now();
@@ -453,269 +473,136 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
 
 namespace {
 
-/** A result file, through a rename so the parent never reads half of one. */
-void write_result(const std::string &path, const std::string &text) {
-    write_file_atomically(path, {std::string_view(text)}, /*durable=*/false);
+/** The worker's end of its socket: blocking, one JSON message per line. */
+class Channel {
+public:
+    explicit Channel(int fd) : fd_(fd) {}
+    /** The next message; nullopt at EOF (the pool is gone or retired this worker). */
+    std::optional<json> receive() {
+        size_t eol;
+        while ((eol = buf_.find('\n')) == std::string::npos) {
+            char chunk[65536];
+            ssize_t n = read(fd_, chunk, sizeof chunk);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return std::nullopt;
+            buf_.append(chunk, (size_t)n);
+        }
+        json j = json::parse(buf_.substr(0, eol));
+        buf_.erase(0, eol + 1);
+        return j;
+    }
+    void send(const json &j) {
+        std::string line = j.dump() + "\n";
+        for (size_t off = 0; off < line.size();) {
+            ssize_t n = write(fd_, line.data() + off, line.size() - off);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) _exit(0);  // the pool is gone
+            off += (size_t)n;
+        }
+    }
+
+private:
+    int fd_;
+    std::string buf_;
+};
+
+/** Resident memory of this process in MB. */
+int64_t resident_mb() {
+    long pages = 0, resident = 0;
+    if (FILE *f = fopen("/proc/self/statm", "r")) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        fclose(f);
+    }
+    return (int64_t)resident * sysconf(_SC_PAGESIZE) / (1024 * 1024);
 }
 
-}  // namespace
+/** The soft address-space limit for \p job (none when 0, and never on CUDA targets: the driver
+ * reserves tens of GB of address space when it starts). */
+void apply_memory_limit(const MeasureJob &job) {
+    struct rlimit lim;
+    getrlimit(RLIMIT_AS, &lim);
+    bool limited = job.memory_limit_mb > 0 && job.target.find("cuda") == std::string::npos;
+    lim.rlim_cur = limited ? std::min(lim.rlim_max, (rlim_t)job.memory_limit_mb * 1024 * 1024) : lim.rlim_max;
+    setrlimit(RLIMIT_AS, &lim);
+}
 
-int run_worker(const std::string &job_path, const std::string &result_path, bool hold) {
-    std::ifstream in(job_path);
-    json j = json::parse(in);
-    MeasureJob job;
-    job.graph_json = j.at("graph").get<std::string>();
-    job.schedule = j.value("schedule", std::string());
-    job.target = j.value("target", std::string("host"));
-    job.threads = j.value("threads", 0);
-    job.warmup = j.value("warmup", 2);
-    job.repeats = j.value("repeats", 7);
-    job.best_ms = j.value("best_ms", 0.0);
-    job.seed = j.value("seed", (uint64_t)1);
-    job.memory_limit_mb = j.value("memory_limit_mb", (int64_t)0);
-    job.export_object = j.value("export_object", std::string());
-    job.export_function = j.value("export_function", std::string());
-    job.reference_path = j.value("reference_path", std::string());
-    // not on CUDA targets: the driver reserves tens of GB of address space at initialization
-    if (job.memory_limit_mb > 0 && job.target.find("cuda") == std::string::npos) {
-        rlim_t bytes = (rlim_t)job.memory_limit_mb * 1024 * 1024;
-        struct rlimit lim = {bytes, bytes};
-        setrlimit(RLIMIT_AS, &lim);
+/** One worker's state between messages: the candidate it holds and the last graph it parsed. */
+class Worker {
+public:
+    explicit Worker(Channel &ch) : ch_(ch) {}
+
+    void compile(const json &message) {
+        held_.reset();
+        job_ = job_from_json(message);
+        apply_memory_limit(job_);
+        if (job_.graph_json != graph_json_) {
+            graph_ = parse_graph_json(job_.graph_json, "<measure job>");
+            graph_json_ = job_.graph_json;
+        }
+        Compiled c = compile_candidate(job_, graph_);
+        if (c.failure) return send_result(*c.failure);
+        held_ = std::move(c);
+        ch_.send({{"compiled", held_->compile_ms}});
     }
-    // an allocation that fails under the limit (fusor's buffers, Halide's, LLVM's where it throws)
-    // is the candidate's out-of-memory, written as its result
-    try {
-        Compiled c = compile_candidate(job);
-        if (c.failure) {
-            write_result(result_path, result_to_json(*c.failure).dump() + "\n");
-            return 0;
-        }
-        if (hold) {
-            write_result(result_path + ".compiled", json{{"compile_ms", c.compile_ms}}.dump() + "\n");
-            char go = 0;
-            ssize_t n;
-            do {
-                n = read(0, &go, 1);
-            } while (n < 0 && errno == EINTR);
-            if (n != 1) return 0;  // the parent is gone or cancelled the batch
-        }
-        MeasureResult r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms);
-        if (r.status == TrialStatus::OutOfMemory) r.error += fmt::format(" (the worker's limit is {} MB)", job.memory_limit_mb);
+    void time() {
+        if (!held_) return send_result(measure_failure(TrialStatus::TunerError, "a bug in fusor: told to time with no compiled candidate"));
+        Compiled c = std::move(*held_);
+        held_.reset();
+        MeasureResult r = time_and_verify(c.g, c.lc, job_, c.target, c.compile_ms);
+        if (r.status == TrialStatus::OutOfMemory) r.error += fmt::format(" (the worker's limit is {} MB)", job_.memory_limit_mb);
         r.mapped_schedule = c.mapped_schedule;
         r.unmapped = c.unmapped;
         r.resources = c.resources;
-        write_result(result_path, result_to_json(r).dump() + "\n");
-    } catch (const std::bad_alloc &) {
-        MeasureResult r;
-        r.status = TrialStatus::OutOfMemory;
-        r.error = fmt::format("out of memory: an allocation failed under the worker's limit of {} MB", job.memory_limit_mb);
-        write_result(result_path, result_to_json(r).dump() + "\n");
-    } catch (const InternalError &e) {
-        MeasureResult r;
-        r.status = TrialStatus::TunerError;
-        r.error = std::string("a bug in fusor, not in this schedule: ") + e.what();
-        write_result(result_path, result_to_json(r).dump() + "\n");
+        send_result(r);
     }
-    return 0;
-}
+    void send_result(const MeasureResult &r) {
+        ch_.send({{"result", result_to_json(r)}, {"resident_mb", resident_mb()}});
+    }
+    const MeasureJob &job() const {
+        return job_;
+    }
+    void drop() {
+        held_.reset();
+    }
 
-namespace {
-
-/** One worker process of a batch and what the parent knows about it. */
-struct Worker {
-    size_t job = 0;
-    pid_t pid = -1;
-    int sock = -1;  ///< the parent's end of the worker's stdin
-    std::string dir;
-    bool compiled = false;
-    std::optional<double> compile_ms;
-    std::optional<MeasureResult> result;
-    Clock::time_point spawned, compiled_at;  ///< when it was started, and seen holding its compiled candidate
+private:
+    Channel &ch_;
+    MeasureJob job_;
+    std::optional<Compiled> held_;
+    std::string graph_json_;
+    Graph graph_;
 };
-
-double seconds_since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-void remove_dir(const std::string &dir) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-}
-
-/** Starts `exe worker job.json result.json --hold` in its own process group, stdin a socket. */
-std::optional<MeasureResult> spawn(const std::string &exe, const MeasureJob &job, Worker &w) {
-    char dir_template[] = "/tmp/fusor_worker_XXXXXX";
-    if (!mkdtemp(dir_template)) return fail(TrialStatus::RuntimeError, "cannot create a temporary folder for the worker");
-    w.dir = dir_template;
-    std::string job_path = w.dir + "/job.json", result_path = w.dir + "/result.json";
-    json j = {{"graph", job.graph_json}, {"schedule", job.schedule}, {"target", job.target}, {"threads", job.threads},
-              {"warmup", job.warmup}, {"repeats", job.repeats}, {"best_ms", job.best_ms}, {"seed", job.seed},
-              {"memory_limit_mb", job.memory_limit_mb},
-              {"export_object", job.export_object}, {"export_function", job.export_function}, {"reference_path", job.reference_path}};
-    std::ofstream(job_path) << j.dump();
-    int fds[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-        return fail(TrialStatus::RuntimeError, std::string("cannot create a socket for the worker: ") + std::strerror(errno));
-    }
-    ProcessOptions o;
-    o.stdin_fd = fds[1];
-    o.stdout_path = w.dir + "/stdout";
-    o.stderr_path = w.dir + "/stderr";
-    o.own_process_group = true;  // Ctrl-C goes to the tuner only
-    std::optional<MeasureResult> failed;
-    try {
-        w.spawned = Clock::now();
-        w.pid = start_process({exe, "worker", job_path, result_path, "--hold"}, o);
-    } catch (const std::runtime_error &e) {
-        w.pid = -1;
-        failed = fail(TrialStatus::RuntimeError, std::string("cannot start the worker: ") + e.what());
-    }
-    close(fds[1]);
-    w.sock = fds[0];
-    return failed;
-}
-
-/** Kills the worker's process group and reaps it. */
-void kill_worker(Worker &w) {
-    if (w.pid > 0) {
-        kill(-w.pid, SIGKILL);
-        kill(w.pid, SIGKILL);
-        int status;
-        waitpid(w.pid, &status, 0);
-        w.pid = -1;
-    }
-}
-
-/** The outcome of a worker that exited with \p status. */
-MeasureResult finished(const Worker &w, int status) {
-    std::ifstream result(w.dir + "/result.json");
-    MeasureResult r;
-    if (WIFSIGNALED(status)) {
-        r = fail(TrialStatus::Crash, std::string("the worker died of signal ") + strsignal(WTERMSIG(status)) +
-                                         (w.compiled ? " while timing" : " while compiling"));
-    } else if (!result) {
-        std::ifstream err(w.dir + "/stderr");
-        std::stringstream ss;
-        ss << err.rdbuf();
-        std::string text = ss.str();
-        if (text.size() > 400) text = text.substr(text.size() - 400);
-        r = fail(TrialStatus::RuntimeError, "the worker exited with status " + std::to_string(WEXITSTATUS(status)) +
-                                                " and no result: " + text);
-    } else {
-        try {
-            r = result_from_json(json::parse(result));
-        } catch (const std::exception &e) {
-            r = fail(TrialStatus::RuntimeError, std::string("unreadable worker result: ") + e.what());
-        }
-    }
-    if (!r.compile_ms && w.compile_ms) r.compile_ms = w.compile_ms;
-    if (r.runs && w.compiled && w.compile_ms) {
-        double start_to_compiled = std::chrono::duration<double, std::milli>(w.compiled_at - w.spawned).count();
-        r.spawn_ms = std::max(1e-3, start_to_compiled - *w.compile_ms);
-    }
-    return r;
-}
-
-/** Polls \p w once: sets w.result when it exited, w.compiled when it holds a compiled candidate. */
-void poll_worker(Worker &w) {
-    int status = 0;
-    if (waitpid(w.pid, &status, WNOHANG) == w.pid) {
-        w.pid = -1;
-        w.result = finished(w, status);
-        return;
-    }
-    if (!w.compiled) {
-        std::ifstream marker(w.dir + "/result.json.compiled");
-        if (marker) {
-            w.compiled = true;
-            w.compiled_at = Clock::now();
-            try {
-                w.compile_ms = json::parse(marker).at("compile_ms").get<double>();
-            } catch (const std::exception &) {
-            }
-        }
-    }
-}
 
 }  // namespace
 
-std::vector<std::optional<MeasureResult>> measure_batch(const std::string &exe, const std::vector<MeasureJob> &jobs,
-                                                        const BatchOptions &options) {
-    std::vector<std::optional<MeasureResult>> results(jobs.size());
-    auto stopped = [&] { return options.stop && options.stop->load(); };
-    auto report = [&](size_t i) {
-        if (options.on_result && results[i]) options.on_result(i, *results[i]);
-    };
-    size_t group = (size_t)std::max(1, options.parallel);
-    for (size_t first = 0; first < jobs.size() && !stopped(); first += group) {
-        std::vector<Worker> workers;
-        for (size_t i = first; i < std::min(jobs.size(), first + group); i++) {
-            Worker w;
-            w.job = i;
-            if (auto failed = spawn(exe, jobs[i], w)) w.result = failed;
-            workers.push_back(std::move(w));
-        }
-        auto close_all = [&] {
-            for (Worker &w : workers) {
-                kill_worker(w);
-                if (w.sock >= 0) close(w.sock);
-                w.sock = -1;
-                if (!w.dir.empty()) remove_dir(w.dir);
+int serve_worker(int parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);                // dies with the tuner, even of kill -9
+    if (parent > 0 && getppid() != parent) return 0;  // it died before that
+    Channel ch(0);
+    Worker w(ch);
+    ch.send({{"ready", true}});
+    while (std::optional<json> m = ch.receive()) {
+        // an allocation that fails under the limit (fusor's buffers, Halide's, LLVM's where it
+        // throws) is the candidate's out-of-memory
+        try {
+            if (m->contains("compile")) {
+                w.compile(m->at("compile"));
+            } else if (m->contains("time")) {
+                w.time();
+            } else {
+                w.drop();
             }
-        };
-        // compile phase: all of the group at once
-        auto start = Clock::now();
-        while (!stopped()) {
-            bool waiting = false;
-            for (Worker &w : workers) {
-                if (w.result || w.compiled) continue;
-                poll_worker(w);
-                if (w.result || w.compiled) continue;
-                if (seconds_since(start) > options.compile_timeout_s) {
-                    kill_worker(w);
-                    w.result = fail(TrialStatus::Timeout, "no result after " + std::to_string((int)options.compile_timeout_s) +
-                                                              " s of compiling; the worker was killed");
-                    continue;
-                }
-                waiting = true;
-            }
-            if (!waiting) break;
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        } catch (const std::bad_alloc &) {
+            w.drop();
+            w.send_result(measure_failure(TrialStatus::OutOfMemory, fmt::format("out of memory: an allocation failed under the worker's limit of {} MB",
+                                                                     w.job().memory_limit_mb)));
+            return 0;
+        } catch (const InternalError &e) {
+            w.drop();
+            w.send_result(measure_failure(TrialStatus::TunerError, std::string("a bug in fusor, not in this schedule: ") + e.what()));
         }
-        // timing phase: one at a time, the others blocked in read()
-        for (Worker &w : workers) {
-            if (stopped()) break;
-            if (!w.result) {
-                char go = 'g';
-                if (send(w.sock, &go, 1, MSG_NOSIGNAL) != 1) {
-                    // it exited between its compile and now; collect how
-                }
-                auto run_start = Clock::now();
-                while (true) {
-                    poll_worker(w);
-                    if (w.result) break;
-                    if (seconds_since(run_start) > options.run_timeout_s) {
-                        kill_worker(w);
-                        w.result = fail(TrialStatus::Timeout, "no result after " + std::to_string((int)options.run_timeout_s) +
-                                                                  " s of running; the worker was killed");
-                        if (w.compile_ms) w.result->compile_ms = w.compile_ms;
-                        break;
-                    }
-                    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-                }
-            }
-            results[w.job] = w.result;
-            report(w.job);
-        }
-        close_all();
     }
-    return results;
-}
-
-MeasureResult measure_in_worker(const std::string &exe, const MeasureJob &job, double timeout_s) {
-    BatchOptions o;
-    o.compile_timeout_s = o.run_timeout_s = timeout_s;
-    return measure_batch(exe, {job}, o).at(0).value();
+    return 0;
 }
 
 }  // namespace fusor

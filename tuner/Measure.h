@@ -1,23 +1,16 @@
 #pragma once
 /** \file
- * Measuring one candidate schedule of one cluster, in an isolated worker process: compile, time
- * (warm-up, repeats, median and spread), and verify against the unfused reference on the same
- * random inputs. A crash, hang or wrong result of the candidate is a typed status, never the end
- * of the tuning run. Workers are fresh processes (`fusor worker JOB RESULT [--hold]`): fork() of a
- * process that has used Halide is unsafe (its JIT thread pool and LLVM's global state hold locks).
- *
- * Batches (measure_batch): up to `parallel` workers compile their candidates at once; each then
- * writes RESULT.compiled and holds its compiled pipeline, blocked on a read of its stdin (a
- * socket to the parent). The parent then starts them one at a time (one byte on the socket), so
- * every candidate is timed with nothing else running. A worker whose parent is gone sees EOF and
- * exits without timing. Each worker runs in its own process group, so a terminal's Ctrl-C reaches
- * only the tuner, which then cancels the workers it has not started. */
+ * Measuring one candidate schedule of one cluster: compile, time (warm-up, then adaptive repeats,
+ * median and spread), and verify against the unfused reference on the same random inputs. A
+ * crash, hang or wrong result of the candidate is a typed status, never the end of the tuning
+ * run: candidates run in worker processes (serve_worker), which the pool in tuner/WorkerPool.h
+ * starts, feeds and replaces. */
 
-#include <atomic>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "graph/Graph.h"
 #include "tuner/TuningDb.h"
@@ -110,30 +103,19 @@ std::vector<std::vector<uint8_t>> reference_outputs(const Graph &g, const Measur
  * hang inside the generated code is what measure_in_worker is for. */
 MeasureResult measure_here(const MeasureJob &job);
 
-/** Spawns `exe worker JOB.json RESULT.json` and waits at most \p timeout_s seconds for the
- * compile and again for the run (then kills it: status timeout). A worker killed by a signal is a
- * crash; one that exits without a result is a runtime-error. A batch of one. */
-MeasureResult measure_in_worker(const std::string &exe, const MeasureJob &job, double timeout_s);
+/** A result of status \p s, with \p why as its error. */
+MeasureResult measure_failure(TrialStatus s, const std::string &why);
 
-struct BatchOptions {
-    int parallel = 1;             ///< workers compiling at once (`--jobs`); at least 1
-    double compile_timeout_s = 120;  ///< per candidate, from spawn to compiled (autoschedulers included)
-    double run_timeout_s = 120;      ///< per candidate, from start of timing to its result
-    const std::atomic<bool> *stop = nullptr;  ///< when set: workers not yet timed are killed, not measured
-    /** Called as each candidate's result is known (index into the jobs), in timing order. */
-    std::function<void(size_t, const MeasureResult &)> on_result;
-};
+/** The messages between the pool and its workers (tuner/WorkerPool.h). */
+nlohmann::json job_to_json(const MeasureJob &job);
+MeasureJob job_from_json(const nlohmann::json &j);
+nlohmann::json result_to_json(const MeasureResult &r);
+MeasureResult result_from_json(const nlohmann::json &j);
 
-/** Measures \p jobs in fresh workers, `parallel` at a time: a group compiles in parallel, then its
- * compiled candidates are timed one at a time. A worker that crashes, hangs or exits early in
- * either phase is a typed failure of its own candidate; the rest of the batch goes on. Returns one
- * entry per job; nullopt for those not measured because \p options.stop was set. */
-std::vector<std::optional<MeasureResult>> measure_batch(const std::string &exe, const std::vector<MeasureJob> &jobs,
-                                                        const BatchOptions &options);
-
-/** The worker's entry point: reads the job, compiles it, and with \p hold waits for the parent's
- * go (see the file comment) before timing and verifying it; writes the result. Returns the exit
- * status. */
-int run_worker(const std::string &job_path, const std::string &result_path, bool hold = false);
+/** The worker's entry point (`fusor worker`): serves the pool's messages on stdin (a socket)
+ * until EOF (see tuner/WorkerPool.h). A candidate that runs out of memory ends the worker after
+ * its result is sent, since the process's state is then unknown. \p parent: the tuner's pid; a
+ * worker whose parent is already another process exits. Returns the exit status. */
+int serve_worker(int parent);
 
 }  // namespace fusor

@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include <csignal>
+#include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include <sys/stat.h>
@@ -26,6 +28,7 @@
 #include "support/TestOps.h"
 #include "tuner/Autotune.h"
 #include "tuner/Measure.h"
+#include "tuner/WorkerPool.h"
 #include "tuner/Signature.h"
 
 using namespace fusor;
@@ -455,28 +458,104 @@ TEST_CASE("autotune: generated kernels that crash, hang or compute wrong values 
     }
 }
 
-TEST_CASE("measure: a batch compiles in parallel workers, and a candidate that crashes while timed does not stop it",
-          "[tuner][autotune]") {
-    MeasureJob crash = fault_job("segfault");
-    std::vector<MeasureJob> jobs = {small_job(), crash, small_job()};
-    jobs[2].seed = 2;
-    BatchOptions o;
-    o.parallel = 2;
-    o.compile_timeout_s = o.run_timeout_s = 60;
-    std::vector<size_t> order;
-    o.on_result = [&](size_t i, const MeasureResult &) { order.push_back(i); };
-    auto results = measure_batch(FUSOR_TEST_WORKER, jobs, o);
-    REQUIRE(results.size() == 3);
-    REQUIRE(results[0]);
-    REQUIRE(results[1]);
-    REQUIRE(results[2]);
-    INFO(results[0]->error << " | " << results[1]->error << " | " << results[2]->error);
-    CHECK(results[0]->status == TrialStatus::Ok);
-    CHECK(results[1]->status == TrialStatus::Crash);
-    CHECK_THAT(results[1]->error, Catch::Contains("while timing"));
-    CHECK(results[1]->compile_ms.value_or(0) > 0);  // it compiled, then crashed in its timed runs
-    CHECK(results[2]->status == TrialStatus::Ok);    // the batch went on after the crash
-    CHECK(order == std::vector<size_t>{0, 1, 2});
+/** A job whose inputs, outputs and reference need about 1.5 GB: out of memory under a 400 MB limit. */
+MeasureJob big_job(int64_t memory_limit_mb) {
+    MeasureJob job;
+    job.graph_json = R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [8192, 4096]}], "outputs": ["y"],
+        "nodes": [{"name": "n0", "op": "Relu", "inputs": ["x"], "outputs": ["y"]}]})";
+    job.repeats = 1;
+    job.warmup = 0;
+    job.memory_limit_mb = memory_limit_mb;
+    return job;
+}
+
+TEST_CASE("worker pool: workers that segfault, hang, run out of memory or compute wrong values mid-run are replaced, and every "
+          "candidate gets its result",
+          "[tuner][autotune][pool]") {
+    // healthy candidates between the faulty ones: each fault costs its own worker only
+    std::vector<std::pair<MeasureJob, TrialStatus>> jobs = {
+        {small_job(), TrialStatus::Ok},           {fault_job("segfault"), TrialStatus::Crash},   {small_job(), TrialStatus::Ok},
+        {fault_job("hang"), TrialStatus::Timeout}, {small_job(), TrialStatus::Ok},             {fault_job("wrong"), TrialStatus::WrongResult},
+        {small_job(), TrialStatus::Ok},           {big_job(400), TrialStatus::OutOfMemory},     {small_job(), TrialStatus::Ok}};
+    PoolOptions o;
+    o.workers = 2;
+    o.compile_timeout_s = 120;
+    o.run_timeout_s = 3;  // the hang is in the timed runs
+    WorkerPool pool(FUSOR_TEST_WORKER, o);
+    for (size_t i = 0; i < jobs.size(); i++) {
+        jobs[i].first.seed = i + 1;
+        pool.submit(i, jobs[i].first);
+    }
+    std::map<size_t, MeasureResult> results;
+    while (auto r = pool.next()) CHECK(results.emplace(r->first, r->second).second);
+    REQUIRE(results.size() == jobs.size());
+    CHECK(pool.pending() == 0);
+    for (size_t i = 0; i < jobs.size(); i++) {
+        INFO("candidate " << i << ": " << status_name(results[i].status) << " " << results[i].error);
+        CHECK(results[i].status == jobs[i].second);
+        if (jobs[i].second == TrialStatus::Ok) CHECK(results[i].runs.value_or(0) >= 1);
+    }
+    CHECK_THAT(results[1].error, Catch::Contains("while timing"));
+    CHECK(results[1].compile_ms.value_or(0) > 0);  // it compiled, then crashed in its timed runs
+    // the crash, the hang and the out-of-memory exit each cost a worker; the wrong result did not
+    CHECK(pool.stats().replaced == 3);
+    CHECK(pool.stats().spawned >= 4);  // later candidates needed new workers
+    CHECK(pool.stats().spawned <= 5);
+}
+
+TEST_CASE("worker pool: a worker serves many candidates, and is recycled after recycle_after of them or when its memory grows",
+          "[tuner][autotune][pool]") {
+    auto run = [](PoolOptions o, int n) {
+        WorkerPool pool(FUSOR_TEST_WORKER, o);
+        for (int i = 0; i < n; i++) {
+            MeasureJob job = small_job();
+            job.seed = i + 1;
+            pool.submit(i, job);
+        }
+        int ok = 0;
+        while (auto r = pool.next()) ok += r->second.status == TrialStatus::Ok;
+        CHECK(ok == n);
+        return pool.stats();
+    };
+    PoolOptions o;
+    o.workers = 1;
+    PoolStats reused = run(o, 5);
+    CHECK(reused.spawned == 1);  // one process for all five
+    CHECK(reused.recycled == 0);
+    o.recycle_after = 2;
+    PoolStats counted = run(o, 5);
+    CHECK(counted.spawned == 3);
+    CHECK(counted.recycled == 2);
+    o.recycle_after = 100;
+    o.recycle_growth = 0.5;  // any resident memory is "grown" past half of the first candidate's
+    PoolStats grown = run(o, 3);
+    CHECK(grown.spawned == 3);
+    CHECK(grown.recycled == 3);
+    CHECK(grown.replaced == 0);
+}
+
+TEST_CASE("worker pool: with compile overlap off or on, every candidate is timed and verified", "[tuner][autotune][pool]") {
+    for (bool overlap : {false, true}) {
+        INFO("overlap " << overlap);
+        std::vector<MeasureJob> jobs(4, small_job());
+        for (size_t i = 0; i < jobs.size(); i++) {
+            jobs[i].seed = i + 1;
+            jobs[i].threads = 1;
+        }
+        BatchOptions o;
+        o.parallel = 2;
+        o.overlap = overlap;
+        std::vector<size_t> order;
+        o.on_result = [&](size_t i, const MeasureResult &) { order.push_back(i); };
+        auto results = measure_batch(FUSOR_TEST_WORKER, jobs, o);
+        for (const auto &r : results) {
+            REQUIRE(r);
+            INFO(r->error);
+            CHECK(r->status == TrialStatus::Ok);
+        }
+        std::sort(order.begin(), order.end());
+        CHECK(order == std::vector<size_t>{0, 1, 2, 3});
+    }
 }
 
 TEST_CASE("measure: the reference is computed once and kept for later candidates, and still catches a wrong result", "[tuner][autotune]") {
@@ -853,15 +932,91 @@ TEST_CASE("autotune: two fusor autotune processes write one database at once", "
     CHECK(stored <= 12);
 }
 
+/** The pids of the live (not zombie) children of \p parent, from /proc. */
+std::set<pid_t> live_children(pid_t parent) {
+    std::set<pid_t> out;
+    for (const auto &e : std::filesystem::directory_iterator("/proc")) {
+        pid_t pid = (pid_t)std::atoi(e.path().filename().c_str());
+        if (pid <= 0) continue;
+        std::string stat = fusor::test::slurp(e.path().string() + "/stat");
+        size_t close = stat.rfind(')');
+        if (close == std::string::npos) continue;
+        char state = 0;
+        int ppid = 0;
+        if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent && state != 'Z') out.insert(pid);
+    }
+    return out;
+}
+
+/** Whether \p pid is a process that has not ended (a zombie has). */
+bool alive(pid_t pid) {
+    std::string stat = fusor::test::slurp("/proc/" + std::to_string(pid) + "/stat");
+    size_t close = stat.rfind(')');
+    return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
+}
+
+TEST_CASE("autotune: after kill -9 of the tuner no worker remains, and a rerun loses nothing and measures no schedule twice",
+          "[tuner][autotune][pool]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/resnet_block.json", db_path = dir.file("t.db");
+    std::vector<std::string> args = {FUSOR_BINARY, "autotune", model, "--db", db_path, "--trials", "400", "--jobs", "2", "--threads", "1",
+                                     "--autoschedulers", "none"};
+    ProcessOptions po;
+    po.stdout_path = dir.file("out.txt");
+    po.stderr_path = dir.file("err.txt");
+    pid_t tuner = start_process(args, po);
+    // wait until it has stored trials and has both workers
+    std::set<pid_t> workers;
+    auto stored = [&] {
+        TuningDb db(db_path, TuningDb::Mode::ReadOnly);
+        size_t n = 0;
+        for (const Workload &w : db.workloads()) n += db.trials(w.signature, w.target).size();
+        return n;
+    };
+    auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+        for (pid_t w : live_children(tuner)) workers.insert(w);
+        if (workers.size() >= 2 && std::filesystem::exists(db_path) && stored() >= 8) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    REQUIRE(workers.size() >= 2);
+    kill(tuner, SIGKILL);
+    int status;
+    waitpid(tuner, &status, 0);
+    auto killed = std::chrono::steady_clock::now();
+    std::set<pid_t> left = workers;
+    while (!left.empty() && std::chrono::steady_clock::now() - killed < std::chrono::seconds(5)) {
+        for (auto it = left.begin(); it != left.end();) it = alive(*it) ? std::next(it) : left.erase(it);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CHECK(left.empty());
+    size_t before = stored();
+    REQUIRE(before >= 8);
+    // the rerun resumes: every earlier trial is kept, and no schedule gets a second search trial
+    fusor::test::ShellResult again = fusor::test::run_fusor("autotune '" + model + "' --db '" + db_path +
+                                               "' --trials 12 --jobs 2 --threads 1 --autoschedulers none --confirm-rounds 0");
+    INFO(again.out << again.err);
+    REQUIRE(again.status == 0);
+    TuningDb db(db_path, TuningDb::Mode::ReadOnly);
+    size_t after = 0;
+    for (const Workload &w : db.workloads()) {
+        std::map<std::string, int> measured;
+        for (const Trial &t : db.trials(w.signature, w.target)) {
+            after++;
+            if (t.strategy != "confirm") measured[t.schedule]++;
+        }
+        for (const auto &[schedule, n] : measured) {
+            INFO(schedule);
+            CHECK(n == 1);
+        }
+    }
+    CHECK(after >= before + 12);
+}
+
 TEST_CASE("measure: a candidate that needs more memory than the worker's limit is recorded as out-of-memory", "[tuner][autotune]") {
     // a real allocation failure in the worker process (its inputs, outputs and reference: about
     // 1.5 GB for this 128 MB tensor) under a 400 MB address-space limit; no stand-in script
-    MeasureJob job;
-    job.graph_json = R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [8192, 4096]}], "outputs": ["y"],
-        "nodes": [{"name": "n0", "op": "Relu", "inputs": ["x"], "outputs": ["y"]}]})";
-    job.repeats = 1;
-    job.warmup = 0;
-    job.memory_limit_mb = 400;
+    MeasureJob job = big_job(400);
     MeasureResult r = measure_in_worker(FUSOR_TEST_WORKER, job, 120);
     INFO(r.error);
     CHECK(r.status == TrialStatus::OutOfMemory);
