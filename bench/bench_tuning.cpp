@@ -313,6 +313,8 @@ std::optional<double> onednn_ms(const Case &, int) {
 struct SearchRun {
     double default_ms = 0, best_ms = 0, wall_s = 0;
     int trials = 0;
+    int search_trials = 0;  ///< ClusterTuning::search_trials and search_s: the search's own rate
+    double search_s = 0;
     std::map<std::string, double> baselines;  ///< autoscheduler -> ms (verified trials only)
     std::vector<double> best_so_far;           ///< after each search trial (defaults and baselines first)
     std::string signature, target;
@@ -367,6 +369,8 @@ SearchRun search(const Graph &g, const std::string &db_path, const std::string &
     SearchRun r;
     r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (results.size() != 1) throw std::runtime_error("expected one cluster, found " + std::to_string(results.size()));
+    r.search_trials = results[0].search_trials;
+    r.search_s = results[0].search_s;
     r.default_ms = results[0].default_ms;
     r.best_ms = results[0].best_ms;
     r.trials = results[0].trials;
@@ -501,6 +505,50 @@ void write_charts(const std::string &out, const json &results) {
     }
 }
 
+/** Compile overlap (tuner/WorkerPool.h): the default and the tuned best timed in \p rounds
+ * interleaved rounds with overlap on and off (which goes first alternates). Each timed entry
+ * shares its batch with a filler compile of the default, so that with overlap on a compile runs
+ * beside it. Per entry the median ms of each mode and on / off. */
+json overlap_check(const SearchRun &tuned, int rounds, int threads, int jobs) {
+    std::vector<std::pair<std::string, std::string>> entries = {{"default", ""}};
+    if (!tuned.top_schedules.empty() && tuned.top_schedules[0].rfind("autoscheduler", 0) != 0) entries.push_back({"tuned", tuned.top_schedules[0]});
+    std::map<std::string, std::vector<double>> ms;  // "<entry> on|off"
+    for (int round = 0; round < rounds; round++) {
+        for (bool overlap : {round % 2 == 0, round % 2 != 0}) {
+            std::vector<MeasureJob> batch;
+            std::vector<std::string> names;
+            for (const auto &[name, schedule] : entries) {
+                for (bool filler : {false, true}) {
+                    MeasureJob job;
+                    job.graph_json = tuned.graph_json;
+                    job.schedule = filler ? "" : schedule;
+                    job.threads = threads;
+                    batch.push_back(job);
+                    names.push_back(filler ? "" : name);
+                }
+            }
+            BatchOptions bo;
+            bo.parallel = jobs > 0 ? jobs : (int)std::thread::hardware_concurrency();
+            bo.compile_timeout_s = bo.run_timeout_s = g_candidate_timeout_s;
+            bo.overlap = overlap;
+            auto results = measure_batch(FUSOR_BINARY, batch, bo);
+            for (size_t k = 0; k < results.size(); k++) {
+                if (names[k].empty() || !results[k] || !results[k]->median_ms) continue;
+                ms[names[k] + (overlap ? " on" : " off")].push_back(*results[k]->median_ms);
+            }
+        }
+    }
+    json out = json::object();
+    for (const auto &[name, schedule] : entries) {
+        auto &on = ms[name + " on"], &off = ms[name + " off"];
+        if (on.empty() || off.empty()) continue;
+        out[name] = {{"on_ms", median(on)}, {"off_ms", median(off)}, {"on_vs_off", median(on) / median(off)}, {"rounds", rounds}};
+        fmt::print("   compile overlap, {}: on {:.4f} ms, off {:.4f} ms ({:+.1f}%, medians of {} rounds)\n", name, median(on), median(off),
+                   100 * (median(on) / median(off) - 1), rounds);
+    }
+    return out;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -524,6 +572,10 @@ int main(int argc, char **argv) {
     int retime_rounds = 5;
     app.add_option("--retime-rounds", retime_rounds,
                    "rounds of the final side-by-side re-timing of each strategy's best (0: none)")
+        ->capture_default_str();
+    int overlap_rounds = 0;
+    app.add_option("--overlap-rounds", overlap_rounds,
+                   "rounds of the compile-overlap check per cluster (default and tuned best, overlap on and off, interleaved); 0: none")
         ->capture_default_str();
     std::string charts_from;
     app.add_option("--charts-from", charts_from, "only write the charts of an earlier run's results.json (into --out)");
@@ -582,6 +634,11 @@ int main(int argc, char **argv) {
         r["best_so_far_search"] = tuned.best_so_far;
         r["best_so_far_random"] = random.best_so_far;
         r["search_phase_medians"] = tuned.phase_medians;
+        // the search alone, as a mean over its phase: baselines and confirm rounds not counted
+        r["search_candidates_per_minute"] = tuned.search_s > 0 ? tuned.search_trials / tuned.search_s * 60 : 0;
+        r["random_candidates_per_minute"] = random.search_s > 0 ? random.search_trials / random.search_s * 60 : 0;
+        fmt::print("   search: {} candidates in {:.1f} s, {:.0f} per minute (random: {:.0f} per minute)\n", tuned.search_trials,
+                   tuned.search_s, r["search_candidates_per_minute"].get<double>(), r["random_candidates_per_minute"].get<double>());
         fmt::print("   per search trial (medians): {:.0f} runs; spawn {:.0f} ms, compile {:.0f} ms, timing {:.0f} ms, verify {:.0f} ms\n",
                    tuned.phase_medians["runs"], tuned.phase_medians["spawn_ms"], tuned.phase_medians["compile_ms"],
                    tuned.phase_medians["timing_ms"], tuned.phase_medians["verify_ms"]);
@@ -607,6 +664,7 @@ int main(int argc, char **argv) {
             if (t > 0 && c.flops > 0) rt["fraction_of_peak_flops"] = c.flops / (t * 1e6) / peak;
             r["retimed"] = rt;
         }
+        if (overlap_rounds > 0) r["compile_overlap"] = overlap_check(tuned, overlap_rounds, threads, jobs);
         results["clusters"].push_back(r);
         fmt::print("   default {:.3f} ms, tuned {:.3f} ms, random {:.3f} ms, oneDNN {}\n", tuned.default_ms, tuned.best_ms, random.best_ms,
                    dnnl ? fmt::format("{:.3f} ms", *dnnl) : "-");
@@ -614,7 +672,7 @@ int main(int argc, char **argv) {
     results["candidates_per_minute"] = all_wall > 0 ? all_trials / all_wall * 60 : 0;
 
     // isolation overhead: the default schedule of the softmax (long enough to time well), in a
-    // worker vs in this process, over five rounds (this machine's drift is larger than
+    // worker vs in this process, over nine rounds (this machine's drift is larger than
     // the effect); the median of the per-round ratios
     {
         Graph g = make_cases(reduced, FUSOR_SOURCE_DIR).at(2).graph;
@@ -625,7 +683,7 @@ int main(int argc, char **argv) {
         job.repeats = repeats;
         std::vector<double> ratios;
         json rounds = json::array();
-        for (int round = 0; round < 5; round++) {
+        for (int round = 0; round < 9; round++) {
             // which goes first alternates, so a drift within a round favours neither
             MeasureResult here, there;
             if (round % 2 == 0) {

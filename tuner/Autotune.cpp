@@ -569,6 +569,8 @@ void TuningRun::search(size_t round) {
         if (!o) break;
         log_trial(t, ++done, o->trial);
     }
+    t.result.search_trials += done;
+    t.result.search_s += elapsed() - cluster_start;
     if (!(opt_.stop && *opt_.stop)) confirm(t);  // also when the budget ended the search
 }
 

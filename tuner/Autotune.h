@@ -109,6 +109,10 @@ struct ClusterTuning {
     std::string signature, name;  ///< name: the first cluster with this signature, e.g. "c2"
     int trials = 0;               ///< search trials measured in this run (confirm measurements not included)
     int confirmed = 0;            ///< confirm measurements stored in this run
+    /** The search phase alone (no seeds, baselines or confirm rounds): its trials in this run and
+     * its wall time, cost model included; their ratio is the search's throughput. */
+    int search_trials = 0;
+    double search_s = 0;
     /** Workers that computed the unfused reference in this run; 1 when every later candidate
      * verified against the one kept (MeasureJob::reference_path). */
     int references_computed = 0;
