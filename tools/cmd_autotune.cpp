@@ -96,8 +96,8 @@ Verb add_autotune(CLI::App &app) {
         ->capture_default_str();
     CLI::Option *threads_opt = cmd->add_option("--threads", o->threads, "Halide threads candidates are timed with (default: all cores)");
     CLI::Option *jobs_opt = cmd->add_option("--jobs", o->jobs,
-                                            "candidates compiled at once in worker processes; each is then timed alone "
-                                            "(default: number of cores)");
+                                            "worker processes of the measurement pool: they compile while one candidate "
+                                            "is timed alone (default: number of cores)");
     auto shapes = add_shape_flag(cmd);
     cmd->add_option("--strategy", o->strategy, "evolve (mutate the best so far) or random (mutate the default)")->capture_default_str();
     cmd->add_option("--seed", o->seed, "search seed")->capture_default_str();
