@@ -6,8 +6,10 @@
  *    schedules (strategy "user") and Halide's autoschedulers (fixed baselines, schedule text
  *    "autoscheduler <Name>"); a baseline whose decisions map into fusor's form is measured again
  *    as that schedule (strategy "from <Name>", parent: the baseline) and can be mutated;
- *  - search: the task scheduler (tuner/TaskScheduler.h) picks the task of largest weight; the
- *    search strategies (tuner/Search.h) draw untried candidates as the measurer's workers free
+ *  - search: rounds of kRoundTrialsPerJob * --jobs trials, each given by the task scheduler
+ *    (tuner/TaskScheduler.h) to a task: first each task once, heaviest first, then the task of
+ *    largest expected gain (the slope of its best-so-far curve); tasks under min_search_share of
+ *    the model's time get none. The search strategies (tuner/Search.h) draw untried candidates as the measurer's workers free
  *    up (tuner/WorkerPool.h: long-lived workers; compiles overlap the timed runs, which run one
  *    at a time). No schedule is
  *    measured twice on a machine; a rerun resumes from the three best schedules of earlier runs.
@@ -172,7 +174,10 @@ private:
     Measured measure(TuningTask &t, std::vector<Candidate> cands, bool again = false);
     void seed(size_t i, const std::vector<std::string> &autoschedulers);
     void seed_heaviest();
-    void search(size_t round);
+    void search_all();
+    bool search_round(size_t i, int trials);
+    bool out_of_search_budget() const;
+    double total_weight_ms() const;
     void log_trial(const TuningTask &t, int done, const Trial &trial) const;
     void confirm(TuningTask &t);
     void log_confirm(const TuningTask &t, const std::vector<RankedSchedule> &before, const std::vector<RankedSchedule> &after,
@@ -526,39 +531,55 @@ void TuningRun::log_trial(const TuningTask &t, int done, const Trial &trial) con
                     elapsed(), eta));
 }
 
-/** Phase 2, turn \p round: the task scheduler's next task gets its share of what is left of the
- * trials (or of the wall-time budget), then its confirm phase. */
-void TuningRun::search(size_t round) {
-    double share = take_next_task(tasks_, round, opt_.min_search_share);
-    TuningTask &t = tasks_[round];
-    current_ = round;
-    if (share == 0) {
-        log(fmt::format("cluster {}/{} {} ({}): under {:.2g}% of the model's time: not searched", round + 1, tasks_.size(), t.result.name,
-                        t.nodes, 100 * opt_.min_search_share));
-        return;
+/** Phase 2: rounds of search, each given by the task scheduler (tuner/TaskScheduler.h) to the
+ * task it expects the most from, until the trials or the search's part of the budget are spent
+ * or every task's space near its parents is exhausted. */
+void TuningRun::search_all() {
+    std::vector<size_t> searchable = searchable_tasks(tasks_, opt_.min_search_share);
+    for (size_t i = 0; i < tasks_.size(); i++) {
+        if (std::find(searchable.begin(), searchable.end(), i) == searchable.end()) {
+            log(fmt::format("cluster {} ({}): under {:.2g}% of the model's time: not searched", tasks_[i].result.name, tasks_[i].nodes,
+                            100 * opt_.min_search_share));
+        }
     }
-    int quota = std::max(1, (int)std::lround((opt_.trials - measured_) * share));
-    double time_quota = opt_.budget_s > 0 ? (opt_.budget_s - elapsed()) * share : 0;
-    double cluster_start = elapsed();
-    log(fmt::format("cluster {}/{} {} ({}): {:.0f}% of the time of the clusters not yet searched; about {:.3g} schedules; {}", round + 1,
-                    tasks_.size(), t.result.name, t.nodes, 100 * share, space_size(t.lc, t.def, t.lanes),
-                    opt_.budget_s > 0 ? fmt::format("{:.0f} s", time_quota) : fmt::format("{} trials", quota)));
+    int round_trials = kRoundTrialsPerJob * jobs_;
+    while (!searchable.empty() && !out_of_search_budget() && measured_ < opt_.trials) {
+        size_t i = next_task(tasks_, searchable);
+        if (!search_round(i, std::min(round_trials, opt_.trials - measured_))) {
+            searchable.erase(std::find(searchable.begin(), searchable.end(), i));
+        }
+    }
+}
+
+/** The search's part of the budget is spent: it leaves kConfirmReserve of a budget to the
+ * confirm phase. */
+bool TuningRun::out_of_search_budget() const {
+    double reserve = opt_.confirm_rounds > 0 ? kConfirmReserve : 0;
+    return out_of_budget() || (opt_.budget_s > 0 && elapsed() >= opt_.budget_s * (1 - reserve));
+}
+
+/** One search round of \p trials candidates of tasks_[i], drawn by the search strategy as workers
+ * free up (compiles overlap timed runs: tuner/WorkerPool.h); appends a point to its curve. False
+ * when no new candidate could be drawn (the space near its parents is exhausted). */
+bool TuningRun::search_round(size_t i, int trials) {
+    TuningTask &t = tasks_[i];
+    current_ = i;
+    if (t.curve.empty()) {
+        log(fmt::format("cluster {} ({}): {:.0f}% of the model's time; about {:.3g} schedules", t.result.name, t.nodes,
+                        100 * task_weight_ms(t) / total_weight_ms(), space_size(t.lc, t.def, t.lanes)));
+    } else {
+        log(fmt::format("cluster {}: round {}, expected gain {:.3g} ms per trial", t.result.name, t.curve.size() + 1, expected_gain(t)));
+    }
+    double start = elapsed();
     int done = 0, stale = 0;
     bool evolve = opt_.strategy != "random";
-    auto more = [&] {
-        return !out_of_budget() && stale < 64 && measured_ + (int)in_flight_.size() < opt_.trials &&
-               (opt_.budget_s > 0 ? elapsed() - cluster_start < time_quota : done + (int)in_flight_.size() < quota);
-    };
-    // every worker busy: a new candidate goes in as soon as one's result is stored, so compiles
-    // overlap the timed runs (tuner/WorkerPool.h)
     while (true) {
-        int want = more() ? jobs_ - (int)in_flight_.size() : 0;
-        want = std::min(want, opt_.trials - measured_ - (int)in_flight_.size());
-        if (opt_.budget_s <= 0) want = std::min(want, quota - done - (int)in_flight_.size());
+        int in_flight = (int)in_flight_.size();
+        int want = out_of_search_budget() || stale >= 64 ? 0 : std::min(jobs_ - in_flight, trials - done - in_flight);
         if (want > 0) {
-            // evolve's first generation: a quarter of the quota (at least one batch); a run that
-            // resumes has its population already
-            bool first_generation = !t.resumed && done < std::max(jobs_, opt_.budget_s > 0 ? 4 * jobs_ : quota / 4);
+            // evolve's first generation: the task's first round; a run that resumes has its
+            // population already
+            bool first_generation = !t.resumed && t.curve.empty();
             std::vector<Candidate> batch = propose_candidates(t, want, evolve, first_generation, rng_);
             stale = batch.empty() ? stale + 8 : 0;
             for (Candidate &c : batch) submit(t, std::move(c), /*again=*/false);
@@ -567,11 +588,18 @@ void TuningRun::search(size_t round) {
         if (in_flight_.empty()) break;
         std::optional<Outcome> o = collect();
         if (!o) break;
-        log_trial(t, ++done, o->trial);
+        log_trial(t, t.result.search_trials + ++done, o->trial);
     }
     t.result.search_trials += done;
-    t.result.search_s += elapsed() - cluster_start;
-    if (!(opt_.stop && *opt_.stop)) confirm(t);  // also when the budget ended the search
+    t.result.search_s += elapsed() - start;
+    t.curve.push_back({t.result.search_trials, task_weight_ms(t) / t.copies});
+    return stale < 64;
+}
+
+double TuningRun::total_weight_ms() const {
+    double total = 0;
+    for (const TuningTask &t : tasks_) total += task_weight_ms(t);
+    return total;
 }
 
 /** Confirm: the finalists (the kConfirmFinalists best schedules per schedule, fusor schedules and
@@ -667,9 +695,10 @@ std::vector<ClusterTuning> TuningRun::run() {
         seed(i, heavy_only ? std::vector<std::string>{} : autoschedulers_);
     }
     if (heavy_only) seed_heaviest();
-    for (size_t round = 0; round < tasks_.size() && !out_of_budget() && measured_ < opt_.trials; round++) search(round);
-    // tasks the trial count left no search for: their seeds are confirmed all the same
-    for (size_t i = 0; i < tasks_.size() && !out_of_budget(); i++) {
+    search_all();
+    // heaviest first, so a budget that runs out leaves the light ones unconfirmed
+    for (size_t i : heaviest_tasks(tasks_, 1.0)) {
+        if (out_of_budget()) break;
         current_ = i;
         confirm(tasks_[i]);
     }

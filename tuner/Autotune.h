@@ -105,6 +105,12 @@ constexpr double kBaselineShare = 0.5;
 /** Schedules re-timed per cluster by the confirm phase (AutotuneOptions::confirm_rounds), besides the default. */
 constexpr int kConfirmFinalists = 3;
 
+/** A search round (the task scheduler's unit) is this many trials per worker of the pool. */
+constexpr int kRoundTrialsPerJob = 4;
+
+/** The part of a --budget the search leaves to the confirm phase (when it runs). */
+constexpr double kConfirmReserve = 0.1;
+
 struct ClusterTuning {
     std::string signature, name;  ///< name: the first cluster with this signature, e.g. "c2"
     int trials = 0;               ///< search trials measured in this run (confirm measurements not included)
@@ -124,14 +130,13 @@ struct ClusterTuning {
 /** Tunes every distinct cluster of \p g (clustered here) into \p db. First every cluster's default
  * schedule and the autoschedulers' baselines are measured (a baseline whose decisions map into
  * fusor's schedule form is measured again as that schedule, strategy "from <Name>", and becomes a
- * mutation parent); then the remaining trials (or wall time) are split across clusters by
- * their share of the model's time (default or best time so far, times the number of identical
- * clusters), largest share first, with shares refreshed after each cluster's search. Candidates go
- * to workers in batches of options.jobs (compiled in parallel, timed one at a time). After each
- * cluster's search (and, for a cluster the trial count left no search for, after the last
- * search) the confirm phase re-times its finalists side by side (AutotuneOptions::confirm_rounds),
- * unless an earlier run already did for the same finalists. The best is always per schedule
- * (TuningDb::ranked_schedules). */
+ * mutation parent). Then the search runs in rounds (kRoundTrialsPerJob trials per job), each
+ * given by the task scheduler (tuner/TaskScheduler.h): first one per cluster, heaviest first, then
+ * to the cluster of largest expected gain, until the trials or the budget (less kConfirmReserve)
+ * are spent. Candidates stream through the worker pool (tuner/WorkerPool.h). Finally the confirm
+ * phase re-times each cluster's finalists side by side (AutotuneOptions::confirm_rounds), heaviest
+ * cluster first, unless an earlier run already did for the same finalists. The best is always per
+ * schedule (TuningDb::ranked_schedules). */
 std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const AutotuneOptions &options);
 
 /** Trial bookkeeping shared with `fusor run/bench --db`: the target string with host resolved. */

@@ -1,8 +1,12 @@
 #pragma once
 /** \file
- * The task scheduler: which task (distinct cluster) the search turns to next, and its share of
- * what is left of the run. A task's weight is its share of the model's time: its best time so far
- * (else the default's) times the number of its copies in the model. */
+ * The task scheduler: which task (distinct cluster) the search turns to next. A task's weight is
+ * its share of the model's time: its best time so far (else the default's) times the number of
+ * its copies in the model. Tasks under a minimum share of the weight get no search. The search
+ * runs in rounds of a few trials: first one round per task, heaviest first; after that each round
+ * goes to the task of largest expected gain, the gradient of Ansor's and MetaSchedule's task
+ * schedulers: the model time a trial is expected to save, from the recent slope of the task's
+ * best-so-far curve and an optimistic forward estimate (best / trials), times its copies. */
 
 #include <cstddef>
 #include <vector>
@@ -14,14 +18,26 @@ namespace fusor {
 /** The weight of \p task in milliseconds per model run (at least 1e-6 per copy). */
 double task_weight_ms(const TuningTask &task);
 
-/** Among tasks[from..], moves the one of largest weight to position \p from and returns its
- * share (0 to 1) of the weight of tasks[from..] that carry at least \p min_share of every task's
- * weight; 0 when it carries less itself (then it gets no search, and neither do the rest).
- * \p from must be below tasks.size(). */
-double take_next_task(std::vector<TuningTask> &tasks, size_t from, double min_share = 0);
-
 /** Indices of the heaviest tasks, largest weight first, until they carry at least \p share of the
  * total weight (at least one task when there is any). */
 std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double share);
+
+/** Indices of the tasks that carry at least \p min_share of the total weight, heaviest first. */
+std::vector<size_t> searchable_tasks(const std::vector<TuningTask> &tasks, double min_share);
+
+/** Search rounds a task's backward slope is taken over, and that slope's part of the gradient
+ * (the rest is the forward estimate), as in Ansor's task scheduler (window 3, alpha 0.2). */
+constexpr int kGainWindow = 3;
+constexpr double kBackwardShare = 0.2;
+
+/** The model time one more search trial of \p task is expected to save, in ms per model run:
+ * copies * (kBackwardShare * backward + (1 - kBackwardShare) * forward), where backward is the
+ * best time's drop per trial over the last kGainWindow rounds (0 with fewer rounds) and forward
+ * is best / trials so far. Infinite for a task not searched yet. */
+double expected_gain(const TuningTask &task);
+
+/** Among \p candidates (indices into \p tasks): the first with no search round yet, else the one of
+ * largest expected_gain (the heavier on a tie). \p candidates must not be empty. */
+size_t next_task(const std::vector<TuningTask> &tasks, const std::vector<size_t> &candidates);
 
 }  // namespace fusor

@@ -41,6 +41,13 @@ struct TuningTask {
     };
     std::vector<Ranked> pool;  ///< fastest first
     bool resumed = false;      ///< the database had measured schedules of this workload before this run
+    /** The best-so-far curve of this run's search, one point per round: the task scheduler's
+     * expected gain reads its slope. */
+    struct Round {
+        int trials = 0;      ///< search trials of this task so far in this run
+        double best_ms = 0;  ///< its best time after them
+    };
+    std::vector<Round> curve;
 
     /** Adds a verified schedule to the pool, keeping it sorted by \p ms. */
     void rank(const ClusterSchedule &sched, const std::string &id, double ms);

@@ -3,6 +3,8 @@
 // and picks the heaviest; `--autoschedulers auto` gives baselines only to those.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <algorithm>
 #include <numeric>
 #include <set>
@@ -65,19 +67,42 @@ TEST_CASE("task scheduler: the heaviest tasks until a share of the weight, and t
     CHECK(heaviest_tasks(tasks, 0.0) == std::vector<size_t>{1});  // at least one
     CHECK(heaviest_tasks(tasks, 1.0) == std::vector<size_t>{1, 2, 0, 3});
     CHECK(heaviest_tasks({}, 0.5).empty());
-    // take_next_task moves the heaviest of the rest to the front of the rest, with its share
-    CHECK(take_next_task(tasks, 0) == Approx(0.5));
-    CHECK(tasks[0].result.default_ms == 5);
-    CHECK(take_next_task(tasks, 1) == Approx(0.6));
-    CHECK(tasks[1].copies == 2);
-    CHECK(take_next_task(tasks, 3) == Approx(1.0));
-    // with a minimum share of every task's weight (10 here): those under it count for nothing,
-    // and one under it gets 0
-    std::vector<TuningTask> mixed = {task_of(0.5), task_of(6), task_of(3.5)};
-    CHECK(take_next_task(mixed, 0, 0.1) == Approx(6.0 / 9.5));
-    CHECK(take_next_task(mixed, 1, 0.1) == Approx(1.0));
-    CHECK(take_next_task(mixed, 2, 0.1) == 0);
-    CHECK(mixed[2].result.default_ms == 0.5);
+    // searchable: heaviest first, without those under the minimum share (10% of 10 here)
+    CHECK(searchable_tasks(tasks, 0.0) == std::vector<size_t>{1, 2, 0, 3});
+    CHECK(searchable_tasks(tasks, 0.1) == std::vector<size_t>{1, 2, 0, 3});
+    CHECK(searchable_tasks(tasks, 0.2) == std::vector<size_t>{1, 2});
+}
+
+TEST_CASE("task scheduler: each task's first round heaviest first, then the largest expected gain from the best-so-far curve",
+          "[tuner][search]") {
+    std::vector<TuningTask> tasks = {task_of(1), task_of(5), task_of(1.5, 2)};  // weights 1, 5, 3
+    std::vector<size_t> all = searchable_tasks(tasks, 0);
+    // not searched yet: infinite gain, taken in the given (heaviest-first) order
+    CHECK(std::isinf(expected_gain(tasks[0])));
+    CHECK(next_task(tasks, all) == 1);
+    tasks[1].curve.push_back({8, 5});
+    CHECK(next_task(tasks, all) == 2);
+    tasks[2].curve.push_back({8, 1.5});
+    CHECK(next_task(tasks, all) == 0);
+    tasks[0].curve.push_back({8, 1});
+    // forward estimates only (fewer rounds than the window): copies * 0.8 * best / trials
+    CHECK(expected_gain(tasks[1]) == Approx(0.8 * 5 / 8));
+    CHECK(expected_gain(tasks[2]) == Approx(2 * 0.8 * 1.5 / 8));
+    CHECK(next_task(tasks, all) == 1);
+    // a task whose curve keeps falling gains the backward slope; a flat one only its forward estimate
+    for (double ms : {0.9, 0.8, 0.7}) tasks[0].curve.push_back({tasks[0].curve.back().trials + 8, ms});
+    for (int r = 0; r < 3; r++) tasks[1].curve.push_back({tasks[1].curve.back().trials + 8, 5});
+    tasks[0].result.default_ms = 0.7;
+    double falling = 0.2 * (1.0 - 0.7) / 24 + 0.8 * 0.7 / 32, flat = 0.8 * 5.0 / 32;
+    CHECK(expected_gain(tasks[0]) == Approx(falling));
+    CHECK(expected_gain(tasks[1]) == Approx(flat));
+    // the task with 8 trials (0.3) now leads the heavy flat one with 32 (0.125); among equal
+    // light tasks, the falling one beats the flat one
+    CHECK(next_task(tasks, all) == 2);
+    std::vector<TuningTask> light = {task_of(0.7), task_of(0.7)};
+    light[0].curve = tasks[0].curve;
+    light[1].curve = {{8, 0.7}, {16, 0.7}, {24, 0.7}, {32, 0.7}};
+    CHECK(next_task(light, {0, 1}) == 0);
 }
 
 TEST_CASE("search: random and evolve draw distinct legal candidates never tried before", "[tuner][search]") {
