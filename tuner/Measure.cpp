@@ -169,8 +169,20 @@ std::string resources_summary(const std::string &text) {
     return s.str();
 }
 
+namespace {
+
+/** A job's seeded inputs and its reference's outputs, kept by a worker across the candidates of
+ * one cluster (they depend on the graph, seed and target only: reference_key). */
+struct JobData {
+    std::string key;
+    std::vector<std::vector<uint8_t>> inputs;
+    std::vector<std::vector<uint8_t>> reference;  ///< empty until the first candidate is verified
+};
+
+}  // namespace
+
 MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJob &job, const Halide::Target &target,
-                              double compile_ms);
+                              double compile_ms, JobData &data);
 
 std::string job_graph_json(const Graph &g, const Cluster &c) {
     Graph sub = extract_cluster(g, c);
@@ -322,7 +334,8 @@ double output_tolerance(DType d) {
 MeasureResult measure_here(const MeasureJob &job) {
     Compiled c = compile_candidate(job, parse_graph_json(job.graph_json, "<measure job>"));
     if (c.failure) return *c.failure;
-    MeasureResult r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms);
+    JobData data;
+    MeasureResult r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms, data);
     r.mapped_schedule = c.mapped_schedule;
     r.unmapped = c.unmapped;
     r.resources = c.resources;
@@ -398,14 +411,14 @@ namespace {
 
 /** The first element of \p outs (the candidate's, in g.outputs order) that the verification rule
  * does not match with \p want's, described; nullopt when every one matches. */
-std::optional<std::string> first_mismatch(const Graph &g, std::vector<Halide::Buffer<>> &outs, std::vector<std::vector<uint8_t>> &want) {
+std::optional<std::string> first_mismatch(const Graph &g, std::vector<Halide::Buffer<>> &outs, const std::vector<std::vector<uint8_t>> &want) {
     for (size_t k = 0; k < outs.size(); k++) {
         outs[k].copy_to_host();  // a GPU target leaves the result on the device
         TensorType type = g.type(g.outputs[k]);
         Tensor a, b;
         a.type = b.type = type;
         a.data.assign((const uint8_t *)outs[k].data(), (const uint8_t *)outs[k].data() + outs[k].size_in_bytes());
-        b.data = std::move(want[k]);
+        b.data = want[k];
         double tol = output_tolerance(type.dtype);
         for (int64_t i = 0; i < type.num_elements(); i++) {
             double got = a.value_as_double(i), exp = b.value_as_double(i);
@@ -422,10 +435,12 @@ std::optional<std::string> first_mismatch(const Graph &g, std::vector<Halide::Bu
 }  // namespace
 
 MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJob &job, const Halide::Target &target,
-                              double compile_ms) {
+                              double compile_ms, JobData &data) {
     MeasureResult r;
     r.compile_ms = compile_ms;
-    auto inputs = random_inputs(g, job.seed);
+    std::string key = reference_key(job);
+    if (data.key != key) data = JobData{key, random_inputs(g, job.seed), {}};
+    const std::vector<std::vector<uint8_t>> &inputs = data.inputs;
     std::vector<Halide::Buffer<>> keep;
     for (size_t i = 0; i < lc.params.size(); i++) {
         const Tensor &t = g.tensor(lc.param_tensors[i]);
@@ -462,8 +477,8 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
     }
     // verify against the unfused reference on the same inputs and weights
     Clock::time_point verify_start = Clock::now();
-    std::vector<std::vector<uint8_t>> want = reference_outputs(g, job, inputs, &r.reference_computed);
-    if (std::optional<std::string> mismatch = first_mismatch(g, outs, want)) {
+    if (data.reference.empty()) data.reference = reference_outputs(g, job, inputs, &r.reference_computed);
+    if (std::optional<std::string> mismatch = first_mismatch(g, outs, data.reference)) {
         r.status = TrialStatus::WrongResult;
         r.error = *mismatch;
     }
@@ -548,7 +563,7 @@ public:
         if (!held_) return send_result(measure_failure(TrialStatus::TunerError, "a bug in fusor: told to time with no compiled candidate"));
         Compiled c = std::move(*held_);
         held_.reset();
-        MeasureResult r = time_and_verify(c.g, c.lc, job_, c.target, c.compile_ms);
+        MeasureResult r = time_and_verify(c.g, c.lc, job_, c.target, c.compile_ms, data_);
         if (r.status == TrialStatus::OutOfMemory) r.error += fmt::format(" (the worker's limit is {} MB)", job_.memory_limit_mb);
         r.mapped_schedule = c.mapped_schedule;
         r.unmapped = c.unmapped;
@@ -571,6 +586,7 @@ private:
     std::optional<Compiled> held_;
     std::string graph_json_;
     Graph graph_;
+    JobData data_;
 };
 
 }  // namespace
