@@ -255,7 +255,13 @@ void WorkerPool::State::handle(Slot &s, const json &m) {
         double to_compiled = std::chrono::duration<double, std::milli>(s.compiled_at - s.sent_at).count();
         r.spawn_ms = std::max(1e-3, to_compiled - *s.compile_ms);
     }
+    bool out_of_memory = r.status == TrialStatus::OutOfMemory;
     finish(s, r);
+    if (out_of_memory) {  // whatever failed to allocate, the process's state is suspect
+        stats.replaced++;
+        retire(s);
+        return;
+    }
     int64_t resident = m.value("resident_mb", (int64_t)0);
     if (++s.served == 1) s.first_resident_mb = resident;
     if (s.served >= opt.recycle_after || (s.first_resident_mb > 0 && resident > opt.recycle_growth * s.first_resident_mb)) {

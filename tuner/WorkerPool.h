@@ -10,7 +10,7 @@
  * so workers are fresh processes (posix_spawn), each in its own process group, and each dies with
  * the tuner (PR_SET_PDEATHSIG), so a `kill -9` of the tuner leaves none behind.
  *
- * Faults: a worker that dies (crash, out-of-memory exit), hangs past its timeout (killed) or says
+ * Faults: a worker that dies (crash), hangs past its timeout (killed), runs out of memory or says
  * nothing is a typed failure of its own candidate; the slot gets a fresh worker for the next one.
  * A worker is recycled after PoolOptions::recycle_after candidates and when its resident memory
  * grows past recycle_growth times what it had after its first candidate.
