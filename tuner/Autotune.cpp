@@ -8,7 +8,9 @@
  *    as that schedule (strategy "from <Name>", parent: the baseline) and can be mutated;
  *  - search: the task scheduler (tuner/TaskScheduler.h) picks the task of largest weight; the
  *    search strategies (tuner/Search.h) draw batches of --jobs untried candidates, measured by
- *    the workers (tuner/Measure.h: compiled in parallel, timed one at a time). No schedule is
+ *    the workers (tuner/Measure.h: compiled in parallel, timed one at a time); the model strategy
+ *    scores them with the cost model (tuner/CostModel.h), trained when the search starts and
+ *    again after every kRetrainEvery trials. No schedule is
  *    measured twice on a machine; a rerun resumes from the three best schedules of earlier runs.
  *    A CUDA target this machine cannot time ranks by the GPU results imported from bundles;
  *  - confirm: the kConfirmFinalists best schedules (TuningDb::ranked_schedules) plus the default,
@@ -43,6 +45,7 @@
 #include "graph/Error.h"
 #include "graph/File.h"
 #include "graph/Printer.h"
+#include "tuner/CostModel.h"
 #include "tuner/Measure.h"
 #include "tuner/Search.h"
 #include "tuner/TaskScheduler.h"
@@ -154,6 +157,7 @@ private:
     void seed(size_t i, const std::vector<std::string> &autoschedulers);
     void seed_heaviest();
     void search(size_t round);
+    void train_model();
     void confirm(TuningTask &t);
     void log_confirm(const TuningTask &t, const std::vector<RankedSchedule> &before, const std::vector<RankedSchedule> &after,
                      const std::vector<std::string> &confirmed, std::map<std::string, std::string> &strategies,
@@ -177,6 +181,8 @@ private:
     std::vector<std::string> autoschedulers_;
     std::vector<TuningTask> tasks_;
     SplitMix64 rng_;
+    std::optional<CostModel> model_;  ///< the model strategy's, when trained
+    int untrained_ = -1;              ///< trials measured since the model was trained (-1: never tried)
     int measured_ = 0;    ///< search and seed trials stored in this run (confirm not included)
     int exported_ = 0;    ///< objects written so far in export mode: fusor_cand_<n>
     size_t current_ = 0;  ///< index into tasks_ of the task being measured, for progress
@@ -246,6 +252,7 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
     t.def = default_schedule(t.sub, t.sub.clusters[0], t.lc, htarget_);
     t.user = parsed_user_schedules(opt_, c.name, t.lc);
     t.lanes = htarget_.natural_vector_size(t.lc.outputs[0].output_types()[0]);
+    t.features = std::make_shared<FeatureExtractor>(t.lc, t.lanes);
     for (NodeId n : c.nodes) t.nodes += (t.nodes.empty() ? "" : ",") + cg.nodes[n].name;
     t.job.graph_json = job_graph_json(cg, c);
     t.job.target = target_;
@@ -343,7 +350,9 @@ Trial TuningRun::trial_of(const TuningTask &t, const Candidate &c, const Measure
 /** Commits \p trial (sets its id), counts it, and updates \p t's best and pool; in export mode
  * hands a compiled candidate to on_export. */
 void TuningRun::store(TuningTask &t, const Candidate &c, const MeasureJob &job, Trial &trial, bool again) {
-    db_.add_trial(trial);
+    std::optional<TrialFeatures> features;
+    if (!c.features.empty()) features = TrialFeatures{"", kFeatureVersion, c.features};
+    db_.add_trial(trial, features);
     if (again) {
         t.result.confirmed++;
     } else {
@@ -370,6 +379,7 @@ TuningRun::Measured TuningRun::measure(TuningTask &t, std::vector<Candidate> can
     for (Candidate &c : cands) {
         if (!again && t.tried.count(c.key)) continue;
         t.tried.insert(c.key);
+        if (c.sched && c.features.empty()) c.features = (*t.features)(*c.sched);
         MeasureJob job = t.job;
         job.schedule = c.key;
         job.best_ms = again ? 0 : t.best_ms();  // adaptive timing; a confirm round times every finalist fully
@@ -481,6 +491,7 @@ void TuningRun::search(size_t round) {
                     opt_.budget_s > 0 ? fmt::format("{:.0f} s", time_quota) : fmt::format("{} trials", quota)));
     int done = 0, stale = 0;
     bool evolve = opt_.strategy != "random";
+    bool guided = opt_.strategy == "model" && !timed_elsewhere_;
     while (!out_of_budget() && stale < 64 && measured_ < opt_.trials &&
            (opt_.budget_s > 0 ? elapsed() - cluster_start < time_quota : done < quota)) {
         int want = std::min(jobs_, opt_.trials - measured_);
@@ -488,13 +499,21 @@ void TuningRun::search(size_t round) {
         // evolve's first generation: a quarter of the quota (at least one batch); a run that
         // resumes has its population already
         bool first_generation = !t.resumed && done < std::max(want, opt_.budget_s > 0 ? 4 * jobs_ : quota / 4);
-        std::vector<Candidate> batch = propose_candidates(t, want, evolve, first_generation, rng_);
+        if (guided && (untrained_ < 0 || untrained_ >= kRetrainEvery)) train_model();
+        std::string why;
+        std::vector<Candidate> batch = guided ? propose_with_model(t, want, first_generation, model_ ? &*model_ : nullptr, rng_, &why)
+                                              : propose_candidates(t, want, evolve, first_generation, rng_);
+        if (!why.empty()) {
+            log("  cost model: " + why + "; the search evolves until it is trained again");
+            model_.reset();
+        }
         if (batch.empty()) {
             stale += 8;
             continue;
         }
         stale = 0;
         Measured m = measure(t, batch);
+        if (untrained_ >= 0) untrained_ += (int)m.sent.size();
         for (size_t k = 0; k < m.sent.size(); k++) {
             if (!m.trials[k]) continue;
             const Trial &trial = *m.trials[k];
@@ -509,6 +528,23 @@ void TuningRun::search(size_t round) {
         }
     }
     if (!(opt_.stop && *opt_.stop)) confirm(t);  // also when the budget ended the search
+}
+
+/** Trains the model strategy's cost model on this database's trials measured on this machine
+ * with features of kFeatureVersion (all workloads); without enough, no model (evolve). */
+void TuningRun::train_model() {
+    auto start = Clock::now();
+    std::vector<CostSample> samples = cost_samples(db_.featured_trials(fingerprint_, kFeatureVersion));
+    std::string why;
+    model_ = CostModel::train(samples, &why);
+    untrained_ = 0;
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (model_) {
+        log(fmt::format("  cost model: trained on {} trials of {} workloads measured on {} (feature version {}) in {:.0f} ms",
+                        model_->trials(), model_->workloads(), fingerprint_, kFeatureVersion, ms));
+    } else {
+        log(fmt::format("  cost model: none ({} on {}); the search evolves", why, fingerprint_));
+    }
 }
 
 /** Confirm: the finalists (the kConfirmFinalists best schedules per schedule, fusor schedules and
