@@ -73,6 +73,7 @@ double rdom_points(const Halide::Func &f, int u) {
 FeatureExtractor::Stage analyze(const StageInfo &st) {
     FeatureExtractor::Stage out;
     out.name = st.name;
+    out.function = st.func.name();
     out.extents = st.extents;
     out.is_output = st.is_output;
     for (const Halide::Var &v : st.func.args()) out.args.push_back(v.name());
@@ -112,6 +113,7 @@ public:
     Nest(const std::vector<FeatureExtractor::Stage> &stages, const ClusterSchedule &s) : stages_(stages) {
         for (size_t i = 0; i < stages.size(); i++) {
             index_[stages[i].name] = i;
+            by_function_[stages[i].function] = i;
             const StageSchedule *ss = s.find(stages[i].name);
             sched_.push_back(ss ? *ss : StageSchedule{});
             sched_.back().stage = stages[i].name;
@@ -152,8 +154,8 @@ public:
         w.ops = st.ops;
         busy_[i] = true;
         for (const FeatureExtractor::Call &c : st.calls) {
-            auto it = index_.find(c.callee);
-            if (it != index_.end() && it->second != i && inlined(it->second) && !busy_[it->second]) {
+            auto it = by_function_.find(c.callee);
+            if (it != by_function_.end() && it->second != i && inlined(it->second) && !busy_[it->second]) {
                 const Work &p = work(it->second);
                 w.ops += c.count * p.ops;
                 w.loads += c.count * p.loads;
@@ -170,7 +172,7 @@ public:
 
 private:
     const std::vector<FeatureExtractor::Stage> &stages_;
-    std::map<std::string, size_t> index_;
+    std::map<std::string, size_t> index_, by_function_;  ///< by stage name, by Function name
     std::vector<StageSchedule> sched_;
     std::vector<std::optional<Work>> work_;
     std::vector<bool> busy_;

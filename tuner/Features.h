@@ -73,7 +73,8 @@ public:
         int bytes = 0;       ///< of the value read
     };
     struct Stage {
-        std::string name;
+        std::string name;      ///< as schedules name it
+        std::string function;  ///< the Halide Function's name, as calls name it (Halide may have suffixed it: "k_n0$3")
         std::vector<std::string> args;
         std::vector<int64_t> extents;
         bool is_output = false;

@@ -476,7 +476,7 @@ TEST_CASE("tuning db import: malformed files are refused, naming the file, and i
 
     std::vector<std::pair<std::string, std::function<void(nlohmann::json &)>>> cases = {
         {"format", [](nlohmann::json &j) { j["format"] = "something-else"; }},
-        {"schema_version: is 5; this fusor reads versions 1 to 4", [](nlohmann::json &j) { j["schema_version"] = 5; }},
+        {"schema_version: is 6; this fusor reads versions 1 to 5", [](nlohmann::json &j) { j["schema_version"] = 6; }},
         {"trials[1].runs: expected an integer or null", [](nlohmann::json &j) { j["trials"][1]["runs"] = 2.5; }},
         {"missing field 'verify_ms'", [](nlohmann::json &j) { j["trials"][1].erase("verify_ms"); }},
         {"trials", [](nlohmann::json &j) { j.erase("trials"); }},
@@ -602,7 +602,7 @@ TEST_CASE("tuning db refuses a newer schema version and leaves the file alone",
     raw_exec(path, "PRAGMA user_version = 7");
     std::string before = slurp(path);
     check_db_error_names([&] { TuningDb db(path); }, "v7.db",
-                         "schema version 7; this fusor reads versions 1 to 4");
+                         "schema version 7; this fusor reads versions 1 to 5");
     check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v7.db",
                          "schema version 7");
     CHECK(slurp(path) == before);
@@ -1343,7 +1343,7 @@ TEST_CASE("fusor db import: a bad time, order or number in an export is exit 2 n
         {with([](nlohmann::json &j) { j["trials"][1]["max_ms"] = 0.5; }), "trials[1].max_ms: 0.5 is less than median_ms 2"},
         {raw_median("1e999"), "trials[1].median_ms: malformed JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"},
         {raw_median("-0.0"), "trials[1].median_ms: -0 is not a finite positive number"},
-        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 4"},
+        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 5"},
         {with([](nlohmann::json &j) { j["schema_version"] = nlohmann::json::array({nlohmann::json::array()}); }), "schema_version: is a JSON array"},
         {"{\"format\": \"fusor-tuning-db\", \"trials\": [{}, {\"a\": [1, 2, }]}", "trials[1].a[2]: malformed JSON"},
     };
