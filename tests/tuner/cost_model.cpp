@@ -272,7 +272,7 @@ TEST_CASE("cost model: training leaves out other feature versions, failed trials
     CHECK(model->workloads() == 1);
 }
 
-TEST_CASE("fusor db model-quality: Kendall tau and top-5 recall on held-out trials; a bad path exits 2 naming the file",
+TEST_CASE("fusor db model-quality: Kendall tau and top-5 recall on held-out trials, and a bad path exits 2 naming the file",
           "[tuner][cost_model]") {
     TempDir dir;
     std::string path = dir.file("q.db");
