@@ -593,7 +593,8 @@ int main(int argc, char **argv) {
         r["search_phase_medians"] = tuned.phase_medians;
         std::string curve;
         for (size_t n = 1; n <= tuned.best_so_far.size(); n *= 2) curve += fmt::format(" {}:{:.4f}", n, tuned.best_so_far[n - 1]);
-        if (!tuned.best_so_far.empty()) curve += fmt::format(" {}:{:.4f}", tuned.best_so_far.size(), tuned.best_so_far.back());
+        size_t n = tuned.best_so_far.size();
+        if (n > 0 && (n & (n - 1)) != 0) curve += fmt::format(" {}:{:.4f}", n, tuned.best_so_far.back());
         fmt::print("   best so far (ms) of the search ({}) after n measured trials (seeds included):{}\n", strategy, curve);
         fmt::print("   per search trial (medians): {:.0f} runs; spawn {:.0f} ms, compile {:.0f} ms, timing {:.0f} ms, verify {:.0f} ms\n",
                    tuned.phase_medians["runs"], tuned.phase_medians["spawn_ms"], tuned.phase_medians["compile_ms"],
