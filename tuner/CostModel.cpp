@@ -36,7 +36,7 @@ void check(int rc, const char *call) {
     if (rc != 0) throw XgbError(std::string(call) + ": " + XGBGetLastError());
 }
 
-/** A DMatrix of rows of kFeatureCount floats, freed on scope exit. */
+/** A DMatrix of rows of kFeatureCount floats (built in one thread), freed on scope exit. */
 class Matrix {
 public:
     explicit Matrix(const std::vector<std::vector<float>> &rows) {
@@ -46,7 +46,7 @@ public:
             if (r.size() != (size_t)kFeatureCount) throw XgbError("a feature vector of " + std::to_string(r.size()) + " values");
             flat.insert(flat.end(), r.begin(), r.end());
         }
-        check(XGDMatrixCreateFromMat(flat.data(), rows.size(), kFeatureCount, NAN, &handle_), "XGDMatrixCreateFromMat");
+        check(XGDMatrixCreateFromMat_omp(flat.data(), rows.size(), kFeatureCount, NAN, &handle_, 1), "XGDMatrixCreateFromMat_omp");
     }
     ~Matrix() {
         if (handle_) XGDMatrixFree(handle_);
@@ -109,9 +109,9 @@ std::optional<CostModel> CostModel::train(const std::vector<CostSample> &samples
         DMatrixHandle train[] = {m.get()};
         check(XGBoosterCreate(train, 1, &model.booster_->handle), "XGBoosterCreate");
         // one thread: the workers time candidates on the other cores meanwhile
-        const std::pair<const char *, const char *> params[] = {
-            {"objective", "reg:squarederror"}, {"max_depth", "6"},     {"eta", "0.2"},       {"min_child_weight", "1"},
-            {"gamma", "0.0001"},               {"nthread", "1"},       {"verbosity", "0"},   {"seed", "1"}};
+        const std::pair<const char *, const char *> params[] = {{"objective", "reg:squarederror"}, {"max_depth", "6"}, {"eta", "0.2"},
+                                                                 {"min_child_weight", "1"}, {"gamma", "0.0001"}, {"nthread", "1"},
+                                                                 {"verbosity", "0"}, {"seed", "1"}};
         for (const auto &[name, value] : params) check(XGBoosterSetParam(model.booster_->handle, name, value), "XGBoosterSetParam");
         for (int i = 0; i < kRounds; i++) check(XGBoosterUpdateOneIter(model.booster_->handle, i, m.get()), "XGBoosterUpdateOneIter");
         model.trials_ = (int)samples.size();

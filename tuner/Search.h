@@ -39,8 +39,9 @@ constexpr int kModelDraws = 32;
 
 class CostModel;
 
-/** Up to \p want distinct candidates for \p task, none in task.tried: random's when \p evolve is
- * false or \p first_generation is true, else evolve's. Fewer, or none, when 8 * \p want draws
+/** Up to \p want distinct candidates for \p task, none in task.tried, each with its features
+ * (task.features; none without it): random's when \p evolve is false or \p first_generation is
+ * true, else evolve's. Fewer, or none, when 8 * \p want draws
  * find no new schedule (the space near the parents is exhausted). */
 std::vector<Candidate> propose_candidates(const TuningTask &task, int want, bool evolve, bool first_generation, SplitMix64 &rng);
 
