@@ -2,10 +2,11 @@
 // tell schedules apart; the model (tuner/CostModel.h) learns the order of schedules whose times
 // follow a known rule and ranks held-out ones; too little data gives no model and the model
 // strategy still proposes candidates; training leaves out other feature versions and trials
-// without a finite time; `fusor db model-quality`.
+// without a finite time; `fusor db model-quality`; `autotune --strategy`.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -332,4 +333,15 @@ TEST_CASE("autotune --strategy model: without enough trials it evolves, says so,
         CHECK(f.features.size() == (size_t)kFeatureCount);
         CHECK((f.trial.strategy == "default" || f.trial.strategy == "evolve"));
     }
+}
+
+TEST_CASE("autotune --strategy: an unknown strategy exits 2 naming the flag, and no database is written", "[tuner][cost_model]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
+    fusor::test::ShellResult r = fusor::test::run_fusor("autotune '" + model + "' --db '" + dir.file("t.db") + "' --strategy greedy");
+    INFO(r.out << r.err);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("--strategy"));
+    CHECK_THAT(r.err, Contains("greedy"));
+    CHECK(!std::filesystem::exists(dir.file("t.db")));
 }
