@@ -561,13 +561,14 @@ struct TuningDb::Impl {
             malformed(record, {field, "a blob is not a count"});
         }
     }
-    /** A trial_features row (trial_id, version, features) checked with features_problem. */
-    TrialFeatures read_features(const Statement &s) const {
+    /** A trial_features row (trial_id, version, features from column \p col on) checked with
+     * features_problem. */
+    TrialFeatures read_features(const Statement &s, int col = 0) const {
         TrialFeatures f;
-        f.trial_id = s.text(0);
+        f.trial_id = s.text(col);
         std::string record = "features of " + trial_record(f.trial_id);
-        f.version = (int)s.integer(1);
-        std::optional<std::vector<float>> values = s.floats(2);
+        f.version = (int)s.integer(col + 1);
+        std::optional<std::vector<float>> values = s.floats(col + 2);
         if (!values) malformed(record, {"features", "not a blob of floats"});
         f.values = std::move(*values);
         if (std::optional<FieldProblem> p = features_problem(f)) malformed(record, *p);
@@ -698,15 +699,14 @@ std::string TuningDb::add_trial(Trial &t, const std::optional<TrialFeatures> &fe
 }
 
 std::vector<FeaturedTrial> TuningDb::featured_trials(const std::string &fingerprint, int version) const {
-    std::string sql = std::string("SELECT ") + kTrialColumns + ", f.version, f.features FROM trial JOIN trial_features f ON f.trial_id = id "
+    std::string sql = std::string("SELECT ") + kTrialColumns + ", f.trial_id, f.version, f.features FROM trial JOIN trial_features f ON f.trial_id = id "
                       "WHERE fingerprint = ?1 AND f.version = ?2 ORDER BY id";
     Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
     s.bind(1, fingerprint).bind(2, std::optional<int64_t>(version));
     std::vector<FeaturedTrial> out;
     while (s.step()) {
         Trial t = impl_->read_trial(s);
-        TrialFeatures f{t.id, version, s.floats(kTrialColumnCount + 1).value_or(std::vector<float>{})};
-        out.push_back({std::move(t), std::move(f.values)});
+        out.push_back({std::move(t), impl_->read_features(s, kTrialColumnCount).values});
     }
     return out;
 }

@@ -1570,4 +1570,7 @@ TEST_CASE("tuning db: features are stored beside their trial, read per version, 
         CHECK(raw_query(b_path, "SELECT count(*) FROM trial_features") == "2");
         CHECK(b.featured_trials(kCpuA, 1).size() == 1);
     }
+    // a value edited by hand into a NaN (the float's bytes, little-endian) is refused on opening
+    raw_exec(b_path, "UPDATE trial_features SET features = x'0000c07f'");
+    check_db_error_names([&] { TuningDb again(b_path); }, b_path, "features");
 }
