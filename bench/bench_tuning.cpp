@@ -15,9 +15,11 @@
  *   - per cluster at the end, the final best of each strategy (search, random, default, each
  *     autoscheduler) and oneDNN timed again side by side, interleaved, median of --retime-rounds
  *     rounds (retime()): the figures to compare strategies by.
- * Writes results.json, the bars chart and best-so-far charts (gnuplot) under --out.
+ * Writes results.json, the bars chart and best-so-far charts (gnuplot) under --out, and prints the
+ * search's best so far against measured trials (runs with --strategy model and evolve compare the
+ * cost model's search with the search without it).
  *
- *   bench_tuning [--trials N | --budget S] [--threads N] [--jobs N] [--beam N] [--reduced]
+ *   bench_tuning [--trials N | --budget S] [--strategy model|evolve|random] [--threads N] [--jobs N] [--beam N] [--reduced]
  *                [--only NAME...] [--retime-rounds N] [--timeout S] [--out DIR]
  *   bench_tuning --charts-from results.json [--out DIR]     # the charts again, from a saved run
  */
@@ -387,7 +389,8 @@ SearchRun search(const Graph &g, const std::string &db_path, const std::string &
         if (t.strategy == "confirm") continue;  // re-timings of stored schedules, not search trials
         if (t.status == TrialStatus::Ok && t.median_ms) {
             if (best == 0 || *t.median_ms < best) best = *t.median_ms;
-            if (t.strategy != "default" && t.strategy != "evolve" && t.strategy != "random" && t.strategy.rfind("from ", 0) != 0) {
+            if (t.strategy != "default" && t.strategy != "model" && t.strategy != "evolve" && t.strategy != "random" &&
+                t.strategy.rfind("from ", 0) != 0) {
                 r.baselines[t.strategy] = *t.median_ms;
             }
         }
@@ -497,7 +500,8 @@ void write_charts(const std::string &out, const json &results) {
         }
         gp << "set output '" << out << "/tuning_" << name << "_curve.png'\nset style data linespoints\nset title 'best so far: " << name
            << "'\nset xlabel 'trials'\nset ylabel 'ms'\nset xtics norotate\n"
-           << "plot '" << out << "/tuning_" << name << "_curve.dat' using 1:2 title 'search (evolve)', '' using 1:3 title 'random'\n";
+           << "plot '" << out << "/tuning_" << name << "_curve.dat' using 1:2 title 'search (" << results.value("strategy", "evolve")
+           << ")', '' using 1:3 title 'random'\n";
     }
     gp.close();
     if (std::system(("gnuplot '" + out + "/tuning.gp' 2>/dev/null").c_str()) != 0) {
@@ -558,6 +562,8 @@ int main(int argc, char **argv) {
     double budget = 0;
     bool reduced = false;
     std::vector<std::string> only;
+    std::string strategy = "model";
+    app.add_option("--strategy", strategy, "the search's strategy: model, evolve or random (tuner/Search.h)")->capture_default_str();
     app.add_option("--trials", trials, "trials per cluster for the search and for random search")->capture_default_str();
     app.add_option("--budget", budget, "seconds per cluster for the search instead (random search gets as many trials)");
     app.add_option("--threads", threads, "Halide threads candidates are timed with (default: all cores)");
@@ -591,6 +597,10 @@ int main(int argc, char **argv) {
         write_charts(out, earlier);
         return 0;
     }
+    if (strategy != "model" && strategy != "evolve" && strategy != "random") {
+        fmt::print(stderr, "bench_tuning: --strategy is '{}'; expected model, evolve or random\n", strategy);
+        return 2;
+    }
     if (trials < 1 || budget < 0 || beam < 1) {
         fmt::print(stderr, "bench_tuning: --trials and --beam must be at least 1, --budget positive\n");
         return 2;
@@ -606,7 +616,7 @@ int main(int argc, char **argv) {
     fmt::print("yardsticks ({} threads): FMA peak {:.0f} GFLOP/s, copy {:.1f} GB/s\n", nthreads, peak, bw);
     json results = {{"threads", nthreads}, {"peak_gflops", peak}, {"copy_gbps", bw}, {"reduced", reduced},
                     {"trials_per_cluster", budget > 0 ? json(nullptr) : json(trials)}, {"budget_s_per_cluster", budget},
-                    {"adams2019_beam", beam}, {"target", resolved_target("host")}, {"fingerprint", machine_fingerprint()}};
+                    {"adams2019_beam", beam}, {"strategy", strategy}, {"target", resolved_target("host")}, {"fingerprint", machine_fingerprint()}};
 #ifdef FUSOR_HAVE_DNNL
     results["onednn"] = true;
 #else
@@ -618,7 +628,7 @@ int main(int argc, char **argv) {
         if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
         fmt::print("== {}\n", c.name);
         json r = {{"name", c.name}};
-        SearchRun tuned = search(c.graph, dbs + "/" + c.name + ".db", "evolve", 1, {"Mullapudi2016", "Adams2019", "Li2018"}, trials,
+        SearchRun tuned = search(c.graph, dbs + "/" + c.name + ".db", strategy, 1, {"Mullapudi2016", "Adams2019", "Li2018"}, trials,
                                  budget, threads, jobs);
         int search_trials = tuned.trials;
         SearchRun random = search(c.graph, dbs + "/" + c.name + "_random.db", "random", 1, {}, search_trials, 0, threads, jobs);
@@ -639,6 +649,11 @@ int main(int argc, char **argv) {
         r["random_candidates_per_minute"] = random.search_s > 0 ? random.search_trials / random.search_s * 60 : 0;
         fmt::print("   search: {} candidates in {:.1f} s, {:.0f} per minute (random: {:.0f} per minute)\n", tuned.search_trials,
                    tuned.search_s, r["search_candidates_per_minute"].get<double>(), r["random_candidates_per_minute"].get<double>());
+        std::string curve;
+        for (size_t n = 1; n <= tuned.best_so_far.size(); n *= 2) curve += fmt::format(" {}:{:.4f}", n, tuned.best_so_far[n - 1]);
+        size_t n = tuned.best_so_far.size();
+        if (n > 0 && (n & (n - 1)) != 0) curve += fmt::format(" {}:{:.4f}", n, tuned.best_so_far.back());
+        fmt::print("   best so far (ms) of the search ({}) after n measured trials (seeds included):{}\n", strategy, curve);
         fmt::print("   per search trial (medians): {:.0f} runs; spawn {:.0f} ms, compile {:.0f} ms, timing {:.0f} ms, verify {:.0f} ms\n",
                    tuned.phase_medians["runs"], tuned.phase_medians["spawn_ms"], tuned.phase_medians["compile_ms"],
                    tuned.phase_medians["timing_ms"], tuned.phase_medians["verify_ms"]);

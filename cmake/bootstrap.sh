@@ -25,6 +25,8 @@ jobs="${JOBS:-$(nproc)}"
 
 packages=(g++ cmake ninja-build pkg-config libhalide14-0-dev libpng-dev libjpeg-dev  # Halide's CMake package needs PNG and JPEG
           nlohmann-json3-dev catch2 libcli11-dev libfmt-dev libsqlite3-dev libxxhash-dev gnuplot-nox
+          libxgboost-dev xgboost  # the tuner's cost model; Debian 12's xgboost-config.cmake also imports the CLI
+                                  # /usr/bin/xgboost (package xgboost) and fails without it (libxgboost0 comes with -dev)
           libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata libdnnl-dev ocl-icd-opencl-dev  # dnnl-config.cmake needs OpenCL
           pocl-opencl-icd  # the tests run the GPU schedules on the CPU through OpenCL (docs/cuda.md)
           clang-14 libclang-rt-14-dev llvm-14  # the fuzz run (llvm-14: llvm-symbolizer-14)

@@ -19,11 +19,7 @@ std::vector<std::string> arg_names(const Func &f) {
     return names;
 }
 
-/** Loop order, outermost first, with each loop's extent, for a stage's pure definition. */
-struct Loop {
-    std::string name;
-    int64_t extent;
-};
+using Loop = ScheduleLoop;
 
 /** Block dims of a GPU root stage, innermost first: the tiled dims' outer loops, then the untiled
  * dims; beyond three (CUDA's grid), the outer ones fuse into one loop named by concatenation. */
@@ -43,7 +39,9 @@ std::vector<Loop> gpu_block_loops(const StageSchedule &s, const std::vector<std:
     return blocks;
 }
 
-std::vector<Loop> loops_of(const StageSchedule &s, const std::vector<std::string> &args, const std::vector<int64_t> &extents) {
+}  // namespace
+
+std::vector<ScheduleLoop> loops_of(const StageSchedule &s, const std::vector<std::string> &args, const std::vector<int64_t> &extents) {
     int rank = (int)extents.size();
     if (!s.gpu_threads.empty() && s.level == ComputeLevel::Root) {
         // blocks (outermost first), threads, then the per-thread tile
@@ -85,6 +83,8 @@ std::vector<Loop> loops_of(const StageSchedule &s, const std::vector<std::string
     }
     return out;
 }
+
+namespace {
 
 /** What a loop of a stage is on the GPU. */
 enum class GpuLoop { None, Block, Thread, Serial };

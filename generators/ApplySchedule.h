@@ -40,6 +40,15 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c);
  * not known here). */
 bool output_tails_exact(const ClusterSchedule &s, const LoweredCluster &c);
 
+/** A loop of a stage's pure definition: its name (as `at=` names it) and extent. */
+struct ScheduleLoop {
+    std::string name;
+    int64_t extent;
+};
+/** The loops of a stage's pure definition under \p s, outermost first, with their extents: the
+ * loop nest apply_schedule makes for pure args \p args and \p extents (Halide order). */
+std::vector<ScheduleLoop> loops_of(const StageSchedule &s, const std::vector<std::string> &args, const std::vector<int64_t> &extents);
+
 /** Loop names a stage with pure args \p args (Halide order) has under \p s, outermost first
  * (what `at=` may name). */
 std::vector<std::string> loop_names(const StageSchedule &s, const std::vector<std::string> &args);

@@ -74,7 +74,7 @@ Verb add_autotune(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("autotune", "Search schedules for every distinct cluster of a model and store every "
                                                    "measured trial in a tuning database");
     struct Opts {
-        std::string model, db, target = "host", strategy = "evolve", layout = "auto", budget, export_batch;
+        std::string model, db, target = "host", strategy = "model", layout = "auto", budget, export_batch;
         std::string autoschedulers = "auto";
         int trials = 32, threads = 0, jobs = 0, confirm_rounds = 2;
         uint64_t seed = 1;
@@ -99,7 +99,10 @@ Verb add_autotune(CLI::App &app) {
                                             "worker processes of the measurement pool: they compile while one candidate "
                                             "is timed alone (default: number of cores)");
     auto shapes = add_shape_flag(cmd);
-    cmd->add_option("--strategy", o->strategy, "evolve (mutate the best so far) or random (mutate the default)")->capture_default_str();
+    cmd->add_option("--strategy", o->strategy,
+                    "model (evolve's draws ranked by a cost model learned from this machine's trials in the db; evolve until "
+                    "it has 32 of them), evolve (mutate the best so far) or random (mutate the default)")
+        ->capture_default_str();
     cmd->add_option("--seed", o->seed, "search seed")->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
     cmd->add_option("--timeout", o->timeout, "seconds per candidate (compile and run) before it counts as a timeout")->capture_default_str();
@@ -132,8 +135,8 @@ Verb add_autotune(CLI::App &app) {
                 if (!(o->timeout > 0)) throw UserError(fmt::format("--timeout is {}; expected a positive number of seconds", o->timeout));
                 if (o->worker_memory < -1) throw UserError(fmt::format("--worker-memory is {}; expected MB, 0 (automatic) or -1 (none)", o->worker_memory));
                 double budget_s = o->budget.empty() ? 0 : parse_duration(o->budget);
-                if (o->strategy != "evolve" && o->strategy != "random") {
-                    throw UserError("--strategy is '" + o->strategy + "'; expected evolve or random");
+                if (o->strategy != "model" && o->strategy != "evolve" && o->strategy != "random") {
+                    throw UserError("--strategy is '" + o->strategy + "'; expected model, evolve or random");
                 }
                 // A CUDA target without a driver still searches: candidates are compiled, checked with
                 // ptxas and stored as unmeasured (docs/cuda.md); run/bench stop at the driver check.

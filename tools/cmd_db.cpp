@@ -1,6 +1,6 @@
 /** \file
  * `fusor db`: look at, move and merge tuning databases (list, show, export, import,
- * import-results, merge, prune). The work is TuningDb's; this file parses flags and prints. Verbs
+ * import-results, merge, prune), and measure the cost model on one (model-quality). The work is TuningDb's; this file parses flags and prints. Verbs
  * that only read a database open it read-only and refuse a missing file instead of creating it;
  * verbs that write into a new file remove it again when they fail, so a failed command leaves no
  * file behind and an existing one unaltered. `export` writes its JSON through a temporary file and
@@ -17,7 +17,10 @@
 #include "graph/Error.h"
 #include "tools/Commands.h"
 #include "tuner/Bundle.h"
+#include "tuner/CostModel.h"
+#include "tuner/Features.h"
 #include "tuner/Measure.h"
+#include "tuner/Signature.h"
 #include "tuner/TuningDb.h"
 
 namespace fusor::cli {
@@ -74,6 +77,7 @@ Verb add_db(CLI::App &app) {
         std::string db, out, json, signature, into;
         std::vector<std::string> sources;
         int keep = 3;
+        uint64_t seed = 1;
     };
     auto o = std::make_shared<Opts>();
 
@@ -114,6 +118,11 @@ Verb add_db(CLI::App &app) {
         ->capture_default_str()
         ->check(CLI::Range(0, 1000000));
 
+    CLI::App *quality = cmd->add_subcommand("model-quality", "Train the cost model on a seeded 80% of this machine's trials and "
+                                                              "print how it ranks the other 20%: Kendall tau and top-5 recall per workload");
+    quality->add_option("db", o->db, "tuning database")->required();
+    quality->add_option("--seed", o->seed, "seed of the split")->capture_default_str();
+
     return {cmd, [=]() -> int {
                 if (list->parsed()) {
                     TuningDb db = open_existing(o->db);
@@ -131,6 +140,25 @@ Verb add_db(CLI::App &app) {
                         fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", prefix(w.signature),
                                    w.target, ts.size(), ok, ms(best), first_line(w.canonical_text));
                     }
+                    return 0;
+                }
+                if (quality->parsed()) {
+                    TuningDb db = open_existing(o->db);
+                    std::string fp = machine_fingerprint();
+                    std::vector<CostSample> samples = cost_samples(db.featured_trials(fp, kFeatureVersion));
+                    ModelQuality q = evaluate_cost_model(samples, o->seed);
+                    fmt::print("{} usable trials of {} workloads measured on {} (feature version {}): trained on {}, held out {} (seed {})\n",
+                               samples.size(), q.workloads, fp, kFeatureVersion, q.train_trials, q.test_trials, o->seed);
+                    if (!q.why.empty()) {
+                        fmt::print(stderr, "no model: {}\n", q.why);
+                        return 1;
+                    }
+                    for (const ModelQuality::Workload &w : q.per_workload) {
+                        fmt::print("  {:<12}  {:<32}  held out {:>4}  Kendall tau {:+.3f}  top-5 recall {:.2f}\n", prefix(w.workload),
+                                   w.workload.substr(w.workload.find(' ') + 1), w.test_trials, w.tau, w.recall);
+                    }
+                    fmt::print("mean over {} workloads with at least 2 held-out trials: Kendall tau {:.3f}, top-5 recall {:.2f}\n",
+                               q.per_workload.size(), q.mean_tau, q.mean_recall);
                     return 0;
                 }
                 if (show->parsed()) {

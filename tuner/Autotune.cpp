@@ -11,7 +11,8 @@
  *    largest expected gain (the slope of its best-so-far curve); tasks under min_search_share of
  *    the model's time get none. The search strategies (tuner/Search.h) draw untried candidates as the measurer's workers free
  *    up (tuner/WorkerPool.h: long-lived workers; compiles overlap the timed runs, which run one
- *    at a time). No schedule is
+ *    at a time); the model strategy scores them with the cost model (tuner/CostModel.h), trained
+ *    when the search starts and again after every kRetrainEvery trials. No schedule is
  *    measured twice on a machine; a rerun resumes from the three best schedules of earlier runs.
  *    A CUDA target this machine cannot time ranks by the GPU results imported from bundles;
  *  - confirm: the kConfirmFinalists best schedules (TuningDb::ranked_schedules) plus the default,
@@ -46,6 +47,7 @@
 #include "graph/Error.h"
 #include "graph/File.h"
 #include "graph/Printer.h"
+#include "tuner/CostModel.h"
 #include "tuner/Measure.h"
 #include "tuner/Search.h"
 #include "tuner/TaskScheduler.h"
@@ -179,6 +181,7 @@ private:
     bool out_of_search_budget() const;
     double total_weight_ms() const;
     void log_trial(const TuningTask &t, int done, const Trial &trial) const;
+    void train_model();
     void confirm(TuningTask &t);
     void log_confirm(const TuningTask &t, const std::vector<RankedSchedule> &before, const std::vector<RankedSchedule> &after,
                      const std::vector<std::string> &confirmed, std::map<std::string, std::string> &strategies,
@@ -205,6 +208,8 @@ private:
     std::map<size_t, InFlight> in_flight_;  ///< by the pool's ticket
     size_t tickets_ = 0;
     SplitMix64 rng_;
+    std::optional<CostModel> model_;  ///< the model strategy's, when trained
+    int untrained_ = -1;              ///< trials measured since the model was trained (-1: never tried)
     int measured_ = 0;    ///< search and seed trials stored in this run (confirm not included)
     int exported_ = 0;    ///< objects written so far in export mode: fusor_cand_<n>
     size_t current_ = 0;  ///< index into tasks_ of the task being measured, for progress
@@ -280,6 +285,7 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
     t.def = default_schedule(t.sub, t.sub.clusters[0], t.lc, htarget_);
     t.user = parsed_user_schedules(opt_, c.name, t.lc);
     t.lanes = htarget_.natural_vector_size(t.lc.outputs[0].output_types()[0]);
+    t.features = std::make_shared<FeatureExtractor>(t.lc, t.lanes);
     for (NodeId n : c.nodes) t.nodes += (t.nodes.empty() ? "" : ",") + cg.nodes[n].name;
     t.job.graph_json = job_graph_json(cg, c);
     t.job.target = target_;
@@ -377,7 +383,9 @@ Trial TuningRun::trial_of(const TuningTask &t, const Candidate &c, const Measure
 /** Commits \p trial (sets its id), counts it, and updates \p t's best and pool; in export mode
  * hands a compiled candidate to on_export. */
 void TuningRun::store(TuningTask &t, const Candidate &c, const MeasureJob &job, Trial &trial, bool again) {
-    db_.add_trial(trial);
+    std::optional<TrialFeatures> features;
+    if (!c.features.empty()) features = TrialFeatures{"", kFeatureVersion, c.features};
+    db_.add_trial(trial, features);
     if (again) {
         t.result.confirmed++;
     } else {
@@ -400,6 +408,7 @@ void TuningRun::store(TuningTask &t, const Candidate &c, const MeasureJob &job, 
 std::optional<size_t> TuningRun::submit(TuningTask &t, Candidate c, bool again) {
     if (!again && t.tried.count(c.key)) return std::nullopt;
     t.tried.insert(c.key);
+    if (c.sched && c.features.empty()) c.features = (*t.features)(*c.sched);
     MeasureJob job = t.job;
     job.schedule = c.key;
     job.best_ms = again ? 0 : t.best_ms();  // adaptive timing; a confirm round times every finalist fully
@@ -573,6 +582,7 @@ bool TuningRun::search_round(size_t i, int trials) {
     double start = elapsed();
     int done = 0, stale = 0;
     bool evolve = opt_.strategy != "random";
+    bool guided = opt_.strategy == "model" && !timed_elsewhere_;
     while (true) {
         int in_flight = (int)in_flight_.size();
         int want = out_of_search_budget() || stale >= 64 ? 0 : std::min(jobs_ - in_flight, trials - done - in_flight);
@@ -580,7 +590,14 @@ bool TuningRun::search_round(size_t i, int trials) {
             // evolve's first generation: the task's first round; a run that resumes has its
             // population already
             bool first_generation = !t.resumed && t.curve.empty();
-            std::vector<Candidate> batch = propose_candidates(t, want, evolve, first_generation, rng_);
+            if (guided && (untrained_ < 0 || untrained_ >= kRetrainEvery)) train_model();
+            std::string why;
+            std::vector<Candidate> batch = guided ? propose_with_model(t, want, first_generation, model_ ? &*model_ : nullptr, rng_, &why)
+                                                  : propose_candidates(t, want, evolve, first_generation, rng_);
+            if (!why.empty()) {
+                log("  cost model: " + why + "; the search evolves until it is trained again");
+                model_.reset();
+            }
             stale = batch.empty() ? stale + 8 : 0;
             for (Candidate &c : batch) submit(t, std::move(c), /*again=*/false);
             if (batch.empty() && in_flight_.empty()) continue;
@@ -588,6 +605,7 @@ bool TuningRun::search_round(size_t i, int trials) {
         if (in_flight_.empty()) break;
         std::optional<Outcome> o = collect();
         if (!o) break;
+        if (untrained_ >= 0) untrained_++;
         log_trial(t, t.result.search_trials + ++done, o->trial);
     }
     t.result.search_trials += done;
@@ -600,6 +618,23 @@ double TuningRun::total_weight_ms() const {
     double total = 0;
     for (const TuningTask &t : tasks_) total += task_weight_ms(t);
     return total;
+}
+
+/** Trains the model strategy's cost model on this database's trials measured on this machine
+ * with features of kFeatureVersion (all workloads); without enough, no model (evolve). */
+void TuningRun::train_model() {
+    auto start = Clock::now();
+    std::vector<CostSample> samples = cost_samples(db_.featured_trials(fingerprint_, kFeatureVersion));
+    std::string why;
+    model_ = CostModel::train(samples, &why);
+    untrained_ = 0;
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (model_) {
+        log(fmt::format("  cost model: trained on {} trials of {} workloads measured on {} (feature version {}) in {:.0f} ms",
+                        model_->trials(), model_->workloads(), fingerprint_, kFeatureVersion, ms));
+    } else {
+        log(fmt::format("  cost model: none ({} on {}); the search evolves", why, fingerprint_));
+    }
 }
 
 /** Confirm: the finalists (the kConfirmFinalists best schedules per schedule, fusor schedules and

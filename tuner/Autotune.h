@@ -42,7 +42,9 @@ struct AutotuneOptions {
     double budget_s = 0;           ///< wall-time budget in seconds; 0 = none (then trials bounds the run)
     int threads = 0;               ///< Halide threads the candidates are timed with; 0 = all cores
     uint64_t seed = 1;
-    std::string strategy = "evolve";  ///< "evolve" (mutate the best so far) or "random" (mutate the default)
+    /** "model" (evolve's draws ranked by the cost model; evolve until it has enough trials),
+     * "evolve" (mutate the best so far) or "random" (mutate the default): tuner/Search.h. */
+    std::string strategy = "model";
     std::string target = "host";
     double timeout_s = 120;        ///< per candidate: limit of its run (and of its compile unless set below)
     double compile_timeout_s = 0;  ///< per candidate: limit of its compile; 0 = timeout_s
@@ -104,6 +106,8 @@ constexpr double kBaselineShare = 0.5;
 
 /** Schedules re-timed per cluster by the confirm phase (AutotuneOptions::confirm_rounds), besides the default. */
 constexpr int kConfirmFinalists = 3;
+/** The model strategy retrains its cost model after this many measured trials. */
+constexpr int kRetrainEvery = 16;
 
 /** A search round (the task scheduler's unit) is this many trials per worker of the pool. */
 constexpr int kRoundTrialsPerJob = 4;

@@ -1,7 +1,10 @@
 #include "tuner/Search.h"
 
+#include <algorithm>
+#include <numeric>
 #include <set>
 
+#include "tuner/CostModel.h"
 #include "tuner/ScheduleSpace.h"
 
 namespace fusor {
@@ -41,7 +44,41 @@ std::vector<Candidate> propose_candidates(const TuningTask &task, int want, bool
         for (int e = 0; e < d.edits; e++) child = mutate(task.lc, child, task.lanes, rng);
         std::string key = schedule_key(child);
         if (task.tried.count(key) || !keys.insert(key).second) continue;
-        batch.push_back({key, child, evolve ? "evolve" : "random", d.parent_id});
+        batch.push_back({key, child, evolve ? "evolve" : "random", d.parent_id,
+                         task.features ? (*task.features)(child) : std::vector<float>{}});
+    }
+    return batch;
+}
+
+std::vector<Candidate> propose_with_model(const TuningTask &task, int want, bool first_generation, const CostModel *model,
+                                          SplitMix64 &rng, std::string *why) {
+    std::vector<Candidate> draws = propose_candidates(task, model ? kModelDraws * want : want, true, first_generation, rng);
+    std::optional<std::vector<float>> scores;
+    if (model) {
+        std::vector<std::vector<float>> features;
+        for (const Candidate &c : draws) features.push_back(c.features);
+        scores = model->predict(features, why);
+    }
+    if (!scores) {
+        draws.resize(std::min<size_t>(draws.size(), want));
+        return draws;
+    }
+    std::vector<size_t> order(draws.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return (*scores)[a] > (*scores)[b]; });
+    // epsilon-greedy: a quarter of the batch (the fraction rounded by chance) from the other draws
+    int explore = want / 4 + ((int)(rng.next() % 4) < want % 4 ? 1 : 0);
+    int greedy = std::min<int>((int)order.size(), want - explore);
+    std::vector<size_t> picked(order.begin(), order.begin() + greedy), rest(order.begin() + greedy, order.end());
+    for (int k = 0; k < explore && !rest.empty(); k++) {
+        size_t r = rng.next() % rest.size();
+        picked.push_back(rest[r]);
+        rest.erase(rest.begin() + r);
+    }
+    std::vector<Candidate> batch;
+    for (size_t i : picked) {
+        batch.push_back(std::move(draws[i]));
+        batch.back().strategy = "model";
     }
     return batch;
 }

@@ -7,7 +7,7 @@
  *     tuner/TuningRecords.h (time_problem's bounds, the statuses) in SQL.
  *   - TuningDb::Impl::open: recognizes the file before it writes anything, checks it, then creates
  *     the schema in a new or empty file or runs the migration chain (kMigrations) on an older one.
- *   - read_trial / read_workload: every row read goes through the record rules, so a file written
+ *   - read_trial / read_workload / read_features: every row read goes through the record rules, so a file written
  *     by an older fusor or edited by hand cannot hand a bad time to the ranking or an export.
  *
  * Note on opening. A file we refuse must keep its bytes, so the order is: (1) read the first 16
@@ -83,6 +83,11 @@ public:
         check(v ? sqlite3_bind_int64(stmt_, i, *v) : sqlite3_bind_null(stmt_, i), db_, what_);
         return *this;
     }
+    /** Floats as a blob of their bytes (native order, as read back by floats()). */
+    Statement &bind(int i, const std::vector<float> &v) {
+        check(sqlite3_bind_blob(stmt_, i, v.data(), (int)(v.size() * sizeof(float)), SQLITE_TRANSIENT), db_, what_);
+        return *this;
+    }
     /** True when a row is ready, false when done. */
     bool step() {
         int rc = sqlite3_step(stmt_);
@@ -111,6 +116,16 @@ public:
     }
     int64_t integer(int col) const {
         return sqlite3_column_int64(stmt_, col);
+    }
+    /** A blob column of floats; nullopt unless it is a blob of whole floats. */
+    std::optional<std::vector<float>> floats(int col) const {
+        if (type(col) != SQLITE_BLOB) return std::nullopt;
+        const void *p = sqlite3_column_blob(stmt_, col);
+        size_t n = (size_t)sqlite3_column_bytes(stmt_, col);
+        if (n % sizeof(float) != 0) return std::nullopt;
+        std::vector<float> v(n / sizeof(float));
+        if (n) std::memcpy(v.data(), p, n);
+        return v;
     }
 
 private:
@@ -167,6 +182,16 @@ std::string measurement_columns_sql(const std::string &separator) {
     return out;
 }
 
+/** The table schema 5 added: a trial's features (TrialFeatures), per feature version; in the
+ * schema of a new file, and added by the 4 -> 5 migration. */
+constexpr const char *kFeaturesTableSql = R"sql(
+CREATE TABLE trial_features (
+    trial_id       TEXT NOT NULL,
+    version        INTEGER NOT NULL CHECK (version >= 1),
+    features       BLOB NOT NULL CHECK (length(features) > 0 AND length(features) % 4 = 0),
+    PRIMARY KEY (trial_id, version)) STRICT;
+)sql";
+
 /** The tables and index of the current schema: STRICT (a REAL column holds only numbers, a TEXT
  * one only text) with the record rules as CHECK constraints. */
 std::string tables_sql() {
@@ -206,7 +231,7 @@ CREATE TABLE trial (
            R"sql(,
     CHECK (min_ms <= median_ms AND median_ms <= max_ms AND min_ms <= max_ms)) STRICT;
 CREATE INDEX trial_workload ON trial (signature, target);
-)sql";
+)sql" + std::string(kFeaturesTableSql);
 }
 
 /** The schema of a new file: the tables, fusor's application id and the current version. */
@@ -218,6 +243,7 @@ std::string schema_sql() {
 constexpr const char *kTrialColumns = "id, signature, target, schedule, status, median_ms, min_ms, max_ms, compile_ms, error, "
                                       "parent, strategy, fingerprint, halide_version, fusor_version, host, created_at, resources, "
                                       "runs, spawn_ms, timing_ms, verify_ms";
+constexpr int kTrialColumnCount = 22;
 /** kTrialColumns as a file of schema \p version holds them (NULL for those added later; version 1
  * is migrated to 2 before any trial is read). */
 std::string trial_columns(int version) {
@@ -416,7 +442,7 @@ struct TuningDb::Impl {
      * rules, upgraded (upgrade_records) and written into the new tables (the current ones, so
      * 3 -> 4 finds its columns there). */
     void retype_and_rehash() {
-        TuningRecords r{all_workloads(), all_trials(2)};
+        TuningRecords r{all_workloads(), all_trials(2), {}};
         upgrade_records(r, 2, [&](size_t i, const FieldProblem &p) { malformed(trial_record(r.trials[i].id), p); });
         exec(db, "DROP TABLE trial; DROP TABLE workload;", ctx("cannot migrate"));
         exec(db, tables_sql().c_str(), ctx("cannot migrate"));
@@ -432,12 +458,21 @@ struct TuningDb::Impl {
         }
         exec(db, "PRAGMA user_version = 4", ctx("cannot migrate"));
     }
+    /** 4 -> 5: the features table, empty (features are computed when a candidate is proposed;
+     * older trials have none); trials and ids unchanged. */
+    void add_features_table() {
+        if (query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'trial_features'", ctx("cannot migrate")) == 0) {
+            exec(db, kFeaturesTableSql, ctx("cannot migrate"));
+        }
+        exec(db, "PRAGMA user_version = 5", ctx("cannot migrate"));
+    }
     struct MigrationStep {
         int from;  ///< the version this step starts from; it leaves from + 1
         void (Impl::*run)();
     };
     static constexpr MigrationStep kMigrations[] = {
-        {1, &Impl::add_resources_column}, {2, &Impl::retype_and_rehash}, {3, &Impl::add_measurement_columns}};
+        {1, &Impl::add_resources_column}, {2, &Impl::retype_and_rehash}, {3, &Impl::add_measurement_columns},
+        {4, &Impl::add_features_table}};
     static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kTuningSchemaVersion - kOldestTuningSchemaVersion,
                   "one migration step per version");
 
@@ -457,6 +492,7 @@ struct TuningDb::Impl {
         all_workloads();
         Statement s(db, (std::string("SELECT ") + kTrialColumns + " FROM trial").c_str(), ctx("cannot read"));
         while (s.step()) read_trial(s);
+        all_features();
     }
 
     // ---- reading: every row checked ----
@@ -525,6 +561,25 @@ struct TuningDb::Impl {
             malformed(record, {field, "a blob is not a count"});
         }
     }
+    /** A trial_features row (trial_id, version, features from column \p col on) checked with
+     * features_problem. */
+    TrialFeatures read_features(const Statement &s, int col = 0) const {
+        TrialFeatures f;
+        f.trial_id = s.text(col);
+        std::string record = "features of " + trial_record(f.trial_id);
+        f.version = (int)s.integer(col + 1);
+        std::optional<std::vector<float>> values = s.floats(col + 2);
+        if (!values) malformed(record, {"features", "not a blob of floats"});
+        f.values = std::move(*values);
+        if (std::optional<FieldProblem> p = features_problem(f)) malformed(record, *p);
+        return f;
+    }
+    std::vector<TrialFeatures> all_features() const {
+        Statement s(db, "SELECT trial_id, version, features FROM trial_features ORDER BY trial_id, version", ctx("cannot read"));
+        std::vector<TrialFeatures> out;
+        while (s.step()) out.push_back(read_features(s));
+        return out;
+    }
     Workload read_workload(const Statement &s) const {
         Workload w{s.text(0), s.text(1), s.text(2)};
         if (std::optional<FieldProblem> p = workload_problem(w)) malformed("workload " + quote_text(w.signature), *p);
@@ -587,6 +642,13 @@ struct TuningDb::Impl {
         Statement it = insert_trial_statement();
         int added = 0;
         for (const Trial &t : r.trials) added += insert_trial(it, t);
+        Statement fs(db, "INSERT OR IGNORE INTO trial_features (trial_id, version, features) VALUES (?1, ?2, ?3)",
+                     ctx("cannot insert features into"));
+        for (const TrialFeatures &f : r.features) {
+            fs.reset();
+            fs.bind(1, f.trial_id).bind(2, std::optional<int64_t>(f.version)).bind(3, f.values);
+            fs.run();
+        }
         return added;
     }
     /** Checks records (ids computed) with the record rules, then adds them in one transaction;
@@ -598,6 +660,11 @@ struct TuningDb::Impl {
         }
         for (const Trial &t : r.trials) {
             if (std::optional<FieldProblem> p = trial_problem(t)) throw DbError(ctx(action) + ": " + trial_record(t.id) + ": " + p->field + ": " + p->problem);
+        }
+        for (const TrialFeatures &f : r.features) {
+            if (std::optional<FieldProblem> p = features_problem(f)) {
+                throw DbError(ctx(action) + ": features of " + trial_record(f.trial_id) + ": " + p->field + ": " + p->problem);
+            }
         }
         Transaction tx(db, ctx(action));
         int added = insert_records(r);
@@ -617,13 +684,31 @@ const std::string &TuningDb::path() const {
 }
 
 void TuningDb::add_workload(const Workload &w) {
-    impl_->insert_all({{w}, {}}, "cannot add a workload to");
+    impl_->insert_all({{w}, {}, {}}, "cannot add a workload to");
 }
 
-std::string TuningDb::add_trial(Trial &t) {
+std::string TuningDb::add_trial(Trial &t, const std::optional<TrialFeatures> &features) {
     t.id = trial_content_id(t);
-    impl_->insert_all({{}, {t}}, "cannot add a trial to");
+    TuningRecords r{{}, {t}, {}};
+    if (features) {
+        r.features.push_back(*features);
+        r.features.back().trial_id = t.id;
+    }
+    impl_->insert_all(r, "cannot add a trial to");
     return t.id;
+}
+
+std::vector<FeaturedTrial> TuningDb::featured_trials(const std::string &fingerprint, int version) const {
+    std::string sql = std::string("SELECT ") + kTrialColumns + ", f.trial_id, f.version, f.features FROM trial JOIN trial_features f ON f.trial_id = id "
+                      "WHERE fingerprint = ?1 AND f.version = ?2 ORDER BY id";
+    Statement s(impl_->db, sql.c_str(), impl_->ctx("cannot read"));
+    s.bind(1, fingerprint).bind(2, std::optional<int64_t>(version));
+    std::vector<FeaturedTrial> out;
+    while (s.step()) {
+        Trial t = impl_->read_trial(s);
+        out.push_back({std::move(t), impl_->read_features(s, kTrialColumnCount).values});
+    }
+    return out;
 }
 
 std::vector<Workload> TuningDb::workloads() const {
@@ -727,7 +812,7 @@ std::vector<std::string> TuningDb::tried_schedules(const std::string &signature,
 
 void TuningDb::export_json(const std::string &path) const {
     if (impl_->path != ":memory:") refuse_overwriting(impl_->path, path);
-    write_file_atomically(path, export_document({impl_->all_workloads(), impl_->all_trials()}));
+    write_file_atomically(path, export_document({impl_->all_workloads(), impl_->all_trials(), {}}));
 }
 
 int TuningDb::import_json(const std::string &path) {
@@ -740,14 +825,14 @@ int TuningDb::import_json(const std::string &path) {
 
 int TuningDb::add_all(const std::vector<Workload> &workloads, std::vector<Trial> &trials) {
     for (Trial &t : trials) t.id = trial_content_id(t);
-    return impl_->insert_all({workloads, trials}, "cannot add to");
+    return impl_->insert_all({workloads, trials, {}}, "cannot add to");
 }
 
 int TuningDb::merge_from(const std::string &other_path) {
     TuningRecords r;
     {
         Impl other(other_path, /*read_only=*/true);  // checked, and migrated in memory if older
-        r = {other.all_workloads(), other.all_trials()};  // trials ordered by id: the merge is deterministic
+        r = {other.all_workloads(), other.all_trials(), other.all_features()};  // ordered by id: the merge is deterministic
     }
     return impl_->insert_all(r, "cannot merge into");
 }
@@ -777,6 +862,7 @@ int TuningDb::prune(int keep_best) {
         s.bind(1, id);
         deleted += s.run();
     }
+    exec(impl_->db, "DELETE FROM trial_features WHERE trial_id NOT IN (SELECT id FROM trial)", impl_->ctx("cannot prune"));
     tx.commit();
     return deleted;
 }

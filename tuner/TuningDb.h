@@ -29,6 +29,12 @@ struct RankedSchedule {
     std::string first_id;  ///< the schedule's first ok trial (oldest created_at, then smallest id)
 };
 
+/** A trial and its features of one feature version (TuningDb::featured_trials). */
+struct FeaturedTrial {
+    Trial trial;
+    std::vector<float> features;
+};
+
 /** Ranks schedules by their measurements, fastest first (ties: the representative's smaller id).
  * \p trials are rows of one workload: every ok row with a median that is a valid time
  * (time_problem: finite, positive; any other is never ranked) counts for its schedule; a
@@ -79,9 +85,10 @@ public:
      * breaks workload_problem's rule. */
     void add_workload(const Workload &w);
     /** Computes t.id (content hash of all other fields), inserts the trial unless a trial with
-     * that id exists, commits, and returns the id. DbError naming the field if it breaks the
-     * record rules (trial_problem). */
-    std::string add_trial(Trial &t);
+     * that id exists, and its \p features (their trial_id set to the id) unless present, in one
+     * transaction; commits, and returns the id. DbError naming the field if either breaks the
+     * record rules (trial_problem, features_problem). */
+    std::string add_trial(Trial &t, const std::optional<TrialFeatures> &features = std::nullopt);
 
     std::vector<Workload> workloads() const;
     std::optional<Workload> workload(const std::string &signature, const std::string &target) const;
@@ -101,6 +108,10 @@ public:
      * Failed and unmeasured trials never answer. At most \p limit schedules (0: all). */
     std::vector<RankedSchedule> ranked_schedules(const std::string &signature, const std::string &target,
                                                  const std::string &fingerprint, size_t limit = 0) const;
+    /** Every trial (any workload, any status) measured on the machine whose fingerprint equals
+     * \p fingerprint (exact) that has features of \p version, with them; ordered by id. The
+     * cost model's training data. */
+    std::vector<FeaturedTrial> featured_trials(const std::string &fingerprint, int version) const;
     /** Schedules already tried for a workload on \p fingerprint (any status but tuner-error), for the search:
      * each once, in the order first tried. \p fingerprint matches as in best(). */
     std::vector<std::string> tried_schedules(const std::string &signature, const std::string &target,
@@ -116,14 +127,14 @@ public:
      * so importing twice changes nothing). A malformed file throws UserError naming the file and
      * the field, and nothing is inserted. */
     int import_json(const std::string &path);
-    /** Adds every workload and trial of another database file, opened with Mode::ReadOnly (so
+    /** Adds every workload, trial and trial's features of another database file, opened with Mode::ReadOnly (so
      * checked as the constructor checks, an older version migrated in memory, a missing file
      * refused), in one transaction; deterministic and idempotent. Returns trials added. */
     int merge_from(const std::string &other_path);
     /** Deletes failed trials (status != ok) and, per workload and fingerprint, the ok trials of
      * every schedule but the \p keep_best best by rank_schedules (all measurements of a kept
-     * schedule are kept; ok trials of a schedule with a wrong-result trial go too). Returns
-     * trials deleted. UserError if \p keep_best < 0. */
+     * schedule are kept; ok trials of a schedule with a wrong-result trial go too), with their
+     * features. Returns trials deleted. UserError if \p keep_best < 0. */
     int prune(int keep_best);
     /** Adds workloads (new ones) and trials (computing each id; present ids are skipped) in one
      * transaction: all or nothing (DbError naming the first record that breaks the rules).

@@ -331,6 +331,15 @@ std::optional<FieldProblem> workload_problem(const Workload &w) {
     return text_problem({{"signature", &w.signature}, {"target", &w.target}, {"canonical_text", &w.canonical_text}});
 }
 
+std::optional<FieldProblem> features_problem(const TrialFeatures &f) {
+    if (f.version < 1) return FieldProblem{"version", std::to_string(f.version) + " is not a feature version (>= 1)"};
+    if (f.values.empty()) return FieldProblem{"features", "no values"};
+    for (size_t i = 0; i < f.values.size(); i++) {
+        if (!std::isfinite(f.values[i])) return FieldProblem{"features", "value " + std::to_string(i) + " is " + number_text(f.values[i])};
+    }
+    return std::nullopt;
+}
+
 std::string trial_content_id(const Trial &t) {
     return content_hash(trial_content(t));
 }

@@ -70,7 +70,7 @@ struct Trial {
 };
 
 /** The schema version this fusor writes, in a database (PRAGMA user_version) and in an export. */
-constexpr int kTuningSchemaVersion = 4;
+constexpr int kTuningSchemaVersion = 5;
 /** The oldest version read; records of older versions get their ids recomputed (upgrade_records). */
 constexpr int kOldestTuningSchemaVersion = 1;
 
@@ -107,10 +107,23 @@ std::string trial_content_id(const Trial &t);
  * invalid UTF-8 replaced, cut after 40 bytes ("..."). */
 std::string quote_text(const std::string &text);
 
-/** Workloads and trials, as an export holds them and a database stores them. */
+/** A trial's schedule features (schema 5): tuner/Features.h's vector, computed by the tuner when
+ * it proposed the candidate. Stored beside the trial, keyed by its id and the feature version;
+ * not part of the id, and not in an export (a merge carries them). */
+struct TrialFeatures {
+    std::string trial_id;
+    int version = 0;            ///< kFeatureVersion of the code that computed them
+    std::vector<float> values;  ///< finite
+};
+/** The first rule \p f breaks, or nullopt: version >= 1, at least one value, every value finite. */
+std::optional<FieldProblem> features_problem(const TrialFeatures &f);
+
+/** Workloads and trials, as an export holds them and a database stores them; a database also
+ * holds the trials' features (an export has none). */
 struct TuningRecords {
     std::vector<Workload> workloads;
     std::vector<Trial> trials;
+    std::vector<TrialFeatures> features;
 };
 
 /** Brings records of schema \p version (1 or 2; each trial passing trial_problem for that

@@ -5,6 +5,7 @@
  * and lowered form, its default and hand-written schedules, the schedules tried on this machine,
  * the verified mutation parents and the best so far. */
 
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 #include "generators/Schedule.h"
 #include "graph/Graph.h"
 #include "tuner/Autotune.h"
+#include "tuner/Features.h"
 #include "tuner/Measure.h"
 #include "tuner/TuningDb.h"
 
@@ -31,6 +33,7 @@ struct TuningTask {
     std::string default_id, nodes;       ///< nodes: the node names, for the log
     std::string canonical;               ///< canonical_cluster_text
     int lanes = 8;                       ///< natural vector width of the first output's type
+    std::shared_ptr<const FeatureExtractor> features;  ///< of lc, for the cost model
     MeasureJob job;                      ///< the worker job, less its schedule
     std::set<std::string> tried;         ///< schedule keys measured on this machine (any status)
     /** A verified fusor schedule (a mutation parent). */

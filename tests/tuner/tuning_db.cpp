@@ -476,7 +476,7 @@ TEST_CASE("tuning db import: malformed files are refused, naming the file, and i
 
     std::vector<std::pair<std::string, std::function<void(nlohmann::json &)>>> cases = {
         {"format", [](nlohmann::json &j) { j["format"] = "something-else"; }},
-        {"schema_version: is 5; this fusor reads versions 1 to 4", [](nlohmann::json &j) { j["schema_version"] = 5; }},
+        {"schema_version: is 6; this fusor reads versions 1 to 5", [](nlohmann::json &j) { j["schema_version"] = 6; }},
         {"trials[1].runs: expected an integer or null", [](nlohmann::json &j) { j["trials"][1]["runs"] = 2.5; }},
         {"missing field 'verify_ms'", [](nlohmann::json &j) { j["trials"][1].erase("verify_ms"); }},
         {"trials", [](nlohmann::json &j) { j.erase("trials"); }},
@@ -602,7 +602,7 @@ TEST_CASE("tuning db refuses a newer schema version and leaves the file alone",
     raw_exec(path, "PRAGMA user_version = 7");
     std::string before = slurp(path);
     check_db_error_names([&] { TuningDb db(path); }, "v7.db",
-                         "schema version 7; this fusor reads versions 1 to 4");
+                         "schema version 7; this fusor reads versions 1 to 5");
     check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v7.db",
                          "schema version 7");
     CHECK(slurp(path) == before);
@@ -1343,7 +1343,7 @@ TEST_CASE("fusor db import: a bad time, order or number in an export is exit 2 n
         {with([](nlohmann::json &j) { j["trials"][1]["max_ms"] = 0.5; }), "trials[1].max_ms: 0.5 is less than median_ms 2"},
         {raw_median("1e999"), "trials[1].median_ms: malformed JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"},
         {raw_median("-0.0"), "trials[1].median_ms: -0 is not a finite positive number"},
-        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 4"},
+        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 5"},
         {with([](nlohmann::json &j) { j["schema_version"] = nlohmann::json::array({nlohmann::json::array()}); }), "schema_version: is a JSON array"},
         {"{\"format\": \"fusor-tuning-db\", \"trials\": [{}, {\"a\": [1, 2, }]}", "trials[1].a[2]: malformed JSON"},
     };
@@ -1476,4 +1476,101 @@ TEST_CASE("tuning db import: every input of the import fuzzer's corpus is import
     }
     CHECK(files >= 9);
     CHECK(imported >= 4);  // the valid seeds: an export of each version and an empty one
+}
+
+TEST_CASE("tuning db migration: the checked-in version 4 file keeps every trial, field and id, and gains an empty features table",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string old_path = dir.file("old.db");
+    fs::copy_file(test_data("db/v4.db"), old_path);
+    REQUIRE(raw_query(old_path, "PRAGMA user_version") == "4");
+    REQUIRE(raw_query(old_path, "SELECT count(*) FROM sqlite_master WHERE name = 'trial_features'") == "0");
+    std::string before = slurp(old_path);
+    // every field as fusor of schema 4 exported it
+    fusor::TuningRecords exported = fusor::parse_export(slurp(test_data("db/v4_export.json")), "v4_export.json");
+    REQUIRE(exported.trials.size() == 20);
+    REQUIRE(raw_trials(old_path).size() == 20);
+    size_t measured = 0;
+    for (const Trial &t : exported.trials) measured += t.runs.has_value();
+    REQUIRE(measured > 0);  // the file holds schema 4's columns
+
+    std::string migrated = dir.file("migrated.db");
+    fs::copy_file(old_path, migrated);
+    {
+        TuningDb db(migrated);
+        CHECK(raw_query(migrated, "PRAGMA user_version") == std::to_string(fusor::kTuningSchemaVersion));
+        CHECK(raw_query(migrated, "SELECT count(*) FROM trial_features") == "0");
+        std::map<std::string, Trial> now = all_trials(db);
+        REQUIRE(now.size() == exported.trials.size());
+        for (const Trial &t : exported.trials) {
+            REQUIRE(now.count(t.id));
+            check_same_trial(now[t.id], t);
+        }
+        CHECK(db.workloads().size() == exported.workloads.size());
+    }
+    // the trials of v3.db keep their ids through 3 -> 4 -> 5
+    std::set<std::string> v3_ids;
+    for (const Trial &t : raw_trials(test_data("db/v3.db"))) v3_ids.insert(t.id);
+    std::set<std::string> ids = trial_ids(migrated);
+    CHECK(std::includes(ids.begin(), ids.end(), v3_ids.begin(), v3_ids.end()));
+    // read-only and merge read it in memory and never write it
+    CHECK(trial_ids(TuningDb(old_path, TuningDb::Mode::ReadOnly)) == ids);
+    std::string fresh = dir.file("fresh.db");
+    CHECK(TuningDb(fresh).merge_from(old_path) == 20);
+    CHECK(trial_ids(fresh) == ids);
+    CHECK(slurp(old_path) == before);
+    TuningDb imported(dir.file("imported.db"));
+    CHECK(imported.import_json(test_data("db/v4_export.json")) == 20);
+    CHECK(trial_ids(imported) == ids);
+}
+
+TEST_CASE("tuning db: features are stored beside their trial, read per version, carried by merge, dropped by prune, and not exported",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string a_path = dir.file("a.db"), b_path = dir.file("b.db");
+    std::vector<std::string> ids;
+    {
+        TuningDb a(a_path);
+        a.add_workload(workload("s1"));
+        for (int n = 0; n < 4; n++) {
+            Trial t = make_trial("s1", n, 1.0 + n);
+            ids.push_back(a.add_trial(t, fusor::TrialFeatures{"", n < 3 ? 1 : 2, {float(n), 0.5f}}));
+        }
+        Trial other = make_trial("s1", 9, 2.0, TrialStatus::Ok, kCpuB);
+        a.add_trial(other, fusor::TrialFeatures{"", 1, {9.0f}});
+        std::vector<fusor::FeaturedTrial> v1 = a.featured_trials(kCpuA, 1);
+        REQUIRE(v1.size() == 3);  // one machine, one version
+        for (const fusor::FeaturedTrial &f : v1) {
+            CHECK(f.trial.fingerprint == kCpuA);
+            CHECK(f.features.size() == 2);
+            CHECK(f.features[0] == float(std::find(ids.begin(), ids.end(), f.trial.id) - ids.begin()));
+        }
+        CHECK(a.featured_trials(kCpuA, 2).size() == 1);
+        CHECK(a.featured_trials(kCpuB, 1).size() == 1);
+        // a trial's id does not depend on its features
+        Trial again = make_trial("s1", 0, 1.0);
+        CHECK(fusor::trial_content_id(again) == ids[0]);
+        // bad features are refused, naming the field, and nothing is stored
+        Trial bad = make_trial("s1", 20, 1.0);
+        check_db_error_names([&] { a.add_trial(bad, fusor::TrialFeatures{"", 1, {NAN}}); }, a_path, "features");
+        check_db_error_names([&] { a.add_trial(bad, fusor::TrialFeatures{"", 0, {1.0f}}); }, a_path, "version");
+        CHECK(!a.trial(fusor::trial_content_id(bad)));
+        a.export_json(dir.file("a.json"));
+        CHECK(slurp(dir.file("a.json")).find("features") == std::string::npos);
+    }
+    {
+        TuningDb b(b_path);
+        CHECK(b.merge_from(a_path) == 5);
+        CHECK(b.featured_trials(kCpuA, 1).size() == 3);
+        CHECK(b.featured_trials(kCpuA, 2).size() == 1);
+        CHECK(b.merge_from(a_path) == 0);
+        CHECK(raw_query(b_path, "SELECT count(*) FROM trial_features") == "5");
+        // prune keeps the best schedule per machine: its features stay, the others' go
+        CHECK(b.prune(1) == 3);
+        CHECK(raw_query(b_path, "SELECT count(*) FROM trial_features") == "2");
+        CHECK(b.featured_trials(kCpuA, 1).size() == 1);
+    }
+    // a value edited by hand into a NaN (the float's bytes, little-endian) is refused on opening
+    raw_exec(b_path, "UPDATE trial_features SET features = x'0000c07f'");
+    check_db_error_names([&] { TuningDb again(b_path); }, b_path, "features");
 }
