@@ -19,8 +19,9 @@ struct Timing {
 /** Times \p fn: \p warmup untimed calls, then \p repeats timed ones (steady clock). */
 Timing time_runs(const std::function<void()> &fn, int warmup, int repeats);
 
-/** Times \p fn: \p warmup untimed calls, then timed ones while \p more (given the samples so
- * far, in ms) says so. */
+/** Times \p fn: \p warmup warm-up calls, then timed ones while \p more (given the samples so
+ * far, in ms) says so. When \p more refuses the first warm-up call's time alone, that one time
+ * is the result (a candidate hopeless from its first run is not run again). */
 Timing time_while(const std::function<void()> &fn, int warmup, const std::function<bool(const std::vector<double> &)> &more);
 
 /** Times several functions side by side: each round runs every function once in turn, so slow

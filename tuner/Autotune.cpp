@@ -176,8 +176,17 @@ private:
     Measured measure(TuningTask &t, std::vector<Candidate> cands, bool again = false);
     void seed(size_t i, const std::vector<std::string> &autoschedulers);
     void seed_heaviest();
+    /** A search round: its task, how many of its candidates are still to submit, its start. */
+    struct Round {
+        TuningTask *task = nullptr;
+        size_t index = 0;
+        int left = 0;
+        double start_s = 0;
+    };
     void search_all();
-    bool search_round(size_t i, int trials);
+    Round open_round(size_t i, int trials);
+    void close_round(Round &round);
+    bool fill(Round &round, int want);
     bool out_of_search_budget() const;
     double total_weight_ms() const;
     void log_trial(const TuningTask &t, int done, const Trial &trial) const;
@@ -298,6 +307,7 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
         if (tr.strategy == "default" && tr.fingerprint == fingerprint_ && tr.median_ms) {
             t.result.default_ms = *tr.median_ms;
             t.default_id = tr.id;
+            t.default_compile_ms = tr.compile_ms.value_or(0);
         }
     }
     // resume: the best of earlier runs on this machine (or the imported GPU results), its top
@@ -412,6 +422,9 @@ std::optional<size_t> TuningRun::submit(TuningTask &t, Candidate c, bool again) 
     MeasureJob job = t.job;
     job.schedule = c.key;
     job.best_ms = again ? 0 : t.best_ms();  // adaptive timing; a confirm round times every finalist fully
+    if (c.sched && !again && c.strategy != "default" && c.strategy != "user") {
+        job.compile_timeout_s = std::max(kSearchCompileTimeoutS, kSearchCompileFactor * t.default_compile_ms / 1000);
+    }
     if (exporting_) {
         job.export_function = "fusor_cand_" + std::to_string(exported_++);
         job.export_object = opt_.export_dir + "/" + job.export_function + ".o";
@@ -488,6 +501,7 @@ void TuningRun::seed(size_t i, const std::vector<std::string> &autoschedulers) {
         const Trial &trial = *m.trials[k];
         if (trial.strategy == "default") {
             t.default_id = trial.id;
+            t.default_compile_ms = trial.compile_ms.value_or(0);
             // the space's size here too: a run whose trials the seeds use up has no phase 2
             log(fmt::format("cluster {}/{} {} ({}) default: {} {}; search space about {:.3g} schedules", i + 1, tasks_.size(),
                             t.result.name, t.nodes, status_name(trial.status), ms_or_error(trial), space_size(t.lc, t.def, t.lanes)));
@@ -542,7 +556,8 @@ void TuningRun::log_trial(const TuningTask &t, int done, const Trial &trial) con
 
 /** Phase 2: rounds of search, each given by the task scheduler (tuner/TaskScheduler.h) to the
  * task it expects the most from, until the trials or the search's part of the budget are spent
- * or every task's space near its parents is exhausted. */
+ * or every task's space near its parents is exhausted. Rounds do not wait for each other: the
+ * next round's candidates go to the workers as the last round's are still measured. */
 void TuningRun::search_all() {
     std::vector<size_t> searchable = searchable_tasks(tasks_, opt_.min_search_share);
     for (size_t i = 0; i < tasks_.size(); i++) {
@@ -551,13 +566,30 @@ void TuningRun::search_all() {
                             100 * opt_.min_search_share));
         }
     }
-    int round_trials = kRoundTrialsPerJob * jobs_;
-    while (!searchable.empty() && !out_of_search_budget() && measured_ < opt_.trials) {
-        size_t i = next_task(tasks_, searchable);
-        if (!search_round(i, std::min(round_trials, opt_.trials - measured_))) {
-            searchable.erase(std::find(searchable.begin(), searchable.end(), i));
+    Round round;
+    while (true) {
+        int in_flight = (int)in_flight_.size();
+        bool more = !searchable.empty() && !out_of_search_budget() && measured_ + in_flight < opt_.trials;
+        if (round.left == 0 && more) {
+            close_round(round);
+            round = open_round(next_task(tasks_, searchable), std::min(kRoundTrialsPerJob * jobs_, opt_.trials - measured_ - in_flight));
         }
+        if (round.task && round.left > 0 && more && in_flight < jobs_ && !fill(round, jobs_ - in_flight)) {
+            searchable.erase(std::find(searchable.begin(), searchable.end(), round.index));  // exhausted
+            round.left = 0;
+            continue;
+        }
+        if (in_flight_.empty()) {
+            if (round.left == 0 && !more) break;
+            continue;
+        }
+        std::optional<Outcome> o = collect();
+        if (!o) break;
+        if (untrained_ >= 0) untrained_++;
+        TuningTask &t = *o->sent.task;
+        log_trial(t, ++t.result.search_trials, o->trial);
     }
+    close_round(round);
 }
 
 /** The search's part of the budget is spent: it leaves kConfirmReserve of a budget to the
@@ -567,10 +599,8 @@ bool TuningRun::out_of_search_budget() const {
     return out_of_budget() || (opt_.budget_s > 0 && elapsed() >= opt_.budget_s * (1 - reserve));
 }
 
-/** One search round of \p trials candidates of tasks_[i], drawn by the search strategy as workers
- * free up (compiles overlap timed runs: tuner/WorkerPool.h); appends a point to its curve. False
- * when no new candidate could be drawn (the space near its parents is exhausted). */
-bool TuningRun::search_round(size_t i, int trials) {
+/** A round of \p trials candidates for tasks_[i]; logs it. */
+TuningRun::Round TuningRun::open_round(size_t i, int trials) {
     TuningTask &t = tasks_[i];
     current_ = i;
     if (t.curve.empty()) {
@@ -579,39 +609,41 @@ bool TuningRun::search_round(size_t i, int trials) {
     } else {
         log(fmt::format("cluster {}: round {}, expected gain {:.3g} ms per trial", t.result.name, t.curve.size() + 1, expected_gain(t)));
     }
-    double start = elapsed();
-    int done = 0, stale = 0;
-    bool evolve = opt_.strategy != "random";
-    bool guided = opt_.strategy == "model" && !timed_elsewhere_;
-    while (true) {
-        int in_flight = (int)in_flight_.size();
-        int want = out_of_search_budget() || stale >= 64 ? 0 : std::min(jobs_ - in_flight, trials - done - in_flight);
-        if (want > 0) {
-            // evolve's first generation: the task's first round; a run that resumes has its
-            // population already
-            bool first_generation = !t.resumed && t.curve.empty();
-            if (guided && (untrained_ < 0 || untrained_ >= kRetrainEvery)) train_model();
-            std::string why;
-            std::vector<Candidate> batch = guided ? propose_with_model(t, want, first_generation, model_ ? &*model_ : nullptr, rng_, &why)
-                                                  : propose_candidates(t, want, evolve, first_generation, rng_);
-            if (!why.empty()) {
-                log("  cost model: " + why + "; the search evolves until it is trained again");
-                model_.reset();
-            }
-            stale = batch.empty() ? stale + 8 : 0;
-            for (Candidate &c : batch) submit(t, std::move(c), /*again=*/false);
-            if (batch.empty() && in_flight_.empty()) continue;
-        }
-        if (in_flight_.empty()) break;
-        std::optional<Outcome> o = collect();
-        if (!o) break;
-        if (untrained_ >= 0) untrained_++;
-        log_trial(t, t.result.search_trials + ++done, o->trial);
-    }
-    t.result.search_trials += done;
-    t.result.search_s += elapsed() - start;
+    return Round{&t, i, trials, elapsed()};
+}
+
+/** Ends \p round (if any): the point of its task's best-so-far curve, and its time. */
+void TuningRun::close_round(Round &round) {
+    if (!round.task) return;
+    TuningTask &t = *round.task;
+    t.result.search_s += elapsed() - round.start_s;
     t.curve.push_back({t.result.search_trials, task_weight_ms(t) / t.copies});
-    return stale < 64;
+    round = Round{};
+}
+
+/** Submits up to \p want of \p round's candidates, drawn by the search strategy. False when none
+ * could be drawn 8 times in a row (the space near the task's parents is exhausted). */
+bool TuningRun::fill(Round &round, int want) {
+    TuningTask &t = *round.task;
+    want = std::min(want, round.left);
+    // evolve's first generation: the task's first round; a run that resumes has its population
+    bool first_generation = !t.resumed && t.curve.empty();
+    bool guided = opt_.strategy == "model" && !timed_elsewhere_;
+    for (int stale = 0; stale < 8; stale++) {
+        if (guided && (untrained_ < 0 || untrained_ >= kRetrainEvery)) train_model();
+        std::string why;
+        std::vector<Candidate> batch = guided ? propose_with_model(t, want, first_generation, model_ ? &*model_ : nullptr, rng_, &why)
+                                              : propose_candidates(t, want, opt_.strategy != "random", first_generation, rng_);
+        if (!why.empty()) {
+            log("  cost model: " + why + "; the search evolves until it is trained again");
+            model_.reset();
+        }
+        if (batch.empty()) continue;
+        for (Candidate &c : batch) submit(t, std::move(c), /*again=*/false);
+        round.left -= (int)batch.size();
+        return true;
+    }
+    return false;
 }
 
 double TuningRun::total_weight_ms() const {

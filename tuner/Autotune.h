@@ -115,6 +115,11 @@ constexpr int kRoundTrialsPerJob = 4;
 /** The part of a --budget the search leaves to the confirm phase (when it runs). */
 constexpr double kConfirmReserve = 0.1;
 
+/** A search candidate's compile limit: kSearchCompileFactor times the default schedule's compile
+ * time, at least kSearchCompileTimeoutS (and never above --timeout). As Ansor's builder timeout,
+ * it keeps a schedule whose compile explodes (say a huge unroll) from holding a worker. */
+constexpr double kSearchCompileTimeoutS = 20, kSearchCompileFactor = 10;
+
 struct ClusterTuning {
     std::string signature, name;  ///< name: the first cluster with this signature, e.g. "c2"
     int trials = 0;               ///< search trials measured in this run (confirm measurements not included)

@@ -399,6 +399,7 @@ std::vector<std::vector<uint8_t>> reference_outputs(const Graph &g, const Measur
 
 bool keep_timing(const std::vector<double> &samples, int repeats, double best_ms) {
     int n = (int)samples.size();
+    if (best_ms > 0 && n >= 1 && median(samples) > std::max(kHopeless * best_ms, kHopelessMinMs)) return false;
     if (n < std::min(kMinRuns, repeats)) return true;
     if (best_ms <= 0) return n < repeats;
     if (n >= 2 * repeats) return false;

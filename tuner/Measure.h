@@ -40,6 +40,9 @@ struct MeasureJob {
     /** Where the unfused reference's outputs of this graph, seed and target are kept for every
      * candidate of a tuning run (reference_outputs); empty: computed by each worker. */
     std::string reference_path;
+    /** The limit of this candidate's compile in the worker pool (tuner/WorkerPool.h); 0: the
+     * pool's. Never above the pool's. Not sent to the worker. */
+    double compile_timeout_s = 0;
 };
 
 struct MeasureResult {
@@ -80,13 +83,15 @@ std::string job_graph_json(const Graph &g, const Cluster &c);
 double output_tolerance(DType d);
 
 /** Adaptive timing: a candidate clearly slower than the best is stopped early, a close contender
- * timed longer. Whether to time another run after \p samples (ms, in order): below kMinRuns, yes;
- * without a \p best_ms, until \p repeats; else no once the median is over kClearlySlower times
- * \p best_ms, and past \p repeats only while the median is within kCloseContender of it, up to
- * 2 * \p repeats. */
+ * timed longer. Whether to time another run after \p samples (ms, in order): with a \p best_ms,
+ * no once the median is over kHopeless times it and over kHopelessMinMs (after any number of
+ * runs: the first warm-up run counts, see time_while; a cold first run costs microseconds more,
+ * so a shorter one is no evidence); below kMinRuns, yes; without a \p best_ms, until \p repeats; else no
+ * once the median is over kClearlySlower times \p best_ms, and past \p repeats only while the
+ * median is within kCloseContender of it, up to 2 * \p repeats. */
 bool keep_timing(const std::vector<double> &samples, int repeats, double best_ms);
 constexpr int kMinRuns = 3;
-constexpr double kClearlySlower = 1.5, kCloseContender = 0.05;
+constexpr double kClearlySlower = 1.5, kCloseContender = 0.05, kHopeless = 4, kHopelessMinMs = 1;
 
 /** The unfused reference's outputs of \p g (one byte vector per graph output) on \p inputs,
  * for \p job's target. With job.reference_path: read from that file when it was written for the

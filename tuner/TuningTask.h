@@ -31,6 +31,7 @@ struct TuningTask {
     std::optional<RankedSchedule> best;  ///< the best schedule so far on this machine (per schedule)
     bool confirmed = false;              ///< the confirm phase ran (or was decided against) in this run
     std::string default_id, nodes;       ///< nodes: the node names, for the log
+    double default_compile_ms = 0;       ///< the default schedule's compile time here; 0: not known
     std::string canonical;               ///< canonical_cluster_text
     int lanes = 8;                       ///< natural vector width of the first output's type
     std::shared_ptr<const FeatureExtractor> features;  ///< of lc, for the cost model

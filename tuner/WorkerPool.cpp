@@ -83,6 +83,7 @@ struct Slot {
     Cores pinned = Cores::All;
     size_t ticket = 0;  ///< the candidate (Compiling, Held, Timing)
     int threads = 0;    ///< its MeasureJob::threads
+    double compile_limit_s = 0;
     uint64_t compiled_order = 0;
     std::optional<double> compile_ms;
     Clock::time_point sent_at, compiled_at, timing_at;
@@ -299,6 +300,7 @@ void WorkerPool::State::dispatch() {
         queue.pop_front();
         s.ticket = ticket;
         s.threads = job.threads;
+        s.compile_limit_s = job.compile_timeout_s > 0 ? std::min(job.compile_timeout_s, opt.compile_timeout_s) : opt.compile_timeout_s;
         s.compile_ms.reset();
         s.sent_at = Clock::now();
         s.state = SlotState::Compiling;
@@ -369,7 +371,7 @@ void WorkerPool::State::check_deadlines() {
                 continue;
             }
         }
-        if (s.state == SlotState::Compiling && seconds_since(s.sent_at) > opt.compile_timeout_s) timed_out(s, "compiling", opt.compile_timeout_s);
+        if (s.state == SlotState::Compiling && seconds_since(s.sent_at) > s.compile_limit_s) timed_out(s, "compiling", s.compile_limit_s);
         if (s.state == SlotState::Timing && seconds_since(s.timing_at) > opt.run_timeout_s) timed_out(s, "running", opt.run_timeout_s);
     }
 }

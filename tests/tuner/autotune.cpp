@@ -534,6 +534,21 @@ TEST_CASE("worker pool: a worker serves many candidates, and is recycled after r
     CHECK(grown.replaced == 0);
 }
 
+TEST_CASE("worker pool: a candidate's own compile limit is kept under the pool's", "[tuner][autotune][pool]") {
+    TempDir dir;
+    MeasureJob job = small_job();
+    job.compile_timeout_s = 1;  // a search candidate's limit (kSearchCompileTimeoutS in the tuner)
+    BatchOptions o;
+    o.compile_timeout_s = o.run_timeout_s = 60;
+    auto t0 = std::chrono::steady_clock::now();
+    auto results = measure_batch(script(dir, "hang", "sleep 60"), {job}, o);
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    REQUIRE(results[0]);
+    CHECK(results[0]->status == TrialStatus::Timeout);
+    CHECK_THAT(results[0]->error, Catch::Contains("after 1 s of compiling"));
+    CHECK(waited < 10);
+}
+
 TEST_CASE("worker pool: with compile overlap off or on, every candidate is timed and verified", "[tuner][autotune][pool]") {
     for (bool overlap : {false, true}) {
         INFO("overlap " << overlap);
@@ -605,6 +620,8 @@ TEST_CASE("measure: adaptive timing stops a clearly slower candidate early and t
     CHECK(runs(1.02, 7, 1.0) == 14);                // a close contender: twice the repeats
     CHECK(runs(0.5, 7, 1.0) == 7);                  // clearly faster: the repeats
     CHECK(runs(2.0, 2, 1.0) == 2);                  // fewer repeats than the minimum
+    CHECK(runs(5.0, 7, 1.0) == 1);                  // hopeless: stopped after one run
+    CHECK(runs(0.5, 7, 0.1) == kMinRuns);           // 5x slower, but under kHopelessMinMs: the minimum
     // in a measurement: the runs are recorded
     MeasureJob job = small_job();
     job.repeats = 5;
@@ -955,10 +972,15 @@ bool alive(pid_t pid) {
     return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
 }
 
-TEST_CASE("autotune: after kill -9 of the tuner no worker remains, and a rerun loses nothing and measures no schedule twice",
+TEST_CASE("autotune: after kill -9 of a model-guided run no worker remains, and a rerun loses nothing and measures no schedule "
+          "twice",
           "[tuner][autotune][pool]") {
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/resnet_block.json", db_path = dir.file("t.db");
+    // enough trials first for the cost model to train on, so the killed run is model-guided
+    fusor::test::ShellResult first = fusor::test::run_fusor("autotune '" + model + "' --db '" + db_path +
+                                                            "' --trials 40 --jobs 2 --threads 1 --autoschedulers none --confirm-rounds 0");
+    REQUIRE(first.status == 0);
     std::vector<std::string> args = {FUSOR_BINARY, "autotune", model, "--db", db_path, "--trials", "400", "--jobs", "2", "--threads", "1",
                                      "--autoschedulers", "none"};
     ProcessOptions po;
@@ -976,10 +998,13 @@ TEST_CASE("autotune: after kill -9 of the tuner no worker remains, and a rerun l
     auto t0 = std::chrono::steady_clock::now();
     while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
         for (pid_t w : live_children(tuner)) workers.insert(w);
-        if (workers.size() >= 2 && std::filesystem::exists(db_path) && stored() >= 8) break;
+        if (workers.size() >= 2 && stored() >= 48 && fusor::test::slurp(dir.file("out.txt")).find("cost model: trained") != std::string::npos) {
+            break;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     REQUIRE(workers.size() >= 2);
+    CHECK_THAT(fusor::test::slurp(dir.file("out.txt")), Catch::Contains("cost model: trained"));
     kill(tuner, SIGKILL);
     int status;
     waitpid(tuner, &status, 0);
@@ -991,7 +1016,7 @@ TEST_CASE("autotune: after kill -9 of the tuner no worker remains, and a rerun l
     }
     CHECK(left.empty());
     size_t before = stored();
-    REQUIRE(before >= 8);
+    REQUIRE(before >= 48);
     // the rerun resumes: every earlier trial is kept, and no schedule gets a second search trial
     fusor::test::ShellResult again = fusor::test::run_fusor("autotune '" + model + "' --db '" + db_path +
                                                "' --trials 12 --jobs 2 --threads 1 --autoschedulers none --confirm-rounds 0");
