@@ -410,25 +410,47 @@ bool keep_timing(const std::vector<double> &samples, int repeats, double best_ms
 
 namespace {
 
+/** The first of \p n elements of \p got that the verification rule does not match with
+ * \p want's, read as T; -1 when every one matches. */
+template <typename T>
+int64_t first_bad(const uint8_t *got, const uint8_t *want, int64_t n, double tol) {
+    const T *g = (const T *)got, *w = (const T *)want;
+    for (int64_t i = 0; i < n; i++) {
+        if (g[i] != w[i] && !fusor_bundle::element_matches((double)g[i], (double)w[i], tol)) return i;
+    }
+    return -1;
+}
+
 /** The first element of \p outs (the candidate's, in g.outputs order) that the verification rule
- * does not match with \p want's, described; nullopt when every one matches. */
+ * does not match with \p want's, described; nullopt when every one matches. Floats are compared
+ * in their own type (no copy); other types through Tensor::value_as_double. */
 std::optional<std::string> first_mismatch(const Graph &g, std::vector<Halide::Buffer<>> &outs, const std::vector<std::vector<uint8_t>> &want) {
     for (size_t k = 0; k < outs.size(); k++) {
         outs[k].copy_to_host();  // a GPU target leaves the result on the device
         TensorType type = g.type(g.outputs[k]);
         Tensor a, b;
         a.type = b.type = type;
-        a.data.assign((const uint8_t *)outs[k].data(), (const uint8_t *)outs[k].data() + outs[k].size_in_bytes());
-        b.data = want[k];
+        const uint8_t *got = (const uint8_t *)outs[k].data();
         double tol = output_tolerance(type.dtype);
-        for (int64_t i = 0; i < type.num_elements(); i++) {
-            double got = a.value_as_double(i), exp = b.value_as_double(i);
-            if (!fusor_bundle::element_matches(got, exp, tol)) {
-                std::ostringstream s;
-                s << "output " << k << " element " << i << ": got " << got << ", the unfused reference gives " << exp;
-                return s.str();
+        int64_t n = type.num_elements(), bad = -1;
+        if (type.dtype == DType::F32) {
+            bad = first_bad<float>(got, want[k].data(), n, tol);
+        } else if (type.dtype == DType::F64) {
+            bad = first_bad<double>(got, want[k].data(), n, tol);
+        } else {
+            a.data.assign(got, got + outs[k].size_in_bytes());
+            b.data = want[k];
+            for (int64_t i = 0; i < n && bad < 0; i++) {
+                if (!fusor_bundle::element_matches(a.value_as_double(i), b.value_as_double(i), tol)) bad = i;
             }
         }
+        if (bad < 0) continue;
+        a.data.assign(got, got + outs[k].size_in_bytes());
+        b.data = want[k];
+        std::ostringstream s;
+        s << "output " << k << " element " << bad << ": got " << a.value_as_double(bad) << ", the unfused reference gives "
+          << b.value_as_double(bad);
+        return s.str();
     }
     return std::nullopt;
 }
