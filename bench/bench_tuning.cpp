@@ -44,6 +44,7 @@
 
 #ifdef FUSOR_HAVE_DNNL
 #include <dnnl.hpp>
+#include <omp.h>
 #endif
 
 #include "generators/ConstantEvaluator.h"
@@ -618,7 +619,9 @@ int main(int argc, char **argv) {
                     {"trials_per_cluster", budget > 0 ? json(nullptr) : json(trials)}, {"budget_s_per_cluster", budget},
                     {"adams2019_beam", beam}, {"strategy", strategy}, {"target", resolved_target("host")}, {"fingerprint", machine_fingerprint()}};
 #ifdef FUSOR_HAVE_DNNL
+    omp_set_num_threads(nthreads);  // oneDNN at the threads the candidates are timed with
     results["onednn"] = true;
+    results["onednn_threads"] = nthreads;
 #else
     results["onednn"] = false;
 #endif

@@ -15,6 +15,7 @@
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
 #include "support/Shell.h"
+#include "support/ModelTask.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
 #include "tuner/CostModel.h"
@@ -29,20 +30,6 @@ using Catch::Contains;
 using fusor::test::TempDir;
 
 namespace {
-
-/** Cluster 0 of a test model as a task: lowered, its default schedule, its feature extractor. */
-TuningTask toy_task(const std::string &model) {
-    TuningTask t;
-    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + model + ".json");
-    form_clusters(g);
-    t.sub = extract_cluster(g, g.clusters[0]);
-    t.lc = lower_cluster(t.sub, t.sub.clusters[0], "k_");
-    t.def = default_schedule(t.sub, t.sub.clusters[0], t.lc, host_target());
-    t.lanes = 8;
-    t.default_id = "d";
-    t.features = std::make_shared<FeatureExtractor>(t.lc, t.lanes);
-    return t;
-}
 
 /** Up to \p n distinct legal schedules of \p t, by a seeded random walk of edits from the default. */
 std::vector<ClusterSchedule> distinct_schedules(const TuningTask &t, size_t n, uint64_t seed) {
@@ -106,11 +93,11 @@ TEST_CASE("features: a fixed-length finite vector, the same for the same schedul
           "[tuner][cost_model]") {
     for (const char *model : {"eltwise_chain", "transformer_mlp", "resnet_block"}) {
         INFO(model);
-        TuningTask t = toy_task(model);
+        TuningTask t = fusor::test::model_task(model);
         std::vector<ClusterSchedule> schedules = distinct_schedules(t, 60, 7);
         REQUIRE(schedules.size() >= 30);
         FeatureExtractor again(t.lc, t.lanes);
-        TuningTask relowered = toy_task(model);  // Halide suffixes its Function names ("k_n0$1")
+        TuningTask relowered = fusor::test::model_task(model);  // Halide suffixes its Function names ("k_n0$1")
         std::map<std::vector<float>, std::string> seen;
         size_t clashes = 0;
         for (const ClusterSchedule &s : schedules) {
@@ -129,8 +116,8 @@ TEST_CASE("features: a fixed-length finite vector, the same for the same schedul
 }
 
 TEST_CASE("features: inlining a producer moves its loads and arithmetic into the consumer", "[tuner][cost_model]") {
-    toy_task("eltwise_chain");  // a first lowering: Halide then suffixes the Function names of the second ("k_n0$1")
-    TuningTask t = toy_task("eltwise_chain");
+    fusor::test::model_task("eltwise_chain");  // a first lowering: Halide then suffixes the Function names of the second ("k_n0$1")
+    TuningTask t = fusor::test::model_task("eltwise_chain");
     ClusterSchedule all_root;
     for (const StageInfo &st : t.lc.stages) {
         StageSchedule s;
@@ -151,8 +138,8 @@ TEST_CASE("features: inlining a producer moves its loads and arithmetic into the
 
 TEST_CASE("cost model: trained on schedules of a known order, it ranks held-out ones with Kendall tau above 0.5",
           "[tuner][cost_model]") {
-    std::vector<CostSample> samples = toy_samples(toy_task("eltwise_chain"), "chain", 200, 1);
-    std::vector<CostSample> mlp = toy_samples(toy_task("transformer_mlp"), "mlp", 200, 2);
+    std::vector<CostSample> samples = toy_samples(fusor::test::model_task("eltwise_chain"), "chain", 200, 1);
+    std::vector<CostSample> mlp = toy_samples(fusor::test::model_task("transformer_mlp"), "mlp", 200, 2);
     samples.insert(samples.end(), mlp.begin(), mlp.end());
     REQUIRE(samples.size() >= 300);
     ModelQuality q = evaluate_cost_model(samples, 3);
@@ -184,7 +171,7 @@ TEST_CASE("cost model: Kendall tau", "[tuner][cost_model]") {
 
 TEST_CASE("cost model: too few trials give no model, and the model strategy still proposes candidates as evolve",
           "[tuner][cost_model]") {
-    TuningTask t = toy_task("eltwise_chain");
+    TuningTask t = fusor::test::model_task("eltwise_chain");
     std::vector<CostSample> few = toy_samples(t, "chain", kMinTrainingTrials - 1, 1);
     REQUIRE(few.size() == (size_t)kMinTrainingTrials - 1);
     std::string why;
@@ -213,7 +200,7 @@ TEST_CASE("cost model: too few trials give no model, and the model strategy stil
 }
 
 TEST_CASE("cost model: with a model the strategy measures its best predictions and some random draws", "[tuner][cost_model]") {
-    TuningTask t = toy_task("eltwise_chain");
+    TuningTask t = fusor::test::model_task("eltwise_chain");
     std::string why;
     std::optional<CostModel> model = CostModel::train(toy_samples(t, "chain", 200, 1), &why);
     REQUIRE(model);
@@ -281,7 +268,7 @@ TEST_CASE("fusor db model-quality: Kendall tau and top-5 recall on held-out tria
         TuningDb db(path);
         int n = 0;
         for (const char *model : {"eltwise_chain", "transformer_mlp"}) {
-            TuningTask t = toy_task(model);
+            TuningTask t = fusor::test::model_task(model);
             Workload w{std::string("sig_") + model, "x86-64-linux", model};
             db.add_workload(w);
             for (const ClusterSchedule &s : distinct_schedules(t, 120, 4)) {

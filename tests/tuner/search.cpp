@@ -15,6 +15,7 @@
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
+#include "support/ModelTask.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
 #include "tuner/Search.h"
@@ -31,19 +32,6 @@ TuningTask task_of(double ms, int copies = 1) {
     TuningTask t;
     t.result.default_ms = ms;
     t.copies = copies;
-    return t;
-}
-
-/** The eltwise_chain test model's one cluster as a task, lowered and with its default schedule. */
-TuningTask chain_task() {
-    TuningTask t;
-    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json");
-    form_clusters(g);
-    t.sub = extract_cluster(g, g.clusters[0]);
-    t.lc = lower_cluster(t.sub, t.sub.clusters[0], "k_");
-    t.def = default_schedule(t.sub, t.sub.clusters[0], t.lc, host_target());
-    t.lanes = 8;
-    t.default_id = "d";
     return t;
 }
 
@@ -106,7 +94,7 @@ TEST_CASE("task scheduler: each task's first round heaviest first, then the larg
 }
 
 TEST_CASE("search: random and evolve draw distinct legal candidates never tried before", "[tuner][search]") {
-    TuningTask t = chain_task();
+    TuningTask t = fusor::test::model_task("eltwise_chain");
     SplitMix64 rng(3);
     for (bool evolve : {false, true}) {
         std::vector<Candidate> first = propose_candidates(t, 6, evolve, /*first_generation=*/true, rng);

@@ -1,0 +1,33 @@
+#pragma once
+/** \file
+ * A tuning task made from a test model, as the tuner makes one (for search and cost-model tests). */
+
+#include <memory>
+#include <string>
+
+#include "generators/DefaultSchedule.h"
+#include "generators/HostTarget.h"
+#include "generators/LowerCluster.h"
+#include "graph/Clustering.h"
+#include "graph/JsonFormat.h"
+#include "tuner/Features.h"
+#include "tuner/TuningTask.h"
+
+namespace fusor::test {
+
+/** Cluster 0 of tests/data/models/<model>.json as a task: extracted, lowered, its default schedule
+ * for this host, 8 lanes, its feature extractor. */
+inline TuningTask model_task(const std::string &model) {
+    TuningTask t;
+    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + model + ".json");
+    form_clusters(g);
+    t.sub = extract_cluster(g, g.clusters[0]);
+    t.lc = lower_cluster(t.sub, t.sub.clusters[0], "k_");
+    t.def = default_schedule(t.sub, t.sub.clusters[0], t.lc, host_target());
+    t.lanes = 8;
+    t.default_id = "d";
+    t.features = std::make_shared<FeatureExtractor>(t.lc, t.lanes);
+    return t;
+}
+
+}  // namespace fusor::test
