@@ -343,7 +343,7 @@ void TuningRun::choose_autoschedulers() {
 void TuningRun::report(const TuningTask &t) const {
     if (!opt_.progress) return;
     AutotuneProgress p;
-    p.cluster = (int)current_ + 1;
+    p.cluster = (int)(&t - tasks_.data()) + 1;  // rounds overlap: t, not the round being filled
     p.clusters = (int)tasks_.size();
     p.cluster_name = t.result.name;
     p.trials_done = measured_;
@@ -580,7 +580,7 @@ void TuningRun::search_all() {
             continue;
         }
         if (in_flight_.empty()) {
-            if (round.left == 0 && !more) break;
+            if (!more) break;
             continue;
         }
         std::optional<Outcome> o = collect();

@@ -549,6 +549,25 @@ TEST_CASE("worker pool: a candidate's own compile limit is kept under the pool's
     CHECK(waited < 10);
 }
 
+TEST_CASE("autotune --budget: the search stops at its part of the budget, the confirm phase gets the rest, and the run ends",
+          "[tuner][autotune]") {
+    TempDir dir;
+    TuningDb db(dir.file("t.db"));
+    AutotuneOptions o = options(100000);
+    o.budget_s = 6;
+    o.jobs = 2;
+    o.confirm_rounds = 1;
+    auto t0 = std::chrono::steady_clock::now();
+    auto results = autotune(model("resnet_block"), db, o);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    int searched = 0;
+    for (const ClusterTuning &r : results) searched += r.search_trials;
+    CHECK(searched > 0);
+    // the search stopped near 90% of the budget with a round open; what was in flight finished
+    // and the confirm phase ran in what was left (plus one batch of overrun at most)
+    CHECK(took < o.budget_s + 30);
+}
+
 TEST_CASE("worker pool: with compile overlap off or on, every candidate is timed and verified", "[tuner][autotune][pool]") {
     for (bool overlap : {false, true}) {
         INFO("overlap " << overlap);
