@@ -44,6 +44,8 @@
 
 #ifdef FUSOR_HAVE_DNNL
 #include <dnnl.hpp>
+#endif
+#ifdef FUSOR_ONEDNN_THREADS
 #include <omp.h>
 #endif
 
@@ -619,9 +621,13 @@ int main(int argc, char **argv) {
                     {"trials_per_cluster", budget > 0 ? json(nullptr) : json(trials)}, {"budget_s_per_cluster", budget},
                     {"adams2019_beam", beam}, {"strategy", strategy}, {"target", resolved_target("host")}, {"fingerprint", machine_fingerprint()}};
 #ifdef FUSOR_HAVE_DNNL
-    omp_set_num_threads(nthreads);  // oneDNN at the threads the candidates are timed with
     results["onednn"] = true;
+#ifdef FUSOR_ONEDNN_THREADS
+    omp_set_num_threads(nthreads);  // oneDNN at the threads the candidates are timed with
     results["onednn_threads"] = nthreads;
+#else
+    results["onednn_threads"] = nullptr;  // OpenMP's default: not comparable at --threads
+#endif
 #else
     results["onednn"] = false;
 #endif
