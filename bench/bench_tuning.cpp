@@ -403,6 +403,15 @@ SearchRun search(const Graph &g, const std::string &db_path, const std::string &
     return r;
 }
 
+/** The pool of the side-by-side measurements: --jobs workers (all cores when 0), --timeout. */
+PoolOptions pool_options(int jobs, bool overlap) {
+    PoolOptions o;
+    o.workers = jobs > 0 ? jobs : (int)std::thread::hardware_concurrency();
+    o.compile_timeout_s = o.run_timeout_s = g_candidate_timeout_s;
+    o.overlap = overlap;
+    return o;
+}
+
 /** The final best of each strategy (and the default, each autoscheduler, oneDNN) timed again side
  * by side: \p rounds rounds, each one batch of fresh workers (compiled in parallel, timed one at a
  * time) in an order rotated per round, oneDNN in this process in the same round; per entry the
@@ -431,10 +440,7 @@ json retime(const Case &c, const SearchRun &tuned, const SearchRun &random, int 
             batch.push_back(job);
             names.push_back(e.first);
         }
-        BatchOptions bo;
-        bo.parallel = jobs > 0 ? jobs : (int)std::thread::hardware_concurrency();
-        bo.compile_timeout_s = bo.run_timeout_s = g_candidate_timeout_s;
-        auto results = measure_batch(FUSOR_BINARY, batch, bo);
+        auto results = measure_batch(FUSOR_BINARY, batch, pool_options(jobs, true));
         for (size_t k = 0; k < results.size(); k++) {
             if (results[k] && results[k]->status == TrialStatus::Ok && results[k]->median_ms) ms[names[k]].push_back(*results[k]->median_ms);
         }
@@ -534,11 +540,7 @@ json overlap_check(const SearchRun &tuned, int rounds, int threads, int jobs) {
                     names.push_back(filler ? "" : name);
                 }
             }
-            BatchOptions bo;
-            bo.parallel = jobs > 0 ? jobs : (int)std::thread::hardware_concurrency();
-            bo.compile_timeout_s = bo.run_timeout_s = g_candidate_timeout_s;
-            bo.overlap = overlap;
-            auto results = measure_batch(FUSOR_BINARY, batch, bo);
+            auto results = measure_batch(FUSOR_BINARY, batch, pool_options(jobs, overlap));
             for (size_t k = 0; k < results.size(); k++) {
                 if (names[k].empty() || !results[k] || !results[k]->median_ms) continue;
                 ms[names[k] + (overlap ? " on" : " off")].push_back(*results[k]->median_ms);

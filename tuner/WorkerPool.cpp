@@ -430,25 +430,20 @@ std::optional<std::pair<size_t, MeasureResult>> WorkerPool::next() {
 }
 
 std::vector<std::optional<MeasureResult>> measure_batch(const std::string &exe, const std::vector<MeasureJob> &jobs,
-                                                        const BatchOptions &options) {
-    PoolOptions po;
-    po.workers = options.parallel;
-    po.compile_timeout_s = options.compile_timeout_s;
-    po.run_timeout_s = options.run_timeout_s;
-    po.stop = options.stop;
-    po.overlap = options.overlap;
-    WorkerPool pool(exe, po);
+                                                        const PoolOptions &options,
+                                                        const std::function<void(size_t, const MeasureResult &)> &on_result) {
+    WorkerPool pool(exe, options);
     for (size_t i = 0; i < jobs.size(); i++) pool.submit(i, jobs[i]);
     std::vector<std::optional<MeasureResult>> results(jobs.size());
     while (auto r = pool.next()) {
         results[r->first] = r->second;
-        if (options.on_result) options.on_result(r->first, r->second);
+        if (on_result) on_result(r->first, r->second);
     }
     return results;
 }
 
 MeasureResult measure_in_worker(const std::string &exe, const MeasureJob &job, double timeout_s) {
-    BatchOptions o;
+    PoolOptions o;
     o.compile_timeout_s = o.run_timeout_s = timeout_s;
     return measure_batch(exe, {job}, o).at(0).value();
 }

@@ -75,19 +75,12 @@ private:
     std::unique_ptr<State> s_;
 };
 
-struct BatchOptions {
-    int parallel = 1;  ///< PoolOptions::workers
-    double compile_timeout_s = 120, run_timeout_s = 120;
-    const std::atomic<bool> *stop = nullptr;
-    bool overlap = true;
-    /** Called as each candidate's result is known (index into the jobs), in timing order. */
-    std::function<void(size_t, const MeasureResult &)> on_result;
-};
-
-/** Measures \p jobs in a pool of fresh workers. Returns one entry per job; nullopt for those not
- * measured because \p options.stop was set. */
+/** Measures \p jobs in a pool of fresh workers; \p on_result, when given, gets each result as it
+ * is known (index into the jobs), in timing order. Returns one entry per job; nullopt for those
+ * not measured because \p options.stop was set. */
 std::vector<std::optional<MeasureResult>> measure_batch(const std::string &exe, const std::vector<MeasureJob> &jobs,
-                                                        const BatchOptions &options);
+                                                        const PoolOptions &options,
+                                                        const std::function<void(size_t, const MeasureResult &)> &on_result = {});
 
 /** A batch of one, with \p timeout_s for its compile and again for its run. */
 MeasureResult measure_in_worker(const std::string &exe, const MeasureJob &job, double timeout_s);

@@ -538,7 +538,7 @@ TEST_CASE("worker pool: a candidate's own compile limit is kept under the pool's
     TempDir dir;
     MeasureJob job = small_job();
     job.compile_timeout_s = 1;  // a search candidate's limit (kSearchCompileTimeoutS in the tuner)
-    BatchOptions o;
+    PoolOptions o;
     o.compile_timeout_s = o.run_timeout_s = 60;
     auto t0 = std::chrono::steady_clock::now();
     auto results = measure_batch(script(dir, "hang", "sleep 60"), {job}, o);
@@ -576,12 +576,11 @@ TEST_CASE("worker pool: with compile overlap off or on, every candidate is timed
             jobs[i].seed = i + 1;
             jobs[i].threads = 1;
         }
-        BatchOptions o;
-        o.parallel = 2;
+        PoolOptions o;
+        o.workers = 2;
         o.overlap = overlap;
         std::vector<size_t> order;
-        o.on_result = [&](size_t i, const MeasureResult &) { order.push_back(i); };
-        auto results = measure_batch(FUSOR_TEST_WORKER, jobs, o);
+        auto results = measure_batch(FUSOR_TEST_WORKER, jobs, o, [&](size_t i, const MeasureResult &) { order.push_back(i); });
         for (const auto &r : results) {
             REQUIRE(r);
             INFO(r->error);
@@ -683,8 +682,8 @@ TEST_CASE("autotune: every timed trial is stored with its runs and phase times, 
 
 TEST_CASE("measure: a stopped batch cancels the candidates it has not timed", "[tuner][autotune]") {
     std::atomic<bool> stop{true};
-    BatchOptions o;
-    o.parallel = 2;
+    PoolOptions o;
+    o.workers = 2;
     o.stop = &stop;
     auto results = measure_batch(FUSOR_TEST_WORKER, {small_job(), small_job()}, o);
     CHECK_FALSE(results[0]);
