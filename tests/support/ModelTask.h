@@ -1,6 +1,7 @@
 #pragma once
 /** \file
- * A tuning task made from a test model, as the tuner makes one (for search and cost-model tests). */
+ * Tuner test fixtures: a tuning task made from a test model, as the tuner makes one, and the
+ * options of a short autotune run in the test workers. */
 
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
+#include "tuner/Autotune.h"
 #include "tuner/Features.h"
 #include "tuner/TuningTask.h"
 
@@ -28,6 +30,20 @@ inline TuningTask model_task(const std::string &model) {
     t.default_id = "d";
     t.features = std::make_shared<FeatureExtractor>(t.lc, t.lanes);
     return t;
+}
+
+/** Options of a short autotune run of \p trials in the test workers (fusor_test_worker, which
+ * knows the test ops), at 1 thread and 3 repeats, without confirm rounds (they have their own
+ * tests and would double these tests' time). */
+inline AutotuneOptions tuning_options(int trials) {
+    AutotuneOptions o;
+    o.trials = trials;
+    o.threads = 1;
+    o.repeats = 3;
+    o.worker_exe = FUSOR_TEST_WORKER;
+    o.timeout_s = 120;
+    o.confirm_rounds = 0;
+    return o;
 }
 
 }  // namespace fusor::test

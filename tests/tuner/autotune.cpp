@@ -24,6 +24,7 @@
 #include "graph/JsonFormat.h"
 #include "graph/Optimize.h"
 #include "graph/Subprocess.h"
+#include "support/ModelTask.h"
 #include "support/TempDir.h"
 #include "support/TestOps.h"
 #include "tuner/Autotune.h"
@@ -33,22 +34,12 @@
 
 using namespace fusor;
 using fusor::test::TempDir;
+using fusor::test::tuning_options;
 
 namespace {
 
 Graph model(const std::string &name) {
     return load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + name + ".json");
-}
-
-AutotuneOptions options(int trials) {
-    AutotuneOptions o;
-    o.trials = trials;
-    o.threads = 1;
-    o.repeats = 3;
-    o.worker_exe = FUSOR_TEST_WORKER;
-    o.timeout_s = 120;
-    o.confirm_rounds = 0;  // the confirm phase has its own tests ([confirm]); it would double these tests' time
-    return o;
 }
 
 /** A stand-in worker: a shell script that misbehaves as told. */
@@ -112,7 +103,7 @@ TEST_CASE("autotune: every trial is stored with its schedule, parent and provena
     TempDir dir;
     TuningDb db(dir.file("t.db"));
     Graph g = model("eltwise_chain");  // one cluster
-    auto results = autotune(g, db, options(4));
+    auto results = autotune(g, db, tuning_options(4));
     REQUIRE(results.size() == 1);
     CHECK(results[0].trials == 4);
     CHECK(results[0].default_ms > 0);
@@ -157,10 +148,10 @@ TEST_CASE("autotune: a second run resumes and never re-measures a stored schedul
     Graph g = model("eltwise_chain");
     {
         TuningDb db(dir.file("t.db"));
-        autotune(g, db, options(3));
+        autotune(g, db, tuning_options(3));
     }
     TuningDb db(dir.file("t.db"));
-    auto again = autotune(g, db, options(3));
+    auto again = autotune(g, db, tuning_options(3));
     std::vector<Trial> trials;  // the search's (confirm rows re-time stored schedules on purpose)
     for (const Trial &t : db.trials(again[0].signature, resolved_target("host"))) {
         if (t.strategy != "confirm") trials.push_back(t);
@@ -179,7 +170,7 @@ TEST_CASE("autotune: the confirm phase re-times the finalists side by side, and 
     std::string target = resolved_target("host");
     // three schedules (the default and two of the search): all of them finalists, so re-timing
     // cannot promote another one
-    AutotuneOptions o = options(3);
+    AutotuneOptions o = tuning_options(3);
     o.confirm_rounds = 1;
     o.jobs = 2;
     std::string signature;
@@ -333,7 +324,7 @@ TEST_CASE("run --db: a schedule from another machine of the same ISA is re-valid
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
     {
         TuningDb here(dir.file("here.db"));
-        autotune(model_graph_for_cli(model), here, options(2));
+        autotune(model_graph_for_cli(model), here, tuning_options(2));
         // the same trials, as if measured on another CPU model with this machine's ISA
         TuningDb there(dir.file("there.db"));
         for (const Workload &w : here.workloads()) {
@@ -366,7 +357,7 @@ TEST_CASE("autotune: trials go to clusters by their share of the model's time", 
                                "share.json");
     TempDir dir;
     TuningDb db(dir.file("t.db"));
-    auto results = autotune(g, db, options(8));
+    auto results = autotune(g, db, tuning_options(8));
     REQUIRE(results.size() == 2);
     const ClusterTuning &conv = results[0].default_ms > results[1].default_ms ? results[0] : results[1];
     const ClusterTuning &small = &conv == &results[0] ? results[1] : results[0];
@@ -380,7 +371,7 @@ TEST_CASE("autotune: Halide's autoschedulers are timed as verified baselines, an
           "[tuner][autotune]") {
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
-    AutotuneOptions o = options(4);
+    AutotuneOptions o = tuning_options(4);
     o.autoschedulers = {"Mullapudi2016", "Adams2019", "Li2018"};
     std::string signature;
     {
@@ -437,7 +428,7 @@ TEST_CASE("autotune: generated kernels that crash, hang or compute wrong values 
                                    "fault.json");
         TempDir dir;
         TuningDb db(dir.file("t.db"));
-        AutotuneOptions o = options(3);
+        AutotuneOptions o = tuning_options(3);
         o.timeout_s = 5;  // the hang is in the timed runs
         o.compile_timeout_s = 120;  // a loaded machine may compile slowly
         o.jobs = 2;  // the faulty candidate shares its compile batch with the healthy cluster's
@@ -553,7 +544,7 @@ TEST_CASE("autotune --budget: the search stops at its part of the budget, the co
           "[tuner][autotune]") {
     TempDir dir;
     TuningDb db(dir.file("t.db"));
-    AutotuneOptions o = options(100000);
+    AutotuneOptions o = tuning_options(100000);
     o.budget_s = 6;
     o.jobs = 2;
     o.confirm_rounds = 1;
@@ -659,7 +650,7 @@ TEST_CASE("autotune: every timed trial is stored with its runs and phase times, 
     TempDir dir;
     Graph g = model("eltwise_chain");
     TuningDb db(dir.file("t.db"));
-    AutotuneOptions o = options(4);
+    AutotuneOptions o = tuning_options(4);
     o.jobs = 2;
     auto results = autotune(g, db, o);
     REQUIRE(results.size() == 1);
@@ -699,7 +690,7 @@ TEST_CASE("autotune: a mapped autoscheduler seed is a candidate whose parent is 
                                "softmax.json");
     TempDir dir;
     TuningDb db(dir.file("t.db"));
-    AutotuneOptions o = options(5);
+    AutotuneOptions o = tuning_options(5);
     o.autoschedulers = {"Mullapudi2016", "Li2018"};
     o.jobs = 2;
     auto results = autotune(g, db, o);
@@ -758,7 +749,7 @@ TEST_CASE("autotune: two databases tuned with different seeds merge into one who
     std::string signature;
     for (uint64_t seed : {1, 2}) {
         TuningDb db(dir.file("seed" + std::to_string(seed) + ".db"));
-        AutotuneOptions o = options(3);
+        AutotuneOptions o = tuning_options(3);
         o.seed = seed;
         o.jobs = 2;
         auto results = autotune(g, db, o);

@@ -297,13 +297,7 @@ TEST_CASE("autotune --strategy model: without enough trials it evolves, says so,
     TempDir dir;
     Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json");
     TuningDb db(dir.file("t.db"));
-    AutotuneOptions o;
-    o.trials = 6;
-    o.threads = 1;
-    o.repeats = 3;
-    o.worker_exe = FUSOR_TEST_WORKER;
-    o.confirm_rounds = 0;
-    o.autoschedulers = {};
+    AutotuneOptions o = fusor::test::tuning_options(6);
     REQUIRE(o.strategy == "model");  // the default
     std::vector<std::string> log;
     o.log = [&](const std::string &line) { log.push_back(line); };

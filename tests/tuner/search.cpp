@@ -35,17 +35,6 @@ TuningTask task_of(double ms, int copies = 1) {
     return t;
 }
 
-/** Options of a short autotune run of \p trials in test workers, without confirm rounds. */
-AutotuneOptions quick_options(int trials) {
-    AutotuneOptions o;
-    o.trials = trials;
-    o.threads = 1;
-    o.repeats = 3;
-    o.worker_exe = FUSOR_TEST_WORKER;
-    o.confirm_rounds = 0;
-    return o;
-}
-
 }  // namespace
 
 TEST_CASE("task scheduler: the heaviest tasks until a share of the weight, and the next task by weight", "[tuner][search]") {
@@ -123,7 +112,7 @@ TEST_CASE("autotune --autoschedulers auto: baselines only for the clusters that 
     TempDir dir;
     Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/resnet_block.json");
     TuningDb db(dir.file("t.db"));
-    AutotuneOptions o = quick_options(12);
+    AutotuneOptions o = fusor::test::tuning_options(12);
     o.autoschedulers = {"Mullapudi2016"};
     o.autoschedulers_where_heavy = true;
     std::vector<ClusterTuning> results = autotune(g, db, o);
@@ -163,7 +152,7 @@ TEST_CASE("autotune: a cluster under min_search_share of the model's time gets n
                   {"name": "relu", "op": "Relu", "inputs": ["z"], "outputs": ["w"]}]})",
                                "two_clusters.json");
     TuningDb db(dir.file("t.db"));
-    AutotuneOptions o = quick_options(8);
+    AutotuneOptions o = fusor::test::tuning_options(8);
     o.min_search_share = 0.05;
     std::vector<ClusterTuning> results = autotune(g, db, o);
     double total = 0;
