@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <unistd.h>
@@ -16,6 +19,7 @@
 #include "generators/ApplySchedule.h"
 #include "generators/HostTarget.h"
 #include "generators/LowerCluster.h"
+#include "generators/Prepack.h"
 #include "generators/ScheduleCluster.h"
 #include "generators/aot_embedded_sources.h"  // generated: kFusorAotSupport, kHalideRuntimeHeader
 #include "graph/Clustering.h"
@@ -176,6 +180,51 @@ struct AotObjects {
     std::vector<std::string> objects;
 };
 
+/** Cluster \p c's kernel arguments, and in *entries the tensor entry (\p add) of each: the params
+ * its pipeline reads (a weight read only through a prepared stage is left out, so the blob does
+ * not carry it twice; \p add_weight puts the rest in the blob), then the buffers of its prepared
+ * stages. Those are computed here, at build time, and added to \p g as weights of their own:
+ * baked into the library, so nothing is packed at init or per call (Prepack.h). */
+std::vector<Halide::Argument> kernel_arguments(Graph &g, const Cluster &c, LoweredCluster &lc,
+                                               const std::function<void(TensorId)> &add_weight,
+                                               const std::function<int(TensorId)> &add, std::vector<int> *entries) {
+    std::vector<TensorId> params;
+    for (TensorId t : c.inputs) {
+        if (!is_baked_constant(g.tensor(t))) params.push_back(t);
+    }
+    FUSOR_INTERNAL_ASSERT(params.size() == lc.params.size()) << "kernel params of " << c.name;
+    std::set<std::string> used;
+    for (const Halide::Argument &a : lc.pipeline.infer_arguments()) used.insert(a.name);
+    std::vector<Halide::Argument> args;
+    std::vector<Halide::Buffer<>> constants(params.size());
+    for (size_t i = 0; i < params.size(); i++) {
+        const Tensor &t = g.tensor(params[i]);
+        if (t.is_initializer) {
+            std::vector<int> sizes(t.type.shape.rbegin(), t.type.shape.rend());
+            constants[i] = Halide::Buffer<>(halide_type(t.type.dtype), sizes);
+            if (!t.data.empty()) std::memcpy(constants[i].data(), t.data.data(), t.data.size());
+        }
+        if (!used.count(lc.params[i].name())) continue;
+        add_weight(params[i]);
+        entries->push_back(add(params[i]));
+        args.push_back(lc.params[i]);
+    }
+    for (PreparedStage &p : lc.prepared) {
+        Halide::Buffer<> values = realize_prepared(p, constants);
+        Tensor t;
+        t.name = c.name + "/" + p.stage + "/prepared";
+        t.type.dtype = p.dtype;
+        t.type.shape.assign(p.extents.rbegin(), p.extents.rend());
+        t.is_initializer = true;
+        t.data.assign((const uint8_t *)values.data(), (const uint8_t *)values.data() + values.size_in_bytes());
+        TensorId id = g.add_tensor(std::move(t));
+        add_weight(id);
+        entries->push_back(add(id));
+        args.push_back(p.buffer);
+    }
+    return args;
+}
+
 /** The name of the model compiled for branch \p b (0 then, 1 else) of the If in cluster \p c. */
 std::string branch_model_name(const std::string &name, const Cluster &c, int b) {
     return name + "_" + c.name + (b == 0 ? "_then" : "_else");
@@ -291,20 +340,13 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
         std::optional<std::string> stored = options.schedule_for ? options.schedule_for(g, c) : std::nullopt;
         ScheduledCluster sc = schedule_cluster(g, c, options.target, stored.value_or(""));
         tails_exact.push_back(output_tails_exact(sc.schedule, sc.lowered));
-        result.clusters.push_back({c.name, sc.tuned, sc.fallback_reason});
+        result.clusters.push_back({c.name, sc.tuned, sc.fallback_reason, (int)sc.lowered.prepared.size()});
         std::string fn = name + "_" + c.name;
-        std::vector<Halide::Argument> args(sc.lowered.params.begin(), sc.lowered.params.end());
+        std::vector<int> arg_tensors;
+        std::vector<Halide::Argument> args = kernel_arguments(g, c, sc.lowered, add_weight, add, &arg_tensors);
         fs::path obj = dir / (fn + ".o");
         sc.lowered.pipeline.compile_to({{Halide::OutputFileType::object, obj.string()}}, args, fn, kt);
         objects.push_back(obj.string());
-
-        std::vector<int> arg_tensors;
-        for (TensorId t : c.inputs) {
-            if (is_baked_constant(g.tensor(t))) continue;
-            add_weight(t);
-            arg_tensors.push_back(add(t));
-        }
-        FUSOR_INTERNAL_ASSERT(arg_tensors.size() == sc.lowered.params.size()) << "kernel params of " << c.name;
         for (TensorId t : c.outputs) arg_tensors.push_back(add(t));
         kernel_decls << "int " << fn << "(const void *user_context";
         for (size_t i = 0; i < arg_tensors.size(); i++) kernel_decls << ", struct halide_buffer_t *";
@@ -386,7 +428,7 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     for (size_t i = 0; i < result.clusters.size(); i++) {
         const AotCluster &c = result.clusters[i];
         info << (i ? ", " : "") << "{\"name\": " << c_string(c.name) << ", \"schedule\": \"" << (c.tuned ? "tuned" : "default")
-             << "\"" << (c.fallback_reason.empty() ? "" : ", \"fallback\": " + c_string(c.fallback_reason)) << "}";
+             << "\", \"prepared\": " << c.prepared << (c.fallback_reason.empty() ? "" : ", \"fallback\": " + c_string(c.fallback_reason)) << "}";
     }
     info << "], \"extra\": " << options.build_info_json << "}";
     std::string info_text = info.str();

@@ -37,6 +37,7 @@ struct AotCluster {
     std::string name;
     bool tuned = false;
     std::string fallback_reason;
+    int prepared = 0;  ///< packing stages baked into the library (Prepack.h)
 };
 
 struct AotResult {

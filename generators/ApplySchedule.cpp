@@ -169,6 +169,12 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
         std::string where = "stage '" + st.stage + "'";
         if (!info) return where + ": no such stage in cluster " + c.name;
         int rank = (int)info->extents.size();
+        if (st.prepack >= 0 && !info->packing) return where + ": prepack applies only to a packing stage (a matmul's packed operand)";
+        if (st.prepack > 0 && (rank == 0 || info->extents[0] % st.prepack != 0)) {
+            std::string p = std::to_string(st.prepack);
+            return where + ": prepack=" + p + " does not fit the operand: panels of " + p + " do not divide dim 0" +
+                   (rank ? " (" + arg_names(info->func)[0] + ", extent " + std::to_string(info->extents[0]) + ")" : std::string(" (a scalar)"));
+        }
         if (info->is_output && st.level != ComputeLevel::Root) return where + ": is a cluster output and must be root";
         if (st.level == ComputeLevel::Inline && info->func.has_update_definition()) {
             return where + ": has update definitions (a reduction) and cannot be inlined";
@@ -518,6 +524,7 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
         const std::vector<std::string> args = arg_names(f);
         auto var_name = [&](int d) { return args[d]; };
         if (st.level == ComputeLevel::Inline) continue;  // the default for a Func without schedule
+        if (info.prepared) continue;  // reads its prepared buffer where used (Prepack.h)
         if (st.level == ComputeLevel::Root) {
             f.compute_root();
         } else {

@@ -78,6 +78,29 @@ std::vector<OutputFeeds> output_feeds(const Graph &g, const LoweredCluster &lc, 
 
 /** Outputs smaller than this run on the calling thread. */
 constexpr int64_t kMinParallelElements = 16384;
+/** Reductions with fewer points than this (output elements x reduction extent, e.g. a matmul's
+ * multiply-adds) run on the calling thread: waking the pool costs more than splitting saves. */
+constexpr int64_t kMinParallelReduction = 65536;
+
+namespace {
+
+/** Points of \p st's reductions: its output elements times each update's reduction extent. */
+int64_t reduction_points(const StageInfo &st) {
+    int64_t elements = 1;
+    for (int64_t e : st.extents) elements *= e;
+    int64_t points = 0;
+    for (int u = 0; u < st.func.num_update_definitions(); u++) {
+        int64_t r = 1;
+        for (const Halide::Internal::ReductionVariable &rv : st.func.function().update(u).schedule().rvars()) {
+            const int64_t *extent = Halide::Internal::as_const_int(Halide::Internal::simplify(rv.extent));
+            r *= extent ? *extent : 1024;  // unknown: assume large
+        }
+        points += elements * r;
+    }
+    return points;
+}
+
+}  // namespace
 
 ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc,
                                  const Halide::Target &target) {
@@ -104,10 +127,11 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         // is done sooner on the calling thread (64 floats: 0.7 -> 0.2 us per call, bench_dispatch).
         int64_t elements = 1;
         for (int64_t e : o.extents) elements *= e;
-        bool reduces = std::any_of(lc.stages.begin(), lc.stages.end(), [&](const StageInfo &st) {
-            return st.role == StageRole::Accumulator && reach[st.node].count((int)i);
-        });
-        plans[i].s.parallel = reduces || elements >= kMinParallelElements;
+        int64_t reduced = 0;
+        for (const StageInfo &st : lc.stages) {
+            if (st.role == StageRole::Accumulator && reach[st.node].count((int)i)) reduced += reduction_points(st);
+        }
+        plans[i].s.parallel = reduced >= kMinParallelReduction || elements >= kMinParallelElements;
         int rank = (int)o.extents.size();
         plans[i].at_dim = rank >= 2 ? 1 : 0;
     }
@@ -141,6 +165,10 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             // wide (the BLIS 6x16 kernel on AVX2); conv: one vector wide, more rows.
             int regs = target.has_feature(Halide::Target::AVX512) ? 32 : 16;
             int tx = (int)std::min<int64_t>(is_conv ? vec : 2 * vec, x);
+            // a single row (batch-1 inference): a matrix-vector product, bound by reading the
+            // weights once; four vectors of outputs per tile keep enough loads in flight
+            bool single_row = !is_conv && o.extents[1] == 1;
+            if (single_row) tx = (int)std::min<int64_t>(4 * vec, x);
             tx = std::max(vec, tx - tx % vec);
             int ty = (int)std::min<int64_t>((regs - 4) / std::max(1, tx / vec), o.extents[1]);
             if (is_conv) ty = (int)std::min<int64_t>(8, o.extents[1]);
@@ -216,6 +244,15 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             }
         }
     }
+    // A prepacked operand is stored in panels as wide as its consumer's register tile, so each
+    // tile reads one contiguous K x tile block; its own layout when the tile does not divide it.
+    auto prepack_panel = [&](const StageInfo &st) {
+        const std::set<int> &r = reach[st.node];
+        if (r.size() != 1 || st.extents.empty()) return 0;
+        const OutputPlan &p = plans[*r.begin()];
+        int tx = p.anchored && !p.s.tile.empty() ? p.s.tile[0] : 0;
+        return tx > 0 && tx < st.extents[0] && st.extents[0] % tx == 0 ? tx : 0;
+    };
     for (const StageInfo &st : lc.stages) {
         if (st.is_output) {
             for (size_t i = 0; i < plans.size(); i++) {
@@ -285,6 +322,8 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             break;
         }
         }
+        // a constant operand (weights) is packed once, at load, in the layout its consumer reads
+        if (st.packing && st.over_constants) s.prepack = prepack_panel(st);
         sched.stages.push_back(s);
     }
     return sched;

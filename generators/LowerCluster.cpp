@@ -58,14 +58,15 @@ bool is_baked_constant(const Tensor &t) {
     return t.is_initializer && t.type.num_elements() == 1;
 }
 
-LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix) {
+LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix, const std::map<std::string, int> &prepack) {
     install_halide_diagnostics();  // before the first Func: Halide may warn from here on
     LoweredCluster lc;
     lc.name = prefix;
+    PrepackPlan plan{prepack, {}};
     std::map<TensorId, LValue> values;
     for (TensorId t : c.inputs) {
         const Tensor &tensor = g.tensor(t);
-        LValue v{Func(prefix + "in_" + sanitize_name(tensor.name)), tensor.type};
+        LValue v{Func(prefix + "in_" + sanitize_name(tensor.name)), tensor.type, tensor.is_initializer};
         if (is_baked_constant(tensor)) {
             // small scalar constants are baked into the pipeline
             Expr value = typed_const(halide_type(tensor.type.dtype), tensor.value_as_double(0));
@@ -83,20 +84,23 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
     for (NodeId id : c.nodes) {
         const Node &n = g.nodes[id];
         std::vector<std::optional<LValue>> inputs;
+        // a node of constants computes a constant (no op is random; a test op's fault is armed per run)
+        bool constant = !n.inputs.empty() && !is_test_op(n.op);
         for (TensorId t : n.inputs) {
             if (t == kNoTensor) {
                 inputs.push_back(std::nullopt);
             } else {
                 FUSOR_INTERNAL_ASSERT(values.count(t)) << "input " << g.tensor(t).name << " of " << n.name << " not lowered";
                 inputs.push_back(values[t]);
+                constant = constant && values[t].constant;
             }
         }
         LowerFn fn = find_lowering(n.op);
         FUSOR_INTERNAL_ASSERT(fn) << "no lowering for " << op_name(n.op);
-        LowerContext ctx(g, n, std::move(inputs), prefix, &lc.stages);
+        LowerContext ctx(g, n, std::move(inputs), prefix, &lc.stages, &plan);
         std::vector<Func> outs = fn(ctx);
         FUSOR_INTERNAL_ASSERT(outs.size() >= n.outputs.size()) << op_name(n.op) << " lowering returned too few Funcs";
-        for (size_t i = 0; i < n.outputs.size(); i++) values[n.outputs[i]] = LValue{outs[i], g.type(n.outputs[i])};
+        for (size_t i = 0; i < n.outputs.size(); i++) values[n.outputs[i]] = LValue{outs[i], g.type(n.outputs[i]), constant};
     }
     // A pure per-element value read by several nodes of the cluster is computed once per row
     // (StageRole::Reused) rather than recomputed inside each reader.
@@ -122,6 +126,7 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
         lc.output_tensors.push_back(t);
         lc.outputs.push_back(f);
     }
+    lc.prepared = std::move(plan.prepared);
     lc.pipeline = Pipeline(lc.outputs);
     return lc;
 }

@@ -5,6 +5,7 @@
  * one-element constants baked, only cluster outputs as pipeline outputs. No schedule is applied
  * here: that is apply_schedule's job. */
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct LoweredCluster {
     std::vector<TensorId> output_tensors;  ///< = Cluster::outputs
     std::vector<Halide::Func> outputs;
     std::vector<StageInfo> stages;         ///< every Func defined, in definition order
+    /** Packing stages read from buffers prepared once (their params are inputs of pipeline too,
+     * after params); filled when lower_cluster is given a prepack plan. */
+    std::vector<PreparedStage> prepared;
     Halide::Pipeline pipeline;
 
     const StageInfo *find_stage(const std::string &stage) const;
@@ -33,7 +37,10 @@ bool is_baked_constant(const Tensor &t);
 
 /** Lowers \p c. Func names are `<prefix><node>[_<part>]`; pass distinct prefixes for clusters that
  * will live in one process so names stay unique. Throws UserError naming the node for ops or
- * attribute values the lowering does not support. */
-LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix);
+ * attribute values the lowering does not support. With \p prepack (stage -> panel), those packing
+ * stages whose operand is constant read prepared buffers (LoweredCluster::prepared, without their
+ * pipelines: add_prepare_pipelines in Prepack.h makes those). */
+LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix,
+                             const std::map<std::string, int> &prepack = {});
 
 }  // namespace fusor

@@ -43,6 +43,7 @@ std::vector<Func> lower_MatMul(LowerContext &ctx) {
         // Packed right-hand operand: the schedule copies one column panel (K x tile) into a
         // contiguous buffer once per column tile, as BLAS packs B. The taps then read dense,
         // page-local vectors even when B is a strided view (a transpose fused as a prologue).
+        // A constant B (weights) can be packed once, at load (`prepack`).
         std::vector<int64_t> pshape(out.shape.begin(), out.shape.end() - 2);
         pshape.push_back(K);
         pshape.push_back(out.shape.back());
@@ -60,7 +61,7 @@ std::vector<Func> lower_MatMul(LowerContext &ctx) {
         }
         bidx[rb_ - 2] = pk;
         bidx[rb_ - 1] = pn;
-        packed(pargs) = call(B, bidx);
+        ctx.define_packing(packed, pargs, call(B, bidx), B);
         std::vector<Expr> pread = {idx[ro - 1], k.x};
         for (int j = 0; j < nbatch; j++) pread.push_back(idx[nbatch - 1 - j]);
         b_read = packed(pread);
@@ -86,7 +87,7 @@ std::vector<Func> lower_Gemm(LowerContext &ctx) {
     // packed right-hand operand, as in MatMul
     Func packed = ctx.make_stage("packb", {K, out.shape[1]}, StageRole::Reused, false);
     Var pk = dim_var(1);
-    packed(n, pk) = tb ? call(B, {n, pk}) : call(B, {pk, n});
+    ctx.define_packing(packed, {n, pk}, tb ? call(B, {n, pk}) : call(B, {pk, n}), B);
     acc(n, m) += a * packed(n, k.x);
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     Expr y = acc(n, m);

@@ -205,8 +205,55 @@ std::string sanitize_name(const std::string &s) {
 }
 
 LowerContext::LowerContext(const Graph &g, const Node &n, std::vector<std::optional<LValue>> inputs,
-                           std::string prefix, std::vector<StageInfo> *stages)
-    : g_(g), n_(n), inputs_(std::move(inputs)), prefix_(std::move(prefix)), stages_(stages) {
+                           std::string prefix, std::vector<StageInfo> *stages, PrepackPlan *prepack)
+    : g_(g), n_(n), inputs_(std::move(inputs)), prefix_(std::move(prefix)), stages_(stages), prepack_(prepack) {
+}
+
+std::vector<int64_t> panel_extents(const std::vector<int64_t> &extents, int panel) {
+    if (panel <= 0) return extents;
+    std::vector<int64_t> e = {panel};
+    if (extents.size() >= 2) e.push_back(extents[1]);
+    e.push_back(extents[0] / panel);
+    e.insert(e.end(), extents.begin() + std::min<size_t>(2, extents.size()), extents.end());
+    return e;
+}
+
+std::vector<Expr> panel_index(const std::vector<Expr> &args, int panel) {
+    if (panel <= 0) return args;
+    std::vector<Expr> i = {args[0] % panel};
+    if (args.size() >= 2) i.push_back(args[1]);
+    i.push_back(args[0] / panel);
+    i.insert(i.end(), args.begin() + std::min<size_t>(2, args.size()), args.end());
+    return i;
+}
+
+void LowerContext::define_packing(Func &f, const std::vector<Var> &args, const Expr &value, const LValue &operand) {
+    StageInfo *info = nullptr;
+    for (StageInfo &s : *stages_) {
+        if (s.func.name() == f.name()) info = &s;
+    }
+    FUSOR_INTERNAL_ASSERT(info) << "define_packing of " << f.name() << ", not made by make_stage";
+    info->packing = true;
+    info->over_constants = operand.constant;
+    auto wanted = prepack_ ? prepack_->panels.find(info->name) : std::map<std::string, int>::iterator();
+    if (!prepack_ || wanted == prepack_->panels.end() || !operand.constant) {
+        f(args) = value;  // packed per call, where the schedule's level says
+        return;
+    }
+    PreparedStage p;
+    p.stage = info->name;
+    p.panel = wanted->second;
+    p.dtype = operand.type.dtype;
+    p.extents = panel_extents(info->extents, p.panel);
+    p.buffer = ImageParam(value.type(), (int)p.extents.size(), info->name + "_prepared");
+    int64_t stride = 1;
+    for (size_t i = 0; i < p.extents.size(); i++) {
+        p.buffer.dim((int)i).set_bounds(0, (int)p.extents[i]).set_stride((int)stride).set_estimate(0, (int)p.extents[i]);
+        stride *= p.extents[i];
+    }
+    f(args) = p.buffer(panel_index(exprs(args), p.panel));
+    info->prepared = true;
+    prepack_->prepared.push_back(p);
 }
 
 bool LowerContext::has_input(int i) const {

@@ -8,6 +8,7 @@
  * call(), out_vars() and define() below, which take indices in ONNX order. */
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@ namespace fusor {
 struct LValue {
     Halide::Func func;
     TensorType type;
+    bool constant = false;  ///< depends on initializers only (a weight, or a value computed from weights)
 };
 
 /** How the default schedule should treat a stage; set by the lowering that creates it. */
@@ -47,6 +49,38 @@ struct StageInfo {
      * them). Computing it inside a loop over such a dim would recompute it. */
     std::vector<int> reduced_out_dims;
     bool is_output = false;
+    /** A packing stage (LowerContext::define_packing): a copy of an operand in the layout its
+     * consumer reads. `prepack` in a schedule applies to these only. */
+    bool packing = false;
+    bool over_constants = false;  ///< packing, and its operand is constant (LValue::constant)
+    bool prepared = false;        ///< this lowering reads it from LoweredCluster::prepared
+};
+
+/** A packing stage over constants that a lowering reads from a buffer prepared once, at load
+ * (`prepack` in its schedule), instead of packing it on every call. */
+struct PreparedStage {
+    std::string stage;
+    int panel = 0;                 ///< dim 0 stored in panels of this many (0: the stage's own layout)
+    DType dtype = DType::F32;
+    Halide::ImageParam buffer;     ///< the pipeline's input that holds the prepared values
+    std::vector<int64_t> extents;  ///< of buffer, Halide order: panel (P, d1, d0 / P, d2...) or the stage's
+    /** Computes buffer's values from the cluster's params (add_prepare_pipelines, Prepack.h);
+     * its params, in LoweredCluster::params order, are inputs. */
+    Halide::Pipeline pipeline;
+    std::vector<Halide::ImageParam> inputs;
+};
+
+/** A prepared buffer's extents (Halide order) for a stage of \p extents stored in panels of
+ * \p panel along dim 0: (panel, d1, d0 / panel, d2, ...); rank 1: (panel, d0 / panel). */
+std::vector<int64_t> panel_extents(const std::vector<int64_t> &extents, int panel);
+/** The index into such a buffer of the stage's element \p args (Halide order). */
+std::vector<Halide::Expr> panel_index(const std::vector<Halide::Expr> &args, int panel);
+
+/** What lower_cluster prepares: stage name -> prepack panel (StageSchedule::prepack), and the
+ * stages it did prepare. */
+struct PrepackPlan {
+    std::map<std::string, int> panels;
+    std::vector<PreparedStage> prepared;
 };
 
 Halide::Type halide_type(DType t);
@@ -116,7 +150,7 @@ Halide::Expr call_broadcast(const LValue &v, const std::vector<Halide::Expr> &ou
 class LowerContext {
 public:
     LowerContext(const Graph &g, const Node &n, std::vector<std::optional<LValue>> inputs,
-                 std::string prefix, std::vector<StageInfo> *stages);
+                 std::string prefix, std::vector<StageInfo> *stages, PrepackPlan *prepack = nullptr);
 
     const Graph &graph() const {
         return g_;
@@ -139,6 +173,10 @@ public:
      * \p shape (ONNX order). Register it so the schedule can find it. */
     Halide::Func make_stage(const std::string &suffix, const std::vector<int64_t> &shape, StageRole role,
                             bool aligned, std::vector<int> reduced_out_dims = {});
+    /** Defines packing stage \p f (from make_stage) as f(args) = value, a copy of \p operand in
+     * another layout, and marks it StageInfo::packing. When the prepack plan names it and the
+     * operand is constant, f instead reads a buffer prepared once (PreparedStage). */
+    void define_packing(Halide::Func &f, const std::vector<Halide::Var> &args, const Halide::Expr &value, const LValue &operand);
     /** Halide dims of output 0 for ONNX axes \p axes. */
     std::vector<int> halide_dims(const std::vector<int> &axes) const;
     /** Defines f(vars in Halide order) = body(vars in ONNX order). */
@@ -158,6 +196,7 @@ private:
     std::vector<std::optional<LValue>> inputs_;
     std::string prefix_;
     std::vector<StageInfo> *stages_;
+    PrepackPlan *prepack_;
 };
 
 /** Lowers one node: returns one Func per node output. Internal stages go through make_stage. */

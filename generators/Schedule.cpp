@@ -8,7 +8,7 @@ bool StageSchedule::operator==(const StageSchedule &o) const {
     return stage == o.stage && level == o.level && at_stage == o.at_stage && at_var == o.at_var && tile == o.tile &&
            vector_width == o.vector_width && unroll == o.unroll && order == o.order && parallel == o.parallel &&
            rfactor == o.rfactor && store_root == o.store_root && store_stage == o.store_stage && store_var == o.store_var &&
-           gpu_threads == o.gpu_threads && memory == o.memory && chunk == o.chunk;
+           gpu_threads == o.gpu_threads && memory == o.memory && chunk == o.chunk && prepack == o.prepack;
 }
 
 const StageSchedule *ClusterSchedule::find(const std::string &stage) const {
@@ -50,6 +50,8 @@ std::string to_text(const StageSchedule &s) {
     if (s.memory == MemoryKind::Shared) o << " mem=shared";
     if (s.memory == MemoryKind::Register) o << " mem=register";
     if (s.parallel) o << " parallel";
+    if (s.prepack == 0) o << " prepack";
+    if (s.prepack > 0) o << " prepack=" << s.prepack;
     if (!s.note.empty()) o << "  # " << s.note;
     return o.str();
 }
@@ -176,8 +178,16 @@ std::optional<ClusterSchedule> parse_schedule(std::string_view text, std::string
                 else return fail("'" + w + "': expected mem=shared, mem=register or mem=auto");
             } else if (w == "parallel") {
                 st.parallel = true;
+            } else if (w == "prepack") {
+                st.prepack = 0;
+            } else if (w.rfind("prepack=", 0) == 0) {
+                std::vector<int> v;
+                if (!parse_int_list(value("prepack="), ',', &v) || v.size() != 1 || v[0] < 1) {
+                    return fail("'" + w + "': expected prepack or prepack=<panel width, at least 1>");
+                }
+                st.prepack = v[0];
             } else {
-                return fail("unknown token '" + w + "'; expected inline, root, at=, store=, tile=, order=, vec=, unroll=, rfactor=, chunk=, gpu=, mem= or parallel");
+                return fail("unknown token '" + w + "'; expected inline, root, at=, store=, tile=, order=, vec=, unroll=, rfactor=, chunk=, gpu=, mem=, parallel or prepack");
             }
         }
         if (!level_seen) return fail("stage '" + st.stage + "' has no compute level (inline, root or at=)");

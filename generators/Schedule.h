@@ -7,6 +7,7 @@
  *     c0_bn1 inline
  *     c0_sum_acc root rfactor=16 vec=8
  *     c0_pad at=c0_conv.xi store=c0_conv.yo
+ *     c0_fc_packb at=c0_fc.xo vec=16 prepack=32   # a constant operand: packed once, at load
  * and on CUDA targets (docs/cuda.md):
  *     c0_relu root gpu=16x16 tile=2x2 unroll=0,1       # blocks x threads x per-thread tile
  *     c0_packb at=c0_relu.xo gpu=16x16 mem=shared      # staged per block by all its threads
@@ -67,6 +68,13 @@ struct StageSchedule {
      * matmul's packed panel in shared memory). Inside, each thread accumulates its own elements
      * (`<v>o` loops, unrollable with `unroll=`). 0 = not chunked. */
     int chunk = 0;
+    /** A packing stage (StageInfo::packing; text `prepack` or `prepack=32`): when its values
+     * depend on constants only (weights), they are computed once, at load, into a buffer of their
+     * own that the pipeline reads instead (generators/Prepack.h); the level then does not apply.
+     * Otherwise (an operand fed at run time) the level applies and it is packed per call. -1: not
+     * prepacked; 0: the stage's own layout; P > 0: dim 0 stored in panels of P (P must divide its
+     * extent), each panel's P x (dim 1) block contiguous, as BLAS packs B. */
+    int prepack = -1;
     std::string note;                   ///< why the default schedule chose this (text after '#'); not compared
 
     bool operator==(const StageSchedule &o) const;

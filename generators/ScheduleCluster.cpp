@@ -3,6 +3,7 @@
 #include "generators/ApplySchedule.h"
 #include "generators/AutoScheduler.h"
 #include "generators/DefaultSchedule.h"
+#include "generators/Prepack.h"
 #include "graph/Clustering.h"
 
 namespace fusor {
@@ -10,21 +11,20 @@ namespace fusor {
 ScheduledCluster schedule_cluster(const Graph &g, const Cluster &c, const Halide::Target &target,
                                   const std::string &schedule) {
     ScheduledCluster k;
-    bool autoscheduled = false;
+    // a stored schedule names the stages of the extracted cluster (canonical names)
+    Graph sub;
+    if (!schedule.empty()) sub = extract_cluster(g, c);
     if (!autoscheduler_in(schedule).empty()) {
         // a trial that an autoscheduler won: apply the same (deterministic) autoscheduler here
-        Graph sub = extract_cluster(g, c);
         LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
         std::string why = apply_autoscheduler(lc, autoscheduler_in(schedule), target, 0);
         if (why.empty()) {
             k.lowered = lc;
-            k.tuned = autoscheduled = true;
-        } else {
-            k.fallback_reason = why;
+            k.tuned = true;
+            return k;
         }
+        k.fallback_reason = why;
     } else if (!schedule.empty()) {
-        // a tuned schedule names the stages of the extracted cluster (canonical names)
-        Graph sub = extract_cluster(g, c);
         LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
         std::string error;
         auto parsed = parse_schedule(schedule, &error);
@@ -41,7 +41,16 @@ ScheduledCluster schedule_cluster(const Graph &g, const Cluster &c, const Halide
         k.lowered = lower_cluster(g, c, c.name + "_");
         k.schedule = default_schedule(g, c, k.lowered, target);
     }
-    if (!autoscheduled) apply_schedule(k.schedule, k.lowered);
+    // constant operands the schedule prepacks: lowered again, reading prepared buffers
+    std::map<std::string, int> prepack = prepack_plan(k.schedule, k.lowered);
+    if (!prepack.empty()) {
+        const Graph &lg = k.tuned ? sub : g;
+        const Cluster &lcl = k.tuned ? sub.clusters[0] : c;
+        std::string prefix = k.tuned ? "k_" : c.name + "_";
+        k.lowered = lower_cluster(lg, lcl, prefix, prepack);
+        add_prepare_pipelines(lg, lcl, prefix, k.lowered);
+    }
+    apply_schedule(k.schedule, k.lowered);
     return k;
 }
 

@@ -9,6 +9,7 @@
 
 #include "generators/ApplySchedule.h"
 #include "generators/HostTarget.h"
+#include "generators/Prepack.h"
 #include "generators/ScheduleCluster.h"
 #include "graph/Error.h"
 #include "graph/Printer.h"
@@ -163,6 +164,7 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
             if_steps_.push_back(std::move(step));
             kernels_.push_back(nullptr);
             param_tensors_.emplace_back();
+            prepared_.emplace_back();
             continue;
         }
         std::optional<std::string> tuned = options.schedule_for ? options.schedule_for(g_, c) : std::nullopt;
@@ -174,6 +176,10 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         }
         FUSOR_INTERNAL_ASSERT(params.size() == kernels_.back()->lowered.params.size()) << "kernel params of " << c.name;
         param_tensors_.push_back(params);
+        std::vector<Buffer<>> param_buffers;
+        for (TensorId t : params) param_buffers.push_back(g_.tensor(t).is_initializer ? buffers_[t] : Buffer<>());
+        prepared_.emplace_back();
+        for (PreparedStage &p : kernels_.back()->lowered.prepared) prepared_.back().push_back(realize_prepared(p, param_buffers));
     }
     // Intermediates live in one arena planned by liveness (graph/MemoryPlanning.h). An elementwise
     // cluster may write over an input that dies there only when its kernel has no overlapping
@@ -288,6 +294,7 @@ void Executor::run_kernel(size_t k) {
     for (size_t i = 0; i < kn.lowered.params.size(); i++) {
         kn.lowered.params[i].set(buffers_[param_tensors_[k][i]]);
     }
+    for (size_t i = 0; i < kn.lowered.prepared.size(); i++) kn.lowered.prepared[i].buffer.set(prepared_[k][i]);
     kn.lowered.pipeline.realize(realizations_[k], target_);
 }
 

@@ -154,6 +154,9 @@ private:
      * kernel may have been compiled for another cluster with equal canonical text, so its own
      * LoweredCluster::param_tensors name that cluster's tensors, not ours. */
     std::vector<std::vector<TensorId>> param_tensors_;
+    /** Per kernel: its prepared stages' buffers (LoweredCluster::prepared order), computed from
+     * this executor's weights once, at construction (generators/Prepack.h). */
+    std::vector<std::vector<Halide::Buffer<>>> prepared_;
 };
 
 /** Fills every input of \p ex from \p seed (see random_inputs in graph/Random.h): the same seed

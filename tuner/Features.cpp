@@ -76,6 +76,7 @@ FeatureExtractor::Stage analyze(const StageInfo &st) {
     out.function = st.func.name();
     out.extents = st.extents;
     out.is_output = st.is_output;
+    out.prepackable = st.packing && st.over_constants;
     for (const Halide::Var &v : st.func.args()) out.args.push_back(v.name());
     for (const Halide::Type &t : st.func.output_types()) out.bytes += t.bytes();
     Counter c;
@@ -125,7 +126,11 @@ public:
         return sched_[i];
     }
     bool inlined(size_t i) const {
-        return sched_[i].level == ComputeLevel::Inline && !stages_[i].is_output;
+        return sched_[i].level == ComputeLevel::Inline && !stages_[i].is_output && !prepared(i);
+    }
+    /** Computed once at load (Prepack.h): no work per call; its readers load it like an input. */
+    bool prepared(size_t i) const {
+        return sched_[i].prepack >= 0 && stages_[i].prepackable;
     }
     std::vector<ScheduleLoop> loops(size_t i) const {
         return loops_of(sched_[i], stages_[i].args, stages_[i].extents);
@@ -278,11 +283,18 @@ std::vector<float> FeatureExtractor::operator()(const ClusterSchedule &s) const 
     bool have_output = false;
     int inlined = 0, root = 0, at = 0, outputs = 0, reductions = 0;
     bool first = true;  // the maximum starts at the first stage's values (some are negative)
-    double ops = 0, moved = 0;
+    double ops = 0, moved = 0, panels = 0;
+    int prepared = 0;
     for (size_t i = 0; i < stages_.size(); i++) {
         const Stage &st = stages_[i];
         outputs += st.is_output;
         reductions += st.updates > 0;
+        if (nest.prepared(i)) {
+            int panel = nest.sched(i).prepack;
+            prepared++;
+            panels += log2p(panel > 0 ? panel : (st.extents.empty() ? 1 : (double)st.extents[0]));
+            continue;
+        }
         if (nest.inlined(i)) {
             inlined++;
             continue;
@@ -302,7 +314,7 @@ std::vector<float> FeatureExtractor::operator()(const ClusterSchedule &s) const 
         moved += std::exp2(f[31]) - 1;
     }
     const double tail[] = {(double)stages_.size(), (double)inlined, (double)root, (double)at, (double)outputs, (double)reductions,
-                           log2p(ops), log2p(moved)};
+                           log2p(ops), log2p(moved), (double)prepared, prepared ? panels / prepared : 0.0};
     std::copy(std::begin(tail), std::end(tail), out.begin() + 3 * S);
     std::vector<float> result(out.size());
     for (size_t k = 0; k < out.size(); k++) result[k] = std::isfinite(out[k]) ? (float)out[k] : 0.0f;

@@ -32,7 +32,9 @@
  * their sum over the stages not inlined; [2S, 3S) their maximum over those stages (S =
  * kStageFeatureCount); then the stages, inlined stages, root stages, stages at a consumer loop,
  * outputs and stages with update definitions (counts), log2 ops and log2 bytes moved of the
- * whole cluster. GPU fields of a schedule (gpu=, mem=, chunk=) are not described. */
+ * whole cluster, and the stages prepacked at load (count; they have no features of their own: no
+ * work per call, their readers load them like inputs) with the log2 of their mean panel width (a
+ * stage's own layout counts as one panel of its dim 0). GPU fields of a schedule (gpu=, mem=, chunk=) are not described. */
 
 #include <cstdint>
 #include <string>
@@ -45,9 +47,9 @@ namespace fusor {
 
 /** Raised whenever the vector's layout or meaning changes: the cost model trains only on trials
  * whose stored features have the current version. */
-constexpr int kFeatureVersion = 1;
+constexpr int kFeatureVersion = 2;
 constexpr int kStageFeatureCount = 42;
-constexpr int kFeatureCount = 3 * kStageFeatureCount + 8;
+constexpr int kFeatureCount = 3 * kStageFeatureCount + 10;
 
 /** Data cache sizes in bytes. */
 struct CacheSizes {
@@ -78,6 +80,7 @@ public:
         std::vector<std::string> args;
         std::vector<int64_t> extents;
         bool is_output = false;
+        bool prepackable = false;  ///< a packing stage over constants: `prepack` makes it free per call
         int updates = 0;
         double reduction = 0;  ///< points of the update RDoms per point
         double ops = 0;        ///< arithmetic per point

@@ -110,6 +110,17 @@ void edit_output(StageSchedule &s, const StageInfo &st, int lanes, SplitMix64 &r
 
 void edit_internal(StageSchedule &s, const StageInfo &st, const LoweredCluster &lc, const ClusterSchedule &all, int lanes,
                    SplitMix64 &rng) {
+    if (st.packing && st.over_constants && (s.prepack >= 0 || pick(rng, 4) == 0)) {
+        // a constant operand: packed per call where the level says, or once at load in the stage's
+        // own layout or in panels of one to four vectors (a prepacked stage's other fields do not
+        // apply: only this edit changes what runs)
+        std::vector<int> options = {-1, 0};
+        for (int p : {lanes, 2 * lanes, 4 * lanes}) {
+            if (p > 0 && p < st.extents[0] && st.extents[0] % p == 0) options.push_back(p);
+        }
+        s.prepack = options[pick(rng, (int)options.size())];
+        return;
+    }
     bool reduction = st.func.has_update_definition() && !st.func.rvars(0).empty();
     switch (pick(rng, reduction ? 5 : 4)) {
     case 0: {  // compute level: root or one of an output's loops

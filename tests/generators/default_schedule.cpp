@@ -76,7 +76,7 @@ TEST_CASE("default schedule: anchored clusters tile the output and compute the a
     ClusterSchedule s = default_schedule(g, c, lc, Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
     CHECK(to_text(s) ==
           "c0_fc1_acc at=c0_gelu.yo vec=8 unroll=0,1\n"
-          "c0_fc1_packb at=c0_gelu.xo vec=8\n"
+          "c0_fc1_packb at=c0_gelu.xo vec=8 prepack=16\n"
           "c0_fc1 inline\n"
           "c0_bias1 inline\n"
           "c0_gelu root tile=16x6 order=xo,yo vec=8 parallel\n");

@@ -1,0 +1,84 @@
+#include "generators/Prepack.h"
+
+#include <atomic>
+#include <mutex>
+
+#include "generators/HostTarget.h"
+#include "graph/Error.h"
+
+namespace fusor {
+
+using namespace Halide;
+
+namespace {
+
+std::atomic<uint64_t> g_prepared_runs{0};
+
+std::mutex &prepare_mutex() {
+    static std::mutex *mu = new std::mutex;
+    return *mu;
+}
+
+}  // namespace
+
+std::map<std::string, int> prepack_plan(const ClusterSchedule &s, const LoweredCluster &lc) {
+    std::map<std::string, int> plan;
+    for (const StageSchedule &st : s.stages) {
+        const StageInfo *info = lc.find_stage(st.stage);
+        if (st.prepack >= 0 && info && info->packing && info->over_constants) plan[st.stage] = st.prepack;
+    }
+    return plan;
+}
+
+void add_prepare_pipelines(const Graph &g, const Cluster &c, const std::string &prefix, LoweredCluster &lc) {
+    if (lc.prepared.empty()) return;
+    LoweredCluster fresh = lower_cluster(g, c, prefix);
+    for (StageInfo &st : fresh.stages) {
+        if (st.func.has_update_definition()) st.func.compute_root();  // a reduction cannot be inlined
+    }
+    for (PreparedStage &p : lc.prepared) {
+        const StageInfo *src = fresh.find_stage(p.stage);
+        FUSOR_INTERNAL_ASSERT(src) << "prepared stage " << p.stage << " missing from its fresh lowering";
+        std::vector<Var> args;
+        for (size_t i = 0; i < p.extents.size(); i++) args.push_back(dim_var((int)i));
+        // the inverse of panel_index: buffer element (p, d1, q, d2...) is stage element (q * P + p, d1, d2...)
+        std::vector<Expr> at(args.begin(), args.end());
+        if (p.panel > 0) {
+            size_t q = at.size() >= 3 ? 2 : 1;
+            Expr n = at[q] * p.panel + at[0];
+            at.erase(at.begin() + (long)q);
+            at[0] = n;
+        }
+        Func out(p.stage + "_prepare");
+        out(args) = src->func(at);
+        int64_t stride = 1;
+        for (size_t i = 0; i < p.extents.size(); i++) {
+            out.output_buffer().dim((int)i).set_bounds(0, (int)p.extents[i]).set_stride((int)stride);
+            stride *= p.extents[i];
+        }
+        if (p.extents[0] >= 8) out.vectorize(args[0], 8);
+        p.pipeline = Pipeline(out);
+        p.inputs = fresh.params;
+    }
+}
+
+Halide::Buffer<> realize_prepared(PreparedStage &p, const std::vector<Halide::Buffer<>> &params) {
+    FUSOR_INTERNAL_ASSERT(params.size() == p.inputs.size()) << "params of prepared stage " << p.stage;
+    std::lock_guard<std::mutex> lock(prepare_mutex());
+    ParamMap map;
+    for (size_t i = 0; i < params.size(); i++) {
+        if (params[i].defined()) map.set(p.inputs[i], params[i]);
+    }
+    std::vector<int> sizes(p.extents.begin(), p.extents.end());
+    Buffer<> out(p.buffer.type(), sizes);
+    prepare_jit(p.pipeline);
+    p.pipeline.realize(out, host_target(), map);
+    g_prepared_runs++;
+    return out;
+}
+
+uint64_t prepared_stage_runs() {
+    return g_prepared_runs;
+}
+
+}  // namespace fusor
