@@ -26,7 +26,7 @@ StageSchedule plain_stage(const std::string &stage, ComputeLevel level = Compute
     return s;
 }
 
-const char *kModels[] = {"eltwise_chain", "resnet_block", "mobilenet_v2_block", "transformer_mlp", "attention_scores"};
+const char *kModels[] = {"eltwise_chain", "resnet_block", "mobilenet_v2_block", "transformer_mlp", "attention_scores", "mlp_head", "audio_frontend"};
 
 /** Materialized internal stages the default schedule may keep, with why: BatchNormalization's
  * per-channel scale/shift (a few hundred floats, computed once per run). */

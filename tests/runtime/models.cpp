@@ -37,7 +37,7 @@ double worst_error(const std::vector<double> &a, const std::vector<double> &b, d
 
 TEST_CASE("models: fused, unfused and the C++ reference agree on every config model", "[runtime][models]") {
     auto name = GENERATE(as<std::string>{}, "eltwise_chain", "resnet_block", "mobilenet_v2_block", "transformer_mlp",
-                         "attention_scores");
+                         "attention_scores", "mlp_head", "audio_frontend");
     Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + name + ".json");
     auto inputs = random_inputs(g, 7);
     std::vector<ref::Value> expected = ref::evaluate(g, inputs);
@@ -72,7 +72,7 @@ TEST_CASE("models: fused, unfused and the C++ reference agree on every config mo
 
 TEST_CASE("models: the rewrite passes change no model's outputs beyond tolerance", "[runtime][models]") {
     auto name = GENERATE(as<std::string>{}, "eltwise_chain", "resnet_block", "mobilenet_v2_block", "transformer_mlp",
-                         "attention_scores");
+                         "attention_scores", "mlp_head", "audio_frontend");
     Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + name + ".json");
     Graph optimized = g;
     OptimizeOptions o;

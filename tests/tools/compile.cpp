@@ -162,6 +162,37 @@ TEST_CASE("compile: the elementwise chain's AOT library gives the JIT outputs", 
     check_model("models/eltwise_chain.json");
 }
 
+TEST_CASE("compile: the audio front end's AOT library gives the JIT outputs", "[tools][compile]") {
+    check_model("models/audio_frontend.json");
+}
+
+TEST_CASE("compile: constant weights are packed at build time and baked in: nothing packed per call, no weight stored twice",
+          "[tools][compile][prepack]") {
+    TempDir d;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/mlp_head.json";
+    Graph g = load_graph_json(model);
+    std::string in_args = run_jit_reference(d, model, g, 11).positional_args;
+    uint64_t weights = 0;
+    for (const Tensor &t : g.tensors) weights += t.is_initializer && t.type.num_elements() > 1 ? (uint64_t)t.type.num_bytes() : 0;
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name m", d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    std::string app = build_driver(d, d.file("lib"), "m");
+    Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
+    INFO(run.out);
+    REQUIRE(run.status == 0);
+    // w1 packed per call (768 KiB) would take Halide scratch on every run; prepared, no run asks for any
+    CHECK_THAT(run.out, Contains("scratch system allocations after runs 1..3: 0 0 0"));
+    auto info = nlohmann::json::parse(run.out.substr(run.out.find('{')));
+    int prepared = 0;
+    for (const auto &cl : info["clusters"]) prepared += cl["prepared"].get<int>();
+    CHECK(prepared == 3);  // the three Gemms' weights
+    // each packed weight replaces its original in the blob (64-byte alignment aside)
+    CHECK(info["weight_bytes"].get<uint64_t>() <= weights + 64 * g.tensors.size());
+    CHECK(info["weight_bytes"].get<uint64_t>() >= weights);
+    check_outputs_match_jit(d, g);
+}
+
 namespace {
 
 /** GPU schedules without a GPU: an OpenCL target gets the CUDA default schedules (the same
