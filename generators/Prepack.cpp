@@ -30,6 +30,13 @@ std::map<std::string, int> prepack_plan(const ClusterSchedule &s, const LoweredC
     return plan;
 }
 
+void lower_prepacked(const Graph &g, const Cluster &c, const std::string &prefix, const ClusterSchedule &s, LoweredCluster &lc) {
+    std::map<std::string, int> plan = prepack_plan(s, lc);
+    if (plan.empty()) return;
+    lc = lower_cluster(g, c, prefix, plan);
+    add_prepare_pipelines(g, c, prefix, lc);
+}
+
 void add_prepare_pipelines(const Graph &g, const Cluster &c, const std::string &prefix, LoweredCluster &lc) {
     if (lc.prepared.empty()) return;
     LoweredCluster fresh = lower_cluster(g, c, prefix);

@@ -25,6 +25,12 @@ namespace fusor {
  * a run-time operand is not in it: that stage is packed per call. */
 std::map<std::string, int> prepack_plan(const ClusterSchedule &s, const LoweredCluster &lc);
 
+/** When schedule \p s prepacks constant operands of \p lc (prepack_plan is not empty), lowers
+ * cluster \p c of \p g again into \p lc with those stages read from prepared buffers, and adds
+ * their pipelines; otherwise leaves \p lc as it is. \p prefix is the one \p lc was lowered with.
+ * The one path by which the runtime, the AOT compiler and the tuner's workers prepack. */
+void lower_prepacked(const Graph &g, const Cluster &c, const std::string &prefix, const ClusterSchedule &s, LoweredCluster &lc);
+
 /** Gives each of \p lc's prepared stages its pipeline, from a fresh lowering of cluster \p c of
  * \p g (its own Funcs, so the cluster's schedule never touches them): the stage computed whole,
  * at root, in its panel layout, with every producer inlined (reductions at root). */

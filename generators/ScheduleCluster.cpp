@@ -41,14 +41,10 @@ ScheduledCluster schedule_cluster(const Graph &g, const Cluster &c, const Halide
         k.lowered = lower_cluster(g, c, c.name + "_");
         k.schedule = default_schedule(g, c, k.lowered, target);
     }
-    // constant operands the schedule prepacks: lowered again, reading prepared buffers
-    std::map<std::string, int> prepack = prepack_plan(k.schedule, k.lowered);
-    if (!prepack.empty()) {
-        const Graph &lg = k.tuned ? sub : g;
-        const Cluster &lcl = k.tuned ? sub.clusters[0] : c;
-        std::string prefix = k.tuned ? "k_" : c.name + "_";
-        k.lowered = lower_cluster(lg, lcl, prefix, prepack);
-        add_prepare_pipelines(lg, lcl, prefix, k.lowered);
+    if (k.tuned) {
+        lower_prepacked(sub, sub.clusters[0], "k_", k.schedule, k.lowered);
+    } else {
+        lower_prepacked(g, c, c.name + "_", k.schedule, k.lowered);
     }
     apply_schedule(k.schedule, k.lowered);
     return k;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "generators/Prepack.h"
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
 #include "graph/Optimize.h"
@@ -277,6 +278,32 @@ TEST_CASE("measure: an illegal schedule is recorded as illegal with the reason",
     MeasureResult r = measure_here(job);
     CHECK(r.status == TrialStatus::Illegal);
     CHECK_THAT(r.error, Catch::Contains("k_n7_nothing"));
+}
+
+TEST_CASE("measure: a candidate that prepacks a weight is timed on the prepared form, packed once, and verified",
+          "[tuner][autotune][prepack]") {
+    Graph g = model("mlp_head");
+    form_clusters(g);
+    MeasureJob job;
+    job.graph_json = job_graph_json(g, g.clusters[0]);
+    job.repeats = 5;
+    TuningTask t = fusor::test::model_task("mlp_head");
+    for (int prepack : {-1, 0, 32}) {
+        INFO("prepack=" << prepack);
+        ClusterSchedule s = t.def;
+        for (StageSchedule &st : s.stages) {
+            if (t.lc.find_stage(st.stage)->packing) st.prepack = prepack;
+        }
+        job.schedule = to_text(s);
+        uint64_t before = prepared_stage_runs();
+        MeasureResult r = measure_here(job);
+        INFO(r.error);
+        CHECK(r.status == TrialStatus::Ok);
+        CHECK(r.runs >= 5);
+        // once for the candidate, however many runs were timed, and once for the unfused reference's load
+        CHECK(r.reference_computed);
+        CHECK(prepared_stage_runs() - before == (prepack >= 0 ? 1u : 0u) + 1u);
+    }
 }
 
 TEST_CASE("measure: outputs with infinities and NaN verify against the same values", "[tuner][autotune]") {
