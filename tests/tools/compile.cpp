@@ -45,6 +45,14 @@ std::vector<uint8_t> slurp(const std::string &path) {
     return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
+/** `fusor compile MODEL -o <d>/lib --name m`, which must succeed; its output. */
+Result compile_library_m(const TempDir &d, const std::string &model) {
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name m", d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    return c;
+}
+
 /** Builds the AOT driver against lib<name>.a in \p lib; returns the app's path. */
 std::string build_driver(const TempDir &d, const std::string &lib, const std::string &name, const std::string &flags = "") {
     std::string app = d.file("app_" + name);
@@ -122,9 +130,7 @@ void check_model(const std::string &file) {
     Graph g = load_graph_json(model);
     std::string in_args = run_jit_reference(d, model, g, 11).positional_args;
 
-    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name m", d);
-    INFO(c.out);
-    REQUIRE(c.status == 0);
+    Result c = compile_library_m(d, model);
     CHECK_THAT(c.out, Contains("untuned (default schedule)"));
     std::string app = build_driver(d, d.file("lib"), "m");
 
@@ -174,9 +180,7 @@ TEST_CASE("compile: constant weights are packed at build time and baked in: noth
     std::string in_args = run_jit_reference(d, model, g, 11).positional_args;
     uint64_t weights = 0;
     for (const Tensor &t : g.tensors) weights += t.is_initializer && t.type.num_elements() > 1 ? (uint64_t)t.type.num_bytes() : 0;
-    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name m", d);
-    INFO(c.out);
-    REQUIRE(c.status == 0);
+    compile_library_m(d, model);
     std::string app = build_driver(d, d.file("lib"), "m");
     Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
     INFO(run.out);
@@ -485,9 +489,7 @@ TEST_CASE("compile: a runtime If runs the branch its condition picks, nested If 
     TempDir d;
     std::string model = std::string(FUSOR_TEST_DATA) + "/control_flow/if_nested.json";
     Graph g = load_graph_json(model);
-    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name m", d);
-    INFO(c.out);
-    REQUIRE(c.status == 0);
+    Result c = compile_library_m(d, model);
     CHECK_THAT(c.out, Contains("/then/c0") && Contains("/else/c0/then/c0"));  // the branches' kernels, the inner If's too
     std::vector<uint8_t> header = slurp(d.file("lib/m.h"));
     CHECK(std::string(header.begin(), header.end()).find("run_nested") == std::string::npos);  // branches stay private
@@ -704,9 +706,7 @@ TEST_CASE("compile: steady-state AOT runs take Halide scratch from the pool, nev
     std::ofstream(model) << R"({"format_version": 1, "name": "matmul",
         "inputs": [{"name": "a", "dtype": "f32", "shape": [512, 768]}, {"name": "b", "dtype": "f32", "shape": [768, 3072]}],
         "outputs": ["y"], "nodes": [{"name": "mm", "op": "MatMul", "inputs": ["a", "b"], "outputs": ["y"]}]})";
-    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name m", d);
-    INFO(c.out);
-    REQUIRE(c.status == 0);
+    compile_library_m(d, model);
     std::string app = build_driver(d, d.file("lib"), "m");
     Graph g = load_graph_json(model);
     REQUIRE(g.inputs.size() == 2);

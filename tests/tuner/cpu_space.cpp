@@ -19,9 +19,10 @@ using namespace fusor;
 
 namespace {
 
-/** Conv 3x3 16->16 on 12x12 + bias + ReLU, NCHW (a reduced bench_tuning conv cluster). */
+/** Conv 3x3 16->16 on 16x16 + bias + ReLU, NCHW (a reduced bench_tuning conv cluster, large enough that
+ * the default splits it across threads: 589824 points). */
 Graph conv_relu() {
-    return parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 16, 12, 12]}],
+    return parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 16, 16, 16]}],
         "outputs": ["y"], "initializers": [
             {"name": "w", "dtype": "f32", "shape": [16, 16, 3, 3], "random": {"seed": 1, "low": -0.1, "high": 0.1}},
             {"name": "b", "dtype": "f32", "shape": [16], "random": {"seed": 2}}],
