@@ -224,13 +224,16 @@ Graph extract_cluster(const Graph &g, const Cluster &c) {
     return sub;
 }
 
-void form_clusters(Graph &g, const ClusterOptions &options) {
-    std::vector<Group> groups = Clusterer(g, options).run();
+namespace {
+
+/** Sets g.clusters to \p groups, ordered topologically (Kahn over cluster dependencies, smallest
+ * first node first), with their inputs and outputs. False, leaving g.clusters as it was, when the
+ * groups depend on each other in a cycle. */
+bool build_clusters(Graph &g, const std::vector<Group> &groups) {
     std::vector<int> group_of(g.nodes.size(), -1);
     for (size_t i = 0; i < groups.size(); i++) {
         for (NodeId n : groups[i].nodes) group_of[n] = (int)i;
     }
-    // Order clusters topologically (Kahn over cluster dependencies, smallest first node first).
     std::vector<std::set<int>> deps(groups.size());
     for (size_t i = 0; i < groups.size(); i++) {
         for (NodeId n : groups[i].nodes) {
@@ -249,7 +252,7 @@ void form_clusters(Graph &g, const ClusterOptions &options) {
             if (done[i]) continue;
             if (std::all_of(deps[i].begin(), deps[i].end(), [&](int d) { return done[d]; })) pick = (int)i;
         }
-        FUSOR_INTERNAL_ASSERT(pick >= 0) << "cycle between clusters after form-clusters";
+        if (pick < 0) return false;
         done[pick] = true;
         order.push_back(pick);
     }
@@ -280,6 +283,44 @@ void form_clusters(Graph &g, const ClusterOptions &options) {
         }
         g.clusters.push_back(std::move(c));
     }
+    return true;
+}
+
+}  // namespace
+
+void form_clusters(Graph &g, const ClusterOptions &options) {
+    bool ok = build_clusters(g, Clusterer(g, options).run());
+    FUSOR_INTERNAL_ASSERT(ok) << "cycle between clusters after form-clusters";
+}
+
+std::string set_clusters(Graph &g, const std::vector<int> &cluster_of) {
+    if (cluster_of.size() != g.nodes.size()) {
+        return "the clustering names " + std::to_string(cluster_of.size()) + " nodes; the graph has " + std::to_string(g.nodes.size());
+    }
+    std::vector<Group> groups;
+    for (size_t n = 0; n < cluster_of.size(); n++) {
+        int k = cluster_of[n];
+        if (k < 0 || k >= (int)cluster_of.size()) return "node " + g.nodes[n].name + " is in cluster " + std::to_string(k) + ", out of range";
+        if (k >= (int)groups.size()) groups.resize((size_t)k + 1);
+        Group &gr = groups[(size_t)k];
+        const Node &node = g.nodes[n];
+        gr.nodes.push_back(node.id);
+        OpPattern p = node_pattern(g, node);
+        gr.pattern = std::max(gr.pattern, p);
+        if (p == OpPattern::OutFusable && gr.anchor < 0) gr.anchor = node.id;
+        if (p == OpPattern::Reduction && gr.reduction < 0) gr.reduction = node.id;
+    }
+    for (size_t k = 0; k < groups.size(); k++) {
+        if (groups[k].nodes.empty()) return "cluster " + std::to_string(k) + " has no nodes";
+    }
+    std::vector<Cluster> before = g.clusters;
+    if (!build_clusters(g, groups)) return "the clusters depend on each other in a cycle";
+    for (size_t k = 0; k < groups.size(); k++) {
+        if (g.clusters[k].nodes == groups[k].nodes) continue;
+        g.clusters = before;
+        return "cluster " + std::to_string(k) + " reads a cluster numbered after it: number clusters in an execution order";
+    }
+    return "";
 }
 
 }  // namespace fusor

@@ -2,6 +2,9 @@
 /** \file
  * Defines the pass that groups nodes into fusion clusters (TVM-style, conservative policy). */
 
+#include <string>
+#include <vector>
+
 #include "graph/Graph.h"
 
 namespace fusor {
@@ -27,6 +30,13 @@ OpPattern node_pattern(const Graph &g, const Node &n);
  * and read outside or listed as graph outputs. Clusters are numbered in a valid execution order.
  * Replaces whatever g.clusters held. */
 void form_clusters(Graph &g, const ClusterOptions &options = {});
+
+/** Sets g.clusters to the clustering \p cluster_of: node n in cluster cluster_of[n], clusters
+ * 0..k-1 each holding a node and numbered in an execution order (a cluster reads only lower-
+ * numbered ones), with inputs and outputs as form_clusters gives them. Returns why not, leaving
+ * g.clusters as it was, when \p cluster_of does not fit the graph, is not numbered so, or its
+ * clusters depend on each other in a cycle; "" on success. */
+std::string set_clusters(Graph &g, const std::vector<int> &cluster_of);
 
 /** Cluster \p c of \p g as a standalone graph with one cluster holding every node: cluster inputs
  * become graph inputs named in0, in1, ... (initializers stay initializers, with their data), nodes

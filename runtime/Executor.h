@@ -30,6 +30,9 @@ struct ExecutorOptions {
     int threads = 0;             ///< Halide worker threads; 0 = leave as is (HL_NUM_THREADS or all cores)
     std::string target = "host"; ///< Halide target string
     ClusterOptions clustering;   ///< ignored (singletons) in Unfused mode
+    /** Fused mode: run the graph's own clusters (Graph::clusters, e.g. set_clusters' of a tuner's
+     * region job) instead of forming them; ignored when it has none. */
+    bool keep_clusters = false;
     /** Tuned schedules: given a cluster, the text of a schedule for its extracted form
      * (extract_cluster: canonical names), or nullopt for the default schedule. The tools build
      * this from a tuning database; the runtime does not depend on the tuner. */

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -29,6 +31,7 @@
 #include "graph/Error.h"
 #include "graph/File.h"
 #include "graph/JsonFormat.h"
+#include "graph/Partitioning.h"
 #include "graph/Random.h"
 #include "graph/Subprocess.h"
 #include "runtime/Benchmark.h"
@@ -111,7 +114,8 @@ json job_to_json(const MeasureJob &job) {
     return {{"graph", job.graph_json}, {"schedule", job.schedule}, {"target", job.target}, {"threads", job.threads},
             {"warmup", job.warmup}, {"repeats", job.repeats}, {"best_ms", job.best_ms}, {"seed", job.seed},
             {"memory_limit_mb", job.memory_limit_mb}, {"export_object", job.export_object},
-            {"export_function", job.export_function}, {"reference_path", job.reference_path}};
+            {"export_function", job.export_function}, {"reference_path", job.reference_path},
+            {"node_clusters", job.node_clusters}, {"cluster_schedules", job.cluster_schedules}};
 }
 
 MeasureJob job_from_json(const json &j) {
@@ -128,6 +132,8 @@ MeasureJob job_from_json(const json &j) {
     job.export_object = j.value("export_object", std::string());
     job.export_function = j.value("export_function", std::string());
     job.reference_path = j.value("reference_path", std::string());
+    job.node_clusters = j.value("node_clusters", std::vector<int>());
+    job.cluster_schedules = j.value("cluster_schedules", std::vector<std::string>());
     return job;
 }
 
@@ -184,9 +190,13 @@ struct JobData {
 
 MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJob &job, const Halide::Target &target,
                               double compile_ms, JobData &data);
+/** The same for a region job: \p ex runs its clusters in order. */
+MeasureResult time_and_verify_region(const Graph &g, Executor &ex, const MeasureJob &job, double compile_ms, JobData &data);
 
-std::string job_graph_json(const Graph &g, const Cluster &c) {
-    Graph sub = extract_cluster(g, c);
+namespace {
+
+/** \p sub with float weights of more than 16 elements replaced by seeded random specs, as JSON. */
+std::string with_random_weights(Graph sub) {
     uint64_t seed = 1000;
     for (Tensor &t : sub.tensors) {
         if (!t.is_initializer || !is_float(t.type.dtype) || t.type.num_elements() <= 16) continue;
@@ -196,12 +206,28 @@ std::string job_graph_json(const Graph &g, const Cluster &c) {
     return to_json(sub);
 }
 
+}  // namespace
+
+std::string job_graph_json(const Graph &g, const Cluster &c) {
+    return with_random_weights(extract_cluster(g, c));
+}
+
+std::string region_graph_json(const Graph &g, int begin, int end, std::vector<int> *node_clusters) {
+    Graph part = extract_part(g, make_part(g, begin, end));
+    node_clusters->assign(part.nodes.size(), 0);
+    for (const Cluster &c : part.clusters) {
+        for (NodeId n : c.nodes) (*node_clusters)[(size_t)n] = c.id;
+    }
+    return with_random_weights(std::move(part));
+}
+
 namespace {
 
 /** A candidate after its compile phase: ready to time, or failed. */
 struct Compiled {
     Graph g;
     LoweredCluster lc;
+    std::shared_ptr<Executor> region;  ///< a region job's clusters, compiled (then lc is unused)
     Halide::Target target;
     double compile_ms = 0;
     std::optional<MeasureResult> failure;
@@ -234,8 +260,46 @@ std::optional<MeasureResult> cuda_precheck(Compiled &c, std::string &resources, 
     return std::nullopt;
 }
 
+/** Compiles region job \p job (MeasureJob::node_clusters), whose graph_json parses as \p g: one
+ * executor over its clusters, each under its schedule. A schedule that does not apply to its
+ * cluster makes the job illegal, naming the cluster. */
+Compiled compile_region(const MeasureJob &job, Graph g) {
+    Compiled c;
+    c.g = std::move(g);
+    c.target = parse_target(job.target);
+    if (job.threads > 0) set_num_threads(job.threads);
+    Clock::time_point t0 = Clock::now();
+    Graph clustered = c.g;
+    std::string why = set_clusters(clustered, job.node_clusters);
+    if (!why.empty()) {
+        c.failure = measure_failure(TrialStatus::Illegal, "region job: " + why);
+        return c;
+    }
+    ExecutorOptions o;
+    o.target = job.target;
+    o.keep_clusters = true;
+    o.schedule_for = [&job](const Graph &, const Cluster &cl) -> std::optional<std::string> {
+        if ((size_t)cl.id >= job.cluster_schedules.size() || job.cluster_schedules[(size_t)cl.id].empty()) return std::nullopt;
+        return job.cluster_schedules[(size_t)cl.id];
+    };
+    try {
+        c.region = std::make_shared<Executor>(clustered, o);
+    } catch (const Halide::Error &e) {
+        c.failure = measure_failure(TrialStatus::CompileError, e.what());
+        return c;
+    }
+    for (size_t k = 0; k < c.region->num_kernels(); k++) {
+        if (c.region->is_control_step(k) || c.region->kernel(k).fallback_reason.empty()) continue;
+        c.failure = measure_failure(TrialStatus::Illegal, "cluster " + c.region->cluster(k).name + ": " + c.region->kernel(k).fallback_reason);
+        return c;
+    }
+    c.compile_ms = phase_ms(t0);
+    return c;
+}
+
 /** Compiles \p job, whose graph_json parses as \p g. */
 Compiled compile_candidate(const MeasureJob &job, Graph g) {
+    if (!job.node_clusters.empty()) return compile_region(job, std::move(g));
     Compiled c;
     c.g = std::move(g);
     Cluster cluster = whole_graph_cluster(c.g);
@@ -339,7 +403,8 @@ MeasureResult measure_here(const MeasureJob &job) {
     Compiled c = compile_candidate(job, parse_graph_json(job.graph_json, "<measure job>"));
     if (c.failure) return *c.failure;
     JobData data;
-    MeasureResult r = time_and_verify(c.g, c.lc, job, c.target, c.compile_ms, data);
+    MeasureResult r = c.region ? time_and_verify_region(c.g, *c.region, job, c.compile_ms, data)
+                               : time_and_verify(c.g, c.lc, job, c.target, c.compile_ms, data);
     r.mapped_schedule = c.mapped_schedule;
     r.unmapped = c.unmapped;
     r.resources = c.resources;
@@ -461,12 +526,54 @@ std::optional<std::string> first_mismatch(const Graph &g, std::vector<Halide::Bu
 
 }  // namespace
 
+namespace {
+
+/** Times \p run (adaptive, with the test fault armed), then verifies \p outs, which it writes,
+ * against the unfused reference of \p g on data.inputs. \p r carries the phases so far. */
+MeasureResult time_and_verify_run(const Graph &g, const std::function<void()> &run, std::vector<Halide::Buffer<>> &outs,
+                                  const MeasureJob &job, JobData &data, MeasureResult r) {
+    try {
+        set_test_fault_armed(true);  // only fusor.test.Fault reads this
+        Clock::time_point timing_start = Clock::now();
+        auto more = [&](const std::vector<double> &samples) { return keep_timing(samples, job.repeats, job.best_ms); };
+        Timing t = time_while(run, job.warmup, more);
+        r.timing_ms = phase_ms(timing_start);
+        set_test_fault_armed(false);
+        r.median_ms = t.median_ms;
+        r.min_ms = t.min_ms;
+        r.max_ms = t.max_ms;
+        r.runs = (int64_t)t.samples_ms.size();
+    } catch (const Halide::Error &e) {
+        set_test_fault_armed(false);
+        // Halide's runtime reports a failed halide_malloc as "Out of memory"
+        std::string what = e.what();
+        bool oom = what.find("Out of memory") != std::string::npos || what.find("out of memory") != std::string::npos;
+        return measure_failure(oom ? TrialStatus::OutOfMemory : TrialStatus::RuntimeError, what);
+    }
+    // verify against the unfused reference on the same inputs and weights
+    Clock::time_point verify_start = Clock::now();
+    if (data.reference.empty()) data.reference = reference_outputs(g, job, data.inputs, &r.reference_computed);
+    if (std::optional<std::string> mismatch = first_mismatch(g, outs, data.reference)) {
+        r.status = TrialStatus::WrongResult;
+        r.error = *mismatch;
+    }
+    r.verify_ms = phase_ms(verify_start);
+    return r;
+}
+
+/** data for \p job: kept while its graph, seed and target stay the same (reference_key). */
+void refresh_job_data(const Graph &g, const MeasureJob &job, JobData &data) {
+    std::string key = reference_key(job);
+    if (data.key != key) data = JobData{key, random_inputs(g, job.seed), {}};
+}
+
+}  // namespace
+
 MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJob &job, const Halide::Target &target,
                               double compile_ms, JobData &data) {
     MeasureResult r;
     r.compile_ms = compile_ms;
-    std::string key = reference_key(job);
-    if (data.key != key) data = JobData{key, random_inputs(g, job.seed), {}};
+    refresh_job_data(g, job, data);
     const std::vector<std::vector<uint8_t>> &inputs = data.inputs;
     std::vector<Halide::Buffer<>> keep;
     for (size_t i = 0; i < lc.params.size(); i++) {
@@ -498,33 +605,17 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
     std::vector<Halide::Buffer<>> outs;
     for (TensorId t : lc.output_tensors) outs.push_back(make_buffer(g.type(t)));
     Halide::Realization realization(outs);
-    try {
-        set_test_fault_armed(true);  // only fusor.test.Fault reads this
-        Clock::time_point timing_start = Clock::now();
-        auto more = [&](const std::vector<double> &samples) { return keep_timing(samples, job.repeats, job.best_ms); };
-        Timing t = time_while([&] { lc.pipeline.realize(realization, target); }, job.warmup, more);
-        r.timing_ms = phase_ms(timing_start);
-        set_test_fault_armed(false);
-        r.median_ms = t.median_ms;
-        r.min_ms = t.min_ms;
-        r.max_ms = t.max_ms;
-        r.runs = (int64_t)t.samples_ms.size();
-    } catch (const Halide::Error &e) {
-        set_test_fault_armed(false);
-        // Halide's runtime reports a failed halide_malloc as "Out of memory"
-        std::string what = e.what();
-        bool oom = what.find("Out of memory") != std::string::npos || what.find("out of memory") != std::string::npos;
-        return measure_failure(oom ? TrialStatus::OutOfMemory : TrialStatus::RuntimeError, what);
-    }
-    // verify against the unfused reference on the same inputs and weights
-    Clock::time_point verify_start = Clock::now();
-    if (data.reference.empty()) data.reference = reference_outputs(g, job, inputs, &r.reference_computed);
-    if (std::optional<std::string> mismatch = first_mismatch(g, outs, data.reference)) {
-        r.status = TrialStatus::WrongResult;
-        r.error = *mismatch;
-    }
-    r.verify_ms = phase_ms(verify_start);
-    return r;
+    return time_and_verify_run(g, [&] { lc.pipeline.realize(realization, target); }, outs, job, data, r);
+}
+
+MeasureResult time_and_verify_region(const Graph &g, Executor &ex, const MeasureJob &job, double compile_ms, JobData &data) {
+    MeasureResult r;
+    r.compile_ms = compile_ms;
+    refresh_job_data(g, job, data);
+    for (size_t i = 0; i < data.inputs.size(); i++) ex.set_input(i, data.inputs[i].data(), data.inputs[i].size());
+    std::vector<Halide::Buffer<>> outs;
+    for (size_t i = 0; i < ex.num_outputs(); i++) outs.push_back(ex.output(i));  // shares the executor's buffers
+    return time_and_verify_run(g, [&] { ex.run(); }, outs, job, data, r);
 }
 
 namespace {
@@ -604,7 +695,8 @@ public:
         if (!held_) return send_result(measure_failure(TrialStatus::TunerError, "a bug in fusor: told to time with no compiled candidate"));
         Compiled c = std::move(*held_);
         held_.reset();
-        MeasureResult r = time_and_verify(c.g, c.lc, job_, c.target, c.compile_ms, data_);
+        MeasureResult r = c.region ? time_and_verify_region(c.g, *c.region, job_, c.compile_ms, data_)
+                                   : time_and_verify(c.g, c.lc, job_, c.target, c.compile_ms, data_);
         if (r.status == TrialStatus::OutOfMemory) r.error += fmt::format(" (the worker's limit is {} MB)", job_.memory_limit_mb);
         r.mapped_schedule = c.mapped_schedule;
         r.unmapped = c.unmapped;

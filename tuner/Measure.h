@@ -43,6 +43,13 @@ struct MeasureJob {
     /** The limit of this candidate's compile in the worker pool (tuner/WorkerPool.h); 0: the
      * pool's. Never above the pool's. Not sent to the worker. */
     double compile_timeout_s = 0;
+    /** A region job: graph_json's node n is in cluster node_clusters[n] (set_clusters: numbered
+     * in an execution order), each cluster compiled under cluster_schedules[k] (the text of its
+     * extracted form; "" or absent: the default) and the clusters run in order over their
+     * intermediates, as the executor runs a model; `schedule` is then unused. Empty: the whole
+     * graph is one cluster under `schedule`. CPU targets; not for export. */
+    std::vector<int> node_clusters;
+    std::vector<std::string> cluster_schedules;
 };
 
 struct MeasureResult {
@@ -77,6 +84,11 @@ Cluster whole_graph_cluster(const Graph &g);
  * elements replaced by seeded random specs (so jobs stay small and timing does not depend on the
  * values; verification runs candidate and reference on the same weights). */
 std::string job_graph_json(const Graph &g, const Cluster &c);
+
+/** A region job's graph: clusters [\p begin, \p end) of clustered \p g as one standalone graph
+ * (extract_part: its intermediates inside, its inputs and outputs at the edges), weights
+ * randomized as job_graph_json does; each node's cluster in *node_clusters (MeasureJob). */
+std::string region_graph_json(const Graph &g, int begin, int end, std::vector<int> *node_clusters);
 
 /** The verification tolerance of outputs of dtype \p d: the rule of tuner/bundle/bundle_data.h,
  * which candidates in workers and in measurement bundles are both checked by. */

@@ -352,3 +352,26 @@ TEST_CASE("node_pattern: a broadcast op with equal shapes is elementwise", "[gra
     CHECK(node_pattern(g, g.nodes[0]) == OpPattern::ElemWise);
     CHECK(node_pattern(g, g.nodes[1]) == OpPattern::Broadcast);
 }
+
+TEST_CASE("set_clusters: a given clustering gets form_clusters' inputs and outputs, and a bad one is refused with the reason",
+          "[graph][clustering]") {
+    // a -> b -> c, and d reads a and c
+    Graph g = graph(R"("inputs": [{"name": "x", "dtype": "f32", "shape": [4]}], "outputs": ["d"],
+        "nodes": [{"name": "a", "op": "Relu", "inputs": ["x"], "outputs": ["ta"]},
+                  {"name": "b", "op": "Neg", "inputs": ["ta"], "outputs": ["tb"]},
+                  {"name": "c", "op": "Exp", "inputs": ["tb"], "outputs": ["tc"]},
+                  {"name": "d", "op": "Add", "inputs": ["ta", "tc"], "outputs": ["d"]}])");
+    REQUIRE(set_clusters(g, {0, 1, 1, 2}) == "");
+    CHECK(members(g) == std::vector<Names>{{"a"}, {"b", "c"}, {"d"}});
+    CHECK(tensor_names(g, g.clusters[1].inputs) == Names{"ta"});
+    CHECK(tensor_names(g, g.clusters[1].outputs) == Names{"tc"});
+    CHECK(tensor_names(g, g.clusters[2].inputs) == Names{"ta", "tc"});
+    CHECK(g.clusters[2].name == "c2");
+    std::vector<Names> before = members(g);
+    CHECK(set_clusters(g, {0, 1}) == "the clustering names 2 nodes; the graph has 4");
+    CHECK(set_clusters(g, {0, 2, 2, 0}) == "cluster 1 has no nodes");
+    CHECK(set_clusters(g, {1, 0, 0, 2}) == "cluster 0 reads a cluster numbered after it: number clusters in an execution order");
+    CHECK(set_clusters(g, {0, 1, 0, 0}) == "the clusters depend on each other in a cycle");  // a, c, d <-> b
+    CHECK(set_clusters(g, {0, 0, 0, 7}) == "node d is in cluster 7, out of range");
+    CHECK(members(g) == before);  // a refused clustering leaves the graph's as it was
+}

@@ -306,6 +306,47 @@ TEST_CASE("measure: a candidate that prepacks a weight is timed on the prepared 
     }
 }
 
+TEST_CASE("measure: a region job runs several clusters in order over their intermediates, each under its own schedule, "
+          "and verifies the whole",
+          "[tuner][autotune][region]") {
+    Graph g = model("mlp_head");
+    form_clusters(g);
+    REQUIRE(g.clusters.size() == 3);
+    MeasureJob job;
+    job.graph_json = region_graph_json(g, 0, 3, &job.node_clusters);
+    job.repeats = 3;
+    CHECK(std::set<int>(job.node_clusters.begin(), job.node_clusters.end()) == std::set<int>{0, 1, 2});
+    MeasureResult def = measure_here(job);  // every cluster under its default
+    INFO(def.error);
+    CHECK(def.status == TrialStatus::Ok);
+    CHECK(def.runs >= 3);
+    // cluster 1 under a schedule of its own (its extracted names): per-call packing, serial
+    job.cluster_schedules = {"", "k_n0_acc at=k_n1.xo vec=8 unroll=0,1\nk_n0_packb at=k_n1.xo vec=8\nk_n0 inline\nk_n1 root tile=32x1 vec=8\n"};
+    MeasureResult mine = measure_in_worker(FUSOR_TEST_WORKER, job, 120);
+    INFO(mine.error);
+    CHECK(mine.status == TrialStatus::Ok);
+    job.cluster_schedules[1] = "k_n0_acc inline\n";  // a reduction cannot be inlined
+    MeasureResult bad = measure_here(job);
+    CHECK(bad.status == TrialStatus::Illegal);
+    CHECK_THAT(bad.error, Catch::Contains("cluster c1: ") && Catch::Contains("k_n0_acc"));
+}
+
+TEST_CASE("measure: a region job with a cluster that computes wrong values is a wrong result", "[tuner][autotune][region]") {
+    fusor::test::register_test_ops();
+    // Relu, then a Fault that corrupts values while armed (timed runs only), then Sigmoid: three clusters
+    Graph g = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64]}], "outputs": ["z"],
+        "nodes": [{"name": "r", "op": "Relu", "inputs": ["x"], "outputs": ["a"]},
+                  {"name": "fault", "op": "Fault", "domain": "fusor.test", "inputs": ["a"], "outputs": ["b"], "attrs": {"mode": "wrong"}},
+                  {"name": "s", "op": "Sigmoid", "inputs": ["b"], "outputs": ["z"]}]})",
+                               "region_fault.json");
+    form_clusters(g);
+    MeasureJob job;
+    job.graph_json = region_graph_json(g, 0, (int)g.clusters.size(), &job.node_clusters);
+    job.repeats = 2;
+    MeasureResult r = measure_in_worker(FUSOR_TEST_WORKER, job, 120);
+    CHECK(r.status == TrialStatus::WrongResult);
+}
+
 TEST_CASE("measure: outputs with infinities and NaN verify against the same values", "[tuner][autotune]") {
     // exp(1000 x) is +inf for x > 0.09 and sqrt(x) NaN for x < 0 on the seeded inputs in [-1, 1):
     // a candidate matching the reference there is ok (inf - inf is NaN, once read as a mismatch)
