@@ -56,9 +56,73 @@ std::vector<uint8_t> permute_data(const Tensor &t, const std::vector<int64_t> &p
     return out;
 }
 
-bool is_conv2d(const Graph &g, const Node &n) {
-    return n.op == OpKind::Conv && g.type(n.inputs[0]).rank() == 4 && g.tensor(n.inputs[1]).is_initializer &&
+/** A Conv over \p rank-dim activations whose weights (and bias) are constants. */
+bool is_const_conv(const Graph &g, const Node &n, int rank) {
+    return n.op == OpKind::Conv && g.type(n.inputs[0]).rank() == rank && g.tensor(n.inputs[1]).is_initializer &&
            (n.inputs.size() < 3 || n.inputs[2] == kNoTensor || g.tensor(n.inputs[2]).is_initializer);
+}
+
+bool is_conv2d(const Graph &g, const Node &n) {
+    return is_const_conv(g, n, 4);
+}
+
+/** \p s with a 1 inserted before its last entry: [N, C, L] -> [N, C, 1, L]. */
+std::vector<int64_t> with_unit_height(std::vector<int64_t> s) {
+    s.insert(s.end() - 1, 1);
+    return s;
+}
+
+/** A 1-D Conv's attributes for the same conv in 2-D over a height of 1. */
+Attrs attrs_2d(Attrs a) {
+    for (const char *key : {"kernel_shape", "strides", "dilations"}) {
+        auto it = a.find(key);
+        if (it == a.end()) continue;
+        std::vector<int64_t> v = std::get<std::vector<int64_t>>(it->second);
+        v.insert(v.begin(), 1);
+        it->second = v;
+    }
+    auto pads = a.find("pads");
+    if (pads != a.end()) {
+        std::vector<int64_t> p = std::get<std::vector<int64_t>>(pads->second);  // [begin, end]
+        pads->second = std::vector<int64_t>{0, p.at(0), 0, p.at(1)};
+    }
+    return a;
+}
+
+TensorId shape_constant(Graph &g, const std::string &name, const std::vector<int64_t> &shape) {
+    std::vector<uint8_t> bytes(shape.size() * sizeof(int64_t));
+    std::memcpy(bytes.data(), shape.data(), bytes.size());
+    return add_initializer(g, name, TensorType{DType::I64, {(int64_t)shape.size()}}, std::move(bytes));
+}
+
+/** Rewrites every 1-D Conv with constant weights as the same conv in 2-D over a height of 1,
+ * between two Reshapes: the NHWC conversion then puts its output channels in the vector lanes
+ * (an STFT-like Conv1d over a few frames is otherwise vectorized over the frames, a strided
+ * gather). Returns true if any was rewritten (the graph then needs check_after_pass). */
+bool convs_1d_as_2d(Graph &g) {
+    std::vector<NodeId> convs;
+    for (const Node &n : g.nodes) {
+        if (is_const_conv(g, n, 3)) convs.push_back(n.id);
+    }
+    for (NodeId id : convs) {
+        const Node n = g.nodes[id];  // copy: adding nodes may reallocate
+        TensorId x = n.inputs[0], w = n.inputs[1], y = n.outputs[0];
+        std::string xname = g.tensor(x).name, yname = g.tensor(y).name;
+        TensorType wt = g.type(w);
+        std::vector<int64_t> y2d = with_unit_height(g.type(y).shape);
+        TensorId x4 = add_tensor(g, xname + "_2d");
+        add_node(g, OpKind::Reshape, n.name + "_to_2d", {x, shape_constant(g, n.name + "_shape_2d", with_unit_height(g.type(x).shape))}, {x4});
+        std::vector<uint8_t> wdata = g.tensor(w).data;  // [M, C/g, K] and [M, C/g, 1, K] share their bytes
+        std::vector<TensorId> ins = {x4, add_initializer(g, g.tensor(w).name + "_2d", TensorType{wt.dtype, with_unit_height(wt.shape)}, std::move(wdata))};
+        if (n.inputs.size() >= 3) ins.push_back(n.inputs[2]);
+        TensorId y4 = add_tensor(g, yname + "_2d");
+        add_node(g, OpKind::Conv, n.name + "_2d", ins, {y4}, attrs_2d(n.attrs));
+        add_node(g, OpKind::Reshape, n.name + "_from_2d", {y4, shape_constant(g, n.name + "_shape_1d", g.type(y).shape)}, {y});
+        count_event("conv-1d-as-2d");
+    }
+    if (convs.empty()) return false;
+    remove_nodes(g, std::set<NodeId>(convs.begin(), convs.end()));
+    return true;
 }
 
 /** An elementwise/broadcast node over rank-4 activations whose other inputs are constants. */
@@ -81,12 +145,14 @@ bool is_convertible_elementwise(const Graph &g, const Node &n) {
 
 Layout choose_layout(const Graph &g) {
     for (const Node &n : g.nodes) {
-        if (is_conv2d(g, n)) return Layout::Nhwc;
+        if (is_conv2d(g, n) || is_const_conv(g, n, 3)) return Layout::Nhwc;
     }
     return Layout::Nchw;
 }
 
 bool convert_to_nhwc(Graph &g) {
+    bool changed = convs_1d_as_2d(g);
+    if (changed) check_after_pass(g, "layout-nhwc (1-D convs as 2-D)");
     // 1. convertible nodes, grouped into connected regions (union-find over shared tensors)
     std::vector<int> region(g.nodes.size(), -1);
     std::vector<bool> convertible(g.nodes.size(), false);
@@ -170,7 +236,7 @@ bool convert_to_nhwc(Graph &g) {
         }
         count_event("layout-region-nhwc");
     }
-    if (removed.empty()) return false;
+    if (removed.empty()) return changed;
     remove_nodes(g, removed);
     return true;
 }

@@ -19,8 +19,8 @@ enum class Layout {
 std::optional<Layout> parse_layout(std::string_view text);
 const char *layout_name(Layout l);
 
-/** The layout Auto resolves to for \p g on this CPU: NHWC when the graph has 2-D convolutions
- * (bench_models measures whether it pays), NCHW otherwise. */
+/** The layout Auto resolves to for \p g on this CPU: NHWC when the graph has 1-D or 2-D
+ * convolutions with constant weights (bench_models measures whether it pays), NCHW otherwise. */
 Layout choose_layout(const Graph &g);
 
 /** Rewrites every connected region of 2-D Conv nodes and the elementwise/broadcast nodes around
@@ -31,8 +31,9 @@ Layout choose_layout(const Graph &g);
  *
  * Conv weights become HWIO constants and per-channel constants ([C,1,1], [1,C,1,1]) are permuted.
  * Transposes appear only where a region meets the rest of the graph, one per tensor crossing.
- * A region needs at least one Conv whose weights are constant. Graph input and output names and
- * layouts are unchanged. Returns true if any region was converted. */
+ * A region needs at least one Conv whose weights are constant. A 1-D Conv with constant weights
+ * is first rewritten as a 2-D one over a height of 1 between two Reshapes, and converted so. Graph
+ * input and output names and layouts are unchanged. Returns true if the graph changed. */
 bool convert_to_nhwc(Graph &g);
 
 }  // namespace fusor

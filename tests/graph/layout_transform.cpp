@@ -103,3 +103,33 @@ TEST_CASE("layout: parse_layout accepts auto, nchw and nhwc only", "[graph][layo
     CHECK_FALSE(parse_layout("NHWC"));
     CHECK_FALSE(parse_layout("nchw16c"));
 }
+
+TEST_CASE("layout: a 1-D conv becomes a 2-D NHWC conv between two reshapes, with strides, pads, dilations, groups and bias",
+          "[graph][layout]") {
+    Graph g = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 4, 40]}],
+        "outputs": ["y"], "initializers": [
+          {"name": "w", "dtype": "f32", "shape": [6, 2, 5], "random": {"seed": 1}},
+          {"name": "b", "dtype": "f32", "shape": [6], "random": {"seed": 2}}],
+        "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w", "b"], "outputs": ["c"],
+                   "attrs": {"strides": [3], "pads": [2, 1], "dilations": [2], "group": 2}},
+                  {"name": "relu", "op": "Relu", "inputs": ["c"], "outputs": ["y"]}]})",
+                               "conv1d.json");
+    Graph original = g;
+    CHECK(choose_layout(g) == Layout::Nhwc);
+    CHECK(convert_to_nhwc(g));
+    check_after_pass(g, "layout-nhwc");
+    CHECK(count_op(g, OpKind::ConvNhwc) == 1);
+    CHECK(count_op(g, OpKind::Conv) == 0);
+    CHECK(count_op(g, OpKind::Reshape) == 2);
+    CHECK(g.type(g.outputs[0]) == original.type(original.outputs[0]));
+    check_same_outputs(original, g);
+}
+
+TEST_CASE("layout: the audio front end's strided Conv1d is converted, and its outputs are unchanged", "[graph][layout]") {
+    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/audio_frontend.json");
+    Graph original = g;
+    CHECK(convert_to_nhwc(g));
+    check_after_pass(g, "layout-nhwc");
+    CHECK(count_op(g, OpKind::ConvNhwc) == 1);
+    check_same_outputs(original, g);
+}
