@@ -235,14 +235,14 @@ void LowerContext::define_packing(Func &f, const std::vector<Var> &args, const E
     FUSOR_INTERNAL_ASSERT(info) << "define_packing of " << f.name() << ", not made by make_stage";
     info->packing = true;
     info->over_constants = operand.constant;
-    auto wanted = prepack_ ? prepack_->panels.find(info->name) : std::map<std::string, int>::iterator();
-    if (!prepack_ || wanted == prepack_->panels.end() || !operand.constant) {
+    bool wanted = prepack_ && prepack_->panels.count(info->name);
+    if (!wanted || !operand.constant) {
         f(args) = value;  // packed per call, where the schedule's level says
         return;
     }
     PreparedStage p;
     p.stage = info->name;
-    p.panel = wanted->second;
+    p.panel = prepack_->panels.at(info->name);
     p.dtype = operand.type.dtype;
     p.extents = panel_extents(info->extents, p.panel);
     p.buffer = ImageParam(value.type(), (int)p.extents.size(), info->name + "_prepared");

@@ -65,6 +65,7 @@ void add_prepare_pipelines(const Graph &g, const Cluster &c, const std::string &
         }
         if (p.extents[0] >= 8) out.vectorize(args[0], 8);
         p.pipeline = Pipeline(out);
+        prepare_jit(p.pipeline);  // once: realize_prepared JIT-compiles it on first use
         p.inputs = fresh.params;
     }
 }
@@ -78,7 +79,6 @@ Halide::Buffer<> realize_prepared(PreparedStage &p, const std::vector<Halide::Bu
     }
     std::vector<int> sizes(p.extents.begin(), p.extents.end());
     Buffer<> out(p.buffer.type(), sizes);
-    prepare_jit(p.pipeline);
     p.pipeline.realize(out, host_target(), map);
     g_prepared_runs++;
     return out;

@@ -109,7 +109,6 @@ bool convs_1d_as_2d(Graph &g) {
         TensorId x = n.inputs[0], w = n.inputs[1], y = n.outputs[0];
         std::string xname = g.tensor(x).name, yname = g.tensor(y).name;
         TensorType wt = g.type(w);
-        std::vector<int64_t> y2d = with_unit_height(g.type(y).shape);
         TensorId x4 = add_tensor(g, xname + "_2d");
         add_node(g, OpKind::Reshape, n.name + "_to_2d", {x, shape_constant(g, n.name + "_shape_2d", with_unit_height(g.type(x).shape))}, {x4});
         std::vector<uint8_t> wdata = g.tensor(w).data;  // [M, C/g, K] and [M, C/g, 1, K] share their bytes
