@@ -1,0 +1,297 @@
+/** \file
+ * fusor._core: the native half of the Python package (python/fusor/__init__.py is the public API
+ * and docs/python.md its guide).
+ *
+ * Two entry points, each one C++ path the CLI uses too:
+ * - Session: a compiled model (runtime/Session.h). run() binds the caller's numpy memory in place
+ *   (no copy in or out) and runs with the GIL released, one run at a time per model.
+ * - cli(): one CLI verb run in this process (tools/Commands.h run_verb), so autotune, compile,
+ *   bench and inspect behave, and fail, exactly as `fusor VERB` does. Its hooks carry progress,
+ *   log lines, --json documents and autotune's results back to Python.
+ *
+ * Errors: UserError (what the CLI answers with exit status 2) is fusor.BadInput; every other
+ * C++ exception is fusor.Error. */
+#include <atomic>
+#include <csignal>
+#include <mutex>
+#include <optional>
+
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "generators/CudaCheck.h"
+#include "generators/HostTarget.h"
+#include "graph/Error.h"
+#include "tools/Commands.h"
+#include "tools/ModelIo.h"
+#include "tuner/DbSchedules.h"
+
+namespace py = pybind11;
+
+namespace fusor::python {
+
+namespace {
+
+PyObject *g_error = nullptr, *g_bad_input = nullptr;
+
+/** Options of load() as the CLI spells them (flags), parsed by the CLI's own functions. */
+struct LoadOptions {
+    std::vector<std::string> shapes;  ///< NAME=D1xD2x...
+    std::optional<std::string> db;
+    std::optional<int> threads;
+    std::string target = "host", layout = "auto";
+    bool unfused = false, optimize = true;
+};
+
+/** A compiled model. Runs are serialized by a mutex, so two Python threads sharing one model
+ * take turns; two models run at once. */
+class PySession {
+public:
+    PySession(const std::string &path, const LoadOptions &o) {
+        if (o.threads && *o.threads < 1) throw UserError("threads is " + std::to_string(*o.threads) + "; expected at least 1");
+        Halide::Target t = parse_target(o.target);
+        cli::check_jit_gpu_target(t, o.target);
+        cli::check_jit_cpu_target(t, o.target);
+        if (t.has_feature(Halide::Target::CUDA) && !cuda_driver_available()) throw std::runtime_error(no_cuda_driver_message(o.target));
+        cli::layout_flag(o.layout);
+        SessionOptions so;
+        so.shapes = cli::shape_bindings(o.shapes);
+        so.optimize = o.optimize;
+        so.layout = o.layout;
+        so.threads = o.threads.value_or(0);
+        so.target = o.target;
+        so.mode = o.unfused ? ExecMode::Unfused : ExecMode::Fused;
+        Graph g = load_optimized_model(path, so);
+        if (o.db && !o.unfused) use_tuning_db(so, *o.db, &decisions_, &warnings_);
+        session_ = std::make_unique<Session>(g, so);
+        cli::note_fallbacks(session_->executor(), decisions_, warnings_);
+    }
+
+    /** (name, numpy dtype string, shape) per input or output, in graph order. */
+    std::vector<py::tuple> tensors(bool inputs) const {
+        std::vector<py::tuple> out;
+        size_t n = inputs ? session_->num_inputs() : session_->num_outputs();
+        for (size_t i = 0; i < n; i++) {
+            const Tensor &t = inputs ? session_->input(i) : session_->output(i);
+            out.push_back(py::make_tuple(t.name, dtype_npy_descr(t.type.dtype), py::tuple(py::cast(t.type.shape))));
+        }
+        return out;
+    }
+
+    /** Runs on \p inputs and writes \p outputs, all in graph order, dense, of the right dtype and
+     * shape (the Python side checks and names them; Session::run checks the byte sizes again). */
+    void run(const std::vector<py::array> &inputs, const std::vector<py::array> &outputs) {
+        std::vector<const void *> in;
+        std::vector<void *> out;
+        std::vector<size_t> in_bytes, out_bytes;
+        for (const py::array &a : inputs) in.push_back(a.data()), in_bytes.push_back((size_t)a.nbytes());
+        for (const py::array &a : outputs) {
+            if (!a.writeable()) throw UserError("an output array is read-only");
+            out.push_back(const_cast<void *>(a.data())), out_bytes.push_back((size_t)a.nbytes());
+        }
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(mu_);
+        session_->run(in, in_bytes, out, out_bytes);
+    }
+
+    /** The inputs `fusor run --random SEED` feeds, as fresh arrays in graph order. */
+    std::vector<py::array> random_inputs(uint64_t seed) {
+        std::lock_guard<std::mutex> lock(mu_);
+        Executor &ex = session_->executor();
+        set_random_inputs(ex, seed);
+        std::vector<py::array> out;
+        for (size_t i = 0; i < ex.num_inputs(); i++) {
+            const Tensor &t = session_->input(i);
+            py::array a(py::dtype(dtype_npy_descr(t.type.dtype)), t.type.shape);
+            std::memcpy(a.mutable_data(), ex.input(i).data(), (size_t)a.nbytes());
+            out.push_back(a);
+        }
+        return out;
+    }
+
+    size_t kernels() const {
+        return session_->executor().num_kernels();
+    }
+    const std::vector<std::string> &decisions() const {
+        return decisions_;
+    }
+    const std::vector<std::string> &warnings() const {
+        return warnings_;
+    }
+
+private:
+    std::unique_ptr<Session> session_;
+    std::mutex mu_;
+    std::vector<std::string> decisions_, warnings_;  ///< from the tuning database (use_tuning_db)
+};
+
+// SIGINT during autotune: stop after the candidate being timed, then raise KeyboardInterrupt.
+std::atomic<bool> *g_sigint_stop = nullptr;
+std::atomic<bool> g_sigint_seen{false};
+
+extern "C" void on_sigint(int) {
+    g_sigint_seen = true;
+    if (g_sigint_stop) g_sigint_stop->store(true);
+}
+
+/** While alive (on the main thread only), SIGINT sets \p stop instead of Python's handler. */
+class SigintToStop {
+public:
+    explicit SigintToStop(std::atomic<bool> &stop, bool active) : active_(active) {
+        if (!active_) return;
+        g_sigint_seen = false;
+        g_sigint_stop = &stop;
+        struct sigaction sa {};
+        sa.sa_handler = on_sigint;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_);
+    }
+    ~SigintToStop() {
+        if (!active_) return;
+        sigaction(SIGINT, &old_, nullptr);
+        g_sigint_stop = nullptr;
+    }
+    bool fired() const {
+        return active_ && g_sigint_seen;
+    }
+
+private:
+    bool active_;
+    struct sigaction old_ {};
+};
+
+std::string g_worker_exe;
+
+py::dict progress_dict(const AutotuneProgress &p) {
+    py::dict d;
+    d["cluster"] = p.cluster, d["clusters"] = p.clusters, d["cluster_name"] = p.cluster_name;
+    d["trials_done"] = p.trials_done, d["trials_total"] = p.trials_total;
+    d["default_ms"] = p.default_ms, d["best_ms"] = p.best_ms;
+    d["elapsed_s"] = p.elapsed_s, d["eta_s"] = p.eta_s, d["last"] = p.last;
+    return d;
+}
+
+py::dict tuning_dict(const ClusterTuning &r) {
+    py::dict d;
+    d["cluster"] = r.name, d["signature"] = r.signature, d["default_ms"] = r.default_ms, d["best_ms"] = r.best_ms;
+    d["trials"] = r.trials, d["confirmed"] = r.confirmed;
+    return d;
+}
+
+/** Runs one CLI verb (run_verb) with the GIL released. \p progress and \p log, when not None,
+ * receive autotune's progress (a dict) and event lines instead of stderr and stdout. \p
+ * stoppable: Ctrl-C on the main thread stops the verb's work (autotune: after the candidate being
+ * timed) and raises KeyboardInterrupt once it has returned. Returns (status, the --json
+ * document or None, autotune's per-cluster results or None). */
+py::tuple run_cli_verb(const std::vector<std::string> &args, py::object progress, py::object log, bool stoppable) {
+    cli::CliHooks hooks;
+    hooks.worker_exe = g_worker_exe;
+    std::atomic<bool> stop{false};
+    hooks.stop = &stop;
+    std::optional<std::string> json;
+    hooks.json = [&](const std::string &s) { json = s; };
+    std::optional<std::vector<ClusterTuning>> tuned;
+    hooks.tuned = [&](const std::vector<ClusterTuning> &r) { tuned = r; };
+    std::optional<py::error_already_set> failed;  // the first exception a Python callback raised
+    // called on the tuner's side without the GIL: every Python object is made after taking it
+    auto call = [&](const py::object &fn, const std::function<py::object()> &arg) {
+        py::gil_scoped_acquire gil;
+        if (failed) return;
+        try {
+            fn(arg());
+        } catch (py::error_already_set &e) {
+            failed = std::move(e);
+            stop = true;
+        }
+    };
+    if (!progress.is_none()) hooks.progress = [&](const AutotuneProgress &p) { call(progress, [&] { return progress_dict(p); }); };
+    if (!log.is_none()) hooks.log = [&](const std::string &line) { call(log, [&] { return py::str(line); }); };
+    bool main_thread = py::module_::import("threading").attr("current_thread")().is(py::module_::import("threading").attr("main_thread")());
+    int status;
+    bool interrupted;
+    {
+        SigintToStop guard(stop, stoppable && main_thread);
+        {
+            py::gil_scoped_release release;
+            status = cli::run_verb(args, hooks);
+        }
+        interrupted = guard.fired();
+    }
+    if (failed) throw std::move(*failed);
+    if (interrupted) {
+        std::string msg = "fusor " + args.at(0) + " stopped by Ctrl-C; every trial measured so far is stored";
+        PyErr_SetString(PyExc_KeyboardInterrupt, msg.c_str());
+        throw py::error_already_set();
+    }
+    py::object results = py::none();
+    if (tuned) {
+        py::list l;
+        for (const ClusterTuning &r : *tuned) l.append(tuning_dict(r));
+        results = l;
+    }
+    return py::make_tuple(status, json ? py::object(py::str(*json)) : py::object(py::none()), results);
+}
+
+}  // namespace
+
+}  // namespace fusor::python
+
+PYBIND11_MODULE(_core, m) {
+    using namespace fusor;
+    using namespace fusor::python;
+    m.doc() = "fusor's native module; use the fusor package (docs/python.md)";
+    g_error = PyErr_NewExceptionWithDoc("fusor.Error", "A fusor operation failed (the CLI's exit status 1).", PyExc_RuntimeError, nullptr);
+    g_bad_input = PyErr_NewExceptionWithDoc("fusor.BadInput",
+                                            "Bad input: a malformed model, flag, feed, file or database (the CLI's exit status 2).",
+                                            g_error, nullptr);
+    m.add_object("Error", py::handle(g_error));
+    m.add_object("BadInput", py::handle(g_bad_input));
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const py::builtin_exception &) {
+            throw;
+        } catch (const UserError &e) {
+            PyErr_SetString(g_bad_input, e.what());
+        } catch (const Halide::Error &e) {
+            PyErr_SetString(g_error, (std::string("Halide: ") + e.what()).c_str());
+        } catch (const std::exception &e) {
+            PyErr_SetString(g_error, e.what());
+        }
+    });
+
+    py::class_<LoadOptions>(m, "LoadOptions")
+        .def(py::init<>())
+        .def_readwrite("shapes", &LoadOptions::shapes)
+        .def_readwrite("db", &LoadOptions::db)
+        .def_readwrite("threads", &LoadOptions::threads)
+        .def_readwrite("target", &LoadOptions::target)
+        .def_readwrite("layout", &LoadOptions::layout)
+        .def_readwrite("unfused", &LoadOptions::unfused)
+        .def_readwrite("optimize", &LoadOptions::optimize);
+
+    py::class_<PySession>(m, "Session")
+        .def(py::init([](const std::string &path, const LoadOptions &o) {
+                 py::gil_scoped_release release;  // loading compiles every kernel
+                 return std::make_unique<PySession>(path, o);
+             }),
+             py::arg("path"), py::arg("options"))
+        .def("tensors", &PySession::tensors, py::arg("inputs"))
+        .def("run", &PySession::run, py::arg("inputs"), py::arg("outputs"))
+        .def("random_inputs", &PySession::random_inputs, py::arg("seed"))
+        .def_property_readonly("kernels", &PySession::kernels)
+        .def_property_readonly("decisions", &PySession::decisions)
+        .def_property_readonly("warnings", &PySession::warnings);
+
+    m.def("cli", &run_cli_verb, py::arg("args"), py::arg("progress") = py::none(), py::arg("log") = py::none(), py::arg("stoppable") = false);
+    m.def("set_worker_executable", [](const std::string &path) { g_worker_exe = path; });
+    m.def("set_process_threads", [](int n) {
+        if (n < 1) throw UserError("threads is " + std::to_string(n) + "; expected at least 1");
+        set_num_threads(n);
+    });
+    m.def("host_target", [] { return describe_host_target(); });
+    m.attr("__version__") = FUSOR_VERSION;
+    m.attr("halide_version") = FUSOR_HALIDE_VERSION;
+}

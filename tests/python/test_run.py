@@ -1,0 +1,109 @@
+"""Running models from Python: outputs against the CLI's, the feed rules, output ownership."""
+import os
+
+import numpy as np
+import pytest
+
+import fusor
+from conftest import CONFIG_MODELS, cli, config_model, file_stem
+
+
+@pytest.mark.parametrize("model", CONFIG_MODELS, ids=lambda p: os.path.basename(p))
+def test_outputs_are_bit_identical_to_the_cli(model, tmp_path):
+    m = fusor.load(model)
+    feeds = m.random_inputs(seed=3)
+    (tmp_path / "in").mkdir()
+    for name, a in feeds.items():
+        np.save(tmp_path / "in" / (file_stem(name) + ".npy"), a)
+    cli("run", model, "--inputs", str(tmp_path / "in"), "--outputs", str(tmp_path / "out"))
+    got = m.run(feeds)
+    assert list(got) == [t.name for t in m.outputs]
+    for t in m.outputs:
+        expected = np.load(tmp_path / "out" / (file_stem(t.name) + ".npy"))
+        assert got[t.name].dtype == expected.dtype and got[t.name].shape == expected.shape
+        assert got[t.name].tobytes() == expected.tobytes(), t.name
+
+
+def test_random_inputs_are_the_clis(tmp_path):
+    model = config_model("resnet_block")
+    m = fusor.load(model)
+    cli("run", model, "--random", "5", "--outputs", str(tmp_path))
+    for t in m.outputs:
+        expected = np.load(tmp_path / (file_stem(t.name) + ".npy"))
+        assert m.run(m.random_inputs(5))[t.name].tobytes() == expected.tobytes()
+
+
+def test_fused_matches_unfused():
+    model = config_model("mobilenet_v2_block")
+    fused, unfused = fusor.load(model), fusor.load(model, unfused=True)
+    assert unfused.kernels > fused.kernels
+    feeds = fused.random_inputs(1)
+    a, b = fused.run(feeds), unfused.run(feeds)
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], rtol=1e-4, atol=1e-4)
+
+
+def test_describes_inputs_and_outputs(mlp_head):
+    doc = fusor.inspect(config_model("mlp_head"))
+    assert mlp_head.inspect() == doc
+    assert mlp_head.kernels == doc["kernels"]["fused"]
+    for t in mlp_head.inputs + mlp_head.outputs:
+        assert isinstance(t, fusor.TensorInfo) and t.dtype == np.float32 and all(isinstance(d, int) for d in t.shape)
+    node_types = {n["output_type"] for n in doc["nodes"]}
+    assert node_types  # the model has nodes and the document names their types
+
+
+def test_returns_only_the_named_outputs():
+    m = fusor.load(config_model("attention_scores"))
+    feeds = m.random_inputs(0)
+    every = m.run(feeds)
+    name = m.outputs[-1].name
+    only = m.run(feeds, outputs=[name])
+    assert list(only) == [name]
+    assert only[name].tobytes() == every[name].tobytes()
+
+
+def test_outputs_own_their_memory(mlp_head):
+    x = mlp_head.inputs[0]
+    first = mlp_head.run({x.name: np.ones(x.shape, np.float32)})
+    kept = {k: v.copy() for k, v in first.items()}
+    second = mlp_head.run({x.name: np.full(x.shape, -2.0, np.float32)})
+    for k, v in first.items():
+        assert v.flags.owndata and v.flags.c_contiguous
+        assert v.tobytes() == kept[k].tobytes(), "a later run overwrote an earlier result"
+        assert not np.array_equal(v, second[k])
+
+
+def test_contiguous_inputs_are_passed_without_a_copy(mlp_head):
+    x = mlp_head.inputs[0]
+    a = np.ones(x.shape, np.float32)
+    assert fusor._feed(x, a) is a
+
+
+def test_strided_inputs_are_copied_and_give_the_same_outputs(mlp_head):
+    x = mlp_head.inputs[0]
+    rng = np.random.default_rng(7)
+    wide = rng.standard_normal(x.shape[:-1] + (2 * x.shape[-1],)).astype(np.float32)
+    view = wide[..., ::2]
+    assert not view.flags.c_contiguous
+    dense = np.ascontiguousarray(view)
+    assert fusor._feed(x, view) is not view
+    a, b = mlp_head.run({x.name: view}), mlp_head.run({x.name: dense})
+    for k in a:
+        assert a[k].tobytes() == b[k].tobytes()
+    # a Fortran-ordered array of the right shape follows the same rule
+    if len(x.shape) >= 2 and min(x.shape) > 1:
+        f = np.asfortranarray(dense)
+        assert mlp_head.run({x.name: f})[k].tobytes() == b[k].tobytes()
+
+
+def test_compile_writes_a_library(tmp_path):
+    wrote = fusor.compile(config_model("eltwise_chain"), tmp_path / "lib", name="chain")
+    assert wrote["header"].endswith("chain.h") and os.path.isfile(wrote["header"])
+    assert [os.path.basename(p) for p in wrote["libraries"]] == ["libchain.a"]
+    assert all(os.path.isfile(p) for p in wrote["libraries"] + [wrote["runtime"]])
+
+
+def test_bench_reports_medians():
+    doc = fusor.bench(config_model("eltwise_chain"), repeats=3, threads=1)
+    assert doc["fused_ms"] > 0 and doc["unfused_ms"] > 0 and doc["repeats"] == 3
