@@ -4,7 +4,8 @@
 #
 #   cmake/bootstrap.sh demo   the main job on the built-in default model (configs/models/resnet_block.json):
 #                             inspect its fusion, a short autotune into build/demo.db, then run and
-#                             bench (unfused, fused default, fused tuned) from that database
+#                             bench (unfused, fused default, fused tuned) from that database; then the
+#                             same from Python (examples/python/quickstart.py)
 #   cmake/bootstrap.sh test   build and run the whole test suite (ctest), then, when it passes, run
 #                             the libFuzzer targets under ASan+UBSan (tests/fuzz/run_fuzzers.sh: clang-14,
 #                             builds only the graph library in build-fuzz/): replay every corpus
@@ -30,7 +31,8 @@ packages=(g++ cmake ninja-build pkg-config libhalide14-0-dev libpng-dev libjpeg-
           libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata libdnnl-dev ocl-icd-opencl-dev  # dnnl-config.cmake needs OpenCL
           pocl-opencl-icd  # the tests run the GPU schedules on the CPU through OpenCL (docs/cuda.md)
           clang-14 libclang-rt-14-dev llvm-14  # the fuzz run (llvm-14: llvm-symbolizer-14)
-          curl ca-certificates)  # bench/models/fetch.sh (the real-model set)
+          curl ca-certificates  # bench/models/fetch.sh (the real-model set)
+          python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest)  # the Python package (python/, docs/python.md)
 
 install_missing() {
     local missing=()
@@ -65,6 +67,9 @@ demo)
     "$fusor" autotune "$model" --db "$db" --trials "${FUSOR_TRIALS:-20}"
     echo; echo "== fusor run $model --db $db"; "$fusor" run "$model" --random 0 --db "$db"
     echo; echo "== fusor bench $model --db $db"; "$fusor" bench "$model" --repeats 10 --per-cluster --db "$db"
+    python="$(sed -n 's/^FUSOR_PYTHON_EXECUTABLE:INTERNAL=//p' "$build/CMakeCache.txt")"
+    echo; echo "== from Python (docs/python.md): PYTHONPATH=$build/python python3 examples/python/quickstart.py"
+    PYTHONPATH="$build/python" "$python" examples/python/quickstart.py "$build/quickstart" --trials 4
     ;;
 test)
     install_missing

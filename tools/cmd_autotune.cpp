@@ -70,7 +70,7 @@ double parse_duration(const std::string &text) {
 
 }  // namespace
 
-Verb add_autotune(CLI::App &app) {
+Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
     CLI::App *cmd = app.add_subcommand("autotune", "Search schedules for every distinct cluster of a model and store every "
                                                    "measured trial in a tuning database");
     struct Opts {
@@ -190,8 +190,10 @@ Verb add_autotune(CLI::App &app) {
                 ao.timeout_s = o->timeout;
                 ao.worker_memory_mb = o->worker_memory;
                 ao.confirm_rounds = o->confirm_rounds;
-                ao.worker_exe = self_executable();
-                ao.stop = &g_stop;
+                ao.worker_exe = hooks.worker_exe.empty() ? self_executable() : hooks.worker_exe;
+                g_stop = false;
+                ao.stop = hooks.stop ? hooks.stop : &g_stop;
+                auto stopped = [&] { return ao.stop->load(); };
                 // On a terminal the progress is one line on stderr, rewritten in place under the
                 // event lines; otherwise plain lines.
                 bool tty = isatty(2);
@@ -214,24 +216,33 @@ Verb add_autotune(CLI::App &app) {
                     }
                     std::fflush(stderr);
                 };
-                std::signal(SIGINT, on_sigint);
+                if (hooks.progress) ao.progress = hooks.progress;
+                if (hooks.log) ao.log = hooks.log;
+                if (!hooks.stop) std::signal(SIGINT, on_sigint);
+                auto restore_sigint = [&] {
+                    if (!hooks.stop) std::signal(SIGINT, SIG_DFL);
+                };
                 if (!o->export_batch.empty()) {
                     ExportBatchResult b = export_batch(g, db, ao, o->export_batch);
-                    std::signal(SIGINT, SIG_DFL);
+                    restore_sigint();
                     if (tty && !status->empty()) std::fputs("\n", stderr);
                     if (b.measure.empty()) {
                         fmt::print("no candidate passed its checks: nothing to measure (trials stored in {})\n", o->db);
-                        return g_stop ? 1 : 0;
+                        return stopped() ? 1 : 0;
                     }
                     fmt::print("bundle {} for {}: {} candidates of {} clusters, {:.1f} MiB; run {} there, then "
                                "`fusor db import-results {}/results.json --db {}`\n",
                                o->export_batch, b.target, b.candidates, b.clusters.size(), b.bundle_bytes / 1048576.0, b.measure,
                                o->export_batch, o->db);
-                    return g_stop ? 1 : 0;
+                    return stopped() ? 1 : 0;
                 }
                 auto results = autotune(g, db, ao);
-                std::signal(SIGINT, SIG_DFL);
+                restore_sigint();
                 if (tty && !status->empty()) std::fputs("\n", stderr);
+                if (hooks.tuned) {
+                    hooks.tuned(results);
+                    return stopped() ? 1 : 0;
+                }
                 // best and default: per schedule, the median of its measurements (confirm included)
                 fmt::print("\n{:<6} {:>12} {:>12} {:>8} {:>7} {:>8}  signature\n", "cluster", "default ms", "best ms", "gain", "trials",
                            "confirm");
@@ -247,12 +258,12 @@ Verb add_autotune(CLI::App &app) {
                                "'unmeasured' (with their resources) in {}; timing needs a GPU\n",
                                o->db);
                 }
-                if (g_stop) {
+                if (stopped() && !hooks.stop) {
                     fmt::print("interrupted: every trial measured so far is stored in {}; run the same command again to resume "
                                "(stored schedules are not measured again)\n",
                                o->db);
                 }
-                return g_stop ? 1 : 0;
+                return stopped() ? 1 : 0;
             }};
 }
 

@@ -13,7 +13,7 @@
 
 namespace fusor::cli {
 
-Verb add_bench(CLI::App &app) {
+Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     CLI::App *cmd = app.add_subcommand("bench", "Time a model unfused and fused side by side in one run (medians)");
     struct Opts {
         std::string model, target = "host", layout = "auto", db;
@@ -93,7 +93,8 @@ Verb add_bench(CLI::App &app) {
                     j["unfused_kernels_detail"] = per_kernel(unfused);
                 }
                 if (o->json) {
-                    fmt::print("{}\n", j.dump(2));
+                    if (hooks.json) hooks.json(j.dump(2));
+                    else fmt::print("{}\n", j.dump(2));
                     return 0;
                 }
                 fmt::print("{}: unfused {:.3f} ms ({} kernels), fused {:.3f} ms ({} kernels), speedup {:.2f}x  "

@@ -35,7 +35,7 @@ std::string default_name(const std::string &model) {
 
 }  // namespace
 
-Verb add_compile(CLI::App &app) {
+Verb add_compile(CLI::App &app, const CliHooks &hooks) {
     CLI::App *cmd = app.add_subcommand("compile", "Compile a model into a static library and a C header (AOT), with the best "
                                                   "verified schedules of a tuning database");
     struct Opts {
@@ -144,7 +144,9 @@ Verb add_compile(CLI::App &app) {
                 }
                 ao.build_info_json = extra.dump();
                 if (*budget > 0 && *devices > 0) throw UserError("compile: --memory-budget and --devices are exclusive");
-                auto report = [](const AotResult &r, const std::string &what) {
+                nlohmann::json wrote = {{"libraries", nlohmann::json::array()}};
+                auto report = [&wrote](const AotResult &r, const std::string &what) {
+                    wrote["libraries"].push_back(r.library);
                     std::vector<std::string> untuned;
                     for (const AotCluster &c : r.clusters) {
                         if (!c.tuned) untuned.push_back(c.name);
@@ -176,7 +178,9 @@ Verb add_compile(CLI::App &app) {
                 } else {
                     report(compile_aot(g, ao), g.name);
                 }
-                if (!o->no_runtime) compile_aot_runtime(target, o->out);
+                wrote["header"] = (std::filesystem::path(o->out) / (ao.name + ".h")).string();
+                if (!o->no_runtime) wrote["runtime"] = compile_aot_runtime(target, o->out);
+                if (hooks.json) hooks.json(wrote.dump());
                 return 0;
             }};
 }

@@ -24,7 +24,7 @@ std::string mib(int64_t bytes) {
 
 }  // namespace
 
-Verb add_inspect(CLI::App &app) {
+Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
     CLI::App *cmd = app.add_subcommand("inspect", "Show a model's nodes, fusion clusters, schedules, kernel counts and "
                                                   "intermediate traffic, unfused vs fused");
     auto model = std::make_shared<std::string>();
@@ -151,7 +151,8 @@ Verb add_inspect(CLI::App &app) {
                     j["nodes_after_optimize"] = (int)fused.nodes.size();
                     j["intermediate_bytes"] = {{"unfused", {{"written", ur.bytes_written}, {"read", ur.bytes_read}}},
                                                {"fused", {{"written", fr.bytes_written}, {"read", fr.bytes_read}}}};
-                    fmt::print("{}\n", j.dump(2));
+                    if (hooks.json) hooks.json(j.dump(2));
+                    else fmt::print("{}\n", j.dump(2));
                     return 0;
                 }
                 fmt::print("target: {}\n", t.to_string());

@@ -1,6 +1,7 @@
 /** \file
  * The `fusor` CLI: one binary, git-style verbs. Exit status: 0 success, 1 the work failed, 2 bad
  * usage or bad input (a malformed model, flag or data file). */
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -9,17 +10,32 @@
 #include "graph/Error.h"
 #include "tools/Commands.h"
 
-int fusor::cli::run_cli(int argc, char **argv) {
+namespace fusor::cli {
+
+namespace {
+
+/** Registers every verb on \p app. */
+std::vector<Verb> add_verbs(CLI::App &app, const CliHooks &hooks) {
+    app.require_subcommand(1);
+    return {add_inspect(app, hooks), add_run(app),     add_bench(app, hooks),    add_optimize(app), add_ops(app),
+            add_db(app),             add_autotune(app, hooks), add_compile(app, hooks), add_worker(app),   add_conformance(app)};
+}
+
+int run_parsed(const std::vector<Verb> &verbs) {
+    for (const Verb &verb : verbs) {
+        if (verb.sub->parsed()) return verb.run();
+    }
+    return 2;
+}
+
+}  // namespace
+
+int run_cli(int argc, char **argv) {
     CLI::App app{"fusor: graph-fusion compiler and autotuner on Halide"};
     app.set_version_flag("--version", [] {
-        return std::string("fusor ") + FUSOR_VERSION + " (Halide " + FUSOR_HALIDE_VERSION + ")\n" + fusor::describe_host_target();
+        return std::string("fusor ") + FUSOR_VERSION + " (Halide " + FUSOR_HALIDE_VERSION + ")\n" + describe_host_target();
     });
-    app.require_subcommand(1);
-    std::vector<fusor::cli::Verb> verbs = {fusor::cli::add_inspect(app), fusor::cli::add_run(app),
-                                           fusor::cli::add_bench(app), fusor::cli::add_optimize(app),
-                                           fusor::cli::add_ops(app), fusor::cli::add_db(app),
-                                           fusor::cli::add_autotune(app), fusor::cli::add_compile(app),
-                                           fusor::cli::add_worker(app), fusor::cli::add_conformance(app)};
+    std::vector<Verb> verbs = add_verbs(app, {});
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp &e) {
@@ -33,10 +49,8 @@ int fusor::cli::run_cli(int argc, char **argv) {
         return 2;
     }
     try {
-        for (auto &verb : verbs) {
-            if (verb.sub->parsed()) return verb.run();
-        }
-    } catch (const fusor::UserError &e) {
+        return run_parsed(verbs);
+    } catch (const UserError &e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 2;
     } catch (const Halide::Error &e) {
@@ -46,5 +60,18 @@ int fusor::cli::run_cli(int argc, char **argv) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;
     }
-    return 2;
 }
+
+int run_verb(const std::vector<std::string> &args, const CliHooks &hooks) {
+    CLI::App app{"fusor"};
+    std::vector<Verb> verbs = add_verbs(app, hooks);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a vector from its back
+    try {
+        app.parse(reversed);
+    } catch (const CLI::ParseError &e) {
+        throw UserError(std::string("fusor ") + (args.empty() ? "" : args[0]) + ": " + e.what());
+    }
+    return run_parsed(verbs);
+}
+
+}  // namespace fusor::cli
