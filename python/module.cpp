@@ -96,6 +96,14 @@ public:
         session_->run(in, in_bytes, out, out_bytes);
     }
 
+    /** Runs on the executor's own input and output buffers: the run without numpy, for
+     * bench/bench_python.py's per-call overhead. */
+    void run_in_place() {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(mu_);
+        session_->run();
+    }
+
     /** The inputs `fusor run --random SEED` feeds, as fresh arrays in graph order. */
     std::vector<py::array> random_inputs(uint64_t seed) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -281,6 +289,7 @@ PYBIND11_MODULE(_core, m) {
         .def("tensors", &PySession::tensors, py::arg("inputs"))
         .def("run", &PySession::run, py::arg("inputs"), py::arg("outputs"))
         .def("random_inputs", &PySession::random_inputs, py::arg("seed"))
+        .def("run_in_place", &PySession::run_in_place)
         .def_property_readonly("kernels", &PySession::kernels)
         .def_property_readonly("decisions", &PySession::decisions)
         .def_property_readonly("warnings", &PySession::warnings);

@@ -129,6 +129,7 @@ class Model:
             target=target, layout=layout, no_optimize=not optimize)
         self.inputs = [TensorInfo(n, _np.dtype(d), tuple(s)) for n, d, s in self._session.tensors(True)]
         self.outputs = [TensorInfo(n, _np.dtype(d), tuple(s)) for n, d, s in self._session.tensors(False)]
+        self._input_names = frozenset(t.name for t in self.inputs)
 
     @property
     def kernels(self):
@@ -140,21 +141,24 @@ class Model:
         """Per cluster, the schedule the tuning database gave it (or why it has the default)."""
         return list(self._session.decisions)
 
-    def run(self, feeds, outputs=None):
+    def run(self, feeds, outputs=None, out=None):
         """Runs the model. feeds: {input name: numpy.ndarray}. Returns {output name: numpy.ndarray}
-        for every output, or for the names in outputs. The arrays are new and own their memory."""
+        for every output, or for the names in outputs. The arrays are new and own their memory,
+        except those given in out: {output name: numpy.ndarray}, C-contiguous arrays of the
+        output's dtype and shape that the kernels write into (no allocation per call)."""
         if not isinstance(feeds, _Mapping):
             raise BadInput(f"feeds is a {type(feeds).__name__}; expected a dict of input name -> numpy.ndarray")
-        for name in feeds:
-            if name not in {t.name for t in self.inputs}:
-                raise BadInput(f"unknown input '{name}'; the model's inputs are: {_names(self.inputs)}")
+        if len(feeds) != len(self.inputs) or any(name not in self._input_names for name in feeds):
+            for name in feeds:
+                if name not in self._input_names:
+                    raise BadInput(f"unknown input '{name}'; the model's inputs are: {_names(self.inputs)}")
         arrays = []
         for t in self.inputs:
             if t.name not in feeds:
                 raise BadInput(f"missing input '{t.name}' ({t.dtype}, shape {t.shape})")
             arrays.append(_feed(t, feeds[t.name]))
         wanted = self._wanted(outputs)
-        results = [_np.empty(t.shape, t.dtype) for t in self.outputs]
+        results = self._results(out)
         self._session.run(arrays, results)
         return {self.outputs[i].name: results[i] for i in wanted}
 
@@ -166,6 +170,30 @@ class Model:
     def inspect(self):
         """What `fusor inspect MODEL --json` prints, as a dict."""
         return _verb(["inspect", self.path, *self._flags, "--json"])[0]
+
+    def _results(self, out):
+        """One array per output: the caller's from out, checked, or a new one."""
+        if out is None:
+            return [_np.empty(t.shape, t.dtype) for t in self.outputs]
+        if not isinstance(out, _Mapping):
+            raise BadInput(f"out is a {type(out).__name__}; expected a dict of output name -> numpy.ndarray")
+        for name in out:
+            if name not in {t.name for t in self.outputs}:
+                raise BadInput(f"out names '{name}', which is not an output; the model's outputs are: "
+                               f"{_names(self.outputs)}")
+        results = []
+        for t in self.outputs:
+            a = out.get(t.name)
+            if a is None:
+                a = _np.empty(t.shape, t.dtype)
+            elif not isinstance(a, _np.ndarray) or a.dtype != t.dtype or a.shape != t.shape:
+                what = f"{a.dtype} {a.shape}" if isinstance(a, _np.ndarray) else f"a {type(a).__name__}"
+                raise BadInput(f"out['{t.name}'] is {what}; expected a numpy.ndarray of {t.dtype} with shape {t.shape}")
+            elif not (a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
+                raise BadInput(f"out['{t.name}'] is not a writeable, C-contiguous, aligned array; the kernels "
+                               "write into it in place")
+            results.append(a)
+        return results
 
     def _wanted(self, outputs):
         if outputs is None:

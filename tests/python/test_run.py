@@ -107,3 +107,23 @@ def test_compile_writes_a_library(tmp_path):
 def test_bench_reports_medians():
     doc = fusor.bench(config_model("eltwise_chain"), repeats=3, threads=1)
     assert doc["fused_ms"] > 0 and doc["unfused_ms"] > 0 and doc["repeats"] == 3
+
+
+def test_out_arrays_are_written_in_place():
+    m = fusor.load(config_model("resnet_block"))
+    y = m.outputs[0]
+    feeds = m.random_inputs(4)
+    buf = np.full(y.shape, np.nan, np.float32)
+    got = m.run(feeds, out={y.name: buf})
+    assert got[y.name] is buf
+    assert buf.tobytes() == m.run(feeds)[y.name].tobytes()
+    for bad, expected in [(np.zeros(y.shape, np.float64), "float64"),
+                          (np.zeros((2,) + y.shape, np.float32), "shape"),
+                          (np.zeros(y.shape[:-1] + (2 * y.shape[-1],), np.float32)[..., ::2], "C-contiguous"),
+                          ([0.0], "a list")]:
+        with pytest.raises(fusor.BadInput) as e:
+            m.run(feeds, out={y.name: bad})
+        assert f"out['{y.name}']" in str(e.value) and expected in str(e.value)
+    with pytest.raises(fusor.BadInput) as e:
+        m.run(feeds, out={"nosuch": buf})
+    assert "'nosuch'" in str(e.value)
