@@ -231,6 +231,7 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
             bool tiled = d < (int)st.tile.size();
             bool bounded_by_consumer_tile = st.level == ComputeLevel::At && info->aligned;
             int64_t extent = tiled ? st.tile[d] : info->extents[d];
+            if (d == 0 && st.vector_width > 1) extent = (extent + st.vector_width - 1) / st.vector_width;  // the loop around the vectors
             if (st.gpu_threads.empty() && !bounded_by_consumer_tile && extent > kMaxUnrolledExtent) {
                 return where + ": unroll of dim " + std::to_string(d) + " (" + arg_names(info->func)[d] + "), a loop of up to " +
                        std::to_string(extent) + " iterations; at most " + std::to_string(kMaxUnrolledExtent) +

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "generators/ApplySchedule.h"
 #include "generators/DefaultScheduleDetail.h"
 #include "graph/Clustering.h"
 #include "graph/ShapeInference.h"
@@ -100,6 +101,44 @@ int64_t reduction_points(const StageInfo &st) {
         points += elements * r;
     }
     return points;
+}
+
+/** Whether \p node's value, as a stage of \p lc computes it, selects between the inputs of a
+ * Concat along Halide dim 0 (the innermost, vectorized dim) whose seams and extent are multiples
+ * of \p vec: the node is such a Concat, or reads one through nodes inlined into it (elementwise
+ * ops over the same dims, not materialized as outputs). Halide's vectors cannot see that a vector
+ * never straddles a seam: each is two gathers, one per side (an NHWC channel concat staged as a
+ * conv's input window: 2x the conv's time on mlsd-large-320). Unrolling the loop around the
+ * vectors makes every offset a constant, and the selects and clamps fold into dense loads. */
+bool selects_concat_on_vectors(const Graph &g, const LoweredCluster &lc, NodeId node, int vec) {
+    std::set<NodeId> in_cluster, materialized;
+    for (const StageInfo &st : lc.stages) {
+        in_cluster.insert(st.node);
+        if (st.is_output) materialized.insert(st.node);
+    }
+    std::function<bool(NodeId, bool)> visit = [&](NodeId n, bool first) {
+        if (!in_cluster.count(n) || (!first && materialized.count(n))) return false;
+        const Node &nd = g.nodes[n];
+        const TensorType &t = g.type(nd.outputs[0]);
+        if (nd.op == OpKind::Concat) {
+            int rank = t.rank();
+            if (rank == 0 || normalize_axis(g, nd, attr_int(g, nd, "axis"), rank) != rank - 1 || t.shape.back() % vec) return false;
+            return std::all_of(nd.inputs.begin(), nd.inputs.end(), [&](TensorId x) { return g.type(x).shape.back() % vec == 0; });
+        }
+        OpPattern p = op_info(nd.op).pattern;
+        if (!first && p != OpPattern::ElemWise && p != OpPattern::Broadcast) return false;
+        return std::any_of(nd.inputs.begin(), nd.inputs.end(), [&](TensorId x) {
+            return x != kNoTensor && g.tensor(x).producer >= 0 && g.type(x).rank() == t.rank() && visit(g.tensor(x).producer, false);
+        });
+    };
+    return visit(node, true);
+}
+
+/** unroll={0} for a stage vectorized by \p vec over the whole of its dim 0 (\p extent) when it
+ * selects between a Concat's inputs along that dim (selects_concat_on_vectors). */
+std::vector<int> unroll_for_concat(const Graph &g, const LoweredCluster &lc, NodeId node, int64_t extent, int vec) {
+    if (vec < 4 || extent % vec || extent / vec > kMaxUnrolledExtent || !selects_concat_on_vectors(g, lc, node, vec)) return {};
+    return {0};
 }
 
 }  // namespace
@@ -207,6 +246,7 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             s.vector_width = vec >= 4 ? vec : 0;
         } else {
             s.vector_width = vec >= 4 ? vec : 0;
+            s.unroll = unroll_for_concat(g, lc, o.node, x, s.vector_width);
             // A transpose whose input is contiguous along an outer output dim k: tile dims 0 and k
             // together (32x32), so both the strided reads and the dense writes stay within cache
             // lines. (Mullapudi2016 found 3.5x on the ResNet block's NHWC->NCHW transpose.)
@@ -222,6 +262,7 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
                     s.tile[0] = (int)std::min<int64_t>(32, x);
                     s.tile[k] = (int)std::min<int64_t>(32, o.extents[k]);
                     s.vector_width = std::min(s.vector_width, s.tile[0]);
+                    s.unroll.clear();
                 }
             }
             // Row reductions (softmax, layernorm, ...): internal stages computed per row. One
@@ -308,7 +349,10 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
                 if (!st.aligned && st.role == StageRole::Reused && p.s.order.size() >= 2) s.at_var = p.s.order[p.s.order.size() - 2];
                 if (st.aligned && p.s.vector_width) s.vector_width = p.s.vector_width;
                 // a staged input window (e.g. a conv's padded input): copy it in vectors too
-                if (!st.aligned && st.role == StageRole::Reused && rank > 0 && st.extents[0] >= lanes) s.vector_width = lanes;
+                if (!st.aligned && st.role == StageRole::Reused && rank > 0 && st.extents[0] >= lanes) {
+                    s.vector_width = lanes;
+                    s.unroll = unroll_for_concat(g, lc, st.node, st.extents[0], lanes);
+                }
                 if (st.role == StageRole::Accumulator && st.aligned && rank >= 2) s.unroll = {0, 1};
                 if (st.role == StageRole::Accumulator && st.aligned && p.conv_blocked) s.unroll = {0, 1, 2};
             } else if (p.at_dim >= out_rank) {

@@ -1,5 +1,6 @@
 #include "graph/LayoutTransform.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -140,6 +141,46 @@ bool is_convertible_elementwise(const Graph &g, const Node &n) {
     return true;
 }
 
+/** A rank-4 data-movement node whose layout-dependent arguments are an axis or constants the
+ * conversion reorders: Concat (its axis), Resize (scales, sizes and roi per axis), Pad (pads per
+ * axis). The other inputs of Concat are activations or rank-4 constants. */
+bool is_convertible_movement(const Graph &g, const Node &n) {
+    if (n.outputs.size() != 1 || g.type(n.outputs[0]).rank() != 4) return false;
+    auto per_axis = [&](size_t i, std::initializer_list<int64_t> lengths) {  // absent, or a constant of such a length
+        if (i >= n.inputs.size() || n.inputs[i] == kNoTensor) return true;
+        const Tensor &c = g.tensor(n.inputs[i]);
+        return c.is_initializer && std::count(lengths.begin(), lengths.end(), c.type.num_elements()) > 0;
+    };
+    switch (n.op) {
+    case OpKind::Concat:
+        return std::all_of(n.inputs.begin(), n.inputs.end(), [&](TensorId t) { return t != kNoTensor && g.type(t).rank() == 4; });
+    case OpKind::Resize:
+        return per_axis(1, {0, 8}) && per_axis(2, {0, 4}) && per_axis(3, {0, 4});
+    case OpKind::Pad:
+        return n.inputs.size() <= 3 && per_axis(1, {8});  // no axes input: pads cover all four axes
+    default:
+        return false;
+    }
+}
+
+/** The NHWC axis of NCHW axis \p a. */
+int64_t nhwc_axis(int64_t a) {
+    return std::find(kToNhwc.begin(), kToNhwc.end(), a) - kToNhwc.begin();
+}
+
+/** A new constant with \p t's values, one per NCHW axis in runs of four (pads: begins, then
+ * ends), reordered to NHWC axis order. An empty constant is returned as it is. */
+TensorId per_axis_nhwc(Graph &g, TensorId t) {
+    const Tensor x = g.tensor(t);  // a copy: adding a tensor may reallocate
+    if (x.type.num_elements() == 0) return t;
+    size_t es = dtype_size(x.type.dtype);
+    std::vector<uint8_t> data(x.data.size());
+    for (int64_t run = 0; run < x.type.num_elements() / 4; run++) {
+        for (int64_t j = 0; j < 4; j++) std::memcpy(&data[(run * 4 + j) * es], &x.data[(run * 4 + kToNhwc[j]) * es], es);
+    }
+    return add_initializer(g, x.name + "_nhwc", x.type, std::move(data));
+}
+
 }  // namespace
 
 Layout choose_layout(const Graph &g) {
@@ -155,7 +196,9 @@ bool convert_to_nhwc(Graph &g) {
     // 1. convertible nodes, grouped into connected regions (union-find over shared tensors)
     std::vector<int> region(g.nodes.size(), -1);
     std::vector<bool> convertible(g.nodes.size(), false);
-    for (const Node &n : g.nodes) convertible[n.id] = is_conv2d(g, n) || is_convertible_elementwise(g, n);
+    for (const Node &n : g.nodes) {
+        convertible[n.id] = is_conv2d(g, n) || is_convertible_elementwise(g, n) || is_convertible_movement(g, n);
+    }
     std::vector<int> parent(g.nodes.size());
     for (size_t i = 0; i < parent.size(); i++) parent[i] = (int)i;
     std::function<int(int)> find = [&](int i) { return parent[i] == i ? i : parent[i] = find(parent[i]); };
@@ -213,6 +256,8 @@ bool convert_to_nhwc(Graph &g) {
                     ins.push_back(add_initializer(g, g.tensor(t).name + "_hwio", TensorType{g.type(t).dtype, shape}, std::move(data)));
                 } else if (op == OpKind::Conv && i == 2) {
                     ins.push_back(t);  // bias [M]: layout-free
+                } else if ((op == OpKind::Resize && i >= 1) || (op == OpKind::Pad && i == 1)) {
+                    ins.push_back(per_axis_nhwc(g, t));  // roi, scales, sizes; pads
                 } else if (g.tensor(t).is_initializer && g.type(t).num_elements() == 1) {
                     ins.push_back(t);  // scalars broadcast the same in any layout
                 } else {
@@ -221,7 +266,9 @@ bool convert_to_nhwc(Graph &g) {
             }
             TensorId out = add_tensor(g, g.tensor(n.outputs[0]).name + "_nhwc");
             nhwc[n.outputs[0]] = out;
-            add_node(g, op == OpKind::Conv ? OpKind::ConvNhwc : op, n.name + "_nhwc", ins, {out}, n.attrs);
+            Attrs attrs = n.attrs;
+            if (op == OpKind::Concat) attrs["axis"] = nhwc_axis(normalize_axis(g, n, attr_int(g, n, "axis"), 4));
+            add_node(g, op == OpKind::Conv ? OpKind::ConvNhwc : op, n.name + "_nhwc", ins, {out}, attrs);
             removed.insert(id);
         }
         // tensors leaving the region go back to NCHW under their own ids (names unchanged)

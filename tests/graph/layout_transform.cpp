@@ -133,3 +133,35 @@ TEST_CASE("layout: the audio front end's strided Conv1d is converted, and its ou
     CHECK(count_op(g, OpKind::ConvNhwc) == 1);
     check_same_outputs(original, g);
 }
+
+TEST_CASE("layout: Concat, Resize and Pad join the region, with their axis, scales and pads in NHWC order", "[graph][layout]") {
+    // an FPN step: a conv's output upsampled (Resize), concatenated on channels with another
+    // conv's, padded asymmetrically (reflect), then convolved; a constant block concatenated too
+    Graph g = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 3, 4, 6]},
+                                                                  {"name": "z", "dtype": "f32", "shape": [1, 3, 8, 12]}],
+        "outputs": ["y"], "initializers": [
+          {"name": "w1", "dtype": "f32", "shape": [4, 3, 1, 1], "random": {"seed": 1}},
+          {"name": "w2", "dtype": "f32", "shape": [2, 3, 3, 3], "random": {"seed": 2}},
+          {"name": "w3", "dtype": "f32", "shape": [5, 7, 3, 3], "random": {"seed": 3}},
+          {"name": "k", "dtype": "f32", "shape": [1, 1, 8, 12], "random": {"seed": 4}},
+          {"name": "roi", "dtype": "f32", "shape": [0], "data": []},
+          {"name": "scales", "dtype": "f32", "shape": [4], "data": [1, 1, 2, 2]},
+          {"name": "pads", "dtype": "i64", "shape": [8], "data": [0, 0, 1, 2, 0, 0, 2, 1]}],
+        "nodes": [{"name": "c1", "op": "Conv", "inputs": ["x", "w1"], "outputs": ["a"]},
+                  {"name": "up", "op": "Resize", "inputs": ["a", "roi", "scales"], "outputs": ["u"], "attrs": {"mode": "linear"}},
+                  {"name": "c2", "op": "Conv", "inputs": ["z", "w2"], "outputs": ["b"], "attrs": {"pads": [1, 1, 1, 1]}},
+                  {"name": "cat", "op": "Concat", "inputs": ["u", "b", "k"], "outputs": ["m"], "attrs": {"axis": -3}},
+                  {"name": "pad", "op": "Pad", "inputs": ["m", "pads"], "outputs": ["p"], "attrs": {"mode": "reflect"}},
+                  {"name": "c3", "op": "Conv", "inputs": ["p", "w3"], "outputs": ["y"]}]})",
+                               "fpn.json");
+    Graph original = g;
+    CHECK(convert_to_nhwc(g));
+    check_after_pass(g, "layout-nhwc");
+    // one region: a transpose per graph input and one for the output, none around Resize, Concat or Pad
+    CHECK(count_op(g, OpKind::Transpose) == 3);
+    CHECK(count_op(g, OpKind::ConvNhwc) == 3);
+    for (const Node &n : g.nodes) {
+        if (n.op == OpKind::Concat) CHECK(attr_int(g, n, "axis") == 3);
+    }
+    check_same_outputs(original, g);
+}
