@@ -141,6 +141,25 @@ std::vector<int> unroll_for_concat(const Graph &g, const LoweredCluster &lc, Nod
     return {0};
 }
 
+/** A staged window this size or smaller (one output row's) stays in L2 while every tile of the row reads it. */
+constexpr int64_t kRowWindowBytes = 256 << 10;
+
+/** Whether \p st, the staged input window of a dense NHWC conv whose output is tiled over (channels,
+ * columns) by \p out, is better computed once per output row (at dim 2's loop, outside the tile
+ * loops) than once per output-channel tile: the row's window (every input channel, every padded
+ * column, the kernel's rows) is at most kRowWindowBytes. Per tile, it is recomputed once per
+ * channel tile, which costs little for a copy but a lot for an inlined producer (an upsample's
+ * bilinear taps). */
+bool conv_window_per_row(const Graph &g, const StageInfo &st, const StageSchedule &out, int out_rank) {
+    const Node &n = g.nodes[st.node];
+    if (st.aligned || st.role != StageRole::Reused || n.op != OpKind::ConvNhwc || out_rank != 4 || out.tile.size() != 2) return false;
+    if (st.extents.size() != 4 || window_geometry(g, n).group != 1) return false;  // depthwise: 2x slower per row (c27 of mlsd-large-320)
+    const TensorType &w = g.type(n.inputs[1]);  // HWIO
+    int64_t rows = (w.shape[0] - 1) * window_geometry(g, n).dilations[0] + 1;
+    int64_t bytes = st.extents[0] * st.extents[1] * rows * (int64_t)st.func.output_types()[0].bytes();
+    return bytes <= kRowWindowBytes;
+}
+
 }  // namespace
 
 ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc,
@@ -347,6 +366,7 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
                 // staged operands (a conv's padded window, a matmul's packed B panel) go one tile
                 // loop further out than the accumulator, so consecutive tiles share them
                 if (!st.aligned && st.role == StageRole::Reused && p.s.order.size() >= 2) s.at_var = p.s.order[p.s.order.size() - 2];
+                if (conv_window_per_row(g, st, p.s, out_rank)) s.at_var = dim_var(2).name();
                 if (st.aligned && p.s.vector_width) s.vector_width = p.s.vector_width;
                 // a staged input window (e.g. a conv's padded input): copy it in vectors too
                 if (!st.aligned && st.role == StageRole::Reused && rank > 0 && st.extents[0] >= lanes) {
