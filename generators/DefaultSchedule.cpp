@@ -153,9 +153,10 @@ constexpr int64_t kRowWindowBytes = 256 << 10;
 bool conv_window_per_row(const Graph &g, const StageInfo &st, const StageSchedule &out, int out_rank) {
     const Node &n = g.nodes[st.node];
     if (st.aligned || st.role != StageRole::Reused || n.op != OpKind::ConvNhwc || out_rank != 4 || out.tile.size() != 2) return false;
-    if (st.extents.size() != 4 || window_geometry(g, n).group != 1) return false;  // depthwise: 2x slower per row (c27 of mlsd-large-320)
+    WindowGeometry geo = window_geometry(g, n);
+    if (st.extents.size() != 4 || geo.group != 1) return false;  // depthwise: 2x slower per row (c27 of mlsd-large-320)
     const TensorType &w = g.type(n.inputs[1]);  // HWIO
-    int64_t rows = (w.shape[0] - 1) * window_geometry(g, n).dilations[0] + 1;
+    int64_t rows = (w.shape[0] - 1) * geo.dilations[0] + 1;
     int64_t bytes = st.extents[0] * st.extents[1] * rows * (int64_t)st.func.output_types()[0].bytes();
     return bytes <= kRowWindowBytes;
 }

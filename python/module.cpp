@@ -51,10 +51,8 @@ class PySession {
 public:
     PySession(const std::string &path, const LoadOptions &o) {
         if (o.threads && *o.threads < 1) throw UserError("threads is " + std::to_string(*o.threads) + "; expected at least 1");
-        Halide::Target t = parse_target(o.target);
-        cli::check_jit_gpu_target(t, o.target);
-        cli::check_jit_cpu_target(t, o.target);
-        if (t.has_feature(Halide::Target::CUDA) && !cuda_driver_available()) throw std::runtime_error(no_cuda_driver_message(o.target));
+        // the run verb's checks: a target this machine cannot run is BadInput, CUDA without a driver an Error
+        if (cli::cuda_target_without_driver(o.target)) throw std::runtime_error(no_cuda_driver_message(o.target));
         cli::layout_flag(o.layout);
         SessionOptions so;
         so.shapes = cli::shape_bindings(o.shapes);
@@ -216,7 +214,8 @@ py::tuple run_cli_verb(const std::vector<std::string> &args, py::object progress
     };
     if (!progress.is_none()) hooks.progress = [&](const AutotuneProgress &p) { call(progress, [&] { return progress_dict(p); }); };
     if (!log.is_none()) hooks.log = [&](const std::string &line) { call(log, [&] { return py::str(line); }); };
-    bool main_thread = py::module_::import("threading").attr("current_thread")().is(py::module_::import("threading").attr("main_thread")());
+    py::module_ threading = py::module_::import("threading");
+    bool main_thread = threading.attr("current_thread")().is(threading.attr("main_thread")());
     int status;
     bool interrupted;
     {

@@ -60,6 +60,11 @@ def _shape_bindings(shapes):
     return out
 
 
+def _shape_flags(shapes):
+    """{"x": (1, 3)} -> ["--shape", "x=1x3"]."""
+    return [flag for binding in _shape_bindings(shapes) for flag in ("--shape", binding)]
+
+
 def _flags(**options):
     """Keyword options -> CLI flags: None is left out, True is a bare flag, False nothing."""
     out = []
@@ -125,7 +130,7 @@ class Model:
         options.optimize, options.unfused = bool(optimize), bool(unfused)
         self._session = _core.Session(self.path, options)
         # the same model as the CLI sees it, for inspect()
-        self._flags = [f for s in options.shapes for f in ("--shape", s)] + _flags(
+        self._flags = _shape_flags(shapes) + _flags(
             target=target, layout=layout, no_optimize=not optimize)
         self.inputs = [TensorInfo(n, _np.dtype(d), tuple(s)) for n, d, s in self._session.tensors(True)]
         self.outputs = [TensorInfo(n, _np.dtype(d), tuple(s)) for n, d, s in self._session.tensors(False)]
@@ -236,8 +241,7 @@ def host_target():
 
 def inspect(model, shapes=None, target="host", layout="auto", optimize=True):
     """`fusor inspect MODEL --json` as a dict: nodes, clusters, schedules, kernels, traffic."""
-    shape_flags = [f for s in _shape_bindings(shapes) for f in ("--shape", s)]
-    return _verb(["inspect", _path(model, "model"), *shape_flags, *_flags(target=target, layout=layout,
+    return _verb(["inspect", _path(model, "model"), *_shape_flags(shapes), *_flags(target=target, layout=layout,
                                                                            no_optimize=not optimize), "--json"])[0]
 
 
@@ -253,8 +257,7 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
     """
     if not _os.access(WORKER_EXECUTABLE, _os.X_OK):
         raise Error(f"fusor's worker executable is missing: {WORKER_EXECUTABLE} (the package is incomplete)")
-    shape_flags = [f for s in _shape_bindings(shapes) for f in ("--shape", s)]
-    args = ["autotune", _path(model, "model"), "--db", _path(db, "db"), *shape_flags,
+    args = ["autotune", _path(model, "model"), "--db", _path(db, "db"), *_shape_flags(shapes),
             *_flags(budget=budget, trials=trials, threads=threads, jobs=jobs, strategy=strategy, seed=seed, target=target,
                     autoschedulers=autoschedulers, timeout=timeout, confirm_rounds=confirm_rounds, layout=layout)]
     if progress is True:
@@ -269,15 +272,13 @@ def compile(model, out_dir, db=None, name=None, shapes=None, target=None, layout
     Returns the paths written: {"libraries": [...], "header": ..., "runtime": ...}."""
     model = _path(model, "model")
     out_dir = _path(out_dir, "out_dir")
-    shape_flags = [f for s in _shape_bindings(shapes) for f in ("--shape", s)]
-    return _verb(["compile", model, "-o", out_dir, *shape_flags,
+    return _verb(["compile", model, "-o", out_dir, *_shape_flags(shapes),
                   *_flags(db=None if db is None else _path(db, "db"), name=name, target=target, layout=layout)])[0]
 
 
 def bench(model, shapes=None, db=None, threads=None, repeats=None, warmup=None, per_cluster=False, target=None,
           layout=None):
     """`fusor bench MODEL --json`: unfused, fused (and tuned, with db) medians, as a dict."""
-    shape_flags = [f for s in _shape_bindings(shapes) for f in ("--shape", s)]
-    return _verb(["bench", _path(model, "model"), *shape_flags, "--json",
+    return _verb(["bench", _path(model, "model"), *_shape_flags(shapes), "--json",
                   *_flags(db=None if db is None else _path(db, "db"), threads=threads, repeats=repeats, warmup=warmup,
                           per_cluster=per_cluster, target=target, layout=layout)])[0]
