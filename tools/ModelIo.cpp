@@ -11,6 +11,7 @@
 #include "generators/CudaCheck.h"
 #include "generators/HostTarget.h"
 #include "graph/Error.h"
+#include "tuner/TuningDb.h"
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
 
@@ -133,7 +134,7 @@ void note_fallbacks(const Executor &ex, std::vector<std::string> &decisions, std
 void print_db_warnings(const std::string &db_path, const std::vector<std::string> &warnings, size_t clusters) {
     if (warnings.empty()) return;
     fmt::print(stderr, "warning: tuning db '{}' has no usable schedule for {} of {} cluster(s); they use the default schedule:\n",
-               db_path, warnings.size(), clusters);
+               redact_location(db_path), warnings.size(), clusters);
     for (const std::string &w : warnings) fmt::print(stderr, "  {}\n", w);
 }
 

@@ -85,7 +85,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json)")->required();
-    cmd->add_option("--db", o->db, "tuning database file (created if missing)")->required();
+    cmd->add_option("--db", o->db, "tuning database: a file (created if missing) or a postgresql:// URL shared by many tuners")->required();
     CLI::Option *trials_opt =
         cmd->add_option("--trials", o->trials, "candidates to measure in total, split across distinct clusters by their share of the model's time")
             ->capture_default_str();
@@ -179,6 +179,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 }
                 if (!o->export_batch.empty()) prepare_bundle_dir(o->export_batch);
                 TuningDb db(o->db);
+                const std::string &db_name = db.path();  // a URL without its password
                 // with --budget, --trials caps the count only when given
                 ao.trials = budget_s > 0 && trials_opt->count() == 0 ? 1000000 : o->trials;
                 ao.budget_s = budget_s;
@@ -227,13 +228,13 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     restore_sigint();
                     if (tty && !status->empty()) std::fputs("\n", stderr);
                     if (b.measure.empty()) {
-                        fmt::print("no candidate passed its checks: nothing to measure (trials stored in {})\n", o->db);
+                        fmt::print("no candidate passed its checks: nothing to measure (trials stored in {})\n", db_name);
                         return stopped() ? 1 : 0;
                     }
                     fmt::print("bundle {} for {}: {} candidates of {} clusters, {:.1f} MiB; run {} there, then "
                                "`fusor db import-results {}/results.json --db {}`\n",
                                o->export_batch, b.target, b.candidates, b.clusters.size(), b.bundle_bytes / 1048576.0, b.measure,
-                               o->export_batch, o->db);
+                               o->export_batch, db_name);
                     return stopped() ? 1 : 0;
                 }
                 auto results = autotune(g, db, ao);
@@ -256,12 +257,12 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 if (untimed_cuda) {
                     fmt::print("no CUDA driver on this machine: candidates were compiled, checked with ptxas and stored as "
                                "'unmeasured' (with their resources) in {}; timing needs a GPU\n",
-                               o->db);
+                               db_name);
                 }
                 if (stopped() && !hooks.stop) {
                     fmt::print("interrupted: every trial measured so far is stored in {}; run the same command again to resume "
                                "(stored schedules are not measured again)\n",
-                               o->db);
+                               db_name);
                 }
                 return stopped() ? 1 : 0;
             }};

@@ -98,7 +98,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 if (!o->db.empty()) {
                     // exact machine first, then the ISA family (as run and bench do, without timing
                     // here: the library records which record and machine each schedule came from)
-                    if (!std::filesystem::exists(o->db)) throw UserError("tuning db '" + o->db + "' does not exist");
+                    if (!database_exists(o->db)) throw UserError("tuning db '" + o->db + "' does not exist");
                     auto db = std::make_shared<TuningDb>(o->db, TuningDb::Mode::ReadOnly);
                     std::string resolved = resolved_target(o->target);
                     std::string exact = machine_fingerprint(), family = machine_fingerprint(/*family_only=*/true);
@@ -140,7 +140,6 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     for (const auto &[cluster, why] : *misses) warnings.push_back(cluster + ": " + why);
                     print_db_warnings(o->db, warnings, clusters_seen);
                     extra["records"] = *records;
-                    extra["db"] = std::filesystem::path(o->db).filename().string();
                 }
                 ao.build_info_json = extra.dump();
                 if (*budget > 0 && *devices > 0) throw UserError("compile: --memory-budget and --devices are exclusive");

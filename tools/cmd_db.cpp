@@ -32,16 +32,16 @@ namespace fs = std::filesystem;
 /** Opens a database that must exist already (reading verbs do not create one), read-only unless
  * \p mode says otherwise. */
 TuningDb open_existing(const std::string &path, TuningDb::Mode mode = TuningDb::Mode::ReadOnly) {
-    std::error_code ec;
-    if (!fs::exists(path, ec)) throw UserError("tuning db '" + path + "' does not exist");
+    if (!database_exists(path)) throw UserError("tuning db '" + path + "' does not exist");
     return TuningDb(path, mode);
 }
 
 /** Runs \p work on the database at \p path, created if missing; if \p work throws and the file
- * was created here, removes it (and its WAL files) before rethrowing. */
+ * was created here, removes it (and its WAL files) before rethrowing. A URL's database is never
+ * removed: each of its writes is a transaction of its own. */
 int with_db_for_writing(const std::string &path, const std::function<int(TuningDb &)> &work) {
     std::error_code ec;
-    bool existed = fs::exists(path, ec);
+    bool existed = is_database_url(path) || fs::exists(path, ec);
     try {
         TuningDb db(path);
         return work(db);
@@ -194,13 +194,13 @@ Verb add_db(CLI::App &app) {
                 if (exp->parsed()) {
                     TuningDb db = open_existing(o->db);
                     db.export_json(o->out);
-                    fmt::print("{}: exported to {}\n", o->db, o->out);
+                    fmt::print("{}: exported to {}\n", db.path(), o->out);
                     return 0;
                 }
                 if (imp->parsed()) {
                     return with_db_for_writing(o->db, [&](TuningDb &db) {
                         int added = db.import_json(o->json);
-                        fmt::print("{}: {} trials added to {}\n", o->json, added, o->db);
+                        fmt::print("{}: {} trials added to {}\n", o->json, added, db.path());
                         return 0;
                     });
                 }
@@ -208,24 +208,25 @@ Verb add_db(CLI::App &app) {
                     return with_db_for_writing(o->db, [&](TuningDb &db) {
                         ImportResultsSummary s = import_results(o->json, db);
                         fmt::print("{}: {} results ({} ok) measured on {}; {} trials added to {}\n", o->json, s.records, s.ok,
-                                   s.fingerprint, s.added, o->db);
+                                   s.fingerprint, s.added, db.path());
                         return 0;
                     });
                 }
                 if (merge->parsed()) {
                     // Read every source once into a scratch database before writing anything, so
                     // a bad source leaves the target as it was.
-                    std::error_code ec;
                     for (const std::string &src : o->sources) {
-                        if (!fs::exists(src, ec))
-                            throw UserError("tuning db '" + src + "' does not exist");
+                        if (!database_exists(src)) throw UserError("tuning db '" + redact_location(src) + "' does not exist");
+                        if (same_database(src, o->into)) {
+                            throw UserError("db merge: '" + redact_location(src) + "' is both a source and the --into database");
+                        }
                     }
                     TuningDb scratch(":memory:");
                     for (const std::string &src : o->sources) scratch.merge_from(src);
                     return with_db_for_writing(o->into, [&](TuningDb &db) {
                         for (const std::string &src : o->sources) {
                             int added = db.merge_from(src);
-                            fmt::print("{}: {} trials added to {}\n", src, added, o->into);
+                            fmt::print("{}: {} trials added to {}\n", redact_location(src), added, db.path());
                         }
                         return 0;
                     });
@@ -233,7 +234,7 @@ Verb add_db(CLI::App &app) {
                 if (prune->parsed()) {
                     TuningDb db = open_existing(o->db, TuningDb::Mode::ReadWrite);
                     int deleted = db.prune(o->keep);
-                    fmt::print("{}: {} trials deleted\n", o->db, deleted);
+                    fmt::print("{}: {} trials deleted\n", db.path(), deleted);
                     return 0;
                 }
                 return 2;

@@ -40,7 +40,7 @@ std::string why_untuned(const TuningDb &db, const std::string &signature, const 
 
 ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log,
                             std::vector<std::string> *warnings) {
-    if (!std::filesystem::exists(db_path)) throw UserError("tuning db '" + db_path + "' does not exist");
+    if (!database_exists(db_path)) throw UserError("tuning db '" + db_path + "' does not exist");
     auto db = std::make_shared<TuningDb>(db_path, TuningDb::Mode::ReadOnly);  // checked whole: a damaged file is refused here
     std::string resolved = resolved_target(target), fingerprint = machine_fingerprint();
     std::string family = machine_fingerprint(/*family_only=*/true);

@@ -1,11 +1,13 @@
 #pragma once
 /** \file
- * The SQLite tuning database: every trial the tuner measures, keyed by workload (cluster
- * signature, resolved target), with provenance, shared and merged across machines. The records
- * and their rules are tuner/TuningRecords.h; the schema and its versions are documented in
- * docs/tuning_db.md. Only TuningDb.cpp includes sqlite3.h. */
+ * The tuning database: every trial the tuner measures, keyed by workload (cluster signature,
+ * resolved target), with provenance, shared and merged across machines. Stored in an SQLite file,
+ * or in a PostgreSQL database that a fleet of tuners shares (a postgresql:// URL); both behave
+ * alike (tuner/DbConnection.h). The records and their rules are tuner/TuningRecords.h; the schema
+ * and its versions are documented in docs/tuning_db.md. */
 
 #include <map>
+#include <stdexcept>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,7 +50,26 @@ std::vector<RankedSchedule> rank_schedules(const std::vector<Trial> &trials);
  * fingerprint would rank them. Used by prune and by `fusor db list/show`. */
 std::map<std::string, std::vector<RankedSchedule>> rank_schedules_per_machine(const std::vector<Trial> &trials);
 
-/** Raised for SQLite failures (with sqlite3_errmsg), for files that are not fusor tuning
+/** True when \p location is a PostgreSQL URL (postgresql:// or postgres://), false for a file
+ * path; UserError for any other scheme ("mysql://..."). */
+bool is_database_url(const std::string &location);
+/** \p location as messages, logs and records show it: a URL without its password (the
+ * ":secret" of "user:secret@" and any "password=" parameter); a path unchanged. */
+std::string redact_location(const std::string &location);
+/** Whether a reading verb may open \p location: a file that exists, or any URL (opening it
+ * checks the server). */
+bool database_exists(const std::string &location);
+/** True when \p a and \p b name the same database: the same file, or the same URL. */
+bool same_database(const std::string &a, const std::string &b);
+
+/** Raised when the connection to a PostgreSQL server is lost after it was opened: the work
+ * failed (exit status 1), the input is not at fault. Names the server; what was committed stays. */
+class DbConnectionLost : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/** Raised for SQLite and PostgreSQL failures (with sqlite3_errmsg), for files that are not fusor tuning
  * databases or have an unknown schema version, and for records that break the record rules
  * (trial_problem): "tuning db 'x.db' is malformed: trial '<id>': median_ms: ...". A UserError:
  * the tools exit with status 2. */
@@ -57,7 +78,8 @@ public:
     using UserError::UserError;
 };
 
-/** A handle on one database file (or ":memory:"). Opening creates the schema in a new or empty
+/** A handle on one database: a file (or ":memory:"), or a PostgreSQL URL (see
+ * tuner/PostgresConnection.cpp for what differs there). For a file: opening creates the schema in a new or empty
  * file; an existing file must be a fusor tuning database of a known schema version, pass SQLite's
  * integrity check and hold only records that keep the record rules, else DbError naming the file
  * and what was found (a refused file is not written to). An older version is migrated: in place
@@ -74,12 +96,15 @@ public:
         ReadWrite,  ///< created if missing or empty; an older version is migrated in place
         ReadOnly,   ///< must exist; never written; an older version is migrated in a copy in memory
     };
-    explicit TuningDb(const std::string &path, Mode mode = Mode::ReadWrite);
+    /** \p location: a file path, ":memory:", or a postgresql:// URL. */
+    explicit TuningDb(const std::string &location, Mode mode = Mode::ReadWrite);
     ~TuningDb();
     TuningDb(TuningDb &&) noexcept;
     TuningDb &operator=(TuningDb &&) noexcept;
 
+    /** The file's path, or the URL without its password (redact_location). */
     const std::string &path() const;
+    bool is_url() const;
 
     /** Inserts the workload if it is new (same signature and target: ignored). DbError if it
      * breaks workload_problem's rule. */
@@ -127,7 +152,7 @@ public:
      * so importing twice changes nothing). A malformed file throws UserError naming the file and
      * the field, and nothing is inserted. */
     int import_json(const std::string &path);
-    /** Adds every workload, trial and trial's features of another database file, opened with Mode::ReadOnly (so
+    /** Adds every workload, trial and trial's features of another database (a file or a URL), opened with Mode::ReadOnly (so
      * checked as the constructor checks, an older version migrated in memory, a missing file
      * refused), in one transaction; deterministic and idempotent. Returns trials added. */
     int merge_from(const std::string &other_path);
