@@ -75,7 +75,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                                                    "measured trial in a tuning database");
     struct Opts {
         std::string model, db, target = "host", strategy = "model", layout = "auto", budget, export_batch;
-        std::string autoschedulers = "auto";
+        std::string autoschedulers = "auto", shard = "0/1";
         int trials = 32, threads = 0, jobs = 0, confirm_rounds = 2;
         uint64_t seed = 1;
         double timeout = 120;
@@ -122,7 +122,12 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     "compile and check the candidates without timing them, and write a measurement bundle into DIR "
                     "(DIR/measure, run on the measuring machine; import its results.json with `fusor db import-results`)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
+    cmd->add_option("--shard", o->shard,
+                    "K/N: tune only shard K (from 0) of N of the model's distinct clusters, split by signature and a static cost "
+                    "estimate, the same on every machine; N such jobs cover the model (docs/tuning_db.md)")
+        ->capture_default_str();
     return {cmd, [=] {
+                Shard shard = parse_shard(o->shard);
                 if (o->trials < 1) throw UserError("--trials is " + std::to_string(o->trials) + "; expected at least 1");
                 if (o->confirm_rounds < 0) {
                     throw UserError("--confirm-rounds is " + std::to_string(o->confirm_rounds) + "; expected 0 or more");
@@ -186,6 +191,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 ao.threads = o->threads;
                 ao.jobs = o->jobs;
                 ao.seed = o->seed;
+                ao.shard = shard;
                 ao.strategy = o->strategy;
                 ao.target = o->target;
                 ao.timeout_s = o->timeout;

@@ -50,6 +50,7 @@
 #include "tuner/CostModel.h"
 #include "tuner/Measure.h"
 #include "tuner/Search.h"
+#include "tuner/Shard.h"
 #include "tuner/TaskScheduler.h"
 #include "tuner/TuningTask.h"
 #include "tuner/ScheduleSpace.h"
@@ -265,20 +266,43 @@ std::vector<RankedSchedule> TuningRun::refresh_best(TuningTask &t) {
 }
 
 /** One task per distinct signature (identical clusters are tuned once); If clusters have
- * nothing to tune. */
+ * nothing to tune. With --shard K/N, only the distinct clusters assign_shards gives shard K. */
 void TuningRun::make_tasks(const std::vector<Graph> &graphs) {
+    struct Found {
+        const Graph *g;
+        const Cluster *c;
+        std::string sig;
+        int copies;
+        double cost;
+    };
+    std::vector<Found> found;
     std::map<std::string, size_t> by_signature;
     for (const Graph &cg : graphs) {
         for (const Cluster &c : cg.clusters) {
             if (is_control_flow(cg.nodes[c.nodes[0]].op)) continue;
             std::string sig = cluster_signature(cg, c);
-            auto [it, fresh] = by_signature.emplace(sig, tasks_.size());
+            auto [it, fresh] = by_signature.emplace(sig, found.size());
             if (fresh) {
-                tasks_.push_back(make_task(cg, c, sig));
+                found.push_back({&cg, &c, sig, 1, static_cluster_cost(cg, c)});
             } else {
-                tasks_[it->second].copies++;
+                found[it->second].copies++;
             }
         }
+    }
+    std::vector<ShardItem> items;
+    for (const Found &f : found) items.push_back({f.sig, f.cost * f.copies});
+    std::vector<int> shard = assign_shards(items, opt_.shard.count);
+    double mine = 0, all = 0;
+    for (size_t i = 0; i < found.size(); i++) {
+        all += items[i].cost;
+        if (shard[i] != opt_.shard.index) continue;
+        mine += items[i].cost;
+        tasks_.push_back(make_task(*found[i].g, *found[i].c, found[i].sig));
+        tasks_.back().copies = found[i].copies;
+    }
+    if (opt_.shard.count > 1) {
+        log(fmt::format("shard {}/{}: {} of the model's {} distinct clusters ({:.0f}% of its static cost estimate)", opt_.shard.index,
+                        opt_.shard.count, tasks_.size(), found.size(), all > 0 ? 100 * mine / all : 0.0));
     }
 }
 

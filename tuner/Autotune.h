@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/Graph.h"
+#include "tuner/Shard.h"
 #include "tuner/TuningDb.h"
 
 namespace fusor {
@@ -93,6 +94,9 @@ struct AutotuneOptions {
         std::string text;
     };
     std::map<std::string, std::vector<UserSchedule>> user_schedules;
+    /** `--shard K/N`: tune only the distinct clusters assign_shards gives shard K (tuner/Shard.h);
+     * trials and budget are this shard's. The default 0/1 tunes them all. */
+    Shard shard;
 };
 
 /** Throws UserError unless every AutotuneOptions::user_schedules entry names a cluster of \p g (a

@@ -243,10 +243,14 @@ private:
     /** 0 for a database without tables in the current schema, else fusor's schema version there;
      * refuses another application's tables and versions this fusor does not read. */
     int recognize() {
-        if (query_text("SELECT to_regclass('fusor_meta') IS NOT NULL") != "t") {
-            std::string tables = query_text("SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema()");
-            if (tables == "0") return 0;
-            refuse(tables + " table(s) of another application in schema '" + query_text("SELECT current_schema()") + "', no fusor_meta");
+        // one statement, one snapshot: another tuner may be creating the schema right now
+        PostgresQuery q(*this, "SELECT to_regclass('fusor_meta') IS NOT NULL, count(*), current_schema() FROM pg_catalog.pg_tables "
+                               "WHERE schemaname = current_schema()",
+                        context(*this, "cannot read"));
+        q.step();
+        if (q.text(0) != "t") {
+            if (q.text(1) == "0") return 0;
+            refuse(q.text(1) + " table(s) of another application in schema '" + q.text(2) + "', no fusor_meta");
         }
         std::string app = query_text("SELECT value FROM fusor_meta WHERE key = 'application'");
         if (app != kApplication) refuse("fusor_meta names application '" + app + "'");
