@@ -1,0 +1,211 @@
+"""The shared PostgreSQL tuning database against a real server (docs/tuning_db.md): shards
+writing at once, kill -9 and resume, merges both ways, the same library from either store, a
+read-only role, a lost connection, and bad URLs."""
+import collections
+import filecmp
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BENCH_DB, CLI, cli, config_model, data_model, export
+
+QUICK = ["--threads", "1", "--autoschedulers", "none", "--confirm-rounds", "0"]
+
+
+def trials_by_workload(doc):
+    out = collections.defaultdict(list)
+    for t in doc["trials"]:
+        out[t["signature"]].append(t)
+    return out
+
+
+def assert_measured_once(doc):
+    """No schedule of a workload got two measurements (confirm rounds re-time on purpose)."""
+    for sig, trials in trials_by_workload(doc).items():
+        counts = collections.Counter(t["schedule"] for t in trials if t["strategy"] != "confirm")
+        assert all(n == 1 for n in counts.values()), (sig, counts.most_common(3))
+
+
+def start_autotune(args, out):
+    return subprocess.Popen([CLI, "autotune", *args], stdout=open(out, "w"), stderr=subprocess.STDOUT)
+
+
+def wait_for(path, text, timeout=120):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if os.path.exists(path) and text in open(path).read():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_two_shards_at_once_store_every_trial_once(pg, tmp_path):
+    db = pg.create_db("shards")
+    model = config_model("resnet_block")
+    procs = [start_autotune([model, "--db", db, "--trials", "6", "--jobs", "1", "--shard", f"{k}/2", *QUICK], tmp_path / f"s{k}.log")
+             for k in range(2)]
+    for p in procs:
+        assert p.wait(timeout=600) == 0
+    logs = [(tmp_path / f"s{k}.log").read_text() for k in range(2)]
+    counts = [re.search(r"shard \d/2: (\d+) of the model's (\d+) distinct clusters", log) for log in logs]
+    assert all(counts), logs
+    mine = [int(m.group(1)) for m in counts]
+    total = int(counts[0].group(2))
+    assert mine[0] + mine[1] == total and min(mine) >= 1
+    doc = export(db, str(tmp_path / "e.json"))
+    tuned = trials_by_workload(doc)
+    assert len(tuned) == total  # together the shards cover the model, each cluster once
+    assert len({t["id"] for t in doc["trials"]}) == len(doc["trials"])
+    assert_measured_once(doc)
+
+
+def test_kill_9_then_rerun_resumes_and_loses_nothing(pg, tmp_path):
+    db = pg.create_db("resume")
+    model = data_model("eltwise_chain")
+    log = tmp_path / "out.txt"
+    p = start_autotune([model, "--db", db, "--trials", "200", "--jobs", "2", *QUICK], log)
+    assert wait_for(log, "trial 4:")
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    before = {t["id"]: t["schedule"] for t in export(db, str(tmp_path / "before.json"))["trials"]}
+    assert len(before) >= 5
+    r = cli("autotune", model, "--db", db, "--trials", "6", "--jobs", "2", *QUICK)
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = export(db, str(tmp_path / "after.json"))
+    ids = {t["id"] for t in after["trials"]}
+    assert set(before) <= ids  # nothing stored was lost
+    assert len(ids) > len(before)  # the rerun measured new candidates
+    assert_measured_once(after)
+
+
+def tuned_file(tmp_path, name):
+    """A tuning database file of mlp_head, measured here."""
+    path = str(tmp_path / name)
+    r = cli("autotune", config_model("mlp_head"), "--db", path, "--trials", "4", "--jobs", "1", *QUICK)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return path
+
+
+def test_merge_both_ways_gives_identical_records(pg, tmp_path):
+    db = pg.create_db("merged")
+    a = tuned_file(tmp_path, "a.db")
+    b = os.path.join(os.environ["FUSOR_SOURCE_DIR"], "tests", "data", "db", "v4.db")  # an older schema: migrated in memory
+    r = cli("db", "merge", "--into", db, a, b)
+    assert r.returncode == 0, r.stderr
+    r = cli("db", "merge", "--into", str(tmp_path / "files.db"), a, b)
+    assert r.returncode == 0, r.stderr
+    r = cli("db", "merge", "--into", str(tmp_path / "snapshot.db"), db)  # the fleet's results onto a laptop
+    assert r.returncode == 0, r.stderr
+    exports = [tmp_path / f"{n}.json" for n in ("pg", "files", "snapshot")]
+    for src, out in zip((db, str(tmp_path / "files.db"), str(tmp_path / "snapshot.db")), exports):
+        export(src, str(out))
+    assert filecmp.cmp(exports[0], exports[1], shallow=False)
+    assert filecmp.cmp(exports[0], exports[2], shallow=False)
+    # merging again adds nothing
+    r = cli("db", "merge", "--into", db, a, b)
+    assert r.returncode == 0 and "0 trials added" in r.stdout and not re.search(r"[1-9]\d* trials added", r.stdout)
+
+
+def test_compile_from_either_store_gives_the_same_library(pg, tmp_path):
+    db = pg.create_db("libs")
+    a = tuned_file(tmp_path, "a.db")
+    assert cli("db", "merge", "--into", db, a).returncode == 0
+    assert cli("db", "merge", "--into", str(tmp_path / "merged.db"), a).returncode == 0
+    outs = [tmp_path / "from_pg", tmp_path / "from_file"]
+    for src, out in zip((db, str(tmp_path / "merged.db")), outs):
+        r = cli("compile", config_model("mlp_head"), "--db", src, "-o", str(out), "--name", "mlp")
+        assert r.returncode == 0, r.stdout + r.stderr
+    files = sorted(os.listdir(outs[0]))
+    assert files and files == sorted(os.listdir(outs[1]))
+    assert any(f.endswith(".a") for f in files)
+    for f in files:
+        assert filecmp.cmp(outs[0] / f, outs[1] / f, shallow=False), f
+
+
+def test_read_only_role_runs_and_compiles_but_cannot_tune(pg, tmp_path):
+    db = pg.create_db("ro")
+    a = tuned_file(tmp_path, "a.db")
+    assert cli("db", "merge", "--into", db, a).returncode == 0
+    pg.sql("CREATE ROLE builder LOGIN PASSWORD 'builder-secret-7'")
+    pg.sql("GRANT SELECT ON ALL TABLES IN SCHEMA public TO builder", db="ro")
+    ro = pg.url("ro", user="builder", password="builder-secret-7")
+    count = pg.sql("SELECT count(*) FROM trial", db="ro")
+    r = cli("run", config_model("mlp_head"), "--random", "0", "--db", ro)
+    assert r.returncode == 0, r.stderr
+    r = cli("compile", config_model("mlp_head"), "--db", ro, "-o", str(tmp_path / "lib"))
+    assert r.returncode == 0, r.stderr
+    r = cli("autotune", config_model("mlp_head"), "--db", ro, "--trials", "4", *QUICK)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "no INSERT privilege" in r.stderr and "builder" in r.stderr
+    assert "builder-secret-7" not in r.stdout + r.stderr
+    assert "trial" not in r.stdout  # failed before measuring anything
+    assert pg.sql("SELECT count(*) FROM trial", db="ro") == count
+
+
+def test_a_lost_connection_exits_1_naming_the_server_and_a_rerun_resumes(pg, tmp_path):
+    db = pg.create_db("lost")
+    model = data_model("eltwise_chain")
+    log = tmp_path / "out.txt"
+    p = start_autotune([model, "--db", db, "--trials", "200", "--jobs", "2", *QUICK], log)
+    assert wait_for(log, "trial 3:")
+    pg.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'lost' AND pid <> pg_backend_pid()")
+    assert p.wait(timeout=120) == 1
+    text = log.read_text()
+    assert "lost the connection to the server" in text and pg.folder in text, text[-2000:]
+    kept = int(pg.sql("SELECT count(*) FROM trial", db="lost"))
+    assert kept >= 4
+    r = cli("autotune", model, "--db", db, "--trials", "4", "--jobs", "2", *QUICK)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert int(pg.sql("SELECT count(*) FROM trial", db="lost")) > kept
+
+
+def test_bad_urls_and_databases_exit_2_with_libpq_message_and_change_nothing(pg, tmp_path):
+    model = config_model("mlp_head")
+    # unreachable server
+    r = cli("run", model, "--random", "0", "--db", "postgresql://fusor:pw-unreachable@127.0.0.1:1/none")
+    assert r.returncode == 2 and "cannot connect" in r.stderr and "pw-unreachable" not in r.stderr, r.stderr
+    # wrong credentials
+    pg.sql("CREATE ROLE tuner LOGIN PASSWORD 'right-secret'")
+    r = cli("db", "list", pg.url("postgres", user="tuner", password="wrong-secret"))
+    assert r.returncode == 2 and "password authentication failed" in r.stderr, r.stderr
+    assert "wrong-secret" not in r.stderr
+    # another application's tables
+    other = pg.create_db("otherapp")
+    pg.sql("CREATE TABLE users (name TEXT); INSERT INTO users VALUES ('ada')", db="otherapp")
+    for args in (["db", "list", other], ["autotune", model, "--db", other, "--trials", "2", *QUICK]):
+        r = cli(*args)
+        assert r.returncode == 2 and "not a fusor tuning database" in r.stderr, r.stderr
+    assert pg.sql("SELECT string_agg(tablename, ',') FROM pg_tables WHERE schemaname = 'public'", db="otherapp") == "users"
+    # a schema newer than this fusor
+    newer = pg.create_db("newer")
+    assert cli("db", "merge", "--into", newer, tuned_file(tmp_path, "a.db")).returncode == 0
+    pg.sql("UPDATE fusor_meta SET value = '99' WHERE key = 'schema_version'", db="newer")
+    r = cli("db", "list", newer)
+    assert r.returncode == 2 and "schema version 99" in r.stderr, r.stderr
+    # an unknown scheme, and a merge into one of its sources
+    r = cli("db", "list", "mysql://root:pw@localhost/fusor")
+    assert r.returncode == 2 and "unknown URL scheme 'mysql'" in r.stderr and ":pw@" not in r.stderr, r.stderr
+    for into in (newer, str(tmp_path / "a.db")):
+        r = cli("db", "merge", "--into", into, into)
+        assert r.returncode == 2 and "both a source and the --into database" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("shard", ["2/2", "0/0", "-1/2", "a/b"])
+def test_a_bad_shard_exits_2_before_anything_is_stored(pg, tmp_path, shard):
+    db = str(tmp_path / "t.db")
+    r = cli("autotune", config_model("mlp_head"), "--db", db, f"--shard={shard}")
+    assert r.returncode == 2 and f"--shard '{shard}'" in r.stderr, r.stderr
+    assert not os.path.exists(db)
+
+
+def test_load_8_writers_lose_and_duplicate_nothing(pg):
+    assert BENCH_DB, "FUSOR_BENCH_DB: the bench_db program of this build"
+    db = pg.create_db("load")
+    r = subprocess.run([BENCH_DB, "load", "--db", db, "--writers", "8", "--trials", "500"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 lost, 0 duplicated, 0 unexpected; 0 writer(s) failed" in r.stdout
+    assert pg.sql("SELECT count(*) FROM trial", db="load") == "4050"
