@@ -32,11 +32,15 @@ packages=(g++ cmake ninja-build pkg-config libhalide14-0-dev libpng-dev libjpeg-
           pocl-opencl-icd  # the tests run the GPU schedules on the CPU through OpenCL (docs/cuda.md)
           clang-14 libclang-rt-14-dev llvm-14  # the fuzz run (llvm-14: llvm-symbolizer-14)
           curl ca-certificates  # bench/models/fetch.sh (the real-model set)
-          python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest)  # the Python package (python/, docs/python.md)
+          python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest  # the Python package (python/, docs/python.md)
+          libpq-dev)  # the shared PostgreSQL tuning database (docs/tuning_db.md)
+# test mode only: the fleet tests start a private PostgreSQL server (tests/fleet/pg_server.sh) and
+# parse the example Kubernetes job
+test_packages=(postgresql python3-yaml)
 
 install_missing() {
     local missing=()
-    for p in "${packages[@]}"; do
+    for p in "${packages[@]}" "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     if ((${#missing[@]})); then
@@ -72,7 +76,7 @@ demo)
     PYTHONPATH="$build/python" "$python" examples/python/quickstart.py "$build/quickstart" --trials 4
     ;;
 test)
-    install_missing
+    install_missing "${test_packages[@]}"
     configure_and_build ON
     echo "== running the test suite"
     cd "$build"
