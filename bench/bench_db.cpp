@@ -10,8 +10,14 @@
  *       (TuningDb::add_trial, as the tuner does), plus the same 50 shared trials each (stored
  *       once: ids are content hashes); then checks that every trial is stored once and prints the
  *       commits per second. Exit status 1 if a trial is lost or duplicated.
+ *   bench_db prune-race --db LOC [--writers 4 --trials 300]
+ *       writers commit ever faster trials (each the new best of its workload) while another
+ *       process runs `prune --keep 1` over and over; then checks that each writer's last trial,
+ *       the best, survived: a prune deletes only trials it has seen, never one committed while it
+ *       ran. Exit status 1 otherwise.
  *
  * docs/tuning_db.md has the figures and the commands. */
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,7 +25,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -174,6 +183,80 @@ int load(const std::string &loc, int writers, int trials) {
     return lost || duplicated || extra || failed ? 1 : 0;
 }
 
+/** Trial \p i of writer \p w in the prune race: faster than every earlier one of its workload. */
+Trial improving_trial(int w, int i) {
+    Trial t = synthetic_trial(w, i, " race");
+    double ms = 100.0 - 0.01 * i;
+    t.median_ms = ms, t.min_ms = ms, t.max_ms = ms;
+    t.fingerprint = machine(0);
+    return t;
+}
+
+int prune_race(const std::string &loc, int writers, int trials) {
+    { TuningDb create(loc); }
+    std::vector<pid_t> pids;
+    auto spawn = [&](const std::function<int()> &body) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            int rc = 1;
+            try {
+                rc = body();
+            } catch (const std::exception &e) {
+                fmt::print(stderr, "{}\n", e.what());
+            }
+            std::fflush(stdout);
+            _exit(rc);
+        }
+        return pid;
+    };
+    for (int w = 0; w < writers; w++) {
+        pids.push_back(spawn([&, w] {
+            TuningDb db(loc);
+            db.add_workload({workload_signature(w), kTarget, "race"});
+            for (int i = 0; i < trials; i++) {
+                Trial t = improving_trial(w, i);
+                db.add_trial(t);
+            }
+            return 0;
+        }));
+    }
+    int pipefd[2];
+    if (pipe(pipefd) != 0) return 1;
+    pid_t pruner = spawn([&] {
+        close(pipefd[1]);
+        TuningDb db(loc);
+        int rounds = 0, deleted = 0;
+        fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
+        char c;
+        while (read(pipefd[0], &c, 1) < 0) deleted += db.prune(1), rounds++;  // until the writers are done
+        fmt::print("pruner: {} prunes while the writers wrote, {} trials deleted\n", rounds, deleted);
+        return 0;
+    });
+    close(pipefd[0]);
+    int failed = 0;
+    for (pid_t pid : pids) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    if (write(pipefd[1], "x", 1) != 1) failed++;
+    close(pipefd[1]);
+    int status = 0;
+    waitpid(pruner, &status, 0);
+    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    TuningDb db(loc, TuningDb::Mode::ReadOnly);
+    int lost = 0;
+    for (int w = 0; w < writers; w++) {
+        Trial last = improving_trial(w, trials - 1);
+        std::optional<Trial> best = db.best(workload_signature(w), kTarget, machine(0));
+        lost += !db.trial(trial_content_id(last)) || !best || best->id != trial_content_id(last);
+    }
+    fmt::print("{} writers x {} ever faster trials with prune --keep 1 running meanwhile: {} writer(s) lost their last, best trial; "
+               "{} process(es) failed\n",
+               writers, trials, lost, failed);
+    return lost || failed ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -190,8 +273,13 @@ int main(int argc, char **argv) {
     ld->add_option("--db", loc, "database: a file or a postgresql:// URL")->required();
     ld->add_option("--writers", writers)->capture_default_str()->check(CLI::Range(1, 64));
     ld->add_option("--trials", load_trials)->capture_default_str()->check(CLI::Range(1, 1000000));
+    CLI::App *race = app.add_subcommand("prune-race", "prune --keep 1 over and over while writers commit ever better trials");
+    race->add_option("--db", loc, "database: a file or a postgresql:// URL")->required();
+    race->add_option("--writers", writers)->capture_default_str()->check(CLI::Range(1, 64));
+    race->add_option("--trials", load_trials)->capture_default_str()->check(CLI::Range(1, 9000));
     CLI11_PARSE(app, argc, argv);
     try {
+        if (race->parsed()) return prune_race(loc, writers, load_trials);
         return lk->parsed() ? lookup(loc, trials, workloads, lookups) : load(loc, writers, load_trials);
     } catch (const UserError &e) {
         fmt::print(stderr, "error: {}\n", e.what());

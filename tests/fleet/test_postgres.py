@@ -105,6 +105,10 @@ def test_merge_both_ways_gives_identical_records(pg, tmp_path):
         export(src, str(out))
     assert filecmp.cmp(exports[0], exports[1], shallow=False)
     assert filecmp.cmp(exports[0], exports[2], shallow=False)
+    # the same ranking and provenance from either engine
+    for verb in ("list", "show"):
+        outs = [cli("db", verb, src) for src in (db, str(tmp_path / "files.db"))]
+        assert outs[0].returncode == 0 and outs[0].stdout == outs[1].stdout, verb
     # merging again adds nothing
     r = cli("db", "merge", "--into", db, a, b)
     assert r.returncode == 0 and "0 trials added" in r.stdout and not re.search(r"[1-9]\d* trials added", r.stdout)
@@ -195,7 +199,7 @@ def test_bad_urls_and_databases_exit_2_with_libpq_message_and_change_nothing(pg,
 
 
 @pytest.mark.parametrize("shard", ["2/2", "0/0", "-1/2", "a/b"])
-def test_a_bad_shard_exits_2_before_anything_is_stored(pg, tmp_path, shard):
+def test_a_bad_shard_exits_2_before_anything_is_stored(tmp_path, shard):
     db = str(tmp_path / "t.db")
     r = cli("autotune", config_model("mlp_head"), "--db", db, f"--shard={shard}")
     assert r.returncode == 2 and f"--shard '{shard}'" in r.stderr, r.stderr
@@ -209,3 +213,13 @@ def test_load_8_writers_lose_and_duplicate_nothing(pg):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 lost, 0 duplicated, 0 unexpected; 0 writer(s) failed" in r.stdout
     assert pg.sql("SELECT count(*) FROM trial", db="load") == "4050"
+
+
+def test_prune_while_tuners_write_loses_none_of_their_new_trials(pg):
+    db = pg.create_db("race")
+    r = subprocess.run([BENCH_DB, "prune-race", "--db", db, "--writers", "4", "--trials", "300"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 writer(s) lost their last, best trial" in r.stdout
+    m = re.search(r"pruner: (\d+) prunes while the writers wrote, (\d+) trials deleted", r.stdout)
+    assert m and int(m.group(1)) >= 1 and int(m.group(2)) >= 1, r.stdout  # the prunes did race the writers
