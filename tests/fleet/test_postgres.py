@@ -63,12 +63,19 @@ def test_two_shards_at_once_store_every_trial_once(pg, tmp_path):
     assert_measured_once(doc)
 
 
-def test_kill_9_then_rerun_resumes_and_loses_nothing(pg, tmp_path):
-    db = pg.create_db("resume")
+def long_run_under_way(pg, name, tmp_path, trials_logged):
+    """A new database `name` and a 200-trial autotune into it that has logged `trials_logged`
+    trials (each committed before its log line): (db, model, log path, process)."""
+    db = pg.create_db(name)
     model = data_model("eltwise_chain")
     log = tmp_path / "out.txt"
     p = start_autotune([model, "--db", db, "--trials", "200", "--jobs", "2", *QUICK], log)
-    assert wait_for(log, "trial 4:")
+    assert wait_for(log, f"trial {trials_logged}:")
+    return db, model, log, p
+
+
+def test_kill_9_then_rerun_resumes_and_loses_nothing(pg, tmp_path):
+    db, model, log, p = long_run_under_way(pg, "resume", tmp_path, 4)
     p.send_signal(signal.SIGKILL)
     p.wait()
     before = {t["id"]: t["schedule"] for t in export(db, str(tmp_path / "before.json"))["trials"]}
@@ -151,11 +158,7 @@ def test_read_only_role_runs_and_compiles_but_cannot_tune(pg, tmp_path):
 
 
 def test_a_lost_connection_exits_1_naming_the_server_and_a_rerun_resumes(pg, tmp_path):
-    db = pg.create_db("lost")
-    model = data_model("eltwise_chain")
-    log = tmp_path / "out.txt"
-    p = start_autotune([model, "--db", db, "--trials", "200", "--jobs", "2", *QUICK], log)
-    assert wait_for(log, "trial 3:")
+    db, model, log, p = long_run_under_way(pg, "lost", tmp_path, 3)
     pg.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'lost' AND pid <> pg_backend_pid()")
     assert p.wait(timeout=120) == 1
     text = log.read_text()
@@ -223,3 +226,18 @@ def test_prune_while_tuners_write_loses_none_of_their_new_trials(pg):
     assert "0 writer(s) lost their last, best trial" in r.stdout
     m = re.search(r"pruner: (\d+) prunes while the writers wrote, (\d+) trials deleted", r.stdout)
     assert m and int(m.group(1)) >= 1 and int(m.group(2)) >= 1, r.stdout  # the prunes did race the writers
+
+
+def test_python_autotunes_a_shard_into_postgres_and_loads_from_it(pg):
+    import fusor  # the package of this build (PYTHONPATH)
+    db = pg.create_db("python")
+    model = config_model("resnet_block")
+    results = fusor.autotune(model, db=db, shard="1/2", trials=3, threads=1, jobs=1, autoschedulers="none", confirm_rounds=0)
+    everything = fusor.inspect(model)
+    assert 1 <= len(results) < len(everything["clusters"])
+    m = fusor.load(model, db=db, threads=1)
+    assert len([d for d in m.schedules if "tuned schedule" in d]) == len(results)  # this shard's clusters, from PostgreSQL
+    assert m.run(m.random_inputs(0))
+    assert int(pg.sql("SELECT count(DISTINCT signature) FROM trial", db="python")) == len(results)
+    with pytest.raises(fusor.BadInput, match="--shard '2/2'"):
+        fusor.autotune(model, db=db, shard="2/2")
