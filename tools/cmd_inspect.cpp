@@ -12,6 +12,8 @@
 #include "runtime/Executor.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
+#include "tuner/DbSchedules.h"
+#include "tuner/TuningDb.h"
 
 namespace fusor::cli {
 
@@ -45,6 +47,10 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
     auto devices = std::make_shared<int>(0);
     cmd->add_option("--devices", *devices, "split the clustered graph into N pipeline stages of balanced measured time")
         ->check(positive_integer());
+    auto db = std::make_shared<std::string>();
+    cmd->add_option("--db", *db,
+                    "also say which schedule each cluster gets from this tuning database (a file or a postgresql:// URL), or why "
+                    "it keeps the default");
     return {cmd, [=] {
                 Halide::Target t = parse_target(*target);
                 std::vector<PassReport> passes;
@@ -93,6 +99,25 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                     return nlohmann::json{{"kernel_launches", k.launch_count()}, {"launches", launches}, {"ptxas_found", k.ptxas_found},
                                           {"ptxas_error", k.ptxas_error}, {"ptxas", res}, {"violation", cuda_resource_violation(k)}};
                 };
+                // --db: per cluster, the schedule run and compile --db would take, and the decision line
+                struct DbChoice {
+                    std::string cluster;
+                    std::optional<std::string> schedule;
+                    std::string decision;
+                };
+                std::vector<DbChoice> from_db;  // in cluster order
+                std::vector<std::string> db_warnings;
+                if (!db->empty()) {
+                    std::vector<std::string> log;
+                    ScheduleLookup lookup = db_schedules(*db, *target, &log, &db_warnings);
+                    for (const Cluster &c : fused.clusters) {
+                        if (is_control_flow(fused.nodes[c.nodes[0]].op)) continue;
+                        log.clear();
+                        std::optional<std::string> sched = lookup(fused, c);
+                        std::string line = log.empty() ? std::string() : log.back().substr(log.back().find(": ") + 2);
+                        from_db.push_back({c.name, sched, line});
+                    }
+                }
                 auto memory_json = [](const MemoryPlan &p) {
                     return nlohmann::json{{"arena_bytes", p.arena_bytes}, {"naive_bytes", p.naive_bytes}, {"lower_bound_bytes", p.lower_bound}};
                 };
@@ -146,6 +171,14 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                                                       {"cost_ms", part.cost}});
                         }
                     }
+                    if (!db->empty()) {
+                        nlohmann::json clusters = nlohmann::json::object();
+                        for (const DbChoice &d : from_db) {
+                            clusters[d.cluster] = {{"schedule", d.schedule ? nlohmann::json(*d.schedule) : nlohmann::json(nullptr)},
+                                                   {"decision", d.decision}};
+                        }
+                        j["db"] = {{"location", redact_location(*db)}, {"clusters", clusters}};
+                    }
                     j["optimized"] = !*no_optimize;
                     j["nodes_before_optimize"] = nodes_loaded;
                     j["nodes_after_optimize"] = (int)fused.nodes.size();
@@ -196,6 +229,10 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 fmt::print("  lower bound:          unfused {:>12}   fused {:>12}   (largest live set)\n", mib(uplan.lower_bound),
                            mib(fplan.lower_bound));
                 if (partition) fmt::print("\n{}", print_partition(fused, *partition));
+                if (!db->empty()) {
+                    fmt::print("\nschedules from tuning db '{}' (as run, bench and compile --db take them):\n", redact_location(*db));
+                    for (const DbChoice &d : from_db) fmt::print("  {}: {}\n", d.cluster, d.decision);
+                }
                 return 0;
             }};
 }

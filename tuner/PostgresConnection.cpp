@@ -20,6 +20,7 @@
  * are the URL without its password (redact_location). */
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -47,6 +48,29 @@ std::string pg_message(const char *msg) {
         if (c == '\n') c = ' ';
     }
     return s;
+}
+
+/** The password of \p url in every spelling a message might echo: as libpq decodes it
+ * (PQconninfoParse), and as written in the URL's user info or password= parameter. */
+std::vector<std::string> passwords_of(const std::string &url) {
+    std::vector<std::string> out;
+    char *err = nullptr;
+    if (PQconninfoOption *opts = PQconninfoParse(url.c_str(), &err)) {
+        for (PQconninfoOption *o = opts; o->keyword; o++) {
+            if (std::strcmp(o->keyword, "password") == 0 && o->val && *o->val) out.push_back(o->val);
+        }
+        PQconninfoFree(opts);
+    }
+    PQfreemem(err);
+    size_t start = url.find("://"), at = url.find('@');
+    if (start != std::string::npos && at != std::string::npos) {
+        size_t colon = url.find(':', start + 3);
+        if (colon < at) out.push_back(url.substr(colon + 1, at - colon - 1));
+    }
+    size_t p = url.find("password=");
+    if (p != std::string::npos) out.push_back(url.substr(p + 9, url.find('&', p) - p - 9));
+    out.erase(std::remove(out.begin(), out.end(), std::string()), out.end());
+    return out;
 }
 
 /** \p sql with ?N replaced by $N outside quoted text and identifiers. */
@@ -162,11 +186,12 @@ private:
 
 class PostgresConnection final : public Connection {
 public:
-    PostgresConnection(const std::string &url, bool read_only) : name_(redact_location(url)), read_only_(read_only) {
+    PostgresConnection(const std::string &url, bool read_only)
+        : name_(redact_location(url)), passwords_(passwords_of(url)), read_only_(read_only) {
         conn_ = PQconnectdb(url.c_str());
         try {
             if (!conn_) throw DbError(context(*this, "cannot connect to") + ": out of memory");
-            if (PQstatus(conn_) != CONNECTION_OK) throw DbError(context(*this, "cannot connect to") + ": " + pg_message(PQerrorMessage(conn_)));
+            if (PQstatus(conn_) != CONNECTION_OK) throw DbError(context(*this, "cannot connect to") + ": " + message(PQerrorMessage(conn_)));
             open();
         } catch (...) {
             PQfinish(conn_);
@@ -204,7 +229,7 @@ public:
     PGresult *checked(PGresult *r, const std::string &what) {
         ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
         if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
-        std::string msg = pg_message(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
+        std::string msg = message(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
         PQclear(r);
         if (PQstatus(conn_) != CONNECTION_OK) {
             const char *host = PQhost(conn_), *port = PQport(conn_);
@@ -219,8 +244,18 @@ public:
 
 private:
     std::string name_;
+    std::vector<std::string> passwords_;  ///< never shown: scrubbed from libpq's messages
     bool read_only_;
     PGconn *conn_ = nullptr;
+
+    /** libpq's message on one line, without the password in any spelling. */
+    std::string message(const char *msg) const {
+        std::string s = pg_message(msg);
+        for (const std::string &p : passwords_) {
+            for (size_t at = s.find(p); at != std::string::npos; at = s.find(p, at + 3)) s.replace(at, p.size(), "***");
+        }
+        return s;
+    }
 
     [[noreturn]] void refuse(const std::string &found) const {
         throw DbError("'" + name_ + "' is not a fusor tuning database (" + found + ")");

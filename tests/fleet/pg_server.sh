@@ -25,6 +25,10 @@ as_owner() {
 
 case "$mode" in
 start)
+    if [[ $(id -u) -eq 0 ]] && ! runuser -u postgres -- test -x "$bin/initdb"; then
+        echo "the postgres user cannot run $bin/initdb: a folder on its path is not open to other users" >&2
+        exit 1
+    fi
     mkdir -p "$dir"
     [[ $(id -u) -eq 0 ]] && chown postgres "$dir"
     as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust --no-sync >"$dir/initdb.log" 2>&1 ||

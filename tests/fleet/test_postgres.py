@@ -149,6 +149,8 @@ def test_read_only_role_runs_and_compiles_but_cannot_tune(pg, tmp_path):
     assert r.returncode == 0, r.stderr
     r = cli("compile", config_model("mlp_head"), "--db", ro, "-o", str(tmp_path / "lib"))
     assert r.returncode == 0, r.stderr
+    r = cli("inspect", config_model("mlp_head"), "--db", ro)
+    assert r.returncode == 0 and "tuned schedule" in r.stdout and "builder-secret-7" not in r.stdout, r.stdout + r.stderr
     r = cli("autotune", config_model("mlp_head"), "--db", ro, "--trials", "4", *QUICK)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "no INSERT privilege" in r.stderr and "builder" in r.stderr
@@ -180,6 +182,9 @@ def test_bad_urls_and_databases_exit_2_with_libpq_message_and_change_nothing(pg,
     r = cli("db", "list", pg.url("postgres", user="tuner", password="wrong-secret"))
     assert r.returncode == 2 and "password authentication failed" in r.stderr, r.stderr
     assert "wrong-secret" not in r.stderr
+    # a password libpq cannot even parse (bad percent-encoding) is not echoed either
+    r = cli("db", "list", pg.url("postgres", user="tuner", password="se%zzcret"))
+    assert r.returncode == 2 and "cannot connect" in r.stderr and "zzcret" not in r.stderr, r.stderr
     # another application's tables
     other = pg.create_db("otherapp")
     pg.sql("CREATE TABLE users (name TEXT); INSERT INTO users VALUES ('ada')", db="otherapp")
