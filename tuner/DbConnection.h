@@ -87,6 +87,7 @@ private:
 
 /** What differs between the engines in the schema's text. */
 struct Dialect {
+    const char *text;        ///< "TEXT" / "TEXT COLLATE \"C\"": text compares and sorts by bytes in both
     const char *real;        ///< "REAL" / "DOUBLE PRECISION"
     const char *blob;        ///< "BLOB" / "BYTEA"
     const char *table_end;   ///< ") STRICT;" / ");"

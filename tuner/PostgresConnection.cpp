@@ -340,7 +340,8 @@ bool PostgresQuery::step() {
 
 }  // namespace
 
-const Dialect kPostgresDialect = {"DOUBLE PRECISION", "BYTEA", ");", "id ~ '^[0-9a-f]{32}$'"};
+// "C": ORDER BY and comparisons by bytes, as in SQLite, whatever the database's locale
+const Dialect kPostgresDialect = {"TEXT COLLATE \"C\"", "DOUBLE PRECISION", "BYTEA", ");", "id ~ '^[0-9a-f]{32}$'"};
 
 std::unique_ptr<Connection> open_postgres(const std::string &url, bool read_only) {
     return std::make_unique<PostgresConnection>(url, read_only);

@@ -366,7 +366,7 @@ private:
 
 }  // namespace
 
-const Dialect kSqliteDialect = {"REAL", "BLOB", ") STRICT;", "length(id) = 32 AND id NOT GLOB '*[^0-9a-f]*'"};
+const Dialect kSqliteDialect = {"TEXT", "REAL", "BLOB", ") STRICT;", "length(id) = 32 AND id NOT GLOB '*[^0-9a-f]*'"};
 
 std::unique_ptr<Connection> open_sqlite(const std::string &path, bool read_only) {
     return std::make_unique<SqliteConnection>(path, read_only);

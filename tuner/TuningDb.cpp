@@ -67,6 +67,12 @@ constexpr const char *kFingerprintMatch = "(fingerprint = ?3 OR (substr(?3, 1, 4
                                           "substr(fingerprint, length(fingerprint) - length(?3)) = '|' || ?3) OR "
                                           "(substr(?3, 1, 4) = 'gpu:' AND substr(fingerprint, 1, length(?3)) = ?3))";
 
+/** \p sql with each column type TEXT spelled as \p d spells it. */
+std::string with_text_type(std::string sql, const Dialect &d) {
+    static const std::regex text(" TEXT ");
+    return std::regex_replace(sql, text, std::string(" ") + d.text + " ");
+}
+
 std::string trial_record(const std::string &id) {
     return "trial " + quote_text(id);
 }
@@ -203,12 +209,12 @@ std::string measurement_columns_sql(const Dialect &d, const std::string &separat
 }
 
 std::string features_table_sql(const Dialect &d) {
-    return std::string(R"sql(
+    return with_text_type(std::string(R"sql(
 CREATE TABLE trial_features (
     trial_id       TEXT NOT NULL,
     version        INTEGER NOT NULL CHECK (version >= 1),
     features       )sql") + d.blob + R"sql( NOT NULL CHECK (length(features) > 0 AND length(features) % 4 = 0),
-    PRIMARY KEY (trial_id, version))sql" + d.table_end + "\n";
+    PRIMARY KEY (trial_id, version))sql" + d.table_end + "\n", d);
 }
 
 std::string tables_sql(const Dialect &d) {
@@ -216,7 +222,7 @@ std::string tables_sql(const Dialect &d) {
     for (TrialStatus s : all_statuses()) statuses += std::string(statuses.empty() ? "" : ", ") + "'" + status_name(s) + "'";
     std::string times;
     for (const char *c : {"median_ms", "min_ms", "max_ms", "compile_ms"}) times += std::string("    ") + c + " " + d.real + " CHECK " + time_check_sql(c) + ",\n";
-    return std::string(R"sql(
+    return with_text_type(std::string(R"sql(
 CREATE TABLE workload (
     signature      TEXT NOT NULL,
     target         TEXT NOT NULL,
@@ -240,7 +246,7 @@ CREATE TABLE trial (
     )sql" + measurement_columns_sql(d, ",\n    ") + R"sql(,
     CHECK (min_ms <= median_ms AND median_ms <= max_ms AND min_ms <= max_ms))sql" + d.table_end + R"sql(
 CREATE INDEX trial_workload ON trial (signature, target);
-)sql" + features_table_sql(d);
+)sql", d) + features_table_sql(d);
 }
 
 std::vector<Workload> read_all_workloads(Connection &c) {
