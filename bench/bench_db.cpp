@@ -135,30 +135,38 @@ int write_trials(const std::string &loc, int writer, int trials, int shared) {
     return 0;
 }
 
-int load(const std::string &loc, int writers, int trials) {
-    constexpr int kShared = 50;
-    { TuningDb create(loc); }  // the schema, once, before the writers start
-    auto t0 = Clock::now();
-    std::vector<pid_t> pids;
-    for (int w = 0; w < writers; w++) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            int rc = 1;
-            try {
-                rc = write_trials(loc, w, trials, kShared);
-            } catch (const std::exception &e) {
-                fmt::print(stderr, "writer {}: {}\n", w, e.what());
-            }
-            _exit(rc);
-        }
-        pids.push_back(pid);
+/** Runs \p body in a forked child (exit status: its result, 1 if it throws); returns the pid. */
+pid_t fork_child(const std::function<int()> &body) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    int rc = 1;
+    try {
+        rc = body();
+    } catch (const std::exception &e) {
+        fmt::print(stderr, "{}\n", e.what());
     }
+    std::fflush(stdout);
+    _exit(rc);
+}
+
+/** Waits for \p pids; returns how many did not exit with status 0. */
+int failures(const std::vector<pid_t> &pids) {
     int failed = 0;
     for (pid_t pid : pids) {
         int status = 0;
         waitpid(pid, &status, 0);
         failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
+    return failed;
+}
+
+int load(const std::string &loc, int writers, int trials) {
+    constexpr int kShared = 50;
+    { TuningDb create(loc); }  // the schema, once, before the writers start
+    auto t0 = Clock::now();
+    std::vector<pid_t> pids;
+    for (int w = 0; w < writers; w++) pids.push_back(fork_child([&, w] { return write_trials(loc, w, trials, kShared); }));
+    int failed = failures(pids);
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     // every expected id stored, and nothing else
     TuningDb db(loc, TuningDb::Mode::ReadOnly);
@@ -195,22 +203,8 @@ Trial improving_trial(int w, int i) {
 int prune_race(const std::string &loc, int writers, int trials) {
     { TuningDb create(loc); }
     std::vector<pid_t> pids;
-    auto spawn = [&](const std::function<int()> &body) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            int rc = 1;
-            try {
-                rc = body();
-            } catch (const std::exception &e) {
-                fmt::print(stderr, "{}\n", e.what());
-            }
-            std::fflush(stdout);
-            _exit(rc);
-        }
-        return pid;
-    };
     for (int w = 0; w < writers; w++) {
-        pids.push_back(spawn([&, w] {
+        pids.push_back(fork_child([&, w] {
             TuningDb db(loc);
             db.add_workload({workload_signature(w), kTarget, "race"});
             for (int i = 0; i < trials; i++) {
@@ -222,7 +216,7 @@ int prune_race(const std::string &loc, int writers, int trials) {
     }
     int pipefd[2];
     if (pipe(pipefd) != 0) return 1;
-    pid_t pruner = spawn([&] {
+    pid_t pruner = fork_child([&] {
         close(pipefd[1]);
         TuningDb db(loc);
         int rounds = 0, deleted = 0;
@@ -233,17 +227,10 @@ int prune_race(const std::string &loc, int writers, int trials) {
         return 0;
     });
     close(pipefd[0]);
-    int failed = 0;
-    for (pid_t pid : pids) {
-        int status = 0;
-        waitpid(pid, &status, 0);
-        failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    }
-    if (write(pipefd[1], "x", 1) != 1) failed++;
+    int failed = failures(pids);
+    if (write(pipefd[1], "x", 1) != 1) failed++;  // the pruner stops
     close(pipefd[1]);
-    int status = 0;
-    waitpid(pruner, &status, 0);
-    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    failed += failures({pruner});
     TuningDb db(loc, TuningDb::Mode::ReadOnly);
     int lost = 0;
     for (int w = 0; w < writers; w++) {

@@ -103,6 +103,10 @@ std::string measurement_columns_sql(const Dialect &d, const std::string &separat
 /** The table schema 5 added: trial_features. */
 std::string features_table_sql(const Dialect &d);
 
+/** The passwords of a database URL as written in it (user info, password= parameters): what
+ * redact_location cuts, for an engine to scrub from messages that echo them. */
+std::vector<std::string> url_passwords(const std::string &url);
+
 /** "<action> tuning db '<name>'", the start of every error message about a database. */
 std::string context(const Connection &c, const char *action);
 /** Throws DbError "tuning db '<name>' is malformed: <record>: <field>: <problem>". */

@@ -20,7 +20,6 @@
  * are the URL without its password (redact_location). */
 #include <libpq-fe.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -51,9 +50,9 @@ std::string pg_message(const char *msg) {
 }
 
 /** The password of \p url in every spelling a message might echo: as libpq decodes it
- * (PQconninfoParse), and as written in the URL's user info or password= parameter. */
+ * (PQconninfoParse), and as written in the URL (url_passwords). */
 std::vector<std::string> passwords_of(const std::string &url) {
-    std::vector<std::string> out;
+    std::vector<std::string> out = url_passwords(url);
     char *err = nullptr;
     if (PQconninfoOption *opts = PQconninfoParse(url.c_str(), &err)) {
         for (PQconninfoOption *o = opts; o->keyword; o++) {
@@ -62,14 +61,6 @@ std::vector<std::string> passwords_of(const std::string &url) {
         PQconninfoFree(opts);
     }
     PQfreemem(err);
-    size_t start = url.find("://"), at = url.find('@');
-    if (start != std::string::npos && at != std::string::npos) {
-        size_t colon = url.find(':', start + 3);
-        if (colon < at) out.push_back(url.substr(colon + 1, at - colon - 1));
-    }
-    size_t p = url.find("password=");
-    if (p != std::string::npos) out.push_back(url.substr(p + 9, url.find('&', p) - p - 9));
-    out.erase(std::remove(out.begin(), out.end(), std::string()), out.end());
     return out;
 }
 

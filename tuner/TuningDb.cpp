@@ -316,20 +316,44 @@ bool is_database_url(const std::string &location) {
                     "'; a tuning database is a file (SQLite) or a postgresql:// URL");
 }
 
-std::string redact_location(const std::string &location) {
+namespace {
+/** A password spelled in a URL: [begin, end) is what redaction cuts (":secret" of the user info,
+ * or "password=secret" with its '&'), [value, value_end) the password as written. */
+struct PasswordSpan {
+    size_t begin, end, value, value_end;
+};
+std::vector<PasswordSpan> password_spans(const std::string &url) {
     std::smatch m;
-    if (!std::regex_search(location, m, url_scheme())) return location;
-    std::string out = location;
+    if (!std::regex_search(url, m, url_scheme())) return {};
+    std::vector<PasswordSpan> out;
     // user:password@ in the authority (up to the first '/', '?' or '#' after the scheme)
-    size_t start = m.length(0), end = out.find_first_of("/?#", start);
-    size_t at = out.rfind('@', end == std::string::npos ? out.size() : end);
-    if (at != std::string::npos && at >= start) {
-        size_t colon = out.find(':', start);
-        if (colon != std::string::npos && colon < at) out.erase(colon, at - colon);
+    size_t start = m.length(0), end = url.find_first_of("/?#", start);
+    size_t at = url.rfind('@', end == std::string::npos ? url.size() : end);
+    size_t colon = url.find(':', start);
+    if (at != std::string::npos && at >= start && colon < at) out.push_back({colon, at, colon + 1, at});
+    static const std::regex param("[?&](password=)([^&#]*)&?");
+    for (auto it = std::sregex_iterator(url.begin(), url.end(), param); it != std::sregex_iterator(); ++it) {
+        size_t value = (size_t)it->position(2);
+        out.push_back({(size_t)it->position(1), (size_t)(it->position(0) + it->length(0)), value, value + (size_t)it->length(2)});
     }
-    // password=... among the parameters
-    static const std::regex param("([?&])password=[^&#]*&?");
-    out = std::regex_replace(out, param, "$1");
+    return out;
+}
+}  // namespace
+
+std::vector<std::string> db::url_passwords(const std::string &url) {
+    std::vector<std::string> out;
+    for (const PasswordSpan &p : password_spans(url)) {
+        if (p.value_end > p.value) out.push_back(url.substr(p.value, p.value_end - p.value));
+    }
+    return out;
+}
+
+std::string redact_location(const std::string &location) {
+    std::vector<PasswordSpan> spans = password_spans(location);
+    if (spans.empty()) return location;
+    std::string out = location;
+    std::sort(spans.begin(), spans.end(), [](const PasswordSpan &a, const PasswordSpan &b) { return a.begin > b.begin; });
+    for (const PasswordSpan &p : spans) out.erase(p.begin, p.end - p.begin);  // from the back: earlier offsets hold
     if (!out.empty() && (out.back() == '&' || out.back() == '?')) out.pop_back();
     return out;
 }

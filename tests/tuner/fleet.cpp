@@ -110,4 +110,7 @@ TEST_CASE("db location: passwords never appear in the name messages show", "[tun
     CHECK(redact_location("postgresql://tuner@db/fusor?sslmode=require&password=s3cret") == "postgresql://tuner@db/fusor?sslmode=require");
     CHECK(redact_location("postgresql://db/fusor") == "postgresql://db/fusor");
     CHECK(redact_location("local/tuning.db") == "local/tuning.db");
+    // a port is no password, and an '@' after the authority is no user info
+    CHECK(redact_location("postgresql://db:5432/fusor?application_name=a@b") == "postgresql://db:5432/fusor?application_name=a@b");
+    CHECK(redact_location("postgresql://u:p1@db/f?password=p2&sslmode=require&password=p3") == "postgresql://u@db/f?sslmode=require");
 }
