@@ -11,9 +11,9 @@
 #include "generators/CudaCheck.h"
 #include "generators/HostTarget.h"
 #include "graph/Error.h"
-#include "tuner/TuningDb.h"
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
+#include "tuner/TuningDb.h"
 
 namespace fusor::cli {
 

@@ -106,15 +106,14 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                     std::string decision;
                 };
                 std::vector<DbChoice> from_db;  // in cluster order
-                std::vector<std::string> db_warnings;
                 if (!db->empty()) {
-                    std::vector<std::string> log;
-                    ScheduleLookup lookup = db_schedules(*db, *target, &log, &db_warnings);
+                    std::vector<std::string> log;  // "<cluster>: <decision>", one line per lookup
+                    ScheduleLookup lookup = db_schedules(*db, *target, &log);
                     for (const Cluster &c : fused.clusters) {
                         if (is_control_flow(fused.nodes[c.nodes[0]].op)) continue;
                         log.clear();
                         std::optional<std::string> sched = lookup(fused, c);
-                        std::string line = log.empty() ? std::string() : log.back().substr(log.back().find(": ") + 2);
+                        std::string line = log.empty() ? std::string() : log.back().substr(c.name.size() + 2);
                         from_db.push_back({c.name, sched, line});
                     }
                 }

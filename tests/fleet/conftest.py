@@ -30,7 +30,7 @@ def cli(*args, check=False, timeout=600):
 
 
 def export(db, path):
-    """Exports \\p db to \\p path with the CLI; returns the parsed document."""
+    """Exports `db` to `path` with the CLI; returns the parsed document."""
     r = cli("db", "export", db, "-o", path)
     assert r.returncode == 0, r.stderr
     with open(path) as f:
