@@ -85,7 +85,8 @@ Graph parse(const std::string &text, const std::string &name) {
     Graph g = parse_graph_json(text, name);
     OptimizeOptions o;
     o.evaluator = &halide_constant_evaluator();
-    optimize_graph(g, o);  // as `fusor autotune` does (MatMul + Add becomes Gemm, NCHW kept)
+    o.layout = Layout::Auto;  // as `fusor autotune` does: MatMul + Add becomes Gemm, a conv region NHWC
+    optimize_graph(g, o);
     return g;
 }
 
@@ -95,12 +96,17 @@ std::vector<Case> make_cases(bool reduced, const std::string &source_dir) {
     {
         Case c;
         c.name = "conv3x3_bias_relu";
-        c.graph = parse(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": )" + shape_json({1, ch, hw, hw}) +
+        // NHWC in and out, as a TensorFlow export feeds it (transposes around an NCHW Conv); the
+        // layout pass makes it one NHWC conv cluster, the layout fusor picks for a conv region
+        // (oneDNN likewise picks its own)
+        c.graph = parse(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": )" + shape_json({1, hw, hw, ch}) +
                             R"(}], "outputs": ["y"], "initializers": [
                 {"name": "w", "dtype": "f32", "shape": )" + shape_json({ch, ch, 3, 3}) + R"(, "random": {"seed": 1, "low": -0.1, "high": 0.1}},
                 {"name": "b", "dtype": "f32", "shape": )" + shape_json({ch}) + R"(, "random": {"seed": 2}}],
-            "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w", "b"], "outputs": ["c"], "attrs": {"pads": [1, 1, 1, 1]}},
-                      {"name": "relu", "op": "Relu", "inputs": ["c"], "outputs": ["y"]}]})",
+            "nodes": [{"name": "to_nchw", "op": "Transpose", "inputs": ["x"], "outputs": ["xt"], "attrs": {"perm": [0, 3, 1, 2]}},
+                      {"name": "conv", "op": "Conv", "inputs": ["xt", "w", "b"], "outputs": ["c"], "attrs": {"pads": [1, 1, 1, 1]}},
+                      {"name": "relu", "op": "Relu", "inputs": ["c"], "outputs": ["r"]},
+                      {"name": "to_nhwc", "op": "Transpose", "inputs": ["r"], "outputs": ["y"], "attrs": {"perm": [0, 2, 3, 1]}}]})",
                         c.name);
         c.flops = 2.0 * ch * ch * 9 * hw * hw;
         c.bytes = 4.0 * (2 * ch * hw * hw + ch * ch * 9);

@@ -2,7 +2,8 @@
  * The edits, per stage:
  *   outputs (root):      tile (none, or extents of dims 0-1 from {1,2,4,6,8,12,16,32,64}, or of
  *                        dims 0-2 with dim 1 from {1,2,3,4} and dim 2 from {1,2,3,4,6,8,12,16}:
- *                        a conv's register tile over x, rows and output channels), a step of one
+ *                        a conv's register tile over x, rows and output channels; each list also
+ *                        has the divisors of the dim's extent up to its largest), a step of one
  *                        tile extent to its neighbour in those lists, vector width (0, lanes/2,
  *                        lanes, 2*lanes), the order of the tile loops (none, xo/yo; with a third
  *                        tiled dim also yo/zo, zo/yo), parallel on or off
@@ -20,7 +21,8 @@
  *                        output's block loop, by all its threads, mem=shared), or staged per chunk
  *                        of 4-64 steps of its accumulator's reduction (the accumulator per block,
  *                        chunk=, each thread's tile in registers; the operand at <acc>.ko)
- * Each candidate is checked by why_illegal; illegal edits are retried. */
+ * Each candidate is checked by why_illegal; illegal edits are retried, and so are edits whose
+ * unrolled bodies outgrow the register file (unroll_fits). */
 #include "tuner/ScheduleSpace.h"
 
 #include <algorithm>
@@ -37,11 +39,25 @@ const int kTiles[] = {1, 2, 4, 6, 8, 12, 16, 32, 64};
 const int kRowTiles[] = {1, 2, 3, 4};                     // dim 1 of a three-dim tile
 const int kChannelTiles[] = {1, 2, 3, 4, 6, 8, 12, 16};  // dim 2 of a three-dim tile
 
-/** The list a tile extent of dim \p d is drawn from, for a tile of \p dims dims. */
-std::vector<int> tile_choices(int d, int dims) {
-    if (dims >= 3 && d == 1) return {std::begin(kRowTiles), std::end(kRowTiles)};
-    if (dims >= 3 && d == 2) return {std::begin(kChannelTiles), std::end(kChannelTiles)};
-    return {std::begin(kTiles), std::end(kTiles)};
+/** The sorted list a tile extent of dim \p d is drawn from, for a tile of \p dims dims over a
+ * dim of \p extent: the fixed list, plus the divisors of the extent up to the list's largest (a
+ * tile that divides its dim has no tail: 7, 14 and 28 for CNNs' 56 columns, 5, 10 and 20 for 320). */
+std::vector<int> tile_choices(int d, int dims, int64_t extent) {
+    std::vector<int> out;
+    if (dims >= 3 && d == 1) {
+        out.assign(std::begin(kRowTiles), std::end(kRowTiles));
+    } else if (dims >= 3 && d == 2) {
+        out.assign(std::begin(kChannelTiles), std::end(kChannelTiles));
+    } else {
+        out.assign(std::begin(kTiles), std::end(kTiles));
+    }
+    int largest = out.back();
+    for (int t = 2; t <= largest && t < extent; t++) {
+        if (extent % t == 0) out.push_back(t);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
 }
 
 int pick(SplitMix64 &rng, int n) {
@@ -71,7 +87,7 @@ void edit_output(StageSchedule &s, const StageInfo &st, int lanes, SplitMix64 &r
         int dims = std::min(rank, three ? 3 : 2);
         s.tile.assign(dims, 1);
         for (int d = 0; d < dims; d++) {
-            std::vector<int> choices = tile_choices(d, dims);
+            std::vector<int> choices = tile_choices(d, dims, st.extents[d]);
             s.tile[d] = (int)std::min<int64_t>(choices[pick(rng, (int)choices.size())], st.extents[d]);
         }
         if (s.vector_width > s.tile[0]) s.vector_width = 0;
@@ -80,7 +96,7 @@ void edit_output(StageSchedule &s, const StageInfo &st, int lanes, SplitMix64 &r
     case 1: {  // a neighbour: one tile extent one step up or down its list
         if (s.tile.empty()) break;
         int dims = (int)s.tile.size(), d = pick(rng, dims);
-        std::vector<int> choices = tile_choices(d, dims);
+        std::vector<int> choices = tile_choices(d, dims, st.extents[d]);
         auto at = std::lower_bound(choices.begin(), choices.end(), s.tile[d]);
         int i = (int)(at - choices.begin()) + (pick(rng, 2) ? 1 : -1);
         if (i < 0 || i >= (int)choices.size()) break;
@@ -377,6 +393,67 @@ ClusterSchedule mutate_gpu(const LoweredCluster &lc, const ClusterSchedule &s, S
     return s;
 }
 
+/** Per dim of stage \p st under \p all, the extent of the region one realization covers: its
+ * own extents at the root (its inner tile where tiled); at a consumer's loop, the product of the
+ * consumer's loops inside that loop over the same dim (dims matched by position), at most its own
+ * extent. */
+std::vector<int64_t> realized_extents(const LoweredCluster &lc, const ClusterSchedule &all, const StageSchedule &s, const StageInfo &st) {
+    std::vector<int64_t> e = st.extents;
+    if (s.level == ComputeLevel::Root || st.is_output) {
+        for (size_t d = 0; d < s.tile.size() && d < e.size(); d++) e[d] = std::min<int64_t>(e[d], s.tile[d]);
+        return e;
+    }
+    const StageSchedule *at = all.find(s.at_stage);
+    const StageInfo *at_info = lc.find_stage(s.at_stage);
+    if (s.level != ComputeLevel::At || !at || !at_info) return e;
+    std::vector<std::string> args = args_of(*at_info);
+    std::vector<ScheduleLoop> loops = loops_of(*at, args, at_info->extents);
+    auto from = std::find_if(loops.begin(), loops.end(), [&](const ScheduleLoop &l) { return l.name == s.at_var; });
+    if (from == loops.end()) return e;
+    std::vector<int64_t> inside(e.size(), 1);
+    for (auto l = from + 1; l != loops.end(); ++l) {
+        for (size_t d = 0; d < e.size() && d < args.size(); d++) {
+            if (l->name == args[d] || l->name == args[d] + "i" || l->name == args[d] + "o") inside[d] *= l->extent;
+        }
+    }
+    for (size_t d = 0; d < e.size(); d++) e[d] = std::min(e[d], inside[d]);
+    return e;
+}
+
+/** The iterations (vectors, where dim 0 is vectorized) of the unrolled loops of the largest
+ * unrolled body in \p c: each stage's unrolled dims over the region one realization covers. */
+int64_t unrolled_body(const LoweredCluster &lc, const ClusterSchedule &c, bool accumulators) {
+    int64_t most = 1;
+    for (const StageSchedule &s : c.stages) {
+        const StageInfo *info = lc.find_stage(s.stage);
+        if (!info || s.unroll.empty() || s.level == ComputeLevel::Inline) continue;
+        if (accumulators != info->func.has_update_definition()) continue;
+        std::vector<int64_t> e = realized_extents(lc, c, s, *info);
+        int64_t n = 1;
+        for (int d : s.unroll) {
+            if (d < 0 || d >= (int)e.size()) continue;
+            n *= d == 0 && s.vector_width > 0 ? (e[0] + s.vector_width - 1) / s.vector_width : e[d];
+        }
+        most = std::max(most, n);
+    }
+    return most;
+}
+
+/** Whether \p c's unrolled bodies are no larger than the register file sustains, or than
+ * \p parent's: an unrolled accumulator holds one live vector per iteration, so at most the
+ * target's vector registers (32 with 16-lane vectors, AVX-512; else 16); another stage's
+ * unrolled copies at most four times that. Larger bodies spill and take seconds to compile
+ * (an unvectorized 16x2x14 accumulator unrolled whole: 2.2 s). */
+bool unroll_fits(const LoweredCluster &lc, const ClusterSchedule &c, const ClusterSchedule &parent, int lanes) {
+    int64_t registers = lanes >= 16 ? 32 : 16;
+    for (bool acc : {true, false}) {
+        int64_t limit = acc ? registers : 4 * registers;
+        int64_t n = unrolled_body(lc, c, acc);
+        if (n > limit && n > unrolled_body(lc, parent, acc)) return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, int lanes, SplitMix64 &rng, int attempts) {
@@ -393,7 +470,7 @@ ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, int l
             edit_internal(st, *info, lc, c, lanes, rng);
         }
         if (c == s) continue;
-        if (why_illegal(c, lc).empty()) return c;
+        if (why_illegal(c, lc).empty() && unroll_fits(lc, c, s, lanes)) return c;
     }
     return s;
 }
@@ -420,8 +497,11 @@ double space_size(const LoweredCluster &lc, const ClusterSchedule &s, int lanes)
         const StageInfo *info = lc.find_stage(st.stage);
         if (!info) continue;
         if (info->is_output) {
-            double tiles = 1 + std::pow(9.0, std::min<double>(2, info->extents.size()));
-            if (info->extents.size() >= 3) tiles += 9 * 4 * 8;  // three-dim tiles
+            const std::vector<int64_t> &e = info->extents;
+            double two = 1, three = 1;
+            for (int d = 0; d < 2 && d < (int)e.size(); d++) two *= (double)tile_choices(d, 2, e[d]).size();
+            for (int d = 0; d < 3 && e.size() >= 3; d++) three *= (double)tile_choices(d, 3, e[d]).size();
+            double tiles = 1 + two + (e.size() >= 3 ? three : 0);
             n *= tiles * 4 /*vector widths*/ * (info->extents.size() >= 3 ? 4 : 2) /*order*/ * 2 /*parallel*/;
         } else if (info->role == StageRole::Value) {
             n *= 2;  // inline or root

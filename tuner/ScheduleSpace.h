@@ -15,8 +15,9 @@ namespace fusor {
  * loop, unrolling or parallel flag of one stage; for a GPU schedule, one with `gpu=` stages: the
  * threads per block, per-thread tile or its unrolling of an output, or shared-memory staging of
  * a staged operand on or off). Tries up to \p attempts edits and returns the
- * first that why_illegal accepts; returns \p s unchanged if none was. \p lanes is the target's
- * natural vector width for the cluster's type. */
+ * first that why_illegal accepts and whose unrolled bodies fit the register file (or are no
+ * larger than \p s's); returns \p s unchanged if none was. \p lanes is the target's natural
+ * vector width for the cluster's type (16: AVX-512, taken to have 32 vector registers). */
 ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, int lanes, SplitMix64 &rng, int attempts = 32);
 
 /** The number of schedules the edits can reach (of a GPU schedule: its GPU edits): the product

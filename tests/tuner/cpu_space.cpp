@@ -179,3 +179,43 @@ TEST_CASE("cpu space: storage hoisted over two iterating loops is refused (Halid
     }
     CHECK_THAT(why_illegal(s, l.lc), Catch::Contains("stage 'k_conv_pad'") && Catch::Contains("k_relu.zo and .yo"));
 }
+
+TEST_CASE("cpu space: tiles that divide a dim are drawn, and no edit unrolls an accumulator past the register file",
+          "[tuner][space]") {
+    // 14 columns: 7 is among the tile extents (no tail), though not in the fixed list
+    Graph g = parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 16, 14, 14]}],
+        "outputs": ["y"], "initializers": [
+            {"name": "w", "dtype": "f32", "shape": [16, 16, 3, 3], "random": {"seed": 1, "low": -0.1, "high": 0.1}}],
+        "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w"], "outputs": ["c"], "attrs": {"pads": [1, 1, 1, 1]}},
+                  {"name": "relu", "op": "Relu", "inputs": ["c"], "outputs": ["y"]}]})",
+                               "conv14.json");
+    Lowered l = lower(std::move(g), Halide::Target("x86-64-linux-avx-avx2-avx512-avx512_skylake-fma-sse41"));
+    const int lanes = 16, registers = 32;
+    SplitMix64 rng(5);
+    ClusterSchedule cur = l.def;
+    std::set<int> x_tiles;
+    int checked = 0;
+    for (int i = 0; i < 600; i++) {
+        ClusterSchedule child = mutate(l.lc, i % 8 == 0 ? l.def : cur, lanes, rng);
+        const StageSchedule *out = child.find("k_relu");
+        const StageSchedule *acc = child.find("k_conv_acc");
+        REQUIRE(out);
+        REQUIRE(acc);
+        if (!out->tile.empty()) x_tiles.insert(out->tile[0]);
+        // the accumulator at the output's innermost tile loop covers one tile: its unrolled
+        // iterations are the tile's extents over the unrolled dims (dim 0 in vectors)
+        if (acc->level == ComputeLevel::At && acc->at_var == "xo" && out->tile.size() == 3 && out->order.size() >= 1) {
+            int64_t n = 1;
+            for (int d : acc->unroll) {
+                int64_t e = out->tile[d];
+                n *= d == 0 && acc->vector_width ? (e + acc->vector_width - 1) / acc->vector_width : e;
+            }
+            INFO(to_text(child));
+            CHECK(n <= registers);
+            checked++;
+        }
+        cur = child;
+    }
+    CHECK(x_tiles.count(7));
+    CHECK(checked > 50);
+}
