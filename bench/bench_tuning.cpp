@@ -20,7 +20,7 @@
  * cost model's search with the search without it).
  *
  *   bench_tuning [--trials N | --budget S] [--strategy model|evolve|random] [--threads N] [--jobs N] [--beam N] [--reduced]
- *                [--only NAME...] [--retime-rounds N] [--timeout S] [--out DIR]
+ *                [--only NAME...] [--retime-rounds N] [--timeout S] [--seed N] [--no-random] [--out DIR]
  *   bench_tuning --charts-from results.json [--out DIR]     # the charts again, from a saved run
  */
 #include <algorithm>
@@ -594,6 +594,10 @@ int main(int argc, char **argv) {
     app.add_option("--overlap-rounds", overlap_rounds,
                    "rounds of the compile-overlap check per cluster (default and tuned best, overlap on and off, interleaved); 0: none")
         ->capture_default_str();
+    uint64_t seed = 1;
+    app.add_option("--seed", seed, "seed of the search and of random search")->capture_default_str();
+    bool no_random = false;
+    app.add_flag("--no-random", no_random, "skip random search (its columns are null)");
     std::string charts_from;
     app.add_option("--charts-from", charts_from, "only write the charts of an earlier run's results.json (into --out)");
     CLI11_PARSE(app, argc, argv);
@@ -645,10 +649,11 @@ int main(int argc, char **argv) {
         if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
         fmt::print("== {}\n", c.name);
         json r = {{"name", c.name}};
-        SearchRun tuned = search(c.graph, dbs + "/" + c.name + ".db", strategy, 1, {"Mullapudi2016", "Adams2019", "Li2018"}, trials,
+        SearchRun tuned = search(c.graph, dbs + "/" + c.name + ".db", strategy, seed, {"Mullapudi2016", "Adams2019", "Li2018"}, trials,
                                  budget, threads, jobs);
         int search_trials = tuned.trials;
-        SearchRun random = search(c.graph, dbs + "/" + c.name + "_random.db", "random", 1, {}, search_trials, 0, threads, jobs);
+        SearchRun random;
+        if (!no_random) random = search(c.graph, dbs + "/" + c.name + "_random.db", "random", seed, {}, search_trials, 0, threads, jobs);
         all_trials += tuned.trials + random.trials;
         all_wall += tuned.wall_s + random.wall_s;
         r["default_ms"] = tuned.default_ms;
@@ -656,7 +661,7 @@ int main(int argc, char **argv) {
             r[a + "_ms"] = tuned.baselines.count(a) ? json(tuned.baselines[a]) : json(nullptr);  // null: failed or wrong
         }
         r["tuned_ms"] = tuned.best_ms;
-        r["random_ms"] = random.best_ms;
+        r["random_ms"] = no_random ? json(nullptr) : json(random.best_ms);
         r["trials"] = search_trials;
         r["best_so_far_search"] = tuned.best_so_far;
         r["best_so_far_random"] = random.best_so_far;
@@ -680,7 +685,7 @@ int main(int argc, char **argv) {
         for (auto &[a, ms] : tuned.baselines) best_as = best_as == 0 ? ms : std::min(best_as, ms);
         r["tuned_vs_best_autoscheduler"] = best_as > 0 ? json(best_as / tuned.best_ms) : json(nullptr);
         r["tuned_vs_onednn"] = dnnl ? json(*dnnl / tuned.best_ms) : json(nullptr);
-        r["search_vs_random"] = random.best_ms / tuned.best_ms;
+        r["search_vs_random"] = no_random ? json(nullptr) : json(random.best_ms / tuned.best_ms);
         if (c.flops > 0) r["fraction_of_peak_flops"] = c.flops / (tuned.best_ms * 1e6) / peak;
         r["fraction_of_copy_bandwidth"] = c.bytes / (tuned.best_ms * 1e6) / bw;
         if (retime_rounds > 0) {
@@ -698,8 +703,8 @@ int main(int argc, char **argv) {
         }
         if (overlap_rounds > 0) r["compile_overlap"] = overlap_check(tuned, overlap_rounds, threads, jobs);
         results["clusters"].push_back(r);
-        fmt::print("   default {:.3f} ms, tuned {:.3f} ms, random {:.3f} ms, oneDNN {}\n", tuned.default_ms, tuned.best_ms, random.best_ms,
-                   dnnl ? fmt::format("{:.3f} ms", *dnnl) : "-");
+        fmt::print("   default {:.3f} ms, tuned {:.3f} ms, random {}, oneDNN {}\n", tuned.default_ms, tuned.best_ms,
+                   no_random ? "-" : fmt::format("{:.3f} ms", random.best_ms), dnnl ? fmt::format("{:.3f} ms", *dnnl) : "-");
     }
     results["candidates_per_minute"] = all_wall > 0 ? all_trials / all_wall * 60 : 0;
 

@@ -179,12 +179,22 @@ std::string resources_summary(const std::string &text) {
 namespace {
 
 /** A job's seeded inputs and its reference's outputs, kept by a worker across the candidates of
- * one cluster (they depend on the graph, seed and target only: reference_key). */
+ * one cluster (they depend on the graph, seed and target only: reference_key), and the Halide
+ * buffers its candidates run on: per tensor, a parameter's filled once, an output's poisoned
+ * before each candidate (poison_output). Fresh buffers per candidate were most of a large
+ * cluster's time in the worker: allocating, zeroing and faulting in 64 MB each. */
 struct JobData {
     std::string key;
     std::vector<std::vector<uint8_t>> inputs;
     std::vector<std::vector<uint8_t>> reference;  ///< empty until the first candidate is verified
+    std::map<TensorId, Halide::Buffer<>> buffers;
 };
+
+/** Fills \p b with all-ones bytes (a NaN in every float element), so an element the candidate
+ * does not write fails verification instead of passing on an earlier candidate's value. */
+void poison_output(Halide::Buffer<> &b) {
+    std::memset(b.data(), 0xff, b.size_in_bytes());
+}
 
 }  // namespace
 
@@ -564,7 +574,7 @@ MeasureResult time_and_verify_run(const Graph &g, const std::function<void()> &r
 /** data for \p job: kept while its graph, seed and target stay the same (reference_key). */
 void refresh_job_data(const Graph &g, const MeasureJob &job, JobData &data) {
     std::string key = reference_key(job);
-    if (data.key != key) data = JobData{key, random_inputs(g, job.seed), {}};
+    if (data.key != key) data = JobData{key, random_inputs(g, job.seed), {}, {}};
 }
 
 }  // namespace
@@ -578,12 +588,15 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
     std::vector<Halide::Buffer<>> keep;
     for (size_t i = 0; i < lc.params.size(); i++) {
         const Tensor &t = g.tensor(lc.param_tensors[i]);
-        Halide::Buffer<> b = make_buffer(t.type);
-        if (t.is_initializer) {
-            std::memcpy(b.data(), t.data.data(), t.data.size());
-        } else {
-            size_t k = std::find(g.inputs.begin(), g.inputs.end(), lc.param_tensors[i]) - g.inputs.begin();
-            std::memcpy(b.data(), inputs.at(k).data(), inputs.at(k).size());
+        Halide::Buffer<> &b = data.buffers[lc.param_tensors[i]];
+        if (!b.defined()) {
+            b = make_buffer(t.type);
+            if (t.is_initializer) {
+                std::memcpy(b.data(), t.data.data(), t.data.size());
+            } else {
+                size_t k = std::find(g.inputs.begin(), g.inputs.end(), lc.param_tensors[i]) - g.inputs.begin();
+                std::memcpy(b.data(), inputs.at(k).data(), inputs.at(k).size());
+            }
         }
         lc.params[i].set(b);
         keep.push_back(b);
@@ -603,7 +616,12 @@ MeasureResult time_and_verify(const Graph &g, LoweredCluster &lc, const MeasureJ
     }
     if (!lc.prepared.empty()) r.compile_ms = r.compile_ms.value_or(0) + phase_ms(prepare_start);
     std::vector<Halide::Buffer<>> outs;
-    for (TensorId t : lc.output_tensors) outs.push_back(make_buffer(g.type(t)));
+    for (TensorId t : lc.output_tensors) {
+        Halide::Buffer<> &b = data.buffers[t];
+        if (!b.defined()) b = make_buffer(g.type(t));
+        poison_output(b);
+        outs.push_back(b);
+    }
     Halide::Realization realization(outs);
     return time_and_verify_run(g, [&] { lc.pipeline.realize(realization, target); }, outs, job, data, r);
 }
