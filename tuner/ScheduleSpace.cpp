@@ -420,8 +420,9 @@ std::vector<int64_t> realized_extents(const LoweredCluster &lc, const ClusterSch
     return e;
 }
 
-/** The iterations (vectors, where dim 0 is vectorized) of the unrolled loops of the largest
- * unrolled body in \p c: each stage's unrolled dims over the region one realization covers. */
+/** The iterations (vectors, where dim 0 is vectorized) of the largest unrolled body among \p c's
+ * stages with an update definition (\p accumulators) or without: each stage's unrolled dims over
+ * the region one realization covers (a stencil's halo not counted). */
 int64_t unrolled_body(const LoweredCluster &lc, const ClusterSchedule &c, bool accumulators) {
     int64_t most = 1;
     for (const StageSchedule &s : c.stages) {
