@@ -593,6 +593,28 @@ TEST_CASE("worker pool: a worker serves many candidates, and is recycled after r
     CHECK(grown.replaced == 0);
 }
 
+TEST_CASE("worker pool: candidates of one cluster in one worker run on its kept buffers and each is verified", "[tuner][autotune][pool]") {
+    // the same graph and seed: the worker keeps the inputs and outputs between them (JobData);
+    // a fault job in between (another graph) replaces them, and the chain's come back fresh
+    PoolOptions o;
+    o.workers = 1;
+    WorkerPool pool(FUSOR_TEST_WORKER, o);
+    std::vector<std::pair<MeasureJob, TrialStatus>> jobs = {{small_job(), TrialStatus::Ok},
+                                                            {small_job(), TrialStatus::Ok},
+                                                            {fault_job("wrong"), TrialStatus::WrongResult},
+                                                            {small_job(), TrialStatus::Ok},
+                                                            {small_job(), TrialStatus::Ok}};
+    for (size_t i = 0; i < jobs.size(); i++) pool.submit(i, jobs[i].first);
+    std::map<size_t, MeasureResult> results;
+    while (auto r = pool.next()) results.emplace(r->first, r->second);
+    REQUIRE(results.size() == jobs.size());
+    for (size_t i = 0; i < jobs.size(); i++) {
+        INFO("candidate " << i << ": " << results[i].error);
+        CHECK(results[i].status == jobs[i].second);
+    }
+    CHECK(pool.stats().spawned == 1);  // one worker served all five
+}
+
 TEST_CASE("worker pool: a candidate's own compile limit is kept under the pool's", "[tuner][autotune][pool]") {
     TempDir dir;
     MeasureJob job = small_job();
