@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# End to end: tunes each real model of the development set (bench/models/fetch.sh) with a budget,
-# then times it tuned against the default schedules (and unfused) side by side in one run.
+# End to end on the real models of the development set (bench/models/fetch.sh): tunes each with a
+# budget, then times it tuned against the default schedules and unfused, side by side in one run.
 #
-#   bench/tune_models.sh [--budget 10m] [--jobs 2] [--threads 1] [--repeats 20] [--out DIR] [ID ...]
+#   bench/tune_models.sh [--budget 10m] [--jobs 2] [--threads 1] [--repeats 20] [--out DIR] [--no-tune] [ID ...]
 #
 # Models come from $FUSOR_MODELS_DIR (default ~/.cache/fusor/models; fetched there when absent).
 # Per model: `fusor autotune MODEL --budget B --threads T --jobs J --db OUT/<id>.db`, then
-# `fusor bench MODEL --db OUT/<id>.db --threads T --repeats R --json`. Writes OUT/<id>.tune.log,
-# OUT/<id>.bench.json and OUT/summary.tsv (id, default ms, tuned ms, tuned vs default, unfused ms),
-# and prints the table with the geometric mean. Bad usage is exit 2.
+# `fusor bench MODEL --db OUT/<id>.db --threads T --repeats R --json`. --no-tune skips the tuning
+# and times default fused against unfused only. Writes OUT/<id>.tune.log, OUT/<id>.bench.json and
+# OUT/summary.tsv (id, default ms, tuned ms or -, tuned vs default or -, unfused ms, default vs
+# unfused), and prints the table with the geometric means. Bad usage is exit 2.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 fusor=${FUSOR:-$root/build/tools/fusor}
-budget=10m jobs=2 threads=1 repeats=20 out=$root/build/tune_models
+budget=10m jobs=2 threads=1 repeats=20 out=$root/build/tune_models tune=1
 ids=()
 while (($#)); do
     case $1 in
@@ -22,7 +23,8 @@ while (($#)); do
             [[ $# -ge 2 ]] || { echo "tune_models.sh: $1 needs a value" >&2; exit 2; }
             declare "${1#--}=$2"
             shift 2 ;;
-        -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+        --no-tune) tune=0; shift ;;
+        -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
         -*) echo "tune_models.sh: unknown option $1" >&2; exit 2 ;;
         *) ids+=("$1"); shift ;;
     esac
@@ -34,25 +36,36 @@ mkdir -p "$out"
 : > "$out/summary.tsv"
 while IFS=$'\t' read -r id shape; do
     if ((${#ids[@]})) && [[ ! " ${ids[*]} " == *" $id "* ]]; then continue; fi
-    model=$models/$id.onnx db=$out/$id.db
-    rm -f "$db" "$db-wal" "$db-shm"
-    echo "== $id: autotune --budget $budget --jobs $jobs --threads $threads"
-    "$fusor" autotune "$model" --shape "$shape" --db "$db" --budget "$budget" --jobs "$jobs" --threads "$threads" > "$out/$id.tune.log"
-    tail -n 3 "$out/$id.tune.log"
-    "$fusor" bench "$model" --shape "$shape" --db "$db" --threads "$threads" --repeats "$repeats" --json > "$out/$id.bench.json"
-    python3 - "$out/$id.bench.json" "$id" >> "$out/summary.tsv" <<'EOF'
+    model=$models/$id.onnx db_flag=()
+    if ((tune)); then
+        db=$out/$id.db db_flag=(--db "$db")
+        rm -f "$db" "$db-wal" "$db-shm"
+        echo "== $id: autotune --budget $budget --jobs $jobs --threads $threads"
+        "$fusor" autotune "$model" --shape "$shape" --db "$db" --budget "$budget" --jobs "$jobs" --threads "$threads" > "$out/$id.tune.log"
+        tail -n 3 "$out/$id.tune.log"
+    fi
+    "$fusor" bench "$model" --shape "$shape" "${db_flag[@]}" --threads "$threads" --repeats "$repeats" --json > "$out/$id.bench.json"
+    python3 - "$out/$id.bench.json" "$id" >> "$out/summary.tsv" <<'EOF_PY'
 import json, sys
 b = json.load(open(sys.argv[1]))
-print(f"{sys.argv[2]}\t{b['fused_ms']:.4f}\t{b['tuned_ms']:.4f}\t{b['fused_ms'] / b['tuned_ms']:.3f}\t{b['unfused_ms']:.4f}")
-EOF
+f, u = b['fused_ms'], b['unfused_ms']
+t = b.get('tuned_ms')
+tuned = f"{t:.4f}\t{f / t:.3f}" if t else "-\t-"
+print(f"{sys.argv[2]}\t{f:.4f}\t{tuned}\t{u:.4f}\t{f / u:.3f}")
+EOF_PY
     tail -n 1 "$out/summary.tsv"
 done < "$models/shapes.tsv"
-python3 - "$out/summary.tsv" <<'EOF'
+python3 - "$out/summary.tsv" <<'EOF_PY'
 import math, sys
-rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
-print(f"{'model':<22}{'default ms':>12}{'tuned ms':>12}{'tuned/default':>15}{'unfused ms':>12}")
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+def gmean(col):
+    v = [float(r[col]) for r in rows if r[col] != "-"]
+    return math.exp(sum(map(math.log, v)) / len(v)) if v else None
+print(f"{'model':<22}{'default ms':>12}{'tuned ms':>12}{'tuned/default':>15}{'unfused ms':>12}{'default/unfused':>17}")
 for r in rows:
-    print(f"{r[0]:<22}{float(r[1]):>12.3f}{float(r[2]):>12.3f}{float(r[3]):>14.3f}x{float(r[4]):>12.3f}")
-if rows:
-    print(f"geometric mean tuned vs default: {math.exp(sum(math.log(float(r[3])) for r in rows) / len(rows)):.3f}x")
-EOF
+    ratio = f"{r[3]}x" if r[3] != "-" else "-"
+    print(f"{r[0]:<22}{float(r[1]):>12.3f}{r[2]:>12}{ratio:>15}{float(r[4]):>12.3f}{float(r[5]):>16.3f}x")
+for col, what in ((3, "speedup, tuned vs default"), (5, "time, default fused / unfused")):
+    g = gmean(col)
+    if g: print(f"geometric mean {what}: {g:.3f}x")
+EOF_PY

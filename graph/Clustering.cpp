@@ -108,17 +108,24 @@ private:
             // injective ops chain with light ops; they are not epilogues of heavy ops
             return !heavy_G && M.anchor < 0 && M.reduction < 0;
         case OpPattern::OutFusable:
-            // prologue: injective only, since an elementwise prologue would be recomputed for every
+            // prologue: data movement only, since arithmetic in a prologue is recomputed for every
             // window tap (conv) or output tile (matmul)
-            return !heavy_G && std::all_of(G.nodes.begin(), G.nodes.end(), [&](NodeId m) {
-                return node_pattern(g_, g_.nodes[m]) == OpPattern::Injective || g_.nodes[m].op == OpKind::Identity;
-            });
+            return !heavy_G && std::all_of(G.nodes.begin(), G.nodes.end(), [&](NodeId m) { return moves_data_only(g_.nodes[m]); });
         case OpPattern::Reduction:
             return !heavy_G && G.pattern <= OpPattern::Injective;
         case OpPattern::Opaque:
             return false;
         }
         return false;
+    }
+
+    /** An injective op that does no arithmetic per element: its copies in a prologue cost index
+     * math only. An interpolating Resize (linear, cubic) weighs several taps per element; inlined
+     * into a conv it was 3x its own kernel's time, recomputed per tap and output-channel block. */
+    bool moves_data_only(const Node &n) const {
+        if (n.op == OpKind::Identity) return true;
+        if (node_pattern(g_, n) != OpPattern::Injective) return false;
+        return n.op != OpKind::Resize || attr_string(g_, n, "mode") == "nearest";
     }
 
     /** True if some input of group `mine` from outside both groups is computed (transitively)

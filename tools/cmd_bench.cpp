@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "graph/Flops.h"
 #include "graph/JsonFormat.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
@@ -68,6 +69,9 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 nlohmann::json j = {{"model", o->model}, {"unfused_ms", u}, {"fused_ms", f}, {"speedup", u / f},
                                     {"unfused_kernels", unfused.num_kernels()}, {"fused_kernels", fused.num_kernels()},
                                     {"repeats", o->repeats}};
+                double flops = 0;
+                for (const Node &n : g.nodes) flops += node_flops(g, n);
+                j["flops"] = flops;
                 if (tuned) {
                     j["tuned_ms"] = t[2].median_ms;
                     j["tuned_vs_fused"] = f / t[2].median_ms;
@@ -100,8 +104,11 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 fmt::print("{}: unfused {:.3f} ms ({} kernels), fused {:.3f} ms ({} kernels), speedup {:.2f}x  "
                            "(medians of {})\n",
                            g.name, u, unfused.num_kernels(), f, fused.num_kernels(), u / f, o->repeats);
+                fmt::print("  {:.3f} GFLOP per run (multiply-adds count 2): unfused {:.1f} GFLOP/s, fused {:.1f} GFLOP/s\n", flops / 1e9,
+                           flops / u / 1e6, flops / f / 1e6);
                 if (tuned) {
-                    fmt::print("  tuned {:.3f} ms: {:.2f}x the default fused schedules\n", t[2].median_ms, f / t[2].median_ms);
+                    fmt::print("  tuned {:.3f} ms: {:.2f}x the default fused schedules, {:.1f} GFLOP/s\n", t[2].median_ms,
+                               f / t[2].median_ms, flops / t[2].median_ms / 1e6);
                     for (const std::string &d : decisions) fmt::print("  schedule {}\n", d);
                 }
                 if (o->per_cluster) {

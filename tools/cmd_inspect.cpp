@@ -4,6 +4,7 @@
 #include "generators/CudaCheck.h"
 #include "generators/FusionReport.h"
 #include "graph/Clustering.h"
+#include "graph/Flops.h"
 #include "graph/JsonFormat.h"
 #include "graph/MemoryPlanning.h"
 #include "graph/Partitioning.h"
@@ -140,9 +141,15 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                                               {"output_type", to_string(fused.type(n.outputs[0]))}});
                     }
                     j["clusters"] = nlohmann::json::array();
+                    double model_flops = 0;
                     for (const Cluster &c : fused.clusters) {
                         std::vector<std::string> members;
-                        for (NodeId n : c.nodes) members.push_back(fused.nodes[n].name);
+                        double flops = 0;
+                        for (NodeId n : c.nodes) {
+                            members.push_back(fused.nodes[n].name);
+                            flops += node_flops(fused, fused.nodes[n]);
+                        }
+                        model_flops += flops;
                         const ClusterTraffic &ct = fr.clusters[c.id];
                         j["clusters"].push_back({{"name", c.name},
                                                  {"pattern", pattern_name(c.pattern)},
@@ -153,9 +160,11 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                                                  {"schedule", to_text(schedules[c.id])},
                                                  {"materialized_stages", ct.materialized},
                                                  {"bytes_written", ct.bytes_written},
-                                                 {"bytes_read", ct.bytes_read}});
+                                                 {"bytes_read", ct.bytes_read},
+                                                 {"flops", flops}});
                         if (is_cuda) j["clusters"].back()["cuda"] = cuda_json(c.id);
                     }
+                    j["flops"] = model_flops;
                     j["kernels"] = {{"unfused", ur.kernels}, {"fused", fr.kernels}};
                     j["memory"] = {{"unfused", memory_json(uplan)}, {"fused", memory_json(fplan)}};
                     if (partition) {

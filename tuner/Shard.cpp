@@ -1,10 +1,10 @@
 #include "tuner/Shard.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 
 #include "graph/Error.h"
+#include "graph/Flops.h"
 #include "graph/Op.h"
 
 namespace fusor {
@@ -28,15 +28,8 @@ Shard parse_shard(const std::string &text, const std::string &flag) {
 }
 
 double static_cluster_cost(const Graph &g, const Cluster &c) {
-    auto elements = [&](TensorId t) { return t == kNoTensor ? 0.0 : (double)g.tensors[t].type.num_elements(); };
     double flops = 0, bytes = 0;
-    for (NodeId n : c.nodes) {
-        const Node &node = g.nodes[n];
-        double out = 0;
-        for (TensorId t : node.outputs) out += elements(t);
-        bool contraction = op_info(node.op).pattern == OpPattern::OutFusable && node.inputs.size() >= 2;
-        flops += contraction ? 2 * std::sqrt(elements(node.inputs[0]) * elements(node.inputs[1]) * out) : out;
-    }
+    for (NodeId n : c.nodes) flops += node_flops(g, g.nodes[n]);
     for (TensorId t : c.inputs) bytes += (double)g.tensors[t].type.num_bytes();
     for (TensorId t : c.outputs) bytes += (double)g.tensors[t].type.num_bytes();
     return flops + kShardBytesWeight * bytes;

@@ -20,10 +20,8 @@ struct Shard {
 /** Parses "K/N" (decimal, 0 <= K < N, N <= 100000); UserError naming \p flag otherwise. */
 Shard parse_shard(const std::string &text, const std::string &flag = "--shard");
 
-/** A static estimate of one run of cluster \p c of \p g, in flop units: every node's arithmetic
- * (a contraction, an OutFusable op with at least two inputs, counts 2 sqrt(in0 * in1 * out)
- * elements, exact for a matmul; any other node one op per output element) plus
- * kShardBytesWeight per byte the cluster reads from or writes to memory. */
+/** A static estimate of one run of cluster \p c of \p g, in flop units: its nodes' node_flops
+ * plus kShardBytesWeight per byte the cluster reads from or writes to memory. */
 double static_cluster_cost(const Graph &g, const Cluster &c);
 /** Flops a byte of traffic counts as in static_cluster_cost: a nominal machine balance. */
 constexpr double kShardBytesWeight = 10.0;

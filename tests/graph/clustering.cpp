@@ -243,6 +243,27 @@ TEST_CASE("clustering: an elementwise producer does not join a conv", "[graph][c
     CHECK(tensor_names(g, g.clusters[0].outputs) == Names{"r"});
 }
 
+TEST_CASE("clustering: a nearest Resize joins a conv as its prologue, an interpolating one does not",
+          "[graph][clustering]") {
+    for (const char *mode : {"nearest", "linear", "cubic"}) {
+        INFO(mode);
+        Graph g = graph(std::string(R"(
+          "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 2, 4, 4]}],
+          "outputs": ["y"],
+          "initializers": [{"name": "w", "dtype": "f32", "shape": [4, 2, 3, 3], "random": {"seed": 1}},
+                           {"name": "scales", "dtype": "f32", "shape": [4], "data": [1, 1, 2, 2]}],
+          "nodes": [
+            {"name": "up", "op": "Resize", "inputs": ["x", "", "scales"], "outputs": ["u"], "attrs": {"mode": ")") +
+                        mode + R"("}},
+            {"name": "conv", "op": "Conv", "inputs": ["u", "w"], "outputs": ["y"]}
+          ])");
+        form_clusters(g);
+        check_valid(g);
+        bool nearest = std::string(mode) == "nearest";
+        CHECK(members(g) == (nearest ? std::vector<Names>{{"up", "conv"}} : std::vector<Names>{{"up"}, {"conv"}}));
+    }
+}
+
 TEST_CASE("clustering: an injective consumer is not an epilogue of a matmul", "[graph][clustering]") {
     Graph g = graph(R"(
       "inputs": [{"name": "x", "dtype": "f32", "shape": [4, 8]}],
