@@ -163,6 +163,11 @@ bool conv_window_per_row(const Graph &g, const StageInfo &st, const StageSchedul
 
 }  // namespace
 
+VectorUnit vector_unit(const Halide::Target &target, const Halide::Type &type) {
+    bool wide = target.has_feature(Halide::Target::AVX512) || (target.arch == Halide::Target::ARM && target.bits == 64);
+    return {target.natural_vector_size(type), wide ? 32 : 16};
+}
+
 ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc,
                                  const Halide::Target &target) {
     // CUDA, and OpenCL: the same GPU schedules, which the tests run on CPUs through POCL
@@ -206,7 +211,8 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         StageSchedule &s = plans[i].s;
         int rank = (int)o.extents.size();
         if (rank == 0) continue;
-        int lanes = target.natural_vector_size(o.func.output_types()[0]);
+        VectorUnit unit = vector_unit(target, o.func.output_types()[0]);
+        int lanes = unit.lanes;
         int64_t x = o.extents[0];
         int vec = std::min(lanes, floor_pow2(x));
         if (plans[i].anchored && rank >= 2) {
@@ -224,7 +230,7 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             // Accumulators must stay in registers: with R vector registers, keep (tx / vec) * ty
             // <= R - 4 (the rest hold the operand vectors and a broadcast). Matmul: two vectors
             // wide (the BLIS 6x16 kernel on AVX2); conv: one vector wide, more rows.
-            int regs = target.has_feature(Halide::Target::AVX512) ? 32 : 16;
+            int regs = unit.registers;
             int tx = (int)std::min<int64_t>(is_conv ? vec : 2 * vec, x);
             // a single row (batch-1 inference): a matrix-vector product, bound by reading the
             // weights once; four vectors of outputs per tile keep enough loads in flight

@@ -9,6 +9,15 @@
 
 namespace fusor {
 
+/** The CPU vector unit a schedule is made for: \p type's natural lanes on \p target, and the
+ * vector registers that hold accumulators (32 on AVX-512 and 64-bit ARM, else 16). The default
+ * schedule sizes its register tiles by it and the search bounds its unrolling by it. */
+struct VectorUnit {
+    int lanes = 8;
+    int registers = 16;
+};
+VectorUnit vector_unit(const Halide::Target &target, const Halide::Type &type);
+
 /** A schedule that fuses the whole cluster into one loop nest per output:
  *  - outputs are root, vectorized on the innermost dim and parallel over the outermost loop of
  *    extent > 1; an output fed by a conv/matmul accumulator is tiled (register blocking);

@@ -317,8 +317,8 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
     t.lc = lower_cluster(t.sub, t.sub.clusters[0], "k_");
     t.def = default_schedule(t.sub, t.sub.clusters[0], t.lc, htarget_);
     t.user = parsed_user_schedules(opt_, c.name, t.lc);
-    t.lanes = htarget_.natural_vector_size(t.lc.outputs[0].output_types()[0]);
-    t.features = std::make_shared<FeatureExtractor>(t.lc, t.lanes);
+    t.vectors = vector_unit(htarget_, t.lc.outputs[0].output_types()[0]);
+    t.features = std::make_shared<FeatureExtractor>(t.lc, t.vectors.lanes);
     for (NodeId n : c.nodes) t.nodes += (t.nodes.empty() ? "" : ",") + cg.nodes[n].name;
     t.job.graph_json = job_graph_json(cg, c);
     t.job.target = target_;
@@ -528,7 +528,7 @@ void TuningRun::seed(size_t i, const std::vector<std::string> &autoschedulers) {
             t.default_compile_ms = trial.compile_ms.value_or(0);
             // the space's size here too: a run whose trials the seeds use up has no phase 2
             log(fmt::format("cluster {}/{} {} ({}) default: {} {}; search space about {:.3g} schedules", i + 1, tasks_.size(),
-                            t.result.name, t.nodes, status_name(trial.status), ms_or_error(trial), space_size(t.lc, t.def, t.lanes)));
+                            t.result.name, t.nodes, status_name(trial.status), ms_or_error(trial), space_size(t.lc, t.def)));
             continue;
         }
         std::string how;
@@ -629,7 +629,7 @@ TuningRun::Round TuningRun::open_round(size_t i, int trials) {
     current_ = i;
     if (t.curve.empty()) {
         log(fmt::format("cluster {} ({}): {:.0f}% of the model's time; about {:.3g} schedules", t.result.name, t.nodes,
-                        100 * task_weight_ms(t) / total_weight_ms(), space_size(t.lc, t.def, t.lanes)));
+                        100 * task_weight_ms(t) / total_weight_ms(), space_size(t.lc, t.def)));
     } else {
         log(fmt::format("cluster {}: round {}, expected gain {:.3g} ms per trial", t.result.name, t.curve.size() + 1, expected_gain(t)));
     }

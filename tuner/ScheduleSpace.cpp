@@ -442,13 +442,11 @@ int64_t unrolled_body(const LoweredCluster &lc, const ClusterSchedule &c, bool a
 
 /** Whether \p c's unrolled bodies are no larger than the register file sustains, or than
  * \p parent's: an unrolled accumulator holds one live vector per iteration, so at most the
- * target's vector registers (32 with 16-lane vectors, AVX-512; else 16); another stage's
- * unrolled copies at most four times that. Larger bodies spill and take seconds to compile
+ * target's vector registers; another stage's unrolled copies at most four times that. Larger bodies spill and take seconds to compile
  * (an unvectorized 16x2x14 accumulator unrolled whole: 2.2 s). */
-bool unroll_fits(const LoweredCluster &lc, const ClusterSchedule &c, const ClusterSchedule &parent, int lanes) {
-    int64_t registers = lanes >= 16 ? 32 : 16;
+bool unroll_fits(const LoweredCluster &lc, const ClusterSchedule &c, const ClusterSchedule &parent, int registers) {
     for (bool acc : {true, false}) {
-        int64_t limit = acc ? registers : 4 * registers;
+        int64_t limit = acc ? registers : 4 * (int64_t)registers;
         int64_t n = unrolled_body(lc, c, acc);
         if (n > limit && n > unrolled_body(lc, parent, acc)) return false;
     }
@@ -457,7 +455,7 @@ bool unroll_fits(const LoweredCluster &lc, const ClusterSchedule &c, const Clust
 
 }  // namespace
 
-ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, int lanes, SplitMix64 &rng, int attempts) {
+ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, VectorUnit unit, SplitMix64 &rng, int attempts) {
     if (is_gpu(s)) return mutate_gpu(lc, s, rng, attempts);
     for (int a = 0; a < attempts; a++) {
         ClusterSchedule c = s;
@@ -466,18 +464,17 @@ ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, int l
         if (!info) continue;
         st.note.clear();
         if (info->is_output) {
-            edit_output(st, *info, lanes, rng);
+            edit_output(st, *info, unit.lanes, rng);
         } else {
-            edit_internal(st, *info, lc, c, lanes, rng);
+            edit_internal(st, *info, lc, c, unit.lanes, rng);
         }
         if (c == s) continue;
-        if (why_illegal(c, lc).empty() && unroll_fits(lc, c, s, lanes)) return c;
+        if (why_illegal(c, lc).empty() && unroll_fits(lc, c, s, unit.registers)) return c;
     }
     return s;
 }
 
-double space_size(const LoweredCluster &lc, const ClusterSchedule &s, int lanes) {
-    (void)lanes;
+double space_size(const LoweredCluster &lc, const ClusterSchedule &s) {
     double n = 1;
     if (is_gpu(s)) {
         for (const StageSchedule &st : s.stages) {

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "generators/DefaultSchedule.h"
 #include "generators/LowerCluster.h"
 #include "generators/Schedule.h"
 #include "graph/Random.h"
@@ -16,12 +17,12 @@ namespace fusor {
  * threads per block, per-thread tile or its unrolling of an output, or shared-memory staging of
  * a staged operand on or off). Tries up to \p attempts edits and returns the
  * first that why_illegal accepts and whose unrolled bodies fit the register file (or are no
- * larger than \p s's); returns \p s unchanged if none was. \p lanes is the target's natural
- * vector width for the cluster's type (16: AVX-512, taken to have 32 vector registers). */
-ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, int lanes, SplitMix64 &rng, int attempts = 32);
+ * larger than \p s's); returns \p s unchanged if none was. \p unit: the target's vector unit for
+ * the cluster's type (vector_unit). */
+ClusterSchedule mutate(const LoweredCluster &lc, const ClusterSchedule &s, VectorUnit unit, SplitMix64 &rng, int attempts = 32);
 
 /** The number of schedules the edits can reach (of a GPU schedule: its GPU edits): the product
  * over stages of the choices each stage has (an upper bound: some combinations are illegal). As a double, since it is large. */
-double space_size(const LoweredCluster &lc, const ClusterSchedule &s, int lanes);
+double space_size(const LoweredCluster &lc, const ClusterSchedule &s);
 
 }  // namespace fusor

@@ -41,7 +41,7 @@ std::vector<Candidate> propose_candidates(const TuningTask &task, int want, bool
     for (int attempt = 0; (int)batch.size() < want && attempt < 8 * want; attempt++) {
         Draw d = draw_parent(task, evolve, first_generation, rng);
         ClusterSchedule child = *d.parent;
-        for (int e = 0; e < d.edits; e++) child = mutate(task.lc, child, task.lanes, rng);
+        for (int e = 0; e < d.edits; e++) child = mutate(task.lc, child, task.vectors, rng);
         std::string key = schedule_key(child);
         if (task.tried.count(key) || !keys.insert(key).second) continue;
         batch.push_back({key, child, evolve ? "evolve" : "random", d.parent_id,

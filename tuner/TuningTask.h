@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "generators/DefaultSchedule.h"
 #include "generators/LowerCluster.h"
 #include "generators/Schedule.h"
 #include "graph/Graph.h"
@@ -33,7 +34,7 @@ struct TuningTask {
     std::string default_id, nodes;       ///< nodes: the node names, for the log
     double default_compile_ms = 0;       ///< the default schedule's compile time here; 0: not known
     std::string canonical;               ///< canonical_cluster_text
-    int lanes = 8;                       ///< natural vector width of the first output's type
+    VectorUnit vectors;                  ///< the target's vector unit for the first output's type
     std::shared_ptr<const FeatureExtractor> features;  ///< of lc, for the cost model
     MeasureJob job;                      ///< the worker job, less its schedule
     std::set<std::string> tried;         ///< schedule keys measured on this machine (any status)

@@ -18,7 +18,7 @@
 namespace fusor::test {
 
 /** Cluster 0 of tests/data/models/<model>.json as a task: extracted, lowered, its default schedule
- * for this host, 8 lanes, its feature extractor. */
+ * for this host, an 8-lane vector unit of 16 registers, its feature extractor. */
 inline TuningTask model_task(const std::string &model) {
     TuningTask t;
     Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + model + ".json");
@@ -26,9 +26,9 @@ inline TuningTask model_task(const std::string &model) {
     t.sub = extract_cluster(g, g.clusters[0]);
     t.lc = lower_cluster(t.sub, t.sub.clusters[0], "k_");
     t.def = default_schedule(t.sub, t.sub.clusters[0], t.lc, host_target());
-    t.lanes = 8;
+    t.vectors = VectorUnit{8, 16};
     t.default_id = "d";
-    t.features = std::make_shared<FeatureExtractor>(t.lc, t.lanes);
+    t.features = std::make_shared<FeatureExtractor>(t.lc, t.vectors.lanes);
     return t;
 }
 

@@ -38,7 +38,7 @@ std::vector<ClusterSchedule> distinct_schedules(const TuningTask &t, size_t n, u
     std::set<std::string> keys;
     ClusterSchedule s = t.def;
     for (size_t attempt = 0; out.size() < n && attempt < 50 * n; attempt++) {
-        s = mutate(t.lc, rng.next() % 4 == 0 ? t.def : s, t.lanes, rng);
+        s = mutate(t.lc, rng.next() % 4 == 0 ? t.def : s, t.vectors, rng);
         if (keys.insert(schedule_key(s)).second) out.push_back(s);
     }
     return out;
@@ -96,7 +96,7 @@ TEST_CASE("features: a fixed-length finite vector, the same for the same schedul
         TuningTask t = fusor::test::model_task(model);
         std::vector<ClusterSchedule> schedules = distinct_schedules(t, 60, 7);
         REQUIRE(schedules.size() >= 30);
-        FeatureExtractor again(t.lc, t.lanes);
+        FeatureExtractor again(t.lc, t.vectors.lanes);
         TuningTask relowered = fusor::test::model_task(model);  // Halide suffixes its Function names ("k_n0$1")
         std::map<std::vector<float>, std::string> seen;
         size_t clashes = 0;

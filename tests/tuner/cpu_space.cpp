@@ -100,7 +100,7 @@ TEST_CASE("cpu space: edits of the conv's default reach three-dim tiles and thei
     std::vector<ClusterSchedule> picked;
     ClusterSchedule cur = l.def;
     for (int i = 0; i < 400; i++) {
-        ClusterSchedule child = mutate(l.lc, i % 8 == 0 ? l.def : cur, 8, rng);
+        ClusterSchedule child = mutate(l.lc, i % 8 == 0 ? l.def : cur, VectorUnit{8, 16}, rng);
         INFO(to_text(child));
         REQUIRE(why_illegal(child, l.lc) == "");
         const StageSchedule *out = child.find("k_relu");
@@ -189,14 +189,17 @@ TEST_CASE("cpu space: tiles that divide a dim are drawn, and no edit unrolls an 
         "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w"], "outputs": ["c"], "attrs": {"pads": [1, 1, 1, 1]}},
                   {"name": "relu", "op": "Relu", "inputs": ["c"], "outputs": ["y"]}]})",
                                "conv14.json");
-    Lowered l = lower(std::move(g), Halide::Target("x86-64-linux-avx-avx2-avx512-avx512_skylake-fma-sse41"));
-    const int lanes = 16, registers = 32;
+    Halide::Target avx512("x86-64-linux-avx-avx2-avx512-avx512_skylake-fma-sse41");
+    Lowered l = lower(std::move(g), avx512);
+    const VectorUnit unit = vector_unit(avx512, Halide::Float(32));
+    REQUIRE(unit.lanes == 16);
+    REQUIRE(unit.registers == 32);
     SplitMix64 rng(5);
     ClusterSchedule cur = l.def;
     std::set<int> x_tiles;
     int checked = 0;
     for (int i = 0; i < 600; i++) {
-        ClusterSchedule child = mutate(l.lc, i % 8 == 0 ? l.def : cur, lanes, rng);
+        ClusterSchedule child = mutate(l.lc, i % 8 == 0 ? l.def : cur, unit, rng);
         const StageSchedule *out = child.find("k_relu");
         const StageSchedule *acc = child.find("k_conv_acc");
         REQUIRE(out);
@@ -211,7 +214,7 @@ TEST_CASE("cpu space: tiles that divide a dim are drawn, and no edit unrolls an 
                 n *= d == 0 && acc->vector_width ? (e + acc->vector_width - 1) / acc->vector_width : e;
             }
             INFO(to_text(child));
-            CHECK(n <= registers);
+            CHECK(n <= unit.registers);
             checked++;
         }
         cur = child;

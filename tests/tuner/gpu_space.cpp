@@ -109,13 +109,13 @@ TEST_CASE("gpu space: random edits of every config model's default GPU schedule 
             bool gpu = false;
             for (const StageSchedule &s : def.stages) gpu |= !s.gpu_threads.empty();
             if (!gpu) continue;  // e.g. a rank-0 output, run on the host
-            CHECK(space_size(lc, def, 8) > 1);
+            CHECK(space_size(lc, def) > 1);
             SplitMix64 rng(7);
             std::set<std::string> seen;
             ClusterSchedule cur = def;
             for (int i = 0; i < 300; i++) {
                 // walk: mostly from the last child, sometimes back from the default
-                ClusterSchedule child = mutate(lc, i % 10 == 0 ? def : cur, 8, rng);
+                ClusterSchedule child = mutate(lc, i % 10 == 0 ? def : cur, VectorUnit{}, rng);
                 INFO(to_text(child));
                 REQUIRE(why_illegal(child, lc) == "");
                 std::string err;
