@@ -1,3 +1,5 @@
+#include <functional>
+#include <map>
 #include <memory>
 
 #include <fmt/core.h>
@@ -14,6 +16,50 @@
 
 namespace fusor::cli {
 
+namespace {
+
+/** The median ms of each kernel of \p ex, its kernels timed in interleaved rounds. */
+std::vector<double> kernel_medians(Executor &ex, int warmup, int repeats) {
+    std::vector<std::function<void()>> fns;
+    for (size_t k = 0; k < ex.num_kernels(); k++) fns.push_back([&ex, k] { ex.run_kernel(k); });
+    std::vector<double> ms;
+    for (const auto &t : time_interleaved(fns, warmup, repeats)) ms.push_back(t.median_ms);
+    return ms;
+}
+
+/** Each node's share of the unfused kernel that computes it (a kernel of several nodes, in equal
+ * parts), by node name. */
+std::map<std::string, double> unfused_ms_per_node(Executor &unfused, const std::vector<double> &ms) {
+    std::map<std::string, double> out;
+    for (size_t k = 0; k < ms.size(); k++) {
+        const Cluster &c = unfused.cluster(k);
+        for (NodeId n : c.nodes) out[unfused.graph().nodes[n].name] += ms[k] / (double)c.nodes.size();
+    }
+    return out;
+}
+
+/** One entry per kernel of \p ex: name, nodes (comma-separated), ms and share of the kernels'
+ * total; with \p node_ms, also unfused_ms, the unfused time of the kernel's nodes. */
+nlohmann::json kernel_json(Executor &ex, const std::vector<double> &ms, const std::map<std::string, double> *node_ms) {
+    double total = 0;
+    for (double m : ms) total += m;
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t k = 0; k < ms.size(); k++) {
+        std::string nodes;
+        double unfused = 0;
+        for (NodeId n : ex.cluster(k).nodes) {
+            const std::string &name = ex.graph().nodes[n].name;
+            nodes += (nodes.empty() ? "" : ",") + name;
+            if (node_ms && node_ms->count(name)) unfused += node_ms->at(name);
+        }
+        out.push_back({{"name", ex.cluster(k).name}, {"nodes", nodes}, {"ms", ms[k]}, {"share", total > 0 ? ms[k] / total : 0}});
+        if (node_ms) out.back()["unfused_ms"] = unfused;
+    }
+    return out;
+}
+
+}  // namespace
+
 Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     CLI::App *cmd = app.add_subcommand("bench", "Time a model unfused and fused side by side in one run (medians)");
     struct Opts {
@@ -25,7 +71,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
     auto shapes = add_shape_flag(cmd);
     cmd->add_flag("--json", o->json, "machine-readable output");
-    cmd->add_flag("--per-cluster", o->per_cluster, "also time each fused cluster and each unfused kernel, with shares");
+    cmd->add_flag("--per-cluster", o->per_cluster, "also time each fused cluster (against its nodes' unfused kernels) and each unfused kernel, with shares");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     cmd->add_option("--repeats", o->repeats, "timed rounds (each runs unfused then fused)")->check(CLI::Range(1, 100000))->capture_default_str();
     cmd->add_option("--warmup", o->warmup, "untimed rounds first")->check(CLI::Range(0, 1000))->capture_default_str();
@@ -77,24 +123,12 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                     j["tuned_vs_fused"] = f / t[2].median_ms;
                     j["schedules"] = decisions;
                 }
-                auto per_kernel = [&](Executor &ex) {
-                    std::vector<std::function<void()>> fns;
-                    for (size_t k = 0; k < ex.num_kernels(); k++) fns.push_back([&, k] { ex.run_kernel(k); });
-                    auto per = time_interleaved(fns, o->warmup, o->repeats);
-                    double total = 0;
-                    for (auto &p : per) total += p.median_ms;
-                    nlohmann::json out = nlohmann::json::array();
-                    for (size_t k = 0; k < per.size(); k++) {
-                        std::string nodes;
-                        for (NodeId n : ex.cluster(k).nodes) nodes += (nodes.empty() ? "" : ",") + ex.graph().nodes[n].name;
-                        out.push_back({{"name", ex.cluster(k).name}, {"nodes", nodes}, {"ms", per[k].median_ms},
-                                       {"share", total > 0 ? per[k].median_ms / total : 0}});
-                    }
-                    return out;
-                };
                 if (o->per_cluster) {
-                    j["clusters"] = per_kernel(fused);
-                    j["unfused_kernels_detail"] = per_kernel(unfused);
+                    std::vector<double> fused_ms = kernel_medians(fused, o->warmup, o->repeats);
+                    std::vector<double> unfused_ms = kernel_medians(unfused, o->warmup, o->repeats);
+                    std::map<std::string, double> node_ms = unfused_ms_per_node(unfused, unfused_ms);
+                    j["clusters"] = kernel_json(fused, fused_ms, &node_ms);
+                    j["unfused_kernels_detail"] = kernel_json(unfused, unfused_ms, nullptr);
                 }
                 if (o->json) {
                     if (hooks.json) hooks.json(j.dump(2));
@@ -115,8 +149,13 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                     for (const char *key : {"clusters", "unfused_kernels_detail"}) {
                         fmt::print("{}:\n", std::string(key) == "clusters" ? "fused clusters" : "unfused kernels");
                         for (auto &c : j[key]) {
-                            fmt::print("  {:<5} {:>9.3f} ms {:>6.1f}%  {}\n", c["name"].get<std::string>(), c["ms"].get<double>(),
-                                       100 * c["share"].get<double>(), c["nodes"].get<std::string>());
+                            std::string unfused_sum;
+                            if (c.contains("unfused_ms")) {
+                                double un = c["unfused_ms"].get<double>();
+                                unfused_sum = fmt::format("  (unfused {:.3f} ms, {:.2f}x)", un, un > 0 ? c["ms"].get<double>() / un : 0.0);
+                            }
+                            fmt::print("  {:<5} {:>9.3f} ms {:>6.1f}%{}  {}\n", c["name"].get<std::string>(), c["ms"].get<double>(),
+                                       100 * c["share"].get<double>(), unfused_sum, c["nodes"].get<std::string>());
                         }
                     }
                 }

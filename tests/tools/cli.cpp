@@ -13,10 +13,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "graph/JsonFormat.h"
@@ -487,6 +489,44 @@ TEST_CASE("cli: autotune, then run and bench from the database", "[tools][cli]")
     CHECK(j.contains("unfused_ms"));
     CHECK(j.contains("fused_ms"));
     CHECK(j.contains("tuned_ms"));
+}
+
+TEST_CASE("cli: bench --per-cluster gives each fused cluster its nodes' unfused time, and the model's flops",
+          "[tools][cli]") {
+    // resnet_block: conv + BN + ReLU clusters, so fused clusters hold several unfused kernels' nodes
+    Result r = run_fusor("bench '" + std::string(FUSOR_SOURCE_DIR) + "/configs/models/resnet_block.json' --per-cluster --json --repeats 2 --threads 1");
+    REQUIRE(r.status == 0);
+    auto j = nlohmann::json::parse(r.out);
+    std::map<std::string, double> node_ms;  // each unfused kernel's nodes, in equal parts
+    size_t unfused_nodes = 0;
+    for (const auto &k : j["unfused_kernels_detail"]) {
+        std::vector<std::string> nodes;
+        std::stringstream ss(k["nodes"].get<std::string>());
+        for (std::string n; std::getline(ss, n, ',');) nodes.push_back(n);
+        for (const std::string &n : nodes) node_ms[n] += k["ms"].get<double>() / (double)nodes.size();
+        unfused_nodes += nodes.size();
+    }
+    CHECK(node_ms.size() == unfused_nodes);  // each node in one unfused kernel
+    size_t fused_nodes = 0, multi = 0;
+    for (const auto &c : j["clusters"]) {
+        INFO(c.dump());
+        double sum = 0;
+        std::stringstream ss(c["nodes"].get<std::string>());
+        size_t n = 0;
+        for (std::string node; std::getline(ss, node, ',');) {
+            REQUIRE(node_ms.count(node) == 1);
+            sum += node_ms[node];
+            n++;
+        }
+        fused_nodes += n;
+        multi += n > 1;
+        CHECK(c["unfused_ms"].get<double>() == Approx(sum));
+        CHECK(c["unfused_ms"].get<double>() > 0);
+    }
+    CHECK(fused_nodes == unfused_nodes);
+    CHECK(multi >= 1);
+    for (const auto &k : j["unfused_kernels_detail"]) CHECK_FALSE(k.contains("unfused_ms"));
+    CHECK(j["flops"].get<double>() > 0);
 }
 
 TEST_CASE("cli: inspect reports the memory plan and partitions under a budget or across devices", "[tools][cli][memory]") {
