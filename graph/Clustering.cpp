@@ -267,47 +267,29 @@ bool build_clusters(Graph &g, const std::vector<Group> &groups) {
     g.clusters.clear();
     for (int gi : order) {
         const Group &gr = groups[gi];
-        Cluster c;
+        Cluster c = make_cluster(g, gr.nodes, consumers);
         c.id = (int)g.clusters.size();
         c.name = "c" + std::to_string(c.id);
-        c.nodes = gr.nodes;
         c.anchor = gr.anchor >= 0 ? gr.anchor : gr.reduction;
-        c.pattern = gr.pattern;
-        std::set<NodeId> members(gr.nodes.begin(), gr.nodes.end());
-        for (NodeId n : gr.nodes) {
-            for (TensorId t : g.nodes[n].inputs) {
-                if (t == kNoTensor) continue;
-                NodeId p = g.tensor(t).producer;
-                bool outside = p < 0 || !members.count(p);
-                if (outside && std::find(c.inputs.begin(), c.inputs.end(), t) == c.inputs.end()) c.inputs.push_back(t);
-            }
-            for (TensorId t : g.nodes[n].outputs) {
-                bool used_outside = g.is_graph_output(t) ||
-                                    std::any_of(consumers[t].begin(), consumers[t].end(),
-                                                [&](NodeId u) { return !members.count(u); });
-                if (used_outside) c.outputs.push_back(t);
-            }
-        }
         g.clusters.push_back(std::move(c));
     }
     return true;
 }
 
-}  // namespace
-
-void form_clusters(Graph &g, const ClusterOptions &options) {
-    bool ok = build_clusters(g, Clusterer(g, options).run());
-    FUSOR_INTERNAL_ASSERT(ok) << "cycle between clusters after form-clusters";
-}
-
-std::string set_clusters(Graph &g, const std::vector<int> &cluster_of) {
+/** The groups of \p cluster_of (node n in group cluster_of[n], groups 0..k-1 each holding a
+ * node); empty, with *why set, when it does not fit \p g. */
+std::vector<Group> groups_of(const Graph &g, const std::vector<int> &cluster_of, std::string *why) {
     if (cluster_of.size() != g.nodes.size()) {
-        return "the clustering names " + std::to_string(cluster_of.size()) + " nodes; the graph has " + std::to_string(g.nodes.size());
+        *why = "the clustering names " + std::to_string(cluster_of.size()) + " nodes; the graph has " + std::to_string(g.nodes.size());
+        return {};
     }
     std::vector<Group> groups;
     for (size_t n = 0; n < cluster_of.size(); n++) {
         int k = cluster_of[n];
-        if (k < 0 || k >= (int)cluster_of.size()) return "node " + g.nodes[n].name + " is in cluster " + std::to_string(k) + ", out of range";
+        if (k < 0 || k >= (int)cluster_of.size()) {
+            *why = "node " + g.nodes[n].name + " is in cluster " + std::to_string(k) + ", out of range";
+            return {};
+        }
         if (k >= (int)groups.size()) groups.resize((size_t)k + 1);
         Group &gr = groups[(size_t)k];
         const Node &node = g.nodes[n];
@@ -318,8 +300,24 @@ std::string set_clusters(Graph &g, const std::vector<int> &cluster_of) {
         if (p == OpPattern::Reduction && gr.reduction < 0) gr.reduction = node.id;
     }
     for (size_t k = 0; k < groups.size(); k++) {
-        if (groups[k].nodes.empty()) return "cluster " + std::to_string(k) + " has no nodes";
+        if (!groups[k].nodes.empty()) continue;
+        *why = "cluster " + std::to_string(k) + " has no nodes";
+        return {};
     }
+    return groups;
+}
+
+}  // namespace
+
+void form_clusters(Graph &g, const ClusterOptions &options) {
+    bool ok = build_clusters(g, Clusterer(g, options).run());
+    FUSOR_INTERNAL_ASSERT(ok) << "cycle between clusters after form-clusters";
+}
+
+std::string set_clusters(Graph &g, const std::vector<int> &cluster_of) {
+    std::string why;
+    std::vector<Group> groups = groups_of(g, cluster_of, &why);
+    if (!why.empty()) return why;
     std::vector<Cluster> before = g.clusters;
     if (!build_clusters(g, groups)) return "the clusters depend on each other in a cycle";
     for (size_t k = 0; k < groups.size(); k++) {
@@ -328,6 +326,39 @@ std::string set_clusters(Graph &g, const std::vector<int> &cluster_of) {
         return "cluster " + std::to_string(k) + " reads a cluster numbered after it: number clusters in an execution order";
     }
     return "";
+}
+
+std::string regroup_clusters(Graph &g, const std::vector<int> &cluster_of) {
+    std::string why;
+    std::vector<Group> groups = groups_of(g, cluster_of, &why);
+    if (!why.empty()) return why;
+    if (!build_clusters(g, groups)) return "the clusters depend on each other in a cycle";
+    return "";
+}
+
+Cluster make_cluster(const Graph &g, const std::vector<NodeId> &nodes, const std::vector<std::vector<NodeId>> &consumers) {
+    Cluster c;
+    c.nodes = nodes;
+    std::sort(c.nodes.begin(), c.nodes.end());
+    std::set<NodeId> members(c.nodes.begin(), c.nodes.end());
+    for (NodeId n : c.nodes) {
+        const Node &node = g.nodes[n];
+        OpPattern p = node_pattern(g, node);
+        c.pattern = std::max(c.pattern, p);
+        if (c.anchor < 0 && (p == OpPattern::OutFusable || p == OpPattern::Reduction)) c.anchor = n;
+        for (TensorId t : node.inputs) {
+            if (t == kNoTensor) continue;
+            NodeId producer = g.tensor(t).producer;
+            bool outside = producer < 0 || !members.count(producer);
+            if (outside && std::find(c.inputs.begin(), c.inputs.end(), t) == c.inputs.end()) c.inputs.push_back(t);
+        }
+        for (TensorId t : node.outputs) {
+            bool used_outside = g.is_graph_output(t) ||
+                                std::any_of(consumers[t].begin(), consumers[t].end(), [&](NodeId u) { return !members.count(u); });
+            if (used_outside) c.outputs.push_back(t);
+        }
+    }
+    return c;
 }
 
 }  // namespace fusor

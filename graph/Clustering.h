@@ -38,6 +38,16 @@ void form_clusters(Graph &g, const ClusterOptions &options = {});
  * clusters depend on each other in a cycle; "" on success. */
 std::string set_clusters(Graph &g, const std::vector<int> &cluster_of);
 
+/** Like set_clusters, but numbers the clusters in an execution order itself (Kahn's order, as
+ * form_clusters does). Returns why not ("" on success), leaving g.clusters as it was, when
+ * \p cluster_of does not fit the graph or its clusters depend on each other in a cycle. */
+std::string regroup_clusters(Graph &g, const std::vector<int> &cluster_of);
+
+/** \p nodes of \p g as one cluster, with no id or name: its inputs (read inside, produced outside)
+ * and outputs (read outside, by \p consumers = g.consumers(), or graph outputs), its largest
+ * pattern and its first OutFusable or Reduction node as the anchor. */
+Cluster make_cluster(const Graph &g, const std::vector<NodeId> &nodes, const std::vector<std::vector<NodeId>> &consumers);
+
 /** Cluster \p c of \p g as a standalone graph with one cluster holding every node: cluster inputs
  * become graph inputs named in0, in1, ... (initializers stay initializers, with their data), nodes
  * are renamed n0, n1, ... and tensors t0, t1, ... in cluster order, and the cluster outputs are the

@@ -43,6 +43,7 @@ ExecutorOptions executor_options(const SessionOptions &o) {
     eo.threads = o.threads;
     eo.target = o.target;
     eo.clustering = o.clustering;
+    eo.keep_clusters = o.keep_clusters;
     if (o.mode == ExecMode::Fused) eo.schedule_for = o.schedule_for;
     return eo;
 }

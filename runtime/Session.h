@@ -42,6 +42,9 @@ struct SessionOptions {
     std::string target = "host";
     ExecMode mode = ExecMode::Fused;
     ClusterOptions clustering;
+    /** Fused mode: run the given graph's own clusters (Graph::clusters, e.g. a fusion plan's)
+     * instead of forming them (ExecutorOptions::keep_clusters). */
+    bool keep_clusters = false;
     /** Tuned schedules per cluster, or nullopt for the default (ExecutorOptions::schedule_for).
      * tuner/DbSchedules.h builds one from a tuning database. Ignored in Unfused mode. */
     std::function<std::optional<std::string>(const Graph &, const Cluster &)> schedule_for;

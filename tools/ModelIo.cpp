@@ -10,9 +10,11 @@
 
 #include "generators/CudaCheck.h"
 #include "generators/HostTarget.h"
+#include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
+#include "tuner/FusionPlan.h"
 #include "tuner/TuningDb.h"
 
 namespace fusor::cli {
@@ -86,6 +88,21 @@ std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd) {
     cmd->add_option("--shape", *flags,
                     "bind an ONNX input's symbolic dims: NAME=D1xD2x... (repeatable), e.g. --shape images=1x3x320x320");
     return flags;
+}
+
+std::shared_ptr<std::string> add_plan_flag(CLI::App *cmd) {
+    auto path = std::make_shared<std::string>();
+    cmd->add_option("--plan", *path, "cluster the regions this fusion plan file names as it says (docs/design.md, Fusion plans)");
+    return path;
+}
+
+std::vector<std::string> cluster_by_plan(Graph &g, SessionOptions &so, const std::string &plan_file) {
+    if (plan_file.empty()) return {};
+    FusionPlan plan = load_plan(plan_file);
+    form_clusters(g, so.clustering);
+    std::vector<std::string> lines = apply_plan(g, plan, plan_file);
+    so.keep_clusters = true;
+    return lines;
 }
 
 InputShapes shape_bindings(const std::vector<std::string> &flags) {

@@ -25,6 +25,14 @@ Graph load_model_optimized(const std::string &path, bool optimize, const std::st
  * `--shape NAME=D1xD2x...` binding an ONNX input's symbolic dims; returns where they land at
  * parse time (shape_bindings turns them into InputShapes). */
 std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd);
+
+/** Adds --plan FILE (a fusion plan, tuner/FusionPlan.h) to \p cmd; the path stays empty when absent. */
+std::shared_ptr<std::string> add_plan_flag(CLI::App *cmd);
+
+/** With \p plan_file given: clusters \p g by form_clusters, then as the plan says (apply_plan),
+ * and sets so.keep_clusters so the fused executor runs those clusters. Returns apply_plan's lines
+ * (none without a plan file); UserError for a bad plan. */
+std::vector<std::string> cluster_by_plan(Graph &g, SessionOptions &so, const std::string &plan_file);
 /** A CLI11 check for count and size flags (--devices, --memory-budget): the value must be an
  * integer of at least 1. Its message, after CLI11's "--flag: ", is "expected a positive integer,
  * got VALUE" (CLI::PositiveNumber prints the range up to DBL_MAX instead). */

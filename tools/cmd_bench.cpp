@@ -70,6 +70,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
     auto shapes = add_shape_flag(cmd);
+    auto plan_file = add_plan_flag(cmd);
     cmd->add_flag("--json", o->json, "machine-readable output");
     cmd->add_flag("--per-cluster", o->per_cluster, "also time each fused cluster (against its nodes' unfused kernels) and each unfused kernel, with shares");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
@@ -89,6 +90,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 so.threads = o->threads;
                 so.target = o->target;
                 Graph g = load_optimized_model(o->model, so);  // once, compiled three ways
+                std::vector<std::string> plan_lines = cluster_by_plan(g, so, *plan_file);  // the fused (and tuned) clusters
                 so.mode = ExecMode::Unfused;
                 Session unfused_session(g, so);
                 so.mode = ExecMode::Fused;
@@ -115,6 +117,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 nlohmann::json j = {{"model", o->model}, {"unfused_ms", u}, {"fused_ms", f}, {"speedup", u / f},
                                     {"unfused_kernels", unfused.num_kernels()}, {"fused_kernels", fused.num_kernels()},
                                     {"repeats", o->repeats}};
+                if (!plan_file->empty()) j["plan_applied"] = plan_lines;
                 double flops = 0;
                 for (const Node &n : g.nodes) flops += node_flops(g, n);
                 j["flops"] = flops;
@@ -140,6 +143,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                            g.name, u, unfused.num_kernels(), f, fused.num_kernels(), u / f, o->repeats);
                 fmt::print("  {:.3f} GFLOP per run (multiply-adds count 2): unfused {:.1f} GFLOP/s, fused {:.1f} GFLOP/s\n", flops / 1e9,
                            flops / u / 1e6, flops / f / 1e6);
+                for (const std::string &line : plan_lines) fmt::print("  plan {}\n", line);
                 if (tuned) {
                     fmt::print("  tuned {:.3f} ms: {:.2f}x the default fused schedules, {:.1f} GFLOP/s\n", t[2].median_ms,
                                f / t[2].median_ms, flops / t[2].median_ms / 1e6);

@@ -14,6 +14,7 @@
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 #include "tuner/DbSchedules.h"
+#include "tuner/FusionPlan.h"
 #include "tuner/TuningDb.h"
 
 namespace fusor::cli {
@@ -52,14 +53,23 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
     cmd->add_option("--db", *db,
                     "also say which schedule each cluster gets from this tuning database (a file or a postgresql:// URL), or why "
                     "it keeps the default");
+    auto print_plan = std::make_shared<bool>(false);
+    cmd->add_flag("--print-plan", *print_plan,
+                  "print the fusion plan: the model's regions of clusters and, per region, which of its nodes share a kernel");
+    auto plan_file = add_plan_flag(cmd);
     return {cmd, [=] {
                 Halide::Target t = parse_target(*target);
+                std::optional<FusionPlan> plan;
+                if (!plan_file->empty()) plan = load_plan(*plan_file);
                 std::vector<PassReport> passes;
                 Graph fused = load_model_optimized(*model, !*no_optimize, *layout, &passes, shape_bindings(*shapes));
                 // the node count as loaded: what the first pass started from
                 int nodes_loaded = passes.empty() ? (int)fused.nodes.size() : passes.front().nodes_before;
                 Graph unfused = fused;
                 form_clusters(fused);
+                std::vector<FusionRegion> regions = form_regions(fused);  // of the default clusters, as plans name them
+                std::vector<std::string> plan_lines;
+                if (plan) plan_lines = apply_plan(fused, *plan, *plan_file);
                 ClusterOptions single;
                 single.singleton = true;
                 form_clusters(unfused, single);
@@ -165,6 +175,13 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                         if (is_cuda) j["clusters"].back()["cuda"] = cuda_json(c.id);
                     }
                     j["flops"] = model_flops;
+                    j["plan"] = nlohmann::json::parse(plan_to_json(current_plan(fused, regions)));
+                    j["regions"] = nlohmann::json::array();
+                    for (const FusionRegion &r : regions) {
+                        j["regions"].push_back({{"name", r.nodes.name}, {"signature", r.signature}, {"nodes", r.nodes.nodes.size()},
+                                                {"default_clusters", r.clusters.size()}});
+                    }
+                    if (plan) j["plan_applied"] = plan_lines;
                     j["kernels"] = {{"unfused", ur.kernels}, {"fused", fr.kernels}};
                     j["memory"] = {{"unfused", memory_json(uplan)}, {"fused", memory_json(fplan)}};
                     if (partition) {
@@ -237,6 +254,17 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 fmt::print("  lower bound:          unfused {:>12}   fused {:>12}   (largest live set)\n", mib(uplan.lower_bound),
                            mib(fplan.lower_bound));
                 if (partition) fmt::print("\n{}", print_partition(fused, *partition));
+                if (plan) {
+                    fmt::print("\nfusion plan '{}':\n", *plan_file);
+                    for (const std::string &line : plan_lines) fmt::print("  {}\n", line);
+                }
+                if (*print_plan) {
+                    fmt::print("\nregions (of the default clusters):\n");
+                    for (const FusionRegion &r : regions) {
+                        fmt::print("  {}: {} nodes, {} default clusters, {}\n", r.nodes.name, r.nodes.nodes.size(), r.clusters.size(), r.signature);
+                    }
+                    fmt::print("fusion plan:\n{}", plan_to_text(current_plan(fused, regions)));
+                }
                 if (!db->empty()) {
                     fmt::print("\nschedules from tuning db '{}' (as run, bench and compile --db take them):\n", redact_location(*db));
                     for (const DbChoice &d : from_db) fmt::print("  {}: {}\n", d.cluster, d.decision);

@@ -40,6 +40,7 @@ Verb add_run(CLI::App &app) {
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
     auto shapes = add_shape_flag(cmd);
+    auto plan_file = add_plan_flag(cmd);
     auto *in = cmd->add_option("--inputs", o->inputs, "folder with one <input>.npy per graph input");
     cmd->add_option("--random", o->seed, "fill inputs from this seed (the default, with seed 0)")->excludes(in);
     cmd->add_option("--outputs", o->outputs, "write each output to <DIR>/<output>.npy");
@@ -60,6 +61,9 @@ Verb add_run(CLI::App &app) {
                 so.threads = o->threads;
                 so.target = o->target;
                 Graph g = load_optimized_model(o->model, so);
+                std::vector<std::string> plan_lines;
+                if (!o->unfused) plan_lines = cluster_by_plan(g, so, *plan_file);
+                for (const std::string &line : plan_lines) fmt::print("plan {}\n", line);
                 std::vector<std::string> decisions, warnings;
                 if (!o->db.empty() && !o->unfused) use_tuning_db(so, o->db, &decisions, &warnings);
                 Session session(g, so);

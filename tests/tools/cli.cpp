@@ -529,6 +529,64 @@ TEST_CASE("cli: bench --per-cluster gives each fused cluster its nodes' unfused 
     CHECK(j["flops"].get<double>() > 0);
 }
 
+TEST_CASE("cli: inspect --print-plan writes a plan that --plan reads back; run and bench run a hand-edited one",
+          "[tools][cli][plan]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_SOURCE_DIR) + "/configs/models/resnet_block.json";
+    Result shown = run_fusor("inspect '" + model + "' --print-plan");
+    REQUIRE(shown.status == 0);
+    size_t at = shown.out.find("fusion plan:\n");
+    REQUIRE(at != std::string::npos);
+    std::string plan = shown.out.substr(at + 13);
+    std::ofstream(dir.file("default.plan")) << plan;
+    // the default plan read back changes nothing
+    Result again = run_fusor("inspect '" + model + "' --print-plan --plan '" + dir.file("default.plan") + "'");
+    REQUIRE(again.status == 0);
+    CHECK_THAT(again.out, Contains("plan applied") && Contains(plan));
+    // hand-edited: every node of each region its own kernel
+    std::istringstream lines(plan);
+    std::string line, edited;
+    int nodes = 0;
+    while (std::getline(lines, line)) {
+        size_t colon = line.find(':');
+        if (line.rfind("region ", 0) != 0 || colon == std::string::npos) {
+            edited += line + "\n";
+            continue;
+        }
+        int n = std::stoi(line.substr(line.rfind(' ', colon) + 1));
+        nodes += n;
+        edited += line.substr(0, colon + 1);
+        for (int i = 0; i < n; i++) edited += (i ? " | " : " ") + std::to_string(i);
+        edited += "\n";
+    }
+    REQUIRE(nodes > 0);
+    std::ofstream(dir.file("cut.plan")) << edited;
+    Result bench = run_fusor("bench '" + model + "' --plan '" + dir.file("cut.plan") + "' --json --repeats 1 --warmup 0");
+    REQUIRE(bench.status == 0);
+    auto j = nlohmann::json::parse(bench.out);
+    CHECK(j["fused_kernels"].get<int>() == nodes);
+    CHECK(j["plan_applied"].size() >= 1);
+    Result a = run_fusor("run '" + model + "' --random 4 --outputs '" + dir.file("a") + "'");
+    Result b = run_fusor("run '" + model + "' --random 4 --plan '" + dir.file("cut.plan") + "' --outputs '" + dir.file("b") + "'");
+    REQUIRE(a.status == 0);
+    REQUIRE(b.status == 0);
+    CHECK_THAT(b.out, Contains("plan r0") && Contains(std::to_string(nodes) + " kernels"));
+    fusor::NpyArray ya = fusor::read_npy(dir.file("a/y.npy")), yb = fusor::read_npy(dir.file("b/y.npy"));
+    REQUIRE(ya.type.num_elements() == yb.type.num_elements());
+    const float *pa = (const float *)ya.data.data(), *pb = (const float *)yb.data.data();
+    size_t bad = 0;
+    for (int64_t i = 0; i < ya.type.num_elements(); i++) bad += std::abs(pa[i] - pb[i]) > 1e-4f * (1 + std::abs(pa[i]));
+    CHECK(bad == 0);
+    // a bad plan: exit 2, one line naming the file and the line
+    std::ofstream(dir.file("bad.plan")) << "fusor-plan 1\nregion abc nodes 2: 0 | 0\n";
+    for (const char *verb : {"inspect", "run", "bench"}) {
+        Result r = run_fusor(std::string(verb) + " '" + model + "' --plan '" + dir.file("bad.plan") + "'");
+        INFO(verb);
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains(dir.file("bad.plan") + ":2: node index 0 is in two clusters"));
+    }
+}
+
 TEST_CASE("cli: inspect reports the memory plan and partitions under a budget or across devices", "[tools][cli][memory]") {
     std::string model = data("models/transformer_mlp.json");
     Result r = run_fusor("inspect --json --no-optimize '" + model + "'");

@@ -1,0 +1,200 @@
+// Fusion plans: regions of the default clusters, plans as partitions of a region's canonical node
+// indices, their text and JSON forms, applying them, and plans that must be refused.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <set>
+
+#include "graph/Clustering.h"
+#include "graph/Error.h"
+#include "graph/JsonFormat.h"
+#include "runtime/Executor.h"
+#include "tuner/FusionPlan.h"
+
+using namespace fusor;
+
+namespace {
+
+Graph clustered(const std::string &model) {
+    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + model + ".json");
+    form_clusters(g);
+    return g;
+}
+
+std::vector<std::vector<NodeId>> node_sets(const Graph &g) {
+    std::vector<std::vector<NodeId>> out;
+    for (const Cluster &c : g.clusters) out.push_back(c.nodes);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+/** Runs \p g fused on its own clusters and unfused on the same random inputs; the largest
+ * difference of any output element, relative to the output's scale. */
+double fused_vs_unfused(const Graph &g) {
+    ExecutorOptions fo;
+    fo.keep_clusters = true;
+    ExecutorOptions uo;
+    uo.mode = ExecMode::Unfused;
+    Executor fused(g, fo), unfused(g, uo);
+    REQUIRE(fused.num_kernels() == g.clusters.size());
+    set_random_inputs(fused, 3);
+    set_random_inputs(unfused, 3);
+    fused.run();
+    unfused.run();
+    double worst = 0;
+    for (size_t i = 0; i < fused.num_outputs(); i++) {
+        Halide::Buffer<float> a = fused.output(i), b = unfused.output(i);
+        double scale = 1e-6;
+        b.for_each_value([&](float v) { scale = std::max(scale, (double)std::abs(v)); });
+        REQUIRE(a.number_of_elements() == b.number_of_elements());
+        const float *pa = a.data(), *pb = b.data();
+        for (size_t k = 0; k < a.number_of_elements(); k++) worst = std::max(worst, std::abs((double)pa[k] - pb[k]) / scale);
+    }
+    return worst;
+}
+
+void check_refused(const std::string &text, const std::string &expected) {
+    INFO(text);
+    try {
+        parse_plan(text, "p.plan");
+        FAIL("accepted");
+    } catch (const UserError &e) {
+        CHECK_THAT(e.what(), Catch::StartsWith("p.plan") && Catch::Contains(expected));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("fusion plan: regions cover every cluster once, connected and at most kRegionClusters each", "[tuner][plan]") {
+    for (const char *model : {"resnet_block", "mobilenet_v2_block", "transformer_mlp", "attention_scores", "audio_frontend"}) {
+        INFO(model);
+        Graph g = clustered(model);
+        std::vector<FusionRegion> regions = form_regions(g);
+        std::vector<int> seen(g.clusters.size(), 0);
+        std::vector<int> cluster_of(g.nodes.size(), -1);
+        for (const Cluster &c : g.clusters) {
+            for (NodeId n : c.nodes) cluster_of[(size_t)n] = c.id;
+        }
+        for (const FusionRegion &r : regions) {
+            CHECK((int)r.clusters.size() <= kRegionClusters);
+            CHECK(std::is_sorted(r.clusters.begin(), r.clusters.end()));
+            std::set<int> mine(r.clusters.begin(), r.clusters.end());
+            size_t nodes = 0;
+            for (int c : r.clusters) {
+                seen[(size_t)c]++;
+                nodes += g.clusters[(size_t)c].nodes.size();
+                if (c == r.clusters.front()) continue;
+                // each later cluster reads a cluster of its own region
+                bool linked = false;
+                for (TensorId t : g.clusters[(size_t)c].inputs) {
+                    NodeId p = g.tensor(t).producer;
+                    linked |= p >= 0 && mine.count(cluster_of[(size_t)p]);
+                }
+                CHECK(linked);
+            }
+            CHECK(r.nodes.nodes.size() == nodes);
+            CHECK(r.signature.size() == 32);
+        }
+        for (int s : seen) CHECK(s == 1);
+    }
+}
+
+TEST_CASE("fusion plan: the current plan round-trips through text and JSON and reapplies to the same clusters",
+          "[tuner][plan]") {
+    Graph g = clustered("mobilenet_v2_block");
+    FusionPlan plan = current_plan(g, form_regions(g));
+    REQUIRE_FALSE(plan.regions.empty());
+    for (const std::string &text : {plan_to_text(plan), plan_to_json(plan)}) {
+        INFO(text);
+        FusionPlan back = parse_plan(text, "p.plan");
+        REQUIRE(back.regions.size() == plan.regions.size());
+        for (size_t i = 0; i < plan.regions.size(); i++) {
+            CHECK(back.regions[i].signature == plan.regions[i].signature);
+            CHECK(back.regions[i].nodes == plan.regions[i].nodes);
+            CHECK(back.regions[i].clusters == plan.regions[i].clusters);
+        }
+        Graph h = clustered("mobilenet_v2_block");
+        std::vector<std::string> lines = apply_plan(h, back, "p.plan");
+        CHECK(node_sets(h) == node_sets(g));
+        for (const std::string &line : lines) CHECK_THAT(line, Catch::Contains("plan applied"));
+    }
+}
+
+TEST_CASE("fusion plan: cutting the resnet block's clusters gives those kernels, verified against unfused", "[tuner][plan]") {
+    Graph g = clustered("resnet_block");
+    std::vector<FusionRegion> regions = form_regions(g);
+    REQUIRE(regions.size() == 1);
+    RegionPlan def = region_plan(g, regions[0]);
+    REQUIRE(def.clusters.front().size() >= 2);
+    // cut after the first node: its output (the conv's) materialized, its epilogue a kernel of its own
+    RegionPlan first = def;
+    first.clusters.front().erase(first.clusters.front().begin());
+    first.clusters.insert(first.clusters.begin(), {def.clusters.front().front()});
+    // every node its own kernel
+    RegionPlan all = def;
+    all.clusters.clear();
+    for (int i = 0; i < def.nodes; i++) all.clusters.push_back({i});
+    for (const RegionPlan &rp : {first, all}) {
+        Graph h = g;
+        FusionPlan plan;
+        plan.regions = {rp};
+        std::vector<std::string> lines = apply_plan(h, plan, "p.plan");
+        REQUIRE(lines.size() == 1);
+        CHECK_THAT(lines[0], Catch::Contains("plan applied"));
+        CHECK(h.clusters.size() == rp.clusters.size());
+        CHECK(region_plan(h, regions[0]).clusters == rp.clusters);
+        CHECK(fused_vs_unfused(h) < 1e-4);
+    }
+}
+
+TEST_CASE("fusion plan: malformed plans are refused naming the file and the line or field", "[tuner][plan]") {
+    check_refused("", "expected the header");
+    check_refused("fusor-plan 2\n", "expected the header");
+    check_refused("fusor-plan 1\nregion abc nodes 3 0 1 | 2\n", "p.plan:2: expected 'region");
+    check_refused("fusor-plan 1\nregion abc nodes 3: 0 1 | 3\n", "p.plan:2: node index 3 is outside 0..2");
+    check_refused("fusor-plan 1\nregion abc nodes 3: 0 1 | 1 2\n", "node index 1 is in two clusters");
+    check_refused("fusor-plan 1\nregion abc nodes 3: 0 1\n", "node index 2 is in no cluster");
+    check_refused("fusor-plan 1\nregion abc nodes 3: 0 1 | | 2\n", "an empty cluster");
+    check_refused("fusor-plan 1\nregion abc nodes 3: 0 x 1 2\n", "'x' is not a node index");
+    check_refused("fusor-plan 1\nregion abc nodes 2: 0 1\nregion abc nodes 2: 0 | 1\n", "p.plan:3: region abc has a plan already");
+    check_refused("{", "not valid JSON");
+    check_refused(R"({"format": "fusor-plan", "version": 1})", "has no \"regions\"");
+    check_refused(R"({"format": "other", "version": 1, "regions": []})", "\"format\" must be");
+    check_refused(R"({"format": "fusor-plan", "version": 1, "regions": [{"signature": "a", "nodes": 2}]})",
+                  "regions[0] has no \"clusters\"");
+    check_refused(R"({"format": "fusor-plan", "version": 1, "regions": [{"signature": "a", "nodes": 2, "clusters": [[0, -1]]}]})",
+                  "regions[0].clusters: -1 is not a node index");
+}
+
+TEST_CASE("fusion plan: a plan for another node count, with two convs in a cluster or whose clusters form a cycle is refused, the graph unchanged",
+          "[tuner][plan]") {
+    Graph g = clustered("resnet_block");
+    FusionRegion r = form_regions(g)[0];
+    std::vector<std::vector<NodeId>> before = node_sets(g);
+    RegionPlan wrong;
+    wrong.signature = r.signature;
+    wrong.nodes = (int)r.nodes.nodes.size() + 1;
+    for (int i = 0; i < wrong.nodes; i++) wrong.clusters.push_back({i});
+    FusionPlan plan;
+    plan.regions = {wrong};
+    CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::StartsWith("p.plan: region " + r.signature));
+    CHECK(node_sets(g) == before);
+    // the first and the last node together, everything between apart: the middle reads the first
+    // kernel and the last kernel reads the middle
+    RegionPlan cycle;
+    cycle.signature = r.signature;
+    cycle.nodes = (int)r.nodes.nodes.size();
+    REQUIRE(cycle.nodes >= 3);
+    cycle.clusters = {{0, cycle.nodes - 1}, {}};
+    for (int i = 1; i < cycle.nodes - 1; i++) cycle.clusters[1].push_back(i);
+    plan.regions = {cycle};
+    CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::StartsWith("p.plan: the plan cannot be applied") && Catch::Contains("cycle"));
+    CHECK(node_sets(g) == before);
+    // conv into conv: both convs of the block in one cluster
+    RegionPlan merged = cycle;
+    merged.clusters = {{}};
+    for (int i = 0; i < merged.nodes; i++) merged.clusters[0].push_back(i);
+    plan.regions = {merged};
+    CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::StartsWith("p.plan: region " + r.signature + ": cluster 0 holds 2 convs"));
+    CHECK(node_sets(g) == before);
+}

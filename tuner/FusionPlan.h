@@ -1,0 +1,81 @@
+#pragma once
+/** \file
+ * Fusion plans: which nodes of a region of the graph run as one kernel.
+ *
+ * A region is a connected run of the default clusters (form_clusters), at most kRegionClusters
+ * of them. Its nodes, taken as one cluster, have a canonical text (extract_cluster's n0, n1, ...
+ * in topological order) and a signature, the content_hash of that text. A plan for a region is a
+ * partition of its node indices 0..n-1 into clusters. Merging neighbours and cutting a cluster
+ * (materializing an intermediate) are both partitions, and plans name nodes by canonical index,
+ * so a plan applies to every model that contains the region.
+ *
+ * Text form, one region per line after a header (the JSON form holds the same fields):
+ *
+ *     fusor-plan 1
+ *     region 3f2a...c1 nodes 6: 0 1 2 | 3 | 4 5
+ *
+ * JSON: {"format": "fusor-plan", "version": 1, "regions": [{"signature": "3f2a...c1", "nodes": 6,
+ * "clusters": [[0, 1, 2], [3], [4, 5]]}]}. */
+
+#include <string>
+#include <vector>
+
+#include "graph/Graph.h"
+
+namespace fusor {
+
+/** The most default clusters one region holds: the clusters whose boundary moves interact, few
+ * enough to measure every plan of the region as one job. */
+constexpr int kRegionClusters = 4;
+
+struct FusionRegion {
+    std::vector<int> clusters;  ///< ids of g.clusters, in execution order
+    Cluster nodes;              ///< the region's nodes as one cluster (make_cluster), name "r<k>"
+    std::string signature;      ///< content_hash of canonical_cluster_text of `nodes`
+};
+
+/** The regions of \p g's clusters (g.clusters must be set). In execution order, each cluster joins
+ * the region of the latest cluster it reads from while that region holds fewer than
+ * \p max_clusters clusters, and starts a region otherwise; a region's clusters are connected, and
+ * every cluster is in exactly one region. Deterministic for a given clustered graph. */
+std::vector<FusionRegion> form_regions(const Graph &g, int max_clusters = kRegionClusters);
+
+struct RegionPlan {
+    std::string signature;                  ///< the region's signature
+    int nodes = 0;                          ///< its node count
+    std::vector<std::vector<int>> clusters; ///< a partition of 0..nodes-1, each sorted, by first index
+};
+
+struct FusionPlan {
+    std::vector<RegionPlan> regions;  ///< at most one per signature
+    const RegionPlan *find(const std::string &signature) const;
+};
+
+/** The clusters \p g has now inside region \p r, as a plan. */
+RegionPlan region_plan(const Graph &g, const FusionRegion &r);
+
+/** The plan of each of \p regions (form_regions of \p g's default clusters) as \p g is clustered
+ * now: after apply_plan, the plan it applied. */
+FusionPlan current_plan(const Graph &g, const std::vector<FusionRegion> &regions);
+
+std::string plan_to_text(const FusionPlan &plan);
+std::string plan_to_json(const FusionPlan &plan);
+
+/** Parses a plan in either form (JSON when the text starts with '{'). Throws UserError naming
+ * \p file and the line or field when it is malformed, a region's clusters are not a partition of
+ * its node indices, or a signature appears twice. */
+FusionPlan parse_plan(const std::string &text, const std::string &file);
+
+/** Reads and parses the plan file \p path (UserError naming it when unreadable or malformed). */
+FusionPlan load_plan(const std::string &path);
+
+/** Re-clusters \p g (clustered by form_clusters) as \p plan says for each region whose signature
+ * it has; other regions keep their clusters. Returns one line per region: "r<k> (<clusters>):
+ * plan applied, <k> cluster(s)" or "...: no plan for this region". Throws UserError naming
+ * \p plan_file and the region when a plan's node count differs from the region's or a cluster
+ * holds more than one conv, matmul or reduction (conv into conv is not lowered yet), and naming
+ * \p plan_file when the clusters it asks for would depend on each other in a cycle; g is
+ * unchanged then. */
+std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std::string &plan_file);
+
+}  // namespace fusor
