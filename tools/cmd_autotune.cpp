@@ -99,6 +99,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                                             "worker processes of the measurement pool: they compile while one candidate "
                                             "is timed alone (default: number of cores)");
     auto shapes = add_shape_flag(cmd);
+    auto plan_file = add_plan_flag(cmd);
     cmd->add_option("--strategy", o->strategy,
                     "model (evolve's draws ranked by a cost model learned from this machine's trials in the db; evolve until "
                     "it has 32 of them), evolve (mutate the best so far) or random (mutate the default)")
@@ -153,6 +154,10 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 bool untimed_cuda = parse_target(o->target).has_feature(Halide::Target::CUDA) && !cuda_driver_available();
                 Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
                 AutotuneOptions ao;
+                if (!plan_file->empty()) {
+                    ao.plan = load_plan(*plan_file);
+                    ao.plan_file = *plan_file;
+                }
                 for (const std::string &spec : o->schedules) {
                     size_t eq = spec.find('=');
                     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {

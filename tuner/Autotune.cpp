@@ -99,7 +99,7 @@ std::vector<ClusterSchedule> parsed_user_schedules(const AutotuneOptions &opt, c
 
 void check_user_schedules(const Graph &g, const AutotuneOptions &opt) {
     if (opt.user_schedules.empty()) return;
-    std::vector<Graph> graphs = tuning_graphs(g);
+    std::vector<Graph> graphs = tuning_graphs(g, opt.plan ? &*opt.plan : nullptr, opt.plan_file);
     std::set<std::string> seen;
     std::vector<std::string> names;
     for (const Graph &cg : graphs) {
@@ -779,7 +779,7 @@ void TuningRun::log_confirm(const TuningTask &t, const std::vector<RankedSchedul
 
 std::vector<ClusterTuning> TuningRun::run() {
     check_user_schedules(g_, opt_);  // before anything is stored
-    make_tasks(tuning_graphs(g_));
+    make_tasks(tuning_graphs(g_, opt_.plan ? &*opt_.plan : nullptr, opt_.plan_file));
     choose_autoschedulers();
     bool heavy_only = opt_.autoschedulers_where_heavy && !autoschedulers_.empty();
     for (size_t i = 0; i < tasks_.size() && !out_of_budget() && measured_ < opt_.trials; i++) {

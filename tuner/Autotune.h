@@ -8,10 +8,12 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/Graph.h"
+#include "tuner/FusionPlan.h"
 #include "tuner/Shard.h"
 #include "tuner/TuningDb.h"
 
@@ -51,6 +53,9 @@ struct AutotuneOptions {
     double compile_timeout_s = 0;  ///< per candidate: limit of its compile; 0 = timeout_s
     int jobs = 0;                  ///< candidates compiled at once in workers; 0 = number of cores
     int repeats = 7;
+    /** Cluster the model's regions as this plan says (apply_plan) before tuning; plan_file names it in messages. */
+    std::optional<FusionPlan> plan;
+    std::string plan_file;
     /** Address-space limit of each worker in MB (MeasureJob::memory_limit_mb): a candidate or an
      * autoscheduler that needs more is recorded as out-of-memory. 0: 80% of physical memory
      * split across the jobs workers alive at once; -1: no limit. */

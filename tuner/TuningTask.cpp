@@ -16,10 +16,11 @@ std::string schedule_key(ClusterSchedule s) {
     return to_text(s);
 }
 
-std::vector<Graph> tuning_graphs(const Graph &g) {
+std::vector<Graph> tuning_graphs(const Graph &g, const FusionPlan *plan, const std::string &plan_file) {
     std::vector<Graph> graphs = {g};
     for (size_t i = 0; i < graphs.size(); i++) {
         form_clusters(graphs[i]);
+        if (i == 0 && plan) apply_plan(graphs[i], *plan, plan_file);
         std::vector<Graph> branches;
         for (const Node &n : graphs[i].nodes) branches.insert(branches.end(), n.subgraphs.begin(), n.subgraphs.end());
         for (Graph &b : branches) graphs.push_back(std::move(b));

@@ -65,9 +65,10 @@ struct TuningTask {
 /** Schedule text without notes: the identity of a candidate. */
 std::string schedule_key(ClusterSchedule s);
 
-/** The model's clustered graph and those of every If branch (recursively, each branch clustered
- * on its own as the executor does): branch clusters are tuned like any other, and the executor
- * finds their schedules by signature. */
-std::vector<Graph> tuning_graphs(const Graph &g);
+/** The model's clustered graph (by form_clusters, then by \p plan when given: apply_plan, naming
+ * \p plan_file) and those of every If branch (recursively, each branch clustered on its own as the
+ * executor does): branch clusters are tuned like any other, and the executor finds their
+ * schedules by signature. */
+std::vector<Graph> tuning_graphs(const Graph &g, const FusionPlan *plan = nullptr, const std::string &plan_file = "");
 
 }  // namespace fusor

@@ -579,12 +579,20 @@ TEST_CASE("cli: inspect --print-plan writes a plan that --plan reads back; run a
     CHECK(bad == 0);
     // a bad plan: exit 2, one line naming the file and the line
     std::ofstream(dir.file("bad.plan")) << "fusor-plan 1\nregion abc nodes 2: 0 | 0\n";
-    for (const char *verb : {"inspect", "run", "bench"}) {
-        Result r = run_fusor(std::string(verb) + " '" + model + "' --plan '" + dir.file("bad.plan") + "'");
+    std::string db = dir.file("t.db");
+    for (std::string verb : {std::string("inspect"), std::string("run"), std::string("bench"), "autotune --trials 2 --db '" + db + "'"}) {
+        Result r = run_fusor(verb + " '" + model + "' --plan '" + dir.file("bad.plan") + "'");
         INFO(verb);
         check_one_line_error(r);
         CHECK_THAT(r.err, Contains(dir.file("bad.plan") + ":2: node index 0 is in two clusters"));
     }
+    CHECK_FALSE(fs::exists(db));
+    // autotune tunes the planned clusters: the cut block has 5 distinct ones (conv1 and conv2 are
+    // equal, so are the ReLUs); its default clusters are 3
+    Result tune = run_fusor("autotune '" + model + "' --plan '" + dir.file("cut.plan") + "' --trials 2 --jobs 1 --autoschedulers none --confirm-rounds 0 --db '" + db + "'");
+    INFO(tune.out << tune.err);
+    REQUIRE(tune.status == 0);
+    CHECK_THAT(tune.out, Contains("cluster 1/5 c0 (x_to_nhwc)"));
 }
 
 TEST_CASE("cli: inspect reports the memory plan and partitions under a budget or across devices", "[tools][cli][memory]") {
