@@ -268,13 +268,19 @@ std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std:
         }
         for (size_t k = 0; k < p->clusters.size(); k++) {
             int heavy = 0;  // convs, matmuls and reductions: the default schedule anchors one per cluster
+            std::string opaque;  // recurrent ops and If run as kernels of their own
             for (int i : p->clusters[k]) {
                 NodeId n = r.nodes.nodes[(size_t)i];
                 OpPattern pattern = node_pattern(g, g.nodes[(size_t)n]);
                 heavy += pattern == OpPattern::OutFusable || pattern == OpPattern::Reduction;
+                if (pattern == OpPattern::Opaque) opaque = op_name(g.nodes[(size_t)n].op);
                 cluster_of[(size_t)n] = next;
             }
             next++;
+            if (!opaque.empty() && p->clusters[k].size() > 1) {
+                throw UserError(plan_file + ": region " + p->signature + ": cluster " + std::to_string(k) + " puts " + opaque +
+                                " with other nodes; it runs as a kernel of its own");
+            }
             if (heavy > 1) {
                 throw UserError(plan_file + ": region " + p->signature + ": cluster " + std::to_string(k) + " holds " + std::to_string(heavy) +
                                 " convs, matmuls or reductions; a cluster takes at most one (conv into conv is not lowered yet)");

@@ -73,7 +73,8 @@ FusionPlan load_plan(const std::string &path);
  * it has; other regions keep their clusters. Returns one line per region: "r<k> (<clusters>):
  * plan applied, <k> cluster(s)" or "...: no plan for this region". Throws UserError naming
  * \p plan_file and the region when a plan's node count differs from the region's or a cluster
- * holds more than one conv, matmul or reduction (conv into conv is not lowered yet), and naming
+ * holds more than one conv, matmul or reduction (conv into conv is not lowered yet) or puts an
+ * Opaque op (a recurrent op, If) with other nodes, and naming
  * \p plan_file when the clusters it asks for would depend on each other in a cycle; g is
  * unchanged then. */
 std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std::string &plan_file);

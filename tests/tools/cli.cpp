@@ -529,7 +529,7 @@ TEST_CASE("cli: bench --per-cluster gives each fused cluster its nodes' unfused 
     CHECK(j["flops"].get<double>() > 0);
 }
 
-TEST_CASE("cli: inspect --print-plan writes a plan that --plan reads back; run and bench run a hand-edited one",
+TEST_CASE("cli: inspect --print-plan writes a plan that --plan reads back, and run, bench and autotune take a hand-edited one",
           "[tools][cli][plan]") {
     TempDir dir;
     std::string model = std::string(FUSOR_SOURCE_DIR) + "/configs/models/resnet_block.json";

@@ -198,3 +198,26 @@ TEST_CASE("fusion plan: a plan for another node count, with two convs in a clust
     CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::StartsWith("p.plan: region " + r.signature + ": cluster 0 holds 2 convs"));
     CHECK(node_sets(g) == before);
 }
+
+TEST_CASE("fusion plan: an opaque op (LSTM) with other nodes in one cluster is refused", "[tuner][plan]") {
+    Graph g = parse_graph_json(R"({"format_version": 1,
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 1, 3]}], "outputs": ["z"],
+        "initializers": [{"name": "w", "dtype": "f32", "shape": [1, 8, 3], "random": {"seed": 1}},
+                         {"name": "r", "dtype": "f32", "shape": [1, 8, 2], "random": {"seed": 2}}],
+        "nodes": [{"name": "relu", "op": "Relu", "inputs": ["x"], "outputs": ["a"]},
+                  {"name": "lstm", "op": "LSTM", "inputs": ["a", "w", "r"], "outputs": ["y"], "attrs": {"hidden_size": 2}},
+                  {"name": "neg", "op": "Neg", "inputs": ["y"], "outputs": ["z"]}]})");
+    form_clusters(g);
+    std::vector<FusionRegion> regions = form_regions(g);
+    REQUIRE(regions.size() == 1);
+    REQUIRE(regions[0].nodes.nodes.size() == 3);
+    RegionPlan merged;
+    merged.signature = regions[0].signature;
+    merged.nodes = 3;
+    merged.clusters = {{0, 1}, {2}};
+    FusionPlan plan;
+    plan.regions = {merged};
+    std::vector<std::vector<NodeId>> before = node_sets(g);
+    CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::Contains("cluster 0 puts LSTM with other nodes"));
+    CHECK(node_sets(g) == before);
+}
