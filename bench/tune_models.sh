@@ -2,20 +2,23 @@
 # End to end on the real models of the development set (bench/models/fetch.sh): tunes each with a
 # budget, then times it tuned against the default schedules and unfused, side by side in one run.
 #
-#   bench/tune_models.sh [--budget 10m] [--jobs 2] [--threads 1] [--repeats 20] [--out DIR] [--no-tune] [ID ...]
+#   bench/tune_models.sh [--budget 10m] [--jobs 2] [--threads 1] [--repeats 20] [--out DIR] [--no-tune] [--compare-fixed] [ID ...]
 #
 # Models come from $FUSOR_MODELS_DIR (default ~/.cache/fusor/models; fetched there when absent).
 # Per model: `fusor autotune MODEL --budget B --threads T --jobs J --db OUT/<id>.db`, then
 # `fusor bench MODEL --db OUT/<id>.db --threads T --repeats R --json`. --no-tune skips the tuning
-# and times default fused against unfused only. Writes OUT/<id>.tune.log, OUT/<id>.bench.json and
-# OUT/summary.tsv (id, default ms, tuned ms or -, tuned vs default or -, unfused ms, default vs
-# unfused), and prints the table with the geometric means. Bad usage is exit 2.
+# and times default fused against unfused only. --compare-fixed also tunes each model with the same
+# budget into OUT/<id>.fixed.db with --no-plan-search (the default clusters only) and times that
+# in the same bench run (--compare-db): the gain of the plan search over fixed clusters. Writes
+# OUT/<id>.tune.log, OUT/<id>.bench.json and OUT/summary.tsv (id, default ms, tuned ms or -, tuned
+# vs default or -, unfused ms, default vs unfused, fixed-clusters tuned ms or -, tuned vs fixed or
+# -), and prints the table with the geometric means. Bad usage is exit 2.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 fusor=${FUSOR:-$root/build/tools/fusor}
-budget=10m jobs=2 threads=1 repeats=20 out=$root/build/tune_models tune=1
+budget=10m jobs=2 threads=1 repeats=20 out=$root/build/tune_models tune=1 fixed=0
 ids=()
 while (($#)); do
     case $1 in
@@ -24,7 +27,8 @@ while (($#)); do
             declare "${1#--}=$2"
             shift 2 ;;
         --no-tune) tune=0; shift ;;
-        -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+        --compare-fixed) fixed=1; shift ;;
+        -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
         -*) echo "tune_models.sh: unknown option $1" >&2; exit 2 ;;
         *) ids+=("$1"); shift ;;
     esac
@@ -43,15 +47,23 @@ while IFS=$'\t' read -r id shape; do
         echo "== $id: autotune --budget $budget --jobs $jobs --threads $threads"
         "$fusor" autotune "$model" --shape "$shape" --db "$db" --budget "$budget" --jobs "$jobs" --threads "$threads" > "$out/$id.tune.log"
         tail -n 3 "$out/$id.tune.log"
+        if ((fixed)); then
+            rm -f "$out/$id.fixed.db" "$out/$id.fixed.db-wal" "$out/$id.fixed.db-shm"
+            echo "== $id: autotune --no-plan-search --budget $budget --jobs $jobs --threads $threads"
+            "$fusor" autotune "$model" --shape "$shape" --db "$out/$id.fixed.db" --budget "$budget" --jobs "$jobs" --threads "$threads" \
+                --no-plan-search > "$out/$id.fixed.tune.log"
+            db_flag+=(--compare-db "$out/$id.fixed.db")
+        fi
     fi
     "$fusor" bench "$model" --shape "$shape" "${db_flag[@]}" --threads "$threads" --repeats "$repeats" --json > "$out/$id.bench.json"
     python3 - "$out/$id.bench.json" "$id" >> "$out/summary.tsv" <<'EOF_PY'
 import json, sys
 b = json.load(open(sys.argv[1]))
 f, u = b['fused_ms'], b['unfused_ms']
-t = b.get('tuned_ms')
+t, c = b.get('tuned_ms'), b.get('compare_ms')
 tuned = f"{t:.4f}\t{f / t:.3f}" if t else "-\t-"
-print(f"{sys.argv[2]}\t{f:.4f}\t{tuned}\t{u:.4f}\t{f / u:.3f}")
+fixed = f"{c:.4f}\t{c / t:.3f}" if c else "-\t-"
+print(f"{sys.argv[2]}\t{f:.4f}\t{tuned}\t{u:.4f}\t{f / u:.3f}\t{fixed}")
 EOF_PY
     tail -n 1 "$out/summary.tsv"
 done < "$models/shapes.tsv"
@@ -61,11 +73,12 @@ rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 def gmean(col):
     v = [float(r[col]) for r in rows if r[col] != "-"]
     return math.exp(sum(map(math.log, v)) / len(v)) if v else None
-print(f"{'model':<22}{'default ms':>12}{'tuned ms':>12}{'tuned/default':>15}{'unfused ms':>12}{'default/unfused':>17}")
+print(f"{'model':<22}{'default ms':>12}{'tuned ms':>12}{'tuned/default':>15}{'unfused ms':>12}{'default/unfused':>17}{'fixed ms':>12}{'tuned/fixed':>13}")
 for r in rows:
     ratio = f"{r[3]}x" if r[3] != "-" else "-"
-    print(f"{r[0]:<22}{float(r[1]):>12.3f}{r[2]:>12}{ratio:>15}{float(r[4]):>12.3f}{float(r[5]):>16.3f}x")
-for col, what in ((3, "speedup, tuned vs default"), (5, "time, default fused / unfused")):
+    vs_fixed = f"{r[7]}x" if r[7] != "-" else "-"
+    print(f"{r[0]:<22}{float(r[1]):>12.3f}{r[2]:>12}{ratio:>15}{float(r[4]):>12.3f}{float(r[5]):>16.3f}x{r[6]:>12}{vs_fixed:>13}")
+for col, what in ((3, "speedup, tuned vs default"), (5, "time, default fused / unfused"), (7, "speedup, plan search vs fixed clusters")):
     g = gmean(col)
     if g: print(f"geometric mean {what}: {g:.3f}x")
 EOF_PY

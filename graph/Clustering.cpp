@@ -233,6 +233,34 @@ Graph extract_cluster(const Graph &g, const Cluster &c) {
 
 namespace {
 
+/** Kahn's order of \p groups clusters (node n in group_of[n]): each reads only earlier ones.
+ * Shorter than \p groups when they depend on each other in a cycle. */
+std::vector<int> execution_order(const Graph &g, const std::vector<int> &group_of, size_t groups) {
+    std::vector<std::set<int>> deps(groups);
+    for (const Node &node : g.nodes) {
+        int i = group_of[(size_t)node.id];
+        if (i < 0) continue;
+        for (TensorId t : node.inputs) {
+            if (t == kNoTensor || g.tensor(t).producer < 0 || group_of[(size_t)g.tensor(t).producer] < 0) continue;
+            int p = group_of[(size_t)g.tensor(t).producer];
+            if (p != i) deps[(size_t)i].insert(p);
+        }
+    }
+    std::vector<int> order;
+    std::vector<bool> done(groups, false);
+    while (order.size() < groups) {
+        int pick = -1;
+        for (size_t i = 0; i < groups && pick < 0; i++) {
+            if (done[i]) continue;
+            if (std::all_of(deps[i].begin(), deps[i].end(), [&](int d) { return done[(size_t)d]; })) pick = (int)i;
+        }
+        if (pick < 0) break;
+        done[(size_t)pick] = true;
+        order.push_back(pick);
+    }
+    return order;
+}
+
 /** Sets g.clusters to \p groups, ordered topologically (Kahn over cluster dependencies, smallest
  * first node first), with their inputs and outputs. False, leaving g.clusters as it was, when the
  * groups depend on each other in a cycle. */
@@ -241,28 +269,8 @@ bool build_clusters(Graph &g, const std::vector<Group> &groups) {
     for (size_t i = 0; i < groups.size(); i++) {
         for (NodeId n : groups[i].nodes) group_of[n] = (int)i;
     }
-    std::vector<std::set<int>> deps(groups.size());
-    for (size_t i = 0; i < groups.size(); i++) {
-        for (NodeId n : groups[i].nodes) {
-            for (TensorId t : g.nodes[n].inputs) {
-                if (t == kNoTensor || g.tensor(t).producer < 0) continue;
-                int p = group_of[g.tensor(t).producer];
-                if (p != (int)i) deps[i].insert(p);
-            }
-        }
-    }
-    std::vector<int> order;
-    std::vector<bool> done(groups.size(), false);
-    while (order.size() < groups.size()) {
-        int pick = -1;
-        for (size_t i = 0; i < groups.size() && pick < 0; i++) {
-            if (done[i]) continue;
-            if (std::all_of(deps[i].begin(), deps[i].end(), [&](int d) { return done[d]; })) pick = (int)i;
-        }
-        if (pick < 0) return false;
-        done[pick] = true;
-        order.push_back(pick);
-    }
+    std::vector<int> order = execution_order(g, group_of, groups.size());
+    if (order.size() < groups.size()) return false;
     auto consumers = g.consumers();
     g.clusters.clear();
     for (int gi : order) {
@@ -334,6 +342,12 @@ std::string regroup_clusters(Graph &g, const std::vector<int> &cluster_of) {
     if (!why.empty()) return why;
     if (!build_clusters(g, groups)) return "the clusters depend on each other in a cycle";
     return "";
+}
+
+bool clusters_acyclic(const Graph &g, const std::vector<int> &cluster_of) {
+    int groups = 0;
+    for (int c : cluster_of) groups = std::max(groups, c + 1);
+    return execution_order(g, cluster_of, (size_t)groups).size() == (size_t)groups;
 }
 
 Cluster make_cluster(const Graph &g, const std::vector<NodeId> &nodes, const std::vector<std::vector<NodeId>> &consumers) {

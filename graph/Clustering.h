@@ -43,6 +43,11 @@ std::string set_clusters(Graph &g, const std::vector<int> &cluster_of);
  * \p cluster_of does not fit the graph or its clusters depend on each other in a cycle. */
 std::string regroup_clusters(Graph &g, const std::vector<int> &cluster_of);
 
+/** True when the clusters of \p cluster_of (node n in cluster cluster_of[n], each of 0..k-1
+ * holding a node; one entry per node of \p g) can run in some order: none reads, directly or
+ * through others, a cluster that reads it. */
+bool clusters_acyclic(const Graph &g, const std::vector<int> &cluster_of);
+
 /** \p nodes of \p g as one cluster, with no id or name: its inputs (read inside, produced outside)
  * and outputs (read outside, by \p consumers = g.consumers(), or graph outputs), its largest
  * pattern and its first OutFusable or Reduction node as the anchor. */

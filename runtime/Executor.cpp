@@ -133,7 +133,10 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
     if (options.threads > 0) set_num_threads(options.threads);
     ClusterOptions co = options.clustering;
     co.singleton = options.mode == ExecMode::Unfused;
-    if (!(options.keep_clusters && options.mode == ExecMode::Fused && !g_.clusters.empty())) form_clusters(g_, co);
+    if (!(options.keep_clusters && options.mode == ExecMode::Fused && !g_.clusters.empty())) {
+        form_clusters(g_, co);
+        if (options.recluster && options.mode == ExecMode::Fused) options.recluster(g_);
+    }
     buffers_.resize(g_.tensors.size());
     for (TensorId t : g_.inputs) buffers_[t] = make_buffer(g_.type(t));
     for (size_t i = 0; i < g_.tensors.size(); i++) {

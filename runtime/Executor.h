@@ -33,6 +33,9 @@ struct ExecutorOptions {
     /** Fused mode: run the graph's own clusters (Graph::clusters, e.g. set_clusters' of a tuner's
      * region job) instead of forming them; ignored when it has none. */
     bool keep_clusters = false;
+    /** Fused mode, when the executor forms the clusters itself: called after form_clusters, it
+     * may re-cluster the graph (tuner/PlanSearch.h: a tuning database's best fusion plans). */
+    std::function<void(Graph &)> recluster;
     /** Tuned schedules: given a cluster, the text of a schedule for its extracted form
      * (extract_cluster: canonical names), or nullopt for the default schedule. The tools build
      * this from a tuning database; the runtime does not depend on the tuner. */

@@ -45,6 +45,9 @@ struct SessionOptions {
     /** Fused mode: run the given graph's own clusters (Graph::clusters, e.g. a fusion plan's)
      * instead of forming them (ExecutorOptions::keep_clusters). */
     bool keep_clusters = false;
+    /** Fused mode: re-clusters after the clusters are formed (ExecutorOptions::recluster);
+     * use_tuning_db sets it to apply the database's best fusion plans. */
+    std::function<void(Graph &)> recluster;
     /** Tuned schedules per cluster, or nullopt for the default (ExecutorOptions::schedule_for).
      * tuner/DbSchedules.h builds one from a tuning database. Ignored in Unfused mode. */
     std::function<std::optional<std::string>(const Graph &, const Cluster &)> schedule_for;

@@ -149,10 +149,20 @@ void note_fallbacks(const Executor &ex, std::vector<std::string> &decisions, std
 }
 
 void print_db_warnings(const std::string &db_path, const std::vector<std::string> &warnings, size_t clusters) {
-    if (warnings.empty()) return;
+    std::vector<std::string> plans, schedules;
+    for (const std::string &w : warnings) (w.rfind("plan ", 0) == 0 ? plans : schedules).push_back(w);
+    if (!plans.empty()) {
+        fmt::print(stderr, "warning: tuning db '{}': {} region(s) keep their default clusters:\n", redact_location(db_path), plans.size());
+        for (const std::string &w : plans) fmt::print(stderr, "  {}\n", w);
+    }
+    if (schedules.empty()) return;
     fmt::print(stderr, "warning: tuning db '{}' has no usable schedule for {} of {} cluster(s); they use the default schedule:\n",
-               redact_location(db_path), warnings.size(), clusters);
-    for (const std::string &w : warnings) fmt::print(stderr, "  {}\n", w);
+               redact_location(db_path), schedules.size(), clusters);
+    for (const std::string &w : schedules) fmt::print(stderr, "  {}\n", w);
+}
+
+void print_db_decisions(const std::vector<std::string> &decisions, const std::string &indent) {
+    for (const std::string &d : decisions) fmt::print("{}{}{}\n", indent, d.rfind("plan ", 0) == 0 ? "" : "schedule ", d);
 }
 
 }  // namespace fusor::cli

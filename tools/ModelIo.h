@@ -71,9 +71,14 @@ Layout layout_flag(const std::string &text);
 /** Reads inputs `<dir>/<name>.npy` (name with '/' and ':' replaced by '_'); throws UserError naming
  * the file when one is missing or its dtype or shape differs from the graph's. */
 void load_inputs(Executor &ex, const std::string &dir);
-/** Prints, on stderr, the clusters a tuning database gave no schedule for and why (the
- * `warnings` of db_schedules / why_untuned): they run with the default schedule, never with a
- * schedule tuned for another shape or target. Nothing when \p warnings is empty. */
+/** Prints use_tuning_db's \p decisions, one per line after \p indent: a region's plan as it
+ * is ("plan r0 ..."), a cluster's schedule prefixed "schedule ". */
+void print_db_decisions(const std::vector<std::string> &decisions, const std::string &indent);
+
+/** Prints, on stderr, the regions whose plan record did not fit (use_tuning_db's warnings
+ * prefixed "plan ": they keep their default clusters), then the clusters a tuning database gave
+ * no schedule for and why (db_schedules / why_untuned): they run with the default schedule,
+ * never with a schedule tuned for another shape or target. Nothing when \p warnings is empty. */
 void print_db_warnings(const std::string &db_path, const std::vector<std::string> &warnings, size_t clusters);
 /** Writes every output to `<dir>/<name>.npy`, creating dir. */
 void save_outputs(const Executor &ex, const std::string &dir);

@@ -119,6 +119,9 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     "CLUSTER=FILE: also measure this hand-written schedule of a cluster (as `fusor inspect` names it, e.g. c0), "
                     "right after its default, as strategy 'user'; stage names as `fusor db show` prints them (repeatable)");
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes");
+    auto fixed_clusters = std::make_shared<bool>(false);
+    cmd->add_flag("--no-plan-search", *fixed_clusters,
+                  "tune the default clusters only: no search over fusion plans (each region's merges and cuts, docs/design.md)");
     cmd->add_option("--export-batch", o->export_batch,
                     "compile and check the candidates without timing them, and write a measurement bundle into DIR "
                     "(DIR/measure, run on the measuring machine; import its results.json with `fusor db import-results`)");
@@ -158,6 +161,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     ao.plan = load_plan(*plan_file);
                     ao.plan_file = *plan_file;
                 }
+                ao.search_plans = !*fixed_clusters;
                 for (const std::string &spec : o->schedules) {
                     size_t eq = spec.find('=');
                     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {

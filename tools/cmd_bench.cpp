@@ -58,12 +58,33 @@ nlohmann::json kernel_json(Executor &ex, const std::vector<double> &ms, const st
     return out;
 }
 
+/** The model compiled under a tuning database's plans and schedules (use_tuning_db), its inputs
+ * set as the other modes' are. */
+struct TunedRun {
+    std::string db;
+    std::vector<std::string> decisions;
+    std::unique_ptr<Session> session;
+};
+
+TunedRun tuned_run(const Graph &g, const SessionOptions &so, const std::string &db) {
+    TunedRun r;
+    r.db = db;
+    SessionOptions to = so;
+    std::vector<std::string> warnings;
+    use_tuning_db(to, db, &r.decisions, &warnings);
+    r.session = std::make_unique<Session>(g, to);
+    note_fallbacks(r.session->executor(), r.decisions, warnings);
+    print_db_warnings(db, warnings, r.session->executor().num_kernels());
+    set_random_inputs(r.session->executor(), 1);
+    return r;
+}
+
 }  // namespace
 
 Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     CLI::App *cmd = app.add_subcommand("bench", "Time a model unfused and fused side by side in one run (medians)");
     struct Opts {
-        std::string model, target = "host", layout = "auto", db;
+        std::string model, target = "host", layout = "auto", db, compare_db;
         bool json = false, per_cluster = false, no_optimize = false;
         int threads = 0, repeats = 10, warmup = 2;
     };
@@ -78,6 +99,9 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     cmd->add_option("--warmup", o->warmup, "untimed rounds first")->check(CLI::Range(0, 1000))->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
     cmd->add_option("--db", o->db, "also time the model under the best schedules this machine measured in this tuning database");
+    cmd->add_option("--compare-db", o->compare_db,
+                    "with --db: also time the model tuned from this other database, in the same rounds (e.g. one tuned with "
+                    "--no-plan-search for the same budget)");
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
@@ -98,20 +122,13 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 Executor &unfused = unfused_session.executor(), &fused = fused_session.executor();
                 set_random_inputs(unfused, 1);
                 set_random_inputs(fused, 1);
-                std::unique_ptr<Session> tuned_session;
-                Executor *tuned = nullptr;
-                std::vector<std::string> decisions, warnings;
-                if (!o->db.empty()) {
-                    SessionOptions to = so;
-                    use_tuning_db(to, o->db, &decisions, &warnings);
-                    tuned_session = std::make_unique<Session>(g, to);
-                    tuned = &tuned_session->executor();
-                    note_fallbacks(*tuned, decisions, warnings);
-                    print_db_warnings(o->db, warnings, tuned->num_kernels());
-                    set_random_inputs(*tuned, 1);
+                if (!o->compare_db.empty() && o->db.empty()) throw UserError("bench: --compare-db needs --db");
+                std::vector<TunedRun> tuned;  // --db, then --compare-db
+                for (const std::string &path : {o->db, o->compare_db}) {
+                    if (!path.empty()) tuned.push_back(tuned_run(g, so, path));
                 }
                 std::vector<std::function<void()>> fns = {[&] { unfused.run(); }, [&] { fused.run(); }};
-                if (tuned) fns.push_back([&] { tuned->run(); });
+                for (TunedRun &r : tuned) fns.push_back([&r] { r.session->executor().run(); });
                 auto t = time_interleaved(fns, o->warmup, o->repeats);
                 double u = t[0].median_ms, f = t[1].median_ms;
                 nlohmann::json j = {{"model", o->model}, {"unfused_ms", u}, {"fused_ms", f}, {"speedup", u / f},
@@ -121,10 +138,16 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 double flops = 0;
                 for (const Node &n : g.nodes) flops += node_flops(g, n);
                 j["flops"] = flops;
-                if (tuned) {
+                if (!tuned.empty()) {
                     j["tuned_ms"] = t[2].median_ms;
                     j["tuned_vs_fused"] = f / t[2].median_ms;
-                    j["schedules"] = decisions;
+                    j["tuned_kernels"] = tuned[0].session->executor().num_kernels();
+                    j["schedules"] = tuned[0].decisions;
+                }
+                if (tuned.size() > 1) {
+                    j["compare_ms"] = t[3].median_ms;
+                    j["compare_kernels"] = tuned[1].session->executor().num_kernels();
+                    j["tuned_vs_compare"] = t[3].median_ms / t[2].median_ms;
                 }
                 if (o->per_cluster) {
                     std::vector<double> fused_ms = kernel_medians(fused, o->warmup, o->repeats);
@@ -144,11 +167,13 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 fmt::print("  {:.3f} GFLOP per run (multiply-adds count 2): unfused {:.1f} GFLOP/s, fused {:.1f} GFLOP/s\n", flops / 1e9,
                            flops / u / 1e6, flops / f / 1e6);
                 for (const std::string &line : plan_lines) fmt::print("  plan {}\n", line);
-                if (tuned) {
-                    fmt::print("  tuned {:.3f} ms: {:.2f}x the default fused schedules, {:.1f} GFLOP/s\n", t[2].median_ms,
-                               f / t[2].median_ms, flops / t[2].median_ms / 1e6);
-                    for (const std::string &d : decisions) fmt::print("  schedule {}\n", d);
+                for (size_t k = 0; k < tuned.size(); k++) {
+                    double ms = t[2 + k].median_ms;
+                    fmt::print("  tuned from '{}' {:.3f} ms ({} kernels): {:.2f}x the default fused schedules, {:.1f} GFLOP/s\n", tuned[k].db,
+                               ms, tuned[k].session->executor().num_kernels(), f / ms, flops / ms / 1e6);
                 }
+                if (tuned.size() > 1) fmt::print("  tuned from '{}' vs from '{}': {:.2f}x\n", tuned[0].db, tuned[1].db, t[3].median_ms / t[2].median_ms);
+                if (!tuned.empty()) print_db_decisions(tuned[0].decisions, "  ");
                 if (o->per_cluster) {
                     for (const char *key : {"clusters", "unfused_kernels_detail"}) {
                         fmt::print("{}:\n", std::string(key) == "clusters" ? "fused clusters" : "unfused kernels");

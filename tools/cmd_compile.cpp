@@ -16,6 +16,8 @@
 #include "tools/ModelIo.h"
 #include "tuner/Autotune.h"
 #include "tuner/DbSchedules.h"
+#include "tuner/FusionPlan.h"
+#include "tuner/PlanSearch.h"
 #include "tuner/Signature.h"
 #include "tuner/TuningDb.h"
 
@@ -65,6 +67,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
     cmd->add_option("--autoscheduler", o->autoscheduler,
                     "schedule every cluster with this Halide autoscheduler (Mullapudi2016, Adams2019, Li2018) instead of "
                     "fusor's schedules: a baseline (Li2018 is Halide 14's GPU autoscheduler)");
+    auto plan_file = add_plan_flag(cmd);
     cmd->add_flag("--no-runtime", o->no_runtime, "do not write libfusor_halide_runtime.a (an app links one per target)");
     cmd->add_flag("--runtime-only", o->runtime_only, "write only libfusor_halide_runtime.a and HalideRuntime.h");
     return {cmd, [=] {
@@ -79,8 +82,12 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
                 ClusterOptions clustering;
                 clustering.singleton = o->unfused;
-                // compile_aot keeps clusters it is given: unfused, every node is one
-                if (o->unfused) form_clusters(g, clustering);
+                // compile_aot keeps clusters it is given: unfused, every node is one; fused, the
+                // regions as --plan or the database's best plans say
+                if (o->unfused && !plan_file->empty()) throw UserError("compile: --plan and --unfused are exclusive");
+                form_clusters(g, clustering);
+                std::vector<std::string> plan_lines;
+                if (!plan_file->empty()) plan_lines = apply_plan(g, load_plan(*plan_file), *plan_file);
                 AotOptions ao;
                 if (!o->autoscheduler.empty()) {
                     const auto &known = autoscheduler_names();
@@ -101,6 +108,9 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     if (!database_exists(o->db)) throw UserError("tuning db '" + o->db + "' does not exist");
                     auto db = std::make_shared<TuningDb>(o->db, TuningDb::Mode::ReadOnly);
                     std::string resolved = resolved_target(o->target);
+                    std::vector<std::string> plan_warnings;
+                    if (plan_file->empty() && !o->unfused) plan_lines = cluster_by_db(g, *db, resolved, &plan_warnings);
+                    for (const std::string &w : plan_warnings) fmt::print(stderr, "warning: {}\n", w);
                     std::string exact = machine_fingerprint(), family = machine_fingerprint(/*family_only=*/true);
                     bool cuda = target.has_feature(Halide::Target::CUDA);
                     auto records = std::make_shared<nlohmann::json>(nlohmann::json::array());
@@ -141,6 +151,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     print_db_warnings(o->db, warnings, clusters_seen);
                     extra["records"] = *records;
                 }
+                for (const std::string &line : plan_lines) fmt::print("plan {}\n", line);
                 ao.build_info_json = extra.dump();
                 if (*budget > 0 && *devices > 0) throw UserError("compile: --memory-budget and --devices are exclusive");
                 nlohmann::json wrote = {{"libraries", nlohmann::json::array()}};
@@ -161,8 +172,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     }
                 };
                 if (*budget > 0 || *devices > 0) {
-                    Graph clustered = g;
-                    form_clusters(clustered, clustering);
+                    const Graph &clustered = g;  // partitioning never splits a cluster, planned or not
                     Partition partition;
                     if (*budget > 0) {
                         partition = partition_by_memory(clustered, *budget, kPartitionPlan);

@@ -1,6 +1,7 @@
 /** \file
  * `fusor db`: look at, move and merge tuning databases (list, show, export, import,
- * import-results, merge, prune), and measure the cost model on one (model-quality). The work is TuningDb's; this file parses flags and prints. Verbs
+ * import-results, merge, prune), and measure the cost model on one (model-quality). The work is TuningDb's; this file parses flags and prints
+ * (`show` also parses each plan record's text, to report one that is corrupt). Verbs
  * that only read a database open it read-only and refuse a missing file instead of creating it;
  * verbs that write into a new file remove it again when they fail, so a failed command leaves no
  * file behind and an existing one unaltered. `export` writes its JSON through a temporary file and
@@ -8,8 +9,10 @@
  */
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "tuner/Bundle.h"
 #include "tuner/CostModel.h"
 #include "tuner/Features.h"
+#include "tuner/FusionPlan.h"
 #include "tuner/Measure.h"
 #include "tuner/Signature.h"
 #include "tuner/TuningDb.h"
@@ -67,6 +71,57 @@ std::string ms(const std::optional<double> &v) {
     return v ? fmt::format("{:.4f}", *v) : std::string("-");
 }
 
+/** Every plan record of \p db, per (region, target), in all_plans' order. */
+std::map<std::pair<std::string, std::string>, std::vector<PlanRecord>> plans_by_region(const TuningDb &db) {
+    std::map<std::pair<std::string, std::string>, std::vector<PlanRecord>> out;
+    for (PlanRecord &p : db.all_plans()) out[{p.region, p.target}].push_back(std::move(p));
+    return out;
+}
+
+/** What is wrong with \p p's plan text, or "": it must parse as a plan file's line (parse_plan)
+ * and be a plan of the record's region with one cluster per record cluster. */
+std::string plan_text_problem(const PlanRecord &p, const std::string &db) {
+    try {
+        FusionPlan plan = parse_plan("fusor-plan 1\n" + p.plan, db + ": plan " + p.id);
+        if (plan.regions.size() != 1) return fmt::format("{} regions, not 1", plan.regions.size());
+        const RegionPlan &r = plan.regions[0];
+        if (r.signature != p.region) return fmt::format("the plan of region {}, not of the record's region {}", r.signature, p.region);
+        if (r.clusters.size() != p.clusters.size()) {
+            return fmt::format("{} clusters, but the record has {}", r.clusters.size(), p.clusters.size());
+        }
+    } catch (const UserError &e) {
+        return e.what();
+    }
+    return "";
+}
+
+void list_plans(const TuningDb &db) {
+    auto regions = plans_by_region(db);
+    if (regions.empty()) return;
+    fmt::print("{:<12}  {:<32} {:>6} {:>10}  {}\n", "region", "target", "plans", "best ms", "best plan");
+    for (const auto &[key, records] : regions) {
+        const PlanRecord &best = *std::min_element(records.begin(), records.end(), faster_plan);
+        fmt::print("{:<12}  {:<32} {:>6} {:>10}  {}\n", prefix(key.first), key.second, records.size(), ms(best.ms),
+                   best.ms ? best.plan : "-");
+    }
+}
+
+void show_plans(const TuningDb &db, const std::string &signature_prefix) {
+    for (const auto &[key, records] : plans_by_region(db)) {
+        if (key.first.rfind(signature_prefix, 0) != 0) continue;
+        fmt::print("region {} {}\n", key.first, key.second);
+        for (const PlanRecord &p : db.plans(key.first, key.second)) {
+            fmt::print("  {:<12}  {:>10}  {:<8} {}  {}\n", prefix(p.id), ms(p.ms), p.strategy, p.fingerprint, p.plan);
+            std::string clusters;
+            for (const PlanCluster &c : p.clusters) clusters += fmt::format(" {}={}", prefix(c.signature), c.trial.empty() ? "-" : prefix(c.trial));
+            fmt::print("      clusters (signature=trial):{}\n", clusters);
+            if (!p.error.empty()) fmt::print("      error: {}\n", first_line(p.error));
+            std::string problem = plan_text_problem(p, db.path());
+            if (!problem.empty()) fmt::print("      corrupt plan text: {}\n", problem);
+        }
+    }
+}
+
 }  // namespace
 
 Verb add_db(CLI::App &app) {
@@ -82,21 +137,21 @@ Verb add_db(CLI::App &app) {
     auto o = std::make_shared<Opts>();
 
     CLI::App *list =
-        cmd->add_subcommand("list", "One line per workload: trials, ok trials, best median");
+        cmd->add_subcommand("list", "One line per workload: trials, ok trials, best median; then one per region with plan records");
     list->add_option("db", o->db, "tuning database")->required();
 
-    CLI::App *show = cmd->add_subcommand("show", "The trials of each workload, oldest first");
+    CLI::App *show = cmd->add_subcommand("show", "The trials of each workload, then the plan records of each region, oldest first");
     show->add_option("db", o->db, "tuning database")->required();
     show->add_option("--signature", o->signature,
-                     "only workloads whose signature starts with this prefix");
+                     "only workloads and regions whose signature starts with this prefix");
 
     CLI::App *exp =
-        cmd->add_subcommand("export", "Write every workload and trial as one JSON file");
+        cmd->add_subcommand("export", "Write every workload, trial and plan record as one JSON file");
     exp->add_option("db", o->db, "tuning database")->required();
     exp->add_option("-o,--output", o->out, "JSON file to write")->required();
 
     CLI::App *imp =
-        cmd->add_subcommand("import", "Add the workloads and trials of an exported JSON file");
+        cmd->add_subcommand("import", "Add the workloads, trials and plan records of an exported JSON file");
     imp->add_option("db", o->db, "tuning database (created if missing)")->required();
     imp->add_option("json", o->json, "exported JSON file")->required();
 
@@ -106,15 +161,16 @@ Verb add_db(CLI::App &app) {
     impres->add_option("--db", o->db, "tuning database (created if missing)")->required();
 
     CLI::App *merge =
-        cmd->add_subcommand("merge", "Add every workload and trial of other databases");
+        cmd->add_subcommand("merge", "Add every workload, trial and plan record of other databases");
     merge->add_option("--into", o->into, "tuning database to add to (created if missing)")
         ->required();
     merge->add_option("sources", o->sources, "databases to read")->required();
 
     CLI::App *prune =
-        cmd->add_subcommand("prune", "Delete failed trials and every measurement of all but the best schedules");
+        cmd->add_subcommand("prune", "Delete failed trials and every measurement of all but the best schedules, and likewise plan records");
     prune->add_option("db", o->db, "tuning database")->required();
-    prune->add_option("--keep", o->keep, "schedules kept per workload and machine fingerprint (ranked by the median of their measurements; all their ok trials stay)")
+    prune->add_option("--keep", o->keep, "schedules kept per workload and machine fingerprint (ranked by the median of their measurements; all their ok trials stay), "
+                                         "and plan texts per region and fingerprint (ranked by their best time; all their records stay)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1000000));
 
@@ -140,6 +196,7 @@ Verb add_db(CLI::App &app) {
                         fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", prefix(w.signature),
                                    w.target, ts.size(), ok, ms(best), first_line(w.canonical_text));
                     }
+                    list_plans(db);
                     return 0;
                 }
                 if (quality->parsed()) {
@@ -189,6 +246,7 @@ Verb add_db(CLI::App &app) {
                             }
                         }
                     }
+                    show_plans(db, o->signature);
                     return 0;
                 }
                 if (exp->parsed()) {
@@ -199,8 +257,9 @@ Verb add_db(CLI::App &app) {
                 }
                 if (imp->parsed()) {
                     return with_db_for_writing(o->db, [&](TuningDb &db) {
-                        int added = db.import_json(o->json);
-                        fmt::print("{}: {} trials added to {}\n", o->json, added, db.path());
+                        int plans = 0;
+                        int added = db.import_json(o->json, &plans);
+                        fmt::print("{}: {} trials and {} plans added to {}\n", o->json, added, plans, db.path());
                         return 0;
                     });
                 }
@@ -225,16 +284,18 @@ Verb add_db(CLI::App &app) {
                     for (const std::string &src : o->sources) scratch.merge_from(src);
                     return with_db_for_writing(o->into, [&](TuningDb &db) {
                         for (const std::string &src : o->sources) {
-                            int added = db.merge_from(src);
-                            fmt::print("{}: {} trials added to {}\n", redact_location(src), added, db.path());
+                            int plans = 0;
+                            int added = db.merge_from(src, &plans);
+                            fmt::print("{}: {} trials and {} plans added to {}\n", redact_location(src), added, plans, db.path());
                         }
                         return 0;
                     });
                 }
                 if (prune->parsed()) {
                     TuningDb db = open_existing(o->db, TuningDb::Mode::ReadWrite);
-                    int deleted = db.prune(o->keep);
-                    fmt::print("{}: {} trials deleted\n", db.path(), deleted);
+                    int plans = 0;
+                    int deleted = db.prune(o->keep, &plans);
+                    fmt::print("{}: {} trials and {} plans deleted\n", db.path(), deleted, plans);
                     return 0;
                 }
                 return 2;

@@ -1,3 +1,5 @@
+#include <set>
+
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -13,8 +15,10 @@
 #include "runtime/Executor.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
+#include "tuner/Autotune.h"
 #include "tuner/DbSchedules.h"
 #include "tuner/FusionPlan.h"
+#include "tuner/PlanSearch.h"
 #include "tuner/TuningDb.h"
 
 namespace fusor::cli {
@@ -24,6 +28,27 @@ namespace {
 std::string mib(int64_t bytes) {
     if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
     return fmt::format("{:.2f} MiB", bytes / 1048576.0);
+}
+
+}  // namespace
+
+namespace {
+
+/** --db without --plan: re-clusters \p fused (form_clusters') by the database's best plans
+ * (cluster_by_db), and names the database's plans of regions this model does not have (ignored). */
+std::vector<std::string> plans_from_db(Graph &fused, const std::vector<FusionRegion> &regions, const std::string &db_path,
+                                       const std::string &target, std::vector<std::string> *warnings) {
+    if (!database_exists(db_path)) throw UserError("tuning db '" + db_path + "' does not exist");
+    TuningDb db(db_path, TuningDb::Mode::ReadOnly);
+    std::string resolved = resolved_target(target);
+    std::vector<std::string> lines = cluster_by_db(fused, db, resolved, warnings);
+    std::set<std::string> here, absent;
+    for (const FusionRegion &r : regions) here.insert(r.signature);
+    for (const PlanRecord &p : db.all_plans()) {
+        if (p.target == resolved && !here.count(p.region)) absent.insert(p.region);
+    }
+    for (const std::string &sig : absent) lines.push_back("region " + sig + ": not in this model; its plans are ignored");
+    return lines;
 }
 
 }  // namespace
@@ -68,8 +93,9 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 Graph unfused = fused;
                 form_clusters(fused);
                 std::vector<FusionRegion> regions = form_regions(fused);  // of the default clusters, as plans name them
-                std::vector<std::string> plan_lines;
+                std::vector<std::string> plan_lines, db_plan_lines, db_warnings;
                 if (plan) plan_lines = apply_plan(fused, *plan, *plan_file);
+                if (!plan && !db->empty()) db_plan_lines = plans_from_db(fused, regions, *db, *target, &db_warnings);
                 ClusterOptions single;
                 single.singleton = true;
                 form_clusters(unfused, single);
@@ -182,6 +208,7 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                                                 {"default_clusters", r.clusters.size()}});
                     }
                     if (plan) j["plan_applied"] = plan_lines;
+                    if (!db_plan_lines.empty()) j["db_plans"] = {{"regions", db_plan_lines}, {"warnings", db_warnings}};
                     j["kernels"] = {{"unfused", ur.kernels}, {"fused", fr.kernels}};
                     j["memory"] = {{"unfused", memory_json(uplan)}, {"fused", memory_json(fplan)}};
                     if (partition) {
@@ -266,6 +293,9 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                     fmt::print("fusion plan:\n{}", plan_to_text(current_plan(fused, regions)));
                 }
                 if (!db->empty()) {
+                    fmt::print("\nfusion plans from tuning db '{}' (as run, bench and compile --db apply them):\n", redact_location(*db));
+                    for (const std::string &line : db_plan_lines) fmt::print("  {}\n", line);
+                    for (const std::string &w : db_warnings) fmt::print("  warning: {}\n", w);
                     fmt::print("\nschedules from tuning db '{}' (as run, bench and compile --db take them):\n", redact_location(*db));
                     for (const DbChoice &d : from_db) fmt::print("  {}: {}\n", d.cluster, d.decision);
                 }

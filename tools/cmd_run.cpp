@@ -69,7 +69,7 @@ Verb add_run(CLI::App &app) {
                 Session session(g, so);
                 Executor &ex = session.executor();
                 note_fallbacks(ex, decisions, warnings);
-                for (const std::string &d : decisions) fmt::print("schedule {}\n", d);
+                print_db_decisions(decisions, "");
                 print_db_warnings(o->db, warnings, ex.num_kernels());
                 if (!o->inputs.empty()) load_inputs(ex, o->inputs);
                 else set_random_inputs(ex, o->seed);

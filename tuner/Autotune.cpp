@@ -48,6 +48,7 @@
 #include "graph/File.h"
 #include "graph/Printer.h"
 #include "tuner/CostModel.h"
+#include "tuner/PlanSearch.h"
 #include "tuner/Measure.h"
 #include "tuner/Search.h"
 #include "tuner/Shard.h"
@@ -165,7 +166,16 @@ private:
         if (opt_.log) opt_.log(line);
     }
     int64_t worker_memory_mb() const;
-    void make_tasks(const std::vector<Graph> &graphs);
+    /** A cluster to tune: of graph g, occurring copies times in the model. */
+    struct ClusterRef {
+        const Graph *g;
+        const Cluster *c;
+        int copies;
+    };
+    void make_tasks(const std::vector<ClusterRef> &clusters);
+    std::vector<ClusterRef> plan_search(const std::vector<Graph> &graphs);
+    void time_plans();
+    void time_region_plans(size_t i);
     TuningTask make_task(const Graph &cg, const Cluster &c, const std::string &sig);
     void choose_autoschedulers();
     std::vector<RankedSchedule> refresh_best(TuningTask &t);
@@ -214,6 +224,8 @@ private:
     int jobs_ = 1;
     std::vector<std::string> autoschedulers_;
     std::vector<TuningTask> tasks_;
+    Graph clustered_;                        ///< the model by form_clusters: the regions' graph
+    std::vector<RegionCandidates> regions_;  ///< the plans measured per region (plan_search)
     std::unique_ptr<WorkerPool> pool_;
     std::map<size_t, InFlight> in_flight_;  ///< by the pool's ticket
     size_t tickets_ = 0;
@@ -267,7 +279,7 @@ std::vector<RankedSchedule> TuningRun::refresh_best(TuningTask &t) {
 
 /** One task per distinct signature (identical clusters are tuned once); If clusters have
  * nothing to tune. With --shard K/N, only the distinct clusters assign_shards gives shard K. */
-void TuningRun::make_tasks(const std::vector<Graph> &graphs) {
+void TuningRun::make_tasks(const std::vector<ClusterRef> &clusters) {
     struct Found {
         const Graph *g;
         const Cluster *c;
@@ -277,16 +289,14 @@ void TuningRun::make_tasks(const std::vector<Graph> &graphs) {
     };
     std::vector<Found> found;
     std::map<std::string, size_t> by_signature;
-    for (const Graph &cg : graphs) {
-        for (const Cluster &c : cg.clusters) {
-            if (is_control_flow(cg.nodes[c.nodes[0]].op)) continue;
-            std::string sig = cluster_signature(cg, c);
-            auto [it, fresh] = by_signature.emplace(sig, found.size());
-            if (fresh) {
-                found.push_back({&cg, &c, sig, 1, static_cluster_cost(cg, c)});
-            } else {
-                found[it->second].copies++;
-            }
+    for (const ClusterRef &r : clusters) {
+        if (is_control_flow(r.g->nodes[r.c->nodes[0]].op)) continue;
+        std::string sig = cluster_signature(*r.g, *r.c);
+        auto [it, fresh] = by_signature.emplace(sig, found.size());
+        if (fresh) {
+            found.push_back({r.g, r.c, sig, r.copies, static_cluster_cost(*r.g, *r.c)});
+        } else {
+            found[it->second].copies += r.copies;
         }
     }
     std::vector<ShardItem> items;
@@ -347,6 +357,110 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
                         t.best->ms, t.best->trial.fingerprint));
     }
     return t;
+}
+
+/** The clusters to tune: every cluster of \p graphs (the model's, as tuning_graphs clusters it,
+ * and its If branches'), then, when plans are searched (AutotuneOptions::search_plans, CPU only,
+ * not in export mode and without a --plan), the clusters of every region's other candidate plans.
+ * With a --plan, each region it covers records that plan alone (strategy "user"). */
+std::vector<TuningRun::ClusterRef> TuningRun::plan_search(const std::vector<Graph> &graphs) {
+    std::vector<ClusterRef> refs;
+    for (const Graph &cg : graphs) {
+        for (const Cluster &c : cg.clusters) refs.push_back({&cg, &c, 1});
+    }
+    if (!opt_.search_plans || exporting_ || htarget_.has_gpu_feature()) return refs;
+    clustered_ = g_;
+    form_clusters(clustered_);
+    regions_ = region_candidates(clustered_, opt_.plan ? 1 : kRegionPlans);
+    size_t added = 0, plans = 0;
+    for (RegionCandidates &rc : regions_) {
+        const RegionPlan *user = opt_.plan ? opt_.plan->find(rc.region.signature) : nullptr;
+        if (user) {
+            rc.plans = {{*user, "user"}};
+            rc.clusters = {plan_clusters(clustered_, rc.region, *user)};
+            continue;  // the planned clusters are graphs[0]'s
+        }
+        plans += rc.plans.size();
+        for (size_t k = 1; k < rc.plans.size(); k++) {
+            for (const Cluster &c : rc.clusters[k]) refs.push_back({&clustered_, &c, rc.copies}), added++;
+        }
+    }
+    if (!opt_.plan) {
+        log(fmt::format("fusion plans: {} region(s), {} candidate plan(s); their other plans add {} cluster(s) to tune", regions_.size(),
+                        plans, added));
+    }
+    return refs;
+}
+
+/** The plan phase, after the search and the confirm rounds: each region with other candidate
+ * plans, heaviest first, gets time_region_plans; stopped by Ctrl-C, not by the budget (the
+ * search left kPlanReserve of it). */
+void TuningRun::time_plans() {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < regions_.size(); i++) order.push_back(i);
+    std::vector<double> weight(regions_.size(), 0);
+    for (size_t i = 0; i < regions_.size(); i++) {
+        PlanRecord def = measured_plan(clustered_, regions_[i], 0, db_, target_, fingerprint_);
+        weight[i] = def.ms.value_or(0) * regions_[i].copies;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight[a] > weight[b]; });
+    for (size_t i : order) {
+        if (opt_.stop && *opt_.stop) return;
+        if (regions_[i].plans.size() > 1 || regions_[i].plans[0].strategy == "user") time_region_plans(i);
+    }
+}
+
+/** Region \p i's finalists, timed side by side as region jobs (plan_job: the region run as the
+ * executor runs it, each cluster under its best schedule, verified against the region's unfused
+ * reference): the default clusters and the kPlanFinalists other candidates whose clusters' best
+ * times add up to the least (measured_plan), those within kPlanMargin of the default's sum. Each
+ * is stored as a plan record with the region job's median. */
+void TuningRun::time_region_plans(size_t i) {
+    const RegionCandidates &rc = regions_[i];
+    std::vector<PlanRecord> records;
+    for (size_t k = 0; k < rc.plans.size(); k++) records.push_back(measured_plan(clustered_, rc, k, db_, target_, fingerprint_));
+    if (!records[0].ms) return;  // the default clusters are not all measured: nothing to compare with
+    std::vector<size_t> finalists;
+    for (size_t k = 1; k < rc.plans.size(); k++) {
+        if (records[k].ms && *records[k].ms <= kPlanMargin * *records[0].ms) finalists.push_back(k);
+    }
+    std::sort(finalists.begin(), finalists.end(), [&](size_t a, size_t b) { return *records[a].ms < *records[b].ms; });
+    if (finalists.size() > (size_t)kPlanFinalists) finalists.resize(kPlanFinalists);
+    if (finalists.empty() && rc.plans[0].strategy != "user") return;
+    finalists.insert(finalists.begin(), 0);
+    std::map<size_t, size_t> plan_of;  // ticket -> plan
+    for (size_t k : finalists) {
+        MeasureJob job = plan_job(clustered_, rc, k, records[k], db_);
+        job.target = target_;
+        job.threads = opt_.threads;
+        job.repeats = opt_.repeats;
+        job.memory_limit_mb = worker_memory_mb();
+        job.reference_path = scratch_.path() + "/plan_reference_" + std::to_string(i) + ".bin";
+        plan_of[tickets_] = k;
+        pool_->submit(tickets_++, std::move(job));
+    }
+    std::map<size_t, MeasureResult> results;
+    while (results.size() < plan_of.size()) {
+        std::optional<std::pair<size_t, MeasureResult>> r = pool_->next();
+        if (!r) return;  // stopped: nothing of this region stored
+        results[plan_of.at(r->first)] = std::move(r->second);
+    }
+    std::optional<double> best;
+    size_t best_k = 0;
+    for (auto &[k, result] : results) {
+        PlanRecord &p = records[k];
+        p.ms = result.status == TrialStatus::Ok ? result.median_ms : std::nullopt;
+        p.error = p.ms ? "" : std::string(status_name(result.status)) + ": " + result.error;
+        db_.add_plan(p);
+        if (p.ms && (!best || *p.ms < *best)) best = p.ms, best_k = k;
+    }
+    const PlanRecord &def = records[0];
+    log(fmt::format("  plan {} ({} nodes, {} plans timed as the region runs): {}", rc.region.nodes.name, rc.region.nodes.nodes.size(),
+                    results.size(),
+                    !best ? std::string("none ran") :
+                    best_k == 0 || !def.ms ? fmt::format("{} plan {:.3f} ms is the fastest", rc.plans[best_k].strategy, *best) :
+                    fmt::format("{} plan {:.3f} ms vs default clusters {:.3f} ms ({:.2f}x)", rc.plans[best_k].strategy, *best, *def.ms,
+                                *def.ms / *best)));
 }
 
 /** CUDA: the default GPU schedule is the only seed. Halide 14's Mullapudi2016/Adams2019 emit CPU
@@ -619,7 +733,7 @@ void TuningRun::search_all() {
 /** The search's part of the budget is spent: it leaves kConfirmReserve of a budget to the
  * confirm phase. */
 bool TuningRun::out_of_search_budget() const {
-    double reserve = opt_.confirm_rounds > 0 ? kConfirmReserve : 0;
+    double reserve = (opt_.confirm_rounds > 0 ? kConfirmReserve : 0) + (regions_.empty() ? 0 : kPlanReserve);
     return out_of_budget() || (opt_.budget_s > 0 && elapsed() >= opt_.budget_s * (1 - reserve));
 }
 
@@ -779,7 +893,8 @@ void TuningRun::log_confirm(const TuningTask &t, const std::vector<RankedSchedul
 
 std::vector<ClusterTuning> TuningRun::run() {
     check_user_schedules(g_, opt_);  // before anything is stored
-    make_tasks(tuning_graphs(g_, opt_.plan ? &*opt_.plan : nullptr, opt_.plan_file));
+    std::vector<Graph> graphs = tuning_graphs(g_, opt_.plan ? &*opt_.plan : nullptr, opt_.plan_file);
+    make_tasks(plan_search(graphs));
     choose_autoschedulers();
     bool heavy_only = opt_.autoschedulers_where_heavy && !autoschedulers_.empty();
     for (size_t i = 0; i < tasks_.size() && !out_of_budget() && measured_ < opt_.trials; i++) {
@@ -793,6 +908,7 @@ std::vector<ClusterTuning> TuningRun::run() {
         current_ = i;
         confirm(tasks_[i]);
     }
+    time_plans();
     std::vector<ClusterTuning> results;
     for (TuningTask &t : tasks_) {
         t.result.best_ms = t.best ? t.best->ms : t.result.default_ms;

@@ -53,7 +53,12 @@ struct AutotuneOptions {
     double compile_timeout_s = 0;  ///< per candidate: limit of its compile; 0 = timeout_s
     int jobs = 0;                  ///< candidates compiled at once in workers; 0 = number of cores
     int repeats = 7;
-    /** Cluster the model's regions as this plan says (apply_plan) before tuning; plan_file names it in messages. */
+    /** Search fusion plans (tuner/PlanSearch.h): tune the clusters of every region's candidate
+     * plans too, time the finalist plans as their regions run, and store each as a plan record.
+     * CPU targets only; not in export mode. */
+    bool search_plans = true;
+    /** Cluster the model's regions as this plan says (apply_plan) before tuning, and record that
+     * plan for them (no search there); plan_file names it in messages. */
     std::optional<FusionPlan> plan;
     std::string plan_file;
     /** Address-space limit of each worker in MB (MeasureJob::memory_limit_mb): a candidate or an
@@ -123,6 +128,14 @@ constexpr int kRoundTrialsPerJob = 4;
 
 /** The part of a --budget the search leaves to the confirm phase (when it runs). */
 constexpr double kConfirmReserve = 0.1;
+/** The part of a --budget the search leaves to the plan phase (when plans are searched). */
+constexpr double kPlanReserve = 0.05;
+/** The plan phase times, per region, the default clusters and at most kPlanFinalists other
+ * candidate plans, those whose clusters' best times add up to at most kPlanMargin times the
+ * default clusters' (timed apart, kernels look cheaper than in a run: the margin lets a close
+ * candidate prove itself as the region runs). */
+constexpr int kPlanFinalists = 3;
+constexpr double kPlanMargin = 1.1;
 
 /** A search candidate's compile limit: kSearchCompileFactor times the default schedule's compile
  * time, at least kSearchCompileTimeoutS (and never above --timeout). As Ansor's builder timeout,
@@ -154,7 +167,9 @@ struct ClusterTuning {
  * are spent. Candidates stream through the worker pool (tuner/WorkerPool.h). Finally the confirm
  * phase re-times each cluster's finalists side by side (AutotuneOptions::confirm_rounds), heaviest
  * cluster first, unless an earlier run already did for the same finalists. The best is always per
- * schedule (TuningDb::ranked_schedules). */
+ * schedule (TuningDb::ranked_schedules). With search_plans, the clusters of every region's other
+ * candidate plans are tasks too, and a last phase times each region's finalist plans as the
+ * region runs and stores them as plan records (tuner/PlanSearch.h). */
 std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const AutotuneOptions &options);
 
 /** Trial bookkeeping shared with `fusor run/bench --db`: the target string with host resolved. */

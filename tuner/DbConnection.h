@@ -102,6 +102,8 @@ std::string tables_sql(const Dialect &d);
 std::string measurement_columns_sql(const Dialect &d, const std::string &separator);
 /** The table schema 5 added: trial_features. */
 std::string features_table_sql(const Dialect &d);
+/** The table schema 6 added: plan, with its index on (region, target). */
+std::string plan_table_sql(const Dialect &d);
 
 /** The passwords of a database URL as written in it (user info, password= parameters): what
  * redact_location cuts, for an engine to scrub from messages that echo them. */
@@ -119,9 +121,15 @@ std::vector<Workload> read_all_workloads(Connection &c);
 /** Every trial, ordered by id, read with the record rules of schema \p version. */
 std::vector<Trial> read_all_trials(Connection &c, int version = kTuningSchemaVersion);
 std::vector<TrialFeatures> read_all_features(Connection &c);
+/** Every plan record, ordered by region, target, then id, read with the record rules. */
+std::vector<PlanRecord> read_all_plans(Connection &c);
+/** The records insert_records added. */
+struct Added {
+    int trials = 0, plans = 0;
+};
 /** Inserts records (already checked) inside the caller's transaction; a record whose key is
- * present is skipped. Returns trials added. */
-int insert_records(Connection &c, const TuningRecords &r);
+ * present is skipped. */
+Added insert_records(Connection &c, const TuningRecords &r);
 
 /** Opens the SQLite file \p path as TuningDb's constructor documents. */
 std::unique_ptr<Connection> open_sqlite(const std::string &path, bool read_only);

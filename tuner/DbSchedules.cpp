@@ -9,6 +9,7 @@
 #include "graph/Error.h"
 #include "tuner/Autotune.h"
 #include "tuner/Measure.h"
+#include "tuner/PlanSearch.h"
 #include "tuner/Signature.h"
 #include "tuner/TuningDb.h"
 
@@ -38,10 +39,15 @@ std::string why_untuned(const TuningDb &db, const std::string &signature, const 
                        machine_fingerprint());
 }
 
-ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log,
-                            std::vector<std::string> *warnings) {
+namespace {
+
+std::shared_ptr<TuningDb> open_for_lookups(const std::string &db_path) {
     if (!database_exists(db_path)) throw UserError("tuning db '" + db_path + "' does not exist");
-    auto db = std::make_shared<TuningDb>(db_path, TuningDb::Mode::ReadOnly);  // checked whole: a damaged file is refused here
+    return std::make_shared<TuningDb>(db_path, TuningDb::Mode::ReadOnly);  // checked whole: a damaged file is refused here
+}
+
+ScheduleLookup schedule_lookup(std::shared_ptr<TuningDb> db, const std::string &target, std::vector<std::string> *log,
+                               std::vector<std::string> *warnings) {
     std::string resolved = resolved_target(target), fingerprint = machine_fingerprint();
     std::string family = machine_fingerprint(/*family_only=*/true);
     return [db, resolved, fingerprint, family, log, warnings](const Graph &g, const Cluster &c) -> std::optional<std::string> {
@@ -89,9 +95,27 @@ ScheduleLookup db_schedules(const std::string &db_path, const std::string &targe
     };
 }
 
+}  // namespace
+
+ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log,
+                            std::vector<std::string> *warnings) {
+    return schedule_lookup(open_for_lookups(db_path), target, log, warnings);
+}
+
 void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log,
                    std::vector<std::string> *warnings) {
-    o.schedule_for = db_schedules(db_path, o.target, log, warnings);
+    std::shared_ptr<TuningDb> db = open_for_lookups(db_path);
+    o.schedule_for = schedule_lookup(db, o.target, log, warnings);
+    std::string resolved = resolved_target(o.target);
+    o.recluster = [db, resolved, log, warnings](Graph &g) {
+        std::vector<std::string> misfits;
+        for (const std::string &line : cluster_by_db(g, *db, resolved, &misfits)) {
+            if (log) log->push_back("plan " + line);
+        }
+        for (const std::string &w : misfits) {
+            if (warnings) warnings->push_back("plan " + w);
+        }
+    };
 }
 
 }  // namespace fusor

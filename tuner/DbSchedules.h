@@ -36,7 +36,10 @@ class TuningDb;
  * attributes or another model). Never a wrong kernel: the caller uses the default schedule. */
 std::string why_untuned(const TuningDb &db, const std::string &signature, const std::string &target);
 
-/** The one-call convenience: sets \p o.schedule_for to db_schedules(\p db_path, o.target, \p log). */
+/** The one-call convenience, on one read-only handle of \p db_path: sets \p o.schedule_for as
+ * db_schedules does, and \p o.recluster to cluster_by_db (tuner/PlanSearch.h: each region's best
+ * fusion plan measured on this machine), whose lines go to \p log and whose warnings (a plan
+ * record that does not fit) to \p warnings, each prefixed "plan ". */
 void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log = nullptr,
                    std::vector<std::string> *warnings = nullptr);
 

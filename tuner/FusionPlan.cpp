@@ -1,6 +1,7 @@
 #include "tuner/FusionPlan.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -88,6 +89,7 @@ FusionPlan parse_json(const std::string &text, const std::string &file) {
         if (!clusters.is_array()) throw UserError(where + ".clusters: expected an array of arrays of node indices");
         rp.signature = sig.get<std::string>();
         rp.nodes = (int)nodes.get<int64_t>();
+        rp.origin = where;
         for (const nlohmann::json &c : clusters) {
             if (!c.is_array()) throw UserError(where + ".clusters: expected an array of arrays of node indices");
             std::vector<int> members;
@@ -135,6 +137,7 @@ FusionPlan parse_text(const std::string &text, const std::string &file) {
         }
         // region <signature> nodes <n>: <i> <i> ... | <i> ...
         RegionPlan rp;
+        rp.origin = where;
         std::string nodes_word, count;
         if (w != "region" || !(words >> rp.signature >> nodes_word >> count) || nodes_word != "nodes" || count.back() != ':') {
             throw UserError(where + ": expected 'region <signature> nodes <n>: <indices> | <indices> ...'");
@@ -160,6 +163,138 @@ std::string cluster_names(const Graph &g, const std::vector<int> &ids) {
     for (int id : ids) out += (out.empty() ? "" : " ") + g.clusters[(size_t)id].name;
     return out;
 }
+
+/** \p cluster_of renumbered 0..k-1 in first-node order. */
+std::vector<int> dense_numbers(std::vector<int> cluster_of) {
+    std::map<int, int> dense;
+    for (int &c : cluster_of) c = dense.emplace(c, (int)dense.size()).first->second;
+    return cluster_of;
+}
+
+/** \p cluster_of with region \p r's nodes clustered as \p p says, numbered from \p next on
+ * (advanced past them). */
+std::vector<int> with_region_plan(std::vector<int> cluster_of, const FusionRegion &r, const RegionPlan &p, int &next) {
+    for (const std::vector<int> &c : p.clusters) {
+        for (int i : c) cluster_of[(size_t)r.nodes.nodes[(size_t)i]] = next;
+        next++;
+    }
+    return cluster_of;
+}
+
+/** Why the region's nodes \p members (canonical indices) cannot be one cluster, or "". */
+std::string cluster_problem(const Graph &g, const FusionRegion &r, const std::vector<int> &members) {
+    int heavy = 0;       // convs, matmuls and reductions: the default schedule anchors one per cluster
+    std::string opaque;  // recurrent ops and If run as kernels of their own
+    std::set<NodeId> nodes;
+    for (int i : members) {
+        NodeId n = r.nodes.nodes[(size_t)i];
+        nodes.insert(n);
+        OpPattern pattern = node_pattern(g, g.nodes[(size_t)n]);
+        heavy += pattern == OpPattern::OutFusable || pattern == OpPattern::Reduction;
+        if (pattern == OpPattern::Opaque) opaque = op_name(g.nodes[(size_t)n].op);
+    }
+    if (!opaque.empty() && members.size() > 1) return "puts " + opaque + " with other nodes; it runs as a kernel of its own";
+    if (heavy > 1) {
+        return "holds " + std::to_string(heavy) + " convs, matmuls or reductions; a cluster takes at most one (conv into conv is not lowered yet)";
+    }
+    // adjacency: a union of nodes joined by a tensor one produces and another reads, or one both read
+    std::map<NodeId, NodeId> root;
+    std::function<NodeId(NodeId)> find = [&](NodeId n) { return root[n] == n ? n : root[n] = find(root[n]); };
+    for (NodeId n : nodes) root[n] = n;
+    std::map<TensorId, NodeId> reader;
+    for (NodeId n : nodes) {
+        for (TensorId t : g.nodes[(size_t)n].inputs) {
+            if (t == kNoTensor) continue;
+            NodeId p = g.tensor(t).producer;
+            if (p >= 0 && nodes.count(p)) root[find(n)] = find(p);
+            if (g.tensor(t).is_initializer) continue;  // sharing a weight does not make siblings
+            auto [it, fresh] = reader.emplace(t, n);
+            if (!fresh) root[find(n)] = find(it->second);
+        }
+    }
+    NodeId first = find(*nodes.begin());
+    for (NodeId n : nodes) {
+        if (find(n) != first) return "joins nodes that are not adjacent (" + g.nodes[(size_t)first].name + " and " + g.nodes[(size_t)n].name + ")";
+    }
+    return "";
+}
+
+RegionPlan singletons(const FusionRegion &r) {
+    RegionPlan p{r.signature, (int)r.nodes.nodes.size(), {}, ""};
+    for (int i = 0; i < p.nodes; i++) p.clusters.push_back({i});
+    return p;
+}
+
+/** \p def with clusters \p a and \p b merged. */
+RegionPlan merged(RegionPlan def, size_t a, size_t b) {
+    def.clusters[a].insert(def.clusters[a].end(), def.clusters[b].begin(), def.clusters[b].end());
+    def.clusters.erase(def.clusters.begin() + (long)b);
+    return def;
+}
+
+/** \p def with cluster \p k cut at its anchor: the anchor apart from its prologue (the members
+ * it reads from, directly or not), and apart from its epilogue (the members that read it); none
+ * when the cluster has no anchor or nothing to cut. */
+std::vector<RegionPlan> cuts(const Graph &g, const FusionRegion &r, const RegionPlan &def, size_t k) {
+    const std::vector<int> &members = def.clusters[k];
+    int anchor = -1;
+    for (int i : members) {
+        OpPattern pattern = node_pattern(g, g.nodes[(size_t)r.nodes.nodes[(size_t)i]]);
+        if (anchor < 0 && (pattern == OpPattern::OutFusable || pattern == OpPattern::Reduction)) anchor = i;
+    }
+    if (anchor < 0 || members.size() < 2) return {};
+    // the members that depend on the anchor (canonical order is topological)
+    std::set<NodeId> after = {r.nodes.nodes[(size_t)anchor]};
+    for (int i : members) {
+        const Node &n = g.nodes[(size_t)r.nodes.nodes[(size_t)i]];
+        for (TensorId t : n.inputs) {
+            if (t != kNoTensor && after.count(g.tensor(t).producer)) after.insert(n.id);
+        }
+    }
+    std::vector<int> prologue, epilogue;
+    for (int i : members) {
+        if (i == anchor) continue;
+        (after.count(r.nodes.nodes[(size_t)i]) ? epilogue : prologue).push_back(i);
+    }
+    std::vector<RegionPlan> out;
+    for (const std::vector<int> *part : {&prologue, &epilogue}) {
+        if (part->empty()) continue;
+        RegionPlan p = def;
+        std::vector<int> rest;
+        for (int i : members) {
+            if (std::find(part->begin(), part->end(), i) == part->end()) rest.push_back(i);
+        }
+        p.clusters[k] = rest;
+        p.clusters.push_back(*part);
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
+/** Distinct legal plans of one region, up to a count (candidate_plans). */
+struct CandidateSet {
+    const Graph &g;
+    const FusionRegion &r;
+    size_t max_plans;
+    std::vector<int> cluster_of;  ///< the graph's clusters as they are
+    std::vector<CandidatePlan> plans;
+
+    CandidateSet(const Graph &g_, const FusionRegion &r_, int max_plans_)
+        : g(g_), r(r_), max_plans((size_t)std::max(1, max_plans_)), cluster_of(cluster_of_nodes(g_)) {}
+
+    void add(RegionPlan p, const std::string &strategy) {
+        if (plans.size() >= max_plans) return;
+        for (auto &c : p.clusters) std::sort(c.begin(), c.end());
+        std::sort(p.clusters.begin(), p.clusters.end());
+        for (const CandidatePlan &c : plans) {
+            if (c.plan.clusters == p.clusters) return;
+        }
+        if (!region_plan_problem(g, r, p).empty()) return;
+        int next = (int)g.clusters.size();
+        if (!clusters_acyclic(g, dense_numbers(with_region_plan(cluster_of, r, p, next)))) return;
+        plans.push_back({std::move(p), strategy});
+    }
+};
 
 }  // namespace
 
@@ -251,7 +386,18 @@ FusionPlan load_plan(const std::string &path) {
     return parse_plan(InputFile(path).read_all(), path);
 }
 
-std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std::string &plan_file) {
+std::string region_plan_problem(const Graph &g, const FusionRegion &r, const RegionPlan &p) {
+    if (p.nodes != (int)r.nodes.nodes.size()) {
+        return "the region has " + std::to_string(p.nodes) + " nodes in the plan but " + std::to_string(r.nodes.nodes.size()) + " in the model";
+    }
+    for (size_t k = 0; k < p.clusters.size(); k++) {
+        std::string why = cluster_problem(g, r, p.clusters[k]);
+        if (!why.empty()) return "cluster " + std::to_string(k) + " " + why;
+    }
+    return "";
+}
+
+std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std::string &plan_file, std::vector<std::string> *warnings) {
     std::vector<int> cluster_of = cluster_of_nodes(g);
     int next = (int)g.clusters.size();
     std::vector<std::string> lines;
@@ -262,37 +408,53 @@ std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std:
             lines.push_back(head + ": no plan for this region");
             continue;
         }
-        if (p->nodes != (int)r.nodes.nodes.size()) {
-            throw UserError(plan_file + ": region " + p->signature + " has " + std::to_string(p->nodes) + " nodes in the plan but " +
-                            std::to_string(r.nodes.nodes.size()) + " in the model");
+        std::vector<int> planned;
+        std::string why = region_plan_problem(g, r, *p);
+        if (why.empty()) {
+            planned = with_region_plan(cluster_of, r, *p, next);
+            if (!clusters_acyclic(g, dense_numbers(planned))) why = "its clusters and the model's others would depend on each other in a cycle";
         }
-        for (size_t k = 0; k < p->clusters.size(); k++) {
-            int heavy = 0;  // convs, matmuls and reductions: the default schedule anchors one per cluster
-            std::string opaque;  // recurrent ops and If run as kernels of their own
-            for (int i : p->clusters[k]) {
-                NodeId n = r.nodes.nodes[(size_t)i];
-                OpPattern pattern = node_pattern(g, g.nodes[(size_t)n]);
-                heavy += pattern == OpPattern::OutFusable || pattern == OpPattern::Reduction;
-                if (pattern == OpPattern::Opaque) opaque = op_name(g.nodes[(size_t)n].op);
-                cluster_of[(size_t)n] = next;
-            }
-            next++;
-            if (!opaque.empty() && p->clusters[k].size() > 1) {
-                throw UserError(plan_file + ": region " + p->signature + ": cluster " + std::to_string(k) + " puts " + opaque +
-                                " with other nodes; it runs as a kernel of its own");
-            }
-            if (heavy > 1) {
-                throw UserError(plan_file + ": region " + p->signature + ": cluster " + std::to_string(k) + " holds " + std::to_string(heavy) +
-                                " convs, matmuls or reductions; a cluster takes at most one (conv into conv is not lowered yet)");
-            }
+        if (!why.empty()) {
+            std::string where = (p->origin.empty() ? plan_file : p->origin) + ": region " + p->signature + " (" + head + "): " + why;
+            if (!warnings) throw UserError(where);
+            warnings->push_back(where + "; its default clusters are used");
+            lines.push_back(head + ": default clusters (the plan does not fit)");
+            continue;
         }
+        cluster_of = std::move(planned);
         lines.push_back(head + ": plan applied, " + std::to_string(p->clusters.size()) + " cluster(s)");
     }
-    std::map<int, int> dense;  // cluster numbers in first-node order, 0..k-1
-    for (int &c : cluster_of) c = dense.emplace(c, (int)dense.size()).first->second;
-    std::string why = regroup_clusters(g, cluster_of);
-    if (!why.empty()) throw UserError(plan_file + ": the plan cannot be applied to " + g.name + ": " + why);
+    std::string why = regroup_clusters(g, dense_numbers(cluster_of));
+    FUSOR_INTERNAL_ASSERT(why.empty()) << "a checked plan does not regroup: " << why;
     return lines;
+}
+
+std::vector<Cluster> plan_clusters(const Graph &g, const FusionRegion &r, const RegionPlan &p) {
+    auto consumers = g.consumers();
+    std::vector<Cluster> out;
+    for (const std::vector<int> &members : p.clusters) {
+        std::vector<NodeId> nodes;
+        for (int i : members) nodes.push_back(r.nodes.nodes[(size_t)i]);
+        Cluster c = make_cluster(g, nodes, consumers);
+        c.id = -1;
+        c.name = r.nodes.name + "." + std::to_string(out.size());
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+std::vector<CandidatePlan> candidate_plans(const Graph &g, const FusionRegion &r, int max_plans) {
+    CandidateSet set(g, r, max_plans);
+    RegionPlan def = region_plan(g, r);
+    set.add(def, "default");
+    set.add(singletons(r), "unfused");
+    for (size_t k = 0; k < def.clusters.size(); k++) {
+        for (const RegionPlan &cut : cuts(g, r, def, k)) set.add(cut, "cut");
+    }
+    for (size_t a = 0; a < def.clusters.size(); a++) {
+        for (size_t b = a + 1; b < def.clusters.size(); b++) set.add(merged(def, a, b), "merge");
+    }
+    return set.plans;
 }
 
 }  // namespace fusor

@@ -44,6 +44,9 @@ struct RegionPlan {
     std::string signature;                  ///< the region's signature
     int nodes = 0;                          ///< its node count
     std::vector<std::vector<int>> clusters; ///< a partition of 0..nodes-1, each sorted, by first index
+    /** Where it was read, for messages: "<file>:<line>" or "<file>: regions[<k>]"; empty when
+     * made here. Not part of the plan. */
+    std::string origin;
 };
 
 struct FusionPlan {
@@ -69,14 +72,41 @@ FusionPlan parse_plan(const std::string &text, const std::string &file);
 /** Reads and parses the plan file \p path (UserError naming it when unreadable or malformed). */
 FusionPlan load_plan(const std::string &path);
 
+/** Why plan \p p cannot cluster region \p r of \p g (clustered by form_clusters), or "" when it
+ * can: its node count differs from the region's; a cluster holds more than one conv, matmul or
+ * reduction (conv into conv is not lowered yet), puts an Opaque op (a recurrent op, If) with
+ * other nodes, or joins nodes that are not adjacent (connected neither through a tensor one
+ * produces and another reads nor by reading the same tensor). Cycles are apply_plan's check. */
+std::string region_plan_problem(const Graph &g, const FusionRegion &r, const RegionPlan &p);
+
 /** Re-clusters \p g (clustered by form_clusters) as \p plan says for each region whose signature
  * it has; other regions keep their clusters. Returns one line per region: "r<k> (<clusters>):
- * plan applied, <k> cluster(s)" or "...: no plan for this region". Throws UserError naming
- * \p plan_file and the region when a plan's node count differs from the region's or a cluster
- * holds more than one conv, matmul or reduction (conv into conv is not lowered yet) or puts an
- * Opaque op (a recurrent op, If) with other nodes, and naming
- * \p plan_file when the clusters it asks for would depend on each other in a cycle; g is
- * unchanged then. */
-std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std::string &plan_file);
+ * plan applied, <k> cluster(s)", "...: default clusters (the plan's)" or "...: no plan for this
+ * region". A region's plan that does not fit it (region_plan_problem) or whose clusters would
+ * depend on others in a cycle: without \p warnings, UserError naming the plan's origin (else
+ * \p plan_file) and the region, g unchanged; with \p warnings, a line there naming the region
+ * and why, and the region keeps its default clusters. */
+std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std::string &plan_file,
+                                    std::vector<std::string> *warnings = nullptr);
+
+/** The most plans the tuner measures per region (candidate_plans). */
+constexpr int kRegionPlans = 8;
+
+struct CandidatePlan {
+    RegionPlan plan;
+    std::string strategy;  ///< "default", "unfused", "cut" or "merge" (PlanRecord::strategy)
+};
+
+/** The plans the tuner measures for region \p r of \p g (clustered by form_clusters), at most
+ * \p max_plans, each one that region_plan_problem accepts and whose clusters, with the rest of
+ * the graph as it is, run in an order; all distinct. In order: the default clusters; every node
+ * alone (unfused); per cluster with an anchor and other nodes, the anchor cut from its prologue
+ * (the nodes it reads from) and from its epilogue (the nodes that read it), the cut intermediate
+ * materialized ("cut"); per pair of adjacent clusters, the two merged ("merge"). */
+std::vector<CandidatePlan> candidate_plans(const Graph &g, const FusionRegion &r, int max_plans = kRegionPlans);
+
+/** Plan \p p's clusters in region \p r of \p g, as clusters of g (make_cluster), in the plan's
+ * order, named "<region>.<k>" (e.g. "r3.1"); id -1. */
+std::vector<Cluster> plan_clusters(const Graph &g, const FusionRegion &r, const RegionPlan &p);
 
 }  // namespace fusor

@@ -6,9 +6,13 @@
  * and ('schema_version', N), which play SQLite's application_id and user_version. A database with
  * no tables gets the schema, created under an advisory lock so that many tuners starting at once
  * create it once; one with other tables and no fusor_meta belongs to another application and is
- * refused; a schema_version newer than this fusor is refused. Unlike a file, the server enforces
- * the column types and CHECK constraints itself, so open does not read every record: each record
- * is still read through the record rules when a query returns it.
+ * refused; a schema_version newer than this fusor is refused. An older one is migrated
+ * (kMigrations): opened for writing, in place, in one transaction under the same advisory lock,
+ * which also sets schema_version; opened read-only, the tables the steps add are created as
+ * temporary tables of the session (empty, as a migration leaves them), and the database is not
+ * written. Unlike a file, the server enforces the column types and CHECK constraints itself, so
+ * open does not read every record: each record is still read through the record rules when a
+ * query returns it.
  *
  * Writes. Each add_* is one transaction (READ COMMITTED); inserts are ON CONFLICT DO NOTHING on
  * the content-hash key, so tuners writing the same trial at once store it once. ReadOnly sets
@@ -22,6 +26,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <regex>
 
 #include "tuner/DbConnection.h"
 
@@ -30,11 +35,9 @@ namespace fusor::db {
 namespace {
 
 constexpr const char *kApplication = "fusor-tuning-db";
-constexpr int64_t kSchemaLockKey = 0x6675736F;  // "fuso": pg_advisory_xact_lock while creating the schema
+constexpr int64_t kSchemaLockKey = 0x6675736F;  // "fuso": pg_advisory_xact_lock while creating or migrating the schema
 /** The oldest schema a PostgreSQL database of fusor has: the backend started at 5. */
 constexpr int kOldestPostgresVersion = 5;
-static_assert(kTuningSchemaVersion == kOldestPostgresVersion,
-              "a schema change needs its migration step here as well as in SqliteConnection.cpp");
 
 // type oids (catalog/pg_type.h)
 constexpr Oid kBoolOid = 16, kByteaOid = 17, kInt8Oid = 20, kInt2Oid = 21, kInt4Oid = 23, kFloat4Oid = 700, kFloat8Oid = 701, kNumericOid = 1700;
@@ -259,10 +262,12 @@ private:
     void open() {
         PQsetNoticeProcessor(conn_, [](void *, const char *) {}, nullptr);  // no NOTICE lines on stderr
         exec("SET client_min_messages = warning", context(*this, "cannot configure"));
-        if (read_only_) exec("SET default_transaction_read_only = on", context(*this, "cannot configure"));
         int version = recognize();
         if (version == 0 && read_only_) refuse("no tables");
         if (version == 0) create_schema();
+        if (version != 0 && version < kTuningSchemaVersion) migrate();
+        // read-only from here on (a read-only migration above created only temporary tables)
+        if (read_only_) exec("SET default_transaction_read_only = on", context(*this, "cannot configure"));
         if (!read_only_) check_writable();
     }
 
@@ -303,9 +308,44 @@ private:
         tx.commit();
     }
 
+    // ---- the migration chain: one function per step, run in order in one transaction ----
+
+    /** \p sql's CREATE TABLE as CREATE TEMPORARY TABLE when read-only: a migration in the session. */
+    std::string created(const std::string &sql) const {
+        static const std::regex create("CREATE TABLE ");
+        return read_only_ ? std::regex_replace(sql, create, "CREATE TEMPORARY TABLE ") : sql;
+    }
+    /** 5 -> 6: the plan table, empty; trials and ids unchanged. */
+    void add_plan_table() {
+        exec(created(plan_table_sql(kPostgresDialect)), context(*this, "cannot migrate"));
+    }
+    struct MigrationStep {
+        int from;  ///< the version this step starts from; it leaves from + 1
+        void (PostgresConnection::*run)();
+    };
+    static constexpr MigrationStep kMigrations[] = {{5, &PostgresConnection::add_plan_table}};
+    static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kTuningSchemaVersion - kOldestPostgresVersion,
+                  "one migration step per version, here as well as in SqliteConnection.cpp");
+
+    /** Runs the steps from the database's version on, all or nothing: for writing under the
+     * advisory lock (another tuner may have migrated it meanwhile), then sets schema_version. */
+    void migrate() {
+        std::string what = context(*this, "cannot migrate");
+        Transaction tx(*this, what);
+        if (!read_only_) exec("SELECT pg_advisory_xact_lock(" + std::to_string(kSchemaLockKey) + ")", what);
+        int version = recognize();
+        for (const MigrationStep &step : kMigrations) {
+            if (step.from >= version) (this->*step.run)();
+        }
+        if (!read_only_) {
+            exec("UPDATE fusor_meta SET value = '" + std::to_string(kTuningSchemaVersion) + "' WHERE key = 'schema_version'", what);
+        }
+        tx.commit();
+    }
+
     void check_writable() {
         std::string ok = query_text("SELECT has_table_privilege('trial', 'INSERT') AND has_table_privilege('workload', 'INSERT') AND "
-                                    "has_table_privilege('trial_features', 'INSERT')");
+                                    "has_table_privilege('trial_features', 'INSERT') AND has_table_privilege('plan', 'INSERT')");
         if (ok != "t") {
             throw DbError(context(*this, "cannot write") + ": role '" + query_text("SELECT current_user") +
                           "' has no INSERT privilege on its tables (a read-only role can run, bench, compile and inspect, not write)");

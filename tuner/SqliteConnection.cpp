@@ -310,7 +310,7 @@ private:
      * rules, upgraded (upgrade_records) and written into the new tables (the current ones, so
      * 3 -> 4 finds its columns there). */
     void retype_and_rehash() {
-        TuningRecords r{read_all_workloads(*this), read_all_trials(*this, 2), {}};
+        TuningRecords r{read_all_workloads(*this), read_all_trials(*this, 2), {}, {}};
         upgrade_records(r, 2, [&](size_t i, const FieldProblem &p) { malformed(*this, "trial " + quote_text(r.trials[i].id), p); });
         exec("DROP TABLE trial; DROP TABLE workload;", context(*this, "cannot migrate"));
         exec(tables_sql(kSqliteDialect), context(*this, "cannot migrate"));
@@ -334,6 +334,13 @@ private:
         }
         exec("PRAGMA user_version = 5", context(*this, "cannot migrate"));
     }
+    /** 5 -> 6: the plan table, empty; trials and ids unchanged. */
+    void add_plan_table() {
+        if (query_int("SELECT count(*) FROM sqlite_master WHERE name = 'plan'", context(*this, "cannot migrate")) == 0) {
+            exec(plan_table_sql(kSqliteDialect), context(*this, "cannot migrate"));
+        }
+        exec("PRAGMA user_version = 6", context(*this, "cannot migrate"));
+    }
     struct MigrationStep {
         int from;  ///< the version this step starts from; it leaves from + 1
         void (SqliteConnection::*run)();
@@ -341,7 +348,8 @@ private:
     static constexpr MigrationStep kMigrations[] = {{1, &SqliteConnection::add_resources_column},
                                                     {2, &SqliteConnection::retype_and_rehash},
                                                     {3, &SqliteConnection::add_measurement_columns},
-                                                    {4, &SqliteConnection::add_features_table}};
+                                                    {4, &SqliteConnection::add_features_table},
+                                                    {5, &SqliteConnection::add_plan_table}};
     static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kTuningSchemaVersion - kOldestTuningSchemaVersion,
                   "one migration step per version");
 
@@ -361,6 +369,7 @@ private:
         read_all_workloads(*this);
         read_all_trials(*this);
         read_all_features(*this);
+        read_all_plans(*this);
     }
 };
 

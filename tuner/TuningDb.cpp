@@ -3,11 +3,11 @@
  *   - tables_sql: the one table definition, typed, whose CHECK constraints spell the record rules
  *     of tuner/TuningRecords.h (time_problem's bounds, the statuses) in SQL; each engine creates it
  *     in its dialect.
- *   - read_trial / read_workload / read_features: every row read goes through the record rules, so
+ *   - read_trial / read_workload / read_features / read_plan: every row read goes through the record rules, so
  *     a file written by an older fusor or edited by hand cannot hand a bad time to the ranking or
  *     an export.
  *   - the TuningDb methods: each query written once, with ?N parameters, in SQL both engines run;
- *     ranking and pruning in C++ over the rows of one workload.
+ *     ranking and pruning in C++ over the rows of one workload (of one region for plans).
  *   - locations: is_database_url picks the engine; redact_location keeps passwords out of every
  *     message and record. */
 #include "tuner/TuningDb.h"
@@ -23,6 +23,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "graph/File.h"
 #include "tuner/DbConnection.h"
@@ -60,6 +61,9 @@ std::string trial_columns(int version) {
     return c.substr(0, c.find(", runs")) + ", NULL, NULL, NULL, NULL";
 }
 
+/** The plan table's columns, in read_plan's order. */
+constexpr const char *kPlanColumns = "id, region, target, plan, clusters, ms, error, strategy, fingerprint, fusor_version, host, created_at";
+
 /** Matches a trial's fingerprint against the lookup argument ?3: equal, or, for a family
  * fingerprint "isa:...", the trial's fingerprint ends with "|" followed by it, or, for a GPU
  * lookup "gpu:..." (e.g. "gpu:" for any GPU), the trial's fingerprint starts with it. */
@@ -75,6 +79,9 @@ std::string with_text_type(std::string sql, const Dialect &d) {
 
 std::string trial_record(const std::string &id) {
     return "trial " + quote_text(id);
+}
+std::string plan_record(const std::string &id) {
+    return "plan " + quote_text(id);
 }
 
 /** A time column: NULL or a number (a file without typed tables may hold text or a blob). */
@@ -148,6 +155,35 @@ Workload read_workload(const Connection &c, const Query &s) {
     return w;
 }
 
+/** A plan row (kPlanColumns) checked with plan_problem. */
+PlanRecord read_plan(const Connection &c, const Query &s) {
+    PlanRecord p;
+    p.id = s.text(0);
+    std::string record = plan_record(p.id);
+    p.region = s.text(1);
+    p.target = s.text(2);
+    p.plan = s.text(3);
+    if (std::optional<FieldProblem> problem = parse_plan_clusters(s.text(4), p.clusters)) malformed(c, record, *problem);
+    p.ms = read_time(c, s, 5, record, "ms");
+    p.error = s.text(6);
+    p.strategy = s.text(7);
+    p.fingerprint = s.text(8);
+    p.fusor_version = s.text(9);
+    p.host = s.text(10);
+    p.created_at = s.text(11);
+    if (std::optional<FieldProblem> problem = plan_problem(p)) malformed(c, record, *problem);
+    return p;
+}
+
+/** The plan records of a query on kPlanColumns ("SELECT <columns> <rest>") with ?1.. bound to \p args. */
+std::vector<PlanRecord> select_plans(Connection &c, const std::string &rest, const std::vector<std::string> &args) {
+    std::unique_ptr<Query> s = c.prepare(std::string("SELECT ") + kPlanColumns + " " + rest, context(c, "cannot read"));
+    for (size_t i = 0; i < args.size(); i++) s->bind((int)i + 1, args[i]);
+    std::vector<PlanRecord> out;
+    while (s->step()) out.push_back(read_plan(c, *s));
+    return out;
+}
+
 /** The trials of a query on kTrialColumns ("SELECT <columns> <rest>") with ?1.. bound to \p args. */
 std::vector<Trial> select_trials(Connection &c, const std::string &rest, const std::vector<std::string> &args) {
     std::unique_ptr<Query> s = c.prepare(std::string("SELECT ") + kTrialColumns + " " + rest, context(c, "cannot read"));
@@ -167,9 +203,15 @@ void insert_trial(Query &s, const Trial &t, int &added) {
     added += s.run();
 }
 
-/** Checks records (ids computed) with the record rules, then adds them in one transaction;
- * returns trials added. */
-int insert_all(Connection &c, const TuningRecords &r, const char *action) {
+void insert_plan(Query &s, const PlanRecord &p, int &added) {
+    s.reset();
+    s.bind(1, p.id).bind(2, p.region).bind(3, p.target).bind(4, p.plan).bind(5, plan_clusters_text(p.clusters)).bind(6, p.ms);
+    s.bind(7, p.error).bind(8, p.strategy).bind(9, p.fingerprint).bind(10, p.fusor_version).bind(11, p.host).bind(12, p.created_at);
+    added += s.run();
+}
+
+/** Checks records (ids computed) with the record rules, then adds them in one transaction. */
+Added insert_all(Connection &c, const TuningRecords &r, const char *action) {
     FUSOR_INTERNAL_ASSERT(!c.read_only()) << "a write to tuning db '" << c.name() << "', opened read-only";
     auto refuse = [&](const std::string &record, const FieldProblem &p) {
         throw DbError(context(c, action) + ": " + record + ": " + p.field + ": " + p.problem);
@@ -183,8 +225,11 @@ int insert_all(Connection &c, const TuningRecords &r, const char *action) {
     for (const TrialFeatures &f : r.features) {
         if (std::optional<FieldProblem> p = features_problem(f)) refuse("features of " + trial_record(f.trial_id), *p);
     }
+    for (const PlanRecord &p : r.plans) {
+        if (std::optional<FieldProblem> problem = plan_problem(p)) refuse(plan_record(p.id), *problem);
+    }
     Transaction tx(c, context(c, action));
-    int added = insert_records(c, r);
+    Added added = insert_records(c, r);
     tx.commit();
     return added;
 }
@@ -217,6 +262,26 @@ CREATE TABLE trial_features (
     PRIMARY KEY (trial_id, version))sql" + d.table_end + "\n", d);
 }
 
+std::string plan_table_sql(const Dialect &d) {
+    return with_text_type(std::string(R"sql(
+CREATE TABLE plan (
+    id             TEXT NOT NULL PRIMARY KEY CHECK ()sql") + d.id_pattern + R"sql(),
+    region         TEXT NOT NULL,
+    target         TEXT NOT NULL,
+    plan           TEXT NOT NULL,
+    clusters       TEXT NOT NULL,
+    ms             )sql" + d.real + " CHECK " + time_check_sql("ms") + R"sql(,
+    error          TEXT NOT NULL,
+    strategy       TEXT NOT NULL,
+    fingerprint    TEXT NOT NULL,
+    fusor_version  TEXT NOT NULL,
+    host           TEXT NOT NULL,
+    created_at     TEXT NOT NULL,
+    CHECK ((ms IS NULL) = (error <> '')))sql" + d.table_end + R"sql(
+CREATE INDEX plan_region ON plan (region, target);
+)sql", d);
+}
+
 std::string tables_sql(const Dialect &d) {
     std::string statuses;
     for (TrialStatus s : all_statuses()) statuses += std::string(statuses.empty() ? "" : ", ") + "'" + status_name(s) + "'";
@@ -246,7 +311,7 @@ CREATE TABLE trial (
     )sql" + measurement_columns_sql(d, ",\n    ") + R"sql(,
     CHECK (min_ms <= median_ms AND median_ms <= max_ms AND min_ms <= max_ms))sql" + d.table_end + R"sql(
 CREATE INDEX trial_workload ON trial (signature, target);
-)sql", d) + features_table_sql(d);
+)sql", d) + features_table_sql(d) + plan_table_sql(d);
 }
 
 std::vector<Workload> read_all_workloads(Connection &c) {
@@ -270,7 +335,11 @@ std::vector<TrialFeatures> read_all_features(Connection &c) {
     return out;
 }
 
-int insert_records(Connection &c, const TuningRecords &r) {
+std::vector<PlanRecord> read_all_plans(Connection &c) {
+    return select_plans(c, "FROM plan ORDER BY region, target, id", {});
+}
+
+Added insert_records(Connection &c, const TuningRecords &r) {
     std::unique_ptr<Query> iw = c.prepare("INSERT INTO workload (signature, target, canonical_text) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
                                           context(c, "cannot insert a workload into"));
     for (const Workload &w : r.workloads) {
@@ -282,8 +351,8 @@ int insert_records(Connection &c, const TuningRecords &r) {
                                               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
                                               "?21, ?22) ON CONFLICT DO NOTHING",
                                           context(c, "cannot insert a trial into"));
-    int added = 0;
-    for (const Trial &t : r.trials) insert_trial(*it, t, added);
+    Added added;
+    for (const Trial &t : r.trials) insert_trial(*it, t, added.trials);
     std::unique_ptr<Query> fs = c.prepare("INSERT INTO trial_features (trial_id, version, features) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
                                           context(c, "cannot insert features into"));
     for (const TrialFeatures &f : r.features) {
@@ -291,6 +360,10 @@ int insert_records(Connection &c, const TuningRecords &r) {
         fs->bind(1, f.trial_id).bind(2, std::optional<int64_t>(f.version)).bind(3, f.values);
         fs->run();
     }
+    std::unique_ptr<Query> ip = c.prepare(std::string("INSERT INTO plan (") + kPlanColumns +
+                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING",
+                                          context(c, "cannot insert a plan into"));
+    for (const PlanRecord &p : r.plans) insert_plan(*ip, p, added.plans);
     return added;
 }
 
@@ -396,18 +469,45 @@ bool TuningDb::is_url() const {
 }
 
 void TuningDb::add_workload(const Workload &w) {
-    insert_all(*impl_->c, {{w}, {}, {}}, "cannot add a workload to");
+    insert_all(*impl_->c, {{w}, {}, {}, {}}, "cannot add a workload to");
 }
 
 std::string TuningDb::add_trial(Trial &t, const std::optional<TrialFeatures> &features) {
     t.id = trial_content_id(t);
-    TuningRecords r{{}, {t}, {}};
+    TuningRecords r{{}, {t}, {}, {}};
     if (features) {
         r.features.push_back(*features);
         r.features.back().trial_id = t.id;
     }
     insert_all(*impl_->c, r, "cannot add a trial to");
     return t.id;
+}
+
+std::string TuningDb::add_plan(PlanRecord &p) {
+    p.id = plan_content_id(p);
+    insert_all(*impl_->c, {{}, {}, {}, {p}}, "cannot add a plan to");
+    return p.id;
+}
+
+std::vector<PlanRecord> TuningDb::plans(const std::string &region, const std::string &target) const {
+    return select_plans(*impl_->c, "FROM plan WHERE region = ?1 AND target = ?2 ORDER BY created_at, id", {region, target});
+}
+
+std::vector<PlanRecord> TuningDb::all_plans() const {
+    return read_all_plans(*impl_->c);
+}
+
+bool faster_plan(const PlanRecord &a, const PlanRecord &b) {
+    if (!a.ms || !b.ms) return a.ms && !b.ms;
+    return *a.ms != *b.ms ? *a.ms < *b.ms : a.id < b.id;
+}
+
+std::optional<PlanRecord> TuningDb::best_plan(const std::string &region, const std::string &target, const std::string &fingerprint) const {
+    std::vector<PlanRecord> timed = select_plans(*impl_->c, std::string("FROM plan WHERE region = ?1 AND target = ?2 AND ms IS NOT NULL AND ") +
+                                                                kFingerprintMatch,
+                                                 {region, target, fingerprint});
+    if (timed.empty()) return std::nullopt;
+    return *std::min_element(timed.begin(), timed.end(), faster_plan);
 }
 
 std::vector<FeaturedTrial> TuningDb::featured_trials(const std::string &fingerprint, int version) const {
@@ -528,39 +628,53 @@ std::vector<std::string> TuningDb::tried_schedules(const std::string &signature,
 
 void TuningDb::export_json(const std::string &path) const {
     if (!impl_->url && impl_->c->name() != ":memory:") refuse_overwriting(impl_->c->name(), path);
-    write_file_atomically(path, export_document({read_all_workloads(*impl_->c), read_all_trials(*impl_->c), {}}));
+    Connection &c = *impl_->c;
+    write_file_atomically(path, export_document({read_all_workloads(c), read_all_trials(c), {}, read_all_plans(c)}));
 }
 
-int TuningDb::import_json(const std::string &path) {
+namespace {
+/** \p added's trials, with its plans in \p plans_added when given. */
+int trials_added(const Added &added, int *plans_added) {
+    if (plans_added) *plans_added = added.plans;
+    return added.trials;
+}
+}  // namespace
+
+int TuningDb::import_json(const std::string &path, int *plans_added) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw UserError("cannot read '" + path + "'");
     std::stringstream text;
     text << in.rdbuf();
-    return insert_all(*impl_->c, parse_export(text.str(), path), "cannot import into");
+    return trials_added(insert_all(*impl_->c, parse_export(text.str(), path), "cannot import into"), plans_added);
 }
 
 int TuningDb::add_all(const std::vector<Workload> &workloads, std::vector<Trial> &trials) {
-    for (Trial &t : trials) t.id = trial_content_id(t);
-    return insert_all(*impl_->c, {workloads, trials, {}}, "cannot add to");
+    std::vector<PlanRecord> none;
+    return add_all(workloads, trials, none);
 }
 
-int TuningDb::merge_from(const std::string &other_path) {
+int TuningDb::add_all(const std::vector<Workload> &workloads, std::vector<Trial> &trials, std::vector<PlanRecord> &plans) {
+    for (Trial &t : trials) t.id = trial_content_id(t);
+    for (PlanRecord &p : plans) p.id = plan_content_id(p);
+    return insert_all(*impl_->c, {workloads, trials, {}, plans}, "cannot add to").trials;
+}
+
+int TuningDb::merge_from(const std::string &other_path, int *plans_added) {
     TuningRecords r;
     {
         TuningDb other(other_path, Mode::ReadOnly);  // checked, and migrated in memory if older
         Connection &o = *other.impl_->c;
-        r = {read_all_workloads(o), read_all_trials(o), read_all_features(o)};  // ordered by id: the merge is deterministic
+        r = {read_all_workloads(o), read_all_trials(o), read_all_features(o), read_all_plans(o)};  // ordered: the merge is deterministic
     }
-    return insert_all(*impl_->c, r, "cannot merge into");
+    return trials_added(insert_all(*impl_->c, r, "cannot merge into"), plans_added);
 }
 
-int TuningDb::prune(int keep_best) {
-    if (keep_best < 0) throw UserError("prune: keep count must be >= 0, got " + std::to_string(keep_best));
-    Connection &c = *impl_->c;
-    FUSOR_INTERNAL_ASSERT(!c.read_only()) << "prune of tuning db '" << c.name() << "', opened read-only";
-    Transaction tx(c, context(c, "cannot prune"));
+namespace {
+
+/** The trials prune deletes: every row of a workload not of a kept schedule. */
+std::vector<std::string> doomed_trials(Connection &c, int keep_best) {
     // per workload: its wrong-result rows (any machine) and, per fingerprint, its ok rows,
-    // ranked per schedule as best() does; every row not of a kept schedule goes
+    // ranked per schedule as best() does
     std::map<std::pair<std::string, std::string>, std::vector<Trial>> by_workload;
     for (Trial &t : read_all_trials(c)) by_workload[{t.signature, t.target}].push_back(std::move(t));
     std::vector<std::string> doomed;
@@ -573,19 +687,61 @@ int TuningDb::prune(int keep_best) {
             if (t.status != TrialStatus::Ok || !kept.count({t.fingerprint, t.schedule})) doomed.push_back(t.id);
         }
     }
-    // by id: a trial another tuner commits meanwhile is not in doomed, so it stays
-    std::unique_ptr<Query> del = c.prepare("DELETE FROM trial WHERE id = ?1", context(c, "cannot prune"));
-    std::unique_ptr<Query> del_features = c.prepare("DELETE FROM trial_features WHERE trial_id = ?1", context(c, "cannot prune"));
+    return doomed;
+}
+
+/** The plan records prune deletes: those without a time, and those of a plan text that is not
+ * among the \p keep_best fastest of its region, target and fingerprint (faster_plan on each
+ * text's best record). */
+std::vector<std::string> doomed_plans(const std::vector<PlanRecord> &plans, int keep_best) {
+    using Key = std::tuple<std::string, std::string, std::string>;  // (region, target, fingerprint)
+    std::map<Key, std::map<std::string, const PlanRecord *>> best;  // per key, per plan text: its best record
+    for (const PlanRecord &p : plans) {
+        const PlanRecord *&b = best[{p.region, p.target, p.fingerprint}][p.plan];
+        if (p.ms && (!b || faster_plan(p, *b))) b = &p;
+    }
+    std::set<std::pair<Key, std::string>> kept;  // (key, plan text)
+    for (const auto &[key, texts] : best) {
+        std::vector<const PlanRecord *> ranked;
+        for (const auto &[text, b] : texts) {
+            if (b) ranked.push_back(b);
+        }
+        std::sort(ranked.begin(), ranked.end(), [](const PlanRecord *a, const PlanRecord *b) { return faster_plan(*a, *b); });
+        for (size_t i = 0; i < ranked.size() && (int)i < keep_best; i++) kept.insert({key, ranked[i]->plan});
+    }
+    std::vector<std::string> doomed;
+    for (const PlanRecord &p : plans) {
+        if (!p.ms || !kept.count({{p.region, p.target, p.fingerprint}, p.plan})) doomed.push_back(p.id);
+    }
+    return doomed;
+}
+
+/** Runs \p sql (a DELETE with ?1) once per id; returns the rows deleted. */
+int delete_each(Connection &c, const char *sql, const std::vector<std::string> &ids) {
+    std::unique_ptr<Query> del = c.prepare(sql, context(c, "cannot prune"));
     int deleted = 0;
-    for (const std::string &id : doomed) {
+    for (const std::string &id : ids) {
         del->reset();
         del->bind(1, id);
         deleted += del->run();
-        del_features->reset();
-        del_features->bind(1, id);
-        del_features->run();
     }
+    return deleted;
+}
+
+}  // namespace
+
+int TuningDb::prune(int keep_best, int *plans_deleted) {
+    if (keep_best < 0) throw UserError("prune: keep count must be >= 0, got " + std::to_string(keep_best));
+    Connection &c = *impl_->c;
+    FUSOR_INTERNAL_ASSERT(!c.read_only()) << "prune of tuning db '" << c.name() << "', opened read-only";
+    Transaction tx(c, context(c, "cannot prune"));
+    // by id: a record another tuner commits meanwhile is not among the doomed, so it stays
+    std::vector<std::string> trials = doomed_trials(c, keep_best);
+    int deleted = delete_each(c, "DELETE FROM trial WHERE id = ?1", trials);
+    delete_each(c, "DELETE FROM trial_features WHERE trial_id = ?1", trials);
+    int plans = delete_each(c, "DELETE FROM plan WHERE id = ?1", doomed_plans(read_all_plans(c), keep_best));
     tx.commit();
+    if (plans_deleted) *plans_deleted = plans;
     return deleted;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 /** \file
  * The tuning database: every trial the tuner measures, keyed by workload (cluster signature,
+ * resolved target), and every fusion plan it measures, keyed by region (region signature,
  * resolved target), with provenance, shared and merged across machines. Stored in an SQLite file,
  * or in a PostgreSQL database that a fleet of tuners shares (a postgresql:// URL); both behave
  * alike (tuner/DbConnection.h). The records and their rules are tuner/TuningRecords.h; the schema
@@ -50,6 +51,11 @@ std::vector<RankedSchedule> rank_schedules(const std::vector<Trial> &trials);
  * fingerprint would rank them. Used by prune and by `fusor db list/show`. */
 std::map<std::string, std::vector<RankedSchedule>> rank_schedules_per_machine(const std::vector<Trial> &trials);
 
+/** The ranking of plan records: true when \p a comes before \p b, a timed record before an
+ * untimed one, then the smaller ms, then the smaller id. best_plan, prune and `fusor db list`
+ * rank by it. */
+bool faster_plan(const PlanRecord &a, const PlanRecord &b);
+
 /** True when \p location is a PostgreSQL URL (postgresql:// or postgres://), false for a file
  * path; UserError for any other scheme ("mysql://..."). */
 bool is_database_url(const std::string &location);
@@ -71,7 +77,7 @@ public:
 
 /** Raised for SQLite and PostgreSQL failures (with sqlite3_errmsg), for files that are not fusor tuning
  * databases or have an unknown schema version, and for records that break the record rules
- * (trial_problem): "tuning db 'x.db' is malformed: trial '<id>': median_ms: ...". A UserError:
+ * (trial_problem, plan_problem): "tuning db 'x.db' is malformed: trial '<id>': median_ms: ...". A UserError:
  * the tools exit with status 2. */
 class DbError : public UserError {
 public:
@@ -142,29 +148,48 @@ public:
     std::vector<std::string> tried_schedules(const std::string &signature, const std::string &target,
                                              const std::string &fingerprint) const;
 
-    /** Writes every workload and trial as JSON (export_document), sorted, so the same contents
+    /** Computes p.id (plan_content_id), inserts the plan record unless one with that id exists,
+     * commits, and returns the id. DbError naming the field if it breaks plan_problem. */
+    std::string add_plan(PlanRecord &p);
+    /** The plan records of a region on a target, oldest first (ties by id). */
+    std::vector<PlanRecord> plans(const std::string &region, const std::string &target) const;
+    /** Every plan record, ordered by region, target, then id (db list and show). */
+    std::vector<PlanRecord> all_plans() const;
+    /** The fastest plan record of a region with a time, measured on a machine matching
+     * \p fingerprint as in best() (ties: the smaller id); nullopt if none. */
+    std::optional<PlanRecord> best_plan(const std::string &region, const std::string &target, const std::string &fingerprint) const;
+
+    /** Writes every workload, trial and plan record as JSON (export_document), sorted, so the same contents
      * give the same bytes; through a temporary file in \p path's folder and a rename, so \p path
      * holds its old bytes or all the new ones. UserError if \p path is this database or one of its
      * -wal, -shm or -journal files, or cannot be written. */
     void export_json(const std::string &path) const;
-    /** Adds the workloads and trials of an exported JSON file (parse_export: an export of an
-     * older schema gets its ids recomputed); returns trials added (duplicates by id are skipped,
-     * so importing twice changes nothing). A malformed file throws UserError naming the file and
-     * the field, and nothing is inserted. */
-    int import_json(const std::string &path);
-    /** Adds every workload, trial and trial's features of another database (a file or a URL), opened with Mode::ReadOnly (so
-     * checked as the constructor checks, an older version migrated in memory, a missing file
-     * refused), in one transaction; deterministic and idempotent. Returns trials added. */
-    int merge_from(const std::string &other_path);
+    /** Adds the workloads, trials and plan records of an exported JSON file (parse_export: an
+     * export of an older schema gets its ids recomputed); returns trials added, and sets
+     * \p plans_added when given (duplicates by id are skipped, so importing twice changes
+     * nothing). A malformed file throws UserError naming the file and the field, and nothing is
+     * inserted. */
+    int import_json(const std::string &path, int *plans_added = nullptr);
+    /** Adds every workload, trial, trial's features and plan record of another database (a file
+     * or a URL), opened with Mode::ReadOnly (so checked as the constructor checks, an older
+     * version migrated in memory, a missing file refused), in one transaction; deterministic and
+     * idempotent. Returns trials added, and sets \p plans_added when given. */
+    int merge_from(const std::string &other_path, int *plans_added = nullptr);
     /** Deletes failed trials (status != ok) and, per workload and fingerprint, the ok trials of
      * every schedule but the \p keep_best best by rank_schedules (all measurements of a kept
      * schedule are kept; ok trials of a schedule with a wrong-result trial go too), with their
-     * features. Returns trials deleted. UserError if \p keep_best < 0. */
-    int prune(int keep_best);
+     * features. Deletes plan records without a time and, per region, target and fingerprint, the
+     * records of every plan text but the \p keep_best with the smallest best ms (ties: the
+     * smaller id of that best record; all records of a kept text are kept). In one transaction.
+     * Returns trials deleted, and sets \p plans_deleted when given. UserError if \p keep_best < 0. */
+    int prune(int keep_best, int *plans_deleted = nullptr);
     /** Adds workloads (new ones) and trials (computing each id; present ids are skipped) in one
      * transaction: all or nothing (DbError naming the first record that breaks the rules).
      * Returns trials added. */
     int add_all(const std::vector<Workload> &workloads, std::vector<Trial> &trials);
+    /** add_all with plan records too (computing each id; present ids are skipped), in the same
+     * transaction. Returns trials added. */
+    int add_all(const std::vector<Workload> &workloads, std::vector<Trial> &trials, std::vector<PlanRecord> &plans);
 
 private:
     struct Impl;

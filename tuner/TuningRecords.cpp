@@ -1,8 +1,9 @@
 /** \file
  * Tuning records: the rules, the ids, and the export format. Map:
- *   - time_problem / trial_problem: the record rules, written once; the database's schema
+ *   - time_problem / trial_problem / plan_problem: the record rules, written once; the database's schema
  *     (TuningDb.cpp) spells the same bounds in SQL from kMaxTimeMs and all_statuses().
- *   - trial_content / trial_content_id: the serialization a trial id hashes.
+ *   - trial_content / trial_content_id, plan_content / plan_content_id: the serializations the
+ *     ids hash.
  *   - upgrade_records: ids of schema versions 1 and 2 (legacy hash) recomputed, parents first.
  *   - JsonPath / JsonReader / parse_export: the export reader; every error names the file and the
  *     field, a JSON syntax or number error included (JsonPath follows the parser).
@@ -23,6 +24,8 @@ namespace fusor {
 namespace {
 
 constexpr const char *kExportFormat = "fusor-tuning-db";
+/** The first schema version whose export holds "plans". */
+constexpr int kPlanVersion = 6;
 
 /** A double as the shortest text that reads back to it: "100", "0.25", "1e+09", "inf". */
 std::string number_text(double v) {
@@ -59,6 +62,43 @@ template <typename J> J trial_object(const Trial &t) {
             {"spawn_ms", time_json<J>(t.spawn_ms)},
             {"timing_ms", time_json<J>(t.timing_ms)},
             {"verify_ms", time_json<J>(t.verify_ms)}};
+}
+
+/** \p clusters as a JSON array of [signature, trial] pairs. */
+template <typename J> J clusters_json(const std::vector<PlanCluster> &clusters) {
+    J out = J::array();
+    for (const PlanCluster &c : clusters) out.push_back(J::array({c.signature, c.trial}));
+    return out;
+}
+
+/** \p p as an object of the export format (every field; an absent time as null). */
+template <typename J> J plan_object(const PlanRecord &p) {
+    return {{"id", p.id},
+            {"region", p.region},
+            {"target", p.target},
+            {"plan", p.plan},
+            {"clusters", clusters_json<J>(p.clusters)},
+            {"ms", time_json<J>(p.ms)},
+            {"error", p.error},
+            {"strategy", p.strategy},
+            {"fingerprint", p.fingerprint},
+            {"fusor_version", p.fusor_version},
+            {"host", p.host},
+            {"created_at", p.created_at}};
+}
+
+/** Reads a JSON array of [signature, trial] pairs of strings into \p out. */
+std::optional<FieldProblem> clusters_from_json(const nlohmann::json &j, std::vector<PlanCluster> &out) {
+    if (!j.is_array()) return FieldProblem{"clusters", "expected an array of [signature, trial] pairs"};
+    out.clear();
+    for (size_t i = 0; i < j.size(); i++) {
+        const nlohmann::json &c = j[i];
+        if (!c.is_array() || c.size() != 2 || !c[0].is_string() || !c[1].is_string()) {
+            return FieldProblem{"clusters[" + std::to_string(i) + "]", "expected a [signature, trial] pair of strings"};
+        }
+        out.push_back({c[0].get<std::string>(), c[1].get<std::string>()});
+    }
+    return std::nullopt;
 }
 
 /** The order rule: min_ms <= median_ms <= max_ms where present. */
@@ -209,6 +249,28 @@ Trial parse_trial(const JsonReader &r, const nlohmann::json &o, const std::strin
     return t;
 }
 
+/** A plan object at \p where, every field checked (plan_problem). */
+PlanRecord parse_plan_record(const JsonReader &r, const nlohmann::json &o, const std::string &where) {
+    if (!o.is_object()) r.fail(where, "expected an object");
+    PlanRecord p;
+    p.id = r.text(o, "id", where);
+    p.region = r.text(o, "region", where);
+    p.target = r.text(o, "target", where);
+    p.plan = r.text(o, "plan", where);
+    if (std::optional<FieldProblem> c = clusters_from_json(r.field(o, "clusters", where), p.clusters)) {
+        r.fail(where + "." + c->field, c->problem);
+    }
+    p.ms = r.time(o, "ms", where);
+    p.error = r.text(o, "error", where);
+    p.strategy = r.text(o, "strategy", where);
+    p.fingerprint = r.text(o, "fingerprint", where);
+    p.fusor_version = r.text(o, "fusor_version", where);
+    p.host = r.text(o, "host", where);
+    p.created_at = r.text(o, "created_at", where);
+    if (std::optional<FieldProblem> problem = plan_problem(p)) r.fail(where + "." + problem->field, problem->problem);
+    return p;
+}
+
 /** The document's schema_version: an integer from kOldestTuningSchemaVersion to the current. */
 int parse_version(const JsonReader &r, const nlohmann::json &doc) {
     const nlohmann::json &v = r.field(doc, "schema_version", "");
@@ -227,6 +289,18 @@ std::optional<FieldProblem> text_problem(std::initializer_list<std::pair<const c
         } catch (const nlohmann::json::type_error &) {
             return FieldProblem{name, "is not valid UTF-8 text"};
         }
+    }
+    return std::nullopt;
+}
+
+/** The cluster rules of a plan record: at least one, each with a non-empty signature and valid
+ * UTF-8 texts. */
+std::optional<FieldProblem> clusters_problem(const std::vector<PlanCluster> &clusters) {
+    if (clusters.empty()) return FieldProblem{"clusters", "no clusters"};
+    for (size_t i = 0; i < clusters.size(); i++) {
+        std::string field = "clusters[" + std::to_string(i) + "]";
+        if (clusters[i].signature.empty()) return FieldProblem{field, "the signature is empty"};
+        if (text_problem({{"signature", &clusters[i].signature}, {"trial", &clusters[i].trial}})) return FieldProblem{field, "is not valid UTF-8 text"};
     }
     return std::nullopt;
 }
@@ -344,6 +418,47 @@ std::string trial_content_id(const Trial &t) {
     return content_hash(trial_content(t));
 }
 
+std::optional<FieldProblem> plan_problem(const PlanRecord &p) {
+    if (p.ms) {
+        if (std::optional<std::string> problem = time_problem(*p.ms)) return FieldProblem{"ms", *problem};
+        if (!p.error.empty()) return FieldProblem{"error", "must be empty when ms is present, is " + quote_text(p.error)};
+    } else if (p.error.empty()) {
+        return FieldProblem{"error", "is empty, but ms is absent (a plan record without a time says why)"};
+    }
+    if (std::optional<FieldProblem> c = clusters_problem(p.clusters)) return c;
+    std::optional<FieldProblem> text = text_problem(
+        {{"id", &p.id}, {"region", &p.region}, {"target", &p.target}, {"plan", &p.plan}, {"error", &p.error}, {"strategy", &p.strategy},
+         {"fingerprint", &p.fingerprint}, {"fusor_version", &p.fusor_version}, {"host", &p.host}, {"created_at", &p.created_at}});
+    if (text) return text;
+    std::string expected = plan_content_id(p);
+    if (p.id != expected) {
+        return FieldProblem{"id", quote_text(p.id) + " is not the content hash of the plan record (expected " + quote_text(expected) +
+                                      "); the record was edited or is corrupt"};
+    }
+    return std::nullopt;
+}
+
+std::string plan_content(const PlanRecord &p) {
+    nlohmann::json j = nlohmann::json::array({p.region, p.target, p.plan, clusters_json<nlohmann::json>(p.clusters), time_json(p.ms), p.error,
+                                              p.strategy, p.fingerprint, p.fusor_version, p.host, p.created_at});
+    // invalid UTF-8 replaced rather than thrown: plan_problem refuses such a record by its field
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string plan_content_id(const PlanRecord &p) {
+    return content_hash(plan_content(p));
+}
+
+std::string plan_clusters_text(const std::vector<PlanCluster> &clusters) {
+    return clusters_json<nlohmann::json>(clusters).dump();
+}
+
+std::optional<FieldProblem> parse_plan_clusters(const std::string &text, std::vector<PlanCluster> &out) {
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return FieldProblem{"clusters", "not JSON: " + quote_text(text)};
+    return clusters_from_json(j, out);
+}
+
 void upgrade_records(TuningRecords &r, int version, const std::function<void(size_t, const FieldProblem &)> &fail) {
     if (version >= 3) return;  // from version 3 on, ids are content_hash already
     std::map<std::string, std::string> signature;  // legacy -> current, where the legacy one is the text's hash
@@ -391,6 +506,14 @@ Trial trial_from_json(const nlohmann::json &o, const std::string &file, const st
     return parse_trial(JsonReader(file), o, where, kTuningSchemaVersion);
 }
 
+nlohmann::json plan_to_json(const PlanRecord &p) {
+    return plan_object<nlohmann::json>(p);
+}
+
+PlanRecord plan_from_json(const nlohmann::json &o, const std::string &file, const std::string &where) {
+    return parse_plan_record(JsonReader(file), o, where);
+}
+
 nlohmann::json parse_json_naming_field(const std::string &text, const std::string &file) {
     JsonPath path;
     try {
@@ -419,12 +542,22 @@ TuningRecords parse_export(const std::string &text, const std::string &file) {
     const nlohmann::json &jt = r.array(doc, "trials");
     for (size_t i = 0; i < jt.size(); i++) out.trials.push_back(parse_trial(r, jt[i], "trials[" + std::to_string(i) + "]", version));
     upgrade_records(out, version, [&](size_t i, const FieldProblem &p) { r.fail("trials[" + std::to_string(i) + "]." + p.field, p.problem); });
+    if (version < kPlanVersion) {
+        if (doc.contains("plans")) r.fail("plans", "an export of schema_version " + std::to_string(version) + " has no plan records");
+        return out;
+    }
+    const nlohmann::json &jp = r.array(doc, "plans");
+    for (size_t i = 0; i < jp.size(); i++) out.plans.push_back(parse_plan_record(r, jp[i], "plans[" + std::to_string(i) + "]"));
     return out;
 }
 
 std::string export_document(const TuningRecords &r) {
     using J = nlohmann::ordered_json;
-    J doc = {{"format", kExportFormat}, {"schema_version", kTuningSchemaVersion}, {"workloads", J::array()}, {"trials", J::array()}};
+    J doc = {{"format", kExportFormat},
+             {"schema_version", kTuningSchemaVersion},
+             {"workloads", J::array()},
+             {"trials", J::array()},
+             {"plans", J::array()}};
     for (const Workload &w : r.workloads) {
         std::optional<FieldProblem> p = workload_problem(w);
         FUSOR_INTERNAL_ASSERT(!p) << "workload '" << w.signature << "' exported with " << p->field << ": " << p->problem;
@@ -434,6 +567,11 @@ std::string export_document(const TuningRecords &r) {
         std::optional<FieldProblem> p = trial_problem(t);
         FUSOR_INTERNAL_ASSERT(!p) << "trial '" << t.id << "' exported with " << p->field << ": " << p->problem;
         doc["trials"].push_back(trial_object<J>(t));
+    }
+    for (const PlanRecord &p : r.plans) {
+        std::optional<FieldProblem> problem = plan_problem(p);
+        FUSOR_INTERNAL_ASSERT(!problem) << "plan record '" << p.id << "' exported with " << problem->field << ": " << problem->problem;
+        doc["plans"].push_back(plan_object<J>(p));
     }
     return doc.dump(1) + "\n";
 }

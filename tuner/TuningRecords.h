@@ -1,7 +1,7 @@
 #pragma once
 /** \file
- * The records of the tuning database as plain data: workloads and trials, the rules every stored
- * record keeps, their content-hash ids, and the export format's reader and writer
+ * The records of the tuning database as plain data: workloads, trials and plan records, the rules
+ * every stored record keeps, their content-hash ids, and the export format's reader and writer
  * (docs/tuning_db.md). No SQLite and no Halide: TuningDb (tuner/TuningDb.h) stores these records,
  * and the fuzzer tests/fuzz/db_import_fuzzer.cpp drives parse_export alone. */
 
@@ -69,8 +69,35 @@ struct Trial {
     std::string halide_version, fusor_version, host, created_at;
 };
 
+/** One cluster of a measured plan: its workload's signature and the trial whose schedule's time
+ * the plan counts (empty when the cluster has nothing to tune, e.g. an If). */
+struct PlanCluster {
+    std::string signature, trial;
+};
+
+/** A fusion plan of one region measured on one machine (schema 6; tuner/FusionPlan.h): which of
+ * the region's nodes share a kernel, the schedule each kernel ran, and the region's time, the sum
+ * of its kernels' times (each kernel reads its inputs from and writes its outputs to memory, so
+ * the traffic of every tensor the plan materializes is in the sum). Linked to the schedule
+ * records of its clusters by signature and trial id. */
+struct PlanRecord {
+    std::string id;      ///< content hash of every other field; set by TuningDb::add_plan
+    std::string region;  ///< the region's signature (FusionRegion::signature)
+    std::string target;  ///< Halide target string with host resolved
+    /** The region's plan as plan_to_text writes its line ("region <sig> nodes N: 0 1 | 2"). Not
+     * parsed by the record rules: a reader parses it (parse_plan) and ignores a plan that does
+     * not parse or does not fit its model, with a warning. */
+    std::string plan;
+    std::vector<PlanCluster> clusters;  ///< one per cluster of the plan, in the plan's order
+    std::optional<double> ms;           ///< the region's time; absent when a cluster has no ok schedule
+    std::string error;                  ///< why there is no time; empty when ms is present
+    std::string strategy;               ///< "default" (the default clusters), "unfused", "cut", "merge", "user" (--plan)
+    // provenance, as a trial's
+    std::string fingerprint, fusor_version, host, created_at;
+};
+
 /** The schema version this fusor writes, in a database (PRAGMA user_version) and in an export. */
-constexpr int kTuningSchemaVersion = 5;
+constexpr int kTuningSchemaVersion = 6;
 /** The oldest version read; records of older versions get their ids recomputed (upgrade_records). */
 constexpr int kOldestTuningSchemaVersion = 1;
 
@@ -103,6 +130,21 @@ std::string trial_content(const Trial &t);
 /** The id a trial gets: content_hash(trial_content(t)). */
 std::string trial_content_id(const Trial &t);
 
+/** The first rule \p p breaks, or nullopt: ms absent or passing time_problem, error empty
+ * exactly when ms is present, at least one cluster, every cluster signature non-empty, every text
+ * valid UTF-8, and id the content hash of the other fields (plan_content_id). */
+std::optional<FieldProblem> plan_problem(const PlanRecord &p);
+/** Every field of \p p but the id, as one JSON array (docs/tuning_db.md): the text its id hashes. */
+std::string plan_content(const PlanRecord &p);
+/** The id a plan record gets: content_hash(plan_content(p)). */
+std::string plan_content_id(const PlanRecord &p);
+/** \p clusters as the compact JSON array of [signature, trial] pairs that the plan table's
+ * clusters column, the export and plan_content hold. */
+std::string plan_clusters_text(const std::vector<PlanCluster> &clusters);
+/** Reads plan_clusters_text's form from \p text into \p out; nullopt, or the problem (field
+ * "clusters" or "clusters[i]") when \p text is not that form. */
+std::optional<FieldProblem> parse_plan_clusters(const std::string &text, std::vector<PlanCluster> &out);
+
 /** \p text as a short one-line JSON string for an error message: control characters escaped,
  * invalid UTF-8 replaced, cut after 40 bytes ("..."). */
 std::string quote_text(const std::string &text);
@@ -118,12 +160,13 @@ struct TrialFeatures {
 /** The first rule \p f breaks, or nullopt: version >= 1, at least one value, every value finite. */
 std::optional<FieldProblem> features_problem(const TrialFeatures &f);
 
-/** Workloads and trials, as an export holds them and a database stores them; a database also
- * holds the trials' features (an export has none). */
+/** Workloads, trials and plans, as an export holds them and a database stores them; a database
+ * also holds the trials' features (an export has none). */
 struct TuningRecords {
     std::vector<Workload> workloads;
     std::vector<Trial> trials;
     std::vector<TrialFeatures> features;
+    std::vector<PlanRecord> plans;  ///< schema 6; none in older exports and databases
 };
 
 /** Brings records of schema \p version (1 or 2; each trial passing trial_problem for that
@@ -145,15 +188,24 @@ nlohmann::json trial_to_json(const Trial &t);
  * field checked with trial_problem; UserError "'<file>': <where>.<field>: <problem>" otherwise. */
 Trial trial_from_json(const nlohmann::json &object, const std::string &file, const std::string &where);
 
+/** \p p as a plan object of the current export format (plan_from_json reads it back). */
+nlohmann::json plan_to_json(const PlanRecord &p);
+
+/** A plan object of the current export format (\p where names it in \p file's errors): every
+ * field checked with plan_problem; UserError "'<file>': <where>.<field>: <problem>" otherwise. */
+PlanRecord plan_from_json(const nlohmann::json &object, const std::string &file, const std::string &where);
+
 /** The records of an export document \p text read from \p file: JSON with format
- * "fusor-tuning-db" and schema_version 1 to kTuningSchemaVersion, every workload and trial
- * checked (trial_problem; ids verified) and those of older versions upgraded (upgrade_records).
- * Anything else throws UserError naming \p file and the field, e.g. "'e.json':
- * trials[3].median_ms: ...", malformed JSON included. */
+ * "fusor-tuning-db" and schema_version 1 to kTuningSchemaVersion, every workload, trial and plan
+ * record checked (trial_problem, plan_problem; ids verified) and those of older versions upgraded
+ * (upgrade_records). "plans" is required from version 6 on and refused before it. Anything else
+ * throws UserError naming \p file and the field, e.g. "'e.json': trials[3].median_ms: ...",
+ * "plans[0].ms: ...", malformed JSON included. */
 TuningRecords parse_export(const std::string &text, const std::string &file);
 
 /** The export document of \p r, in the order given (TuningDb::export_json sorts): what
- * parse_export reads back unchanged. InternalError if a trial breaks the record rules. */
+ * parse_export reads back unchanged. InternalError if a trial or a plan record breaks the record
+ * rules. */
 std::string export_document(const TuningRecords &r);
 
 }  // namespace fusor

@@ -246,23 +246,27 @@ def inspect(model, shapes=None, target="host", layout="auto", optimize=True):
 
 
 def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, jobs=None, strategy=None, seed=None,
-             target=None, autoschedulers=None, timeout=None, confirm_rounds=None, layout=None, shard=None, progress=False):
+             target=None, autoschedulers=None, timeout=None, confirm_rounds=None, layout=None, shard=None, plan_search=True,
+             progress=False):
     """`fusor autotune MODEL --db DB ...`: searches schedules and stores every trial in db.
 
     db: a file, or a postgresql:// URL that many tuners share. shard: "K/N", tune only shard K of
-    the model's distinct clusters (docs/tuning_db.md, "Tuning across a fleet").
+    the model's distinct clusters (docs/tuning_db.md, "Tuning across a fleet"). plan_search: also
+    tune each region's other fusion plans and store their records (False: `--no-plan-search`).
 
     budget: "90s", "10m", "1h" (or seconds). progress: False (event lines go to the "fusor"
     logger), True (the CLI's progress line on stderr and events on stdout), or a callable that
     receives a dict after every measured candidate. Ctrl-C stops after the candidate being timed
     and raises KeyboardInterrupt; every trial measured so far is stored, and running again resumes.
-    Returns one dict per distinct cluster: cluster, signature, default_ms, best_ms, trials, confirmed.
+    Returns one dict per distinct cluster tuned (the default clusters', then those only other plans
+    have): cluster, signature, default_ms, best_ms, trials, confirmed.
     """
     if not _os.access(WORKER_EXECUTABLE, _os.X_OK):
         raise Error(f"fusor's worker executable is missing: {WORKER_EXECUTABLE} (the package is incomplete)")
     args = ["autotune", _path(model, "model"), "--db", _path(db, "db"), *_shape_flags(shapes),
             *_flags(budget=budget, trials=trials, threads=threads, jobs=jobs, strategy=strategy, seed=seed, target=target,
-                    autoschedulers=autoschedulers, timeout=timeout, confirm_rounds=confirm_rounds, layout=layout, shard=shard)]
+                    autoschedulers=autoschedulers, timeout=timeout, confirm_rounds=confirm_rounds, layout=layout, shard=shard,
+                    no_plan_search=not plan_search)]
     if progress is True:
         return _verb(args, stoppable=True)[1]
     report = progress if callable(progress) else (lambda p: None)

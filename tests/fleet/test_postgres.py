@@ -13,7 +13,8 @@ import pytest
 
 from conftest import BENCH_DB, CLI, cli, config_model, data_model, export
 
-QUICK = ["--threads", "1", "--autoschedulers", "none", "--confirm-rounds", "0"]
+# (the default clusters only: these tests count clusters and trials, and plans have tests of their own)
+QUICK = ["--threads", "1", "--autoschedulers", "none", "--confirm-rounds", "0", "--no-plan-search"]
 
 
 def trials_by_workload(doc):
@@ -123,7 +124,65 @@ def test_merge_both_ways_gives_identical_records(pg, tmp_path):
     assert filecmp.cmp(tmp_path / "icu.json", exports[1], shallow=False)
     # merging again adds nothing
     r = cli("db", "merge", "--into", db, a, b)
-    assert r.returncode == 0 and "0 trials added" in r.stdout and not re.search(r"[1-9]\d* trials added", r.stdout)
+    assert r.returncode == 0 and "0 trials and 0 plans added" in r.stdout and not re.search(r"[1-9]\d* (trials|plans)", r.stdout)
+
+
+def data_db(name):
+    return os.path.join(os.environ["FUSOR_SOURCE_DIR"], "tests", "data", "db", name)
+
+
+def test_plan_records_import_merge_show_and_prune_alike_on_either_engine(pg, tmp_path):
+    db = pg.create_db("plans")
+    fixture = data_db("v6_plans_export.json")
+    files = str(tmp_path / "files.db")
+    for into in (db, files):
+        r = cli("db", "import", into, fixture)
+        assert r.returncode == 0 and "27 trials and 4 plans added" in r.stdout, r.stdout + r.stderr
+    export(db, str(tmp_path / "pg.json"))
+    assert filecmp.cmp(tmp_path / "pg.json", fixture, shallow=False)  # the same records, ordered alike
+    outs = {verb: [cli("db", verb, src) for src in (db, files)] for verb in ("list", "show")}
+    for verb, (from_pg, from_file) in outs.items():
+        assert from_pg.returncode == 0 and from_pg.stdout == from_file.stdout, verb
+    assert "best plan" in outs["list"][0].stdout and "region 0cd4c88625527a178e150a970f42093c" in outs["show"][0].stdout
+    r = cli("db", "merge", "--into", db, files)
+    assert r.returncode == 0 and "0 trials and 0 plans added" in r.stdout, r.stdout + r.stderr
+    outs = [cli("db", "prune", src, "--keep", "1") for src in (db, files)]
+    assert all(o.returncode == 0 and "2 plans deleted" in o.stdout for o in outs), [o.stdout + o.stderr for o in outs]
+    for src, out in ((db, "pg_pruned.json"), (files, "files_pruned.json")):
+        export(src, str(tmp_path / out))
+    assert filecmp.cmp(tmp_path / "pg_pruned.json", tmp_path / "files_pruned.json", shallow=False)
+    assert pg.sql("SELECT count(*) FROM plan", db="plans") == "2"
+    # the server's CHECK constraints spell the record rules
+    for set_ in ("ms = -1", "ms = NULL", "error = 'slow'", "id = 'not a hash'"):
+        r = subprocess.run([pg.psql_bin, "-X", "-qtA", "-c", f"UPDATE plan SET {set_}", db], capture_output=True, text=True)
+        assert r.returncode != 0 and "violates check constraint" in r.stderr, (set_, r.stderr)
+
+
+def test_a_version_5_database_migrates_on_a_writing_open_and_is_read_as_6_by_a_reading_one(pg, tmp_path):
+    db = pg.create_db("five")
+    assert cli("db", "merge", "--into", db, data_db("v5.db")).returncode == 0
+    # as fusor of schema 5 left it: no plan table, schema_version 5
+    pg.sql("DROP TABLE plan; UPDATE fusor_meta SET value = '5' WHERE key = 'schema_version'", db="five")
+    pg.sql("CREATE ROLE reader LOGIN PASSWORD 'reader-secret'")
+    pg.sql("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader", db="five")
+    for url in (db, pg.url("five", user="reader", password="reader-secret")):
+        for verb in ("list", "show"):
+            r = cli("db", verb, url)
+            assert r.returncode == 0 and "0cd4c8862552" in r.stdout and "best plan" not in r.stdout, r.stdout + r.stderr
+        r = cli("db", "export", url, "-o", str(tmp_path / "e.json"))
+        assert r.returncode == 0, r.stderr
+    assert pg.sql("SELECT value FROM fusor_meta WHERE key = 'schema_version'", db="five") == "5"  # reading wrote nothing
+    assert pg.sql("SELECT to_regclass('plan') IS NULL", db="five") == "t"
+    # two writers open it at once: one migrates under the advisory lock, the other finds 6
+    procs = [subprocess.Popen([CLI, "db", "import", db, data_db("v6_plans_export.json")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert pg.sql("SELECT value FROM fusor_meta WHERE key = 'schema_version'", db="five") == "6"
+    assert pg.sql("SELECT count(*) FROM plan", db="five") == "4"
+    assert pg.sql("SELECT count(*) FROM trial", db="five") == "27"
+    r = cli("db", "list", db)
+    assert r.returncode == 0 and "best plan" in r.stdout, r.stdout + r.stderr
 
 
 def test_compile_from_either_store_gives_the_same_library(pg, tmp_path):
@@ -242,7 +301,8 @@ def test_python_autotunes_a_shard_into_postgres_and_loads_from_it(pg):
     import fusor  # the package of this build (PYTHONPATH)
     db = pg.create_db("python")
     model = config_model("resnet_block")
-    results = fusor.autotune(model, db=db, shard="1/2", trials=3, threads=1, jobs=1, autoschedulers="none", confirm_rounds=0)
+    results = fusor.autotune(model, db=db, shard="1/2", trials=3, threads=1, jobs=1, autoschedulers="none", confirm_rounds=0,
+                             plan_search=False)
     everything = fusor.inspect(model)
     assert 1 <= len(results) < len(everything["clusters"])
     m = fusor.load(model, db=db, threads=1)

@@ -21,6 +21,10 @@ bool same(const fusor::TuningRecords &a, const fusor::TuningRecords &b) {
     for (size_t i = 0; i < a.trials.size(); i++) {
         if (a.trials[i].id != b.trials[i].id || fusor::trial_content(a.trials[i]) != fusor::trial_content(b.trials[i])) return false;
     }
+    if (a.plans.size() != b.plans.size()) return false;
+    for (size_t i = 0; i < a.plans.size(); i++) {
+        if (a.plans[i].id != b.plans[i].id || fusor::plan_content(a.plans[i]) != fusor::plan_content(b.plans[i])) return false;
+    }
     return true;
 }
 

@@ -33,8 +33,9 @@ inline TuningTask model_task(const std::string &model) {
 }
 
 /** Options of a short autotune run of \p trials in the test workers (fusor_test_worker, which
- * knows the test ops), at 1 thread and 3 repeats, without confirm rounds (they have their own
- * tests and would double these tests' time). */
+ * knows the test ops), at 1 thread and 3 repeats, on the default clusters: without confirm
+ * rounds and without the plan search (they have their own tests, and their tasks would take
+ * these tests' trials). */
 inline AutotuneOptions tuning_options(int trials) {
     AutotuneOptions o;
     o.trials = trials;
@@ -43,6 +44,7 @@ inline AutotuneOptions tuning_options(int trials) {
     o.worker_exe = FUSOR_TEST_WORKER;
     o.timeout_s = 120;
     o.confirm_rounds = 0;
+    o.search_plans = false;
     return o;
 }
 

@@ -595,6 +595,41 @@ TEST_CASE("cli: inspect --print-plan writes a plan that --plan reads back, and r
     CHECK_THAT(tune.out, Contains("cluster 1/5 c0 (x_to_nhwc)"));
 }
 
+TEST_CASE("cli: autotune searches fusion plans, inspect --db names each region's plan and ignores a region the model lacks, "
+          "db list and show print the plans",
+          "[tools][cli][plan]") {
+    TempDir dir;
+    std::string db = dir.file("t.db");
+    std::string block = std::string(FUSOR_SOURCE_DIR) + "/configs/models/resnet_block.json", chain = data("models/eltwise_chain.json");
+    for (const std::string &model : {block, chain}) {
+        Result tune = run_fusor("autotune '" + model + "' --trials 12 --jobs 1 --autoschedulers none --confirm-rounds 0 --db '" + db + "'");
+        INFO(tune.out << tune.err);
+        REQUIRE(tune.status == 0);
+        CHECK_THAT(tune.out, Contains("fusion plans: 1 region(s)"));
+    }
+    Result shown = run_fusor("inspect '" + block + "' --db '" + db + "'");
+    INFO(shown.out << shown.err);
+    REQUIRE(shown.status == 0);
+    CHECK_THAT(shown.out, Contains("fusion plans from tuning db") && Contains("r0 (") && Contains("measured on this machine"));
+    CHECK_THAT(shown.out, Contains("not in this model; its plans are ignored"));
+    Result j = run_fusor("inspect '" + block + "' --json --db '" + db + "'");
+    REQUIRE(j.status == 0);
+    auto doc = nlohmann::json::parse(j.out);
+    REQUIRE(doc.contains("db_plans"));
+    CHECK(doc["db_plans"]["regions"].size() == 2);  // the block's region, and the chain's, which it lacks
+    Result list = run_fusor("db list '" + db + "'");
+    REQUIRE(list.status == 0);
+    CHECK_THAT(list.out, Contains("region"));
+    // a database without plans: the default clusters, and why
+    Result fixed = run_fusor("autotune '" + block + "' --trials 4 --jobs 1 --autoschedulers none --confirm-rounds 0 --no-plan-search --db '" +
+                             dir.file("fixed.db") + "'");
+    REQUIRE(fixed.status == 0);
+    CHECK_THAT(fixed.out, !Contains("fusion plans:"));
+    Result none = run_fusor("inspect '" + block + "' --db '" + dir.file("fixed.db") + "'");
+    REQUIRE(none.status == 0);
+    CHECK_THAT(none.out, Contains("default clusters: the database has no plan of this region"));
+}
+
 TEST_CASE("cli: inspect reports the memory plan and partitions under a budget or across devices", "[tools][cli][memory]") {
     std::string model = data("models/transformer_mlp.json");
     Result r = run_fusor("inspect --json --no-optimize '" + model + "'");

@@ -172,6 +172,47 @@ TEST_CASE("compile: the audio front end's AOT library gives the JIT outputs", "[
     check_model("models/audio_frontend.json");
 }
 
+TEST_CASE("compile: a merged fusion plan (--plan) compiled AOT gives the JIT outputs", "[tools][compile][plan]") {
+    TempDir d;
+    // a conv, an interpolating Resize (a cluster of its own by default) and a conv
+    std::string model = d.file("up.json");
+    std::ofstream(model) << R"({"format_version": 1, "name": "up",
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 2, 6, 6]}], "outputs": ["y"],
+        "initializers": [{"name": "w1", "dtype": "f32", "shape": [3, 2, 3, 3], "random": {"seed": 1}},
+                         {"name": "w2", "dtype": "f32", "shape": [4, 3, 3, 3], "random": {"seed": 2}},
+                         {"name": "scales", "dtype": "f32", "shape": [4], "data": [1, 1, 2, 2]}],
+        "nodes": [{"name": "conv1", "op": "Conv", "inputs": ["x", "w1"], "outputs": ["a"], "attrs": {"pads": [1, 1, 1, 1]}},
+                  {"name": "up", "op": "Resize", "inputs": ["a", "", "scales"], "outputs": ["u"], "attrs": {"mode": "linear"}},
+                  {"name": "conv2", "op": "Conv", "inputs": ["u", "w2"], "outputs": ["y"]}]})";
+    Result shown = shell(std::string("'") + FUSOR_BINARY + "' inspect '" + model + "' --no-optimize --print-plan", d);
+    REQUIRE(shown.status == 0);
+    size_t at = shown.out.find("\nregion ");
+    REQUIRE(at != std::string::npos);
+    std::string line = shown.out.substr(at + 1, shown.out.find('\n', at + 1) - at - 1);
+    INFO(line);
+    REQUIRE(line.substr(line.find(':')) == ": 0 | 1 | 2");
+    // the Resize merged into the second conv's prologue
+    std::ofstream(d.file("merged.plan")) << "fusor-plan 1\n" << line.substr(0, line.find(':')) << ": 0 | 1 2\n";
+    Graph g = load_graph_json(model);
+    std::string in_args = run_jit_reference(d, model, g, 7).positional_args;
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --no-optimize -o '" + d.file("lib") + "' --name m --plan '" +
+                         d.file("merged.plan") + "'",
+                     d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    CHECK_THAT(c.out, Contains("plan applied, 2 cluster(s)") && Contains("2 clusters"));
+    std::string app = build_driver(d, d.file("lib"), "m");
+    Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
+    INFO(run.out);
+    REQUIRE(run.status == 0);
+    check_outputs_match_jit(d, g);
+    // --plan with --unfused: refused
+    Result both = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib2") + "' --unfused --plan '" +
+                            d.file("merged.plan") + "'",
+                        d);
+    CHECK(both.status == 2);
+}
+
 TEST_CASE("compile: constant weights are packed at build time and baked in: nothing packed per call, no weight stored twice",
           "[tools][compile][prepack]") {
     TempDir d;

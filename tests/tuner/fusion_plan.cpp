@@ -8,6 +8,8 @@
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
+#include "graph/Random.h"
+#include "reference/Reference.h"
 #include "runtime/Executor.h"
 #include "tuner/FusionPlan.h"
 
@@ -179,23 +181,23 @@ TEST_CASE("fusion plan: a plan for another node count, with two convs in a clust
     plan.regions = {wrong};
     CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::StartsWith("p.plan: region " + r.signature));
     CHECK(node_sets(g) == before);
-    // the first and the last node together, everything between apart: the middle reads the first
-    // kernel and the last kernel reads the middle
+    // the first conv with the residual add (both read x), everything between apart: the middle
+    // reads the first kernel and the first kernel's add reads the middle
     RegionPlan cycle;
     cycle.signature = r.signature;
     cycle.nodes = (int)r.nodes.nodes.size();
-    REQUIRE(cycle.nodes >= 3);
-    cycle.clusters = {{0, cycle.nodes - 1}, {}};
-    for (int i = 1; i < cycle.nodes - 1; i++) cycle.clusters[1].push_back(i);
+    REQUIRE(cycle.nodes == 7);
+    REQUIRE(g.nodes[(size_t)r.nodes.nodes[5]].op == OpKind::Add);
+    cycle.clusters = {{0, 5}, {1, 2, 3, 4}, {6}};
     plan.regions = {cycle};
-    CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::StartsWith("p.plan: the plan cannot be applied") && Catch::Contains("cycle"));
+    CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::StartsWith("p.plan: region " + r.signature) && Catch::Contains("cycle"));
     CHECK(node_sets(g) == before);
     // conv into conv: both convs of the block in one cluster
     RegionPlan merged = cycle;
     merged.clusters = {{}};
     for (int i = 0; i < merged.nodes; i++) merged.clusters[0].push_back(i);
     plan.regions = {merged};
-    CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::StartsWith("p.plan: region " + r.signature + ": cluster 0 holds 2 convs"));
+    CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::StartsWith("p.plan: region " + r.signature) && Catch::Contains("cluster 0 holds 2 convs"));
     CHECK(node_sets(g) == before);
 }
 
@@ -220,4 +222,120 @@ TEST_CASE("fusion plan: an opaque op (LSTM) with other nodes in one cluster is r
     std::vector<std::vector<NodeId>> before = node_sets(g);
     CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::Contains("cluster 0 puts LSTM with other nodes"));
     CHECK(node_sets(g) == before);
+}
+
+namespace {
+
+/** A conv, an interpolating Resize (its own cluster: clustering keeps it out of a conv's
+ * prologue) and a second conv; and a matmul whose Transpose consumer is not its epilogue. */
+Graph merge_model() {
+    return parse_graph_json(R"({"format_version": 1,
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 2, 6, 6]}, {"name": "m", "dtype": "f32", "shape": [4, 8]}],
+        "outputs": ["y", "t"],
+        "initializers": [{"name": "w1", "dtype": "f32", "shape": [3, 2, 3, 3], "random": {"seed": 1}},
+                         {"name": "w2", "dtype": "f32", "shape": [4, 3, 3, 3], "random": {"seed": 2}},
+                         {"name": "wm", "dtype": "f32", "shape": [8, 8], "random": {"seed": 3}},
+                         {"name": "scales", "dtype": "f32", "shape": [4], "data": [1, 1, 2, 2]}],
+        "nodes": [{"name": "conv1", "op": "Conv", "inputs": ["x", "w1"], "outputs": ["a"], "attrs": {"pads": [1, 1, 1, 1]}},
+                  {"name": "up", "op": "Resize", "inputs": ["a", "", "scales"], "outputs": ["u"], "attrs": {"mode": "linear"}},
+                  {"name": "conv2", "op": "Conv", "inputs": ["u", "w2"], "outputs": ["y"]},
+                  {"name": "mm", "op": "MatMul", "inputs": ["m", "wm"], "outputs": ["p"]},
+                  {"name": "relu", "op": "Relu", "inputs": ["p"], "outputs": ["r"]},
+                  {"name": "tr", "op": "Transpose", "inputs": ["r"], "outputs": ["t"]}]})");
+}
+
+/** Runs \p g on its own clusters and checks every output against the C++ reference evaluator. */
+void check_planned_against_reference(const Graph &g) {
+    auto inputs = random_inputs(g, 5);
+    auto expected = ref::evaluate(g, inputs);
+    ExecutorOptions o;
+    o.keep_clusters = true;
+    Executor ex(g, o);
+    REQUIRE(ex.num_kernels() == g.clusters.size());
+    for (size_t i = 0; i < inputs.size(); i++) ex.set_input(i, inputs[i].data(), inputs[i].size());
+    ex.run();
+    for (size_t k = 0; k < expected.size(); k++) {
+        std::vector<double> got = ref::from_bytes(expected[k].type, ex.output(k).data()).data;
+        REQUIRE(got.size() == expected[k].data.size());
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size(); i++) bad += !(std::abs(got[i] - expected[k].data[i]) <= 1e-4 * (1 + std::abs(expected[k].data[i])));
+        CHECK(bad == 0);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("fusion plan: every candidate plan (unfused, cut, merge) is legal and computes the C++ reference's and the unfused outputs",
+          "[tuner][plan]") {
+    std::set<std::string> strategies;
+    std::vector<std::pair<std::string, Graph>> models;
+    for (const char *model : {"resnet_block", "mobilenet_v2_block", "transformer_mlp", "attention_scores"}) models.emplace_back(model, clustered(model));
+    Graph merges = merge_model();
+    form_clusters(merges);
+    models.emplace_back("conv, linear resize, conv; matmul, relu, transpose", merges);
+    for (const auto &[name, g] : models) {
+        std::vector<FusionRegion> regions = form_regions(g);
+        std::vector<std::vector<CandidatePlan>> plans;
+        size_t most = 0;
+        for (const FusionRegion &r : regions) {
+            plans.push_back(candidate_plans(g, r));
+            REQUIRE_FALSE(plans.back().empty());
+            CHECK(plans.back()[0].strategy == "default");
+            CHECK(plans.back()[0].plan.clusters == region_plan(g, r).clusters);
+            CHECK((int)plans.back().size() <= kRegionPlans);
+            most = std::max(most, plans.back().size());
+        }
+        // graph k: every region with a k-th candidate clustered by it
+        for (size_t k = 1; k < most; k++) {
+            INFO(name << ", candidate " << k);
+            Graph h = g;
+            FusionPlan plan;
+            for (size_t i = 0; i < regions.size(); i++) {
+                if (k >= plans[i].size() || plan.find(regions[i].signature)) continue;
+                CHECK(region_plan_problem(g, regions[i], plans[i][k].plan).empty());
+                plan.regions.push_back(plans[i][k].plan);
+                strategies.insert(plans[i][k].strategy);
+            }
+            apply_plan(h, plan, "candidates");
+            check_planned_against_reference(h);
+            CHECK(fused_vs_unfused(h) < 1e-4);
+        }
+    }
+    CHECK(strategies == std::set<std::string>{"unfused", "cut", "merge"});
+}
+
+TEST_CASE("fusion plan: an illegal move says why: nodes that are not adjacent, two anchors, an opaque op", "[tuner][plan]") {
+    Graph g = merge_model();
+    form_clusters(g);
+    std::vector<FusionRegion> regions = form_regions(g);
+    const FusionRegion *convs = nullptr;
+    for (const FusionRegion &r : regions) {
+        if (r.nodes.nodes.size() == 3 && g.nodes[(size_t)r.nodes.nodes[0]].name == "conv1") convs = &r;
+    }
+    REQUIRE(convs);
+    RegionPlan p{convs->signature, 3, {{0, 2}, {1}}, ""};  // conv1 with conv2, the resize between apart
+    CHECK_THAT(region_plan_problem(g, *convs, p), Catch::Contains("holds 2 convs"));
+    Graph two = parse_graph_json(R"({"format_version": 1,
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [8]}], "outputs": ["b", "d"],
+        "nodes": [{"name": "e", "op": "Exp", "inputs": ["x"], "outputs": ["a"]},
+                  {"name": "s", "op": "Softmax", "inputs": ["a"], "outputs": ["b"]},
+                  {"name": "n", "op": "Neg", "inputs": ["b"], "outputs": ["c"]},
+                  {"name": "t", "op": "Tanh", "inputs": ["c"], "outputs": ["d"]}]})");
+    form_clusters(two);
+    std::vector<FusionRegion> r2 = form_regions(two);
+    REQUIRE(r2.size() == 1);
+    REQUIRE(r2[0].nodes.nodes.size() == 4);
+    RegionPlan apart{r2[0].signature, 4, {{0, 3}, {1}, {2}}, ""};  // exp with tanh: neither reads the other nor what it reads
+    CHECK_THAT(region_plan_problem(two, r2[0], apart), Catch::Contains("not adjacent"));
+    FusionPlan plan;
+    plan.regions = {apart};
+    std::vector<std::vector<NodeId>> before = node_sets(two);
+    CHECK_THROWS_WITH(apply_plan(two, plan, "p.plan"), Catch::StartsWith("p.plan: region " + r2[0].signature) && Catch::Contains("not adjacent"));
+    CHECK(node_sets(two) == before);
+    std::vector<std::string> warnings;
+    std::vector<std::string> lines = apply_plan(two, plan, "db", &warnings);
+    REQUIRE(warnings.size() == 1);
+    CHECK_THAT(warnings[0], Catch::Contains(r2[0].signature) && Catch::Contains("not adjacent") && Catch::Contains("default clusters are used"));
+    CHECK_THAT(lines[0], Catch::Contains("default clusters (the plan does not fit)"));
+    CHECK(node_sets(two) == before);
 }

@@ -41,9 +41,15 @@ TEST_CASE("session: use_tuning_db compiles the schedules this machine measured",
     Session tuned(model, o);
     Session plain(model);
     REQUIRE(tuned.executor().num_kernels() == 1);
+    // one line per cluster, and one per region for its fusion plan
+    std::vector<std::string> schedules;
+    for (const std::string &line : log) {
+        if (line.rfind("plan r0", 0) != 0) schedules.push_back(line);
+    }
     INFO((log.empty() ? std::string("no log") : log[0]));
-    REQUIRE(log.size() == 1);
-    CHECK_THAT(log[0], Contains("tuned schedule"));
+    REQUIRE(log.size() == 2);
+    REQUIRE(schedules.size() == 1);
+    CHECK_THAT(schedules[0], Contains("tuned schedule"));
     CHECK(tuned.executor().kernel(0).tuned);
     CHECK_FALSE(plain.executor().kernel(0).tuned);
 

@@ -476,7 +476,7 @@ TEST_CASE("tuning db import: malformed files are refused, naming the file, and i
 
     std::vector<std::pair<std::string, std::function<void(nlohmann::json &)>>> cases = {
         {"format", [](nlohmann::json &j) { j["format"] = "something-else"; }},
-        {"schema_version: is 6; this fusor reads versions 1 to 5", [](nlohmann::json &j) { j["schema_version"] = 6; }},
+        {"schema_version: is 7; this fusor reads versions 1 to 6", [](nlohmann::json &j) { j["schema_version"] = 7; }},
         {"trials[1].runs: expected an integer or null", [](nlohmann::json &j) { j["trials"][1]["runs"] = 2.5; }},
         {"missing field 'verify_ms'", [](nlohmann::json &j) { j["trials"][1].erase("verify_ms"); }},
         {"trials", [](nlohmann::json &j) { j.erase("trials"); }},
@@ -602,7 +602,7 @@ TEST_CASE("tuning db refuses a newer schema version and leaves the file alone",
     raw_exec(path, "PRAGMA user_version = 7");
     std::string before = slurp(path);
     check_db_error_names([&] { TuningDb db(path); }, "v7.db",
-                         "schema version 7; this fusor reads versions 1 to 5");
+                         "schema version 7; this fusor reads versions 1 to 6");
     check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v7.db",
                          "schema version 7");
     CHECK(slurp(path) == before);
@@ -779,19 +779,19 @@ TEST_CASE("fusor db: list, show, export, import, merge and prune", "[tuner][tuni
     CHECK(r.status == 0);
     r = run_fusor("db import '" + dir.file("copy.db") + "' '" + json + "'");
     CHECK(r.status == 0);
-    CHECK_THAT(r.out, Contains("4 trials added"));
+    CHECK_THAT(r.out, Contains("4 trials and 0 plans added"));
     CHECK(trial_ids(dir.file("copy.db")) == trial_ids(path));
 
     r = run_fusor("db merge --into '" + dir.file("copy.db") + "' '" + path + "' '" + other + "'");
     CHECK(r.status == 0);
-    CHECK_THAT(r.out, Contains("runs.db: 0 trials added"));
-    CHECK_THAT(r.out, Contains("other.db: 1 trials added"));
+    CHECK_THAT(r.out, Contains("runs.db: 0 trials and 0 plans added"));
+    CHECK_THAT(r.out, Contains("other.db: 1 trials and 0 plans added"));
     CHECK(trial_ids(dir.file("copy.db")).size() == 5);
 
     r = run_fusor("db prune '" + dir.file("copy.db") + "' --keep 1");
     CHECK(r.status == 0);
     CHECK_THAT(r.out,
-               Contains("3 trials deleted"));  // the timeout and the slower ok of each workload
+               Contains("3 trials and 0 plans deleted"));  // the timeout and the slower ok of each workload
     CHECK(trial_ids(dir.file("copy.db")).size() == 2);
 
     CHECK(run_fusor("db").status == 2);  // a db verb is required
@@ -1082,7 +1082,7 @@ TEST_CASE("tuning db migration: read-only, merge and import read an older file i
         CHECK(TuningDb(in_place).merge_from(path) == 0);
         Result merge = run_fusor("db merge --into '" + in_place + "' '" + path + "'");
         CHECK(merge.status == 0);
-        CHECK_THAT(merge.out, Contains("0 trials added"));
+        CHECK_THAT(merge.out, Contains("0 trials and 0 plans added"));
         TuningDb imported(dir.file("imported.db"));
         CHECK(imported.import_json(dir.file("old.json")) == (int)old.size());
         CHECK(trial_ids(imported) == trial_ids(into));
@@ -1343,7 +1343,7 @@ TEST_CASE("fusor db import: a bad time, order or number in an export is exit 2 n
         {with([](nlohmann::json &j) { j["trials"][1]["max_ms"] = 0.5; }), "trials[1].max_ms: 0.5 is less than median_ms 2"},
         {raw_median("1e999"), "trials[1].median_ms: malformed JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"},
         {raw_median("-0.0"), "trials[1].median_ms: -0 is not a finite positive number"},
-        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 5"},
+        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 6"},
         {with([](nlohmann::json &j) { j["schema_version"] = nlohmann::json::array({nlohmann::json::array()}); }), "schema_version: is a JSON array"},
         {"{\"format\": \"fusor-tuning-db\", \"trials\": [{}, {\"a\": [1, 2, }]}", "trials[1].a[2]: malformed JSON"},
     };
@@ -1576,4 +1576,398 @@ TEST_CASE("tuning db: features are stored beside their trial, read per version, 
     // a value edited by hand into a NaN (the float's bytes, little-endian) is refused on opening
     raw_exec(b_path, "UPDATE trial_features SET features = x'0000c07f'");
     check_db_error_names([&] { TuningDb again(b_path); }, b_path, "features");
+}
+
+namespace {
+
+using fusor::PlanRecord;
+
+const std::string kRegion = "0123456789abcdef0123456789abcdef";
+
+/** A plan record of \p region whose every field depends on \p n, with one cluster per '|'-separated
+ * group of \p plan ("nodes 3: 0 1 | 2" by default); without \p ms it says why. */
+PlanRecord make_plan(int n, std::optional<double> ms, const std::string &fingerprint = kCpuA, const std::string &nodes = "nodes 3: 0 1 | 2",
+                     const std::string &region = kRegion) {
+    PlanRecord p;
+    p.region = region;
+    p.target = kTarget;
+    p.plan = "region " + region + " " + nodes;
+    for (size_t i = 0; i <= (size_t)std::count(nodes.begin(), nodes.end(), '|'); i++) {
+        p.clusters.push_back({"c" + std::to_string(n) + "_" + std::to_string(i), i == 0 ? "" : "t" + std::to_string(n)});
+    }
+    p.ms = ms;
+    if (!ms) p.error = "cluster 1 has no ok schedule";
+    p.strategy = "merge";
+    p.fingerprint = fingerprint;
+    p.fusor_version = "0.1.0";
+    p.host = "testhost";
+    p.created_at = "2026-01-01T00:01:" + std::string(n < 10 ? "0" : "") + std::to_string(n % 60) + "Z";
+    return p;
+}
+
+void check_same_plan(const PlanRecord &a, const PlanRecord &b) {
+    CHECK(a.id == b.id);
+    CHECK(fusor::plan_content(a) == fusor::plan_content(b));  // every other field
+}
+
+std::vector<std::string> plan_ids(const std::vector<PlanRecord> &plans) {
+    std::vector<std::string> out;
+    for (const PlanRecord &p : plans) out.push_back(p.id);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("tuning db plans: plan records round-trip through add_plan, plans and best_plan, the fastest on a matching fingerprint",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("plans.db");
+    std::vector<PlanRecord> added = {make_plan(3, 2.0), make_plan(1, 1.5), make_plan(2, 1.0, kCpuB, "nodes 3: 0 | 1 2"),
+                                     make_plan(4, std::nullopt), make_plan(5, 0.5, kOtherIsa), make_plan(6, 0.75, kCpuA, "nodes 2: 0 1", "ffff")};
+    {
+        TuningDb db(path);
+        for (PlanRecord &p : added) {
+            std::string id = db.add_plan(p);
+            CHECK(id == p.id);
+            CHECK(id == fusor::plan_content_id(p));
+        }
+        PlanRecord again = make_plan(3, 2.0);
+        CHECK(db.add_plan(again) == added[0].id);  // stored once
+    }
+    TuningDb db(path);  // reopened: every row read through the record rules
+    std::vector<PlanRecord> got = db.plans(kRegion, kTarget);
+    REQUIRE(got.size() == 5);
+    // oldest first: created_at follows n
+    CHECK(plan_ids(got) == std::vector<std::string>{added[1].id, added[2].id, added[0].id, added[3].id, added[4].id});
+    for (const PlanRecord &p : got) {
+        auto same = std::find_if(added.begin(), added.end(), [&](const PlanRecord &a) { return a.id == p.id; });
+        REQUIRE(same != added.end());
+        check_same_plan(p, *same);
+    }
+    CHECK(got[0].clusters.size() == 2);
+    CHECK(got[0].clusters[0].trial.empty());
+    CHECK(got[0].clusters[1].trial == "t1");
+    CHECK(got[3].error == "cluster 1 has no ok schedule");
+    CHECK(!got[3].ms);
+    CHECK(db.plans(kRegion, "x86-64-linux-sse41").empty());
+    CHECK(db.all_plans().size() == 6);
+    CHECK(db.all_plans().back().region == "ffff");  // by region, target, then id
+
+    // the fastest timed record on a matching machine, as best() matches fingerprints
+    CHECK(db.best_plan(kRegion, kTarget, kCpuA)->id == added[1].id);    // 1.5 beats 2.0; the untimed one never answers
+    CHECK(db.best_plan(kRegion, kTarget, kCpuB)->id == added[2].id);
+    CHECK(db.best_plan(kRegion, kTarget, kFamily)->id == added[2].id);  // any machine of the ISA: 1.0
+    CHECK(db.best_plan(kRegion, kTarget, kOtherIsa)->id == added[4].id);
+    CHECK(!db.best_plan(kRegion, kTarget, "cpu:Model Z|isa:x86-64-linux-sse41"));
+    CHECK(!db.best_plan(kRegion, kTarget, "gpu:"));
+    CHECK(!db.best_plan("ffff", "x86-64-linux-sse41", kCpuA));
+    // ties on ms: the smaller id
+    PlanRecord tie_a = make_plan(10, 0.25, kCpuA, "nodes 3: 0 1 2"), tie_b = make_plan(11, 0.25, kCpuA, "nodes 3: 0 | 1 | 2");
+    TuningDb writer(path);
+    writer.add_plan(tie_a);
+    writer.add_plan(tie_b);
+    CHECK(db.best_plan(kRegion, kTarget, kCpuA)->id == std::min(tie_a.id, tie_b.id));
+    CHECK(fusor::faster_plan(tie_a, tie_b) == (tie_a.id < tie_b.id));
+    CHECK(fusor::faster_plan(added[1], added[3]));  // timed before untimed
+    CHECK_FALSE(fusor::faster_plan(added[3], added[1]));
+}
+
+TEST_CASE("tuning db plans: a plan record that breaks a rule is refused naming the field, and so is a bad or edited row",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("plans.db");
+    std::vector<std::pair<std::string, std::function<void(PlanRecord &)>>> cases = {
+        {"ms: -1 is not a finite positive number", [](PlanRecord &p) { p.ms = -1; }},
+        {"ms: inf is not", [](PlanRecord &p) { p.ms = std::numeric_limits<double>::infinity(); }},
+        {"error: is empty, but ms is absent", [](PlanRecord &p) { p.ms.reset(); }},
+        {"error: must be empty when ms is present", [](PlanRecord &p) { p.error = "slow"; }},
+        {"clusters: no clusters", [](PlanRecord &p) { p.clusters.clear(); }},
+        {"clusters[1]: the signature is empty", [](PlanRecord &p) { p.clusters[1].signature = ""; }},
+        {"clusters[0]: is not valid UTF-8", [](PlanRecord &p) { p.clusters[0].trial = "\xff"; }},
+        {"plan: is not valid UTF-8", [](PlanRecord &p) { p.plan += "\xc3"; }},
+        {"host: is not valid UTF-8", [](PlanRecord &p) { p.host = "\x80"; }},
+    };
+    PlanRecord p = make_plan(1, 2.0);
+    {
+        TuningDb db(path);
+        for (auto &[detail, edit] : cases) {
+            INFO(detail);
+            PlanRecord bad = make_plan(1, 2.0);
+            edit(bad);
+            check_db_error_names([&] { db.add_plan(bad); }, path, "plan \"");
+            check_db_error_names([&] { db.add_plan(bad); }, path, detail);
+            std::vector<Workload> none;
+            std::vector<Trial> no_trials;
+            std::vector<PlanRecord> plans = {make_plan(2, 1.0), bad};
+            check_db_error_names([&] { db.add_all(none, no_trials, plans); }, path, detail);
+        }
+        CHECK(db.all_plans().empty());  // nothing of a refused batch either
+        CHECK(fusor::plan_problem(p)->field == "id");  // no id yet
+        db.add_plan(p);
+        CHECK(!fusor::plan_problem(p));
+    }
+
+    // the typed table refuses a bad value written by hand
+    std::string where = " WHERE id = " + sql_text(p.id);
+    for (std::string set : {"ms = -1", "ms = 'abc'", "ms = 9e999", "ms = NULL", "error = 'slow'", "id = 'not a hash'", "region = NULL"}) {
+        INFO(set);
+        CHECK(raw_exec_rc(path, "UPDATE plan SET " + set + where) != SQLITE_OK);
+    }
+    // a row edited within the rules no longer matches its id; clusters that are not pairs are refused
+    std::string edited = dir.file("edited.db"), bad_clusters = dir.file("clusters.db");
+    fs::copy_file(path, edited);
+    fs::copy_file(path, bad_clusters);
+    raw_exec(edited, "UPDATE plan SET ms = 2.5" + where);
+    check_db_error_names([&] { TuningDb again(edited, TuningDb::Mode::ReadOnly); }, edited,
+                         "is malformed: plan \"" + p.id + "\": id: \"" + p.id + "\" is not the content hash of the plan record");
+    raw_exec(bad_clusters, "UPDATE plan SET clusters = '[[\"a\", 1]]'" + where);
+    check_db_error_names([&] { TuningDb again(bad_clusters); }, bad_clusters, "plan \"" + p.id + "\": clusters[0]: expected a [signature, trial] pair");
+    raw_exec(bad_clusters, "UPDATE plan SET clusters = 'nonsense'" + where);
+    check_db_error_names([&] { TuningDb again(bad_clusters); }, bad_clusters, "plan \"" + p.id + "\": clusters: not JSON");
+}
+
+TEST_CASE("tuning db plans: export and import carry plan records, twice adds nothing, and a bad plan names its field",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    // regions a1 < a2 < a3: the export sorts by region, so plans[i] is the i-th
+    std::vector<PlanRecord> plans = {make_plan(1, 2.0, kCpuA, "nodes 3: 0 1 | 2", "a1"), make_plan(2, std::nullopt, kCpuA, "nodes 3: 0 1 | 2", "a2"),
+                                     make_plan(3, 1.0 / 3.0, kCpuB, "nodes 3: 0 1 2", "a3")};
+    std::string json = dir.file("out.json");
+    {
+        TuningDb src(dir.file("src.db"));
+        src.add_workload(workload("s1"));
+        Trial t = make_trial("s1", 0);
+        src.add_trial(t);
+        for (PlanRecord &p : plans) src.add_plan(p);
+        src.export_json(json);
+    }
+    nlohmann::json doc = nlohmann::json::parse(slurp(json));
+    CHECK(doc["schema_version"] == 6);
+    REQUIRE(doc["plans"].size() == 3);
+    CHECK(doc["plans"][0]["clusters"] == nlohmann::json::array({{"c1_0", ""}, {"c1_1", "t1"}}));
+    CHECK(doc["plans"][1]["ms"].is_null());
+    CHECK(doc["plans"][2]["region"] == "a3");
+    fusor::PlanRecord round = fusor::plan_from_json(fusor::plan_to_json(plans[2]), "x.json", "plans[2]");
+    check_same_plan(round, plans[2]);
+
+    TuningDb dst(dir.file("dst.db"));
+    int plans_added = -1;
+    CHECK(dst.import_json(json, &plans_added) == 1);
+    CHECK(plans_added == 3);
+    CHECK(dst.import_json(json, &plans_added) == 0);
+    CHECK(plans_added == 0);
+    for (const PlanRecord &p : plans) {
+        std::vector<PlanRecord> got = dst.plans(p.region, p.target);
+        auto same = std::find_if(got.begin(), got.end(), [&](const PlanRecord &g) { return g.id == p.id; });
+        REQUIRE(same != got.end());
+        check_same_plan(*same, p);
+    }
+    dst.export_json(dir.file("again.json"));
+    CHECK(slurp(dir.file("again.json")) == slurp(json));  // the same records give the same bytes
+    // the checked-in export of version 6 reads back byte for byte
+    TuningDb fixture(dir.file("fixture.db"));
+    CHECK(fixture.import_json(test_data("db/v6_plans_export.json"), &plans_added) == 27);
+    CHECK(plans_added == 4);
+    fixture.export_json(dir.file("fixture.json"));
+    CHECK(slurp(dir.file("fixture.json")) == slurp(test_data("db/v6_plans_export.json")));
+
+    auto with = [&](const std::function<void(nlohmann::json &)> &edit) {
+        nlohmann::json j = doc;
+        edit(j);
+        return j.dump(1);
+    };
+    std::vector<std::pair<std::string, std::string>> cases = {
+        {with([](nlohmann::json &j) { j["plans"][2]["ms"] = -1; }), "plans[2].ms: -1 is not a finite positive number"},
+        {with([](nlohmann::json &j) { j["plans"][2]["ms"] = "fast"; }), "plans[2].ms: expected a number or null"},
+        {with([](nlohmann::json &j) { j["plans"][0]["ms"] = 2.5; }), "plans[0].id: "},
+        {with([](nlohmann::json &j) { j["plans"][1]["error"] = ""; }), "plans[1].error: is empty, but ms is absent"},
+        {with([](nlohmann::json &j) { j["plans"][0]["clusters"] = 3; }), "plans[0].clusters: expected an array of [signature, trial] pairs"},
+        {with([](nlohmann::json &j) { j["plans"][0]["clusters"][1] = {"a"}; }), "plans[0].clusters[1]: expected a [signature, trial] pair"},
+        {with([](nlohmann::json &j) { j["plans"][0]["clusters"] = nlohmann::json::array(); }), "plans[0].clusters: no clusters"},
+        {with([](nlohmann::json &j) { j["plans"][0].erase("region"); }), "plans[0]: missing field 'region'"},
+        {with([](nlohmann::json &j) { j["plans"][1] = 7; }), "plans[1]: expected an object"},
+        {with([](nlohmann::json &j) { j.erase("plans"); }), "missing field 'plans'"},
+        {with([](nlohmann::json &j) { j["plans"] = 1; }), "plans: expected an array"},
+        {with([](nlohmann::json &j) { j["schema_version"] = 5; }), "plans: an export of schema_version 5 has no plan records"},
+    };
+    for (const auto &[text, detail] : cases) {
+        INFO(detail);
+        write_file(dir.file("bad.json"), text);
+        TuningDb fresh(":memory:");
+        CHECK_THROWS_WITH(fresh.import_json(dir.file("bad.json")), Contains("'" + dir.file("bad.json") + "': " + detail));
+        CHECK(fresh.all_plans().empty());
+        CHECK(fresh.workloads().empty());
+    }
+}
+
+TEST_CASE("tuning db plans: merge carries plan records, idempotent and independent of order", "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string a = dir.file("a.db"), b = dir.file("b.db");
+    PlanRecord shared = make_plan(1, 2.0);
+    {
+        TuningDb da(a), db(b);
+        PlanRecord a2 = make_plan(2, 1.0), b3 = make_plan(3, 0.5, kCpuB), shared_b = shared;
+        da.add_plan(shared);
+        da.add_plan(a2);
+        db.add_plan(shared_b);
+        db.add_plan(b3);
+    }
+    int plans = -1;
+    TuningDb ab(dir.file("ab.db")), ba(dir.file("ba.db"));
+    CHECK(ab.merge_from(a, &plans) == 0);
+    CHECK(plans == 2);
+    CHECK(ab.merge_from(b, &plans) == 0);
+    CHECK(plans == 1);  // the shared record once
+    CHECK(ab.merge_from(b, &plans) == 0);
+    CHECK(plans == 0);
+    ba.merge_from(b);
+    ba.merge_from(a);
+    ab.export_json(dir.file("ab.json"));
+    ba.export_json(dir.file("ba.json"));
+    CHECK(slurp(dir.file("ab.json")) == slurp(dir.file("ba.json")));
+    CHECK(ab.all_plans().size() == 3);
+    CHECK(ab.best_plan(kRegion, kTarget, kFamily)->strategy == "merge");
+    CHECK(ab.best_plan(kRegion, kTarget, kFamily)->ms == 0.5);
+}
+
+TEST_CASE("tuning db plans: prune deletes untimed records and keeps the fastest plan texts per region, target and fingerprint",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    TuningDb db(dir.file("p.db"));
+    const std::string t1 = "nodes 3: 0 1 | 2", t2 = "nodes 3: 0 | 1 2", t3 = "nodes 3: 0 1 2";
+    std::vector<PlanRecord> ps = {make_plan(1, 1.0, kCpuA, t1), make_plan(2, 3.0, kCpuA, t1),  // t1 on A: best 1.0, two records
+                                  make_plan(3, 2.0, kCpuA, t2),                                // t2 on A: 2.0
+                                  make_plan(4, std::nullopt, kCpuA, t3),                       // untimed
+                                  make_plan(5, 5.0, kCpuB, t2),                                // t2 on B: the only one there
+                                  make_plan(6, 9.0, kCpuA, t3, "ffff")};                       // another region
+    for (PlanRecord &p : ps) db.add_plan(p);
+    int deleted = -1;
+    CHECK(db.prune(1, &deleted) == 0);  // no trials
+    CHECK(deleted == 2);                // the untimed one and t2 on A
+    std::set<std::string> left;
+    for (const PlanRecord &p : db.all_plans()) left.insert(p.id);
+    CHECK(left == std::set<std::string>{ps[0].id, ps[1].id, ps[4].id, ps[5].id});
+    CHECK(db.prune(1, &deleted) == 0);
+    CHECK(deleted == 0);
+    CHECK(db.prune(0, &deleted) == 0);
+    CHECK(deleted == 4);
+    CHECK(db.all_plans().empty());
+}
+
+TEST_CASE("tuning db migration: the checked-in version 5 file keeps every trial, field, id and feature, and gains an empty plan table",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string old_path = dir.file("old.db");
+    fs::copy_file(test_data("db/v5.db"), old_path);
+    REQUIRE(raw_query(old_path, "PRAGMA user_version") == "5");
+    REQUIRE(raw_query(old_path, "SELECT count(*) FROM sqlite_master WHERE name = 'plan'") == "0");
+    REQUIRE(raw_query(old_path, "SELECT count(*) FROM trial_features") == "4");
+    std::string before = slurp(old_path);
+    // every field as fusor of schema 5 exported it
+    fusor::TuningRecords exported = fusor::parse_export(slurp(test_data("db/v5_export.json")), "v5_export.json");
+    REQUIRE(exported.trials.size() == 27);
+    CHECK(exported.plans.empty());
+    std::set<std::string> exported_ids;
+    for (const Trial &t : exported.trials) exported_ids.insert(t.id);
+
+    // read-only: migrated in memory, never written
+    {
+        TuningDb ro(old_path, TuningDb::Mode::ReadOnly);
+        CHECK(trial_ids(ro) == exported_ids);
+        CHECK(ro.all_plans().empty());
+        CHECK(!ro.best_plan(kRegion, kTarget, kCpuA));
+    }
+    CHECK(slurp(old_path) == before);
+
+    std::string migrated = dir.file("migrated.db");
+    fs::copy_file(old_path, migrated);
+    {
+        TuningDb db(migrated);
+        CHECK(raw_query(migrated, "PRAGMA user_version") == "6");
+        CHECK(raw_query(migrated, "SELECT count(*) FROM plan") == "0");
+        CHECK(raw_query(migrated, "SELECT count(*) FROM sqlite_master WHERE name = 'plan_region'") == "1");
+        CHECK(raw_query(migrated, "SELECT count(*) FROM trial_features") == "4");
+        std::map<std::string, Trial> now = all_trials(db);
+        REQUIRE(now.size() == exported.trials.size());
+        for (const Trial &t : exported.trials) {
+            REQUIRE(now.count(t.id));
+            check_same_trial(now[t.id], t);
+        }
+        CHECK(db.workloads().size() == exported.workloads.size());
+        PlanRecord p = make_plan(1, 1.0);
+        db.add_plan(p);
+        CHECK(db.all_plans().size() == 1);
+    }
+    // the trials of v4.db keep their ids through 4 -> 5 -> 6 (read from a copy)
+    std::string v4_copy = dir.file("v4_copy.db");
+    fs::copy_file(test_data("db/v4.db"), v4_copy);
+    std::set<std::string> v4_ids;
+    for (const Trial &t : raw_trials(v4_copy)) v4_ids.insert(t.id);
+    CHECK(std::includes(exported_ids.begin(), exported_ids.end(), v4_ids.begin(), v4_ids.end()));
+    // merge reads it in memory; an export of version 5 (no "plans") still imports
+    std::string fresh = dir.file("fresh.db");
+    CHECK(TuningDb(fresh).merge_from(old_path) == 27);
+    CHECK(trial_ids(fresh) == exported_ids);
+    CHECK(raw_query(fresh, "SELECT count(*) FROM trial_features") == "4");
+    CHECK(slurp(old_path) == before);
+    TuningDb imported(dir.file("imported.db"));
+    int plans = -1;
+    CHECK(imported.import_json(test_data("db/v5_export.json"), &plans) == 27);
+    CHECK(plans == 0);
+    CHECK(trial_ids(imported) == exported_ids);
+}
+
+TEST_CASE("fusor db plans: list and show print plan records, show reports a corrupt plan text, import, merge and prune count them",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("runs.db");
+    PlanRecord fast = make_plan(1, 1.25), slow = make_plan(2, 2.5, kCpuA, "nodes 3: 0 | 1 2"), untimed = make_plan(3, std::nullopt);
+    PlanRecord twice = make_plan(4, 3.0, kCpuA, "nodes 3: 0 | 0 | 1");                                   // node 0 in two clusters
+    PlanRecord elsewhere = make_plan(5, 4.0, kCpuA, "nodes 3: 0 1 | 2", "fedcba9876543210fedcba9876543210");
+    elsewhere.plan = "region " + kRegion + " nodes 3: 0 1 | 2";                                          // another region's plan
+    PlanRecord garbage = make_plan(6, 5.0, kCpuA, "nodes 3: 0 1 | 2", "fedcba9876543210fedcba9876543210");
+    garbage.plan = "not a plan";
+    {
+        TuningDb db(path);
+        db.add_workload(workload("s1"));
+        Trial t = make_trial("s1", 0, 2.0);
+        db.add_trial(t);
+        for (PlanRecord *p : {&fast, &slow, &untimed, &twice, &elsewhere, &garbage}) db.add_plan(*p);
+    }
+    Result r = run_fusor("db list '" + path + "'");
+    INFO(r.out << r.err);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("best plan"));
+    CHECK_THAT(r.out, Contains("0123456789ab"));
+    CHECK_THAT(r.out, Contains("     4     1.2500  " + fast.plan));  // 4 records, the best one's time and text
+    CHECK_THAT(r.out, Contains("     2     4.0000  " + elsewhere.plan));
+
+    r = run_fusor("db show '" + path + "'");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("region " + kRegion + " " + kTarget));
+    CHECK_THAT(r.out, Contains(fast.id.substr(0, 12)));
+    CHECK_THAT(r.out, Contains(untimed.id.substr(0, 12)));
+    CHECK_THAT(r.out, Contains("error: cluster 1 has no ok schedule"));
+    CHECK_THAT(r.out, Contains("clusters (signature=trial): c1_0=- c1_1=t1"));
+    CHECK_THAT(r.out, Contains("corrupt plan text: " + path + ": plan " + twice.id + ":2: node index 0 is in two clusters"));
+    CHECK_THAT(r.out, Contains("corrupt plan text: the plan of region " + kRegion + ", not of the record's region fedcba9876543210fedcba9876543210"));
+    CHECK_THAT(r.out, Contains("corrupt plan text: " + path + ": plan " + garbage.id + ":2: expected 'region"));
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') > 10);
+    r = run_fusor("db show '" + path + "' --signature fedc");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains(garbage.id.substr(0, 12)));
+    CHECK_THAT(r.out, !Contains(fast.id.substr(0, 12)));
+    CHECK_THAT(r.out, !Contains("workload s1"));
+
+    std::string json = dir.file("runs.json");
+    CHECK(run_fusor("db export '" + path + "' -o '" + json + "'").status == 0);
+    r = run_fusor("db import '" + dir.file("copy.db") + "' '" + json + "'");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("1 trials and 6 plans added"));
+    r = run_fusor("db merge --into '" + dir.file("copy.db") + "' '" + path + "'");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("runs.db: 0 trials and 0 plans added"));
+    r = run_fusor("db prune '" + dir.file("copy.db") + "' --keep 1");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("0 trials and 4 plans deleted"));  // the untimed one, and all but the fastest text of each region
 }

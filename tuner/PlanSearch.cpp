@@ -1,0 +1,141 @@
+#include "tuner/PlanSearch.h"
+
+#include <map>
+
+#include <fmt/core.h>
+
+#include "graph/Clustering.h"
+#include "graph/Error.h"
+#include "tuner/Measure.h"
+#include "tuner/Signature.h"
+#include "tuner/TuningDb.h"
+
+namespace fusor {
+
+std::vector<RegionCandidates> region_candidates(const Graph &clustered, int max_plans) {
+    std::vector<RegionCandidates> out;
+    std::map<std::string, size_t> by_signature;
+    for (FusionRegion &r : form_regions(clustered)) {
+        auto [it, fresh] = by_signature.emplace(r.signature, out.size());
+        if (!fresh) {
+            out[it->second].copies++;
+            continue;
+        }
+        RegionCandidates rc;
+        rc.plans = candidate_plans(clustered, r, max_plans);
+        for (const CandidatePlan &p : rc.plans) rc.clusters.push_back(plan_clusters(clustered, r, p.plan));
+        rc.region = std::move(r);
+        out.push_back(std::move(rc));
+    }
+    return out;
+}
+
+std::string region_plan_line(const RegionPlan &p) {
+    std::string text = plan_to_text(FusionPlan{{p}});
+    text = text.substr(text.find('\n') + 1);
+    return text.substr(0, text.find('\n'));
+}
+
+PlanRecord measured_plan(const Graph &clustered, const RegionCandidates &rc, size_t k, const TuningDb &db, const std::string &target,
+                         const std::string &fingerprint) {
+    PlanRecord p;
+    p.region = rc.region.signature;
+    p.target = target;
+    p.plan = region_plan_line(rc.plans[k].plan);
+    p.strategy = rc.plans[k].strategy;
+    double ms = 0;
+    for (size_t i = 0; i < rc.clusters[k].size(); i++) {
+        const Cluster &c = rc.clusters[k][i];
+        PlanCluster pc{cluster_signature(clustered, c), ""};
+        if (!is_control_flow(clustered.nodes[(size_t)c.nodes[0]].op)) {  // an If is one kernel in every plan: not counted
+            std::vector<RankedSchedule> best = db.ranked_schedules(pc.signature, target, fingerprint, 1);
+            if (best.empty() && p.error.empty()) {
+                p.error = fmt::format("cluster {} ({}) has no verified schedule on this machine", i, pc.signature.substr(0, 12));
+            }
+            if (!best.empty()) {
+                ms += best[0].ms;
+                pc.trial = best[0].trial.id;
+            }
+        }
+        p.clusters.push_back(std::move(pc));
+    }
+    if (p.error.empty() && ms <= 0) p.error = "no cluster of the region is a kernel to time (If only)";
+    if (p.error.empty()) p.ms = ms;
+    p.fingerprint = fingerprint;
+    p.fusor_version = FUSOR_VERSION;
+    p.host = host_name();
+    p.created_at = utc_now();
+    return p;
+}
+
+MeasureJob plan_job(const Graph &clustered, const RegionCandidates &rc, size_t k, const PlanRecord &record, const TuningDb &db) {
+    MeasureJob job;
+    job.graph_json = job_graph_json(clustered, rc.region.nodes);
+    // the extracted graph's node i is the region's canonical node i
+    Graph sub = extract_cluster(clustered, rc.region.nodes);
+    const std::vector<std::vector<int>> &partition = rc.plans[k].plan.clusters;
+    std::vector<int> of(sub.nodes.size(), -1);
+    for (size_t c = 0; c < partition.size(); c++) {
+        for (int i : partition[c]) of[(size_t)i] = (int)c;
+    }
+    std::string why = regroup_clusters(sub, of);
+    FUSOR_INTERNAL_ASSERT(why.empty()) << "a candidate plan does not regroup its region: " << why;
+    job.node_clusters.assign(sub.nodes.size(), 0);
+    job.cluster_schedules.assign(sub.clusters.size(), "");
+    for (const Cluster &c : sub.clusters) {
+        for (NodeId n : c.nodes) job.node_clusters[(size_t)n] = c.id;
+        const std::string &trial = record.clusters[(size_t)of[(size_t)c.nodes[0]]].trial;
+        if (trial.empty()) continue;
+        if (std::optional<Trial> t = db.trial(trial)) job.cluster_schedules[(size_t)c.id] = t->schedule;
+    }
+    return job;
+}
+
+DbPlans db_plans(const Graph &clustered, const TuningDb &db, const std::string &target, std::vector<std::string> *warnings) {
+    DbPlans out;
+    std::string exact = machine_fingerprint(), family = machine_fingerprint(/*family_only=*/true);
+    for (const FusionRegion &r : form_regions(clustered)) {
+        std::string head = r.nodes.name + " (" + std::to_string(r.clusters.size()) + " cluster(s))";
+        if (out.plan.find(r.signature)) {
+            out.lines.push_back(head + ": as the region of the same signature before");
+            continue;
+        }
+        std::optional<PlanRecord> best = db.best_plan(r.signature, target, exact);
+        std::string where = "measured on this machine";
+        if (!best) {
+            best = db.best_plan(r.signature, target, family);
+            where = "measured on a machine of this ISA family";
+        }
+        if (!best) {
+            out.lines.push_back(head + ": default clusters: the database has no plan of this region for " + target + " on this machine");
+            continue;
+        }
+        std::string origin = "tuning db '" + db.path() + "': plan " + best->id.substr(0, 12);
+        try {
+            FusionPlan parsed = parse_plan("fusor-plan 1\n" + best->plan, origin);
+            const RegionPlan *p = parsed.find(r.signature);
+            if (!p || parsed.regions.size() != 1) throw UserError(origin + ": its text is not a plan of region " + r.signature);
+            RegionPlan rp = *p;
+            rp.origin = origin;
+            out.plan.regions.push_back(std::move(rp));
+            out.lines.push_back(fmt::format("{}: {} plan, {} cluster(s), {:.3f} ms {} (record {})", head, best->strategy,
+                                            p->clusters.size(), best->ms.value_or(0), where, best->id.substr(0, 12)));
+        } catch (const UserError &e) {
+            if (warnings) warnings->push_back(std::string(e.what()) + "; region " + r.signature + " keeps its default clusters");
+            out.lines.push_back(head + ": default clusters: the best plan record does not parse");
+        }
+    }
+    return out;
+}
+
+std::vector<std::string> cluster_by_db(Graph &g, const TuningDb &db, const std::string &target, std::vector<std::string> *warnings) {
+    DbPlans plans = db_plans(g, db, target, warnings);
+    std::vector<std::string> lines = plans.lines;
+    std::vector<std::string> applied = apply_plan(g, plans.plan, db.path(), warnings);
+    for (std::string &l : applied) {
+        if (l.find("default clusters (the plan does not fit)") != std::string::npos) lines.push_back(l);
+    }
+    return lines;
+}
+
+}  // namespace fusor
