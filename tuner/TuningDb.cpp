@@ -175,22 +175,25 @@ PlanRecord read_plan(const Connection &c, const Query &s) {
     return p;
 }
 
-/** The plan records of a query on kPlanColumns ("SELECT <columns> <rest>") with ?1.. bound to \p args. */
-std::vector<PlanRecord> select_plans(Connection &c, const std::string &rest, const std::vector<std::string> &args) {
-    std::unique_ptr<Query> s = c.prepare(std::string("SELECT ") + kPlanColumns + " " + rest, context(c, "cannot read"));
+/** The rows of a query on \p columns ("SELECT <columns> <rest>") with ?1.. bound to \p args, each
+ * read by \p read. */
+template <class Row, class Read>
+std::vector<Row> select_rows(Connection &c, const char *columns, const std::string &rest, const std::vector<std::string> &args, Read read) {
+    std::unique_ptr<Query> s = c.prepare(std::string("SELECT ") + columns + " " + rest, context(c, "cannot read"));
     for (size_t i = 0; i < args.size(); i++) s->bind((int)i + 1, args[i]);
-    std::vector<PlanRecord> out;
-    while (s->step()) out.push_back(read_plan(c, *s));
+    std::vector<Row> out;
+    while (s->step()) out.push_back(read(c, *s));
     return out;
 }
 
-/** The trials of a query on kTrialColumns ("SELECT <columns> <rest>") with ?1.. bound to \p args. */
+/** The plan records of a query on kPlanColumns. */
+std::vector<PlanRecord> select_plans(Connection &c, const std::string &rest, const std::vector<std::string> &args) {
+    return select_rows<PlanRecord>(c, kPlanColumns, rest, args, [](Connection &cc, const Query &q) { return read_plan(cc, q); });
+}
+
+/** The trials of a query on kTrialColumns. */
 std::vector<Trial> select_trials(Connection &c, const std::string &rest, const std::vector<std::string> &args) {
-    std::unique_ptr<Query> s = c.prepare(std::string("SELECT ") + kTrialColumns + " " + rest, context(c, "cannot read"));
-    for (size_t i = 0; i < args.size(); i++) s->bind((int)i + 1, args[i]);
-    std::vector<Trial> out;
-    while (s->step()) out.push_back(read_trial(c, *s));
-    return out;
+    return select_rows<Trial>(c, kTrialColumns, rest, args, [](Connection &cc, const Query &q) { return read_trial(cc, q); });
 }
 
 void insert_trial(Query &s, const Trial &t, int &added) {

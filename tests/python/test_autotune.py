@@ -11,8 +11,9 @@ import time
 import fusor
 from conftest import cli, config_model
 
-TINY = ["--trials", "3", "--jobs", "1", "--threads", "1", "--autoschedulers", "none", "--confirm-rounds", "0"]
-TINY_KW = dict(trials=3, jobs=1, threads=1, autoschedulers="none", confirm_rounds=0)
+# the default clusters only: 3 trials time each one's default (plan search has tests of its own)
+TINY = ["--trials", "3", "--jobs", "1", "--threads", "1", "--autoschedulers", "none", "--confirm-rounds", "0", "--no-plan-search"]
+TINY_KW = dict(trials=3, jobs=1, threads=1, autoschedulers="none", confirm_rounds=0, plan_search=False)
 
 
 def export(db, tmp_path):
@@ -118,7 +119,7 @@ def test_installed_package_finds_its_worker(tmp_path):
     script = ("import fusor, sys\n"
               "print(fusor.__file__)\n"
               "r = fusor.autotune(sys.argv[1], db=sys.argv[2], trials=2, jobs=1, threads=1, autoschedulers='none',"
-              " confirm_rounds=0)\n"
+              " confirm_rounds=0, plan_search=False)\n"
               "print(len(r), all(x['best_ms'] > 0 for x in r))\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(site)

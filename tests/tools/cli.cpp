@@ -465,7 +465,7 @@ TEST_CASE("cli: autotune rejects bad input with exit status 2 and leaves databas
 TEST_CASE("cli: autotune, then run and bench from the database", "[tools][cli]") {
     TempDir dir;
     std::string model = data("models/transformer_mlp.json"), db = dir.file("t.db");
-    Result tune = run_fusor("autotune '" + model + "' --db '" + db + "' --trials 4 --threads 1 --confirm-rounds 1");
+    Result tune = run_fusor("autotune '" + model + "' --db '" + db + "' --trials 4 --threads 1 --confirm-rounds 1 --no-plan-search");
     INFO(tune.out << tune.err);
     REQUIRE(tune.status == 0);
     CHECK_THAT(tune.out, Contains("cluster 1/2") && Contains("default"));
@@ -601,11 +601,21 @@ TEST_CASE("cli: autotune searches fusion plans, inspect --db names each region's
     TempDir dir;
     std::string db = dir.file("t.db");
     std::string block = std::string(FUSOR_SOURCE_DIR) + "/configs/models/resnet_block.json", chain = data("models/eltwise_chain.json");
+    const std::string quick = " --jobs 1 --autoschedulers none --confirm-rounds 0 --db '" + db + "'";
+    Result tune = run_fusor("autotune '" + block + "' --trials 12" + quick);
+    INFO(tune.out << tune.err);
+    REQUIRE(tune.status == 0);
+    CHECK_THAT(tune.out, Contains("fusion plans: 1 region(s)"));
+    // each model's printed plan, tuned as given: a plan record of each region, whatever the search kept
     for (const std::string &model : {block, chain}) {
-        Result tune = run_fusor("autotune '" + model + "' --trials 12 --jobs 1 --autoschedulers none --confirm-rounds 0 --db '" + db + "'");
-        INFO(tune.out << tune.err);
-        REQUIRE(tune.status == 0);
-        CHECK_THAT(tune.out, Contains("fusion plans: 1 region(s)"));
+        Result shown = run_fusor("inspect '" + model + "' --print-plan");
+        REQUIRE(shown.status == 0);
+        std::string plan = dir.file(model == block ? "block.plan" : "chain.plan");
+        std::ofstream(plan) << shown.out.substr(shown.out.find("fusion plan:\n") + 13);
+        Result given = run_fusor("autotune '" + model + "' --trials 12 --plan '" + plan + "'" + quick);
+        INFO(given.out << given.err);
+        REQUIRE(given.status == 0);
+        CHECK_THAT(given.out, Contains("plan r0 (") && Contains("timed as the region runs"));
     }
     Result shown = run_fusor("inspect '" + block + "' --db '" + db + "'");
     INFO(shown.out << shown.err);

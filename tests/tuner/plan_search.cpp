@@ -57,6 +57,14 @@ double against_plain(Session &s, const std::string &model) {
     return worst;
 }
 
+/** The index of \p rc's unfused candidate plan (which must exist). */
+size_t unfused_plan(const RegionCandidates &rc) {
+    size_t k = 0;
+    while (k < rc.plans.size() && rc.plans[k].strategy != "unfused") k++;
+    REQUIRE(k < rc.plans.size());
+    return k;
+}
+
 /** A record of plan \p k of \p rc with a time of \p ms, as if measured on this machine. */
 PlanRecord record(const Graph &g, const RegionCandidates &rc, size_t k, double ms, const std::string &plan_text = "") {
     PlanRecord p;
@@ -144,11 +152,7 @@ TEST_CASE("plan search: a plan given with --plan is timed as its region runs and
     Graph g = clustered_model("resnet_block");
     std::vector<RegionCandidates> regions = region_candidates(g);
     const RegionCandidates &rc = regions[0];
-    size_t unfused = 0;
-    for (size_t k = 0; k < rc.plans.size(); k++) {
-        if (rc.plans[k].strategy == "unfused") unfused = k;
-    }
-    REQUIRE(unfused > 0);
+    size_t unfused = unfused_plan(rc);
     TuningDb db(dir.file("t.db"));
     AutotuneOptions ao = test::tuning_options(100);
     ao.jobs = 1;
@@ -171,11 +175,7 @@ TEST_CASE("plan search: a Session given the database runs each region's fastest 
     std::vector<RegionCandidates> regions = region_candidates(g);
     REQUIRE(regions.size() == 1);
     const RegionCandidates &rc = regions[0];
-    size_t unfused = 0;
-    for (size_t k = 0; k < rc.plans.size(); k++) {
-        if (rc.plans[k].strategy == "unfused") unfused = k;
-    }
-    REQUIRE(unfused > 0);
+    size_t unfused = unfused_plan(rc);
     {
         TuningDb db(dir.file("t.db"));
         PlanRecord def = record(g, rc, 0, 2.0), fast = record(g, rc, unfused, 1.0);
