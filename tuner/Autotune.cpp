@@ -174,6 +174,7 @@ private:
     };
     void make_tasks(const std::vector<ClusterRef> &clusters);
     std::vector<ClusterRef> plan_search(const std::vector<Graph> &graphs);
+    std::vector<size_t> drop_losing_plans(std::vector<size_t> searchable) const;
     void time_plans();
     void time_region_plans(size_t i);
     TuningTask make_task(const Graph &cg, const Cluster &c, const std::string &sig);
@@ -225,6 +226,7 @@ private:
     std::vector<std::string> autoschedulers_;
     std::vector<TuningTask> tasks_;
     Graph clustered_;                        ///< the model by form_clusters: the regions' graph
+    std::set<std::string> fixed_signatures_;  ///< the clusters of the model as tuning_graphs clusters it
     std::vector<RegionCandidates> regions_;  ///< the plans measured per region (plan_search)
     std::unique_ptr<WorkerPool> pool_;
     std::map<size_t, InFlight> in_flight_;  ///< by the pool's ticket
@@ -366,7 +368,10 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
 std::vector<TuningRun::ClusterRef> TuningRun::plan_search(const std::vector<Graph> &graphs) {
     std::vector<ClusterRef> refs;
     for (const Graph &cg : graphs) {
-        for (const Cluster &c : cg.clusters) refs.push_back({&cg, &c, 1});
+        for (const Cluster &c : cg.clusters) {
+            refs.push_back({&cg, &c, 1});
+            if (!is_control_flow(cg.nodes[c.nodes[0]].op)) fixed_signatures_.insert(cluster_signature(cg, c));
+        }
     }
     if (!opt_.search_plans || exporting_ || htarget_.has_gpu_feature()) return refs;
     clustered_ = g_;
@@ -390,6 +395,34 @@ std::vector<TuningRun::ClusterRef> TuningRun::plan_search(const std::vector<Grap
                         plans, added));
     }
     return refs;
+}
+
+/** \p searchable without the tasks that only candidate plans have, when each plan that has them
+ * is, by its clusters' defaults (measured_plan, after the seeds), slower than kPlanMargin times
+ * its region's default clusters: their search could not make the plan a finalist. */
+std::vector<size_t> TuningRun::drop_losing_plans(std::vector<size_t> searchable) const {
+    if (regions_.empty()) return searchable;
+    std::set<std::string> promising;
+    for (const RegionCandidates &rc : regions_) {
+        PlanRecord def = measured_plan(clustered_, rc, 0, db_, target_, fingerprint_);
+        for (size_t k = 1; k < rc.plans.size(); k++) {
+            PlanRecord p = measured_plan(clustered_, rc, k, db_, target_, fingerprint_);
+            if (def.ms && p.ms && *p.ms > kPlanMargin * *def.ms) continue;
+            for (const PlanCluster &c : p.clusters) promising.insert(c.signature);
+        }
+    }
+    size_t before = searchable.size();
+    searchable.erase(std::remove_if(searchable.begin(), searchable.end(),
+                                    [&](size_t i) {
+                                        const std::string &sig = tasks_[i].result.signature;
+                                        return !fixed_signatures_.count(sig) && !promising.count(sig);
+                                    }),
+                     searchable.end());
+    if (searchable.size() < before) {
+        log(fmt::format("{} cluster(s) only in plans over {:.2f}x their region's default clusters: not searched", before - searchable.size(),
+                        kPlanMargin));
+    }
+    return searchable;
 }
 
 /** The plan phase, after the search and the confirm rounds: each region with other candidate
@@ -704,6 +737,7 @@ void TuningRun::search_all() {
                             100 * opt_.min_search_share));
         }
     }
+    searchable = drop_losing_plans(std::move(searchable));
     Round round;
     while (true) {
         int in_flight = (int)in_flight_.size();
