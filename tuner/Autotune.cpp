@@ -445,9 +445,10 @@ void TuningRun::time_plans() {
 
 /** Region \p i's finalists, timed side by side as region jobs (plan_job: the region run as the
  * executor runs it, each cluster under its best schedule, verified against the region's unfused
- * reference): the default clusters and the kPlanFinalists other candidates whose clusters' best
- * times add up to the least (measured_plan), those within kPlanMargin of the default's sum. Each
- * is stored as a plan record with the region job's median. */
+ * reference) in kPlanRounds rounds, the order reversed each round: the default clusters and the
+ * kPlanFinalists other candidates whose clusters' best times add up to the least (measured_plan),
+ * those within kPlanMargin of the default's sum. Each is stored as a plan record with the faster
+ * of its rounds' medians (a failed round: the failure). */
 void TuningRun::time_region_plans(size_t i) {
     const RegionCandidates &rc = regions_[i];
     std::vector<PlanRecord> records;
@@ -461,22 +462,31 @@ void TuningRun::time_region_plans(size_t i) {
     if (finalists.size() > (size_t)kPlanFinalists) finalists.resize(kPlanFinalists);
     if (finalists.empty() && rc.plans[0].strategy != "user") return;
     finalists.insert(finalists.begin(), 0);
-    std::map<size_t, size_t> plan_of;  // ticket -> plan
-    for (size_t k : finalists) {
-        MeasureJob job = plan_job(clustered_, rc, k, records[k], db_);
-        job.target = target_;
-        job.threads = opt_.threads;
-        job.repeats = opt_.repeats;
-        job.memory_limit_mb = worker_memory_mb();
-        job.reference_path = scratch_.path() + "/plan_reference_" + std::to_string(i) + ".bin";
-        plan_of[tickets_] = k;
-        pool_->submit(tickets_++, std::move(job));
-    }
-    std::map<size_t, MeasureResult> results;
-    while (results.size() < plan_of.size()) {
-        std::optional<std::pair<size_t, MeasureResult>> r = pool_->next();
-        if (!r) return;  // stopped: nothing of this region stored
-        results[plan_of.at(r->first)] = std::move(r->second);
+    // the pool compiles the next jobs while one is timed: the first ones timed share the machine
+    // with those compiles, so a second round in the reverse order times each after the other
+    std::map<size_t, MeasureResult> results;  // per plan: its faster round (a failure stands)
+    for (int round = 0; round < kPlanRounds; round++) {
+        std::map<size_t, size_t> plan_of;  // ticket -> plan
+        for (size_t n = 0; n < finalists.size(); n++) {
+            size_t k = finalists[round % 2 ? finalists.size() - 1 - n : n];
+            MeasureJob job = plan_job(clustered_, rc, k, records[k], db_);
+            job.target = target_;
+            job.threads = opt_.threads;
+            job.repeats = opt_.repeats;
+            job.memory_limit_mb = worker_memory_mb();
+            job.reference_path = scratch_.path() + "/plan_reference_" + std::to_string(i) + ".bin";
+            plan_of[tickets_] = k;
+            pool_->submit(tickets_++, std::move(job));
+        }
+        for (size_t got = 0; got < plan_of.size(); got++) {
+            std::optional<std::pair<size_t, MeasureResult>> r = pool_->next();
+            if (!r) return;  // stopped: nothing of this region stored
+            size_t k = plan_of.at(r->first);
+            auto it = results.find(k);
+            bool faster = it == results.end() || (it->second.status == TrialStatus::Ok && r->second.status != TrialStatus::Ok) ||
+                          (it->second.status == TrialStatus::Ok && r->second.median_ms && *r->second.median_ms < *it->second.median_ms);
+            if (faster) results[k] = std::move(r->second);
+        }
     }
     std::optional<double> best;
     size_t best_k = 0;

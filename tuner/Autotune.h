@@ -136,6 +136,8 @@ constexpr double kPlanReserve = 0.05;
  * candidate prove itself as the region runs). */
 constexpr int kPlanFinalists = 3;
 constexpr double kPlanMargin = 1.1;
+/** Rounds of the plan phase per region, the order reversed each round (time_region_plans). */
+constexpr int kPlanRounds = 2;
 
 /** A search candidate's compile limit: kSearchCompileFactor times the default schedule's compile
  * time, at least kSearchCompileTimeoutS (and never above --timeout). As Ansor's builder timeout,
