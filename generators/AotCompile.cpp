@@ -424,7 +424,9 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     info << "{\"name\": " << c_string(name) << ", \"model\": " << c_string(g.name)
          << ", \"target\": " << c_string(options.target.to_string()) << ", \"fusor_version\": \"" FUSOR_VERSION "\", \"halide_version\": \"" FUSOR_HALIDE_VERSION
          "\", \"arena_bytes\": " << plan.arena_bytes
-         << ", \"weight_bytes\": " << weights.size() << ", \"clusters\": [";
+         << ", \"weight_bytes\": " << weights.size()
+         << (options.target.has_feature(Halide::Target::CUDA) ? ", \"gpu_max_registers\": " + std::to_string(options.gpu_max_registers) : std::string())
+         << ", \"clusters\": [";
     for (size_t i = 0; i < result.clusters.size(); i++) {
         const AotCluster &c = result.clusters[i];
         info << (i ? ", " : "") << "{\"name\": " << c_string(c.name) << ", \"schedule\": \"" << (c.tuned ? "tuned" : "default")
@@ -522,7 +524,9 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
         << g.clusters.size() << ", kInputs, " << g.inputs.size() << ", kOutputs, " << g.outputs.size() << ", " << name
         << "_weight_blob, " << plan.arena_bytes << ", run_kernels, "
         << (copies.empty() ? std::string("nullptr, 0") : "kCopies, " + std::to_string(copies.size())) << ", "
-        << (device_iface.empty() ? std::string("nullptr") : device_iface) << "};\n    return m;\n}\n\n}  // namespace\n\n"
+        << (device_iface.empty() ? std::string("nullptr") : device_iface)
+        << (options.target.has_feature(Halide::Target::CUDA) ? ", " + std::to_string(options.gpu_max_registers) : std::string())
+        << "};\n    return m;\n}\n\n}  // namespace\n\n"
         << "extern \"C\" {\n"
         << "int " << name << "_init(void) {\n    int r = model().init();\n" << branch_init << "    return r;\n}\n"
         << "void " << name << "_teardown(void) {\n    model().teardown();\n" << branch_teardown << "}\n"

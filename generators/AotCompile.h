@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "Halide.h"
+#include "generators/CudaBudget.h"
 #include "graph/Graph.h"
 #include "graph/Partitioning.h"
 
@@ -31,6 +32,9 @@ struct AotOptions {
     /** Extra JSON fields for the embedded build info (records used, fingerprints, versions). */
     std::string build_info_json = "{}";
     std::string cxx;  ///< C++ compiler for the glue; default $CXX, else c++
+    /** CUDA targets: registers per thread the library has the driver load its kernels with
+     * (generators/CudaBudget.h; set at init unless HL_CUDA_JIT_MAX_REGISTERS is already set). */
+    int gpu_max_registers = kDefaultGpuMaxRegisters;
 };
 
 struct AotCluster {

@@ -43,6 +43,16 @@ std::vector<Loop> gpu_block_loops(const StageSchedule &s, const std::vector<std:
 
 std::vector<ScheduleLoop> loops_of(const StageSchedule &s, const std::vector<std::string> &args, const std::vector<int64_t> &extents) {
     int rank = (int)extents.size();
+    if (!s.gpu_threads.empty() && s.vector_width > 1 && rank > 0) {
+        // vec= on a GPU stage: the loops of dim 0's vectors, then the vector itself innermost
+        StageSchedule plain = s;
+        plain.vector_width = 0;
+        std::vector<int64_t> vectors = extents;
+        vectors[0] = (extents[0] + s.vector_width - 1) / s.vector_width;
+        std::vector<ScheduleLoop> out = loops_of(plain, args, vectors);
+        out.push_back({args[0] + "v", s.vector_width});
+        return out;
+    }
     if (!s.gpu_threads.empty() && s.level == ComputeLevel::Root) {
         // blocks (outermost first), threads, then the per-thread tile
         int k = std::min((int)s.gpu_threads.size(), rank);
@@ -192,15 +202,33 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
             if ((int)st.gpu_threads.size() > rank) {
                 return where + ": gpu= has " + std::to_string(st.gpu_threads.size()) + " extents but the stage has " + std::to_string(rank) + " dims";
             }
-            if (st.vector_width || st.parallel || !st.order.empty()) return where + ": vec=, parallel and order= do not apply to GPU stages (gpu=)";
+            if (st.parallel || !st.order.empty()) return where + ": parallel and order= do not apply to GPU stages (gpu=)";
+            if (st.vector_width) {
+                // each thread loads and stores V consecutive elements at once (ld.global.v4.f32)
+                if (st.vector_width != 2 && st.vector_width != 4) {
+                    return where + ": vec=" + std::to_string(st.vector_width) + " on a GPU stage: a thread's vector is 2 or 4 elements";
+                }
+                if (info->func.has_update_definition()) return where + ": vec= on a GPU stage applies to a pure stage (a copy or an output), not a reduction";
+                for (const StageSchedule &o : s.stages) {
+                    // registers are per thread: the output's vectors would put its elements on
+                    // other threads than the ones that accumulated them
+                    if (o.level == ComputeLevel::At && o.at_stage == st.stage && !o.gpu_threads.empty() && o.memory == MemoryKind::Register) {
+                        return where + ": vec= on an output whose " + o.stage + " is accumulated per block in registers (its threads own other elements)";
+                    }
+                }
+                if (info->extents[0] % st.vector_width != 0) {
+                    return where + ": vec=" + std::to_string(st.vector_width) + " does not divide extent " + std::to_string(info->extents[0]) + " of " +
+                           arg_names(info->func)[0];
+                }
+            }
             if (!st.tile.empty() && st.tile.size() != st.gpu_threads.size()) {
                 return where + ": the per-thread tile= of a GPU stage needs one extent per gpu= dim";
             }
             if (info->is_output) {
                 for (size_t d = 0; d < st.gpu_threads.size(); d++) {
-                    int64_t per_block = (int64_t)st.gpu_threads[d] * (d < st.tile.size() ? st.tile[d] : 1);
+                    int64_t per_block = (int64_t)st.gpu_threads[d] * (d < st.tile.size() ? st.tile[d] : 1) * (d == 0 ? std::max(1, st.vector_width) : 1);
                     if (per_block > info->extents[d]) {
-                        return where + ": gpu= x tile= covers " + std::to_string(per_block) + " along " + arg_names(info->func)[d] +
+                        return where + ": gpu= x tile= x vec= covers " + std::to_string(per_block) + " along " + arg_names(info->func)[d] +
                                ", more than its extent " + std::to_string(info->extents[d]);
                     }
                 }
@@ -246,7 +274,7 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
                 }
             }
             int64_t inner = st.tile.empty() ? (rank ? info->extents[0] : 1) : st.tile[0];
-            if (st.vector_width > inner) {
+            if (st.gpu_threads.empty() && st.vector_width > inner) {
                 return where + ": vec=" + std::to_string(st.vector_width) + " exceeds extent " + std::to_string(inner) +
                        " of " + (st.tile.empty() ? arg_names(info->func)[0] : arg_names(info->func)[0] + "i");
             }
@@ -459,6 +487,13 @@ void schedule_gpu(const StageSchedule &st, const StageInfo &info, Func f) {
             }
         }
         std::vector<VarOrRVar> threads, blocks;
+        if (update_index < 0 && st.vector_width > 1) {
+            // each thread's innermost V elements of dim 0 as one vector (vec=): dim 0 keeps its
+            // name for the vectors, split below as usual, so element x = x' * V + xv
+            Var v(args[0]), vv(args[0] + "v");
+            stage.split(v, v, vv, st.vector_width, TailStrategy::GuardWithIf).vectorize(vv);
+            order.push_back(vv);
+        }
         for (int d = 0; d < k; d++) {
             Var v(args[d]), vo(args[d] + "o"), vi(args[d] + "i"), vr(args[d] + "r"), vin(args[d] + "_in");
             int t = st.gpu_threads[d];

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -135,7 +136,17 @@ int64_t CudaCheck::launch_count() const {
     return n;
 }
 
-CudaCheck check_cuda_pipeline(Pipeline p, const std::string &name, const Target &target) {
+std::string gpu_max_registers_problem(int n) {
+    if (n >= kMinGpuMaxRegisters && n <= kMaxGpuMaxRegisters) return "";
+    return "--gpu-max-registers " + std::to_string(n) + ": a register budget per thread must lie in " + std::to_string(kMinGpuMaxRegisters) +
+           ".." + std::to_string(kMaxGpuMaxRegisters) + " (ptxas raises fewer than 24 to 24 for sm_80 and sm_90; CUDA allows at most 255)";
+}
+
+void set_cuda_jit_max_registers(int n, bool overwrite) {
+    setenv("HL_CUDA_JIT_MAX_REGISTERS", std::to_string(n).c_str(), overwrite ? 1 : 0);
+}
+
+CudaCheck check_cuda_pipeline(Pipeline p, const std::string &name, const Target &target, int max_registers) {
     if (!target.has_feature(Target::CUDA)) throw UserError("a CUDA check needs a CUDA target; '" + target.to_string() + "' has none");
     Target t = target.without_feature(Target::CUDACapability86)
                    .without_feature(Target::CUDACapability75)
@@ -146,6 +157,7 @@ CudaCheck check_cuda_pipeline(Pipeline p, const std::string &name, const Target 
                    .without_feature(Target::CUDACapability30)
                    .with_feature(Target::CUDACapability80);
     CudaCheck c;
+    c.max_registers = max_registers;
     Module m = p.compile_to_module(p.infer_arguments(), name, t);
     for (const Buffer<> &b : m.buffers()) {
         if (b.name().find("gpu_source_kernels") == std::string::npos) continue;
@@ -171,7 +183,7 @@ CudaCheck check_cuda_pipeline(Pipeline p, const std::string &name, const Target 
     for (const std::string &arch : ptxas_archs()) {
         ProcessResult r;
         try {
-            r = run_process({*ptxas, "-arch=" + arch, "-v", file, "-o", "/dev/null"});
+            r = run_process({*ptxas, "-arch=" + arch, "-maxrregcount=" + std::to_string(max_registers), "-v", file, "-o", "/dev/null"});
         } catch (const std::runtime_error &e) {
             r.output = e.what();
         }
@@ -185,9 +197,9 @@ CudaCheck check_cuda_pipeline(Pipeline p, const std::string &name, const Target 
     return c;
 }
 
-CudaCheck check_cuda_cluster(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule) {
+CudaCheck check_cuda_cluster(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule, int max_registers) {
     ScheduledCluster sc = schedule_cluster(g, c, target, schedule);
-    CudaCheck k = check_cuda_pipeline(sc.lowered.pipeline, sanitize_name(c.name), target);
+    CudaCheck k = check_cuda_pipeline(sc.lowered.pipeline, sanitize_name(c.name), target, max_registers);
     k.schedule = sc.schedule;
     return k;
 }
@@ -198,11 +210,15 @@ std::string cuda_resource_violation(const CudaCheck &c, const CudaLimits &limits
             return "spills: kernel " + k.kernel + " on " + k.arch + " spills " + std::to_string(k.spill_stores) + " bytes stored, " +
                    std::to_string(k.spill_loads) + " bytes loaded";
         }
-        if (k.registers > limits.max_registers) {
+        if (k.registers > c.max_registers) {
             return "resource-limit: kernel " + k.kernel + " on " + k.arch + " uses " + std::to_string(k.registers) + " registers per thread (at most " +
-                   std::to_string(limits.max_registers) + ")";
+                   std::to_string(c.max_registers) + ")";
         }
     }
+    return cuda_launch_violation(c, limits);
+}
+
+std::string cuda_launch_violation(const CudaCheck &c, const CudaLimits &limits) {
     for (const KernelLaunch &l : c.launches) {
         int64_t stat = 0;
         for (const KernelResources &k : c.resources) {
@@ -219,6 +235,59 @@ std::string cuda_resource_violation(const CudaCheck &c, const CudaLimits &limits
         }
     }
     return "";
+}
+
+namespace {
+
+/** Per-SM resources of the architectures ptxas_archs() checks (CUDA occupancy calculator). */
+struct SmLimits {
+    int64_t registers = 65536, warps = 64, blocks = 32, shared_bytes = 0;
+};
+
+std::optional<SmLimits> sm_limits(const std::string &arch) {
+    if (arch == "sm_80") return SmLimits{65536, 64, 32, 167936};  // 164 KiB usable per SM
+    if (arch == "sm_90") return SmLimits{65536, 64, 32, 233472};  // 228 KiB
+    return std::nullopt;
+}
+
+int64_t round_up(int64_t v, int64_t unit) {
+    return (v + unit - 1) / unit * unit;
+}
+
+}  // namespace
+
+std::optional<Occupancy> cuda_occupancy(const KernelResources &r, const KernelLaunch &l) {
+    std::optional<SmLimits> sm = sm_limits(r.arch);
+    if (!sm || l.threads <= 0 || l.shared_bytes < 0) return std::nullopt;
+    int64_t warps = (l.threads + 31) / 32;
+    int64_t regs_per_warp = round_up(std::max(r.registers, 1) * 32, 256);
+    int64_t shared = round_up(l.shared_bytes + r.shared_bytes + 1024, 128);
+    std::vector<std::pair<int64_t, const char *>> bounds = {
+        {sm->registers / regs_per_warp / warps, "registers"},
+        {sm->shared_bytes / shared, "shared"},
+        {sm->warps / warps, "warps"},
+        {sm->blocks, "blocks"},
+    };
+    auto least = std::min_element(bounds.begin(), bounds.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+    Occupancy o;
+    o.kernel = r.kernel;
+    o.arch = r.arch;
+    o.blocks_per_sm = (int)least->first;
+    o.fraction = (double)(least->first * warps) / (double)sm->warps;
+    o.limit = least->second;
+    return o;
+}
+
+std::vector<Occupancy> cuda_occupancies(const CudaCheck &c) {
+    std::vector<Occupancy> out;
+    for (const KernelResources &r : c.resources) {
+        for (const KernelLaunch &l : c.launches) {
+            if (l.kernel != r.kernel) continue;
+            if (std::optional<Occupancy> o = cuda_occupancy(r, l)) out.push_back(*o);
+            break;
+        }
+    }
+    return out;
 }
 
 }  // namespace fusor

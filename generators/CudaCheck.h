@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "Halide.h"
+#include "generators/CudaBudget.h"
 #include "generators/HostTarget.h"
 #include "generators/LowerCluster.h"
 #include "generators/Schedule.h"
@@ -54,6 +55,7 @@ struct CudaCheck {
     bool ptxas_found = false;
     std::string ptxas_error;              ///< ptxas rejected the PTX (its message); empty when fine
     std::vector<KernelResources> resources;  ///< per kernel and architecture checked
+    int max_registers = kDefaultGpuMaxRegisters;  ///< the budget ptxas ran with (-maxrregcount)
     ClusterSchedule schedule;             ///< what check_cuda_cluster applied
     int64_t launch_count() const;         ///< launches per call (-1 when a host loop is not constant)
 };
@@ -62,23 +64,48 @@ struct CudaCheck {
 const std::vector<std::string> &ptxas_archs();
 
 /** Compiles \p p (arguments inferred) for \p target with its CUDA capability set to 80 (PTX that
- * ptxas accepts for sm_80 and sm_90), collects launches and PTX, and runs ptxas when present.
+ * ptxas accepts for sm_80 and sm_90), collects launches and PTX, and runs ptxas when present, with
+ * -maxrregcount=\p max_registers as the driver loads it: a kernel that needs more spills.
  * Throws UserError when \p target has no CUDA feature. */
-CudaCheck check_cuda_pipeline(Halide::Pipeline p, const std::string &name, const Halide::Target &target);
+CudaCheck check_cuda_pipeline(Halide::Pipeline p, const std::string &name, const Halide::Target &target,
+                              int max_registers = kDefaultGpuMaxRegisters);
 
 /** Schedules cluster \p c as the JIT executor and `fusor compile` would (stored \p schedule text
  * or the default) and checks it. */
-CudaCheck check_cuda_cluster(const Graph &g, const Cluster &c, const Halide::Target &target, const std::string &schedule = "");
+CudaCheck check_cuda_cluster(const Graph &g, const Cluster &c, const Halide::Target &target, const std::string &schedule = "",
+                             int max_registers = kDefaultGpuMaxRegisters);
 
 /** CUDA limits a candidate must respect before anyone runs it. */
 struct CudaLimits {
-    int max_registers = 255;
     int64_t max_shared_bytes = 48 * 1024;  ///< static + dynamic, per block, without opting in
     int64_t max_threads = 1024;
 };
 
-/** Empty when \p c is within \p limits and does not spill; otherwise "spills: ..." or
+/** Empty when \p c is within \p limits and its own register budget (CudaCheck::max_registers) and
+ * does not spill; otherwise "spills: ..." or
  * "resource-limit: ..." (the typed status's name first) naming the kernel and the figure. */
 std::string cuda_resource_violation(const CudaCheck &c, const CudaLimits &limits = {});
+/** The part of cuda_resource_violation that needs no ptxas: each launch's threads and shared
+ * memory (dynamic, plus ptxas's static figure when it ran). */
+std::string cuda_launch_violation(const CudaCheck &c, const CudaLimits &limits = {});
+
+/** How full one kernel keeps a streaming multiprocessor of its architecture (sm_80: A100, sm_90:
+ * H100/H200), by the CUDA occupancy calculator's rules: resident blocks per SM as limited by
+ * registers (allocated per warp in units of 256), shared memory (per block: the launch's dynamic
+ * plus ptxas's static bytes plus 1 KiB the driver reserves, in units of 128), warps (64 per SM)
+ * and blocks (32 per SM). */
+struct Occupancy {
+    std::string kernel, arch;
+    int blocks_per_sm = 0;
+    double fraction = 0;   ///< resident warps / 64
+    std::string limit;     ///< "registers", "shared", "warps" or "blocks": what bounds blocks_per_sm
+};
+
+/** nullopt when \p r's arch is not one of ptxas_archs() or \p l's threads or shared memory are not
+ * constants. */
+std::optional<Occupancy> cuda_occupancy(const KernelResources &r, const KernelLaunch &l);
+
+/** Per kernel launched by \p c and architecture checked, its occupancy (empty without ptxas). */
+std::vector<Occupancy> cuda_occupancies(const CudaCheck &c);
 
 }  // namespace fusor

@@ -334,6 +334,9 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         int rank = (int)st.extents.size();
         int lanes = target.natural_vector_size(st.func.output_types()[0]);
         const std::set<int> &r = reach[st.node];
+        // a copy only GPU schedules stage: on the CPU the operand is read in place (inline, the
+        // level of a stage a schedule does not name; so CPU schedule texts do not change)
+        if (st.gpu_copy) continue;
         auto make_root = [&](const std::string &why) {
             s.level = ComputeLevel::Root;
             s.parallel = true;

@@ -32,6 +32,11 @@ namespace {
  * 48 KiB a block may use without opting in), leaving room for the reductions' partials. */
 constexpr int64_t kSharedBudget = 32 * 1024;
 constexpr int kThreadsPerBlock = 256;
+/** Blocks a GEMM-like kernel should launch at least: one per SM of an H100/H200 (132). Its
+ * per-thread register tile is the largest that still gives this many. */
+constexpr int64_t kMinBlocks = 132;
+/** Elements a thread copies at once into a staged operand (one 16-byte load of f32). */
+constexpr int kCopyVector = 4;
 
 /** Bytes of \p producer that \p consumer's definitions read over a block covering \p coverage
  * elements of each of its pure dims (whole reduction domains, or one \p chunk of update 0's
@@ -108,6 +113,45 @@ std::pair<int, int> cover(int64_t extent, int max_threads) {
     return {t, (int)(extent / t)};
 }
 
+/** Whether a staged operand's window rows are whole vectors of kCopyVector: a copy of a matmul
+ * operand (packed or plain) over 32-bit elements whose dim 0 is a multiple of 4. A conv's padded
+ * window is not: its halo starts and ends a row anywhere. */
+bool whole_vector_rows(const StageInfo &st) {
+    return (st.packing || st.gpu_copy) && st.func.output_types()[0].bits() == 32 && !st.extents.empty() && st.extents[0] % kCopyVector == 0;
+}
+
+/** The bandwidth form of a memory-bound output of \p extents and \p bits-bit elements (no
+ * reduction along its dims: an elementwise or injective chain), into \p s: each thread moves
+ * 16-byte vectors along dim 0 (vec=4), up to 4 of them (tile=, unrolled) strided by the block's
+ * width so that a warp's accesses stay consecutive, 256 threads per block: the form of PyTorch's
+ * vectorized elementwise kernel. The count per thread shrinks until the launch has 2 blocks per
+ * SM of an H200. Returns false (s untouched) when dim 0 is not a multiple of 4. */
+bool bandwidth_form(const std::vector<int64_t> &extents, int bits, StageSchedule &s) {
+    if (extents.empty() || bits != 32 || extents[0] % kCopyVector != 0) return false;
+    std::vector<int64_t> vectors = extents;
+    vectors[0] /= kCopyVector;
+    int tx = std::min(kThreadsPerBlock, floor_pow2(vectors[0]));
+    int ty = extents.size() > 1 ? std::min(kThreadsPerBlock / tx, floor_pow2(extents[1])) : 1;
+    int64_t total = 1;
+    for (int64_t e : vectors) total *= e;
+    int per_thread = 1;
+    for (int r : {4, 2}) {
+        if (vectors[0] >= (int64_t)tx * r && total / ((int64_t)tx * ty * r) >= 2 * kMinBlocks) {
+            per_thread = r;
+            break;
+        }
+    }
+    s.vector_width = kCopyVector;
+    s.gpu_threads = extents.size() > 1 ? std::vector<int>{tx, ty} : std::vector<int>{tx};
+    if (per_thread > 1) {
+        s.tile.assign(s.gpu_threads.size(), 1);
+        s.tile[0] = per_thread;
+        s.unroll = {0};
+    }
+    s.note = "memory-bound: 16-byte vectors, " + std::to_string(per_thread) + " per thread";
+    return true;
+}
+
 }  // namespace
 
 ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc) {
@@ -162,12 +206,15 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
                 std::vector<int64_t> coverage(o.extents.size(), 1);
                 coverage[0] = (int64_t)sh[0] * sh[2];
                 coverage[1] = (int64_t)sh[1] * sh[3];
+                // the operands are staged side by side (a matmul's A and B): their windows add up
                 int64_t bytes = 0;
                 for (const StageInfo *stg : staged) {
+                    int64_t one = 0;
                     for (const StageInfo *acc : accs) {
                         int64_t b = block_footprint(*acc, *stg, coverage, chunk);
-                        bytes = b < 0 || bytes < 0 ? -1 : std::max(bytes, b);
+                        one = b < 0 || one < 0 ? -1 : std::max(one, b);
                     }
+                    bytes = one < 0 || bytes < 0 ? -1 : bytes + one;
                 }
                 return bytes;
             };
@@ -185,11 +232,30 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             };
             // the accumulator per block over its reduction in chunks, the operand staged per
             // chunk: the largest chunk of 32, 16, 8, 4 or 2 steps that divides the loop and fits
+            // the GEMM family: each thread's register tile the largest of 4x4, 4x2, 2x4 and 2x2
+            // outputs that still launches kMinBlocks blocks (a matmul's M x N, a conv's plane)
+            auto gemm_shape = [&] {
+                int64_t outer = 1;
+                for (size_t d = 2; d < o.extents.size(); d++) outer *= o.extents[d];
+                for (auto [rx, ry] : {std::pair{4, 4}, {4, 2}, {2, 4}, {2, 2}}) {
+                    std::array<int, 4> sh = shape(16, rx);
+                    if (sh[2] != rx || o.extents[1] < (int64_t)ry * sh[1]) continue;  // wider than the output
+                    sh[3] = ry;
+                    int64_t bx = o.extents[0] / ((int64_t)sh[0] * sh[2]), by = o.extents[1] / ((int64_t)sh[1] * sh[3]);
+                    if (bx * by * outer >= kMinBlocks) return sh;
+                }
+                return shape(16, 2);
+            };
+            // a copy of A read along its rows (gpu_copy) is free of bank conflicts when a chunk
+            // is at most the block's x threads wide: a warp's two rows of 16 threads then read
+            // addresses a chunk apart, in different banks
+            bool row_copy = std::any_of(staged.begin(), staged.end(), [](const StageInfo *st) { return st->gpu_copy; });
             auto stage_chunked = [&] {
                 if (accs.size() != 1) return;
                 int64_t extent = outermost_reduction_extent(*accs[0]);
-                std::array<int, 4> sh = shape(16, 2);
+                std::array<int, 4> sh = gemm_shape();
                 for (int c : {32, 16, 8, 4, 2}) {
+                    if (row_copy && c > sh[0]) continue;
                     if (extent <= c || extent % c != 0) continue;
                     int64_t bytes = staged_footprint(sh, c);
                     if (bytes > 0 && bytes <= kSharedBudget) {
@@ -221,7 +287,7 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             bool all_one = std::all_of(s.tile.begin(), s.tile.end(), [](int r) { return r == 1; });
             if (all_one) s.tile.clear();
             s.note = "one block per row: the reductions run per block";
-        } else {
+        } else if (p.at_dim != 0 || !bandwidth_form(o.extents, o.func.output_types()[0].bits(), s)) {
             s.gpu_threads = plain_threads(o.extents);
         }
     }
@@ -272,6 +338,9 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
                     // the output's thread shape: the block's threads copy the window together
                     s.gpu_threads.assign(p.s.gpu_threads.begin(), p.s.gpu_threads.begin() + std::min<size_t>(rank, p.s.gpu_threads.size()));
                     s.memory = MemoryKind::Shared;
+                    // vectors of 4 where the window's rows are whole vectors: a matmul's panels
+                    // (a conv's window has a halo: its rows start and end anywhere)
+                    if (whole_vector_rows(st)) s.vector_width = kCopyVector;
                     s.note = p.chunk ? "staged per block and per chunk of " + std::to_string(p.chunk) + " reduction steps in shared memory, " +
                                            std::to_string(bytes) + " bytes"
                                      : "staged per block in shared memory, " + std::to_string(bytes) + " bytes";

@@ -38,35 +38,56 @@ std::vector<Func> lower_MatMul(LowerContext &ctx) {
         return vi;
     };
     std::vector<Expr> args(idx.rbegin(), idx.rend());
+    // A copy of operand v over [batch..., rows, cols] (ONNX): Halide args (d0, d1, batch
+    // innermost first), output batch dim ob at Halide dim nbatch + 1 - ob; v's batch dims are
+    // right-aligned to the output's (broadcast where 1), its last two at (row, col). Returns the
+    // copy's args and v's ONNX index at them.
+    auto copy_of = [&](const LValue &v, Var row, Var col) {
+        std::vector<Var> cargs = {dim_var(0), dim_var(1)};
+        for (int j = 0; j < nbatch; j++) cargs.push_back(dim_var(2 + j));
+        int r = v.type.rank();
+        std::vector<Expr> vi(r);
+        for (int i = 0; i < r - 2; i++) {
+            int ob = nbatch - (r - 2) + i;
+            vi[i] = v.type.shape[i] == 1 ? Expr(0) : Expr(dim_var(nbatch + 1 - ob));
+        }
+        vi[r - 2] = row;
+        vi[r - 1] = col;
+        return std::make_pair(cargs, vi);
+    };
+    // where the accumulator reads a copy: (inner, outer) at its Halide dims 0 and 1, then its batch
+    auto copy_read = [&](Expr inner, Expr outer) {
+        std::vector<Expr> at = {inner, outer};
+        for (int j = 0; j < nbatch; j++) at.push_back(idx[nbatch - 1 - j]);
+        return at;
+    };
+    Expr a_read = call(A, operand_index(A, a_vec, true));
+    if (!a_vec && ro >= 2) {
+        // A's copy, [batch..., M, K] (Halide (k, m, batch...)): GPU schedules stage its K-chunks
+        // in shared memory beside B's (docs/cuda.md); CPU schedules read A in place
+        std::vector<int64_t> ashape(out.shape.begin(), out.shape.end() - 1);
+        ashape.push_back(K);
+        Func packa = ctx.make_stage("packa", ashape, StageRole::Reused, false);
+        auto [aargs, aidx] = copy_of(A, dim_var(1), dim_var(0));
+        ctx.define_gpu_copy(packa, aargs, call(A, aidx));
+        a_read = packa(copy_read(k.x, idx[nbatch]));
+    }
     Expr b_read = call(B, operand_index(B, b_vec, false));
     if (!b_vec && ro >= 2) {
-        // Packed right-hand operand: the schedule copies one column panel (K x tile) into a
-        // contiguous buffer once per column tile, as BLAS packs B. The taps then read dense,
-        // page-local vectors even when B is a strided view (a transpose fused as a prologue).
-        // A constant B (weights) can be packed once, at load (`prepack`).
+        // Packed right-hand operand, [batch..., K, N] (Halide (n, k, batch...)): the schedule
+        // copies one column panel (K x tile) into a contiguous buffer once per column tile, as
+        // BLAS packs B. The taps then read dense, page-local vectors even when B is a strided
+        // view (a transpose fused as a prologue). A constant B (weights) can be packed once, at
+        // load (`prepack`).
         std::vector<int64_t> pshape(out.shape.begin(), out.shape.end() - 2);
         pshape.push_back(K);
         pshape.push_back(out.shape.back());
         Func packed = ctx.make_stage("packb", pshape, StageRole::Reused, false);
-        // packed is [batch..., K, N] in ONNX order: Halide args (n, k, batch innermost first);
-        // output batch dim ob (ONNX) is Halide dim nbatch + 1 - ob of packed
-        int rb_ = B.type.rank();
-        Var pn = dim_var(0), pk = dim_var(1);
-        std::vector<Var> pargs = {pn, pk};
-        for (int j = 0; j < nbatch; j++) pargs.push_back(dim_var(2 + j));
-        std::vector<Expr> bidx(rb_);
-        for (int i = 0; i < rb_ - 2; i++) {
-            int ob = nbatch - (rb_ - 2) + i;
-            bidx[i] = B.type.shape[i] == 1 ? Expr(0) : Expr(dim_var(nbatch + 1 - ob));
-        }
-        bidx[rb_ - 2] = pk;
-        bidx[rb_ - 1] = pn;
+        auto [pargs, bidx] = copy_of(B, dim_var(1), dim_var(0));
         ctx.define_packing(packed, pargs, call(B, bidx), B);
-        std::vector<Expr> pread = {idx[ro - 1], k.x};
-        for (int j = 0; j < nbatch; j++) pread.push_back(idx[nbatch - 1 - j]);
-        b_read = packed(pread);
+        b_read = packed(copy_read(idx[ro - 1], k.x));
     }
-    acc(args) += call(A, operand_index(A, a_vec, true)) * b_read;
+    acc(args) += a_read * b_read;
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, ro, [&](const std::vector<Expr> &i) { return acc(std::vector<Expr>(i.rbegin(), i.rend())); });
     return {f};
@@ -83,7 +104,11 @@ std::vector<Func> lower_Gemm(LowerContext &ctx) {
     RDom k(0, (int)K, sanitize_name(ctx.node().name) + "_k");
     Var n = dim_var(0), m = dim_var(1);
     acc(n, m) = typed_const(t, 0);
-    Expr a = ta ? call(A, {k.x, m}) : call(A, {m, k.x});
+    // A's copy, [M, K] (Halide (k, m)), staged by GPU schedules as in MatMul
+    Func packa = ctx.make_stage("packa", {out.shape[0], K}, StageRole::Reused, false);
+    Var ak = dim_var(0), am = dim_var(1);
+    ctx.define_gpu_copy(packa, {ak, am}, ta ? call(A, {ak, am}) : call(A, {am, ak}));
+    Expr a = packa(k.x, m);
     // packed right-hand operand, as in MatMul
     Func packed = ctx.make_stage("packb", {K, out.shape[1]}, StageRole::Reused, false);
     Var pk = dim_var(1);

@@ -227,6 +227,13 @@ std::vector<Expr> panel_index(const std::vector<Expr> &args, int panel) {
     return i;
 }
 
+void LowerContext::define_gpu_copy(Func &f, const std::vector<Var> &args, const Expr &value) {
+    for (StageInfo &s : *stages_) {
+        if (s.func.name() == f.name()) s.gpu_copy = true;
+    }
+    f(args) = value;
+}
+
 void LowerContext::define_packing(Func &f, const std::vector<Var> &args, const Expr &value, const LValue &operand) {
     StageInfo *info = nullptr;
     for (StageInfo &s : *stages_) {

@@ -54,6 +54,10 @@ struct StageInfo {
     bool packing = false;
     bool over_constants = false;  ///< packing, and its operand is constant (LValue::constant)
     bool prepared = false;        ///< this lowering reads it from LoweredCluster::prepared
+    /** A plain copy of an operand that GPU schedules stage in shared memory per chunk of their
+     * consumer's reduction (a matmul's A beside its packed B: LowerContext::define_gpu_copy).
+     * CPU default schedules read the operand in place (inline). */
+    bool gpu_copy = false;
 };
 
 /** A packing stage over constants that a lowering reads from a buffer prepared once, at load
@@ -177,6 +181,9 @@ public:
      * another layout, and marks it StageInfo::packing. When the prepack plan names it and the
      * operand is constant, f instead reads a buffer prepared once (PreparedStage). */
     void define_packing(Halide::Func &f, const std::vector<Halide::Var> &args, const Halide::Expr &value, const LValue &operand);
+    /** Defines \p f (from make_stage) as f(args) = value, a plain copy of an operand, and marks it
+     * StageInfo::gpu_copy. */
+    void define_gpu_copy(Halide::Func &f, const std::vector<Halide::Var> &args, const Halide::Expr &value);
     /** Halide dims of output 0 for ONNX axes \p axes. */
     std::vector<int> halide_dims(const std::vector<int> &axes) const;
     /** Defines f(vars in Halide order) = body(vars in ONNX order). */

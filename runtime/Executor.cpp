@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "generators/ApplySchedule.h"
+#include "generators/CudaBudget.h"
 #include "generators/HostTarget.h"
 #include "generators/Prepack.h"
 #include "generators/ScheduleCluster.h"
@@ -130,6 +131,8 @@ Executor &Executor::operator=(Executor &&) noexcept = default;
 Executor::Executor(const Graph &g, const ExecutorOptions &options)
     : g_(g), options_(options) {
     target_ = parse_target(options.target);
+    // the budget ptxas checks and autotune tune with, unless the environment sets another
+    if (target_.has_feature(Halide::Target::CUDA)) set_cuda_jit_max_registers(kDefaultGpuMaxRegisters, false);
     if (options.threads > 0) set_num_threads(options.threads);
     ClusterOptions co = options.clustering;
     co.singleton = options.mode == ExecMode::Unfused;

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 
 #include <fmt/core.h>
 
+#include "generators/CudaBudget.h"
 #include "generators/CudaCheck.h"
 #include "generators/HostTarget.h"
 #include "graph/Clustering.h"
@@ -94,6 +96,27 @@ std::shared_ptr<std::string> add_plan_flag(CLI::App *cmd) {
     auto path = std::make_shared<std::string>();
     cmd->add_option("--plan", *path, "cluster the regions this fusion plan file names as it says (docs/design.md, Fusion plans)");
     return path;
+}
+
+std::shared_ptr<int> add_gpu_max_registers_flag(CLI::App *cmd) {
+    auto n = std::make_shared<int>(kDefaultGpuMaxRegisters);
+    CLI::Validator budget(
+        [](std::string &text) -> std::string {
+            const char *s = text.c_str();
+            char *end = nullptr;
+            errno = 0;
+            long long v = std::strtoll(s, &end, 10);
+            if (!*s || *end != '\0' || errno != 0) return "expected an integer register count, got " + text;
+            std::string why = gpu_max_registers_problem(v < INT32_MIN || v > INT32_MAX ? -1 : (int)v);
+            return why.empty() ? "" : why.substr(why.find(':') + 2);
+        },
+        "24..255");
+    cmd->add_option("--gpu-max-registers", *n,
+                    "CUDA: registers per thread each kernel may use (ptxas -maxrregcount, and the driver's limit at load); "
+                    "a candidate that needs more spills and is refused")
+        ->check(budget)
+        ->capture_default_str();
+    return n;
 }
 
 std::vector<std::string> cluster_by_plan(Graph &g, SessionOptions &so, const std::string &plan_file) {

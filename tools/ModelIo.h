@@ -29,6 +29,10 @@ std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd);
 /** Adds --plan FILE (a fusion plan, tuner/FusionPlan.h) to \p cmd; the path stays empty when absent. */
 std::shared_ptr<std::string> add_plan_flag(CLI::App *cmd);
 
+/** Adds --gpu-max-registers N (generators/CudaBudget.h) to \p cmd; a value outside 24..255 or
+ * not an integer is a usage error (exit 2) naming the flag. */
+std::shared_ptr<int> add_gpu_max_registers_flag(CLI::App *cmd);
+
 /** With \p plan_file given: clusters \p g by form_clusters, then as the plan says (apply_plan),
  * and sets so.keep_clusters so the fused executor runs those clusters. Returns apply_plan's lines
  * (none without a plan file); UserError for a bad plan. */

@@ -100,6 +100,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                                             "is timed alone (default: number of cores)");
     auto shapes = add_shape_flag(cmd);
     auto plan_file = add_plan_flag(cmd);
+    auto gpu_registers = add_gpu_max_registers_flag(cmd);
     cmd->add_option("--strategy", o->strategy,
                     "model (evolve's draws ranked by a cost model learned from this machine's trials in the db; evolve until "
                     "it has 32 of them), evolve (mutate the best so far) or random (mutate the default)")
@@ -162,6 +163,8 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     ao.plan_file = *plan_file;
                 }
                 ao.search_plans = !*fixed_clusters;
+                ao.gpu_max_registers = *gpu_registers;
+                ao.target = o->target;  // check_user_schedules compiles CUDA schedules for it
                 for (const std::string &spec : o->schedules) {
                     size_t eq = spec.find('=');
                     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {

@@ -68,6 +68,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     "schedule every cluster with this Halide autoscheduler (Mullapudi2016, Adams2019, Li2018) instead of "
                     "fusor's schedules: a baseline (Li2018 is Halide 14's GPU autoscheduler)");
     auto plan_file = add_plan_flag(cmd);
+    auto gpu_registers = add_gpu_max_registers_flag(cmd);
     cmd->add_flag("--no-runtime", o->no_runtime, "do not write libfusor_halide_runtime.a (an app links one per target)");
     cmd->add_flag("--runtime-only", o->runtime_only, "write only libfusor_halide_runtime.a and HalideRuntime.h");
     return {cmd, [=] {
@@ -100,6 +101,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 }
                 ao.name = name;
                 ao.target = target;
+                ao.gpu_max_registers = *gpu_registers;
                 ao.out_dir = o->out;
                 nlohmann::json extra = {{"records", nlohmann::json::array()}};
                 if (!o->db.empty()) {

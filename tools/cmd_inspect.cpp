@@ -82,6 +82,7 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
     cmd->add_flag("--print-plan", *print_plan,
                   "print the fusion plan: the model's regions of clusters and, per region, which of its nodes share a kernel");
     auto plan_file = add_plan_flag(cmd);
+    auto gpu_registers = add_gpu_max_registers_flag(cmd);
     return {cmd, [=] {
                 Halide::Target t = parse_target(*target);
                 std::optional<FusionPlan> plan;
@@ -120,7 +121,7 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 std::vector<CudaCheck> cuda;
                 bool is_cuda = t.has_feature(Halide::Target::CUDA);
                 if (is_cuda) {
-                    for (const Cluster &c : fused.clusters) cuda.push_back(check_cuda_cluster(fused, c, t));
+                    for (const Cluster &c : fused.clusters) cuda.push_back(check_cuda_cluster(fused, c, t, "", *gpu_registers));
                 }
                 auto cuda_json = [&](size_t i) {
                     const CudaCheck &k = cuda[i];
@@ -129,12 +130,19 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                         launches.push_back({{"kernel", l.kernel}, {"blocks", l.blocks}, {"threads", l.threads},
                                             {"shared_bytes", l.shared_bytes}, {"count", l.count}});
                     }
+                    std::vector<Occupancy> occ = cuda_occupancies(k);
                     for (const KernelResources &r : k.resources) {
-                        res.push_back({{"kernel", r.kernel}, {"arch", r.arch}, {"registers", r.registers}, {"static_shared_bytes", r.shared_bytes},
-                                       {"stack_bytes", r.stack_bytes}, {"spill_stores", r.spill_stores}, {"spill_loads", r.spill_loads}});
+                        nlohmann::json e = {{"kernel", r.kernel}, {"arch", r.arch}, {"registers", r.registers}, {"static_shared_bytes", r.shared_bytes},
+                                            {"stack_bytes", r.stack_bytes}, {"spill_stores", r.spill_stores}, {"spill_loads", r.spill_loads}};
+                        for (const Occupancy &o : occ) {
+                            if (o.kernel != r.kernel || o.arch != r.arch) continue;
+                            e["occupancy"] = {{"fraction", o.fraction}, {"blocks_per_sm", o.blocks_per_sm}, {"limit", o.limit}};
+                        }
+                        res.push_back(e);
                     }
                     return nlohmann::json{{"kernel_launches", k.launch_count()}, {"launches", launches}, {"ptxas_found", k.ptxas_found},
-                                          {"ptxas_error", k.ptxas_error}, {"ptxas", res}, {"violation", cuda_resource_violation(k)}};
+                                          {"ptxas_error", k.ptxas_error}, {"max_registers", k.max_registers}, {"ptxas", res},
+                                          {"violation", cuda_resource_violation(k)}};
                 };
                 // --db: per cluster, the schedule run and compile --db would take, and the decision line
                 struct DbChoice {
@@ -264,8 +272,11 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                                    l.count == 1 ? "" : fmt::format(", launched {} times", l.count));
                         for (const KernelResources &r : k.resources) {
                             if (r.kernel != l.kernel) continue;
-                            fmt::print("      ptxas {}: {} registers, {} bytes static shared, {} bytes stack, spills {} stored / {} loaded\n", r.arch,
-                                       r.registers, r.shared_bytes, r.stack_bytes, r.spill_stores, r.spill_loads);
+                            std::optional<Occupancy> o = cuda_occupancy(r, l);
+                            fmt::print("      ptxas {}: {} registers (budget {}), {} bytes static shared, {} bytes stack, spills {} stored / {} loaded{}\n",
+                                       r.arch, r.registers, k.max_registers, r.shared_bytes, r.stack_bytes, r.spill_stores, r.spill_loads,
+                                       o ? fmt::format(", occupancy {:.0f}% ({} blocks/SM, bound by {})", o->fraction * 100, o->blocks_per_sm, o->limit)
+                                         : std::string());
                         }
                     }
                     if (!k.ptxas_found) fmt::print("  ptxas not found (/usr/local/cuda/bin/ptxas, $FUSOR_PTXAS or PATH): PTX not assembled\n");

@@ -98,6 +98,38 @@ std::vector<ClusterSchedule> parsed_user_schedules(const AutotuneOptions &opt, c
 
 }  // namespace
 
+namespace {
+
+/** CUDA: the shared memory a hand-written schedule's staged operands need, compiled for the GPU
+ * (its launches), within the limit; throws UserError naming the source and the stage that stages
+ * them (its chunk=, else its mem=shared stages) otherwise. A register budget is the search's to
+ * judge (a spilling candidate is stored as spills), not a usage error. */
+void check_user_shared_memory(const AutotuneOptions &opt, const std::string &name, const Graph &sub) {
+    Halide::Target target = parse_target(opt.target);
+    if (!target.has_feature(Halide::Target::CUDA)) return;
+    auto it = opt.user_schedules.find(name);
+    if (it == opt.user_schedules.end()) return;
+    for (const AutotuneOptions::UserSchedule &u : it->second) {
+        LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
+        ClusterSchedule s = parsed_user_schedules(opt, name, lc)[&u - it->second.data()];
+        apply_schedule(s, lc);
+        CudaCheck k = check_cuda_pipeline(lc.pipeline, "k", target, opt.gpu_max_registers);
+        std::string why = cuda_launch_violation(k);
+        if (why.empty()) continue;
+        std::vector<std::string> stages;
+        for (const StageSchedule &st : s.stages) {
+            if (st.chunk) stages.push_back(st.stage + " chunk=" + std::to_string(st.chunk));
+        }
+        for (const StageSchedule &st : s.stages) {
+            if (stages.empty() && st.memory == MemoryKind::Shared) stages.push_back(st.stage + " mem=shared");
+        }
+        throw UserError(fmt::format("{}: schedule for cluster {}: stage {}: {}", u.source, name, fmt::join(stages, ", "),
+                                    why.substr(why.find(": ") + 2)));
+    }
+}
+
+}  // namespace
+
 void check_user_schedules(const Graph &g, const AutotuneOptions &opt) {
     if (opt.user_schedules.empty()) return;
     std::vector<Graph> graphs = tuning_graphs(g, opt.plan ? &*opt.plan : nullptr, opt.plan_file);
@@ -110,6 +142,7 @@ void check_user_schedules(const Graph &g, const AutotuneOptions &opt) {
             if (!opt.user_schedules.count(c.name) || !seen.insert(c.name).second) continue;
             Graph sub = extract_cluster(cg, c);
             parsed_user_schedules(opt, c.name, lower_cluster(sub, sub.clusters[0], "k_"));
+            check_user_shared_memory(opt, c.name, sub);
         }
     }
     for (const auto &[name, list] : opt.user_schedules) {
@@ -335,6 +368,7 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
     t.job.graph_json = job_graph_json(cg, c);
     t.job.target = target_;
     t.job.threads = opt_.threads;
+    t.job.gpu_max_registers = opt_.gpu_max_registers;
     t.job.repeats = opt_.repeats;
     t.job.memory_limit_mb = worker_memory_mb();
     t.job.reference_path = scratch_.path() + "/reference_" + std::to_string(tasks_.size()) + ".bin";

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "generators/CudaBudget.h"
 #include "graph/Graph.h"
 #include "tuner/FusionPlan.h"
 #include "tuner/Shard.h"
@@ -49,6 +50,7 @@ struct AutotuneOptions {
      * "evolve" (mutate the best so far) or "random" (mutate the default): tuner/Search.h. */
     std::string strategy = "model";
     std::string target = "host";
+    int gpu_max_registers = kDefaultGpuMaxRegisters;  ///< CUDA: generators/CudaBudget.h
     double timeout_s = 120;        ///< per candidate: limit of its run (and of its compile unless set below)
     double compile_timeout_s = 0;  ///< per candidate: limit of its compile; 0 = timeout_s
     int jobs = 0;                  ///< candidates compiled at once in workers; 0 = number of cores

@@ -112,7 +112,7 @@ MeasureResult result_from_json(const json &j) {
 
 json job_to_json(const MeasureJob &job) {
     return {{"graph", job.graph_json}, {"schedule", job.schedule}, {"target", job.target}, {"threads", job.threads},
-            {"warmup", job.warmup}, {"repeats", job.repeats}, {"best_ms", job.best_ms}, {"seed", job.seed},
+            {"gpu_max_registers", job.gpu_max_registers}, {"warmup", job.warmup}, {"repeats", job.repeats}, {"best_ms", job.best_ms}, {"seed", job.seed},
             {"memory_limit_mb", job.memory_limit_mb}, {"export_object", job.export_object},
             {"export_function", job.export_function}, {"reference_path", job.reference_path},
             {"node_clusters", job.node_clusters}, {"cluster_schedules", job.cluster_schedules}};
@@ -124,6 +124,7 @@ MeasureJob job_from_json(const json &j) {
     job.schedule = j.value("schedule", std::string());
     job.target = j.value("target", std::string("host"));
     job.threads = j.value("threads", 0);
+    job.gpu_max_registers = j.value("gpu_max_registers", kDefaultGpuMaxRegisters);
     job.warmup = j.value("warmup", 2);
     job.repeats = j.value("repeats", 7);
     job.best_ms = j.value("best_ms", 0.0);
@@ -157,7 +158,13 @@ std::string cuda_resources_json(const CudaCheck &c) {
         shared = std::max(shared, l.shared_bytes < 0 ? -1 : l.shared_bytes + stat);
         threads = std::max(threads, l.threads);
     }
+    json occupancy = json::object();  // per architecture, the least full of the candidate's kernels
+    for (const Occupancy &o : cuda_occupancies(c)) {
+        double f = std::round(o.fraction * 1000) / 1000;
+        if (!occupancy.contains(o.arch) || occupancy[o.arch].get<double>() > f) occupancy[o.arch] = f;
+    }
     json j = {{"kernels", (int64_t)kernels.size()}, {"launches", c.launch_count()}, {"registers", registers},
+              {"max_registers", c.max_registers}, {"occupancy", occupancy},
               {"shared_bytes", shared}, {"static_shared_bytes", static_shared}, {"threads", threads},
               {"spill_stores", spill_stores}, {"spill_loads", spill_loads}, {"stack_bytes", stack},
               {"ptxas", c.ptxas_found}};
@@ -172,6 +179,11 @@ std::string resources_summary(const std::string &text) {
     s << n("kernels") << " kernel(s), " << n("launches") << " launch(es), " << n("threads") << " threads/block, "
       << n("registers") << " regs/thread, " << n("shared_bytes") << " B shared/block, spills " << n("spill_stores") << "/"
       << n("spill_loads") << " B, stack " << n("stack_bytes") << " B";
+    if (j.contains("occupancy") && j["occupancy"].is_object()) {
+        for (const auto &[arch, f] : j["occupancy"].items()) {
+            if (f.is_number()) s << ", occupancy " << arch << " " << (int)std::lround(f.get<double>() * 100) << "%";
+        }
+    }
     if (!j.value("ptxas", true)) s << " (ptxas not found: registers not checked)";
     return s.str();
 }
@@ -249,8 +261,8 @@ struct Compiled {
 /** CUDA: checks the scheduled pipeline with ptxas before anyone runs it. Returns the failure
  * (spills, resource-limit, compile-error from ptxas, or unmeasured without a driver) or nullopt
  * when it may be JIT-compiled and timed; sets c.resources either way. */
-std::optional<MeasureResult> cuda_precheck(Compiled &c, std::string &resources, std::chrono::steady_clock::time_point t0) {
-    CudaCheck k = check_cuda_pipeline(c.lc.pipeline, "k", c.target);
+std::optional<MeasureResult> cuda_precheck(Compiled &c, std::string &resources, std::chrono::steady_clock::time_point t0, int gpu_max_registers) {
+    CudaCheck k = check_cuda_pipeline(c.lc.pipeline, "k", c.target, gpu_max_registers);
     resources = cuda_resources_json(k);
     auto with = [&](TrialStatus st, const std::string &why) {
         MeasureResult r = measure_failure(st, why);
@@ -362,7 +374,8 @@ Compiled compile_candidate(const MeasureJob &job, Graph g) {
         if (autoscheduler.empty() && !c.export_mode) lower_prepacked(c.g, cluster, "k_", sched, c.lc);
         if (autoscheduler.empty()) apply_schedule(sched, c.lc);
         if (c.target.has_feature(Halide::Target::CUDA)) {
-            if (auto stop = cuda_precheck(c, c.resources, t0)) {
+            set_cuda_jit_max_registers(job.gpu_max_registers, true);  // the budget ptxas checked, at load
+            if (auto stop = cuda_precheck(c, c.resources, t0, job.gpu_max_registers)) {
                 c.failure = stop;
                 if (!c.export_mode || stop->status != TrialStatus::Unmeasured) return c;
             }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "generators/CudaBudget.h"
 #include "graph/Graph.h"
 #include "tuner/TuningDb.h"
 
@@ -22,6 +23,9 @@ struct MeasureJob {
     std::string schedule;    ///< ClusterSchedule text; "" = the default schedule
     std::string target = "host";
     int threads = 0;         ///< Halide worker threads; 0 = all cores
+    /** CUDA: registers per thread that ptxas checks with and the driver loads with
+     * (generators/CudaCheck.h, kDefaultGpuMaxRegisters). */
+    int gpu_max_registers = kDefaultGpuMaxRegisters;
     int warmup = 2, repeats = 7;
     /** Adaptive timing (keep_timing): the best time of this cluster so far, in ms; 0 = none
      * known, or the candidate must have exactly \p repeats runs (a confirm run). */

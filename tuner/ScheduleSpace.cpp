@@ -216,8 +216,14 @@ bool stageable(const StageInfo &st) {
 
 void edit_gpu_output(ClusterSchedule &all, StageSchedule &s, const StageInfo &st, SplitMix64 &rng) {
     int dims = (int)s.gpu_threads.size();
-    auto tile_of = [&](int d) { return d < (int)s.tile.size() ? s.tile[d] : 1; };
-    switch (pick(rng, 3)) {
+    // a thread's elements along dim d: its tile, times its vector along dim 0
+    auto tile_of = [&](int d) { return (d < (int)s.tile.size() ? s.tile[d] : 1) * (d == 0 ? std::max(1, s.vector_width) : 1); };
+    switch (pick(rng, 4)) {
+    case 3: {  // 16-byte (or 8-byte) vectors per thread along dim 0, or none
+        int options[] = {0, 2, 4};
+        s.vector_width = options[pick(rng, 3)];
+        break;
+    }
     case 0: {  // threads per block: powers of two, at most 1024 in all, fitting the extents
         std::vector<int> old = s.gpu_threads;
         int64_t left = 1024;
@@ -250,7 +256,8 @@ void edit_gpu_output(ClusterSchedule &all, StageSchedule &s, const StageInfo &st
         std::vector<int> tile(dims, 1);
         for (int d = 0; d < dims; d++) {
             int t = kGpuTiles[pick(rng, 4)];
-            while (t > 1 && (int64_t)t * s.gpu_threads[d] > st.extents[d]) t /= 2;
+            int64_t lanes = d == 0 ? std::max(1, s.vector_width) : 1;
+            while (t > 1 && (int64_t)t * s.gpu_threads[d] * lanes > st.extents[d]) t /= 2;
             tile[d] = t;
         }
         if (std::all_of(tile.begin(), tile.end(), [](int t) { return t == 1; })) {
@@ -329,7 +336,14 @@ void edit_gpu_staging(const LoweredCluster &lc, ClusterSchedule &all, StageSched
     std::string out_name = out->stage;
     std::vector<int> threads = out->gpu_threads;
     if (acc && next < 2 && acc->chunk) {
-        // back to one accumulator per thread, in registers
+        // back to one accumulator per thread, in registers; the other operands staged per chunk
+        // of it (a matmul's A beside B) are read in place
+        for (StageSchedule &o : all.stages) {
+            if (&o == &s || o.level != ComputeLevel::At || o.at_stage != acc->stage || o.at_var != kChunkLoop) continue;
+            std::string name = o.stage;
+            o = StageSchedule{};
+            o.stage = name;
+        }
         acc->at_stage = out_name, acc->at_var = xi;
         acc->gpu_threads.clear();
         acc->chunk = 0;
@@ -346,6 +360,10 @@ void edit_gpu_staging(const LoweredCluster &lc, ClusterSchedule &all, StageSched
     s.level = ComputeLevel::At;
     s.gpu_threads.assign(threads.begin(), threads.begin() + std::min(threads.size(), st.extents.size()));
     s.memory = MemoryKind::Shared;
+    // copied in scalars or in vectors of 4, where the window's rows are whole vectors (a
+    // matmul's panels; a conv's window has a halo)
+    bool vectors = (st.packing || st.gpu_copy) && st.func.output_types()[0].bits() == 32 && st.extents[0] % 4 == 0;
+    s.vector_width = vectors && pick(rng, 2) ? 4 : 0;
     if (next == 1) {
         s.at_stage = out_name, s.at_var = xo;
         return;

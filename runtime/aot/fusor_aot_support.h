@@ -212,6 +212,10 @@ struct Model {
      * and every intermediate's device copy is a view of it at the tensor's arena offset (the
      * host arena's plan, on the device); null on CPU targets. */
     const halide_device_interface_t *(*device_interface)() = nullptr;
+    /* CUDA targets: registers per thread the driver loads the kernels with (Halide's runtime reads
+     * HL_CUDA_JIT_MAX_REGISTERS, else caps them at 64); set at init unless the process has set it.
+     * 0: leave it. */
+    int gpu_max_registers = 0;
 
     // state
     bool ready = false;
@@ -274,6 +278,7 @@ struct Model {
         ctx.model = this;
         ctx.report = report;
         install_hooks();
+        if (gpu_max_registers > 0) setenv("HL_CUDA_JIT_MAX_REGISTERS", std::to_string(gpu_max_registers).c_str(), 0);
         if (arena_bytes > 0 && posix_memalign((void **)&arena, 64, (size_t)arena_bytes) != 0) {
             error = std::string(name) + ": cannot allocate the arena of " + std::to_string(arena_bytes) + " bytes";
             return -3;

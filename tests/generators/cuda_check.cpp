@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "generators/ApplySchedule.h"
 #include "generators/CudaCheck.h"
 #include "generators/DefaultSchedule.h"
@@ -98,13 +100,20 @@ TEST_CASE("cuda schedule: why_illegal explains misplaced GPU directives", "[gene
     };
     // K = 768: the default computes the accumulator per block over K in chunks, the packed panel
     // staged per chunk; the per-thread form (whole panel per block) is legal too
-    CHECK(stage(chunked, "_acc").chunk == 32);
+    // A is staged beside B, each chunk at most the block's 16 x threads wide (no bank conflicts
+    // on A's rows), both copied in vectors of 4
+    CHECK(stage(chunked, "_acc").chunk == 16);
     CHECK(stage(chunked, "_packb").at_var == "ko");
+    CHECK(stage(chunked, "_packa").at_var == "ko");
+    CHECK(stage(chunked, "_packa").vector_width == 4);
+    CHECK(out->tile == std::vector<int>{4, 4});  // 64 x 64 outputs per block: 384 blocks
     ClusterSchedule def = chunked;
     StageSchedule &acc = stage(def, "_acc");
     acc.at_var = "xi", acc.gpu_threads.clear(), acc.chunk = 0;
-    StageSchedule &packb = stage(def, "_packb");
-    packb.at_stage = out->stage, packb.at_var = "xo";
+    for (const char *operand : {"_packb", "_packa"}) {
+        StageSchedule &whole = stage(def, operand);
+        whole.at_stage = out->stage, whole.at_var = "xo";
+    }
     CHECK(why_illegal(def, lc) == "");
     auto with = [&](const std::function<void(ClusterSchedule &)> &edit) {
         ClusterSchedule s = def;
@@ -128,8 +137,11 @@ TEST_CASE("cuda schedule: why_illegal explains misplaced GPU directives", "[gene
     CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_acc").memory = MemoryKind::Shared; }), Contains("per thread"));
     // threads inside threads
     CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_acc").gpu_threads = {4}; }), Contains("already inside GPU threads"));
-    // vectorizing a GPU stage
-    CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_gelu").vector_width = 4; }), Contains("do not apply to GPU stages"));
+    // vectors on a GPU stage: 2 or 4 elements, dividing dim 0, not on a reduction
+    CHECK(with([&](ClusterSchedule &s) { stage(s, "_gelu").vector_width = 4; }) == "");
+    CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_gelu").vector_width = 8; }), Contains("2 or 4 elements"));
+    CHECK_THAT(with_chunked([&](ClusterSchedule &s) { stage(s, "_acc").vector_width = 4; }), Contains("not a reduction"));
+    CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_gelu").parallel = true; }), Contains("do not apply to GPU stages"));
     // a per-thread tile needs one extent per thread dim
     CHECK_THAT(with([&](ClusterSchedule &s) { stage(s, "_gelu").tile = {2}; }), Contains("one extent per gpu= dim"));
     // more than the output covers
@@ -172,9 +184,9 @@ TEST_CASE("cuda: the ptxas report parser reads real ptxas output", "[generators]
     CHECK_THAT(cuda_resource_violation(c), Catch::StartsWith("spills: ") && Contains("712"));
     c.resources = plain;
     CHECK(cuda_resource_violation(c).empty());
-    CudaLimits tight;
-    tight.max_registers = 64;
-    CHECK_THAT(cuda_resource_violation(c, tight), Catch::StartsWith("resource-limit: ") && Contains("72 registers"));
+    c.max_registers = 64;  // a budget under the kernel's 72 registers
+    CHECK_THAT(cuda_resource_violation(c), Catch::StartsWith("resource-limit: ") && Contains("72 registers") && Contains("at most 64"));
+    c.max_registers = kDefaultGpuMaxRegisters;
     c.launches = {KernelLaunch{"_kernel_out_s0_y_yo___block_id_y", 16, 256, 46 * 1024, 1}};
     c.resources = smem;
     c.resources[0].kernel = "_kernel_out_s0_y_yo___block_id_y";
@@ -183,6 +195,75 @@ TEST_CASE("cuda: the ptxas report parser reads real ptxas output", "[generators]
     c.launches[0].shared_bytes = 1024;
     c.launches[0].threads = 2048;
     CHECK_THAT(cuda_resource_violation(c), Contains("2048 threads"));
+}
+
+TEST_CASE("cuda: occupancy follows the CUDA occupancy calculator's rules", "[generators][cuda]") {
+    // 72 registers x 256 threads: a warp takes 2304 of the SM's 65536 registers, so 28 warps fit,
+    // 3 blocks of 8 warps: 24 of 64 warps
+    KernelResources r{"k", "sm_80", 72, 0, 0, 0, 0};
+    KernelLaunch l{"k", 1000, 256, 0, 1};
+    std::optional<Occupancy> o = cuda_occupancy(r, l);
+    REQUIRE(o);
+    CHECK(o->blocks_per_sm == 3);
+    CHECK(o->fraction == Approx(24.0 / 64));
+    CHECK(o->limit == "registers");
+    // registers round up per warp to units of 256: 33 registers count as 40
+    r.registers = 33;
+    o = cuda_occupancy(r, l);
+    CHECK(o->blocks_per_sm == 6);  // 65536 / (40 * 32) = 51 warps: 6 blocks of 8
+    // 46 KiB dynamic + 4224 B static + the 1 KiB the driver reserves, on sm_90's 228 KiB: 4 blocks
+    r = {"k", "sm_90", 14, 4224, 0, 0, 0};
+    l.shared_bytes = 46 * 1024;
+    o = cuda_occupancy(r, l);
+    CHECK(o->blocks_per_sm == 4);
+    CHECK(o->fraction == Approx(0.5));
+    CHECK(o->limit == "shared");
+    // the same on sm_80's 164 KiB: 3 blocks
+    r.arch = "sm_80";
+    CHECK(cuda_occupancy(r, l)->blocks_per_sm == 3);
+    // few registers, small blocks: 32 blocks per SM at most
+    r = {"k", "sm_90", 16, 0, 0, 0, 0};
+    l = {"k", 1000, 32, 0, 1};
+    o = cuda_occupancy(r, l);
+    CHECK(o->blocks_per_sm == 32);
+    CHECK(o->limit == "blocks");
+    CHECK(o->fraction == Approx(0.5));
+    // 1024 threads: 2 blocks fill the SM's 64 warps
+    l.threads = 1024;
+    CHECK(cuda_occupancy(r, l)->limit == "warps");
+    CHECK(cuda_occupancy(r, l)->fraction == Approx(1.0));
+    // unknown architecture or a launch whose shape is not constant: none
+    r.arch = "sm_70";
+    CHECK_FALSE(cuda_occupancy(r, l));
+    r.arch = "sm_90";
+    l.threads = -1;
+    CHECK_FALSE(cuda_occupancy(r, l));
+}
+
+TEST_CASE("cuda: a register budget is a usage check, and ptxas runs with it", "[generators][cuda]") {
+    CHECK(gpu_max_registers_problem(kDefaultGpuMaxRegisters).empty());
+    CHECK(gpu_max_registers_problem(24).empty());
+    CHECK(gpu_max_registers_problem(255).empty());
+    // under 24 ptxas would raise it to 24 for sm_80 and sm_90
+    for (int n : {0, 8, 16, 23, 256, -1}) CHECK_THAT(gpu_max_registers_problem(n), Contains("--gpu-max-registers") && Contains("24..255"));
+    if (!find_ptxas()) FUSOR_SKIP("no ptxas (/usr/local/cuda/bin/ptxas, $FUSOR_PTXAS or PATH): the CUDA toolkit is not installed");
+    // transformer_mlp's matmul kernels (4x4 register tiles) need more than 24 registers: under that
+    // budget ptxas spills
+    // (as the driver would at load), and the candidate is refused as spilling
+    Graph g = load_graph_json(std::string(FUSOR_CONFIG_DIR) + "/models/transformer_mlp.json");
+    form_clusters(g);
+    int spilled = 0;
+    for (const Cluster &c : g.clusters) {
+        if (c.anchor < 0 || g.nodes[c.anchor].op != OpKind::MatMul) continue;
+        CudaCheck tight = check_cuda_cluster(g, c, kCuda, "", 24);
+        CHECK(tight.max_registers == 24);
+        for (const KernelResources &r : tight.resources) CHECK(r.registers <= 24);
+        spilled += cuda_resource_violation(tight).rfind("spills: ", 0) == 0;
+        CudaCheck plain = check_cuda_cluster(g, c, kCuda);
+        CHECK(plain.max_registers == kDefaultGpuMaxRegisters);
+        CHECK(cuda_resource_violation(plain) == "");
+    }
+    CHECK(spilled >= 1);
 }
 
 namespace {
@@ -254,15 +335,49 @@ TEST_CASE("cuda: ptxas accepts every config model's PTX for sm_80 and sm_90, wit
                         if (r.kernel == l.kernel && r.arch == arch) {
                             seen = true;
                             CHECK(r.registers > 0);
-                            CHECK(r.registers <= 255);
+                            CHECK(r.registers <= kDefaultGpuMaxRegisters);
                         }
                     }
                     CHECK(seen);
                 }
             }
+            // an occupancy per kernel and architecture, each SM holding at least one block
+            std::vector<Occupancy> occ = cuda_occupancies(k);
+            CHECK(occ.size() == k.resources.size());
+            for (const Occupancy &o : occ) {
+                CHECK(o.blocks_per_sm >= 1);
+                CHECK(o.fraction > 0);
+                CHECK(o.fraction <= 1);
+            }
             CHECK(cuda_resource_violation(k) == "");
         }
     }
+}
+
+TEST_CASE("cuda: a memory-bound cluster moves 16-byte vectors, 4 per thread, 256 threads per block", "[generators][cuda]") {
+    Graph g = load_graph_json(std::string(FUSOR_CONFIG_DIR) + "/models/eltwise_chain.json");  // 4096 x 4096
+    form_clusters(g);
+    REQUIRE(g.clusters.size() == 1);
+    CudaCheck k = check_cuda_cluster(g, g.clusters[0], kCuda);
+    const StageSchedule *out = nullptr;
+    for (const StageSchedule &s : k.schedule.stages) {
+        if (s.level == ComputeLevel::Root) out = &s;
+    }
+    REQUIRE(out);
+    CHECK(out->vector_width == 4);
+    CHECK(out->gpu_threads == std::vector<int>{256, 1});
+    CHECK(out->tile == std::vector<int>{4, 1});
+    REQUIRE(k.launches.size() == 1);
+    CHECK(k.launches[0].threads == 256);
+    CHECK(k.launches[0].blocks == 4096 * 4096 / (256 * 4 * 4));  // a row of 4096 per block
+    // a row that is not a multiple of 4 keeps scalar threads
+    nlohmann::json j = nlohmann::json::parse(slurp(std::string(FUSOR_CONFIG_DIR) + "/models/eltwise_chain.json"));
+    j["inputs"][0]["shape"] = {64, 4095};
+    j["outputs"][0]["shape"] = {64, 4095};
+    Graph odd = parse_graph_json(j.dump());
+    form_clusters(odd);
+    CudaCheck ko = check_cuda_cluster(odd, odd.clusters[0], kCuda);
+    for (const StageSchedule &s : ko.schedule.stages) CHECK(s.vector_width == 0);
 }
 
 TEST_CASE("cuda: a softmax cluster is one kernel whose reductions use shared memory", "[generators][cuda]") {

@@ -724,6 +724,18 @@ TEST_CASE("cli cuda: compile --target host-cuda-cuda_capability_80 works for eve
     }
 }
 
+TEST_CASE("cli cuda: a CUDA library has the driver load its kernels with --gpu-max-registers", "[tools][cuda]") {
+    TempDir dir;
+    Result r = run_fusor("compile '" + config_model("eltwise_chain") + "' --target host-cuda-cuda_capability_80 --no-runtime --gpu-max-registers 96 -o '" +
+                         dir.path.string() + "'");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    // the build info (a string in the archive) records the budget the library's init hands to
+    // Halide's runtime (HL_CUDA_JIT_MAX_REGISTERS)
+    std::string cmd = "strings '" + dir.file("libeltwise_chain.a") + "' | grep -q '\"gpu_max_registers\": 96'";
+    CHECK(std::system(cmd.c_str()) == 0);
+}
+
 namespace {
 nlohmann::json inspect_cuda_json(const std::string &model) {
     Result r = run_fusor("inspect '" + config_model(model) + "' --target host-cuda-cuda_capability_80 --json");
@@ -763,5 +775,80 @@ TEST_CASE("cli cuda: inspect --target host-cuda reports ptxas resources per kern
         CHECK(k["ptxas_error"] == "");
         CHECK(k["ptxas"].size() == 2 * k["launches"].size());  // sm_80 and sm_90 per kernel
         CHECK(k["violation"] == "");
+        CHECK(k["max_registers"] == 128);
+        for (const auto &r : k["ptxas"]) {
+            REQUIRE(r.contains("occupancy"));
+            CHECK(r["occupancy"]["fraction"].get<double>() > 0);
+            CHECK(r["occupancy"]["fraction"].get<double>() <= 1);
+            CHECK(r["occupancy"]["blocks_per_sm"].get<int>() >= 1);
+            CHECK(r["registers"].get<int>() <= 128);
+        }
     }
+}
+
+TEST_CASE("cli cuda: --gpu-max-registers outside 24..255 is a usage error naming the flag", "[tools][cuda]") {
+    for (const std::string verb : {"inspect", "compile", "autotune"}) {
+        for (const char *value : {"0", "16", "256", "abc"}) {
+            TempDir dir;
+            std::string extra = verb == "compile" ? " -o '" + dir.file("lib") + "'" : verb == "autotune" ? " --db '" + dir.file("t.db") + "'" : "";
+            Result r = run_fusor(verb + " '" + config_model("eltwise_chain") + "' --target host-cuda-cuda_capability_80 --gpu-max-registers " +
+                                 value + extra);
+            INFO(verb << " " << value << ": " << r.err);
+            CHECK(r.status == 2);
+            CHECK_THAT(r.err, Contains("--gpu-max-registers"));
+            CHECK_FALSE(std::filesystem::exists(dir.file("t.db")));
+        }
+    }
+}
+
+TEST_CASE("cli cuda: a --schedule chunk= that does not divide the reduction or overflows shared memory exits 2 naming the stage",
+          "[tools][cuda]") {
+    TempDir dir;
+    // transformer_mlp's c0: fc1 (K = 768) and its GELU, as `fusor db show` names the stages
+    auto schedule = [&](int chunk) {
+        std::string file = dir.file("chunk" + std::to_string(chunk) + ".sched");
+        std::ofstream(file) << "k_n0_acc at=k_n1.xo gpu=16x16 unroll=0,1 chunk=" << chunk << " mem=register\n"
+                            << "k_n0_packa at=k_n0_acc.ko gpu=16x16 mem=shared\n"
+                            << "k_n0_packb at=k_n0_acc.ko gpu=16x16 mem=shared\n"
+                            << "k_n1 root gpu=16x16 tile=4x4 unroll=0,1\n";
+        return file;
+    };
+    auto tune = [&](const std::string &file) {
+        return run_fusor("autotune '" + config_model("transformer_mlp") + "' --target host-cuda-cuda_capability_80 --no-plan-search --db '" +
+                         dir.file("t.db") + "' --schedule c0='" + file + "'");
+    };
+    Result divide = tune(schedule(100));
+    INFO(divide.err);
+    CHECK(divide.status == 2);
+    CHECK_THAT(divide.err, Contains("chunk100.sched") && Contains("k_n0_acc") && Contains("does not divide extent 768"));
+    // 192 steps of A's 64 rows and B's 64 columns: 96 KiB per block
+    Result shared = tune(schedule(192));
+    INFO(shared.err);
+    CHECK(shared.status == 2);
+    CHECK_THAT(shared.err, Contains("chunk192.sched") && Contains("k_n0_acc chunk=192") && Contains("98304 bytes of shared memory") &&
+                               Contains("at most 49152"));
+    CHECK_FALSE(std::filesystem::exists(dir.file("t.db")));
+    // the same with a chunk that fits is measured (stored unmeasured without a driver)
+    Result fits = tune(schedule(16));
+    INFO(fits.err);
+    CHECK(fits.status == 0);
+}
+
+TEST_CASE("cli cuda: inspect --gpu-max-registers checks the kernels under that budget", "[tools][cuda]") {
+    Result r = run_fusor("inspect '" + config_model("transformer_mlp") + "' --target host-cuda-cuda_capability_80 --json --gpu-max-registers 24");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    REQUIRE_FALSE(j["clusters"].empty());
+    if (!j["clusters"][0]["cuda"]["ptxas_found"].get<bool>()) {
+        FUSOR_SKIP("no ptxas (/usr/local/cuda/bin/ptxas, $FUSOR_PTXAS or PATH): the CUDA toolkit is not installed");
+    }
+    int spilling = 0;
+    for (const auto &c : j["clusters"]) {
+        const auto &k = c["cuda"];
+        CHECK(k["max_registers"] == 24);
+        for (const auto &res : k["ptxas"]) CHECK(res["registers"].get<int>() <= 24);
+        spilling += k["violation"].get<std::string>().rfind("spills: ", 0) == 0;
+    }
+    CHECK(spilling >= 1);  // the matmuls' 4x4 register tiles do not fit 24 registers
 }

@@ -343,16 +343,19 @@ TEST_CASE("compile: a CUDA library links into an app, and without a GPU its init
 TEST_CASE("compile: reductions staged per chunk in shared memory (a matmul's long K, a conv's 128 channels) give the JIT "
           "outputs through OpenCL on the CPU",
           "[tools][compile][gpu]") {
-    // the default GPU schedule chunks both: no block's whole window fits 32 KiB
+    // the default GPU schedule chunks both: no block's whole window fits 32 KiB. The matmul stages
+    // A beside B, in chunks no wider than the block's 16 x threads (no bank conflicts), both
+    // copied in vectors of 4
     TempDir d;
     std::string model = std::string(FUSOR_TEST_DATA) + "/cuda/long_reductions.json";
     Result inspect = shell(std::string("'") + FUSOR_BINARY + "' inspect '" + model + "' --layout nchw --target " + kOpenClTarget, d);
     INFO(inspect.out);
     REQUIRE(inspect.status == 0);
-    CHECK_THAT(inspect.out, Contains("c1_fc_acc at=c1_relu.xo gpu=16x8 unroll=0,1 chunk=32 mem=register"));
-    CHECK_THAT(inspect.out, Contains("c1_fc_packb at=c1_fc_acc.ko gpu=16x8 mem=shared"));
+    CHECK_THAT(inspect.out, Contains("c1_fc_acc at=c1_relu.xo gpu=16x8 unroll=0,1 chunk=16 mem=register"));
+    CHECK_THAT(inspect.out, Contains("c1_fc_packa at=c1_fc_acc.ko gpu=16x8 vec=4 mem=shared"));
+    CHECK_THAT(inspect.out, Contains("c1_fc_packb at=c1_fc_acc.ko gpu=16x8 vec=4 mem=shared"));
     CHECK_THAT(inspect.out, Contains("c0_conv_acc at=c0_crelu.xo gpu=8x8 unroll=0,1 chunk=32 mem=register"));
-    CHECK_THAT(inspect.out, Contains("c0_conv_pad at=c0_conv_acc.ko gpu=8x8 mem=shared"));
+    CHECK_THAT(inspect.out, Contains("c0_conv_pad at=c0_conv_acc.ko gpu=8x8 mem=shared"));  // a halo: scalar copies
     check_model_on_opencl("cuda/long_reductions.json", "--layout nchw");
 }
 

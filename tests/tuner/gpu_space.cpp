@@ -287,8 +287,8 @@ TEST_CASE("gpu measure: staging a long-K matmul panel whole in shared memory is 
           "never run",
           "[tuner][cuda]") {
     // transformer_mlp as configured: K=768 and K=3072, so a block's whole packed B panel is far
-    // over 48 KiB; the default stages it per chunk of K (chunk=), and the search's "whole window"
-    // form must be rejected by the launch's shared-memory figure (no stand-in here).
+    // over 48 KiB; the default stages it and A per chunk of K (chunk=), and the search's "whole
+    // window" form must be rejected by the launch's shared-memory figure (no stand-in here).
     Graph g =
         load_graph_json(std::string(FUSOR_SOURCE_DIR) + "/configs/models/transformer_mlp.json");
     form_clusters(g);
@@ -336,7 +336,15 @@ TEST_CASE("gpu measure: staging a long-K matmul panel whole in shared memory is 
         MeasureResult ok = measure_here(job);
         INFO(ok.error);
         CHECK(ok.status == TrialStatus::Unmeasured);
-        CHECK(nlohmann::json::parse(ok.resources)["shared_bytes"].get<int64_t>() == 4096);
+        // A's and B's chunks side by side: chunk x (block rows + block columns) floats
+        const StageSchedule *os = def.find(out.name), *acc = nullptr;
+        for (const StageSchedule &s : def.stages) {
+            if (s.chunk) acc = &s;
+        }
+        REQUIRE(os);
+        REQUIRE(acc);
+        int64_t block_x = (int64_t)os->gpu_threads[0] * os->tile[0], block_y = (int64_t)os->gpu_threads[1] * os->tile[1];
+        CHECK(nlohmann::json::parse(ok.resources)["shared_bytes"].get<int64_t>() == 4 * acc->chunk * (block_x + block_y));
     }
     CHECK(rejected == 2);
 }
