@@ -211,14 +211,18 @@ TEST_CASE("bundle: the GPU search's candidates, chunked staging included, run th
     json manifest = read_json(d.file("b/manifest.json"));
     REQUIRE(manifest["candidates"].size() == 14);
     std::map<std::string, std::string> schedules;  // id -> schedule
-    int chunked = 0;
+    int chunked = 0, both_staged = 0, vectors = 0;
     for (const json &c : manifest["candidates"]) {
         std::string text = c["schedule"];
         schedules[c["id"]] = text;
         CHECK_THAT(text, Contains(" gpu="));
         if (text.find(" chunk=") != std::string::npos) chunked++;
+        if (text.find("_packa at=") != std::string::npos && text.find("_packb at=") != std::string::npos) both_staged++;
+        if (text.find(" vec=") != std::string::npos) vectors++;
     }
     CHECK(chunked > 0);  // the default chunks both clusters, and the search changes chunk sizes
+    CHECK(both_staged > 0);  // the matmul's A staged beside B (the GEMM family)
+    CHECK(vectors > 0);      // panels copied in vectors
     Result m = shell("'" + d.file("b/measure") + "' --runs 1 --warmup 0 --timeout 60", d);
     INFO(m.out);
     REQUIRE(m.status == 0);
