@@ -262,11 +262,12 @@ std::optional<Occupancy> cuda_occupancy(const KernelResources &r, const KernelLa
     int64_t warps = (l.threads + 31) / 32;
     int64_t regs_per_warp = round_up(std::max(r.registers, 1) * 32, 256);
     int64_t shared = round_up(l.shared_bytes + r.shared_bytes + 1024, 128);
+    // the SM's own caps first: a kernel is "bound by registers" only when they bind before them
     std::vector<std::pair<int64_t, const char *>> bounds = {
-        {sm->registers / regs_per_warp / warps, "registers"},
-        {sm->shared_bytes / shared, "shared"},
         {sm->warps / warps, "warps"},
         {sm->blocks, "blocks"},
+        {sm->registers / regs_per_warp / warps, "registers"},
+        {sm->shared_bytes / shared, "shared"},
     };
     auto least = std::min_element(bounds.begin(), bounds.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
     Occupancy o;
