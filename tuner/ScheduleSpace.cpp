@@ -500,11 +500,13 @@ double space_size(const LoweredCluster &lc, const ClusterSchedule &s) {
             if (!info) continue;
             if (info->is_output && st.level == ComputeLevel::Root && !st.gpu_threads.empty()) {
                 int dims = (int)st.gpu_threads.size();
-                n *= gpu_thread_shapes(info->extents, dims) * std::pow(4.0, dims) /*tiles*/ * (dims >= 2 ? 4 : 2) /*unroll*/;
+                n *= gpu_thread_shapes(info->extents, dims) * std::pow(4.0, dims) /*tiles*/ * (dims >= 2 ? 4 : 2) /*unroll*/ * 3 /*vectors*/;
             } else if (stageable(*info)) {
-                // read in place, staged whole in shared memory, or per chunk of its reduction
+                // read in place, staged whole in shared memory, or per chunk of its reduction;
+                // staged, copied in scalars or (a panel) in vectors
                 const StageInfo *acc = reading_accumulator(lc, *info);
-                n *= 2 + (acc ? chunk_choices(*acc).size() : 0);
+                double staged = 1 + (acc ? chunk_choices(*acc).size() : 0);
+                n *= 1 + staged * (info->packing || info->gpu_copy ? 2 : 1);
             }
         }
         return n;
