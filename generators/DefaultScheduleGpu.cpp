@@ -35,7 +35,8 @@ constexpr int kThreadsPerBlock = 256;
 /** Blocks a GEMM-like kernel should launch at least: one per SM of an H100/H200 (132). Its
  * per-thread register tile is the largest that still gives this many. */
 constexpr int64_t kMinBlocks = 132;
-/** Elements a thread copies at once into a staged operand (one 16-byte load of f32). */
+/** Elements a thread moves at once (vec=): 16 bytes of f32, which Halide 14's PTX backend
+ * emits as two 8-byte accesses. */
 constexpr int kCopyVector = 4;
 
 /** Bytes of \p producer that \p consumer's definitions read over a block covering \p coverage
@@ -122,7 +123,7 @@ bool whole_vector_rows(const StageInfo &st) {
 
 /** The bandwidth form of a memory-bound output of \p extents and \p bits-bit elements (no
  * reduction along its dims: an elementwise or injective chain), into \p s: each thread moves
- * 16-byte vectors along dim 0 (vec=4), up to 4 of them (tile=, unrolled) strided by the block's
+ * vectors of 4 along dim 0 (vec=4), up to 4 of them (tile=, unrolled) strided by the block's
  * width so that a warp's accesses stay consecutive, 256 threads per block: the form of PyTorch's
  * vectorized elementwise kernel. The count per thread shrinks until the launch has 2 blocks per
  * SM of an H200. Returns false (s untouched) when dim 0 is not a multiple of 4. */
@@ -148,7 +149,7 @@ bool bandwidth_form(const std::vector<int64_t> &extents, int bits, StageSchedule
         s.tile[0] = per_thread;
         s.unroll = {0};
     }
-    s.note = "memory-bound: 16-byte vectors, " + std::to_string(per_thread) + " per thread";
+    s.note = "memory-bound: vectors of 4, " + std::to_string(per_thread) + " per thread";
     return true;
 }
 
@@ -230,8 +231,6 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
                     }
                 }
             };
-            // the accumulator per block over its reduction in chunks, the operand staged per
-            // chunk: the largest chunk of 32, 16, 8, 4 or 2 steps that divides the loop and fits
             // the GEMM family: each thread's register tile the largest of 4x4, 4x2, 2x4 and 2x2
             // outputs that still launches kMinBlocks blocks (a matmul's M x N, a conv's plane)
             auto gemm_shape = [&] {
@@ -250,6 +249,8 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             // is at most the block's x threads wide: a warp's two rows of 16 threads then read
             // addresses a chunk apart, in different banks
             bool row_copy = std::any_of(staged.begin(), staged.end(), [](const StageInfo *st) { return st->gpu_copy; });
+            // the accumulator per block over its reduction in chunks, the operands staged per
+            // chunk: the largest chunk of 32, 16, 8, 4 or 2 steps that divides the loop and fits
             auto stage_chunked = [&] {
                 if (accs.size() != 1) return;
                 int64_t extent = outermost_reduction_extent(*accs[0]);

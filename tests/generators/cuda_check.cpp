@@ -354,7 +354,7 @@ TEST_CASE("cuda: ptxas accepts every config model's PTX for sm_80 and sm_90, wit
     }
 }
 
-TEST_CASE("cuda: a memory-bound cluster moves 16-byte vectors, 4 per thread, 256 threads per block", "[generators][cuda]") {
+TEST_CASE("cuda: a memory-bound cluster moves vectors of 4 floats, 4 per thread, 256 threads per block", "[generators][cuda]") {
     Graph g = load_graph_json(std::string(FUSOR_CONFIG_DIR) + "/models/eltwise_chain.json");  // 4096 x 4096
     form_clusters(g);
     REQUIRE(g.clusters.size() == 1);
