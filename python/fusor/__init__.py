@@ -239,20 +239,24 @@ def host_target():
     return _core.host_target()
 
 
-def inspect(model, shapes=None, target="host", layout="auto", optimize=True):
-    """`fusor inspect MODEL --json` as a dict: nodes, clusters, schedules, kernels, traffic."""
-    return _verb(["inspect", _path(model, "model"), *_shape_flags(shapes), *_flags(target=target, layout=layout,
-                                                                           no_optimize=not optimize), "--json"])[0]
+def inspect(model, shapes=None, target="host", layout="auto", optimize=True, gpu_max_registers=None):
+    """`fusor inspect MODEL --json` as a dict: nodes, clusters, schedules, kernels, traffic.
+
+    gpu_max_registers: CUDA targets, the register budget ptxas checks each kernel with (docs/cuda.md)."""
+    return _verb(["inspect", _path(model, "model"), *_shape_flags(shapes),
+                  *_flags(target=target, layout=layout, no_optimize=not optimize, gpu_max_registers=gpu_max_registers),
+                  "--json"])[0]
 
 
 def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, jobs=None, strategy=None, seed=None,
              target=None, autoschedulers=None, timeout=None, confirm_rounds=None, layout=None, shard=None, plan_search=True,
-             progress=False):
+             gpu_max_registers=None, progress=False):
     """`fusor autotune MODEL --db DB ...`: searches schedules and stores every trial in db.
 
     db: a file, or a postgresql:// URL that many tuners share. shard: "K/N", tune only shard K of
     the model's distinct clusters (docs/tuning_db.md, "Tuning across a fleet"). plan_search: also
     tune each region's other fusion plans and store their records (False: `--no-plan-search`).
+    gpu_max_registers: CUDA targets, registers per thread a candidate may use (docs/cuda.md).
 
     budget: "90s", "10m", "1h" (or seconds). progress: False (event lines go to the "fusor"
     logger), True (the CLI's progress line on stderr and events on stdout), or a callable that
@@ -266,21 +270,23 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
     args = ["autotune", _path(model, "model"), "--db", _path(db, "db"), *_shape_flags(shapes),
             *_flags(budget=budget, trials=trials, threads=threads, jobs=jobs, strategy=strategy, seed=seed, target=target,
                     autoschedulers=autoschedulers, timeout=timeout, confirm_rounds=confirm_rounds, layout=layout, shard=shard,
-                    no_plan_search=not plan_search)]
+                    no_plan_search=not plan_search, gpu_max_registers=gpu_max_registers)]
     if progress is True:
         return _verb(args, stoppable=True)[1]
     report = progress if callable(progress) else (lambda p: None)
     return _verb(args, progress=report, log=_log.info, stoppable=True)[1]
 
 
-def compile(model, out_dir, db=None, name=None, shapes=None, target=None, layout=None):
+def compile(model, out_dir, db=None, name=None, shapes=None, target=None, layout=None, gpu_max_registers=None):
     """`fusor compile MODEL -o OUT_DIR ...`: a static library and C header (docs/aot.md).
 
+    gpu_max_registers: CUDA targets, the registers per thread the library's kernels load with.
     Returns the paths written: {"libraries": [...], "header": ..., "runtime": ...}."""
     model = _path(model, "model")
     out_dir = _path(out_dir, "out_dir")
     return _verb(["compile", model, "-o", out_dir, *_shape_flags(shapes),
-                  *_flags(db=None if db is None else _path(db, "db"), name=name, target=target, layout=layout)])[0]
+                  *_flags(db=None if db is None else _path(db, "db"), name=name, target=target, layout=layout,
+                          gpu_max_registers=gpu_max_registers)])[0]
 
 
 def bench(model, shapes=None, db=None, threads=None, repeats=None, warmup=None, per_cluster=False, target=None,

@@ -119,3 +119,16 @@ def test_a_bad_flag_value_names_it(tmp_path):
     with pytest.raises(fusor.BadInput) as e:
         fusor.autotune(config_model("mlp_head"), db=tmp_path / "t.db", jobs="x")
     assert "--jobs" in message(e)
+
+
+@pytest.mark.parametrize("registers", [0, 16, 256])
+def test_gpu_register_budget_out_of_range(registers):
+    with pytest.raises(fusor.BadInput) as e:
+        fusor.inspect(config_model("transformer_mlp"), target="host-cuda-cuda_capability_80", gpu_max_registers=registers)
+    assert "--gpu-max-registers" in message(e) and "24..255" in message(e)
+
+
+def test_gpu_register_budget_reaches_ptxas():
+    info = fusor.inspect(config_model("transformer_mlp"), target="host-cuda-cuda_capability_80", gpu_max_registers=48)
+    for cluster in info["clusters"]:
+        assert cluster["cuda"]["max_registers"] == 48
