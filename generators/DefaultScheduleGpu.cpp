@@ -114,6 +114,10 @@ std::pair<int, int> cover(int64_t extent, int max_threads) {
     return {t, (int)(extent / t)};
 }
 
+int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
 /** Whether a staged operand's window rows are whole vectors of kCopyVector: a copy of a matmul
  * operand (packed or plain) over 32-bit elements whose dim 0 is a multiple of 4. A conv's padded
  * window is not: its halo starts and ends a row anywhere. */
@@ -203,10 +207,11 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             p.staged_bytes = -1;
             // shared memory per block of the staged operands under block shape sh, their whole
             // windows or (chunk > 0) one chunk of the reduction; -1 when not a constant
-            auto staged_footprint = [&](const std::array<int, 4> &sh, int64_t chunk) {
+            auto staged_footprint = [&](const std::array<int, 4> &sh, int64_t chunk, int64_t z = 1) {
                 std::vector<int64_t> coverage(o.extents.size(), 1);
                 coverage[0] = (int64_t)sh[0] * sh[2];
                 coverage[1] = (int64_t)sh[1] * sh[3];
+                if (coverage.size() > 2) coverage[2] = z;  // a register tile along dim 2 too
                 // the operands are staged side by side (a matmul's A and B): their windows add up
                 int64_t bytes = 0;
                 for (const StageInfo *stg : staged) {
@@ -232,18 +237,20 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
                 }
             };
             // the GEMM family: each thread's register tile the largest of 4x4, 4x2, 2x4 and 2x2
-            // outputs that still launches kMinBlocks blocks (a matmul's M x N, a conv's plane)
-            auto gemm_shape = [&] {
+            // outputs that still launches kMinBlocks blocks, and whose chunk fits (below)
+            auto gemm_shapes = [&] {
                 int64_t outer = 1;
                 for (size_t d = 2; d < o.extents.size(); d++) outer *= o.extents[d];
+                std::vector<std::array<int, 4>> shapes;
                 for (auto [rx, ry] : {std::pair{4, 4}, {4, 2}, {2, 4}, {2, 2}}) {
                     std::array<int, 4> sh = shape(16, rx);
                     if (sh[2] != rx || o.extents[1] < (int64_t)ry * sh[1]) continue;  // wider than the output
                     sh[3] = ry;
                     int64_t bx = o.extents[0] / ((int64_t)sh[0] * sh[2]), by = o.extents[1] / ((int64_t)sh[1] * sh[3]);
-                    if (bx * by * outer >= kMinBlocks) return sh;
+                    if (bx * by * outer >= kMinBlocks) shapes.push_back(sh);
                 }
-                return shape(16, 2);
+                shapes.push_back(shape(16, 2));
+                return shapes;
             };
             // a copy of A read along its rows (gpu_copy) is free of bank conflicts when a chunk
             // is at most the block's x threads wide: a warp's two rows of 16 threads then read
@@ -254,17 +261,18 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             auto stage_chunked = [&] {
                 if (accs.size() != 1) return;
                 int64_t extent = outermost_reduction_extent(*accs[0]);
-                std::array<int, 4> sh = gemm_shape();
-                for (int c : {32, 16, 8, 4, 2}) {
-                    if (row_copy && c > sh[0]) continue;
-                    if (extent <= c || extent % c != 0) continue;
-                    int64_t bytes = staged_footprint(sh, c);
-                    if (bytes > 0 && bytes <= kSharedBudget) {
-                        chosen = sh;
-                        p.staged_bytes = bytes;
-                        p.chunk = c;
-                        p.chunk_acc = accs[0]->name;
-                        return;
+                for (const std::array<int, 4> &sh : gemm_shapes()) {
+                    for (int c : {32, 16, 8, 4, 2}) {
+                        if (row_copy && c > sh[0]) continue;
+                        if (extent <= c || extent % c != 0) continue;
+                        int64_t bytes = staged_footprint(sh, c);
+                        if (bytes > 0 && bytes <= kSharedBudget) {
+                            chosen = sh;
+                            p.staged_bytes = bytes;
+                            p.chunk = c;
+                            p.chunk_acc = accs[0]->name;
+                            return;
+                        }
                     }
                 }
             };
@@ -276,6 +284,20 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             s.gpu_threads = {chosen[0], chosen[1]};
             s.tile = {chosen[2], chosen[3]};
             s.unroll = {0, 1};
+            // an NCHW conv: 4 output channels per thread too (implicit GEMM's M), sharing each
+            // value of the staged window, where that still launches kMinBlocks blocks
+            bool nchw_conv = accs.size() == 1 && g.nodes[accs[0]->node].op == OpKind::Conv && rank == 4 && o.extents[2] % 4 == 0;
+            int64_t blocks = ceil_div(o.extents[0], (int64_t)chosen[0] * chosen[2]) * ceil_div(o.extents[1], (int64_t)chosen[1] * chosen[3]) *
+                             (o.extents[2] / 4) * o.extents[3];
+            // its staged window then covers 4 channels' inputs where channels map one to one (a
+            // depthwise conv): it must still fit
+            int64_t z_bytes = p.staged_bytes < 0 ? 0 : staged_footprint(chosen, p.chunk, 4);
+            if (nchw_conv && blocks >= kMinBlocks && z_bytes >= 0 && z_bytes <= kSharedBudget) {
+                s.gpu_threads.push_back(1);
+                s.tile.push_back(4);
+                s.unroll = {0, 1, 2};
+                if (p.staged_bytes >= 0) p.staged_bytes = z_bytes;
+            }
         } else if (p.at_dim > 0 && p.at_dim <= std::min(rank, 3)) {
             // one block covers every dim the reductions run along: their results are per block
             int budget = kThreadsPerBlock;
@@ -370,7 +392,7 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
                 s.gpu_threads = p.s.gpu_threads;
                 s.chunk = p.chunk;
                 s.memory = MemoryKind::Register;
-                s.unroll = {0, 1};
+                s.unroll = p.s.unroll;  // the register tile's loops
                 s.note = "per block, the reduction in chunks of " + std::to_string(p.chunk);
             } else if (st.reduced_out_dims.empty()) {
                 // per output element: each thread accumulates its own tile in registers
@@ -379,7 +401,7 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
                 s.at_var = dim_var(0).name() + "i";
                 if (p.anchored && rank >= 2) {
                     s.memory = MemoryKind::Register;
-                    s.unroll = {0, 1};
+                    s.unroll = p.s.unroll;  // the register tile's loops
                 }
             } else if (p.at_dim <= std::min((int)o.extents.size(), 3)) {
                 // per block: the block's threads each sum a strided part of the row (rfactor)

@@ -218,8 +218,34 @@ void edit_gpu_output(ClusterSchedule &all, StageSchedule &s, const StageInfo &st
     int dims = (int)s.gpu_threads.size();
     // a thread's elements along dim d: its tile, times its vector along dim 0
     auto tile_of = [&](int d) { return (d < (int)s.tile.size() ? s.tile[d] : 1) * (d == 0 ? std::max(1, s.vector_width) : 1); };
-    switch (pick(rng, 4)) {
-    case 3: {  // 16-byte (or 8-byte) vectors per thread along dim 0, or none
+    switch (pick(rng, st.extents.size() >= 3 ? 5 : 4)) {
+    case 4: {
+        // a register tile along dim 2 too (an NCHW conv's output channels, a batch of
+        // matmuls): a third gpu dim of one thread, 2, 4 or 8 of dim 2 per thread; 1 removes it
+        if (dims < 2 || (dims == 3 && s.gpu_threads[2] != 1)) break;  // threads along dim 2: not a tile
+        int z = kGpuTiles[pick(rng, 4)];
+        while (z > 1 && z > st.extents[2]) z /= 2;
+        if (z == 1) {
+            if (dims == 3) s.gpu_threads.pop_back();
+            if (s.tile.size() == 3) s.tile.pop_back();
+            if (std::all_of(s.tile.begin(), s.tile.end(), [](int t) { return t == 1; })) s.tile.clear();
+        } else {
+            if (dims == 2) s.gpu_threads.push_back(1);
+            s.tile.resize(3, 1);
+            s.tile[2] = z;
+        }
+        // the tile's loops unrolled (registers), and an accumulator computed per block in
+        // chunks follows the output's threads, so each thread accumulates its own tile
+        s.unroll.clear();
+        for (int d = 0; d < (int)s.gpu_threads.size(); d++) s.unroll.push_back(d);
+        for (StageSchedule &o : all.stages) {
+            if (o.level != ComputeLevel::At || o.at_stage != s.stage || !o.chunk) continue;
+            o.gpu_threads = s.gpu_threads;
+            o.unroll = s.unroll;
+        }
+        break;
+    }
+    case 3: {  // vectors per thread along dim 0, or none
         int options[] = {0, 2, 4};
         s.vector_width = options[pick(rng, 3)];
         break;
@@ -348,7 +374,7 @@ void edit_gpu_staging(const LoweredCluster &lc, ClusterSchedule &all, StageSched
         acc->gpu_threads.clear();
         acc->chunk = 0;
         acc->memory = MemoryKind::Register;
-        acc->unroll = {0, 1};
+        acc->unroll = out->unroll.empty() ? std::vector<int>{0, 1} : out->unroll;
         acc->note.clear();
     }
     s.note.clear();
@@ -372,7 +398,7 @@ void edit_gpu_staging(const LoweredCluster &lc, ClusterSchedule &all, StageSched
     acc->gpu_threads.assign(threads.begin(), threads.begin() + std::min(threads.size(), acc_info->extents.size()));
     acc->chunk = chunks[next - 2];
     acc->memory = MemoryKind::Register;
-    acc->unroll = {0, 1};
+    acc->unroll = out->unroll.empty() ? std::vector<int>{0, 1} : out->unroll;
     acc->note.clear();
     s.at_stage = acc->stage, s.at_var = kChunkLoop;
 }

@@ -354,6 +354,49 @@ TEST_CASE("cuda: ptxas accepts every config model's PTX for sm_80 and sm_90, wit
     }
 }
 
+TEST_CASE("cuda: an NCHW conv's threads each accumulate 4 output channels where the launch keeps 132 blocks", "[generators][cuda]") {
+    // long_reductions' conv (3x3) over 64 input channels at two sizes: 8x8 with 16 output
+    // channels launches too few blocks for the channel tile; 256x256 with 64 enough
+    nlohmann::json j = nlohmann::json::parse(slurp(std::string(FUSOR_TEST_DATA) + "/cuda/long_reductions.json"));
+    auto conv_output = [&](int64_t hw, int64_t channels) {
+        nlohmann::json m = j;
+        for (auto &in : m["inputs"]) {
+            if (in["name"] == "img") in["shape"] = {1, 64, hw, hw};
+        }
+        for (auto &w : m["initializers"]) {
+            if (w["name"] == "wc") w["shape"] = {channels, 64, 3, 3};
+        }
+        for (auto &out : m["outputs"]) {
+            if (out["name"] == "z") out["shape"] = {1, channels, hw, hw};
+        }
+        Graph g = parse_graph_json(m.dump());
+        form_clusters(g);
+        for (const Cluster &c : g.clusters) {
+            if (c.anchor >= 0 && g.nodes[c.anchor].op == OpKind::Conv) return check_cuda_cluster(g, c, kCuda);
+        }
+        FAIL("no conv cluster");
+        return CudaCheck{};
+    };
+    auto output_schedule = [](const CudaCheck &k) {
+        for (const StageSchedule &s : k.schedule.stages) {
+            if (s.level == ComputeLevel::Root && !s.gpu_threads.empty() && s.tile.size() >= 2) return s;
+        }
+        return StageSchedule{};
+    };
+    StageSchedule small = output_schedule(conv_output(8, 16));
+    CHECK(small.gpu_threads.size() == 2);
+    CudaCheck big = conv_output(256, 64);
+    StageSchedule tiled = output_schedule(big);
+    INFO(to_text(big.schedule));
+    REQUIRE(tiled.gpu_threads == std::vector<int>{16, 16, 1});
+    REQUIRE(tiled.tile.size() == 3);
+    CHECK(tiled.tile[2] == 4);
+    REQUIRE(big.launches.size() >= 1);
+    int64_t per_x = 16 * tiled.tile[0], per_y = 16 * tiled.tile[1];
+    CHECK(big.launches.back().blocks == (256 / per_x) * (256 / per_y) * (64 / 4));
+    if (find_ptxas()) CHECK(cuda_resource_violation(big) == "");  // its accumulators fit 128 registers
+}
+
 TEST_CASE("cuda: a memory-bound cluster moves vectors of 4 floats, 4 per thread, 256 threads per block", "[generators][cuda]") {
     Graph g = load_graph_json(std::string(FUSOR_CONFIG_DIR) + "/models/eltwise_chain.json");  // 4096 x 4096
     form_clusters(g);

@@ -288,6 +288,8 @@ TEST_CASE("compile: the CUDA default schedules of every test model, run through 
         INFO(name);
         check_model_on_opencl(std::string("models/") + name + ".json", "");
     }
+    // NCHW: mobilenet's convs (the depthwise one included) tile 4 output channels per thread
+    check_model_on_opencl("models/mobilenet_v2_block.json", "--layout nchw");
 }
 
 TEST_CASE("compile: on a GPU target the intermediates live in one device allocation, the arena's plan on the device",

@@ -243,6 +243,30 @@ TEST_CASE("bundle: the GPU search's candidates, chunked staging included, run th
     CHECK_FALSE(std::filesystem::exists(d.file("j.db")));
 }
 
+TEST_CASE("bundle: an NCHW conv whose threads each accumulate 4 output channels (implicit GEMM) verifies through OpenCL",
+          "[tuner][bundle][gpu]") {
+    // long_reductions' conv (NCHW, 128 input channels in chunks of 32, 16 output channels): each
+    // thread's register tile spans 4 output channels (gpu=8x8x1 tile=1x1x4), reading each value of
+    // the staged window once for all 4; a tile the search's dim-2 edit makes
+    REQUIRE(std::filesystem::exists("/etc/OpenCL/vendors/pocl.icd"));
+    TempDir d;
+    std::ofstream(d.file("z.sched")) << "k_n0_pad at=k_n0_acc.ko gpu=8x8 mem=shared\n"
+                                     << "k_n0_acc at=k_n1.xo gpu=8x8x1 unroll=0,1,2 chunk=32 mem=register\n"
+                                     << "k_n1 root gpu=8x8x1 tile=1x1x4 unroll=0,1,2\n";
+    std::string path = std::string(FUSOR_TEST_DATA) + "/cuda/long_reductions.json";
+    Result e = export_batch(d, path, "host-opencl", 3, "--layout nchw --no-plan-search --schedule c0='" + d.file("z.sched") + "'");
+    INFO(e.out);
+    REQUIRE(e.status == 0);
+    json manifest = read_json(d.file("b/manifest.json"));
+    int tiled = 0;
+    for (const json &c : manifest["candidates"]) tiled += c["schedule"].get<std::string>().find("tile=1x1x4") != std::string::npos;
+    CHECK(tiled == 1);
+    Result m = shell("'" + d.file("b/measure") + "' --runs 1 --warmup 0 --timeout 60", d);
+    INFO(m.out);
+    REQUIRE(m.status == 0);
+    CHECK_THAT(m.out, Contains("3 of 3 candidates ok"));
+}
+
 TEST_CASE("bundle: a CUDA bundle is built without a GPU and, run here without the driver, says so in one line", "[tuner][bundle]") {
     TempDir d;
     Result e = export_batch(d, model("eltwise_chain"), "host-cuda-cuda_capability_80", 2);
