@@ -204,7 +204,7 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
             }
             if (st.parallel || !st.order.empty()) return where + ": parallel and order= do not apply to GPU stages (gpu=)";
             if (st.vector_width) {
-                // each thread loads and stores V consecutive elements at once (ld.global.v4.f32)
+                // each thread loads and stores V consecutive elements as one vector
                 if (st.vector_width != 2 && st.vector_width != 4) {
                     return where + ": vec=" + std::to_string(st.vector_width) + " on a GPU stage: a thread's vector is 2 or 4 elements";
                 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/core.h>
 
@@ -72,15 +73,26 @@ Graph load_model_optimized(const std::string &path, bool optimize, const std::st
     return load_optimized_model(path, o, reports);
 }
 
+namespace {
+
+/** \p text as a decimal integer (an optional '-', then digits only, in range), or nullopt. */
+std::optional<long long> whole_number(const std::string &text) {
+    const char *s = text.c_str();
+    char *end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(s, &end, 10);
+    bool digits = *s && (std::isdigit((unsigned char)*s) || (*s == '-' && std::isdigit((unsigned char)s[1])));
+    if (!digits || *end != '\0' || errno != 0) return std::nullopt;
+    return v;
+}
+
+}  // namespace
+
 CLI::Validator positive_integer() {
     return CLI::Validator(
         [](std::string &text) -> std::string {
-            const char *s = text.c_str();
-            char *end = nullptr;
-            errno = 0;
-            long long v = std::strtoll(s, &end, 10);
-            bool ok = *s && std::isdigit((unsigned char)*s) && *end == '\0' && errno == 0 && v >= 1;
-            return ok ? "" : "expected a positive integer, got " + text;
+            std::optional<long long> v = whole_number(text);
+            return v && *v >= 1 ? "" : "expected a positive integer, got " + text;
         },
         "POSITIVE");
 }
@@ -102,12 +114,9 @@ std::shared_ptr<int> add_gpu_max_registers_flag(CLI::App *cmd) {
     auto n = std::make_shared<int>(kDefaultGpuMaxRegisters);
     CLI::Validator budget(
         [](std::string &text) -> std::string {
-            const char *s = text.c_str();
-            char *end = nullptr;
-            errno = 0;
-            long long v = std::strtoll(s, &end, 10);
-            if (!*s || *end != '\0' || errno != 0) return "expected an integer register count, got " + text;
-            std::string why = gpu_max_registers_problem(v < INT32_MIN || v > INT32_MAX ? -1 : (int)v);
+            std::optional<long long> v = whole_number(text);
+            if (!v) return "expected an integer register count, got " + text;
+            std::string why = gpu_max_registers_problem(*v < INT32_MIN || *v > INT32_MAX ? -1 : (int)*v);
             return why.empty() ? "" : why.substr(why.find(':') + 2);
         },
         "24..255");

@@ -96,22 +96,19 @@ std::vector<ClusterSchedule> parsed_user_schedules(const AutotuneOptions &opt, c
     return out;
 }
 
-}  // namespace
-
-namespace {
-
-/** CUDA: the shared memory a hand-written schedule's staged operands need, compiled for the GPU
- * (its launches), within the limit; throws UserError naming the source and the stage that stages
- * them (its chunk=, else its mem=shared stages) otherwise. A register budget is the search's to
- * judge (a spilling candidate is stored as spills), not a usage error. */
-void check_user_shared_memory(const AutotuneOptions &opt, const std::string &name, const Graph &sub) {
+/** CUDA: the shared memory each of \p parsed (cluster \p name's hand-written schedules, in
+ * AutotuneOptions::user_schedules order) needs, compiled for the GPU (its launches), within the
+ * limit; throws UserError naming the source and the stage that stages them (its chunk=, else its
+ * mem=shared stages) otherwise. A register budget is the search's to judge (a spilling candidate
+ * is stored as spills), not a usage error. */
+void check_user_shared_memory(const AutotuneOptions &opt, const std::string &name, const Graph &sub,
+                              const std::vector<ClusterSchedule> &parsed) {
     Halide::Target target = parse_target(opt.target);
     if (!target.has_feature(Halide::Target::CUDA)) return;
-    auto it = opt.user_schedules.find(name);
-    if (it == opt.user_schedules.end()) return;
-    for (const AutotuneOptions::UserSchedule &u : it->second) {
+    const std::vector<AutotuneOptions::UserSchedule> &sources = opt.user_schedules.at(name);
+    for (size_t i = 0; i < parsed.size(); i++) {
+        const ClusterSchedule &s = parsed[i];
         LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
-        ClusterSchedule s = parsed_user_schedules(opt, name, lc)[&u - it->second.data()];
         apply_schedule(s, lc);
         CudaCheck k = check_cuda_pipeline(lc.pipeline, "k", target, opt.gpu_max_registers);
         std::string why = cuda_launch_violation(k);
@@ -123,7 +120,7 @@ void check_user_shared_memory(const AutotuneOptions &opt, const std::string &nam
         for (const StageSchedule &st : s.stages) {
             if (stages.empty() && st.memory == MemoryKind::Shared) stages.push_back(st.stage + " mem=shared");
         }
-        throw UserError(fmt::format("{}: schedule for cluster {}: stage {}: {}", u.source, name, fmt::join(stages, ", "),
+        throw UserError(fmt::format("{}: schedule for cluster {}: stage {}: {}", sources[i].source, name, fmt::join(stages, ", "),
                                     why.substr(why.find(": ") + 2)));
     }
 }
@@ -141,8 +138,7 @@ void check_user_schedules(const Graph &g, const AutotuneOptions &opt) {
             names.push_back(c.name);
             if (!opt.user_schedules.count(c.name) || !seen.insert(c.name).second) continue;
             Graph sub = extract_cluster(cg, c);
-            parsed_user_schedules(opt, c.name, lower_cluster(sub, sub.clusters[0], "k_"));
-            check_user_shared_memory(opt, c.name, sub);
+            check_user_shared_memory(opt, c.name, sub, parsed_user_schedules(opt, c.name, lower_cluster(sub, sub.clusters[0], "k_")));
         }
     }
     for (const auto &[name, list] : opt.user_schedules) {

@@ -24,7 +24,7 @@ struct MeasureJob {
     std::string target = "host";
     int threads = 0;         ///< Halide worker threads; 0 = all cores
     /** CUDA: registers per thread that ptxas checks with and the driver loads with
-     * (generators/CudaCheck.h, kDefaultGpuMaxRegisters). */
+     * (generators/CudaBudget.h). */
     int gpu_max_registers = kDefaultGpuMaxRegisters;
     int warmup = 2, repeats = 7;
     /** Adaptive timing (keep_timing): the best time of this cluster so far, in ms; 0 = none
