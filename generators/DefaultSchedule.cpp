@@ -161,6 +161,42 @@ bool conv_window_per_row(const Graph &g, const StageInfo &st, const StageSchedul
     return bytes <= kRowWindowBytes;
 }
 
+/** The widest vector of at most \p lanes (and at least 4) lanes that \p extent is a whole number
+ * of, else \p lanes when \p extent holds one, else 0: a stage computed across every channel (24)
+ * is then not split into a vector and a scalar tail. */
+int whole_vectors(int64_t extent, int lanes) {
+    for (int v = lanes; v >= 4; v /= 2) {
+        if (extent % v == 0) return v;
+    }
+    return extent >= lanes ? lanes : 0;
+}
+
+/** Conv into conv: the nodes of \p c computed per spatial tile of a conv or matmul that reads
+ * them inside the cluster rather than per tile of their own. They are each conv or matmul whose
+ * value reaches another one through the cluster's nodes, and every node that feeds such a one
+ * (its prologue). Empty when no conv or matmul of \p c reads another. */
+std::set<NodeId> upstream_anchors(const Graph &g, const Cluster &c) {
+    std::set<NodeId> members(c.nodes.begin(), c.nodes.end());
+    auto consumers = g.consumers();
+    auto heavy = [&](NodeId n) { return op_info(g.nodes[n].op).pattern == OpPattern::OutFusable; };
+    // in reverse topological order: whether a node's value reaches a conv or matmul (not itself)
+    std::map<NodeId, bool> reaches_heavy;
+    std::set<NodeId> out;
+    for (auto it = c.nodes.rbegin(); it != c.nodes.rend(); ++it) {
+        bool reaches = false, feeds = false;
+        for (TensorId t : g.nodes[*it].outputs) {
+            for (NodeId u : consumers[t]) {
+                if (!members.count(u)) continue;
+                reaches = reaches || heavy(u) || reaches_heavy[u];
+                feeds = feeds || out.count(u);
+            }
+        }
+        reaches_heavy[*it] = reaches;
+        if ((heavy(*it) && reaches) || feeds) out.insert(*it);
+    }
+    return out;
+}
+
 }  // namespace
 
 VectorUnit vector_unit(const Halide::Target &target, const Halide::Type &type) {
@@ -183,6 +219,10 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         bool conv_blocked = false;  // NCHW conv blocked over output channels (see below)
         bool rows_tiled = false;    // the at_dim loop is split (tile): internal stages go at its inner part
         int at_dim = 0;  // compute internal stages inside the loop of this dim (untiled outputs)
+        /** Conv into conv: the loop, just outside the loop over channel tiles, at which the
+         * upstream convs or matmuls (upstream_anchors) and the anchor's staged window are
+         * computed, for every channel of one spatial tile. Empty when none feeds this output. */
+        std::string upstream_at;
     };
     std::vector<OutputPlan> plans(lc.outputs.size());
     for (size_t i = 0; i < lc.outputs.size(); i++) {
@@ -202,6 +242,9 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         plans[i].at_dim = rank >= 2 ? 1 : 0;
     }
     std::vector<OutputFeeds> feeds = output_feeds(g, lc, reach);
+    std::set<NodeId> upstream = upstream_anchors(g, c);
+    std::set<int> chained;  // outputs an upstream conv or matmul feeds
+    for (NodeId n : upstream) chained.insert(reach[n].begin(), reach[n].end());
     for (size_t i = 0; i < plans.size(); i++) {
         plans[i].anchored = feeds[i].anchored;
         plans[i].at_dim = std::max(plans[i].at_dim, feeds[i].reduced_below);
@@ -264,6 +307,22 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             }
             plans[i].is_conv = is_conv;
             s.vector_width = vec >= 4 ? vec : 0;
+            if (chained.count((int)i)) {
+                // channels: dim 2 of an NCHW conv's output (z, innermost under order=yo,xo,z),
+                // dim 0 otherwise (xo, innermost once the matmul's column-first order is dropped)
+                if (!is_conv) s.order.clear();
+                int spatial = is_conv && !plans[i].conv_blocked ? 0 : 1;
+                plans[i].upstream_at = dim_var(spatial).name() + "o";
+                // a spatial tile that divides its dim: shifted-in tail tiles would compute the
+                // upstream stages' overlap twice
+                int &t = s.tile[(size_t)spatial];
+                for (int d = t; d >= std::max(1, t / 2); d--) {
+                    if (o.extents[(size_t)spatial] % d == 0 && (spatial > 0 || d % std::max(1, s.vector_width) == 0)) {
+                        t = d;
+                        break;
+                    }
+                }
+            }
         } else if (rank == 1 && x >= 65536 && plans[i].at_dim == 0) {
             bool has_at_stage = std::any_of(lc.stages.begin(), lc.stages.end(), [&](const StageInfo &st) {
                 return !st.is_output && st.role != StageRole::Value && reach[st.node].count((int)i);
@@ -385,6 +444,15 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
                 }
                 if (st.role == StageRole::Accumulator && st.aligned && rank >= 2) s.unroll = {0, 1};
                 if (st.role == StageRole::Accumulator && st.aligned && p.conv_blocked) s.unroll = {0, 1, 2};
+                // conv into conv: an upstream stage covers every channel of the anchor's spatial
+                // tile (plus its halo), once for all the channel tiles; so does the anchor's window
+                bool window = !st.aligned && st.role == StageRole::Reused;
+                if (!p.upstream_at.empty() && (upstream.count(st.node) || window)) {
+                    s.at_var = p.upstream_at;
+                    s.unroll = window ? unroll_for_concat(g, lc, st.node, st.extents.empty() ? 0 : st.extents[0], lanes) : std::vector<int>{};
+                    s.vector_width = rank > 0 ? whole_vectors(st.extents[0], lanes) : 0;
+                    s.note = upstream.count(st.node) ? "conv into conv: per spatial tile of " + p.s.stage : "";
+                }
             } else if (p.at_dim >= out_rank) {
                 make_root("reduces across every dim of its output");
             } else {
@@ -399,7 +467,7 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         }
         }
         // a constant operand (weights) is packed once, at load, in the layout its consumer reads
-        if (st.packing && st.over_constants) s.prepack = prepack_panel(st);
+        if (st.packing && st.over_constants) s.prepack = upstream.count(st.node) ? 0 : prepack_panel(st);
         sched.stages.push_back(s);
     }
     return sched;

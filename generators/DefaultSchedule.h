@@ -25,6 +25,10 @@ VectorUnit vector_unit(const Halide::Target &target, const Halide::Type &type);
  *  - accumulators (reductions) and stages read by several others are computed at the output's
  *    tile (anchored clusters) or at the output loop just outside every dim they reduce, so they
  *    are computed once and never materialized whole;
+ *  - conv into conv (a conv or matmul reading another in the cluster): the output's channel
+ *    tiles are its innermost tile loop, and the upstream conv, with its prologue and the
+ *    anchor's staged window, is computed at the loop just outside them, for every channel of
+ *    one spatial tile and its halo;
  *  - a stage is materialized (root) only when it must be, with the reason in StageSchedule::note:
  *    it feeds several outputs, it reduces across every output dim, or it is a small per-channel
  *    parameter vector computed once.

@@ -304,7 +304,7 @@ std::vector<Group> groups_of(const Graph &g, const std::vector<int> &cluster_of,
         gr.nodes.push_back(node.id);
         OpPattern p = node_pattern(g, node);
         gr.pattern = std::max(gr.pattern, p);
-        if (p == OpPattern::OutFusable && gr.anchor < 0) gr.anchor = node.id;
+        if (p == OpPattern::OutFusable) gr.anchor = node.id;  // the last: conv into conv
         if (p == OpPattern::Reduction && gr.reduction < 0) gr.reduction = node.id;
     }
     for (size_t k = 0; k < groups.size(); k++) {
@@ -359,7 +359,7 @@ Cluster make_cluster(const Graph &g, const std::vector<NodeId> &nodes, const std
         const Node &node = g.nodes[n];
         OpPattern p = node_pattern(g, node);
         c.pattern = std::max(c.pattern, p);
-        if (c.anchor < 0 && (p == OpPattern::OutFusable || p == OpPattern::Reduction)) c.anchor = n;
+        if (p == OpPattern::OutFusable || p == OpPattern::Reduction) c.anchor = n;  // the last: conv into conv
         for (TensorId t : node.inputs) {
             if (t == kNoTensor) continue;
             NodeId producer = g.tensor(t).producer;

@@ -50,7 +50,8 @@ bool clusters_acyclic(const Graph &g, const std::vector<int> &cluster_of);
 
 /** \p nodes of \p g as one cluster, with no id or name: its inputs (read inside, produced outside)
  * and outputs (read outside, by \p consumers = g.consumers(), or graph outputs), its largest
- * pattern and its first OutFusable or Reduction node as the anchor. */
+ * pattern and its last OutFusable or Reduction node as the anchor (conv into conv: the conv that
+ * reads the others). */
 Cluster make_cluster(const Graph &g, const std::vector<NodeId> &nodes, const std::vector<std::vector<NodeId>> &consumers);
 
 /** Cluster \p c of \p g as a standalone graph with one cluster holding every node: cluster inputs

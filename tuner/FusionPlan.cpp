@@ -183,19 +183,21 @@ std::vector<int> with_region_plan(std::vector<int> cluster_of, const FusionRegio
 
 /** Why the region's nodes \p members (canonical indices) cannot be one cluster, or "". */
 std::string cluster_problem(const Graph &g, const FusionRegion &r, const std::vector<int> &members) {
-    int heavy = 0;       // convs, matmuls and reductions: the default schedule anchors one per cluster
-    std::string opaque;  // recurrent ops and If run as kernels of their own
+    int heavy = 0, reductions = 0;  // convs and matmuls (any number: conv into conv, siblings); reductions
+    std::string opaque;             // recurrent ops and If run as kernels of their own
     std::set<NodeId> nodes;
     for (int i : members) {
         NodeId n = r.nodes.nodes[(size_t)i];
         nodes.insert(n);
         OpPattern pattern = node_pattern(g, g.nodes[(size_t)n]);
-        heavy += pattern == OpPattern::OutFusable || pattern == OpPattern::Reduction;
+        heavy += pattern == OpPattern::OutFusable;
+        reductions += pattern == OpPattern::Reduction;
         if (pattern == OpPattern::Opaque) opaque = op_name(g.nodes[(size_t)n].op);
     }
     if (!opaque.empty() && members.size() > 1) return "puts " + opaque + " with other nodes; it runs as a kernel of its own";
-    if (heavy > 1) {
-        return "holds " + std::to_string(heavy) + " convs, matmuls or reductions; a cluster takes at most one (conv into conv is not lowered yet)";
+    if (reductions > 0 && heavy + reductions > 1) {
+        return "holds a reduction (pooling, softmax, a norm) with " + std::to_string(heavy + reductions - 1) +
+               " other conv(s), matmul(s) or reduction(s); a reduction is fused with elementwise nodes only";
     }
     // adjacency: a union of nodes joined by a tensor one produces and another reads, or one both read
     std::map<NodeId, NodeId> root;
@@ -230,6 +232,62 @@ RegionPlan merged(RegionPlan def, size_t a, size_t b) {
     def.clusters[a].insert(def.clusters[a].end(), def.clusters[b].begin(), def.clusters[b].end());
     def.clusters.erase(def.clusters.begin() + (long)b);
     return def;
+}
+
+constexpr const char *kConvIntoConv = "conv into conv";
+constexpr const char *kHorizontal = "horizontal";
+
+/** The nodes of \p members (canonical indices of region \p r) whose op is a conv or matmul. */
+std::set<NodeId> heavy_nodes(const Graph &g, const FusionRegion &r, const std::vector<int> &members) {
+    std::set<NodeId> out;
+    for (int i : members) {
+        NodeId n = r.nodes.nodes[(size_t)i];
+        if (node_pattern(g, g.nodes[(size_t)n]) == OpPattern::OutFusable) out.insert(n);
+    }
+    return out;
+}
+
+/** What merging clusters \p a and \p b of a region is: kConvIntoConv when a conv or matmul of
+ * one reads (through the region's nodes) one of the other, kHorizontal when each holds one and
+ * some conv or matmul of each reads the same tensor, else "merge". */
+std::string merge_kind(const Graph &g, const FusionRegion &r, const std::vector<int> &a, const std::vector<int> &b) {
+    std::set<NodeId> ha = heavy_nodes(g, r, a), hb = heavy_nodes(g, r, b);
+    if (ha.empty() || hb.empty()) return "merge";
+    // the region's nodes each heavy node of a reaches (canonical order is topological)
+    std::set<NodeId> reached(ha.begin(), ha.end());
+    for (NodeId n : r.nodes.nodes) {
+        for (TensorId t : g.nodes[(size_t)n].inputs) {
+            if (t != kNoTensor && reached.count(g.tensor(t).producer)) reached.insert(n);
+        }
+    }
+    for (NodeId n : hb) {
+        if (reached.count(n)) return kConvIntoConv;
+    }
+    for (NodeId x : ha) {
+        for (NodeId y : hb) {
+            for (TensorId t : g.nodes[(size_t)x].inputs) {
+                const auto &in = g.nodes[(size_t)y].inputs;
+                if (t != kNoTensor && !g.tensor(t).is_initializer && std::find(in.begin(), in.end(), t) != in.end()) return kHorizontal;
+            }
+        }
+    }
+    return "merge";
+}
+
+/** \p def with every pair of \p pairs (cluster indices) merged. */
+RegionPlan merged_all(const RegionPlan &def, const std::vector<std::pair<size_t, size_t>> &pairs) {
+    std::vector<size_t> root(def.clusters.size());
+    for (size_t k = 0; k < root.size(); k++) root[k] = k;
+    std::function<size_t(size_t)> find = [&](size_t k) { return root[k] == k ? k : root[k] = find(root[k]); };
+    for (const auto &[a, b] : pairs) root[find(b)] = find(a);
+    RegionPlan p = def;
+    p.clusters.assign(def.clusters.size(), {});
+    for (size_t k = 0; k < root.size(); k++) {
+        std::vector<int> &to = p.clusters[find(k)];
+        to.insert(to.end(), def.clusters[k].begin(), def.clusters[k].end());
+    }
+    p.clusters.erase(std::remove_if(p.clusters.begin(), p.clusters.end(), [](const std::vector<int> &c) { return c.empty(); }), p.clusters.end());
+    return p;
 }
 
 /** \p def with cluster \p k cut at its anchor: the anchor apart from its prologue (the members
@@ -448,11 +506,23 @@ std::vector<CandidatePlan> candidate_plans(const Graph &g, const FusionRegion &r
     RegionPlan def = region_plan(g, r);
     set.add(def, "default");
     set.add(singletons(r), "unfused");
+    std::vector<std::pair<size_t, size_t>> chains;  // conv into conv, in region order
+    std::vector<std::pair<RegionPlan, std::string>> merges;
+    for (size_t a = 0; a < def.clusters.size(); a++) {
+        for (size_t b = a + 1; b < def.clusters.size(); b++) {
+            std::string kind = merge_kind(g, r, def.clusters[a], def.clusters[b]);
+            if (kind == kConvIntoConv) chains.emplace_back(a, b);
+            merges.emplace_back(merged(def, a, b), kind);
+        }
+    }
+    if (chains.size() > 1) set.add(merged_all(def, chains), kConvIntoConv);
+    for (const std::string &first : {std::string(kConvIntoConv), std::string(kHorizontal), std::string("merge")}) {
+        for (const auto &[p, kind] : merges) {
+            if (kind == first) set.add(p, kind);
+        }
+    }
     for (size_t k = 0; k < def.clusters.size(); k++) {
         for (const RegionPlan &cut : cuts(g, r, def, k)) set.add(cut, "cut");
-    }
-    for (size_t a = 0; a < def.clusters.size(); a++) {
-        for (size_t b = a + 1; b < def.clusters.size(); b++) set.add(merged(def, a, b), "merge");
     }
     return set.plans;
 }

@@ -73,8 +73,8 @@ FusionPlan parse_plan(const std::string &text, const std::string &file);
 FusionPlan load_plan(const std::string &path);
 
 /** Why plan \p p cannot cluster region \p r of \p g (clustered by form_clusters), or "" when it
- * can: its node count differs from the region's; a cluster holds more than one conv, matmul or
- * reduction (conv into conv is not lowered yet), puts an Opaque op (a recurrent op, If) with
+ * can: its node count differs from the region's; a cluster holds a reduction (pooling, softmax,
+ * a norm) with another conv, matmul or reduction, puts an Opaque op (a recurrent op, If) with
  * other nodes, or joins nodes that are not adjacent (connected neither through a tensor one
  * produces and another reads nor by reading the same tensor). Cycles are apply_plan's check. */
 std::string region_plan_problem(const Graph &g, const FusionRegion &r, const RegionPlan &p);
@@ -94,15 +94,21 @@ constexpr int kRegionPlans = 8;
 
 struct CandidatePlan {
     RegionPlan plan;
-    std::string strategy;  ///< "default", "unfused", "cut" or "merge" (PlanRecord::strategy)
+    /** "default", "unfused", "conv into conv", "horizontal", "merge" or "cut"
+     * (PlanRecord::strategy). */
+    std::string strategy;
 };
 
 /** The plans the tuner measures for region \p r of \p g (clustered by form_clusters), at most
  * \p max_plans, each one that region_plan_problem accepts and whose clusters, with the rest of
  * the graph as it is, run in an order; all distinct. In order: the default clusters; every node
- * alone (unfused); per cluster with an anchor and other nodes, the anchor cut from its prologue
- * (the nodes it reads from) and from its epilogue (the nodes that read it), the cut intermediate
- * materialized ("cut"); per pair of adjacent clusters, the two merged ("merge"). */
+ * alone (unfused); when two or more pairs of clusters are conv into conv (a conv or matmul of
+ * one reads one of the other's), all those pairs merged; each such pair merged ("conv into
+ * conv": the first computed per spatial tile of the second, its halo recomputed); each pair
+ * whose convs or matmuls read the same tensor merged ("horizontal": siblings in one kernel);
+ * every other pair of adjacent clusters merged ("merge"); per cluster with an anchor and other
+ * nodes, the anchor cut from its prologue (the nodes it reads from) and from its epilogue (the
+ * nodes that read it), the cut intermediate materialized ("cut"). */
 std::vector<CandidatePlan> candidate_plans(const Graph &g, const FusionRegion &r, int max_plans = kRegionPlans);
 
 /** Plan \p p's clusters in region \p r of \p g, as clusters of g (make_cluster), in the plan's

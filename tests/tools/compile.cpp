@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <sys/wait.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "graph/DType.h"
@@ -172,7 +173,7 @@ TEST_CASE("compile: the audio front end's AOT library gives the JIT outputs", "[
     check_model("models/audio_frontend.json");
 }
 
-TEST_CASE("compile: a merged fusion plan (--plan) compiled AOT gives the JIT outputs", "[tools][compile][plan]") {
+TEST_CASE("compile: merged fusion plans (--plan), a prologue and conv into conv, compiled AOT give the JIT outputs", "[tools][compile][plan]") {
     TempDir d;
     // a conv, an interpolating Resize (a cluster of its own by default) and a conv
     std::string model = d.file("up.json");
@@ -191,21 +192,26 @@ TEST_CASE("compile: a merged fusion plan (--plan) compiled AOT gives the JIT out
     std::string line = shown.out.substr(at + 1, shown.out.find('\n', at + 1) - at - 1);
     INFO(line);
     REQUIRE(line.substr(line.find(':')) == ": 0 | 1 | 2");
-    // the Resize merged into the second conv's prologue
-    std::ofstream(d.file("merged.plan")) << "fusor-plan 1\n" << line.substr(0, line.find(':')) << ": 0 | 1 2\n";
     Graph g = load_graph_json(model);
     std::string in_args = run_jit_reference(d, model, g, 7).positional_args;
-    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --no-optimize -o '" + d.file("lib") + "' --name m --plan '" +
-                         d.file("merged.plan") + "'",
-                     d);
-    INFO(c.out);
-    REQUIRE(c.status == 0);
-    CHECK_THAT(c.out, Contains("plan applied, 2 cluster(s)") && Contains("2 clusters"));
-    std::string app = build_driver(d, d.file("lib"), "m");
-    Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
-    INFO(run.out);
-    REQUIRE(run.status == 0);
-    check_outputs_match_jit(d, g);
+    // the Resize merged into the second conv's prologue; then conv into conv, the first conv
+    // computed per tile of the second through the Resize
+    for (const char *clusters : {"0 | 1 2", "0 1 2"}) {
+        INFO(clusters);
+        std::ofstream(d.file("merged.plan")) << "fusor-plan 1\n" << line.substr(0, line.find(':')) << ": " << clusters << "\n";
+        Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --no-optimize -o '" + d.file("lib") +
+                             "' --name m --plan '" + d.file("merged.plan") + "'",
+                         d);
+        INFO(c.out);
+        REQUIRE(c.status == 0);
+        int n = clusters[2] == '|' ? 2 : 1;
+        CHECK_THAT(c.out, Contains(fmt::format("plan applied, {} cluster(s)", n)) && Contains(fmt::format("{} cluster", n)));
+        std::string app = build_driver(d, d.file("lib"), "m");
+        Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
+        INFO(run.out);
+        REQUIRE(run.status == 0);
+        check_outputs_match_jit(d, g);
+    }
     // --plan with --unfused: refused
     Result both = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib2") + "' --unfused --plan '" +
                             d.file("merged.plan") + "'",

@@ -7,7 +7,10 @@
 
 #include "graph/Clustering.h"
 #include "graph/Error.h"
+#include "generators/DefaultSchedule.h"
+#include "generators/LowerCluster.h"
 #include "graph/JsonFormat.h"
+#include "graph/Optimize.h"
 #include "graph/Random.h"
 #include "reference/Reference.h"
 #include "runtime/Executor.h"
@@ -168,7 +171,7 @@ TEST_CASE("fusion plan: malformed plans are refused naming the file and the line
                   "regions[0].clusters: -1 is not a node index");
 }
 
-TEST_CASE("fusion plan: a plan for another node count, with two convs in a cluster or whose clusters form a cycle is refused, the graph unchanged",
+TEST_CASE("fusion plan: a plan for another node count or whose clusters form a cycle is refused, the graph unchanged",
           "[tuner][plan]") {
     Graph g = clustered("resnet_block");
     FusionRegion r = form_regions(g)[0];
@@ -191,13 +194,6 @@ TEST_CASE("fusion plan: a plan for another node count, with two convs in a clust
     cycle.clusters = {{0, 5}, {1, 2, 3, 4}, {6}};
     plan.regions = {cycle};
     CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::StartsWith("p.plan: region " + r.signature) && Catch::Contains("cycle"));
-    CHECK(node_sets(g) == before);
-    // conv into conv: both convs of the block in one cluster
-    RegionPlan merged = cycle;
-    merged.clusters = {{}};
-    for (int i = 0; i < merged.nodes; i++) merged.clusters[0].push_back(i);
-    plan.regions = {merged};
-    CHECK_THROWS_WITH(apply_plan(g, plan, "p.plan"), Catch::StartsWith("p.plan: region " + r.signature) && Catch::Contains("cluster 0 holds 2 convs"));
     CHECK(node_sets(g) == before);
 }
 
@@ -265,7 +261,7 @@ void check_planned_against_reference(const Graph &g) {
 
 }  // namespace
 
-TEST_CASE("fusion plan: every candidate plan (unfused, cut, merge) is legal and computes the C++ reference's and the unfused outputs",
+TEST_CASE("fusion plan: every candidate plan (unfused, conv into conv, horizontal, merge, cut) is legal and computes the C++ reference's and the unfused outputs",
           "[tuner][plan]") {
     std::set<std::string> strategies;
     std::vector<std::pair<std::string, Graph>> models;
@@ -301,10 +297,10 @@ TEST_CASE("fusion plan: every candidate plan (unfused, cut, merge) is legal and 
             CHECK(fused_vs_unfused(h) < 1e-4);
         }
     }
-    CHECK(strategies == std::set<std::string>{"unfused", "cut", "merge"});
+    CHECK(strategies == std::set<std::string>{"unfused", "conv into conv", "horizontal", "cut", "merge"});
 }
 
-TEST_CASE("fusion plan: an illegal move says why: nodes that are not adjacent, two anchors, an opaque op", "[tuner][plan]") {
+TEST_CASE("fusion plan: an illegal move says why: nodes that are not adjacent, a reduction with a conv", "[tuner][plan]") {
     Graph g = merge_model();
     form_clusters(g);
     std::vector<FusionRegion> regions = form_regions(g);
@@ -314,7 +310,19 @@ TEST_CASE("fusion plan: an illegal move says why: nodes that are not adjacent, t
     }
     REQUIRE(convs);
     RegionPlan p{convs->signature, 3, {{0, 2}, {1}}, ""};  // conv1 with conv2, the resize between apart
-    CHECK_THAT(region_plan_problem(g, *convs, p), Catch::Contains("holds 2 convs"));
+    CHECK_THAT(region_plan_problem(g, *convs, p), Catch::Contains("joins nodes that are not adjacent (conv1 and conv2)"));
+    // a reduction fuses with elementwise nodes only
+    Graph pool = parse_graph_json(R"({"format_version": 1,
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 2, 6, 6]}], "outputs": ["y"],
+        "initializers": [{"name": "w", "dtype": "f32", "shape": [3, 2, 3, 3], "random": {"seed": 1}}],
+        "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w"], "outputs": ["a"]},
+                  {"name": "gap", "op": "GlobalAveragePool", "inputs": ["a"], "outputs": ["y"]}]})");
+    form_clusters(pool);
+    std::vector<FusionRegion> rp = form_regions(pool);
+    REQUIRE(rp.size() == 1);
+    REQUIRE(rp[0].nodes.nodes.size() == 2);
+    RegionPlan conv_pool{rp[0].signature, 2, {{0, 1}}, ""};
+    CHECK_THAT(region_plan_problem(pool, rp[0], conv_pool), Catch::Contains("holds a reduction (pooling, softmax, a norm) with 1 other"));
     Graph two = parse_graph_json(R"({"format_version": 1,
         "inputs": [{"name": "x", "dtype": "f32", "shape": [8]}], "outputs": ["b", "d"],
         "nodes": [{"name": "e", "op": "Exp", "inputs": ["x"], "outputs": ["a"]},
@@ -338,4 +346,132 @@ TEST_CASE("fusion plan: an illegal move says why: nodes that are not adjacent, t
     CHECK_THAT(warnings[0], Catch::Contains(r2[0].signature) && Catch::Contains("not adjacent") && Catch::Contains("default clusters are used"));
     CHECK_THAT(lines[0], Catch::Contains("default clusters (the plan does not fit)"));
     CHECK(node_sets(two) == before);
+}
+
+namespace {
+
+/** A depthwise 3x3 conv, a ReLU and a pointwise conv reading it (a MobileNet block's second
+ * half); with \p siblings, two more convs reading the ReLU, each a graph output, instead. */
+Graph dw_pw_model(bool siblings) {
+    std::string tail = siblings ? R"(
+                  {"name": "sib1", "op": "Conv", "inputs": ["b", "w1"], "outputs": ["s1"]},
+                  {"name": "sib2", "op": "Conv", "inputs": ["b", "w2"], "outputs": ["s2"], "attrs": {"pads": [1, 1, 1, 1]}}]})"
+                                : R"(
+                  {"name": "pw", "op": "Conv", "inputs": ["b", "wp", "bp"], "outputs": ["y"]}]})";
+    return parse_graph_json(std::string(R"({"format_version": 1,
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 16, 12, 20]}],
+        "outputs": )") + (siblings ? R"(["s1", "s2"])" : R"(["y"])") + R"(,
+        "initializers": [{"name": "wd", "dtype": "f32", "shape": [16, 1, 3, 3], "random": {"seed": 1}},
+                         {"name": "wp", "dtype": "f32", "shape": [24, 16, 1, 1], "random": {"seed": 2}},
+                         {"name": "bp", "dtype": "f32", "shape": [24], "random": {"seed": 3}},
+                         {"name": "w1", "dtype": "f32", "shape": [8, 16, 1, 1], "random": {"seed": 4}},
+                         {"name": "w2", "dtype": "f32", "shape": [8, 16, 3, 3], "random": {"seed": 5}}],
+        "nodes": [{"name": "dw", "op": "Conv", "inputs": ["x", "wd"], "outputs": ["a"], "attrs": {"group": 16, "pads": [1, 1, 1, 1]}},
+                  {"name": "relu", "op": "Relu", "inputs": ["a"], "outputs": ["b"]},)" + tail);
+}
+
+/** \p g with its convs in NHWC, as the optimize pipeline leaves it for --layout nhwc. */
+Graph to_nhwc(Graph g) {
+    OptimizeOptions o;
+    o.layout = Layout::Nhwc;
+    optimize_graph(g, o);
+    return g;
+}
+
+/** Each region's first candidate of \p strategy applied to \p g (the other regions as they are);
+ * how many regions had one. */
+int apply_first(Graph &g, const std::string &strategy) {
+    FusionPlan plan;
+    for (const FusionRegion &r : form_regions(g)) {
+        for (const CandidatePlan &c : candidate_plans(g, r)) {
+            if (c.strategy != strategy) continue;
+            plan.regions.push_back(c.plan);
+            break;
+        }
+    }
+    apply_plan(g, plan, strategy);
+    return (int)plan.regions.size();
+}
+
+/** The cluster of \p g holding node \p name. */
+const Cluster &cluster_with(const Graph &g, const std::string &name) {
+    for (const Cluster &c : g.clusters) {
+        for (NodeId n : c.nodes) {
+            if (g.nodes[(size_t)n].name == name) return c;
+        }
+    }
+    FAIL("no cluster holds " << name);
+    throw;
+}
+
+/** The default CPU schedule's line for the accumulator of node \p name in cluster \p c. */
+StageSchedule accumulator_schedule(const Graph &g, const Cluster &c, const std::string &name) {
+    LoweredCluster lc = lower_cluster(g, c, c.name + "_");
+    ClusterSchedule s = default_schedule(g, c, lc, Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
+    for (const StageInfo &st : lc.stages) {
+        if (st.role == StageRole::Accumulator && g.nodes[(size_t)st.node].name == name) return *s.find(st.name);
+    }
+    FAIL("no accumulator of " << name);
+    throw;
+}
+
+}  // namespace
+
+TEST_CASE("fusion plan: conv into conv computes the upstream conv per spatial tile of the conv reading it, every channel at once, "
+          "and gives the C++ reference's and the unfused outputs in NCHW, NHWC and matmul into matmul",
+          "[tuner][plan]") {
+    struct Case {
+        std::string name;
+        Graph g;
+        std::string upstream, anchor;
+    };
+    std::vector<Case> cases;
+    cases.push_back({"depthwise into pointwise, NCHW", dw_pw_model(false), "dw", "pw"});
+    Graph nhwc = to_nhwc(dw_pw_model(false));
+    cases.push_back({"depthwise into pointwise, NHWC", nhwc, "dw_nhwc", "pw_nhwc"});
+    Graph resnet = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/resnet_block.json");
+    cases.push_back({"3x3 into 3x3 (halo recomputed), NCHW", resnet, "conv1", "conv2"});
+    Graph mlp = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/transformer_mlp.json");
+    cases.push_back({"matmul into matmul", mlp, "fc1", "fc2"});
+    for (Case &k : cases) {
+        INFO(k.name);
+        form_clusters(k.g);
+        size_t before = k.g.clusters.size();
+        const Cluster &apart = cluster_with(k.g, k.upstream);
+        REQUIRE(apart.id != cluster_with(k.g, k.anchor).id);
+        REQUIRE(apply_first(k.g, "conv into conv") >= 1);
+        CHECK(k.g.clusters.size() < before);
+        const Cluster &c = cluster_with(k.g, k.upstream);
+        REQUIRE(c.id == cluster_with(k.g, k.anchor).id);
+        CHECK(k.g.nodes[(size_t)c.anchor].name == k.anchor);
+        StageSchedule up = accumulator_schedule(k.g, c, k.upstream), down = accumulator_schedule(k.g, c, k.anchor);
+        CHECK(up.level == ComputeLevel::At);
+        CHECK(down.level == ComputeLevel::At);
+        CHECK(up.at_stage == down.at_stage);
+        // one loop further out than the anchor's own tile: across all its channel tiles
+        CHECK(up.at_var != down.at_var);
+        CHECK(up.unroll.empty());
+        check_planned_against_reference(k.g);
+        CHECK(fused_vs_unfused(k.g) < 1e-4);
+    }
+}
+
+TEST_CASE("fusion plan: horizontal fusion runs sibling convs reading one tensor as one kernel with the reference's outputs",
+          "[tuner][plan]") {
+    for (bool nhwc : {false, true}) {
+        INFO((nhwc ? "NHWC" : "NCHW"));
+        Graph g = dw_pw_model(true);
+        if (nhwc) g = to_nhwc(g);
+        form_clusters(g);
+        size_t before = g.clusters.size();
+        std::string s1 = nhwc ? "sib1_nhwc" : "sib1", s2 = nhwc ? "sib2_nhwc" : "sib2";
+        REQUIRE(cluster_with(g, s1).id != cluster_with(g, s2).id);
+        REQUIRE(apply_first(g, "horizontal") >= 1);
+        CHECK(g.clusters.size() < before);
+        const Cluster &c = cluster_with(g, s1);
+        CHECK(c.id == cluster_with(g, s2).id);
+        CHECK(c.outputs.size() == 2);
+        check_planned_against_reference(g);
+        CHECK(fused_vs_unfused(g) < 1e-4);
+    }
 }
