@@ -449,8 +449,8 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
                 bool window = !st.aligned && st.role == StageRole::Reused;
                 if (!p.upstream_at.empty() && (upstream.count(st.node) || window)) {
                     s.at_var = p.upstream_at;
-                    s.unroll = window ? unroll_for_concat(g, lc, st.node, st.extents.empty() ? 0 : st.extents[0], lanes) : std::vector<int>{};
                     s.vector_width = rank > 0 ? whole_vectors(st.extents[0], lanes) : 0;
+                    s.unroll = window && s.vector_width ? unroll_for_concat(g, lc, st.node, st.extents[0], s.vector_width) : std::vector<int>{};
                     s.note = upstream.count(st.node) ? "conv into conv: per spatial tile of " + p.s.stage : "";
                 }
             } else if (p.at_dim >= out_rank) {

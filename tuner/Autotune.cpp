@@ -229,6 +229,8 @@ private:
     void close_round(Round &round);
     bool fill(Round &round, int want);
     bool out_of_search_budget() const;
+    /** The model's time by the tasks' weights: its own clusters' (fixed_signatures_), not the
+     * clusters that only candidate plans have. */
     double total_weight_ms() const;
     void log_trial(const TuningTask &t, int done, const Trial &trial) const;
     void train_model();
@@ -770,7 +772,7 @@ void TuningRun::log_trial(const TuningTask &t, int done, const Trial &trial) con
  * or every task's space near its parents is exhausted. Rounds do not wait for each other: the
  * next round's candidates go to the workers as the last round's are still measured. */
 void TuningRun::search_all() {
-    std::vector<size_t> searchable = searchable_tasks(tasks_, opt_.min_search_share);
+    std::vector<size_t> searchable = searchable_tasks(tasks_, opt_.min_search_share, total_weight_ms());
     for (size_t i = 0; i < tasks_.size(); i++) {
         if (std::find(searchable.begin(), searchable.end(), i) == searchable.end()) {
             log(fmt::format("cluster {} ({}): under {:.2g}% of the model's time: not searched", tasks_[i].result.name, tasks_[i].nodes,
@@ -860,7 +862,9 @@ bool TuningRun::fill(Round &round, int want) {
 
 double TuningRun::total_weight_ms() const {
     double total = 0;
-    for (const TuningTask &t : tasks_) total += task_weight_ms(t);
+    for (const TuningTask &t : tasks_) {
+        if (fixed_signatures_.empty() || fixed_signatures_.count(t.result.signature)) total += task_weight_ms(t);
+    }
     return total;
 }
 

@@ -12,6 +12,7 @@
 #include "graph/Error.h"
 #include "graph/File.h"
 #include "graph/Printer.h"
+#include "graph/ShapeInference.h"
 #include "tuner/ContentHash.h"
 
 namespace fusor {
@@ -247,12 +248,26 @@ std::set<NodeId> heavy_nodes(const Graph &g, const FusionRegion &r, const std::v
     return out;
 }
 
-/** What merging clusters \p a and \p b of a region is: kConvIntoConv when a conv or matmul of
- * one reads (through the region's nodes) one of the other, kHorizontal when each holds one and
- * some conv or matmul of each reads the same tensor, else "merge". */
-std::string merge_kind(const Graph &g, const FusionRegion &r, const std::vector<int> &a, const std::vector<int> &b) {
+/** Whether conv or matmul \p n reads what it reads at its own output position only: a matmul, or
+ * a conv with a 1 x 1 window (computed per tile of it, its producer recomputes no halo). */
+bool halo_free(const Graph &g, NodeId n) {
+    const Node &node = g.nodes[(size_t)n];
+    if (node.op != OpKind::Conv && node.op != OpKind::ConvNhwc) return node.op != OpKind::ConvTranspose;
+    WindowGeometry geo = window_geometry(g, node);
+    return std::all_of(geo.kernel.begin(), geo.kernel.end(), [](int64_t k) { return k == 1; });
+}
+
+struct MergeKind {
+    std::string kind;        ///< kConvIntoConv, kHorizontal or "merge"
+    bool halo_free = false;  ///< conv into conv, and every conv reading the other's is halo_free
+};
+
+/** What merging clusters \p a and \p b (\p a first) of a region is: kConvIntoConv when a conv
+ * or matmul of \p b reads (through the region's nodes) one of \p a, kHorizontal when each holds
+ * one and some conv or matmul of each reads the same tensor, else "merge". */
+MergeKind merge_kind(const Graph &g, const FusionRegion &r, const std::vector<int> &a, const std::vector<int> &b) {
     std::set<NodeId> ha = heavy_nodes(g, r, a), hb = heavy_nodes(g, r, b);
-    if (ha.empty() || hb.empty()) return "merge";
+    if (ha.empty() || hb.empty()) return {"merge"};
     // the region's nodes each heavy node of a reaches (canonical order is topological)
     std::set<NodeId> reached(ha.begin(), ha.end());
     for (NodeId n : r.nodes.nodes) {
@@ -260,18 +275,23 @@ std::string merge_kind(const Graph &g, const FusionRegion &r, const std::vector<
             if (t != kNoTensor && reached.count(g.tensor(t).producer)) reached.insert(n);
         }
     }
+    MergeKind chain{kConvIntoConv, true};
+    bool chained = false;
     for (NodeId n : hb) {
-        if (reached.count(n)) return kConvIntoConv;
+        if (!reached.count(n)) continue;
+        chained = true;
+        chain.halo_free = chain.halo_free && halo_free(g, n);
     }
+    if (chained) return chain;
     for (NodeId x : ha) {
         for (NodeId y : hb) {
             for (TensorId t : g.nodes[(size_t)x].inputs) {
                 const auto &in = g.nodes[(size_t)y].inputs;
-                if (t != kNoTensor && !g.tensor(t).is_initializer && std::find(in.begin(), in.end(), t) != in.end()) return kHorizontal;
+                if (t != kNoTensor && !g.tensor(t).is_initializer && std::find(in.begin(), in.end(), t) != in.end()) return {kHorizontal};
             }
         }
     }
-    return "merge";
+    return {"merge"};
 }
 
 /** \p def with every pair of \p pairs (cluster indices) merged. */
@@ -506,21 +526,25 @@ std::vector<CandidatePlan> candidate_plans(const Graph &g, const FusionRegion &r
     RegionPlan def = region_plan(g, r);
     set.add(def, "default");
     set.add(singletons(r), "unfused");
-    std::vector<std::pair<size_t, size_t>> chains;  // conv into conv, in region order
-    std::vector<std::pair<RegionPlan, std::string>> merges;
+    std::vector<std::pair<size_t, size_t>> halo_free_chains;  // conv into conv without a halo
+    std::vector<std::pair<RegionPlan, MergeKind>> merges;
     for (size_t a = 0; a < def.clusters.size(); a++) {
         for (size_t b = a + 1; b < def.clusters.size(); b++) {
-            std::string kind = merge_kind(g, r, def.clusters[a], def.clusters[b]);
-            if (kind == kConvIntoConv) chains.emplace_back(a, b);
+            MergeKind kind = merge_kind(g, r, def.clusters[a], def.clusters[b]);
+            if (kind.halo_free) halo_free_chains.emplace_back(a, b);
             merges.emplace_back(merged(def, a, b), kind);
         }
     }
-    if (chains.size() > 1) set.add(merged_all(def, chains), kConvIntoConv);
-    for (const std::string &first : {std::string(kConvIntoConv), std::string(kHorizontal), std::string("merge")}) {
-        for (const auto &[p, kind] : merges) {
-            if (kind == first) set.add(p, kind);
+    if (!halo_free_chains.empty()) set.add(merged_all(def, halo_free_chains), kConvIntoConv);
+    auto add_merges = [&](const std::string &kind, bool halo_free) {
+        for (const auto &[p, k] : merges) {
+            if (k.kind == kind && k.halo_free == halo_free) set.add(p, kind);
         }
-    }
+    };
+    add_merges(kConvIntoConv, true);
+    add_merges(kConvIntoConv, false);
+    add_merges(kHorizontal, false);
+    add_merges("merge", false);
     for (size_t k = 0; k < def.clusters.size(); k++) {
         for (const RegionPlan &cut : cuts(g, r, def, k)) set.add(cut, "cut");
     }

@@ -102,10 +102,11 @@ struct CandidatePlan {
 /** The plans the tuner measures for region \p r of \p g (clustered by form_clusters), at most
  * \p max_plans, each one that region_plan_problem accepts and whose clusters, with the rest of
  * the graph as it is, run in an order; all distinct. In order: the default clusters; every node
- * alone (unfused); when two or more pairs of clusters are conv into conv (a conv or matmul of
- * one reads one of the other's), all those pairs merged; each such pair merged ("conv into
- * conv": the first computed per spatial tile of the second, its halo recomputed); each pair
- * whose convs or matmuls read the same tensor merged ("horizontal": siblings in one kernel);
+ * alone (unfused); every pair of clusters that is conv into conv without a halo (a 1 x 1 conv
+ * or a matmul reads a conv or matmul of the other) merged at once; each conv-into-conv pair
+ * merged, those without a halo first ("conv into conv": the first computed per spatial tile of
+ * the second, a halo recomputed); each pair whose convs or matmuls read the same tensor merged
+ * ("horizontal": siblings in one kernel);
  * every other pair of adjacent clusters merged ("merge"); per cluster with an anchor and other
  * nodes, the anchor cut from its prologue (the nodes it reads from) and from its epilogue (the
  * nodes that read it), the cut intermediate materialized ("cut"). */

@@ -37,9 +37,9 @@ std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double 
     return order;
 }
 
-std::vector<size_t> searchable_tasks(const std::vector<TuningTask> &tasks, double min_share) {
+std::vector<size_t> searchable_tasks(const std::vector<TuningTask> &tasks, double min_share, double model_ms) {
     std::vector<size_t> order = by_weight(tasks);
-    double total = total_weight(tasks);
+    double total = model_ms > 0 ? model_ms : total_weight(tasks);
     order.erase(std::remove_if(order.begin(), order.end(), [&](size_t i) { return task_weight_ms(tasks[i]) < min_share * total; }),
                 order.end());
     return order;

@@ -22,8 +22,10 @@ double task_weight_ms(const TuningTask &task);
  * total weight (at least one task when there is any). */
 std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double share);
 
-/** Indices of the tasks that carry at least \p min_share of the total weight, heaviest first. */
-std::vector<size_t> searchable_tasks(const std::vector<TuningTask> &tasks, double min_share);
+/** Indices of the tasks whose weight is at least \p min_share of \p model_ms, heaviest first.
+ * \p model_ms is the model's time (with candidate fusion plans, the tasks' total counts each
+ * region once per plan); 0: the tasks' total weight. */
+std::vector<size_t> searchable_tasks(const std::vector<TuningTask> &tasks, double min_share, double model_ms = 0);
 
 /** Search rounds a task's backward slope is taken over, and that slope's part of the gradient
  * (the rest is the forward estimate), as in Ansor's task scheduler (window 3, alpha 0.2). */

@@ -91,7 +91,7 @@ struct PlanRecord {
     std::vector<PlanCluster> clusters;  ///< one per cluster of the plan, in the plan's order
     std::optional<double> ms;           ///< the region's time; absent when a cluster has no ok schedule
     std::string error;                  ///< why there is no time; empty when ms is present
-    std::string strategy;               ///< "default" (the default clusters), "unfused", "cut", "merge", "user" (--plan)
+    std::string strategy;               ///< CandidatePlan::strategy (tuner/FusionPlan.h), or "user" (--plan)
     // provenance, as a trial's
     std::string fingerprint, fusor_version, host, created_at;
 };
