@@ -296,14 +296,16 @@ MergeKind merge_kind(const Graph &g, const FusionRegion &r, const std::vector<in
 
 /** \p def with every pair of \p pairs (cluster indices) merged. */
 RegionPlan merged_all(const RegionPlan &def, const std::vector<std::pair<size_t, size_t>> &pairs) {
-    std::vector<size_t> root(def.clusters.size());
-    for (size_t k = 0; k < root.size(); k++) root[k] = k;
-    std::function<size_t(size_t)> find = [&](size_t k) { return root[k] == k ? k : root[k] = find(root[k]); };
-    for (const auto &[a, b] : pairs) root[find(b)] = find(a);
+    std::vector<size_t> group(def.clusters.size());  // each cluster's merged group: at most kRegionClusters
+    for (size_t k = 0; k < group.size(); k++) group[k] = k;
+    for (const auto &[a, b] : pairs) {
+        size_t from = group[b], to = group[a];  // by value: replace() writes the elements it reads
+        std::replace(group.begin(), group.end(), from, to);
+    }
     RegionPlan p = def;
     p.clusters.assign(def.clusters.size(), {});
-    for (size_t k = 0; k < root.size(); k++) {
-        std::vector<int> &to = p.clusters[find(k)];
+    for (size_t k = 0; k < group.size(); k++) {
+        std::vector<int> &to = p.clusters[group[k]];
         to.insert(to.end(), def.clusters[k].begin(), def.clusters[k].end());
     }
     p.clusters.erase(std::remove_if(p.clusters.begin(), p.clusters.end(), [](const std::vector<int> &c) { return c.empty(); }), p.clusters.end());

@@ -456,6 +456,28 @@ TEST_CASE("fusion plan: conv into conv computes the upstream conv per spatial ti
     }
 }
 
+TEST_CASE("fusion plan: the first conv-into-conv candidate merges every halo-free pair at once: three 1x1 convs in one kernel",
+          "[tuner][plan]") {
+    Graph g = parse_graph_json(R"({"format_version": 1,
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 8, 6, 10]}], "outputs": ["y"],
+        "initializers": [{"name": "w1", "dtype": "f32", "shape": [16, 8, 1, 1], "random": {"seed": 1}},
+                         {"name": "w2", "dtype": "f32", "shape": [12, 16, 1, 1], "random": {"seed": 2}},
+                         {"name": "w3", "dtype": "f32", "shape": [8, 12, 1, 1], "random": {"seed": 3}}],
+        "nodes": [{"name": "c1", "op": "Conv", "inputs": ["x", "w1"], "outputs": ["a"]},
+                  {"name": "r1", "op": "Relu", "inputs": ["a"], "outputs": ["b"]},
+                  {"name": "c2", "op": "Conv", "inputs": ["b", "w2"], "outputs": ["c"]},
+                  {"name": "r2", "op": "Relu", "inputs": ["c"], "outputs": ["d"]},
+                  {"name": "c3", "op": "Conv", "inputs": ["d", "w3"], "outputs": ["y"]}]})");
+    form_clusters(g);
+    REQUIRE(g.clusters.size() == 3);
+    REQUIRE(apply_first(g, "conv into conv") == 1);
+    REQUIRE(g.clusters.size() == 1);
+    CHECK(g.nodes[(size_t)g.clusters[0].anchor].name == "c3");
+    CHECK(accumulator_schedule(g, g.clusters[0], "c1").at_var != accumulator_schedule(g, g.clusters[0], "c3").at_var);
+    check_planned_against_reference(g);
+    CHECK(fused_vs_unfused(g) < 1e-4);
+}
+
 TEST_CASE("fusion plan: horizontal fusion runs sibling convs reading one tensor as one kernel with the reference's outputs",
           "[tuner][plan]") {
     for (bool nhwc : {false, true}) {
