@@ -196,7 +196,10 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
                                                  !st.gpu_threads.empty() || st.memory != MemoryKind::Auto)) {
             return where + ": an inlined stage takes no loop directives";
         }
-        if (st.level == ComputeLevel::At && !st.tile.empty()) return where + ": tiling applies to root stages only";
+        if (st.level == ComputeLevel::At && !st.tile.empty()) {
+            if (gpu_place(s, c, st.stage).on_gpu) return where + ": tile= of a stage computed at a loop applies on the CPU only";
+            if (st.rfactor) return where + ": tile= and rfactor= on a stage computed at a loop both split its update; use one";
+        }
         if (!st.gpu_threads.empty()) {
             if (rank == 0) return where + ": a scalar stage has no dims to put on GPU threads";
             if ((int)st.gpu_threads.size() > rank) {
@@ -604,6 +607,9 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             continue;
         }
         int k = (int)st.tile.size();
+        // A stage computed at a loop walks its region in tiles in its updates too: each tile's
+        // reduction runs whole before the next, its accumulators held in registers.
+        bool tiled_updates = st.level == ComputeLevel::At && k > 0;
         auto schedule_def = [&](Stage stage, int update_index) {
             bool is_update = update_index >= 0;
             bool touched = false;  // whether this definition got any scheduling directive
@@ -643,39 +649,56 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
                     }
                 }
             }
+            // the name of dim d's innermost loop in this definition
+            auto split_in = [&](int d) { return d < k && (!is_update || (tiled_updates && pure.count(var_name(d)))); };
+            auto loop_of = [&](int d) { return split_in(d) ? var_name(d) + "i" : var_name(d); };
+            auto par_loop = [&] {
+                int d = (int)(std::find(args.begin(), args.end(), par) - args.begin());
+                return is_update && d < rank && split_in(d) ? par + "o" : par;
+            };
             if (is_update) {
-                // pure loops inside the reduction loops, except the parallel one, which stays outside
-                std::vector<VarOrRVar> upd;
+                // pure loops inside the reduction loops, except the parallel one, which stays
+                // outside; tiled: the tiles' inner loops inside, their outer loops outside
+                std::vector<VarOrRVar> inside, outside;
                 for (int d = 0; d < rank; d++) {
-                    if (var_name(d) != par && pure.count(var_name(d))) upd.push_back(Var(var_name(d)));
+                    if (!pure.count(var_name(d))) continue;
+                    if (split_in(d)) {
+                        stage.split(Var(var_name(d)), Var(var_name(d) + "o"), Var(var_name(d) + "i"), st.tile[d], TailStrategy::GuardWithIf);
+                        inside.push_back(Var(var_name(d) + "i"));
+                        if (var_name(d) != par) outside.push_back(Var(var_name(d) + "o"));
+                    } else if (var_name(d) != par) {
+                        outside.push_back(Var(var_name(d)));
+                    }
                 }
+                if (inside.empty()) inside.swap(outside);
+                std::vector<VarOrRVar> upd = inside;
                 for (const RVar &r : f.rvars(update_index)) {
                     // after rfactor the names are qualified ("r.ri"); Halide matches the last part
                     std::string name = r.name();
                     upd.push_back(RVar(name.substr(name.rfind('.') + 1)));
                 }
-                if (!par.empty()) upd.push_back(Var(par));
+                upd.insert(upd.end(), outside.begin(), outside.end());
+                if (!par.empty()) upd.push_back(Var(par_loop()));
                 if (upd.size() > 1) stage.reorder(upd), touched = true;
             }
-            std::string inner = rank == 0 ? "" : (!is_update && k > 0 ? var_name(0) + "i" : var_name(0));
+            std::string inner = rank == 0 ? "" : loop_of(0);
             // Halide 14 miscompiles some vectorized updates whose tail is guarded (GuardWithIf; on
             // SSE-only targets LayerNormalization's row variance came out wrong): the update of an
             // internal root stage is vectorized only where the width divides the extent. (Inside a
             // consumer's loop the region is the consumer's tile, not the extent.)
             bool tail_free = !is_update || info.is_output || st.level != ComputeLevel::Root ||
                              (st.vector_width && !info.extents.empty() && info.extents[0] % st.vector_width == 0);
-            if (st.vector_width && !inner.empty() && (!is_update || pure.count(inner)) && tail_free) {
+            if (st.vector_width && !inner.empty() && (!is_update || pure.count(var_name(0))) && tail_free) {
                 Var v(inner), vv(inner + "v");
                 stage.split(v, v, vv, st.vector_width, tail).vectorize(vv);
                 touched = true;
             }
             for (int d : st.unroll) {
-                std::string u = !is_update && d < k ? var_name(d) + "i" : var_name(d);
-                if (is_update && !pure.count(u)) continue;
-                stage.unroll(Var(u));
+                if (is_update && !pure.count(var_name(d))) continue;
+                stage.unroll(Var(loop_of(d)));
                 touched = true;
             }
-            if (!par.empty()) stage.parallel(Var(par)), touched = true;
+            if (!par.empty()) stage.parallel(Var(par_loop())), touched = true;
             // a scan over a vector has no pure loop to schedule in its update
             if (is_update && !touched) stage.unscheduled();
         };

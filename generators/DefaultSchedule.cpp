@@ -171,6 +171,19 @@ int whole_vectors(int64_t extent, int lanes) {
     return extent >= lanes ? lanes : 0;
 }
 
+/** The register tile of an upstream conv's accumulator \p st, computed at its anchor's loop:
+ * dim 0 in vectors of \p vec (up to 4 that divide it; one where dim 0 is space, \p spatial_x),
+ * dim 1 as many rows as the accumulators (one vector register each) leave of \p registers,
+ * at most 8. */
+std::vector<int> register_tile(const StageInfo &st, int vec, bool spatial_x, int registers) {
+    int v = std::max(1, vec), m = 1;
+    for (int c = spatial_x ? 1 : 4; c > 1 && m == 1; c--) {
+        if (st.extents[0] % (v * c) == 0) m = c;
+    }
+    int rows = (int)std::min<int64_t>({8, std::max(1, (registers - 4) / m), st.extents[1]});
+    return {(int)std::min<int64_t>(v * m, st.extents[0]), rows};
+}
+
 /** Conv into conv: the nodes of \p c computed per spatial tile of a conv or matmul that reads
  * them inside the cluster rather than per tile of their own. They are each conv or matmul whose
  * value reaches another one through the cluster's nodes, and every node that feeds such a one
@@ -452,6 +465,11 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
                     s.vector_width = rank > 0 ? whole_vectors(st.extents[0], lanes) : 0;
                     s.unroll = window && s.vector_width ? unroll_for_concat(g, lc, st.node, st.extents[0], s.vector_width) : std::vector<int>{};
                     s.note = upstream.count(st.node) ? "conv into conv: per spatial tile of " + p.s.stage : "";
+                    if (upstream.count(st.node) && st.role == StageRole::Accumulator && rank >= 2) {
+                        s.tile = register_tile(st, s.vector_width, p.upstream_at == dim_var(0).name() + "o",
+                                               vector_unit(target, st.func.output_types()[0]).registers);
+                        s.unroll = {0, 1};
+                    }
                 }
             } else if (p.at_dim >= out_rank) {
                 make_root("reduces across every dim of its output");

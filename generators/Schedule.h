@@ -38,7 +38,10 @@ struct StageSchedule {
     std::string stage;                  ///< Func name
     ComputeLevel level = ComputeLevel::Inline;
     std::string at_stage, at_var;       ///< only when level == At: consumer Func and its loop
-    std::vector<int> tile;              ///< inner tile extents of dims 0..k-1 (innermost first); empty = untiled
+    /** Inner tile extents of dims 0..k-1 (innermost first); empty = untiled. A root stage tiles
+     * its pure definition. A stage computed at a loop (CPU only) also tiles its updates: each
+     * tile's reduction loops run inside its outer tile loops (a register block). */
+    std::vector<int> tile;
     int vector_width = 0;               ///< lanes on the innermost loop; 0 = not vectorized
     std::vector<int> unroll;            ///< dims whose inner loop is fully unrolled (dim 0: the loop around the vector)
     std::vector<std::string> order;     ///< loops moved into this order, outermost first (the

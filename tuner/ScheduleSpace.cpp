@@ -10,7 +10,8 @@
  *   accumulators and     compute level (at one of the consumer's loops, or root), vector width,
  *   reused stages:       unrolling of dims 0 and 1 (and 2: {0,2}, {0,1,2}), storage (where computed, root, or the
  *                        consumer's outermost loop); accumulators also rfactor (none, lanes,
- *                        4 or 16 times lanes)
+ *                        4 or 16 times lanes) and, computed at a loop, a register tile (none, or
+ *                        1-4 vectors x {1,2,4,6,8} rows)
  *   per-element values:  inline (the default) or root
  * A GPU schedule (a stage with gpu=, e.g. the default schedule for a CUDA target) has its own edits:
  *   outputs (gpu=):      threads per block (powers of two per gpu dim, product <= 1024, threads x
@@ -36,6 +37,8 @@ namespace fusor {
 namespace {
 
 const int kTiles[] = {1, 2, 4, 6, 8, 12, 16, 32, 64};
+const int kRegisterVectors[] = {1, 2, 3, 4};  // dim 0 of a reduction's register tile, in vectors
+const int kRegisterRows[] = {1, 2, 4, 6, 8};   // its dim 1
 const int kRowTiles[] = {1, 2, 3, 4};                     // dim 1 of a three-dim tile
 const int kChannelTiles[] = {1, 2, 3, 4, 6, 8, 12, 16};  // dim 2 of a three-dim tile
 
@@ -138,7 +141,7 @@ void edit_internal(StageSchedule &s, const StageInfo &st, const LoweredCluster &
         return;
     }
     bool reduction = st.func.has_update_definition() && !st.func.rvars(0).empty();
-    switch (pick(rng, reduction ? 5 : 4)) {
+    switch (pick(rng, reduction ? 6 : 4)) {
     case 0: {  // compute level: root or one of an output's loops
         if (st.role == StageRole::Value) {
             s.level = s.level == ComputeLevel::Inline ? ComputeLevel::Root : ComputeLevel::Inline;
@@ -150,6 +153,7 @@ void edit_internal(StageSchedule &s, const StageInfo &st, const LoweredCluster &
         const StageSchedule *os = all.find(out.name);
         if (!os || pick(rng, 5) == 0) {
             s.level = ComputeLevel::Root;
+            s.tile.clear();
             s.store_root = false;
             s.store_stage.clear();
             s.store_var.clear();
@@ -191,6 +195,17 @@ void edit_internal(StageSchedule &s, const StageInfo &st, const LoweredCluster &
     case 4: {  // reduction split: partial results over the innermost reduction loop
         int options[] = {0, lanes, 4 * lanes, 16 * lanes};
         s.rfactor = options[pick(rng, 4)];
+        if (s.rfactor) s.tile.clear();
+        break;
+    }
+    case 5: {  // register tile of a reduction computed at a loop: none, or whole vectors x rows
+        if (s.level != ComputeLevel::At || st.extents.size() < 2 || pick(rng, 4) == 0) {
+            if (s.level == ComputeLevel::At) s.tile.clear();
+            break;
+        }
+        int v = std::max(1, s.vector_width);
+        s.tile = {v * kRegisterVectors[pick(rng, 4)], kRegisterRows[pick(rng, 5)]};
+        s.rfactor = 0;
         break;
     }
     default: {
@@ -438,9 +453,9 @@ ClusterSchedule mutate_gpu(const LoweredCluster &lc, const ClusterSchedule &s, S
 }
 
 /** Per dim of stage \p st under \p all, the extent of the region one realization covers: its
- * own extents at the root (its inner tile where tiled); at a consumer's loop, the product of the
- * consumer's loops inside that loop over the same dim (dims matched by position), at most its own
- * extent. */
+ * own extents at the root; at a consumer's loop, the product of the consumer's loops inside that
+ * loop over the same dim (dims matched by position), at most its own extent; where tiled, at most
+ * its inner tile. */
 std::vector<int64_t> realized_extents(const LoweredCluster &lc, const ClusterSchedule &all, const StageSchedule &s, const StageInfo &st) {
     std::vector<int64_t> e = st.extents;
     if (s.level == ComputeLevel::Root || st.is_output) {
@@ -461,6 +476,7 @@ std::vector<int64_t> realized_extents(const LoweredCluster &lc, const ClusterSch
         }
     }
     for (size_t d = 0; d < e.size(); d++) e[d] = std::min(e[d], inside[d]);
+    for (size_t d = 0; d < s.tile.size() && d < e.size(); d++) e[d] = std::min<int64_t>(e[d], s.tile[d]);
     return e;
 }
 
@@ -553,7 +569,7 @@ double space_size(const LoweredCluster &lc, const ClusterSchedule &s) {
             double loops = 0;
             for (size_t o = 0; o < lc.outputs.size(); o++) loops += lc.output_stage(o).extents.size() * 2;
             n *= (loops + 1) * 3 /*vector widths*/ * (info->extents.size() >= 3 ? 6 : 4) /*unroll*/ * 3 /*storage*/;
-            if (info->func.has_update_definition()) n *= 4;  // rfactor
+            if (info->func.has_update_definition()) n *= 4 + 4 * 5;  // rfactor, register tile
         }
     }
     return n;

@@ -222,6 +222,69 @@ TEST_CASE("schedules: other legal schedules compute what the default computes", 
     }
 }
 
+TEST_CASE("schedules: a reduction computed at a loop in register tiles, ragged ones too, computes what the default computes",
+          "[generators][default_schedule]") {
+    int checked = 0;
+    for (const char *name : kModels) {
+        Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/" + name + ".json");
+        form_clusters(g);
+        for (const Cluster &c : g.clusters) {
+            INFO(name << " cluster " << c.name);
+            LoweredCluster lc = lower_cluster(g, c, "t_");
+            bool tiled = false;
+            auto tile_reductions = [&](ClusterSchedule &s, int cols, int rows) {
+                for (StageSchedule &st : s.stages) {
+                    // the same stage in lc, lowered with prefix t_ (run_with's prefixes are r0_, r1_, ...)
+                    const StageInfo *info = lc.find_stage("t_" + st.stage.substr(st.stage.find('_') + 1));
+                    REQUIRE(info);
+                    if (st.level != ComputeLevel::At || st.rfactor || !info->func.has_update_definition() || info->extents.size() < 2) continue;
+                    st.tile = {cols, rows};
+                    st.unroll = {0, 1};
+                    tiled = true;
+                }
+            };
+            ClusterSchedule probe = default_schedule(g, c, lc, fusor::host_target());
+            tile_reductions(probe, 1, 1);
+            if (!tiled) continue;
+            checked++;
+            std::vector<float> base = run_with(g, c, "r0_", [](ClusterSchedule &) {});
+            // 3 rows and 5 columns divide no tile of these models: every tile loop has a guarded tail
+            check_close(run_with(g, c, "r1_", [&](ClusterSchedule &s) { tile_reductions(s, 5, 3); }), base);
+            check_close(run_with(g, c, "r2_", [&](ClusterSchedule &s) {
+                            tile_reductions(s, 8, 2);
+                            for (StageSchedule &st : s.stages) {
+                                if (st.tile.size() == 2 && st.level == ComputeLevel::At) st.vector_width = 4;
+                            }
+                        }),
+                        base);
+        }
+    }
+    CHECK(checked >= 4);  // convs and matmuls of resnet_block, mobilenet_v2_block, transformer_mlp, ...
+}
+
+TEST_CASE("why_illegal: a register tile of a stage computed at a loop is CPU only, and not with rfactor", "[generators][default_schedule]") {
+    Graph g = load_graph_json(std::string(FUSOR_TEST_DATA) + "/models/resnet_block.json");
+    form_clusters(g);
+    const Cluster &c = g.clusters.front();
+    LoweredCluster lc = lower_cluster(g, c, "g_");
+    for (const char *target : {"x86-64-linux-avx-avx2-fma-sse41", "x86-64-linux-avx-avx2-fma-sse41-cuda"}) {
+        ClusterSchedule s = default_schedule(g, c, lc, Halide::Target(target));
+        StageSchedule *acc = nullptr;
+        for (StageSchedule &st : s.stages) {
+            const StageInfo *info = lc.find_stage(st.stage);
+            if (st.level == ComputeLevel::At && info->role == StageRole::Accumulator) acc = &st;
+        }
+        INFO(target);
+        REQUIRE(acc);
+        acc->tile = {4, 2};
+        bool gpu = Halide::Target(target).has_gpu_feature();
+        CHECK(why_illegal(s, lc) == (gpu ? "stage '" + acc->stage + "': tile= of a stage computed at a loop applies on the CPU only" : ""));
+        if (gpu) continue;
+        acc->rfactor = 8;
+        CHECK(why_illegal(s, lc) == "stage '" + acc->stage + "': tile= and rfactor= on a stage computed at a loop both split its update; use one");
+    }
+}
+
 TEST_CASE("default schedule: a transpose that walks its input's innermost dim on an outer dim is tiled in 2-D",
           "[generators][default_schedule]") {
     // regression: rows of the output read the input with a large stride (Mullapudi2016 was 3.5x faster)

@@ -450,7 +450,12 @@ TEST_CASE("fusion plan: conv into conv computes the upstream conv per spatial ti
         CHECK(up.at_stage == down.at_stage);
         // one loop further out than the anchor's own tile: across all its channel tiles
         CHECK(up.at_var != down.at_var);
-        CHECK(up.unroll.empty());
+        // its reduction in register tiles: whole vectors by rows, within AVX2's 16 registers
+        REQUIRE(up.tile.size() == 2);
+        int vec = std::max(1, up.vector_width);
+        CHECK(up.tile[0] % vec == 0);
+        CHECK((up.tile[0] / vec) * up.tile[1] <= 16 - 4);
+        CHECK(up.unroll == std::vector<int>{0, 1});
         check_planned_against_reference(k.g);
         CHECK(fused_vs_unfused(k.g) < 1e-4);
     }
