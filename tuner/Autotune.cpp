@@ -229,8 +229,10 @@ private:
     void close_round(Round &round);
     bool fill(Round &round, int want);
     bool out_of_search_budget() const;
-    /** The model's time by the tasks' weights: its own clusters' (fixed_signatures_), not the
-     * clusters that only candidate plans have. */
+    /** Per task, whether it is one of the model's own clusters (fixed_signatures_), not one that
+     * only candidate plans have. */
+    std::vector<bool> in_model() const;
+    /** The model's time by the tasks' weights: its own clusters' (in_model). */
     double total_weight_ms() const;
     void log_trial(const TuningTask &t, int done, const Trial &trial) const;
     void train_model();
@@ -742,9 +744,11 @@ void TuningRun::seed(size_t i, const std::vector<std::string> &autoschedulers) {
 }
 
 /** Phase 1 under autoschedulers_where_heavy, after every task's default: the autoscheduler
- * baselines of the tasks that carry kBaselineShare of the model's time. */
+ * baselines of the model's own clusters that carry kBaselineShare of its time (a candidate
+ * plan's cluster weighs what its untuned default takes, which says little of the model). */
 void TuningRun::seed_heaviest() {
-    std::vector<size_t> heavy = heaviest_tasks(tasks_, kBaselineShare);
+    std::vector<bool> counted = in_model();
+    std::vector<size_t> heavy = heaviest_tasks(tasks_, kBaselineShare, &counted);
     std::vector<std::string> names;
     for (size_t i : heavy) names.push_back(tasks_[i].result.name);
     log(fmt::format("autoscheduler baselines for the {} of {} clusters that carry at least {:.0f}% of the model's time: {}",
@@ -860,10 +864,17 @@ bool TuningRun::fill(Round &round, int want) {
     return false;
 }
 
+std::vector<bool> TuningRun::in_model() const {
+    std::vector<bool> out;
+    for (const TuningTask &t : tasks_) out.push_back(fixed_signatures_.empty() || fixed_signatures_.count(t.result.signature) > 0);
+    return out;
+}
+
 double TuningRun::total_weight_ms() const {
     double total = 0;
-    for (const TuningTask &t : tasks_) {
-        if (fixed_signatures_.empty() || fixed_signatures_.count(t.result.signature)) total += task_weight_ms(t);
+    std::vector<bool> counted = in_model();
+    for (size_t i = 0; i < tasks_.size(); i++) {
+        if (counted[i]) total += task_weight_ms(tasks_[i]);
     }
     return total;
 }

@@ -28,9 +28,11 @@ double total_weight(const std::vector<TuningTask> &tasks) {
 
 }  // namespace
 
-std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double share) {
+std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double share, const std::vector<bool> *counted) {
     std::vector<size_t> order = by_weight(tasks);
-    double total = total_weight(tasks), covered = 0;
+    if (counted) order.erase(std::remove_if(order.begin(), order.end(), [&](size_t i) { return !(*counted)[i]; }), order.end());
+    double total = 0, covered = 0;
+    for (size_t i : order) total += task_weight_ms(tasks[i]);
     size_t n = 0;
     while (n < order.size() && (n == 0 || covered < share * total)) covered += task_weight_ms(tasks[order[n++]]);
     order.resize(n);

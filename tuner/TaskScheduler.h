@@ -19,8 +19,10 @@ namespace fusor {
 double task_weight_ms(const TuningTask &task);
 
 /** Indices of the heaviest tasks, largest weight first, until they carry at least \p share of the
- * total weight (at least one task when there is any). */
-std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double share);
+ * total weight (at least one task when there is any). With \p counted, only the tasks it holds
+ * (by index) are ranked and weighed: the model's own clusters, not those only candidate fusion
+ * plans have. */
+std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double share, const std::vector<bool> *counted = nullptr);
 
 /** Indices of the tasks whose weight is at least \p min_share of \p model_ms, heaviest first.
  * \p model_ms is the model's time (with candidate fusion plans, the tasks' total counts each

@@ -44,6 +44,11 @@ TEST_CASE("task scheduler: the heaviest tasks until a share of the weight, and t
     CHECK(heaviest_tasks(tasks, 0.0) == std::vector<size_t>{1});  // at least one
     CHECK(heaviest_tasks(tasks, 1.0) == std::vector<size_t>{1, 2, 0, 3});
     CHECK(heaviest_tasks({}, 0.5).empty());
+    // only the counted tasks (the model's own clusters): task 1 (weight 5) is a candidate plan's
+    std::vector<bool> counted = {true, false, true, true};
+    CHECK(heaviest_tasks(tasks, 0.5, &counted) == std::vector<size_t>{2});  // 3 of 5
+    CHECK(heaviest_tasks(tasks, 0.7, &counted) == std::vector<size_t>{2, 0});
+    CHECK(heaviest_tasks(tasks, 1.0, &counted) == std::vector<size_t>{2, 0, 3});
     // searchable: heaviest first, without those under the minimum share (10% of 10 here)
     CHECK(searchable_tasks(tasks, 0.0) == std::vector<size_t>{1, 2, 0, 3});
     CHECK(searchable_tasks(tasks, 0.1) == std::vector<size_t>{1, 2, 0, 3});
