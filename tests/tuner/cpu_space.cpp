@@ -4,6 +4,7 @@
 // such candidates verified against the unfused reference in a worker.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include "generators/HostTarget.h"
@@ -210,7 +211,7 @@ TEST_CASE("cpu space: tiles that divide a dim are drawn, and no edit unrolls an 
         if (acc->level == ComputeLevel::At && acc->at_var == "xo" && out->tile.size() == 3 && out->order.size() >= 1) {
             int64_t n = 1;
             for (int d : acc->unroll) {
-                int64_t e = out->tile[d];
+                int64_t e = d < (int)acc->tile.size() ? std::min(out->tile[d], acc->tile[d]) : out->tile[d];
                 n *= d == 0 && acc->vector_width ? (e + acc->vector_width - 1) / acc->vector_width : e;
             }
             INFO(to_text(child));
@@ -221,4 +222,35 @@ TEST_CASE("cpu space: tiles that divide a dim are drawn, and no edit unrolls an 
     }
     CHECK(x_tiles.count(7));
     CHECK(checked > 50);
+}
+
+TEST_CASE("cpu space: edits reach register tiles of an accumulator computed at a loop, legal, within the registers and verified",
+          "[tuner][space]") {
+    Halide::Target avx2("x86-64-linux-avx-avx2-fma-sse41");
+    Lowered l = lower(conv_relu(), avx2);
+    const VectorUnit unit = vector_unit(avx2, Halide::Float(32));
+    SplitMix64 rng(7);
+    ClusterSchedule cur = l.def;
+    std::set<std::vector<int>> tiles;
+    std::vector<ClusterSchedule> picked;
+    for (int i = 0; i < 600; i++) {
+        ClusterSchedule child = mutate(l.lc, i % 8 == 0 ? l.def : cur, unit, rng);
+        INFO(to_text(child));
+        REQUIRE(why_illegal(child, l.lc) == "");
+        const StageSchedule *acc = child.find("k_conv_acc");
+        REQUIRE(acc);
+        if (acc->level == ComputeLevel::At && !acc->tile.empty()) {
+            REQUIRE(acc->tile.size() == 2);
+            CHECK(acc->rfactor == 0);
+            if (tiles.insert(acc->tile).second && acc->unroll.size() >= 2 && picked.size() < 2) picked.push_back(child);
+        }
+        cur = child;
+    }
+    CHECK(tiles.size() > 3);
+    REQUIRE_FALSE(picked.empty());
+    for (const ClusterSchedule &s : picked) {
+        MeasureResult r = measure_here(job_of(l.g, s));
+        INFO(to_text(s) << r.error);
+        CHECK(r.status == TrialStatus::Ok);
+    }
 }
