@@ -232,8 +232,6 @@ private:
     /** Per task, whether it is one of the model's own clusters (fixed_signatures_), not one that
      * only candidate plans have. */
     std::vector<bool> in_model() const;
-    /** The model's time by the tasks' weights: its own clusters' (in_model). */
-    double total_weight_ms() const;
     void log_trial(const TuningTask &t, int done, const Trial &trial) const;
     void train_model();
     void confirm(TuningTask &t);
@@ -776,7 +774,8 @@ void TuningRun::log_trial(const TuningTask &t, int done, const Trial &trial) con
  * or every task's space near its parents is exhausted. Rounds do not wait for each other: the
  * next round's candidates go to the workers as the last round's are still measured. */
 void TuningRun::search_all() {
-    std::vector<size_t> searchable = searchable_tasks(tasks_, opt_.min_search_share, total_weight_ms());
+    std::vector<bool> counted = in_model();
+    std::vector<size_t> searchable = searchable_tasks(tasks_, opt_.min_search_share, &counted);
     for (size_t i = 0; i < tasks_.size(); i++) {
         if (std::find(searchable.begin(), searchable.end(), i) == searchable.end()) {
             log(fmt::format("cluster {} ({}): under {:.2g}% of the model's time: not searched", tasks_[i].result.name, tasks_[i].nodes,
@@ -822,8 +821,10 @@ TuningRun::Round TuningRun::open_round(size_t i, int trials) {
     TuningTask &t = tasks_[i];
     current_ = i;
     if (t.curve.empty()) {
+        std::vector<bool> counted = in_model();
+        double model_ms = total_weight_ms(tasks_, &counted);
         log(fmt::format("cluster {} ({}): {:.0f}% of the model's time; about {:.3g} schedules", t.result.name, t.nodes,
-                        100 * task_weight_ms(t) / total_weight_ms(), space_size(t.lc, t.def)));
+                        100 * task_weight_ms(t) / model_ms, space_size(t.lc, t.def)));
     } else {
         log(fmt::format("cluster {}: round {}, expected gain {:.3g} ms per trial", t.result.name, t.curve.size() + 1, expected_gain(t)));
     }
@@ -868,15 +869,6 @@ std::vector<bool> TuningRun::in_model() const {
     std::vector<bool> out;
     for (const TuningTask &t : tasks_) out.push_back(fixed_signatures_.empty() || fixed_signatures_.count(t.result.signature) > 0);
     return out;
-}
-
-double TuningRun::total_weight_ms() const {
-    double total = 0;
-    std::vector<bool> counted = in_model();
-    for (size_t i = 0; i < tasks_.size(); i++) {
-        if (counted[i]) total += task_weight_ms(tasks_[i]);
-    }
-    return total;
 }
 
 /** Trains the model strategy's cost model on this database's trials measured on this machine

@@ -20,28 +20,29 @@ std::vector<size_t> by_weight(const std::vector<TuningTask> &tasks) {
     return order;
 }
 
-double total_weight(const std::vector<TuningTask> &tasks) {
+}  // namespace
+
+double total_weight_ms(const std::vector<TuningTask> &tasks, const std::vector<bool> *counted) {
     double total = 0;
-    for (const TuningTask &t : tasks) total += task_weight_ms(t);
+    for (size_t i = 0; i < tasks.size(); i++) {
+        if (!counted || (*counted)[i]) total += task_weight_ms(tasks[i]);
+    }
     return total;
 }
-
-}  // namespace
 
 std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double share, const std::vector<bool> *counted) {
     std::vector<size_t> order = by_weight(tasks);
     if (counted) order.erase(std::remove_if(order.begin(), order.end(), [&](size_t i) { return !(*counted)[i]; }), order.end());
-    double total = 0, covered = 0;
-    for (size_t i : order) total += task_weight_ms(tasks[i]);
+    double total = total_weight_ms(tasks, counted), covered = 0;
     size_t n = 0;
     while (n < order.size() && (n == 0 || covered < share * total)) covered += task_weight_ms(tasks[order[n++]]);
     order.resize(n);
     return order;
 }
 
-std::vector<size_t> searchable_tasks(const std::vector<TuningTask> &tasks, double min_share, double model_ms) {
+std::vector<size_t> searchable_tasks(const std::vector<TuningTask> &tasks, double min_share, const std::vector<bool> *counted) {
     std::vector<size_t> order = by_weight(tasks);
-    double total = model_ms > 0 ? model_ms : total_weight(tasks);
+    double total = total_weight_ms(tasks, counted);
     order.erase(std::remove_if(order.begin(), order.end(), [&](size_t i) { return task_weight_ms(tasks[i]) < min_share * total; }),
                 order.end());
     return order;

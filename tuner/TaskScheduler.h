@@ -18,16 +18,19 @@ namespace fusor {
 /** The weight of \p task in milliseconds per model run (at least 1e-6 per copy). */
 double task_weight_ms(const TuningTask &task);
 
-/** Indices of the heaviest tasks, largest weight first, until they carry at least \p share of the
- * total weight (at least one task when there is any). With \p counted, only the tasks it holds
- * (by index) are ranked and weighed: the model's own clusters, not those only candidate fusion
- * plans have. */
+/** The model's time by the tasks' weights. With \p counted, only the tasks it marks (by index):
+ * the model's own clusters, not those only candidate fusion plans have (their weights would count
+ * a region once per plan). */
+double total_weight_ms(const std::vector<TuningTask> &tasks, const std::vector<bool> *counted = nullptr);
+
+/** Indices of the heaviest of the \p counted tasks (every task without it), largest weight
+ * first, until they carry at least \p share of their total weight (at least one task when there
+ * is any). */
 std::vector<size_t> heaviest_tasks(const std::vector<TuningTask> &tasks, double share, const std::vector<bool> *counted = nullptr);
 
-/** Indices of the tasks whose weight is at least \p min_share of \p model_ms, heaviest first.
- * \p model_ms is the model's time (with candidate fusion plans, the tasks' total counts each
- * region once per plan); 0: the tasks' total weight. */
-std::vector<size_t> searchable_tasks(const std::vector<TuningTask> &tasks, double min_share, double model_ms = 0);
+/** Indices of the tasks, counted or not, whose weight is at least \p min_share of
+ * total_weight_ms(\p tasks, \p counted), heaviest first. */
+std::vector<size_t> searchable_tasks(const std::vector<TuningTask> &tasks, double min_share, const std::vector<bool> *counted = nullptr);
 
 /** Search rounds a task's backward slope is taken over, and that slope's part of the gradient
  * (the rest is the forward estimate), as in Ansor's task scheduler (window 3, alpha 0.2). */

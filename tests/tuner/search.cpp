@@ -53,9 +53,11 @@ TEST_CASE("task scheduler: the heaviest tasks until a share of the weight, and t
     CHECK(searchable_tasks(tasks, 0.0) == std::vector<size_t>{1, 2, 0, 3});
     CHECK(searchable_tasks(tasks, 0.1) == std::vector<size_t>{1, 2, 0, 3});
     CHECK(searchable_tasks(tasks, 0.2) == std::vector<size_t>{1, 2});
-    // against the model's time (here 5: candidate plans' tasks count a region more than once)
-    CHECK(searchable_tasks(tasks, 0.2, 5.0) == std::vector<size_t>{1, 2, 0, 3});
-    CHECK(searchable_tasks(tasks, 0.5, 5.0) == std::vector<size_t>{1, 2});
+    // against the model's time: the counted tasks' weight (here 5, task 1 only a candidate plan's)
+    CHECK(total_weight_ms(tasks) == Approx(10));
+    CHECK(total_weight_ms(tasks, &counted) == Approx(5));
+    CHECK(searchable_tasks(tasks, 0.2, &counted) == std::vector<size_t>{1, 2, 0, 3});
+    CHECK(searchable_tasks(tasks, 0.5, &counted) == std::vector<size_t>{1, 2});
 }
 
 TEST_CASE("task scheduler: each task's first round heaviest first, then the largest expected gain from the best-so-far curve",
