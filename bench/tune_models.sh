@@ -2,9 +2,10 @@
 # End to end on the real models of the development set (bench/models/fetch.sh): tunes each with a
 # budget, then times it tuned against the default schedules and unfused, side by side in one run.
 #
-#   bench/tune_models.sh [--budget 10m] [--jobs 2] [--threads 1] [--repeats 20] [--out DIR] [--no-tune] [--compare-fixed] [ID ...]
+#   bench/tune_models.sh [--budget 10m] [--jobs 2] [--threads 1] [--repeats 20] [--out DIR] [--no-tune] [--compare-fixed] [--configs] [ID ...]
 #
 # Models come from $FUSOR_MODELS_DIR (default ~/.cache/fusor/models; fetched there when absent).
+# --configs also runs the config models (configs/models/*.json, id = file name without .json).
 # Per model: `fusor autotune MODEL --budget B --threads T --jobs J --db OUT/<id>.db`, then
 # `fusor bench MODEL --db OUT/<id>.db --threads T --repeats R --json`. --no-tune skips the tuning
 # and times default fused against unfused only. --compare-fixed also tunes each model with the same
@@ -18,7 +19,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 fusor=${FUSOR:-$root/build/tools/fusor}
-budget=10m jobs=2 threads=1 repeats=20 out=$root/build/tune_models tune=1 fixed=0
+budget=10m jobs=2 threads=1 repeats=20 out=$root/build/tune_models tune=1 fixed=0 configs=0
 ids=()
 while (($#)); do
     case $1 in
@@ -28,7 +29,8 @@ while (($#)); do
             shift 2 ;;
         --no-tune) tune=0; shift ;;
         --compare-fixed) fixed=1; shift ;;
-        -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+        --configs) configs=1; shift ;;
+        -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
         -*) echo "tune_models.sh: unknown option $1" >&2; exit 2 ;;
         *) ids+=("$1"); shift ;;
     esac
@@ -38,24 +40,32 @@ models=${FUSOR_MODELS_DIR:-$HOME/.cache/fusor/models}
 [[ -f $models/shapes.tsv ]] || "$here/models/fetch.sh" "$models"
 mkdir -p "$out"
 : > "$out/summary.tsv"
-while IFS=$'\t' read -r id shape; do
+# one line per model: id, file, shape binding (- for none)
+list_models() {
+    if ((configs)); then
+        for f in "$root"/configs/models/*.json; do printf '%s\t%s\t-\n' "$(basename "$f" .json)" "$f"; done
+    fi
+    while IFS=$'\t' read -r id shape; do printf '%s\t%s\t%s\n' "$id" "$models/$id.onnx" "$shape"; done < "$models/shapes.tsv"
+}
+while IFS=$'\t' read -r id model shape; do
     if ((${#ids[@]})) && [[ ! " ${ids[*]} " == *" $id "* ]]; then continue; fi
-    model=$models/$id.onnx db_flag=()
+    db_flag=() shape_flag=()
+    [[ $shape == - ]] || shape_flag=(--shape "$shape")
     if ((tune)); then
         db=$out/$id.db db_flag=(--db "$db")
         rm -f "$db" "$db-wal" "$db-shm"
         echo "== $id: autotune --budget $budget --jobs $jobs --threads $threads"
-        "$fusor" autotune "$model" --shape "$shape" --db "$db" --budget "$budget" --jobs "$jobs" --threads "$threads" > "$out/$id.tune.log"
+        "$fusor" autotune "$model" "${shape_flag[@]}" --db "$db" --budget "$budget" --jobs "$jobs" --threads "$threads" > "$out/$id.tune.log"
         tail -n 3 "$out/$id.tune.log"
         if ((fixed)); then
             rm -f "$out/$id.fixed.db" "$out/$id.fixed.db-wal" "$out/$id.fixed.db-shm"
             echo "== $id: autotune --no-plan-search --budget $budget --jobs $jobs --threads $threads"
-            "$fusor" autotune "$model" --shape "$shape" --db "$out/$id.fixed.db" --budget "$budget" --jobs "$jobs" --threads "$threads" \
+            "$fusor" autotune "$model" "${shape_flag[@]}" --db "$out/$id.fixed.db" --budget "$budget" --jobs "$jobs" --threads "$threads" \
                 --no-plan-search > "$out/$id.fixed.tune.log"
             db_flag+=(--compare-db "$out/$id.fixed.db")
         fi
     fi
-    "$fusor" bench "$model" --shape "$shape" "${db_flag[@]}" --threads "$threads" --repeats "$repeats" --json > "$out/$id.bench.json"
+    "$fusor" bench "$model" "${shape_flag[@]}" "${db_flag[@]}" --threads "$threads" --repeats "$repeats" --json > "$out/$id.bench.json"
     python3 - "$out/$id.bench.json" "$id" >> "$out/summary.tsv" <<'EOF_PY'
 import json, sys
 b = json.load(open(sys.argv[1]))
@@ -66,7 +76,7 @@ fixed = f"{c:.4f}\t{c / t:.3f}" if c else "-\t-"
 print(f"{sys.argv[2]}\t{f:.4f}\t{tuned}\t{u:.4f}\t{f / u:.3f}\t{fixed}")
 EOF_PY
     tail -n 1 "$out/summary.tsv"
-done < "$models/shapes.tsv"
+done < <(list_models)
 python3 - "$out/summary.tsv" <<'EOF_PY'
 import math, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
