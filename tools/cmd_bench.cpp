@@ -13,6 +13,7 @@
 #include "generators/CudaCheck.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
+#include "tuner/FusionPlan.h"
 
 namespace fusor::cli {
 
@@ -58,6 +59,68 @@ nlohmann::json kernel_json(Executor &ex, const std::vector<double> &ms, const st
     return out;
 }
 
+/** The region (form_regions of \p g's default clusters) of each node, by node name; the regions
+ * in \p regions. */
+std::map<std::string, size_t> region_of_nodes(const Graph &g, const ClusterOptions &clustering, std::vector<FusionRegion> *regions) {
+    Graph dg = g;
+    form_clusters(dg, clustering);
+    *regions = form_regions(dg);
+    std::map<std::string, size_t> out;
+    for (size_t r = 0; r < regions->size(); r++) {
+        for (NodeId n : (*regions)[r].nodes.nodes) out[dg.nodes[n].name] = r;
+    }
+    return out;
+}
+
+/** Per region, the kernels of \p ex that compute its nodes (a plan never crosses a region's
+ * boundary, so each kernel lies in one): their count and the sum of their medians \p ms. */
+struct RegionTime {
+    int kernels = 0;
+    double ms = 0;
+};
+std::vector<RegionTime> region_times(Executor &ex, const std::vector<double> &ms, const std::map<std::string, size_t> &region_of,
+                                     size_t regions) {
+    std::vector<RegionTime> out(regions);
+    for (size_t k = 0; k < ms.size(); k++) {
+        const Cluster &c = ex.cluster(k);
+        if (c.nodes.empty()) continue;
+        auto it = region_of.find(ex.graph().nodes[c.nodes.front()].name);
+        if (it == region_of.end()) continue;
+        out[it->second].kernels++;
+        out[it->second].ms += ms[k];
+    }
+    return out;
+}
+
+/** One entry per region: its name, signature and nodes, and per mode (fused, unfused, then tuned
+ * when \p tuned) its kernels and the sum of their medians; with tuned, also tuned_vs_best, the
+ * tuned time over the faster of fused and unfused. Each executor's kernels timed in interleaved
+ * rounds. */
+nlohmann::json region_json(const Graph &g, const ClusterOptions &clustering, Executor &fused, Executor &unfused, Executor *tuned,
+                           int warmup, int repeats) {
+    std::vector<FusionRegion> regions;
+    std::map<std::string, size_t> region_of = region_of_nodes(g, clustering, &regions);
+    std::vector<std::pair<std::string, Executor *>> modes = {{"fused", &fused}, {"unfused", &unfused}};
+    if (tuned) modes.push_back({"tuned", tuned});
+    nlohmann::json out = nlohmann::json::array();
+    for (const FusionRegion &r : regions) {
+        nlohmann::json nodes = nlohmann::json::array();
+        for (NodeId n : r.nodes.nodes) nodes.push_back(g.nodes[n].name);
+        out.push_back({{"name", r.nodes.name}, {"signature", r.signature}, {"nodes", nodes}});
+    }
+    for (auto &[mode, ex] : modes) {
+        std::vector<RegionTime> t = region_times(*ex, kernel_medians(*ex, warmup, repeats), region_of, regions.size());
+        for (size_t r = 0; r < regions.size(); r++) {
+            out[r][mode + "_ms"] = t[r].ms;
+            out[r][mode + "_kernels"] = t[r].kernels;
+        }
+    }
+    if (tuned) {
+        for (auto &r : out) r["tuned_vs_best"] = r["tuned_ms"].get<double>() / std::min(r["fused_ms"].get<double>(), r["unfused_ms"].get<double>());
+    }
+    return out;
+}
+
 /** The model compiled under a tuning database's plans and schedules (use_tuning_db), its inputs
  * set as the other modes' are. */
 struct TunedRun {
@@ -79,13 +142,26 @@ TunedRun tuned_run(const Graph &g, const SessionOptions &so, const std::string &
     return r;
 }
 
+/** The table of region_json's entries. */
+void print_regions(const nlohmann::json &regions) {
+    bool tuned = !regions.empty() && regions[0].contains("tuned_ms");
+    fmt::print("regions (each kernel timed on its own; ms):\n  {:<5} {:>6} {:>10} {:>10}{}\n", "", "nodes", "fused", "unfused",
+               tuned ? fmt::format(" {:>10} {:>17}", "tuned", "tuned/min(f, u)") : "");
+    for (const auto &r : regions) {
+        fmt::print("  {:<5} {:>6} {:>10.4f} {:>10.4f}", r["name"].get<std::string>(), r["nodes"].size(), r["fused_ms"].get<double>(),
+                   r["unfused_ms"].get<double>());
+        if (tuned) fmt::print(" {:>10.4f} {:>16.3f}x", r["tuned_ms"].get<double>(), r["tuned_vs_best"].get<double>());
+        fmt::print("\n");
+    }
+}
+
 }  // namespace
 
 Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     CLI::App *cmd = app.add_subcommand("bench", "Time a model unfused and fused side by side in one run (medians)");
     struct Opts {
         std::string model, target = "host", layout = "auto", db, compare_db;
-        bool json = false, per_cluster = false, no_optimize = false;
+        bool json = false, per_cluster = false, per_region = false, no_optimize = false;
         int threads = 0, repeats = 10, warmup = 2;
     };
     auto o = std::make_shared<Opts>();
@@ -94,6 +170,8 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     auto plan_file = add_plan_flag(cmd);
     cmd->add_flag("--json", o->json, "machine-readable output");
     cmd->add_flag("--per-cluster", o->per_cluster, "also time each fused cluster (against its nodes' unfused kernels) and each unfused kernel, with shares");
+    cmd->add_flag("--per-region", o->per_region,
+                  "also time each region of the fusion plan (its kernels, each timed on its own) fused, unfused and, with --db, tuned");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     cmd->add_option("--repeats", o->repeats, "timed rounds (each runs unfused then fused)")->check(CLI::Range(1, 100000))->capture_default_str();
     cmd->add_option("--warmup", o->warmup, "untimed rounds first")->check(CLI::Range(0, 1000))->capture_default_str();
@@ -156,6 +234,10 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                     j["clusters"] = kernel_json(fused, fused_ms, &node_ms);
                     j["unfused_kernels_detail"] = kernel_json(unfused, unfused_ms, nullptr);
                 }
+                if (o->per_region) {
+                    j["regions"] = region_json(g, so.clustering, fused, unfused, tuned.empty() ? nullptr : &tuned[0].session->executor(),
+                                               o->warmup, o->repeats);
+                }
                 if (o->json) {
                     if (hooks.json) hooks.json(j.dump(2));
                     else fmt::print("{}\n", j.dump(2));
@@ -188,6 +270,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                         }
                     }
                 }
+                if (o->per_region) print_regions(j["regions"]);
                 return 0;
             }};
 }

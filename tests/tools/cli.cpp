@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <set>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -483,12 +484,56 @@ TEST_CASE("cli: autotune, then run and bench from the database", "[tools][cli]")
     size_t bad = 0;
     for (int64_t i = 0; i < ya.type.num_elements(); i++) bad += std::abs(pa[i] - pb[i]) > 1e-3f * (1 + std::abs(pa[i]));
     CHECK(bad == 0);
-    Result bench = run_fusor("bench '" + model + "' --db '" + db + "' --json --repeats 3");
+    Result bench = run_fusor("bench '" + model + "' --db '" + db + "' --json --repeats 3 --per-region");
     REQUIRE(bench.status == 0);
     auto j = nlohmann::json::parse(bench.out);
     CHECK(j.contains("unfused_ms"));
     CHECK(j.contains("fused_ms"));
     CHECK(j.contains("tuned_ms"));
+    // per region, the tuned kernels too, against the faster of fused and unfused
+    REQUIRE(j["regions"].size() >= 1);
+    int tuned_kernels = 0;
+    for (const auto &r : j["regions"]) {
+        INFO(r.dump());
+        tuned_kernels += r["tuned_kernels"].get<int>();
+        CHECK(r["tuned_ms"].get<double>() > 0);
+        double best = std::min(r["fused_ms"].get<double>(), r["unfused_ms"].get<double>());
+        CHECK(r["tuned_vs_best"].get<double>() == Approx(r["tuned_ms"].get<double>() / best));
+    }
+    CHECK(tuned_kernels == j["tuned_kernels"].get<int>());
+}
+
+TEST_CASE("cli: bench --per-region times each region's kernels fused and unfused, every kernel in one region",
+          "[tools][cli][plan]") {
+    // attention_scores: two regions; fused, a region's nodes share kernels
+    std::string model = std::string(FUSOR_SOURCE_DIR) + "/configs/models/attention_scores.json";
+    Result r = run_fusor("bench '" + model + "' --per-region --json --repeats 2 --threads 1");
+    INFO(r.out << r.err);
+    REQUIRE(r.status == 0);
+    auto j = nlohmann::json::parse(r.out);
+    REQUIRE(j["regions"].size() >= 2);
+    std::set<std::string> nodes;
+    size_t node_count = 0;
+    int fused = 0, unfused = 0, shared = 0;
+    for (const auto &reg : j["regions"]) {
+        INFO(reg.dump());
+        for (const auto &n : reg["nodes"]) nodes.insert(n.get<std::string>()), node_count++;
+        fused += reg["fused_kernels"].get<int>();
+        unfused += reg["unfused_kernels"].get<int>();
+        CHECK(reg["fused_kernels"].get<int>() >= 1);
+        CHECK(reg["fused_kernels"].get<int>() <= reg["unfused_kernels"].get<int>());
+        shared += reg["fused_kernels"].get<int>() < reg["unfused_kernels"].get<int>();
+        CHECK(reg["fused_ms"].get<double>() > 0);
+        CHECK(reg["unfused_ms"].get<double>() > 0);
+        CHECK_FALSE(reg.contains("tuned_ms"));
+    }
+    CHECK(nodes.size() == node_count);  // no node in two regions
+    CHECK(fused == j["fused_kernels"].get<int>());
+    CHECK(unfused == j["unfused_kernels"].get<int>());
+    CHECK(shared >= 1);
+    Result text = run_fusor("bench '" + model + "' --per-region --repeats 2 --threads 1");
+    REQUIRE(text.status == 0);
+    CHECK_THAT(text.out, Contains("regions (each kernel timed on its own; ms):") && Contains("  r0 "));
 }
 
 TEST_CASE("cli: bench --per-cluster gives each fused cluster its nodes' unfused time, and the model's flops",
