@@ -477,9 +477,9 @@ void TuningRun::time_plans() {
 
 /** Region \p i's finalists, timed side by side as region jobs (plan_job: the region run as the
  * executor runs it, each cluster under its best schedule, verified against the region's unfused
- * reference) in kPlanRounds rounds, the order reversed each round: the default clusters and the
+ * reference) in kPlanRounds rounds, the order reversed each round: the default clusters, the
  * kPlanFinalists other candidates whose clusters' best times add up to the least (measured_plan),
- * those within kPlanMargin of the default's sum. Each is stored as a plan record with the faster
+ * those within kPlanMargin of the default's sum, and the unfused plan whatever its sum. Each is stored as a plan record with the faster
  * of its rounds' medians (a failed round: the failure). */
 void TuningRun::time_region_plans(size_t i) {
     const RegionCandidates &rc = regions_[i];
@@ -492,6 +492,12 @@ void TuningRun::time_region_plans(size_t i) {
     }
     std::sort(finalists.begin(), finalists.end(), [&](size_t a, size_t b) { return *records[a].ms < *records[b].ms; });
     if (finalists.size() > (size_t)kPlanFinalists) finalists.resize(kPlanFinalists);
+    // the unfused plan is the other fixed choice: the chosen plan must never lose to it
+    for (size_t k = 1; k < rc.plans.size(); k++) {
+        if (rc.plans[k].strategy == "unfused" && records[k].ms && std::find(finalists.begin(), finalists.end(), k) == finalists.end()) {
+            finalists.push_back(k);
+        }
+    }
     if (finalists.empty() && rc.plans[0].strategy != "user") return;
     finalists.insert(finalists.begin(), 0);
     // the pool compiles the next jobs while one is timed: the first ones timed share the machine

@@ -132,10 +132,10 @@ constexpr int kRoundTrialsPerJob = 4;
 constexpr double kConfirmReserve = 0.1;
 /** The part of a --budget the search leaves to the plan phase (when plans are searched). */
 constexpr double kPlanReserve = 0.05;
-/** The plan phase times, per region, the default clusters and at most kPlanFinalists other
- * candidate plans, those whose clusters' best times add up to at most kPlanMargin times the
- * default clusters' (timed apart, kernels look cheaper than in a run: the margin lets a close
- * candidate prove itself as the region runs). */
+/** The plan phase times, per region, the default clusters, the unfused plan (the two fixed
+ * choices) and at most kPlanFinalists other candidate plans, those whose clusters' best times add
+ * up to at most kPlanMargin times the default clusters' (timed apart, kernels look cheaper than in
+ * a run: the margin lets a close candidate prove itself as the region runs). */
 constexpr int kPlanFinalists = 3;
 constexpr double kPlanMargin = 1.1;
 /** Rounds of the plan phase per region, the order reversed each round (time_region_plans). */
