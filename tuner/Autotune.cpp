@@ -395,7 +395,8 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
 
 /** The clusters to tune: every cluster of \p graphs (the model's, as tuning_graphs clusters it,
  * and its If branches'), then, when plans are searched (AutotuneOptions::search_plans, CPU only,
- * not in export mode and without a --plan), the clusters of every region's other candidate plans.
+ * not in export mode and without a --plan), the clusters of every region's other candidate plans,
+ * those of the unfused plans first.
  * With a --plan, each region it covers records that plan alone (strategy "user"). */
 std::vector<TuningRun::ClusterRef> TuningRun::plan_search(const std::vector<Graph> &graphs) {
     std::vector<ClusterRef> refs;
@@ -418,8 +419,15 @@ std::vector<TuningRun::ClusterRef> TuningRun::plan_search(const std::vector<Grap
             continue;  // the planned clusters are graphs[0]'s
         }
         plans += rc.plans.size();
-        for (size_t k = 1; k < rc.plans.size(); k++) {
-            for (const Cluster &c : rc.clusters[k]) refs.push_back({&clustered_, &c, rc.copies}), added++;
+    }
+    // seeded in this order: every region's unfused plan (the other fixed choice, so a short
+    // budget still measures it) before the other candidates
+    for (bool unfused : {true, false}) {
+        for (RegionCandidates &rc : regions_) {
+            for (size_t k = 1; k < rc.plans.size(); k++) {
+                if ((rc.plans[k].strategy == "unfused") != unfused) continue;
+                for (const Cluster &c : rc.clusters[k]) refs.push_back({&clustered_, &c, rc.copies}), added++;
+            }
         }
     }
     if (!opt_.plan) {

@@ -4,7 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "graph/Clustering.h"
 #include "graph/Random.h"
@@ -149,6 +152,68 @@ TEST_CASE("plan search: autotune times each region's finalist plans as the regio
     ao.search_plans = false;
     autotune(load_optimized_model(model_path("resnet_block"), SessionOptions{}), fixed, ao);
     CHECK(fixed.all_plans().empty());
+}
+
+/** A chain of \p layers Gemm + Relu layers, each narrower than the one before, so that no two
+ * clusters share a signature and the chain spans more than one region. */
+static std::string gemm_chain_json(int layers) {
+    nlohmann::json j = {{"format_version", 1}, {"name", "gemm_chain"}};
+    int width = 8 * (layers + 2);
+    j["inputs"] = {{{"name", "x"}, {"dtype", "f32"}, {"shape", {1, width}}}};
+    std::string in = "x";
+    for (int l = 0; l < layers; l++) {
+        int out = width - 8;
+        std::string L = std::to_string(l);
+        auto random = [&](int seed) { return nlohmann::json{{"seed", seed}, {"distribution", "normal"}, {"mean", 0}, {"std", 0.1}}; };
+        j["initializers"].push_back({{"name", "w" + L}, {"dtype", "f32"}, {"shape", {out, width}}, {"random", random(2 * l + 1)}});
+        j["initializers"].push_back({{"name", "b" + L}, {"dtype", "f32"}, {"shape", {out}}, {"random", random(2 * l + 2)}});
+        j["nodes"].push_back({{"name", "fc" + L}, {"op", "Gemm"}, {"inputs", {in, "w" + L, "b" + L}}, {"outputs", {"h" + L}}, {"attrs", {{"transB", 1}}}});
+        j["nodes"].push_back({{"name", "relu" + L}, {"op", "Relu"}, {"inputs", {"h" + L}}, {"outputs", {"a" + L}}});
+        in = "a" + L;
+        width = out;
+    }
+    j["outputs"] = {{{"name", in}, {"dtype", "f32"}, {"shape", {1, width}}}};
+    return j.dump();
+}
+
+TEST_CASE("plan search: a budget that covers only the default clusters and every region's unfused plan measures them, so each "
+          "unfused plan is timed as its region runs",
+          "[tuner][plan]") {
+    TempDir dir;
+    std::string path = dir.file("chain.json");
+    std::ofstream(path) << gemm_chain_json(6);
+    Graph g = load_optimized_model(path, SessionOptions{});
+    form_clusters(g);
+    std::vector<RegionCandidates> regions = region_candidates(g);
+    REQUIRE(regions.size() >= 2);
+    std::set<std::string> signatures;  // the default clusters' and the unfused plans'
+    std::vector<size_t> unfused(regions.size(), 0);
+    bool others = false;  // candidates besides these two, seeded after them
+    for (size_t r = 0; r < regions.size(); r++) {
+        for (size_t k = 0; k < regions[r].plans.size(); k++) {
+            if (regions[r].plans[k].strategy == "unfused") unfused[r] = k;
+            others |= k > 0 && regions[r].plans[k].strategy != "unfused";
+        }
+        REQUIRE(unfused[r] > 0);
+        for (size_t k : {(size_t)0, unfused[r]}) {
+            for (const Cluster &c : regions[r].clusters[k]) signatures.insert(cluster_signature(g, c));
+        }
+    }
+    REQUIRE(others);
+    TuningDb db(dir.file("t.db"));
+    AutotuneOptions ao = test::tuning_options((int)signatures.size());
+    ao.jobs = 1;
+    ao.search_plans = true;
+    autotune(load_optimized_model(path, SessionOptions{}), db, ao);
+    std::string host = resolved_target("host");
+    for (size_t r = 0; r < regions.size(); r++) {
+        INFO("region " << r);
+        PlanRecord un = measured_plan(g, regions[r], unfused[r], db, host, machine_fingerprint());
+        REQUIRE(un.ms);
+        std::set<std::string> timed;
+        for (const PlanRecord &p : db.plans(regions[r].region.signature, host)) timed.insert(p.plan);
+        CHECK(timed.count(un.plan));
+    }
 }
 
 TEST_CASE("plan search: a plan given with --plan is timed as its region runs and stored as the user's", "[tuner][plan]") {
