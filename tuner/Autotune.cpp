@@ -420,12 +420,12 @@ std::vector<TuningRun::ClusterRef> TuningRun::plan_search(const std::vector<Grap
         }
         plans += rc.plans.size();
     }
-    // seeded in this order: every region's unfused plan (the other fixed choice, so a short
-    // budget still measures it) before the other candidates
+    // seeded in this order: every region's unfused plan (a fixed choice, so a short budget still
+    // measures it) before the other candidates
     for (bool unfused : {true, false}) {
         for (RegionCandidates &rc : regions_) {
             for (size_t k = 1; k < rc.plans.size(); k++) {
-                if ((rc.plans[k].strategy == "unfused") != unfused) continue;
+                if ((rc.plans[k].strategy == kUnfusedPlan) != unfused) continue;
                 for (const Cluster &c : rc.clusters[k]) refs.push_back({&clustered_, &c, rc.copies}), added++;
             }
         }
@@ -487,8 +487,8 @@ void TuningRun::time_plans() {
  * executor runs it, each cluster under its best schedule, verified against the region's unfused
  * reference) in kPlanRounds rounds, the order reversed each round: the default clusters, the
  * kPlanFinalists other candidates whose clusters' best times add up to the least (measured_plan),
- * those within kPlanMargin of the default's sum, and the unfused plan whatever its sum. Each is stored as a plan record with the faster
- * of its rounds' medians (a failed round: the failure). */
+ * those within kPlanMargin of the default's sum, and the unfused plan whatever its sum. Each is
+ * stored as a plan record with the faster of its rounds' medians (a failed round: the failure). */
 void TuningRun::time_region_plans(size_t i) {
     const RegionCandidates &rc = regions_[i];
     std::vector<PlanRecord> records;
@@ -502,9 +502,8 @@ void TuningRun::time_region_plans(size_t i) {
     if (finalists.size() > (size_t)kPlanFinalists) finalists.resize(kPlanFinalists);
     // the unfused plan is the other fixed choice: the chosen plan must never lose to it
     for (size_t k = 1; k < rc.plans.size(); k++) {
-        if (rc.plans[k].strategy == "unfused" && records[k].ms && std::find(finalists.begin(), finalists.end(), k) == finalists.end()) {
-            finalists.push_back(k);
-        }
+        bool listed = std::find(finalists.begin(), finalists.end(), k) != finalists.end();
+        if (rc.plans[k].strategy == kUnfusedPlan && records[k].ms && !listed) finalists.push_back(k);
     }
     if (finalists.empty() && rc.plans[0].strategy != "user") return;
     finalists.insert(finalists.begin(), 0);

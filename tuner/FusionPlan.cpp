@@ -527,7 +527,7 @@ std::vector<CandidatePlan> candidate_plans(const Graph &g, const FusionRegion &r
     CandidateSet set(g, r, max_plans);
     RegionPlan def = region_plan(g, r);
     set.add(def, "default");
-    set.add(singletons(r), "unfused");
+    set.add(singletons(r), kUnfusedPlan);
     std::vector<std::pair<size_t, size_t>> halo_free_chains;  // conv into conv without a halo
     std::vector<std::pair<RegionPlan, MergeKind>> merges;
     for (size_t a = 0; a < def.clusters.size(); a++) {

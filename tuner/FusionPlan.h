@@ -92,9 +92,13 @@ std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std:
 /** The most plans the tuner measures per region (candidate_plans). */
 constexpr int kRegionPlans = 8;
 
+/** The strategy of the plan that computes every node of a region alone: with the default
+ * clusters, the two fixed choices a chosen plan must never lose to. */
+constexpr const char *kUnfusedPlan = "unfused";
+
 struct CandidatePlan {
     RegionPlan plan;
-    /** "default", "unfused", "conv into conv", "horizontal", "merge" or "cut"
+    /** "default", kUnfusedPlan, "conv into conv", "horizontal", "merge" or "cut"
      * (PlanRecord::strategy). */
     std::string strategy;
 };

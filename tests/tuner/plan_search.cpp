@@ -3,6 +3,7 @@
 // API apply each region's fastest record, or say why not and keep the default clusters.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -164,7 +165,7 @@ static std::string gemm_chain_json(int layers) {
     for (int l = 0; l < layers; l++) {
         int out = width - 8;
         std::string L = std::to_string(l);
-        auto random = [&](int seed) { return nlohmann::json{{"seed", seed}, {"distribution", "normal"}, {"mean", 0}, {"std", 0.1}}; };
+        auto random = [](int seed) { return nlohmann::json{{"seed", seed}, {"distribution", "normal"}, {"mean", 0}, {"std", 0.1}}; };
         j["initializers"].push_back({{"name", "w" + L}, {"dtype", "f32"}, {"shape", {out, width}}, {"random", random(2 * l + 1)}});
         j["initializers"].push_back({{"name", "b" + L}, {"dtype", "f32"}, {"shape", {out}}, {"random", random(2 * l + 2)}});
         j["nodes"].push_back({{"name", "fc" + L}, {"op", "Gemm"}, {"inputs", {in, "w" + L, "b" + L}}, {"outputs", {"h" + L}}, {"attrs", {{"transB", 1}}}});
