@@ -24,6 +24,7 @@
 #include "generators/aot_embedded_sources.h"  // generated: kFusorAotSupport, kHalideRuntimeHeader
 #include "graph/Clustering.h"
 #include "graph/Error.h"
+#include "graph/File.h"
 #include "graph/MemoryPlanning.h"
 #include "graph/Subprocess.h"
 
@@ -34,9 +35,15 @@ namespace fs = std::filesystem;
 namespace {
 
 void write_file(const fs::path &path, const std::string &bytes) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(bytes.data(), (std::streamsize)bytes.size());
-    if (!f) throw UserError(path.string() + ": cannot write");
+    write_file_atomically(path.string(), bytes);
+}
+
+/** The output folder \p dir, created if missing; UserError naming it when it cannot be. */
+void create_output_folder(const fs::path &dir) {
+    check_path(dir.string(), "output folder");
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw UserError(dir.string() + ": cannot create the output directory: " + ec.message());
 }
 
 /** A C string literal of \p s. */
@@ -102,9 +109,8 @@ void check_glue_compiler(const AotOptions &o) {
     if (t.os == host.os && t.arch == host.arch && t.bits == host.bits) return;
     std::string base = Halide::Target(t.os, t.arch, t.bits).to_string();
     std::string cxx = glue_compiler(o) + (arch_flags(t).empty() ? "" : " " + arch_flags(t)[0]);
-    std::error_code ec;
-    fs::path dir = fs::temp_directory_path() / ("fusor-glue-probe-" + std::to_string(getpid()));
-    fs::create_directories(dir, ec);
+    TempFolder probe("fusor-glue-probe-");
+    fs::path dir = probe.path();
     write_file(dir / "probe.cpp", "#include <cstdint>\n#include <cstring>\nint fusor_probe() { return (int)std::strlen(\"x\"); }\n");
     std::string failure;
     try {
@@ -115,7 +121,6 @@ void check_glue_compiler(const AotOptions &o) {
     std::ifstream obj(dir / "probe.o", std::ios::binary);
     unsigned char h[20] = {};
     obj.read((char *)h, sizeof h);
-    fs::remove_all(dir, ec);
     std::string fix = t.arch == Halide::Target::X86 && t.bits == 32 ? "install its 32-bit support (e.g. g++-multilib) or set CXX"
                                                                      : "set CXX";
     if (!failure.empty()) {
@@ -161,15 +166,17 @@ void check_library_name(const std::string &name) {
 }
 
 std::string compile_aot_runtime(const Halide::Target &target, const std::string &out_dir) {
-    fs::create_directories(out_dir);
+    create_output_folder(out_dir);
+    TempFolder stage(".fusor_halide_runtime.build-", out_dir);  // Halide writes its files as they are named: stage, then rename
     Halide::Target t = target.without_feature(Halide::Target::NoRuntime).without_feature(Halide::Target::UserContext);
-    fs::path obj = fs::path(out_dir) / "fusor_halide_runtime.o";
+    fs::path obj = fs::path(stage.path()) / "fusor_halide_runtime.o";
     Halide::compile_standalone_runtime(obj.string(), t);
-    fs::path lib = fs::path(out_dir) / "libfusor_halide_runtime.a";
-    Halide::create_static_library({obj.string()}, t, lib.string(), /*deterministic=*/true);
-    fs::remove(obj);
+    fs::path staged = fs::path(stage.path()) / "libfusor_halide_runtime.a";
+    Halide::create_static_library({obj.string()}, t, staged.string(), /*deterministic=*/true);
+    std::string lib = (fs::path(out_dir) / "libfusor_halide_runtime.a").string();
+    publish_file(staged.string(), lib);
     write_file(fs::path(out_dir) / "HalideRuntime.h", kHalideRuntimeHeader);
-    return lib.string();
+    return lib;
 }
 
 namespace {
@@ -571,21 +578,28 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     return out;
 }
 
-/** compile_aot without its checks: a part's name may be longer than a user's. */
+/** compile_aot without its checks: a part's name may be longer than a user's. Builds in a staging
+ * folder inside the output folder (Halide and the compiler write their files as named), then
+ * renames the archive and the header into place: nothing is written through a link, and a failure
+ * leaves no file behind. */
 AotResult compile_library(const Graph &model, const AotOptions &options) {
     const std::string &name = options.name;
     fs::path dir = options.out_dir;
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw UserError(dir.string() + ": cannot create the output directory: " + ec.message());
+    create_output_folder(dir);
+    TempFolder stage("." + name + ".build-", dir.string());
+    AotOptions staged = options;
+    staged.out_dir = stage.path();
 
-    AotObjects out = compile_model(model, options, /*nested=*/false);
+    AotObjects out = compile_model(model, staged, /*nested=*/false);
     AotResult &result = out.result;
-    result.library = (dir / ("lib" + name + ".a")).string();
-    fs::remove(result.library, ec);
+    fs::path lib = fs::path(stage.path()) / ("lib" + name + ".a");
     Halide::Target kt = options.target.with_feature(Halide::Target::NoRuntime).with_feature(Halide::Target::UserContext);
-    Halide::create_static_library(out.objects, kt, result.library, /*deterministic=*/true);
-    for (const std::string &o : out.objects) fs::remove(o, ec);
+    Halide::create_static_library(out.objects, kt, lib.string(), /*deterministic=*/true);
+    result.library = (dir / lib.filename()).string();
+    publish_file(lib.string(), result.library);
+    std::string header = (dir / (name + ".h")).string();
+    publish_file(result.header, header);
+    result.header = header;
     return result;
 }
 

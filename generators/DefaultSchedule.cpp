@@ -20,7 +20,7 @@ int floor_pow2(int64_t v) {
 
 std::map<NodeId, std::set<int>> reached_outputs(const Graph &g, const Cluster &c) {
     std::set<NodeId> members(c.nodes.begin(), c.nodes.end());
-    auto consumers = g.consumers();
+    auto consumers = g.consumers_within(c.nodes);
     std::map<NodeId, std::set<int>> reach;
     for (auto it = c.nodes.rbegin(); it != c.nodes.rend(); ++it) {  // reverse topological
         const Node &n = g.nodes[*it];
@@ -190,7 +190,7 @@ std::vector<int> register_tile(const StageInfo &st, int vec, bool spatial_x, int
  * (its prologue). Empty when no conv or matmul of \p c reads another. */
 std::set<NodeId> upstream_anchors(const Graph &g, const Cluster &c) {
     std::set<NodeId> members(c.nodes.begin(), c.nodes.end());
-    auto consumers = g.consumers();
+    auto consumers = g.consumers_within(c.nodes);
     auto heavy = [&](NodeId n) { return op_info(g.nodes[n].op).pattern == OpPattern::OutFusable; };
     // in reverse topological order: whether a node's value reaches a conv or matmul (not itself)
     std::map<NodeId, bool> reaches_heavy;

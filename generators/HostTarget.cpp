@@ -214,6 +214,13 @@ std::string why_cannot_run(const Target &t, const Target &host) {
         }
     }
     if (!missing.empty()) return "it asks for CPU features this machine lacks (" + missing + "); " + runs_here;
+    // Halide's JIT cannot link the sanitizer runtimes these features call into
+    for (Target::Feature f : {Target::ASAN, Target::TSAN, Target::MSAN, Target::SanitizerCoverage}) {
+        if (t.has_feature(f)) {
+            return "its feature " + Target::feature_to_name(f) + " needs a sanitizer runtime that Halide's JIT cannot load (build with it "
+                   "through `fusor compile` and link the sanitizer)";
+        }
+    }
     return "";
 }
 

@@ -68,8 +68,9 @@ Halide::Target parse_target(const std::string &text, const std::string &flag = "
 
 /** Why code for \p t cannot run on a machine whose resolved host target is \p host; empty when it
  * can. It can when t's arch, bits and OS are host's and every CPU instruction-set feature t asks
- * for (sse41, avx2, avx512_skylake, arm_dot_prod, ...) is one host has; other features (GPU APIs,
- * no_asserts, debug, ...) are not judged here. The reason ends by saying which targets run here.
+ * for (sse41, avx2, avx512_skylake, arm_dot_prod, ...) is one host has, and it asks for no
+ * sanitizer (asan, tsan, msan, sanitizer_coverage: the JIT cannot load their runtimes); other
+ * features (GPU APIs, no_asserts, debug, ...) are not judged here.
  * Pure: the same inputs give the same answer on any machine. */
 std::string why_cannot_run(const Halide::Target &t, const Halide::Target &host);
 

@@ -104,7 +104,7 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
     }
     // A pure per-element value read by several nodes of the cluster is computed once per row
     // (StageRole::Reused) rather than recomputed inside each reader.
-    std::vector<std::vector<NodeId>> consumers = g.consumers();
+    auto consumers = g.consumers_within(c.nodes);
     std::set<NodeId> members(c.nodes.begin(), c.nodes.end());
     for (NodeId id : c.nodes) {
         const Node &n = g.nodes[id];

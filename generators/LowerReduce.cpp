@@ -3,6 +3,8 @@
  * the math family): an accumulator over the kept axes with an update over the reduced ones, and a
  * pure output stage that applies the final step (mean, sqrt, log) and restores keepdims' unit
  * axes. ReduceLogSumExp first reduces the maximum and sums exp(x - max). */
+#include <limits>
+
 #include "generators/Lowering.h"
 
 #include "graph/Error.h"
@@ -123,7 +125,9 @@ std::vector<Func> lower_reduce(LowerContext &ctx, OpKind op) {
         Expr v = extremum ? extremum_value(acc(args)) : acc(args);
         switch (fold.finish) {
         case Fold::None: break;
-        case Fold::Mean: v = v / typed_const(t, (double)count); break;
+        case Fold::Mean:  // the mean of no values is NaN (numpy, ONNX Runtime); Halide would fold x / 0 to 0
+            v = count == 0 && t.is_float() ? typed_const(t, std::numeric_limits<double>::quiet_NaN()) : v / typed_const(t, (double)count);
+            break;
         case Fold::Sqrt: v = sqrt(v); break;
         case Fold::Log: v = log_ieee(v); break;
         }

@@ -1,5 +1,6 @@
 #include "generators/Schedule.h"
 
+#include <set>
 #include <sstream>
 
 namespace fusor {
@@ -99,14 +100,16 @@ std::optional<ClusterSchedule> parse_schedule(std::string_view text, std::string
         std::string w;
         if (!(words >> st.stage)) continue;  // blank or comment-only line
         bool level_seen = false;
+        std::set<std::string> given;  // each directive once: a second would silently override the first
         while (words >> w) {
             auto value = [&](const char *key) { return w.substr(std::string(key).size()); };
+            bool level = w == "inline" || w == "root" || w.rfind("at=", 0) == 0;
+            std::string directive = level ? "the compute level" : w.substr(0, w.find('='));
+            if (!given.insert(directive).second) return fail("'" + w + "': " + directive + " is given twice");
             if (w == "inline" || w == "root") {
-                if (level_seen) return fail("'" + w + "': the compute level is given twice");
                 st.level = w == "inline" ? ComputeLevel::Inline : ComputeLevel::Root;
                 level_seen = true;
             } else if (w.rfind("at=", 0) == 0) {
-                if (level_seen) return fail("'" + w + "': the compute level is given twice");
                 std::string at = value("at=");
                 size_t dot = at.rfind('.');
                 if (dot == std::string::npos || dot == 0 || dot + 1 == at.size()) {

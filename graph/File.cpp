@@ -31,18 +31,24 @@ std::string not_regular(mode_t mode) {
 
 constexpr const char *kMissing = "no such file or not readable";
 
-/** Why \p path cannot be read as a regular file: kMissing, not_regular's answer, or "" when it
- * can. Looks only at the file's status: a FIFO or device is never opened. */
+/** Why \p path cannot be read as a regular file: kMissing, "is a symlink loop", not_regular's
+ * answer, or "" when it can. Looks only at the file's status: a FIFO or device is never opened. */
 std::string unreadable_reason(const std::string &path) {
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return kMissing;
+    if (::stat(path.c_str(), &st) != 0) return errno == ELOOP ? "is a symlink loop" : kMissing;
     return not_regular(st.st_mode);
 }
 
 }  // namespace
 
+void check_path(const std::string &path, const std::string &what) {
+    if (path.empty()) throw UserError(what + " '': an empty name; expected a path");
+    if (path.find('\0') != std::string::npos) throw UserError(what + " '" + path + "': the name holds a NUL byte");
+}
+
 InputFile::InputFile(const std::string &path)
     : path_(path) {
+    check_path(path);
     std::string why = unreadable_reason(path);
     // O_NONBLOCK: should a FIFO replace the file after the check, opening it must not wait for a writer
     if (why.empty() && (fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0) why = kMissing;
@@ -53,6 +59,14 @@ InputFile::InputFile(const std::string &path)
         throw UserError("cannot open '" + path + "': " + (why == kMissing ? why : "it " + why + ", not a regular file"));
     }
     size_ = (uint64_t)st.st_size;
+}
+
+bool regular_file_exists(const std::string &path) {
+    check_path(path);
+    std::string why = unreadable_reason(path);
+    if (why == kMissing) return false;
+    if (!why.empty()) throw UserError("cannot open '" + path + "': it " + why + ", not a regular file");
+    return true;
 }
 
 InputFile::InputFile(InputFile &&o) noexcept
@@ -129,44 +143,81 @@ std::optional<int64_t> parse_decimal(std::string_view text) {
     return v;
 }
 
-void write_file_atomically(const std::string &path, const std::vector<std::string_view> &parts, bool durable) {
-    std::error_code ec;
-    fs::path target = path;
-    if (fs::is_symlink(fs::symlink_status(target, ec))) {
-        target = fs::weakly_canonical(target, ec);
-        if (ec) throw UserError("cannot write '" + path + "': " + ec.message());
+namespace {
+
+/** The database whose side file \p path is ("d.db" for "d.db-wal"), when \p path ends with
+ * -journal, -wal or -shm and that file is an SQLite database; "" otherwise. */
+std::string sqlite_side_file_of(const std::string &path) {
+    for (std::string_view suffix : {"-journal", "-wal", "-shm"}) {
+        if (path.size() <= suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+        std::string db = path.substr(0, path.size() - suffix.size());
+        char head[16] = {};
+        int fd = ::open(db.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) return "";
+        struct stat st;
+        bool sqlite = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::read(fd, head, sizeof head) == (ssize_t)sizeof head &&
+                      std::memcmp(head, "SQLite format 3", 16) == 0;
+        ::close(fd);
+        return sqlite ? db : "";
     }
+    return "";
+}
+
+/** Writes \p parts to the open file \p fd; false (errno set) when a write fails. */
+bool write_all(int fd, const std::vector<std::string_view> &parts) {
+    for (std::string_view text : parts) {
+        for (size_t done = 0; done < text.size();) {
+            ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return false;
+            done += (size_t)n;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string &path, const std::vector<std::string_view> &parts, bool durable) {
+    check_path(path, "output file");
+    std::string db = sqlite_side_file_of(path);
+    if (!db.empty()) throw UserError("cannot write '" + path + "': it is a side file of the SQLite database '" + db + "'");
+    fs::path target = path;
     fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
     std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
-    int fd = mkstemp(tmp.data());
+    int fd = mkstemp(tmp.data());  // O_EXCL: never through a link
     if (fd < 0) throw UserError("cannot write '" + path + "': " + std::strerror(errno));
     mode_t mask = umask(0);
     umask(mask);
-    bool ok = fchmod(fd, 0666 & ~mask) == 0;
-    for (std::string_view text : parts) {
-        for (size_t done = 0; ok && done < text.size();) {
-            ssize_t n = write(fd, text.data() + done, text.size() - done);
-            if (n < 0 && errno == EINTR) continue;
-            ok = n > 0;
-            done += ok ? (size_t)n : 0;
-        }
-    }
-    ok = ok && (!durable || fsync(fd) == 0);
+    bool ok = fchmod(fd, 0666 & ~mask) == 0 && write_all(fd, parts) && (!durable || fsync(fd) == 0);
     int err = errno;
     ok = close(fd) == 0 && ok;
-    if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
-        err = ok ? errno : err;
+    if (!ok) {
         ::unlink(tmp.c_str());
         throw UserError("cannot write '" + path + "': " + std::strerror(err));
     }
+    try {
+        publish_file(tmp, path);
+    } catch (...) {
+        ::unlink(tmp.c_str());
+        throw;
+    }
+}
+
+void publish_file(const std::string &staged, const std::string &path) {
+    check_path(path, "output file");
+    std::error_code ec;
+    if (fs::is_directory(fs::symlink_status(path, ec))) throw UserError("cannot write '" + path + "': it is a directory");
+    if (std::rename(staged.c_str(), path.c_str()) != 0) throw UserError("cannot write '" + path + "': " + std::strerror(errno));
 }
 
 void write_file_atomically(const std::string &path, std::string_view text) {
     write_file_atomically(path, std::vector<std::string_view>{text});
 }
 
-TempFolder::TempFolder(const std::string &prefix) {
-    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
+TempFolder::TempFolder(const std::string &prefix, const std::string &parent) {
+    fs::path base = parent.empty() ? fs::temp_directory_path() : fs::path(parent);
+    std::string pattern = (base / (prefix + "XXXXXX")).string();
     if (!mkdtemp(pattern.data())) throw UserError("cannot create a temporary folder " + pattern + ": " + std::strerror(errno));
     path_ = pattern;
 }

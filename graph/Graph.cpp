@@ -87,6 +87,19 @@ std::vector<std::vector<NodeId>> Graph::consumers() const {
     return c;
 }
 
+std::unordered_map<TensorId, std::vector<NodeId>> Graph::consumers_within(std::vector<NodeId> nodes) const {
+    std::sort(nodes.begin(), nodes.end());  // consumers()'s order
+    std::unordered_map<TensorId, std::vector<NodeId>> c;
+    for (NodeId id : nodes) {
+        for (TensorId t : this->nodes[id].inputs) {
+            if (t == kNoTensor) continue;
+            std::vector<NodeId> &readers = c[t];
+            if (readers.empty() || readers.back() != id) readers.push_back(id);
+        }
+    }
+    return c;
+}
+
 bool Graph::is_graph_output(TensorId t) const {
     return std::find(outputs.begin(), outputs.end(), t) != outputs.end();
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "graph/Attrs.h"
@@ -17,6 +18,9 @@ namespace fusor {
 using TensorId = int;
 using NodeId = int;
 constexpr TensorId kNoTensor = -1;  ///< an omitted optional input (ONNX's empty name)
+/** The deepest nesting of If branches a model may have; the importers refuse a deeper one (each
+ * pass and check visits every branch, so load time grows with the depth's cube). */
+constexpr int kMaxBranchDepth = 32;
 
 /** Seeded random initializer data (see Random.h: the same bytes on every platform). */
 struct RandomSpec {
@@ -90,6 +94,9 @@ struct Graph {
     TensorId add_tensor(Tensor t);
     /** consumers()[t] lists the nodes that read tensor t (a node reading t twice appears once). */
     std::vector<std::vector<NodeId>> consumers() const;
+    /** consumers() restricted to \p nodes (a cluster's), for the tensors they read: in time linear
+     * in their inputs, not in the graph, so a per-cluster query stays linear over a whole model. */
+    std::unordered_map<TensorId, std::vector<NodeId>> consumers_within(std::vector<NodeId> nodes) const;
     bool is_graph_output(TensorId t) const;
     /** Recomputes Tensor::producer and node ids from the node list. */
     void reindex();

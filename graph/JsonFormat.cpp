@@ -372,6 +372,9 @@ Graph read_graph(const Reader &r, const json &doc, const std::string &where_pref
             if (!jn.contains(key)) continue;
             auto sub_path = path;
             sub_path.push_back({n.name, b});
+            if (sub_path.size() > (size_t)kMaxBranchDepth) {
+                r.fail(where + ": " + key, "If branches nest more than " + std::to_string(kMaxBranchDepth) + " levels deep");
+            }
             n.subgraphs.push_back(read_graph(r, jn[key], where + ": " + key, sub_path, declared));
         }
         input_names[i] = name_list(r, jn, "inputs", where, /*allow_empty_names=*/true);

@@ -207,6 +207,14 @@ TensorId Importer::add_tensor(const std::string &base, std::optional<TensorType>
     return id;
 }
 
+void Importer::define(const std::string &onnx_name, const std::string &by) {
+    auto [it, added] = defined_.emplace(onnx_name, by);
+    if (!added) {
+        throw UserError(file_ + ": " + by + " defines '" + onnx_name + "', which " + it->second +
+                        " defines already; an ONNX graph defines each name once (SSA)");
+    }
+}
+
 void Importer::bind(const std::string &onnx_name, TensorId id) {
     scopes_.back()[onnx_name] = id;
 }
@@ -244,6 +252,12 @@ Importer::Importer(Importer &parent)
 
 std::optional<Graph> Importer::import_branch(const onnx::GraphProto &branch, const std::string &if_name,
                                              const std::string &branch_name, std::vector<TensorId> &captures) {
+    int depth = 1;
+    for (const Importer *p = parent_; p; p = p->parent_) depth++;
+    if (depth > kMaxBranchDepth) {
+        throw UserError(file_ + ": node '" + if_name + "' (If): " + branch_name + ": If branches nest more than " +
+                        std::to_string(kMaxBranchDepth) + " levels deep");
+    }
     Importer sub(*this);
     sub.g_.name = if_name + "/" + branch_name;
     sub.import_graph(branch, "");
@@ -527,6 +541,7 @@ void Importer::import_graph(const onnx::GraphProto &graph, const std::string &pr
         TensorType type;
         std::vector<uint8_t> data = tensor_data(init, type, base_dir_, where);
         TensorId id = constant(type, std::move(data), init.name());
+        define(init.name(), "initializer '" + init.name() + "'");
         bind(init.name(), id);
     }
     if (graph.sparse_initializer_size()) {
@@ -552,6 +567,9 @@ void Importer::import_graph(const onnx::GraphProto &graph, const std::string &pr
         }
         const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(p.op_type(), (int)opset_, "");
         int version = schema ? schema->since_version() : (int)opset_;
+        for (const std::string &o : p.output()) {
+            if (!o.empty()) define(o, "node '" + name + "' (" + p.op_type() + ")");
+        }
         OnnxNode n = read_node(p, version, name);
         if (!schema) unsupported(p, version, name, "not an ONNX op at opset " + std::to_string(opset_));
         else convert_node(*this, n);
@@ -604,6 +622,7 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
         std::string where = file_ + ": input '" + in.name() + "'";
         if (frozen.count(in.name())) {
             const OnnxTensorFile &v = *options_.input_values.at(in.name());
+            define(in.name(), "input '" + in.name() + "'");
             bind(in.name(), constant(v.type, v.data, in.name()));
             bound_used.insert(in.name());
             continue;
@@ -641,6 +660,7 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
         check_tensor_size(type, where);
         TensorId id = add_tensor(in.name(), type);
         g_.inputs.push_back(id);
+        define(in.name(), "input '" + in.name() + "'");
         bind(in.name(), id);
     }
     if (!unbound.empty()) {
@@ -663,6 +683,10 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
     for (const onnx::ValueInfoProto &out : graph.output()) {
         auto id = lookup(out.name());
         if (!id) throw UserError(file_ + ": graph output '" + out.name() + "' is not produced by any node");
+        if (std::count(g_.inputs.begin(), g_.inputs.end(), *id)) {
+            throw UserError(file_ + ": graph output '" + out.name() + "' is a graph input; each name is defined once (SSA), so an "
+                            "output that passes an input through needs a node of its own (Identity)");
+        }
         TensorId t = *id;
         bool is_node_output = false;
         for (const Node &n : g_.nodes) is_node_output |= std::count(n.outputs.begin(), n.outputs.end(), t) > 0;

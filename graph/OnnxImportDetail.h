@@ -105,6 +105,10 @@ private:
     int64_t opset_ = 1;
     std::vector<bool> known_;  ///< by TensorId: type is known during import
     std::vector<std::map<std::string, TensorId>> scopes_;
+    /** The ONNX names this graph defines (inputs, initializers, node outputs): each once, as ONNX's
+     * SSA form requires (define() refuses a second definition). */
+    std::map<std::string, std::string> defined_;
+    void define(const std::string &onnx_name, const std::string &by);
     std::set<std::string> tensor_names_, node_names_;
     std::map<std::pair<const std::set<std::string> *, std::string>, int> last_suffix_;  ///< fresh_name's, by set and base
     std::vector<std::string> unsupported_;

@@ -15,6 +15,7 @@
 #include "generators/HostTarget.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
+#include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
 #include "tuner/FusionPlan.h"
@@ -97,6 +98,31 @@ CLI::Validator positive_integer() {
         "POSITIVE");
 }
 
+CLI::Validator path_value() {
+    return CLI::Validator(
+        [](std::string &text) -> std::string {
+            try {
+                check_path(text, "path");
+            } catch (const UserError &e) {
+                return e.what();
+            }
+            return "";
+        },
+        "PATH");
+}
+
+CLI::Validator seed_value() {
+    return CLI::Validator(
+        [](std::string &text) -> std::string {
+            // strtoull takes "-1" as 2^64-1 and clamps what is larger: digits only, then ERANGE
+            bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+            errno = 0;
+            if (digits) std::strtoull(text.c_str(), nullptr, 10);
+            return digits && errno == 0 ? "" : "expected a seed from 0 to 18446744073709551615 (2^64-1), got " + text;
+        },
+        "0..2^64-1");
+}
+
 std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd) {
     auto flags = std::make_shared<std::vector<std::string>>();
     cmd->add_option("--shape", *flags,
@@ -148,7 +174,7 @@ void load_inputs(Executor &ex, const std::string &dir) {
     for (size_t i = 0; i < g.inputs.size(); i++) {
         const Tensor &t = g.tensor(g.inputs[i]);
         std::string path = dir + "/" + file_stem(t.name) + ".npy";
-        if (!std::filesystem::exists(path)) throw UserError("missing input file '" + path + "' for graph input '" + t.name + "'");
+        if (!regular_file_exists(path)) throw UserError("missing input file '" + path + "' for graph input '" + t.name + "'");
         NpyArray a = read_npy(path);
         if (a.type != t.type) {
             throw UserError(path + ": holds " + to_string(a.type) + " but graph input '" + t.name + "' is " + to_string(t.type));

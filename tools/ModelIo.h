@@ -41,6 +41,11 @@ std::vector<std::string> cluster_by_plan(Graph &g, SessionOptions &so, const std
  * integer of at least 1. Its message, after CLI11's "--flag: ", is "expected a positive integer,
  * got VALUE" (CLI::PositiveNumber prints the range up to DBL_MAX instead). */
 CLI::Validator positive_integer();
+/** Checks a path flag: not empty ("" would be SQLite's private temporary database, or the current
+ * folder) and without NUL (check_path). */
+CLI::Validator path_value();
+/** Checks a seed flag: a decimal integer in [0, 2^64) (CLI11 would wrap -1 and clamp 2^64). */
+CLI::Validator seed_value();
 
 /** Parses --shape values; throws UserError naming the malformed one. */
 InputShapes shape_bindings(const std::vector<std::string> &flags);

@@ -25,13 +25,14 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-/** First Ctrl-C: stop after the candidate being timed; a second one quits at once. */
-void on_sigint(int) {
+/** First Ctrl-C or SIGTERM (how Slurm and Kubernetes stop a job): stop after the candidate being
+ * timed, store it, and say how to resume; a second signal quits at once. */
+void on_stop_signal(int sig) {
     g_stop = true;
     const char msg[] = "\nstopping after the candidate being timed (Ctrl-C again to quit now)\n";
     ssize_t ignored = write(2, msg, sizeof(msg) - 1);
     (void)ignored;
-    std::signal(SIGINT, SIG_DFL);
+    std::signal(sig, SIG_DFL);
 }
 
 /** 75 -> "1m15s". */
@@ -85,7 +86,9 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json)")->required();
-    cmd->add_option("--db", o->db, "tuning database: a file (created if missing) or a postgresql:// URL shared by many tuners")->required();
+    cmd->add_option("--db", o->db, "tuning database: a file (created if missing) or a postgresql:// URL shared by many tuners")
+        ->required()
+        ->check(path_value());
     CLI::Option *trials_opt =
         cmd->add_option("--trials", o->trials, "candidates to measure in total, split across distinct clusters by their share of the model's time")
             ->capture_default_str();
@@ -105,7 +108,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     "model (evolve's draws ranked by a cost model learned from this machine's trials in the db; evolve until "
                     "it has 32 of them), evolve (mutate the best so far) or random (mutate the default)")
         ->capture_default_str();
-    cmd->add_option("--seed", o->seed, "search seed")->capture_default_str();
+    cmd->add_option("--seed", o->seed, "search seed")->check(seed_value())->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
     cmd->add_option("--timeout", o->timeout, "seconds per candidate (compile and run) before it counts as a timeout")->capture_default_str();
     cmd->add_option("--worker-memory", o->worker_memory,
@@ -161,6 +164,8 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 if (!plan_file->empty()) {
                     ao.plan = load_plan(*plan_file);
                     ao.plan_file = *plan_file;
+                    // a plan that does not fit: exit 2 before the database is opened
+                    for (const std::string &line : check_plan(g, *ao.plan, *plan_file)) fmt::print(stderr, "warning: {}\n", line);
                 }
                 ao.search_plans = !*fixed_clusters;
                 ao.gpu_max_registers = *gpu_registers;
@@ -237,9 +242,9 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 };
                 if (hooks.progress) ao.progress = hooks.progress;
                 if (hooks.log) ao.log = hooks.log;
-                if (!hooks.stop) std::signal(SIGINT, on_sigint);
+                if (!hooks.stop) std::signal(SIGINT, on_stop_signal), std::signal(SIGTERM, on_stop_signal);
                 auto restore_sigint = [&] {
-                    if (!hooks.stop) std::signal(SIGINT, SIG_DFL);
+                    if (!hooks.stop) std::signal(SIGINT, SIG_DFL), std::signal(SIGTERM, SIG_DFL);
                 };
                 if (!o->export_batch.empty()) {
                     ExportBatchResult b = export_batch(g, db, ao, o->export_batch);

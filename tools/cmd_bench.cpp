@@ -176,10 +176,12 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     cmd->add_option("--repeats", o->repeats, "timed rounds (each runs unfused then fused)")->check(CLI::Range(1, 100000))->capture_default_str();
     cmd->add_option("--warmup", o->warmup, "untimed rounds first")->check(CLI::Range(0, 1000))->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
-    cmd->add_option("--db", o->db, "also time the model under the best schedules this machine measured in this tuning database");
+    cmd->add_option("--db", o->db, "also time the model under the best schedules this machine measured in this tuning database")
+        ->check(path_value());
     cmd->add_option("--compare-db", o->compare_db,
                     "with --db: also time the model tuned from this other database, in the same rounds (e.g. one tuned with "
-                    "--no-plan-search for the same budget)");
+                    "--no-plan-search for the same budget)")
+        ->check(path_value());
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {

@@ -50,7 +50,8 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
     auto shapes = add_shape_flag(cmd);
     cmd->add_option("--name", o->name,
                     "C prefix of every symbol and file: a C identifier of at most 64 characters (default: the model's file name)");
-    cmd->add_option("--db", o->db, "tuning database: the best verified schedule per cluster, exact machine, then ISA family");
+    cmd->add_option("--db", o->db, "tuning database: the best verified schedule per cluster, exact machine, then ISA family")
+        ->check(path_value());
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
@@ -74,6 +75,10 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
     return {cmd, [=] {
                 Halide::Target target = parse_target(o->target);
                 const std::string name = o->name.empty() ? default_name(o->model) : o->name;
+                if (o->name.empty() && name.size() > kMaxLibraryNameLength) {
+                    throw UserError("the library name '" + name.substr(0, 16) + "...', from the model's file name, has " + std::to_string(name.size()) +
+                                    " characters; at most " + std::to_string(kMaxLibraryNameLength) + ": give a shorter one with --name");
+                }
                 if (!o->runtime_only || !o->name.empty()) check_library_name(name);  // before anything is created
                 if (o->runtime_only) {
                     fmt::print("wrote {}\n", compile_aot_runtime(target, o->out));

@@ -19,6 +19,7 @@
 
 #include "graph/Error.h"
 #include "tools/Commands.h"
+#include "tools/ModelIo.h"
 #include "tuner/Bundle.h"
 #include "tuner/CostModel.h"
 #include "tuner/Features.h"
@@ -172,12 +173,12 @@ Verb add_db(CLI::App &app) {
     prune->add_option("--keep", o->keep, "schedules kept per workload and machine fingerprint (ranked by the median of their measurements; all their ok trials stay), "
                                          "and plan texts per region and fingerprint (ranked by their best time; all their records stay)")
         ->capture_default_str()
-        ->check(CLI::Range(0, 1000000));
+        ->check(CLI::Range(1, 1000000));
 
     CLI::App *quality = cmd->add_subcommand("model-quality", "Train the cost model on a seeded 80% of this machine's trials and "
                                                               "print how it ranks the other 20%: Kendall tau and top-5 recall per workload");
     quality->add_option("db", o->db, "tuning database")->required();
-    quality->add_option("--seed", o->seed, "seed of the split")->capture_default_str();
+    quality->add_option("--seed", o->seed, "seed of the split")->check(seed_value())->capture_default_str();
 
     return {cmd, [=]() -> int {
                 if (list->parsed()) {
@@ -256,16 +257,18 @@ Verb add_db(CLI::App &app) {
                     return 0;
                 }
                 if (imp->parsed()) {
+                    TuningRecords records = read_export_file(o->json);  // checked whole before the database is opened
                     return with_db_for_writing(o->db, [&](TuningDb &db) {
                         int plans = 0;
-                        int added = db.import_json(o->json, &plans);
+                        int added = db.import_records(records, &plans);
                         fmt::print("{}: {} trials and {} plans added to {}\n", o->json, added, plans, db.path());
                         return 0;
                     });
                 }
                 if (impres->parsed()) {
+                    BundleResults results = read_results(o->json);  // checked whole before the database is opened
                     return with_db_for_writing(o->db, [&](TuningDb &db) {
-                        ImportResultsSummary s = import_results(o->json, db);
+                        ImportResultsSummary s = import_results(std::move(results), db);
                         fmt::print("{}: {} results ({} ok) measured on {}; {} trials added to {}\n", o->json, s.records, s.ok,
                                    s.fingerprint, s.added, db.path());
                         return 0;

@@ -77,7 +77,8 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
     auto db = std::make_shared<std::string>();
     cmd->add_option("--db", *db,
                     "also say which schedule each cluster gets from this tuning database (a file or a postgresql:// URL), or why "
-                    "it keeps the default");
+                    "it keeps the default")
+        ->check(path_value());
     auto print_plan = std::make_shared<bool>(false);
     cmd->add_flag("--print-plan", *print_plan,
                   "print the fusion plan: the model's regions of clusters and, per region, which of its nodes share a kernel");

@@ -42,12 +42,12 @@ Verb add_run(CLI::App &app) {
     auto shapes = add_shape_flag(cmd);
     auto plan_file = add_plan_flag(cmd);
     auto *in = cmd->add_option("--inputs", o->inputs, "folder with one <input>.npy per graph input");
-    cmd->add_option("--random", o->seed, "fill inputs from this seed (the default, with seed 0)")->excludes(in);
+    cmd->add_option("--random", o->seed, "fill inputs from this seed (the default, with seed 0)")->check(seed_value())->excludes(in);
     cmd->add_option("--outputs", o->outputs, "write each output to <DIR>/<output>.npy");
     cmd->add_flag("--unfused", o->unfused, "one pipeline per node (the reference baseline)");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
-    cmd->add_option("--db", o->db, "use the best schedules this machine measured in this tuning database");
+    cmd->add_option("--db", o->db, "use the best schedules this machine measured in this tuning database")->check(path_value());
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {

@@ -371,13 +371,18 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
     t.job.memory_limit_mb = worker_memory_mb();
     t.job.reference_path = scratch_.path() + "/reference_" + std::to_string(tasks_.size()) + ".bin";
     for (const std::string &sched : db_.tried_schedules(sig, target_, fingerprint_)) t.tried.insert(sched);
+    bool default_wrong = false;
     for (const Trial &tr : db_.trials(sig, target_)) {
         if (tr.strategy == "default" && tr.fingerprint == fingerprint_ && tr.median_ms) {
             t.result.default_ms = *tr.median_ms;
             t.default_id = tr.id;
             t.default_compile_ms = tr.compile_ms.value_or(0);
         }
+        default_wrong |= tr.strategy == "default" && tr.status == TrialStatus::WrongResult;
     }
+    // a default that only failed here (a timeout under a short --timeout, a crash) is measured
+    // again: without its time the task has no baseline, and run --db would pick the best of the rest
+    if (t.default_id.empty() && !default_wrong) t.tried.erase(schedule_key(t.def));
     // resume: the best of earlier runs on this machine (or the imported GPU results), its top
     // schedules the search's parents
     std::vector<RankedSchedule> earlier = refresh_best(t);

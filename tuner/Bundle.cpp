@@ -16,6 +16,7 @@
 #include "generators/AotCompile.h"
 #include "generators/LowerCluster.h"
 #include "generators/Lowering.h"
+#include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "graph/Random.h"
 #include "tuner/Measure.h"
@@ -39,9 +40,7 @@ constexpr int64_t kMaxSamples = 1 << 15;
 const char *kPortableCpu = "x86-64-linux-avx2-fma-f16c-sse41";
 
 void write_bytes(const fs::path &path, const void *data, size_t n) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write((const char *)data, (std::streamsize)n);
-    if (!f) throw UserError(path.string() + ": cannot write");
+    write_file_atomically(path.string(), std::string_view((const char *)data, n));
 }
 
 /** A C string literal of any text (JSON included). */
@@ -241,7 +240,7 @@ ExportBatchResult export_batch(const Graph &g, TuningDb &db, AutotuneOptions opt
     json manifest = {{"format", "fusor-bundle"}, {"version", 1}, {"target", result.target}, {"provenance", info},
                      {"clusters", json::array()}, {"candidates", json::array()}};
     if (cands.empty()) {
-        std::ofstream(dir / "manifest.json") << manifest.dump(1) << "\n";
+        write_file_atomically((dir / "manifest.json").string(), manifest.dump(1) + "\n");
         fs::remove_all(build, ec);
         result.bundle_bytes = folder_bytes(dir);
         return result;
@@ -338,12 +337,12 @@ ExportBatchResult export_batch(const Graph &g, TuningDb &db, AutotuneOptions opt
                                           {"schedule", c.trial.schedule}, {"parent", c.trial.parent}, {"strategy", c.trial.strategy},
                                           {"resources", c.trial.resources}});
     }
-    std::ofstream(dir / "manifest.json") << manifest.dump(1) << "\n";
+    write_file_atomically((dir / "manifest.json").string(), manifest.dump(1) + "\n");
 
     // link: harness + table + kernels + runtime, static C++ runtime, stripped
-    std::ofstream(build / "bundle_table.h") << table.str();
-    std::ofstream(build / "measure_harness.cpp") << kMeasureHarness;
-    std::ofstream(build / "bundle_data.h") << kBundleData;
+    write_file_atomically((build / "bundle_table.h").string(), table.str());
+    write_file_atomically((build / "measure_harness.cpp").string(), kMeasureHarness);
+    write_file_atomically((build / "bundle_data.h").string(), kBundleData);
     compile_aot_runtime(target, build.string());
     std::vector<std::string> args = {"-std=c++17", "-O2", "-I.", "measure_harness.cpp"};
     for (const ExportedCandidate &c : cands) args.push_back(fs::path(c.object).filename().string());
@@ -390,13 +389,9 @@ struct Reader {
 
 }  // namespace
 
-ImportResultsSummary import_results(const std::string &path, TuningDb &db) {
+BundleResults read_results(const std::string &path) {
     Reader r{path};
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UserError("cannot read '" + path + "'");
-    std::stringstream text;
-    text << in.rdbuf();
-    json doc = parse_json_naming_field(text.str(), path);
+    json doc = parse_json_naming_field(InputFile(path).read_all(), path);
     if (!doc.is_object() || doc.value("format", json()) != "fusor-bundle-results") {
         r.fail("format", "expected \"fusor-bundle-results\"; this is not the results file of a measurement bundle");
     }
@@ -411,7 +406,8 @@ ImportResultsSummary import_results(const std::string &path, TuningDb &db) {
     bool cuda = Halide::Target::validate_target_string(target) && Halide::Target(target).has_feature(Halide::Target::CUDA);
     if (!Halide::Target::validate_target_string(target)) r.fail("target", "'" + target + "' is not a Halide target");
     if (cuda && (gpu.empty() || cc.empty())) r.fail("machine.gpu", "a CUDA bundle's results need the GPU name and compute capability");
-    ImportResultsSummary summary;
+    BundleResults out;
+    ImportResultsSummary &summary = out.summary;
     // the measuring machine: a GPU by name and compute capability; a CPU as the exporting machine
     // when it is the same model with the same feature flags, else by model and flags
     if (cuda) {
@@ -423,8 +419,8 @@ ImportResultsSummary import_results(const std::string &path, TuningDb &db) {
     }
     const json &records = r.field(doc, "results", "");
     if (!records.is_array()) r.fail("results", "expected an array");
-    std::vector<Workload> workloads;
-    std::vector<Trial> trials;
+    std::vector<Workload> &workloads = out.workloads;
+    std::vector<Trial> &trials = out.trials;
     for (size_t i = 0; i < records.size(); i++) {
         std::string where = "results[" + std::to_string(i) + "]";
         const json &rec = records[i];
@@ -473,10 +469,14 @@ ImportResultsSummary import_results(const std::string &path, TuningDb &db) {
         summary.ok += ok;
     }
     summary.records = (int)records.size();
+    return out;
+}
+
+ImportResultsSummary import_results(BundleResults results, TuningDb &db) {
     int carried = 0;
-    for (size_t i = 0; i < trials.size(); i += 2) carried += db.trial(trials[i].id) ? 0 : 1;
-    summary.added = db.add_all(workloads, trials) - carried;
-    return summary;
+    for (size_t i = 0; i < results.trials.size(); i += 2) carried += db.trial(results.trials[i].id) ? 0 : 1;
+    results.summary.added = db.add_all(results.workloads, results.trials) - carried;
+    return results.summary;
 }
 
 }  // namespace fusor

@@ -50,12 +50,22 @@ struct ImportResultsSummary {
     int ok = 0;
 };
 
-/** Imports a bundle's results.json: each record becomes a trial of its candidate with the measured
+/** A bundle's results.json, read and checked (read_results): the records import_results stores. */
+struct BundleResults {
+    ImportResultsSummary summary;  ///< added is set by import_results
+    std::vector<Workload> workloads;
+    std::vector<Trial> trials;  ///< per record: the candidate's unmeasured trial, then the measured one
+};
+
+/** A bundle's results.json: each record becomes a trial of its candidate with the measured
  * status and times, fingerprint "gpu:<name>|cc:<major.minor>" (CUDA) or the measuring CPU's, host
  * and created_at from the file (so importing twice adds nothing). The candidate's unmeasured
  * trial, carried in the record, is added too if the database lacks it. The whole file is checked
  * first: a malformed one, or a candidate whose id is not its trial's content hash (unknown to
- * any database), is a UserError naming the file and field, and nothing is written. */
-ImportResultsSummary import_results(const std::string &results_path, TuningDb &db);
+ * any database), is a UserError naming the file and field. Reads only: callers read the file before
+ * they open the database, so a refused file leaves the database untouched. */
+BundleResults read_results(const std::string &results_path);
+/** Stores \p results (read_results) in \p db, in one transaction. */
+ImportResultsSummary import_results(BundleResults results, TuningDb &db);
 
 }  // namespace fusor

@@ -509,7 +509,26 @@ std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std:
     return lines;
 }
 
-std::vector<Cluster> plan_clusters(const Graph &g, const FusionRegion &r, const RegionPlan &p) {
+std::vector<std::string> check_plan(const Graph &g, const FusionPlan &plan, const std::string &plan_file) {
+    Graph clustered = g;
+    form_clusters(clustered);
+    std::set<std::string> model_regions;
+    for (const FusionRegion &r : form_regions(clustered)) model_regions.insert(r.signature);
+    std::vector<std::string> absent;
+    for (const RegionPlan &p : plan.regions) {
+        if (!model_regions.count(p.signature)) {
+            absent.push_back((p.origin.empty() ? plan_file : p.origin) + ": region " + p.signature + " is not a region of model '" + g.name + "'");
+        }
+    }
+    if (!plan.regions.empty() && absent.size() == plan.regions.size()) {
+        throw UserError(plan_file + ": none of its " + std::to_string(plan.regions.size()) + " region(s) is a region of model '" + g.name +
+                        "' (" + std::to_string(model_regions.size()) + " region(s)); was it written for another model or shape?");
+    }
+    apply_plan(clustered, plan, plan_file);  // throws for a region that does not fit
+    return absent;
+}
+
+std::vector<Cluster> plan_clusters(const Graph &g, const FusionRegion &r, const RegionPlan &p, int plan) {
     auto consumers = g.consumers();
     std::vector<Cluster> out;
     for (const std::vector<int> &members : p.clusters) {
@@ -517,7 +536,7 @@ std::vector<Cluster> plan_clusters(const Graph &g, const FusionRegion &r, const 
         for (int i : members) nodes.push_back(r.nodes.nodes[(size_t)i]);
         Cluster c = make_cluster(g, nodes, consumers);
         c.id = -1;
-        c.name = r.nodes.name + "." + std::to_string(out.size());
+        c.name = r.nodes.name + "." + (plan > 0 ? std::to_string(plan) + "." : "") + std::to_string(out.size());
         out.push_back(std::move(c));
     }
     return out;

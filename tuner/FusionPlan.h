@@ -89,6 +89,12 @@ std::string region_plan_problem(const Graph &g, const FusionRegion &r, const Reg
 std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std::string &plan_file,
                                     std::vector<std::string> *warnings = nullptr);
 
+/** Checks \p plan against \p g (unclustered) before anything is written: clustered by
+ * form_clusters, every region the plan names that \p g has must fit (apply_plan on a copy). A
+ * UserError naming \p plan_file when one does not, or when the plan names no region of \p g.
+ * Returns one line per region of the plan that \p g lacks, for the caller to warn with. */
+std::vector<std::string> check_plan(const Graph &g, const FusionPlan &plan, const std::string &plan_file);
+
 /** The most plans the tuner measures per region (candidate_plans). */
 constexpr int kRegionPlans = 8;
 
@@ -117,7 +123,8 @@ struct CandidatePlan {
 std::vector<CandidatePlan> candidate_plans(const Graph &g, const FusionRegion &r, int max_plans = kRegionPlans);
 
 /** Plan \p p's clusters in region \p r of \p g, as clusters of g (make_cluster), in the plan's
- * order, named "<region>.<k>" (e.g. "r3.1"); id -1. */
-std::vector<Cluster> plan_clusters(const Graph &g, const FusionRegion &r, const RegionPlan &p);
+ * order, named "<region>.<k>" (e.g. "r3.1"), or "<region>.<plan>.<k>" for a candidate \p plan > 0
+ * of the region (e.g. "r3.2.1"), so that no two clusters of one tuning run share a name; id -1. */
+std::vector<Cluster> plan_clusters(const Graph &g, const FusionRegion &r, const RegionPlan &p, int plan = 0);
 
 }  // namespace fusor

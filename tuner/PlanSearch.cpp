@@ -23,7 +23,7 @@ std::vector<RegionCandidates> region_candidates(const Graph &clustered, int max_
         }
         RegionCandidates rc;
         rc.plans = candidate_plans(clustered, r, max_plans);
-        for (const CandidatePlan &p : rc.plans) rc.clusters.push_back(plan_clusters(clustered, r, p.plan));
+        for (size_t k = 0; k < rc.plans.size(); k++) rc.clusters.push_back(plan_clusters(clustered, r, rc.plans[k].plan, (int)k));
         rc.region = std::move(r);
         out.push_back(std::move(rc));
     }

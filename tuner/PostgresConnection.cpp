@@ -264,6 +264,7 @@ private:
         exec("SET client_min_messages = warning", context(*this, "cannot configure"));
         int version = recognize();
         if (version == 0 && read_only_) refuse("no tables");
+        if (version != 0) check_schema_objects();
         if (version == 0) create_schema();
         if (version != 0 && version < kTuningSchemaVersion) migrate();
         // read-only from here on (a read-only migration above created only temporary tables)
@@ -293,6 +294,21 @@ private:
                           std::to_string(kOldestPostgresVersion) + " to " + std::to_string(kTuningSchemaVersion));
         }
         return (int)version;
+    }
+
+    /** Refuses a view or a user trigger in fusor's schema: a trigger can drop or delete every
+     * record stored, a view can pose as a table (as the SQLite engine refuses them). */
+    void check_schema_objects() {
+        PostgresQuery q(*this,
+                        "SELECT 'view', viewname FROM pg_catalog.pg_views WHERE schemaname = current_schema() UNION ALL "
+                        "SELECT 'trigger', t.tgname FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
+                        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE NOT t.tgisinternal AND n.nspname = current_schema() "
+                        "ORDER BY 1, 2",
+                        context(*this, "cannot read"));
+        if (q.step()) {
+            throw DbError("tuning db '" + name_ + "' holds " + q.text(0) + " " + quote_text(q.text(1)) +
+                          ", which fusor did not create; drop it or use another database");
+        }
     }
 
     void create_schema() {

@@ -20,11 +20,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
+#include "graph/File.h"
 #include "tuner/DbConnection.h"
 
 namespace fusor::db {
@@ -184,6 +185,7 @@ private:
         int version = recognize();
         if (read_only_ && version == 0) refuse("no tables, application_id 0");
         if (version != 0) check_integrity();
+        if (version != 0) check_schema_objects();
         if (read_only_ && version < kTuningSchemaVersion) copy_into_memory();
         if (!read_only_) exec("PRAGMA synchronous=NORMAL", context(*this, "cannot configure"));
         if (version == 0) {
@@ -220,23 +222,26 @@ private:
         }
     }
 
-    /** Refuses a non-empty file that does not start with the SQLite magic, without opening it. A
-     * missing file is refused only when reading. */
+    /** Refuses a non-empty file that does not start with the SQLite magic, and anything but a
+     * regular file (a FIFO would block the open), without opening it with SQLite. A missing file
+     * is refused only when reading. */
     void check_file_header() const {
-        std::error_code ec;
-        fs::file_status st = fs::status(path_, ec);
-        if (!fs::exists(st)) {
+        bool exists;
+        try {
+            exists = regular_file_exists(path_);
+        } catch (const UserError &e) {
+            throw DbError(context(*this, "cannot open") + ": " + e.what());
+        }
+        if (!exists) {
             if (read_only_) throw DbError(context(*this, "cannot open") + ": no such file");
             return;
         }
-        if (fs::is_directory(st)) throw DbError(context(*this, "cannot open") + ": is a directory");
-        std::ifstream f(path_, std::ios::binary);
-        if (!f) throw DbError(context(*this, "cannot open") + ": cannot read the file");
+        InputFile f(path_);
         char head[16] = {};
-        f.read(head, sizeof(head));
-        std::streamsize n = f.gcount();
+        uint64_t n = std::min<uint64_t>(f.size(), sizeof head);
+        f.read_at(0, head, n);
         if (n == 0) return;  // an empty file: a new database
-        if (n < (std::streamsize)sizeof(head) || std::memcmp(head, "SQLite format 3", 16) != 0) refuse("file is not a database");
+        if (n < sizeof head || std::memcmp(head, "SQLite format 3", 16) != 0) refuse("file is not a database");
     }
 
     /** Returns 0 when the database has no tables and no application id (new or empty), else the
@@ -280,6 +285,25 @@ private:
         if (result == "ok") return;
         std::replace(result.begin(), result.end(), '\n', ' ');
         throw DbError("tuning db '" + path_ + "' is malformed: integrity check: " + result.substr(0, 200));
+    }
+
+    /** Refuses any schema object fusor does not create: a trigger can drop or delete every trial
+     * stored, a view can pose as a table, so the file is refused before anything is written. The
+     * objects of older versions are a subset of these. */
+    void check_schema_objects() {
+        static const std::set<std::pair<std::string, std::string>> kOwn = {
+            {"table", "workload"},      {"table", "trial"},      {"table", "trial_features"},
+            {"table", "plan"},          {"index", "trial_workload"}, {"index", "plan_region"}};
+        SqliteQuery s(db_, "SELECT type, name FROM sqlite_master ORDER BY type, name", context(*this, "cannot read"));
+        while (s.step()) {
+            std::string type = s.text(0), name = s.text(1);
+            bool internal = name.rfind("sqlite_", 0) == 0;  // SQLite's own: autoindexes, sqlite_stat1 (a name users cannot take)
+            if (!internal && !kOwn.count({type, name})) {
+                throw DbError("tuning db '" + path_ + "' holds " + type + " " + quote_text(name) +
+                              ", which fusor did not create; remove it (sqlite3 '" + path_ + "' 'DROP " + type + " \"" + name +
+                              "\"') or use another file");
+            }
+        }
     }
 
     /** Replaces the read-only handle on the file by a copy of the database in memory, which the

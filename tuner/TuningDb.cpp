@@ -239,9 +239,13 @@ Added insert_all(Connection &c, const TuningRecords &r, const char *action) {
 
 /** Refuses \p out when it is the database file \p db or one of its -wal, -shm or -journal files. */
 void refuse_overwriting(const std::string &db, const std::string &out) {
+    // by name, not only by existing file: a -journal written before SQLite creates one would be
+    // taken for a hot journal
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path db_name = fs::weakly_canonical(fs::absolute(db, ec), ec), out_name = fs::weakly_canonical(fs::absolute(out, ec), ec);
     for (const char *suffix : {"", "-wal", "-shm", "-journal"}) {
-        std::error_code ec;
-        if (std::filesystem::equivalent(db + suffix, out, ec)) {
+        if (fs::equivalent(db + suffix, out, ec) || (!db_name.empty() && db_name.string() + suffix == out_name.string())) {
             throw UserError("cannot export tuning db '" + db + "' to '" + out + "': that is " +
                             (*suffix ? "the database's " + std::string(suffix) + " file" : std::string("the database itself")));
         }
@@ -455,6 +459,7 @@ struct TuningDb::Impl {
 };
 
 TuningDb::TuningDb(const std::string &location, Mode mode) : impl_(std::make_unique<Impl>()) {
+    check_path(location, "tuning db");  // "" would be SQLite's private temporary database: every write lost
     bool ro = mode == Mode::ReadOnly;
     impl_->url = is_database_url(location);
     impl_->c = impl_->url ? open_postgres(location, ro) : open_sqlite(location, ro);
@@ -643,12 +648,26 @@ int trials_added(const Added &added, int *plans_added) {
 }
 }  // namespace
 
+TuningRecords read_export_file(const std::string &path) {
+    TuningRecords r = parse_export(InputFile(path).read_all(), path);
+    std::set<std::pair<std::string, std::string>> workloads;
+    for (const Workload &w : r.workloads) workloads.insert({w.signature, w.target});
+    for (size_t i = 0; i < r.trials.size(); i++) {
+        const Trial &t = r.trials[i];
+        if (!workloads.count({t.signature, t.target})) {
+            throw UserError(path + ": trials[" + std::to_string(i) + "]: no workload of signature " + quote_text(t.signature) +
+                            " and target " + quote_text(t.target) + " in the file (an orphan trial)");
+        }
+    }
+    return r;
+}
+
+int TuningDb::import_records(const TuningRecords &records, int *plans_added) {
+    return trials_added(insert_all(*impl_->c, records, "cannot import into"), plans_added);
+}
+
 int TuningDb::import_json(const std::string &path, int *plans_added) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UserError("cannot read '" + path + "'");
-    std::stringstream text;
-    text << in.rdbuf();
-    return trials_added(insert_all(*impl_->c, parse_export(text.str(), path), "cannot import into"), plans_added);
+    return import_records(read_export_file(path), plans_added);
 }
 
 int TuningDb::add_all(const std::vector<Workload> &workloads, std::vector<Trial> &trials) {
@@ -734,7 +753,8 @@ int delete_each(Connection &c, const char *sql, const std::vector<std::string> &
 }  // namespace
 
 int TuningDb::prune(int keep_best, int *plans_deleted) {
-    if (keep_best < 0) throw UserError("prune: keep count must be >= 0, got " + std::to_string(keep_best));
+    // 0 would delete every trial, the defaults and the best included
+    if (keep_best < 1) throw UserError("prune: keep count must be >= 1, got " + std::to_string(keep_best));
     Connection &c = *impl_->c;
     FUSOR_INTERNAL_ASSERT(!c.read_only()) << "prune of tuning db '" << c.name() << "', opened read-only";
     Transaction tx(c, context(c, "cannot prune"));

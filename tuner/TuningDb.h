@@ -84,6 +84,12 @@ public:
     using UserError::UserError;
 };
 
+/** An exported JSON file (parse_export), read through the reading rule (a regular file) and
+ * checked whole: every trial has a workload in the file. Reads only, so a verb reads it before it
+ * opens the database it adds to, and a refused file leaves the database untouched. UserError
+ * naming the file and the field. */
+TuningRecords read_export_file(const std::string &path);
+
 /** A handle on one database: a file (or ":memory:"), or a PostgreSQL URL (see
  * tuner/PostgresConnection.cpp for what differs there). For a file: opening creates the schema in a new or empty
  * file; an existing file must be a fusor tuning database of a known schema version, pass SQLite's
@@ -170,6 +176,8 @@ public:
      * nothing). A malformed file throws UserError naming the file and the field, and nothing is
      * inserted. */
     int import_json(const std::string &path, int *plans_added = nullptr);
+    /** import_json's second half: adds \p records (read_export_file) in one transaction. */
+    int import_records(const TuningRecords &records, int *plans_added = nullptr);
     /** Adds every workload, trial, trial's features and plan record of another database (a file
      * or a URL), opened with Mode::ReadOnly (so checked as the constructor checks, an older
      * version migrated in memory, a missing file refused), in one transaction; deterministic and
@@ -181,7 +189,8 @@ public:
      * features. Deletes plan records without a time and, per region, target and fingerprint, the
      * records of every plan text but the \p keep_best with the smallest best ms (ties: the
      * smaller id of that best record; all records of a kept text are kept). In one transaction.
-     * Returns trials deleted, and sets \p plans_deleted when given. UserError if \p keep_best < 0. */
+     * Returns trials deleted, and sets \p plans_deleted when given. UserError if \p keep_best < 1
+     * (0 would delete every trial, the best included). */
     int prune(int keep_best, int *plans_deleted = nullptr);
     /** Adds workloads (new ones) and trials (computing each id; present ids are skipped) in one
      * transaction: all or nothing (DbError naming the first record that breaks the rules).

@@ -73,8 +73,12 @@ def main():
 
     # autotune into a database, then load the tuned schedules from it
     db = os.path.join(workdir, "tuning.db")
+
+    def ms(v):  # None: not measured
+        return "not measured" if v is None else f"{v:.4f} ms"
+
     for r in fusor.autotune(path, db=db, trials=args.trials, threads=1, autoschedulers="none", progress=True):
-        print(f"autotune: {r['cluster']}: default {r['default_ms']:.4f} ms, best {r['best_ms']:.4f} ms")
+        print(f"autotune: {r['cluster']}: default {ms(r['default_ms'])}, best {ms(r['best_ms'])}")
     tuned = fusor.load(path, db=db, threads=1)
     assert np.abs(tuned.run({"x": x})["probs"] - ref).max() < 1e-5
 

@@ -5,13 +5,15 @@
     y = m.run({"x": np.zeros((1, 3, 224, 224), np.float32)})["y"]
 
 docs/python.md is the guide. Every function here takes what the CLI takes and fails as it does:
-`BadInput` where `fusor` exits with status 2, `Error` where it exits with 1, with its messages.
+`BadInput` where `fusor` exits with status 2, `Error` where it exits with 1. Arguments are checked
+here first, and a bad one is a `BadInput` naming the keyword argument and what it takes.
 """
 
 import json as _json
 import logging as _logging
 import operator as _operator
 import os as _os
+import re as _re
 from collections.abc import Mapping as _Mapping
 from typing import NamedTuple as _NamedTuple
 
@@ -37,10 +39,153 @@ class TensorInfo(_NamedTuple):
     shape: tuple
 
 
-def _path(value, what):
+def _show(value):
+    """repr(value), cut to a length a message can hold."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _text(value, name, what):
+    """A str argument as C++ can take it: no NUL byte (C++ would cut the text there), valid UTF-8."""
+    if "\0" in value:
+        raise BadInput(f"{name} is {_show(value)}, which holds a NUL byte; expected {what}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(f"{name} is {_show(value)}, which is not valid UTF-8; expected {what}") from None
+    return value
+
+
+def _path(value, name, what="a path"):
+    """A path argument as a str: BadInput naming it unless it is a non-empty str or os.PathLike."""
     if isinstance(value, (str, _os.PathLike)):
-        return _os.fspath(value)
-    raise BadInput(f"{what} is a {type(value).__name__}; expected a path")
+        path = _os.fspath(value)
+        if isinstance(path, str):
+            if not path:
+                raise BadInput(f"{name} is ''; expected {what}")
+            return _text(path, name, what)
+    raise BadInput(f"{name} is {_show(value)}; expected {what}")
+
+
+def _int_arg(value, name, lo, hi):
+    """An int argument in lo..hi (numpy ints too; bool and float are not ints)."""
+    if not isinstance(value, (bool, _np.bool_)):
+        try:
+            n = _operator.index(value)
+        except TypeError:
+            n = None
+        if n is not None and lo <= n <= hi:
+            return n
+    raise BadInput(f"{name} is {_show(value)}; expected an int from {lo} to {hi}")
+
+
+def _positive_seconds(value):
+    """value as a float when it is a positive, finite int or float (numpy's too, not bool); else None."""
+    if isinstance(value, (int, float, _np.integer, _np.floating)) and not isinstance(value, (bool, _np.bool_)):
+        if 0 < float(value) < float("inf"):
+            return float(value)
+    return None
+
+
+def _seconds_arg(value, name):
+    """A positive, finite number of seconds as a float."""
+    seconds = _positive_seconds(value)
+    if seconds is not None:
+        return seconds
+    raise BadInput(f"{name} is {_show(value)}; expected a positive number of seconds")
+
+
+def _bool_arg(value, name):
+    """A flag argument: True or False (numpy.bool_ too), never 1 or "yes"."""
+    if isinstance(value, (bool, _np.bool_)):
+        return bool(value)
+    raise BadInput(f"{name} is {_show(value)}; expected True or False")
+
+
+def _one_of(choices, word="or"):
+    """("a", "b", "c") -> "'a', 'b' or 'c'"."""
+    quoted = [repr(c) for c in choices]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" {word} " + quoted[-1]
+
+
+def _str_arg(value, name, choices=None):
+    """A str argument; with choices, one of them."""
+    what = _one_of(choices) if choices else "a str"
+    if not isinstance(value, str):
+        raise BadInput(f"{name} is {_show(value)}; expected {what}")
+    _text(value, name, what)
+    if choices and value not in choices:
+        raise BadInput(f"{name} is {_show(value)}; expected {what}")
+    return value
+
+
+_INT_MAX = 2**31 - 1
+_SEED_MAX = 2**64 - 1
+_MAX_THREADS = 1024  # the CLI's --threads range
+_LAYOUTS = ("auto", "nchw", "nhwc")
+_DB = "a tuning database file or a postgresql:// URL"
+_DURATION = _re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?([smh]?)")
+_AUTOSCHEDULERS = ("Mullapudi2016", "Adams2019", "Li2018")
+
+
+def _budget_arg(value):
+    """autotune's budget, "90s", "10m", "1h" or a positive number of seconds, as the CLI's text."""
+    what = "a duration such as '90s', '10m' or '1h', or a positive number of seconds"
+    if isinstance(value, str):
+        match = _DURATION.fullmatch(value)
+        if match and 0 < float(value[:len(value) - len(match.group(1))]) < float("inf"):
+            return value
+        raise BadInput(f"budget is {_show(value)}; expected {what}")
+    if _positive_seconds(value) is not None:
+        return repr(_positive_seconds(value))
+    raise BadInput(f"budget is {_show(value)}; expected {what}")
+
+
+def _autoschedulers_arg(value):
+    """autotune's autoschedulers: "auto", "none", or names (a list, or one comma-separated str)."""
+    if isinstance(value, str) and value in ("auto", "none"):
+        return value
+    names = value.split(",") if isinstance(value, str) else value
+    if isinstance(names, (list, tuple)) and names and all(isinstance(n, str) and n in _AUTOSCHEDULERS for n in names):
+        return ",".join(names)
+    raise BadInput(f"autoschedulers is {_show(value)}; expected 'auto', 'none', or a list of {_one_of(_AUTOSCHEDULERS, 'and')}")
+
+
+def _shard_arg(value):
+    """autotune's shard, "K/N" with 0 <= K < N <= 100000."""
+    match = _re.fullmatch(r"([0-9]{1,6})/([0-9]{1,6})", value) if isinstance(value, str) else None
+    if match and int(match.group(1)) < int(match.group(2)) <= 100000:
+        return value
+    raise BadInput(f"shard is {_show(value)}; expected 'K/N' with 0 <= K < N <= 100000, e.g. '0/4'")
+
+
+def _optional(value, check, *how):
+    """None, or check(value, *how): a keyword argument whose None leaves the CLI's default."""
+    return None if value is None else check(value, *how)
+
+
+def _registers(value):
+    """gpu_max_registers: None, or the registers per thread ptxas may use (the CLI's 24..255)."""
+    return _optional(value, _int_arg, "gpu_max_registers", 24, 255)
+
+
+def _progress_arg(value):
+    """autotune's progress: True, False or a callable."""
+    if callable(value):
+        return value
+    if isinstance(value, (bool, _np.bool_)):
+        return bool(value)
+    raise BadInput(f"progress is {_show(value)}; expected True, False or a callable that takes a dict")
+
+
+def _unknown_as_none(d, keys=("default_ms", "best_ms")):
+    """A result or progress dict with the times not measured (the C++ side's 0) as None; a negative eta_s too."""
+    for key in keys:
+        if not d[key] > 0:
+            d[key] = None
+    if "eta_s" in d and d["eta_s"] < 0:
+        d["eta_s"] = None
+    return d
 
 
 def _shape_bindings(shapes):
@@ -52,10 +197,16 @@ def _shape_bindings(shapes):
                        "e.g. {'x': (1, 3, 224, 224)}")
     out = []
     for name, dims in shapes.items():
+        if not isinstance(name, str) or not name:
+            raise BadInput(f"shapes has the key {_show(name)}; expected input names (str)")
+        _text(name, "a shapes key", "an input name")
         try:
-            dims = [_operator.index(d) for d in dims]
+            dims = [None if isinstance(d, (bool, _np.bool_)) else _operator.index(d) for d in dims]
         except TypeError:
-            raise BadInput(f"shapes['{name}'] is {dims!r}; expected a tuple of ints, e.g. (1, 3, 224, 224)") from None
+            dims = [None]
+        if any(d is None or not 0 <= d < 10**10 for d in dims):
+            raise BadInput(f"shapes['{name}'] is {_show(shapes[name])}; expected a tuple of non-negative ints, "
+                           "e.g. (1, 3, 224, 224)")
         out.append(f"{name}=" + "x".join(str(d) for d in dims))
     return out
 
@@ -119,15 +270,15 @@ class Model:
 
     def __init__(self, path, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True,
                  unfused=False):
-        self.path = _path(path, "the model path")
+        self.path = _path(path, "path")
         options = _core.LoadOptions()
         options.shapes = _shape_bindings(shapes)
         if db is not None:
-            options.db = _path(db, "db")
+            options.db = _path(db, "db", _DB)
         if threads is not None:
-            options.threads = _operator.index(threads)
-        options.target, options.layout = target, layout
-        options.optimize, options.unfused = bool(optimize), bool(unfused)
+            options.threads = _int_arg(threads, "threads", 1, _MAX_THREADS)
+        options.target, options.layout = _str_arg(target, "target"), _str_arg(layout, "layout", _LAYOUTS)
+        options.optimize, options.unfused = _bool_arg(optimize, "optimize"), _bool_arg(unfused, "unfused")
         self._session = _core.Session(self.path, options)
         # the same model as the CLI sees it, for inspect()
         self._flags = _shape_flags(shapes) + _flags(
@@ -150,7 +301,8 @@ class Model:
         """Runs the model. feeds: {input name: numpy.ndarray}. Returns {output name: numpy.ndarray}
         for every output, or for the names in outputs. The arrays are new and own their memory,
         except those given in out: {output name: numpy.ndarray}, C-contiguous arrays of the
-        output's dtype and shape that the kernels write into (no allocation per call)."""
+        output's dtype and shape that the kernels write into (no allocation per call). An out
+        array may not share memory with an input or with another out array."""
         if not isinstance(feeds, _Mapping):
             raise BadInput(f"feeds is a {type(feeds).__name__}; expected a dict of input name -> numpy.ndarray")
         if len(feeds) != len(self.inputs) or any(name not in self._input_names for name in feeds):
@@ -164,12 +316,14 @@ class Model:
             arrays.append(_feed(t, feeds[t.name]))
         wanted = self._wanted(outputs)
         results = self._results(out)
+        if out:
+            self._check_overlap(arrays, results, out)
         self._session.run(arrays, results)
         return {self.outputs[i].name: results[i] for i in wanted}
 
     def random_inputs(self, seed=0):
         """The inputs `fusor run --random SEED` feeds this model, as {name: numpy.ndarray}."""
-        arrays = self._session.random_inputs(_operator.index(seed))
+        arrays = self._session.random_inputs(_int_arg(seed, "seed", 0, _SEED_MAX))
         return {t.name: a for t, a in zip(self.inputs, arrays)}
 
     def inspect(self):
@@ -199,6 +353,20 @@ class Model:
                                "write into it in place")
             results.append(a)
         return results
+
+    def _check_overlap(self, arrays, results, out):
+        """BadInput when an array of out shares memory with an input or with another output: the
+        kernels would read what they have already overwritten."""
+        given = [(t.name, a) for t, a in zip(self.outputs, results) if out.get(t.name) is a]
+        for i, (name, a) in enumerate(given):
+            for t, x in zip(self.inputs, arrays):
+                if _np.shares_memory(a, x):
+                    raise BadInput(f"out['{name}'] shares memory with input '{t.name}'; the kernels would overwrite "
+                                   "the input while reading it (pass a separate array)")
+            for other, b in given[:i]:
+                if _np.shares_memory(a, b):
+                    raise BadInput(f"out['{other}'] and out['{name}'] share memory; each output needs an array of "
+                                   "its own")
 
     def _wanted(self, outputs):
         if outputs is None:
@@ -230,8 +398,8 @@ def load(path, shapes=None, db=None, threads=None, target="host", layout="auto",
 
 
 def set_process_threads(n):
-    """Sets Halide's worker thread count for the whole process (every model)."""
-    _core.set_process_threads(_operator.index(n))
+    """Sets Halide's worker thread count for the whole process (every model): n from 1 to 1024."""
+    _core.set_process_threads(_int_arg(n, "n", 1, _MAX_THREADS))
 
 
 def host_target():
@@ -244,7 +412,8 @@ def inspect(model, shapes=None, target="host", layout="auto", optimize=True, gpu
 
     gpu_max_registers: CUDA targets, the register budget ptxas checks each kernel with (docs/cuda.md)."""
     return _verb(["inspect", _path(model, "model"), *_shape_flags(shapes),
-                  *_flags(target=target, layout=layout, no_optimize=not optimize, gpu_max_registers=gpu_max_registers),
+                  *_flags(target=_str_arg(target, "target"), layout=_str_arg(layout, "layout", _LAYOUTS),
+                          no_optimize=not _bool_arg(optimize, "optimize"), gpu_max_registers=_registers(gpu_max_registers)),
                   "--json"])[0]
 
 
@@ -263,18 +432,29 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
     receives a dict after every measured candidate. Ctrl-C stops after the candidate being timed
     and raises KeyboardInterrupt; every trial measured so far is stored, and running again resumes.
     Returns one dict per distinct cluster tuned (the default clusters', then those only other plans
-    have): cluster, signature, default_ms, best_ms, trials, confirmed.
+    have): cluster, signature, default_ms, best_ms, trials, confirmed. A time not measured is None,
+    in these dicts and in the progress dicts (as is an eta_s not known yet).
     """
+    args = ["autotune", _path(model, "model"), "--db", _path(db, "db", _DB), *_shape_flags(shapes),
+            *_flags(budget=_optional(budget, _budget_arg), trials=_optional(trials, _int_arg, "trials", 1, _INT_MAX),
+                    threads=_optional(threads, _int_arg, "threads", 1, _MAX_THREADS),
+                    jobs=_optional(jobs, _int_arg, "jobs", 1, _INT_MAX),
+                    strategy=_optional(strategy, _str_arg, "strategy", ("model", "evolve", "random")),
+                    seed=_optional(seed, _int_arg, "seed", 0, _SEED_MAX), target=_optional(target, _str_arg, "target"),
+                    autoschedulers=_optional(autoschedulers, _autoschedulers_arg),
+                    timeout=_optional(timeout, _seconds_arg, "timeout"),
+                    confirm_rounds=_optional(confirm_rounds, _int_arg, "confirm_rounds", 0, _INT_MAX),
+                    layout=_optional(layout, _str_arg, "layout", _LAYOUTS), shard=_optional(shard, _shard_arg),
+                    no_plan_search=not _bool_arg(plan_search, "plan_search"), gpu_max_registers=_registers(gpu_max_registers))]
+    progress = _progress_arg(progress)
     if not _os.access(WORKER_EXECUTABLE, _os.X_OK):
         raise Error(f"fusor's worker executable is missing: {WORKER_EXECUTABLE} (the package is incomplete)")
-    args = ["autotune", _path(model, "model"), "--db", _path(db, "db"), *_shape_flags(shapes),
-            *_flags(budget=budget, trials=trials, threads=threads, jobs=jobs, strategy=strategy, seed=seed, target=target,
-                    autoschedulers=autoschedulers, timeout=timeout, confirm_rounds=confirm_rounds, layout=layout, shard=shard,
-                    no_plan_search=not plan_search, gpu_max_registers=gpu_max_registers)]
     if progress is True:
-        return _verb(args, stoppable=True)[1]
-    report = progress if callable(progress) else (lambda p: None)
-    return _verb(args, progress=report, log=_log.info, stoppable=True)[1]
+        results = _verb(args, stoppable=True)[1]
+    else:
+        report = (lambda p: progress(_unknown_as_none(p))) if callable(progress) else (lambda p: None)
+        results = _verb(args, progress=report, log=_log.info, stoppable=True)[1]
+    return results if results is None else [_unknown_as_none(r) for r in results]
 
 
 def compile(model, out_dir, db=None, name=None, shapes=None, target=None, layout=None, gpu_max_registers=None):
@@ -283,15 +463,22 @@ def compile(model, out_dir, db=None, name=None, shapes=None, target=None, layout
     gpu_max_registers: CUDA targets, the registers per thread the library's kernels load with.
     Returns the paths written: {"libraries": [...], "header": ..., "runtime": ...}."""
     model = _path(model, "model")
-    out_dir = _path(out_dir, "out_dir")
+    out_dir = _path(out_dir, "out_dir", "a folder")
     return _verb(["compile", model, "-o", out_dir, *_shape_flags(shapes),
-                  *_flags(db=None if db is None else _path(db, "db"), name=name, target=target, layout=layout,
-                          gpu_max_registers=gpu_max_registers)])[0]
+                  *_flags(db=_optional(db, _path, "db", _DB), name=_optional(name, _str_arg, "name"),
+                          target=_optional(target, _str_arg, "target"),
+                          layout=_optional(layout, _str_arg, "layout", _LAYOUTS),
+                          gpu_max_registers=_registers(gpu_max_registers))])[0]
 
 
 def bench(model, shapes=None, db=None, threads=None, repeats=None, warmup=None, per_cluster=False, target=None,
           layout=None):
     """`fusor bench MODEL --json`: unfused, fused (and tuned, with db) medians, as a dict."""
     return _verb(["bench", _path(model, "model"), *_shape_flags(shapes), "--json",
-                  *_flags(db=None if db is None else _path(db, "db"), threads=threads, repeats=repeats, warmup=warmup,
-                          per_cluster=per_cluster, target=target, layout=layout)])[0]
+                  *_flags(db=_optional(db, _path, "db", _DB),
+                          threads=_optional(threads, _int_arg, "threads", 1, _MAX_THREADS),
+                          repeats=_optional(repeats, _int_arg, "repeats", 1, 100000),
+                          warmup=_optional(warmup, _int_arg, "warmup", 0, 1000),
+                          per_cluster=_bool_arg(per_cluster, "per_cluster"),
+                          target=_optional(target, _str_arg, "target"),
+                          layout=_optional(layout, _str_arg, "layout", _LAYOUTS))])[0]

@@ -157,6 +157,10 @@ TEST_CASE("host target: code runs here only for the host's arch, bits and OS and
     CHECK_THAT(why("x86-64-windows"), Contains("it is x86-64-windows code"));
     CHECK_THAT(why("x86-64-linux-avx512-avx512_skylake"), Contains("lacks (avx512, avx512_skylake)"));
     CHECK_THAT(why_cannot_run(Halide::Target("arm-64-linux-arm_dot_prod"), Halide::Target("arm-64-linux")), Contains("arm_dot_prod"));
+    // the JIT cannot load a sanitizer's runtime (Halide's internal error, or every candidate a compile-error)
+    for (const char *t : {"x86-64-linux-asan", "x86-64-linux-tsan", "x86-64-linux-msan", "x86-64-linux-sanitizer_coverage"}) {
+        CHECK_THAT(why(t), Contains(std::string(t).substr(13)) && Contains("sanitizer"));
+    }
 }
 
 namespace {

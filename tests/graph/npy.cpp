@@ -172,17 +172,22 @@ TEST_CASE("npy: writing into a missing folder is a user error naming the file", 
     REQUIRE_THROWS_WITH(write_npy(path, TensorType{DType::F32, {}}, &v), Catch::Contains(path));
 }
 
-TEST_CASE("npy: an output replaces the old file whole through a rename, and a failed write keeps it", "[graph][npy]") {
+TEST_CASE("npy: an output replaces the old file whole through a rename, never through a symlink, and a failed write keeps it",
+          "[graph][npy]") {
     TempDir dir;
     std::string path = dir.file("y.npy"), link = dir.file("link.npy");
     float a[3] = {1, 2, 3}, b[2] = {4, 5};
     write_npy(path, TensorType{DType::F32, {3}}, a);
     fs::create_symlink(path, link);
-    write_npy(link, TensorType{DType::F32, {2}}, b);  // through the symlink: the file it names
-    CHECK(fs::is_symlink(link));
-    NpyArray got = read_npy(path);
+    write_npy(link, TensorType{DType::F32, {2}}, b);  // the link is replaced; the file it named is not written
+    CHECK_FALSE(fs::is_symlink(link));
+    NpyArray got = read_npy(link);
     CHECK(got.type.shape == std::vector<int64_t>{2});
     CHECK(std::memcmp(got.data.data(), b, sizeof b) == 0);
+    got = read_npy(path);
+    CHECK(got.type.shape == std::vector<int64_t>{3});
+    CHECK(std::memcmp(got.data.data(), a, sizeof a) == 0);
+    write_npy(path, TensorType{DType::F32, {2}}, b);
     // a write that fails part way (over a file-size limit): an error naming the file, the old
     // file unchanged, and no temporary file left
     std::vector<float> big(4096, 7.0f);

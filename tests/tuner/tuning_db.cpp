@@ -5,6 +5,7 @@
 // and the files of tests/data/db), export safety, and the import fuzzer's corpus.
 #include <catch2/catch.hpp>
 
+#include "support/Fifo.h"
 #include "support/Shell.h"
 #include "support/TempDir.h"
 
@@ -836,8 +837,13 @@ TEST_CASE("fusor db: bad input exits 2 naming the file and leaves the database a
     check_user_error(run_fusor("db merge --into '" + path + "' '" + dir.file("nope.db") + "'"),
                      "nope.db");
     CHECK(slurp(path) == before);
+    // the file is checked first (a bad one leaves any database untouched), then the database
     check_user_error(
         run_fusor("db import '" + dir.file("garbage.db") + "' '" + dir.file("bad.json") + "'"),
+        "bad.json");
+    REQUIRE(run_fusor("db export '" + path + "' -o '" + dir.file("good.json") + "'").status == 0);
+    check_user_error(
+        run_fusor("db import '" + dir.file("garbage.db") + "' '" + dir.file("good.json") + "'"),
         "garbage.db");
     CHECK(slurp(dir.file("garbage.db")) == std::string(2000, '\x5a'));
     CHECK(trial_ids(path).size() == 1);
@@ -1849,9 +1855,9 @@ TEST_CASE("tuning db plans: prune deletes untimed records and keeps the fastest 
     CHECK(left == std::set<std::string>{ps[0].id, ps[1].id, ps[4].id, ps[5].id});
     CHECK(db.prune(1, &deleted) == 0);
     CHECK(deleted == 0);
-    CHECK(db.prune(0, &deleted) == 0);
-    CHECK(deleted == 4);
-    CHECK(db.all_plans().empty());
+    // keeping none would delete every record, the best included: refused, nothing deleted
+    CHECK_THROWS_WITH(db.prune(0, &deleted), Contains("keep count must be >= 1"));
+    CHECK(db.all_plans().size() == 4);
 }
 
 TEST_CASE("tuning db migration: the checked-in version 5 file keeps every trial, field, id and feature, and gains an empty plan table",
@@ -1970,4 +1976,181 @@ TEST_CASE("fusor db plans: list and show print plan records, show reports a corr
     r = run_fusor("db prune '" + dir.file("copy.db") + "' --keep 1");
     CHECK(r.status == 0);
     CHECK_THAT(r.out, Contains("0 trials and 4 plans deleted"));  // the untimed one, and all but the fastest text of each region
+}
+
+// ---- the database rules: a database is checked whole before any verb writes to it ----
+
+namespace {
+
+const char *kReluModel = R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64, 64]}],
+ "outputs": ["y"], "nodes": [{"name": "relu", "op": "Relu", "inputs": ["x"], "outputs": ["y"]}]})";
+
+/** A database at \p path with one workload and one trial, and its export at \p json. */
+void seed_db(const std::string &path, const std::string &json) {
+    TuningDb db(path);
+    db.add_workload(workload("s1"));
+    Trial t = make_trial("s1", 1);
+    db.add_trial(t);
+    db.export_json(json);
+}
+
+}  // namespace
+
+TEST_CASE("tuning db rules: an empty name is refused by every verb and by the library", "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string db = dir.file("a.db"), json = dir.file("a.json"), model = dir.file("relu.json");
+    seed_db(db, json);
+    write_file(model, kReluModel);
+    CHECK_THROWS_WITH(TuningDb(""), Contains("empty name"));
+    CHECK_THROWS_WITH(TuningDb("", TuningDb::Mode::ReadOnly), Contains("empty name"));
+    for (const std::string &args : std::vector<std::string>{"autotune '" + model + "' --db '' --trials 2", "db import '' '" + json + "'",
+                                    "db merge --into '' '" + db + "'", "db list ''", "run '" + model + "' --db ''",
+                                    "db import-results '" + json + "' --db ''"}) {
+        Result r = run_fusor(args);
+        INFO(args << "\n" << r.err);
+        CHECK(r.status == 2);
+        CHECK(r.err.find("trials") == std::string::npos);  // nothing reported as added
+    }
+}
+
+TEST_CASE("tuning db rules: a trigger, a view or any object fusor did not create is refused, the file untouched",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    const std::vector<std::pair<std::string, std::string>> objects = {
+        {"create trigger t before insert on trial begin select raise(ignore); end", "trigger \"t\""},
+        {"create trigger wipe after insert on trial begin delete from trial; end", "trigger \"wipe\""},
+        {"create view workloads as select * from workload", "view \"workloads\""},
+        {"create table notes (x)", "table \"notes\""},
+        {"create index trial_host on trial (host)", "index \"trial_host\""}};
+    for (const auto &[sql, named] : objects) {
+        std::string path = dir.file("t.db");
+        fs::remove(path);
+        seed_db(path, dir.file("t.json"));
+        raw_exec(path, sql);
+        std::string before = slurp(path);
+        INFO(sql);
+        check_db_error_names([&] { TuningDb db(path); }, "t.db", named);
+        check_db_error_names([&] { TuningDb db(path, TuningDb::Mode::ReadOnly); }, "t.db", "which fusor did not create");
+        Result r = run_fusor("db import '" + path + "' '" + dir.file("t.json") + "'");
+        CHECK(r.status == 2);
+        CHECK_THAT(r.err, Contains(named));
+        CHECK(slurp(path) == before);
+    }
+}
+
+TEST_CASE("tuning db rules: a refused import or import-results leaves an older file byte for byte as it was",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("v5.db");
+    fs::copy_file(test_data("db/v5.db"), path);
+    std::string before = slurp(path);
+    REQUIRE(raw_query(path, "PRAGMA journal_mode") == "delete");
+    write_file(dir.file("bad.json"), R"({"format": "fusor-tuning-db", "schema_version": 6, "workloads": [], "trials": [{"x": 1}], "plans": []})");
+    write_file(dir.file("bad_results.json"), R"({"format": "fusor-bundle-results", "version": 2})");
+    for (const std::string &args : std::vector<std::string>{"db import '" + path + "' '" + dir.file("bad.json") + "'",
+                                    "db import-results '" + dir.file("bad_results.json") + "' --db '" + path + "'"}) {
+        Result r = run_fusor(args);
+        INFO(args << "\n" << r.err);
+        CHECK(r.status == 2);
+        CHECK(slurp(path) == before);
+        CHECK_FALSE(fs::exists(path + "-wal"));
+    }
+    CHECK(raw_query(path, "PRAGMA journal_mode") == "delete");
+}
+
+TEST_CASE("tuning db rules: an import whose trial has no workload in the file (an orphan) is refused", "[tuner][tuning_db]") {
+    TempDir dir;
+    seed_db(dir.file("a.db"), dir.file("a.json"));
+    nlohmann::json doc = nlohmann::json::parse(slurp(dir.file("a.json")));
+    doc["workloads"] = nlohmann::json::array();
+    write_file(dir.file("orphan.json"), doc.dump());
+    CHECK_THROWS_WITH(TuningDb(dir.file("b.db")).import_json(dir.file("orphan.json")), Contains("trials[0]") && Contains("orphan"));
+    CHECK(trial_ids(dir.file("b.db")).empty());
+}
+
+TEST_CASE("tuning db rules: export refuses the database's -journal, -wal and -shm names before they exist", "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("d.db");
+    seed_db(path, dir.file("d.json"));
+    for (const char *suffix : {"-journal", "-wal", "-shm"}) {
+        fs::remove(path + suffix);
+        Result r = run_fusor("db export '" + path + "' -o '" + path + suffix + "'");
+        INFO(r.err);
+        CHECK(r.status == 2);
+        CHECK_THAT(r.err, Contains(suffix));
+        if (std::string(suffix) == "-journal") CHECK_FALSE(fs::exists(path + suffix));  // WAL's files are SQLite's own
+        CHECK(run_fusor("db list '" + path + "'").status == 0);
+    }
+}
+
+TEST_CASE("tuning db rules: a FIFO as a database or an imported file is refused at once by every verb", "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string db = dir.file("a.db"), model = dir.file("relu.json");
+    seed_db(db, dir.file("a.json"));
+    write_file(model, kReluModel);
+    fusor::test::Fifo fifo(dir.file("f"));
+    for (const std::string &args : std::vector<std::string>{"db list '" + fifo.path() + "'", "db import '" + db + "' '" + fifo.path() + "'", "db import-results '" + fifo.path() + "' --db '" + db + "'",
+          "db merge --into '" + db + "' '" + fifo.path() + "'", "run '" + model + "' --db '" + fifo.path() + "'",
+          "bench '" + model + "' --repeats 1 --db '" + fifo.path() + "'", "autotune '" + model + "' --trials 1 --db '" + fifo.path() + "'"}) {
+        Result r = run_fusor(args);
+        INFO(args << "\n" << r.err);
+        CHECK(r.status == 2);
+        CHECK_THAT(r.err, Contains("FIFO"));
+    }
+}
+
+TEST_CASE("tuning db rules: prune --keep 0 is refused and deletes nothing", "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("a.db");
+    seed_db(path, dir.file("a.json"));
+    Result r = run_fusor("db prune '" + path + "' --keep 0");
+    CHECK(r.status == 2);
+    CHECK(trial_ids(path).size() == 1);
+}
+
+TEST_CASE("tuning db rules: autotune checks a --plan against the model before it creates the database", "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_SOURCE_DIR) + "/configs/models/resnet_block.json", db = dir.file("p.db");
+    Result inspected = run_fusor("inspect '" + model + "' --json");
+    REQUIRE(inspected.status == 0);
+    nlohmann::json region = nlohmann::json::parse(inspected.out)["plan"]["regions"][0];
+    int nodes = region["nodes"].get<int>();
+    std::string sig = region["signature"].get<std::string>();
+    REQUIRE(nodes >= 3);
+    // the first and the last node alone in one cluster: not adjacent
+    std::string middle;
+    for (int i = 1; i < nodes - 1; i++) middle += " " + std::to_string(i);
+    write_file(dir.file("apart.plan"), "fusor-plan 1\nregion " + sig + " nodes " + std::to_string(nodes) + ": 0 " +
+                                           std::to_string(nodes - 1) + " |" + middle + "\n");
+    write_file(dir.file("other.plan"), "fusor-plan 1\nregion 0123456789abcdef0123456789abcdef nodes 2: 0 | 1\n");
+    for (const char *plan : {"apart.plan", "other.plan"}) {
+        Result r = run_fusor("autotune '" + model + "' --trials 1 --db '" + db + "' --plan '" + dir.file(plan) + "'");
+        INFO(r.err);
+        CHECK(r.status == 2);
+        CHECK_THAT(r.err, Contains(plan));
+        CHECK_FALSE(fs::exists(db));
+    }
+}
+
+TEST_CASE("tuning db rules: a default that only timed out is measured again by the next autotune", "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string model = dir.file("relu.json"), db = dir.file("to.db");
+    write_file(model, kReluModel);
+    REQUIRE(run_fusor("autotune '" + model + "' --db '" + db + "' --trials 1 --timeout 0.000001").status == 0);
+    auto default_statuses = [&] {
+        std::multiset<std::string> out;
+        TuningDb d(db, TuningDb::Mode::ReadOnly);
+        for (const Workload &w : d.workloads()) {
+            for (const Trial &t : d.trials(w.signature, w.target)) {
+                if (t.strategy == "default") out.insert(fusor::status_name(t.status));
+            }
+        }
+        return out;
+    };
+    REQUIRE(default_statuses() == std::multiset<std::string>{"timeout"});
+    Result again = run_fusor("autotune '" + model + "' --db '" + db + "' --trials 1");
+    INFO(again.out << again.err);
+    REQUIRE(again.status == 0);
+    CHECK(default_statuses().count("ok") == 1);
+    CHECK_THAT(again.out, !Contains(" - "));  // the summary has the default's time
 }
