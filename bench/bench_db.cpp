@@ -56,7 +56,7 @@ Trial synthetic_trial(int w, int i, const std::string &tag) {
     Trial t;
     t.signature = workload_signature(w);
     t.target = kTarget;
-    t.schedule = fmt::format("k_out tile {} {} vectorize {}{}", 8 << (i % 4), 4 << (i % 3), i, tag);
+    t.schedule = fmt::format("k_out root tile={}x{}  # trial {}{}", 8 << (i % 4), 4 << (i % 3), i, tag);  // schedule text that parses
     double ms = 1.0 + (double)((i * 7919 + w * 104729) % 1000) / 100.0;
     t.median_ms = ms;
     t.min_ms = ms * 0.98;

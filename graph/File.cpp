@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <new>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -92,7 +93,12 @@ void InputFile::read_at(uint64_t offset, void *dst, uint64_t length) const {
 }
 
 std::vector<uint8_t> InputFile::read_bytes(uint64_t offset, uint64_t length) const {
-    std::vector<uint8_t> out(length);
+    std::vector<uint8_t> out;
+    try {
+        out.resize(length);
+    } catch (const std::bad_alloc &) {
+        throw UserError("cannot read '" + path_ + "': its " + std::to_string(length) + " bytes are more than this process may allocate");
+    }
     read_at(offset, out.data(), length);
     return out;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <new>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -21,6 +22,8 @@ namespace fusor {
 using nlohmann::json;
 
 namespace {
+
+constexpr double kMaxRandomBound = 1e38;  ///< a random initializer's bounds, mean and std: below float's max
 
 /** Carries the file name and the path of the field being read, for messages. */
 struct Reader {
@@ -161,17 +164,30 @@ Tensor read_initializer(const Reader &r, const json &j, const std::string &where
             if (!spec[key].is_number()) r.fail(w, std::string("random.") + key + " must be a number");
             return spec[key].get<double>();
         };
-        if (rs.distribution == "uniform") {
-            rs.a = number("low", 0.0);
-            rs.b = number("high", 1.0);
+        // each bound within float's range, so no value drawn (nor high - low) overflows to inf
+        auto bounded = [&](const char *key, double dflt) {
+            double v = number(key, dflt);
+            if (!(std::fabs(v) <= kMaxRandomBound)) r.fail(w, std::string("random.") + key + " is " + spec[key].dump() + "; expected at most 1e38 in magnitude");
+            return v;
+        };
+        bool uniform = rs.distribution == "uniform";
+        if (uniform) {
+            rs.a = bounded("low", 0.0);
+            rs.b = bounded("high", 1.0);
+            if (rs.a > rs.b) r.fail(w, "random.low (" + spec["low"].dump() + ") is above random.high (" + spec["high"].dump() + ")");
         } else if (rs.distribution == "normal") {
-            rs.a = number("mean", 0.0);
-            rs.b = number("std", 1.0);
+            rs.a = bounded("mean", 0.0);
+            rs.b = bounded("std", 1.0);
+            if (rs.b < 0) r.fail(w, "random.std is " + spec["std"].dump() + "; expected a non-negative number");
         } else {
             r.fail(w, "random.distribution is '" + rs.distribution + "'; expected uniform or normal");
         }
         t.random = rs;
-        t.data = random_tensor_data(t.type, rs.seed, rs.distribution.c_str(), rs.a, rs.b);
+        try {
+            t.data = random_tensor_data(t.type, rs.seed, rs.distribution.c_str(), rs.a, rs.b);
+        } catch (const std::bad_alloc &) {
+            r.fail(w, "its " + std::to_string(t.type.num_bytes()) + " bytes are more than this process may allocate");
+        }
     } else {
         const json &file = j["file"];
         if (!file.is_string()) r.fail(w, "field 'file' must be a path string");

@@ -31,7 +31,8 @@ public:
         HeaderFields h;
         expect('{', "the header must be a dict");
         while (!eat('}')) {
-            std::string key = quoted("a quoted key");
+            if (peek() == '\0') fail("the dict ends without its closing '}'");
+            std::string key = quoted("expected a quoted key such as 'descr'");
             expect(':', "expected ':' after '" + key + "'");
             if (key == "descr") {
                 if (h.descr) fail("'descr' is given twice");

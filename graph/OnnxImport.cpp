@@ -101,11 +101,14 @@ std::vector<uint8_t> read_external(const onnx::TensorProto &t, const std::string
         throw UserError(where + ": external data offset " + std::to_string(at) + " is outside '" + location + "' (" +
                         std::to_string(size) + " bytes)");
     }
-    uint64_t got = length ? std::min<uint64_t>((uint64_t)*length, size - at) : size - at;
-    if ((length && (uint64_t)*length > size - at) || got != want) {
-        throw UserError(where + ": external data in '" + location + "' has " + std::to_string(got) +
-                        " bytes from offset " + std::to_string(at) + (length ? " (length " + std::to_string(*length) + ")" : "") +
-                        "; the tensor's shape needs " + std::to_string(want));
+    if (length && (uint64_t)*length != want) {
+        throw UserError(where + ": external data 'length' is " + std::to_string(*length) + " bytes; the tensor's shape needs " +
+                        std::to_string(want));
+    }
+    uint64_t rest = size - at;  // without a length the data runs to the end of the file
+    if (length ? rest < want : rest != want) {
+        throw UserError(where + ": external data in '" + location + "' has " + std::to_string(rest) + " bytes from offset " +
+                        std::to_string(at) + " to its end; the tensor's shape needs " + std::to_string(want));
     }
     return f.read_bytes(at, want);
 }
@@ -586,8 +589,13 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
     opset_ = -1;
     for (const auto &op : m.opset_import()) {
         const std::string &d = op.domain();
-        if (d.empty() || d == "ai.onnx") opset_ = op.version();
-        else if (d != "ai.onnx.ml" && d != "ai.onnx.preview.training") {
+        if (d.empty() || d == "ai.onnx") {
+            if (op.version() < 1) {
+                throw UserError(file_ + ": opset_import of the default domain is version " + std::to_string(op.version()) +
+                                "; ONNX opsets start at 1");
+            }
+            opset_ = op.version();
+        } else if (d != "ai.onnx.ml" && d != "ai.onnx.preview.training") {
             const auto &nodes = m.graph().node();
             auto first = std::find_if(nodes.begin(), nodes.end(), [&](const onnx::NodeProto &n) { return n.domain() == d; });
             if (first != nodes.end()) {

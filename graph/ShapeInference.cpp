@@ -109,6 +109,10 @@ WindowGeometry window_geometry(const Graph &g, const Node &n) {
         if (w.strides[i] < 1 || w.dilations[i] < 1 || w.kernel[i] < 1) {
             throw UserError(g.where(n) + ": kernel, strides and dilations must be positive");
         }
+        if (pads[i] < 0 || pads[i + sd] < 0) {
+            throw UserError(g.where(n) + ": attribute 'pads' has " + std::to_string(std::min(pads[i], pads[i + sd])) +
+                            "; pads must be non-negative");
+        }
         // bounded, so the window arithmetic below cannot overflow
         for (int64_t v : {w.strides[i], w.dilations[i], w.kernel[i], pads[i], pads[i + sd]}) {
             if (v > kMaxElements || v < -kMaxElements) {

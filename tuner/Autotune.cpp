@@ -371,18 +371,20 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
     t.job.memory_limit_mb = worker_memory_mb();
     t.job.reference_path = scratch_.path() + "/reference_" + std::to_string(tasks_.size()) + ".bin";
     for (const std::string &sched : db_.tried_schedules(sig, target_, fingerprint_)) t.tried.insert(sched);
-    bool default_wrong = false;
+    std::string def_key = schedule_key(t.def);
+    int default_lost = 0, default_other = 0;  // the default's trials that timed out or crashed, and the rest
     for (const Trial &tr : db_.trials(sig, target_)) {
         if (tr.strategy == "default" && tr.fingerprint == fingerprint_ && tr.median_ms) {
             t.result.default_ms = *tr.median_ms;
             t.default_id = tr.id;
             t.default_compile_ms = tr.compile_ms.value_or(0);
         }
-        default_wrong |= tr.strategy == "default" && tr.status == TrialStatus::WrongResult;
+        if (tr.schedule != def_key) continue;
+        (tr.status == TrialStatus::Timeout || tr.status == TrialStatus::Crash ? default_lost : default_other)++;
     }
-    // a default that only failed here (a timeout under a short --timeout, a crash) is measured
+    // a default that only timed out or crashed (a short --timeout, a killed worker) is measured
     // again: without its time the task has no baseline, and run --db would pick the best of the rest
-    if (t.default_id.empty() && !default_wrong) t.tried.erase(schedule_key(t.def));
+    if (default_lost > 0 && default_other == 0) t.tried.erase(def_key);
     // resume: the best of earlier runs on this machine (or the imported GPU results), its top
     // schedules the search's parents
     std::vector<RankedSchedule> earlier = refresh_best(t);

@@ -25,6 +25,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "generators/AutoScheduler.h"
+#include "generators/Schedule.h"
 #include "graph/File.h"
 #include "tuner/DbConnection.h"
 
@@ -556,6 +558,16 @@ std::optional<Trial> TuningDb::trial(const std::string &id) const {
     return t[0];
 }
 
+std::string schedule_problem(const std::string &text) {
+    std::string name = autoscheduler_in(text);
+    if (!name.empty()) {
+        const auto &known = autoscheduler_names();
+        return std::find(known.begin(), known.end(), name) != known.end() ? "" : "unknown autoscheduler " + quote_text(name);
+    }
+    std::string error;
+    return parse_schedule(text, &error) ? "" : "does not parse: " + error;
+}
+
 std::vector<RankedSchedule> rank_schedules(const std::vector<Trial> &trials) {
     std::set<std::string> wrong;
     for (const Trial &t : trials) {
@@ -565,6 +577,9 @@ std::vector<RankedSchedule> rank_schedules(const std::vector<Trial> &trials) {
     for (const Trial &t : trials) {
         bool timed = t.median_ms && !time_problem(*t.median_ms);  // never rank a time that is not one
         if (t.status == TrialStatus::Ok && timed && !wrong.count(t.schedule)) by_schedule[t.schedule].push_back(&t);
+    }
+    for (auto it = by_schedule.begin(); it != by_schedule.end();) {  // never rank what cannot be applied
+        it = schedule_problem(it->first).empty() ? std::next(it) : by_schedule.erase(it);
     }
     std::vector<RankedSchedule> out;
     for (const auto &[schedule, rows] : by_schedule) {
@@ -604,12 +619,12 @@ std::map<std::string, std::vector<RankedSchedule>> rank_schedules_per_machine(co
 
 std::vector<RankedSchedule> TuningDb::ranked_schedules(const std::string &signature, const std::string &target,
                                                        const std::string &fingerprint, size_t limit) const {
-    // one SELECT: the ok rows with a valid time measured on matching machines, and the
-    // wrong-result rows of any machine (they exclude their schedule); ranked in C++ (a few hundred
-    // rows per workload)
-    std::vector<Trial> rows = select_trials(*impl_->c, "FROM trial WHERE signature = ?1 AND target = ?2 AND (status = 'wrong-result' OR "
-                                                   "(status = 'ok' AND median_ms IS NOT NULL AND " +
-                                                       time_check_sql("median_ms") + " AND " + kFingerprintMatch + "))",
+    // one SELECT: the ok rows measured on matching machines, and the wrong-result rows of any
+    // machine (they exclude their schedule); ranked in C++ (a few hundred rows per workload). A row
+    // whose time breaks the rules (a NaN a PostgreSQL client stored) is refused by read_trial, as
+    // every other verb refuses it, never skipped in silence.
+    std::vector<Trial> rows = select_trials(*impl_->c, std::string("FROM trial WHERE signature = ?1 AND target = ?2 AND (status = 'wrong-result' OR "
+                                                               "(status = 'ok' AND ") + kFingerprintMatch + "))",
                                                    {signature, target, fingerprint});
     std::vector<RankedSchedule> ranked = rank_schedules(rows);
     if (limit > 0 && ranked.size() > limit) ranked.resize(limit);
@@ -654,10 +669,13 @@ TuningRecords read_export_file(const std::string &path) {
     for (const Workload &w : r.workloads) workloads.insert({w.signature, w.target});
     for (size_t i = 0; i < r.trials.size(); i++) {
         const Trial &t = r.trials[i];
+        std::string where = path + ": trials[" + std::to_string(i) + "]";
         if (!workloads.count({t.signature, t.target})) {
-            throw UserError(path + ": trials[" + std::to_string(i) + "]: no workload of signature " + quote_text(t.signature) +
-                            " and target " + quote_text(t.target) + " in the file (an orphan trial)");
+            throw UserError(where + ": no workload of signature " + quote_text(t.signature) + " and target " + quote_text(t.target) +
+                            " in the file (an orphan trial)");
         }
+        std::string problem = t.status == TrialStatus::Ok ? schedule_problem(t.schedule) : "";
+        if (!problem.empty()) throw UserError(where + ".schedule: " + problem);
     }
     return r;
 }

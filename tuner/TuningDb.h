@@ -38,11 +38,16 @@ struct FeaturedTrial {
     std::vector<float> features;
 };
 
+/** Why \p text is no schedule fusor can apply: "" for text parse_schedule takes, or
+ * "autoscheduler <one of Halide's>"; else what is wrong. Only such schedules are ranked or
+ * imported as ok trials. */
+std::string schedule_problem(const std::string &text);
+
 /** Ranks schedules by their measurements, fastest first (ties: the representative's smaller id).
  * \p trials are rows of one workload: every ok row with a median that is a valid time
  * (time_problem: finite, positive; any other is never ranked) counts for its schedule; a
- * schedule with any wrong-result row in \p trials is left out (it can never be a best); other
- * rows are ignored. Pure: TuningDb::ranked_schedules and prune use it after their SELECT. */
+ * schedule with any wrong-result row in \p trials, or whose text schedule_problem refuses, is
+ * left out (it can never be a best); other rows are ignored. Pure: TuningDb::ranked_schedules and prune use it after their SELECT. */
 std::vector<RankedSchedule> rank_schedules(const std::vector<Trial> &trials);
 
 /** rank_schedules per machine: \p trials are all rows of one workload; for each fingerprint with

@@ -309,5 +309,5 @@ def test_python_autotunes_a_shard_into_postgres_and_loads_from_it(pg):
     assert len([d for d in m.schedules if "tuned schedule" in d]) == len(results)  # this shard's clusters, from PostgreSQL
     assert m.run(m.random_inputs(0))
     assert int(pg.sql("SELECT count(DISTINCT signature) FROM trial", db="python")) == len(results)
-    with pytest.raises(fusor.BadInput, match="--shard '2/2'"):
+    with pytest.raises(fusor.BadInput, match="shard is '2/2'"):
         fusor.autotune(model, db=db, shard="2/2")
