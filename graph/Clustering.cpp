@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <queue>
 #include <set>
 
 #include "graph/Error.h"
@@ -246,19 +247,26 @@ std::vector<int> execution_order(const Graph &g, const std::vector<int> &group_o
             if (p != i) deps[(size_t)i].insert(p);
         }
     }
-    std::vector<int> order;
-    std::vector<bool> done(groups, false);
-    while (order.size() < groups) {
-        int pick = -1;
-        for (size_t i = 0; i < groups && pick < 0; i++) {
-            if (done[i]) continue;
-            if (std::all_of(deps[i].begin(), deps[i].end(), [&](int d) { return done[(size_t)d]; })) pick = (int)i;
-        }
-        if (pick < 0) break;
-        done[(size_t)pick] = true;
-        order.push_back(pick);
+    // Kahn's algorithm, the smallest ready group first (a min-heap: a scan for it per step was
+    // quadratic in the group count)
+    std::vector<std::vector<int>> dependents(groups);
+    std::vector<size_t> waiting(groups);
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (size_t i = 0; i < groups; i++) {
+        for (int d : deps[i]) dependents[(size_t)d].push_back((int)i);
+        waiting[i] = deps[i].size();
+        if (waiting[i] == 0) ready.push((int)i);
     }
-    return order;
+    std::vector<int> order;
+    while (!ready.empty()) {
+        int pick = ready.top();
+        ready.pop();
+        order.push_back(pick);
+        for (int u : dependents[(size_t)pick]) {
+            if (--waiting[(size_t)u] == 0) ready.push(u);
+        }
+    }
+    return order;  // shorter than groups when they depend on each other in a cycle
 }
 
 /** Sets g.clusters to \p groups, ordered topologically (Kahn over cluster dependencies, smallest

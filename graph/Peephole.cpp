@@ -679,9 +679,54 @@ const std::vector<PeepholeRule> &peephole_rules() {
     return rules;
 }
 
+namespace {
+
+/** The input a no-op node \p n passes through unchanged (an Identity, an inference Dropout whose
+ * mask is unread, a Cast to its input's own type), or kNoTensor. */
+TensorId passed_through(const Graph &g, const Node &n, const std::vector<std::vector<NodeId>> &consumers) {
+    switch (n.op) {
+    case OpKind::Identity: return n.inputs[0];
+    case OpKind::Dropout: {
+        bool mask_read = n.outputs.size() > 1 && (g.is_graph_output(n.outputs[1]) || !consumers[n.outputs[1]].empty());
+        return mask_read ? kNoTensor : n.inputs[0];
+    }
+    case OpKind::Cast: return g.type(n.inputs[0]).dtype == g.type(n.outputs[0]).dtype ? n.inputs[0] : kNoTensor;
+    default: return kNoTensor;
+    }
+}
+
+/** remove-identity, remove-dropout and remove-cast-to-same-type at once, in one pass over the
+ * graph (a chain of N no-ops fired one rule at a time took O(N^2)): each reader of a no-op's output
+ * reads what the no-op passes through instead; the no-ops are then dead. One that writes a graph
+ * output is left to its rule (the output keeps its name). Returns true if any was forwarded. */
+bool forward_no_ops(Graph &g) {
+    auto consumers = g.consumers();
+    std::vector<TensorId> alias(g.tensors.size());
+    for (size_t t = 0; t < alias.size(); t++) alias[t] = (TensorId)t;
+    bool any = false;
+    for (const Node &n : g.nodes) {  // topological: a no-op's input is resolved before its output
+        TensorId in = passed_through(g, n, consumers);
+        if (in == kNoTensor || in == n.outputs[0] || g.is_graph_output(n.outputs[0])) continue;
+        alias[n.outputs[0]] = alias[in];
+        any = true;
+        count_event(n.op == OpKind::Identity ? "remove-identity" : n.op == OpKind::Dropout ? "remove-dropout" : "remove-cast-to-same-type");
+    }
+    if (!any) return false;
+    for (Node &n : g.nodes) {
+        for (TensorId &t : n.inputs) {
+            if (t != kNoTensor) t = alias[t];
+        }
+    }
+    eliminate_dead_code(g);
+    return true;
+}
+
+}  // namespace
+
 bool apply_peephole_rules(Graph &g) {
     g.reindex();  // rules read Tensor::producer
-    int fired = 0;
+    int fired = forward_no_ops(g) ? 1 : 0;
+    g.reindex();
     for (bool again = true; again && fired < kMaxFirings;) {
         again = false;
         for (NodeId id = 0; id < (NodeId)g.nodes.size() && !again; id++) {

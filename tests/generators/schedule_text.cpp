@@ -49,6 +49,13 @@ TEST_CASE("schedule text: rejects malformed lines, naming line and token", "[gen
     CHECK(error.find("expected at=<stage>.<loop>") != std::string::npos);
     CHECK_FALSE(parse_schedule("a root inline", &error));
     CHECK(error.find("given twice") != std::string::npos);
+    // every directive once: a second would silently override the first
+    for (const char *twice : {"a root vec=16 vec=3", "a root tile=8x8 tile=4x4", "a root parallel parallel", "a root prepack prepack=8",
+                              "a at=b.x at=b.y", "a root unroll=0 unroll=1"}) {
+        INFO(twice);
+        CHECK_FALSE(parse_schedule(twice, &error));
+        CHECK(error.find("given twice") != std::string::npos);
+    }
     CHECK_FALSE(parse_schedule("a vec=8", &error));
     CHECK(error.find("no compute level") != std::string::npos);
     CHECK_FALSE(parse_schedule("a root\na inline", &error));

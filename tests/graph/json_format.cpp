@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -291,4 +292,47 @@ TEST_CASE("json_format: an initializer file must be a regular file inside the gr
     fs::resize_file(files.model("w.npy"), fs::file_size(files.model("w.npy")) - 4);
     write_graph_with_file(model, "w.npy");
     REQUIRE_THROWS_WITH(load_graph_json(model), Catch::Contains("('w')") && Catch::Contains("'shape' declares f32[3] (12 bytes); the payload has 8 bytes"));
+}
+
+TEST_CASE("json_format: If branches nested deeper than the limit are refused, naming the branch", "[graph][json_format]") {
+    // a chain of If nodes, each else_branch holding the next; depth kMaxBranchDepth + 1
+    std::function<nlohmann::json(int)> branch = [&](int depth) {
+        nlohmann::json g = {{"inputs", {{{"name", "x"}, {"dtype", "f32"}, {"shape", {2}}}, {{"name", "c"}, {"dtype", "bool"}, {"shape", nlohmann::json::array()}}}},
+                            {"outputs", {"y"}}};
+        if (depth > fusor::kMaxBranchDepth + 1) {
+            g["nodes"] = {{{"name", "leaf"}, {"op", "Relu"}, {"inputs", {"x"}}, {"outputs", {"y"}}}};
+            return g;
+        }
+        nlohmann::json inner = {{"name", "if" + std::to_string(depth)}, {"op", "If"}, {"inputs", {"c", "x", "c"}}, {"outputs", {"y"}}};
+        inner["then_branch"] = {{"inputs", {{{"name", "x"}, {"dtype", "f32"}, {"shape", {2}}}, {{"name", "c"}, {"dtype", "bool"}, {"shape", nlohmann::json::array()}}}},
+                                {"outputs", {"t"}},
+                                {"nodes", {{{"name", "neg"}, {"op", "Neg"}, {"inputs", {"x"}}, {"outputs", {"t"}}}}}};
+        inner["else_branch"] = branch(depth + 1);
+        g["nodes"] = {inner};
+        return g;
+    };
+    nlohmann::json doc = branch(1);
+    doc["format_version"] = 1;
+    std::string text = doc.dump();
+    CHECK_THROWS_WITH(fusor::parse_graph_json(text, "deep.json"),
+                      Catch::Contains("deep.json") && Catch::Contains("nest more than " + std::to_string(fusor::kMaxBranchDepth) + " levels"));
+}
+
+TEST_CASE("json_format: a random initializer's bounds are checked by name", "[graph][json_format]") {
+    auto model = [](const std::string &spec) {
+        return R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [2]}], "outputs": ["y"],
+                   "initializers": [{"name": "w", "dtype": "f32", "shape": [2], "random": )" +
+               spec + R"(}], "nodes": [{"name": "add", "op": "Add", "inputs": ["x", "w"], "outputs": ["y"]}]})";
+    };
+    const std::pair<const char *, const char *> cases[] = {
+        {R"({"seed": 1, "low": 2, "high": 1})", "random.low (2) is above random.high (1)"},
+        {R"({"seed": 1, "distribution": "normal", "std": -1})", "random.std is -1"},
+        {R"({"seed": 1, "low": -1e308, "high": 1e308})", "random.low is -1e+308; expected at most 1e38"},
+        {R"({"seed": 1, "distribution": "normal", "mean": 1e300})", "random.mean is 1e+300"},
+    };
+    for (const auto &[spec, says] : cases) {
+        INFO(spec);
+        CHECK_THROWS_WITH(fusor::parse_graph_json(model(spec), "r.json"), Catch::Contains("r.json") && Catch::Contains("'w'") && Catch::Contains(says));
+    }
+    CHECK_NOTHROW(fusor::parse_graph_json(model(R"({"seed": 1, "low": -1e38, "high": 1e38})"), "r.json"));
 }

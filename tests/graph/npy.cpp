@@ -295,3 +295,10 @@ TEST_CASE("npy: a directory, a FIFO or a device is refused without reading it", 
         REQUIRE_THROWS_MATCHES(read_npy(c.path), UserError, Catch::Message("cannot open '" + c.path + "': " + c.mentions));
     }
 }
+
+TEST_CASE("npy: a header whose dict is never closed says so", "[graph][npy]") {
+    TempDir dir;
+    std::string path = dir.file("open.npy");
+    write_raw_npy(path, "{'descr': '<f4', 'fortran_order': False, ", std::string(8, '\0'));
+    CHECK_THROWS_WITH(read_npy(path), Catch::Contains(path) && Catch::Contains("ends without its closing '}'"));
+}

@@ -243,13 +243,14 @@ TEST_CASE("onnx import: external data offset and length are checked against the 
         std::string mentions;
     };
     const Case cases[] = {
-        {"short.bin", {}, "external data in 'short.bin' has 8 bytes from offset 0; the tensor's shape needs 12"},
-        {"w.bin", {}, "external data in 'w.bin' has 16 bytes from offset 0; the tensor's shape needs 12"},
-        {"w.bin", {{"offset", "8"}}, "has 8 bytes from offset 8; the tensor's shape needs 12"},
+        {"short.bin", {}, "external data in 'short.bin' has 8 bytes from offset 0 to its end; the tensor's shape needs 12"},
+        {"w.bin", {}, "external data in 'w.bin' has 16 bytes from offset 0 to its end; the tensor's shape needs 12"},
+        {"w.bin", {{"offset", "8"}}, "has 8 bytes from offset 8 to its end; the tensor's shape needs 12"},
         {"w.bin", {{"offset", "17"}}, "external data offset 17 is outside 'w.bin' (16 bytes)"},
-        {"w.bin", {{"offset", "4"}, {"length", "16"}}, "has 12 bytes from offset 4 (length 16); the tensor's shape needs 12"},
+        {"w.bin", {{"offset", "4"}, {"length", "16"}}, "external data 'length' is 16 bytes; the tensor's shape needs 12"},
+        {"w.bin", {{"offset", "8"}, {"length", "12"}}, "has 8 bytes from offset 8 to its end; the tensor's shape needs 12"},
         {"w.bin", {{"offset", "9223372036854775807"}, {"length", "9223372036854775807"}}, "offset 9223372036854775807 is outside"},
-        {"w.bin", {{"offset", "4"}, {"length", "9223372036854775807"}}, "(length 9223372036854775807)"},
+        {"w.bin", {{"offset", "4"}, {"length", "9223372036854775807"}}, "'length' is 9223372036854775807 bytes; the tensor's shape needs 12"},
         {"w.bin", {{"offset", "-4"}}, "external data 'offset' is '-4'; expected a non-negative integer"},
         {"w.bin", {{"length", "12abc"}}, "external data 'length' is '12abc'; expected a non-negative integer"},
         {"w.bin", {{"length", "99999999999999999999"}}, "'length' is '99999999999999999999'"},
@@ -655,4 +656,84 @@ TEST_CASE("onnx import: unsupported nodes inside a branch are listed with the If
     m.output("y");
     CHECK_THROWS_AS(import(m), UnsupportedError);
     CHECK_THROWS_WITH(import(m), Contains("in then_branch of If 'if': node 'NoSuchOp_0'"));
+}
+
+TEST_CASE("onnx import: SSA: a name defined twice and a graph output that is an input are refused", "[graph][onnx]") {
+    {
+        Model m(13);
+        m.input("x", {4});
+        m.node("Relu", {"x"}, {"y"}, "first");
+        m.node("Neg", {"x"}, {"y"}, "second");
+        m.output("y");
+        CHECK_THROWS_WITH(import(m), Contains("node 'second' (Neg) defines 'y'") && Contains("node 'first' (Relu)") && Contains("SSA"));
+    }
+    {
+        Model m(13);
+        m.input("x", {4});
+        m.init("w", {4}, {1, 2, 3, 4});
+        m.node("Relu", {"x"}, {"w"}, "shadow");
+        m.output("w");
+        CHECK_THROWS_WITH(import(m), Contains("defines 'w'") && Contains("initializer 'w'"));
+    }
+    {
+        Model m(13);
+        m.input("x", {4});
+        m.node("Relu", {"x"}, {"y"});
+        m.output("y");
+        m.output("x");
+        CHECK_THROWS_WITH(import(m), Contains("graph output 'x' is a graph input"));
+    }
+}
+
+TEST_CASE("onnx import: a default-domain opset below 1 is refused", "[graph][onnx]") {
+    for (int opset : {0, -1}) {
+        Model m(opset);
+        m.input("x", {4});
+        m.node("Relu", {"x"}, {"y"});
+        m.output("y");
+        INFO(opset);
+        CHECK_THROWS_WITH(import(m), Contains("opset_import of the default domain is version " + std::to_string(opset)));
+    }
+}
+
+TEST_CASE("onnx import: a conv with negative pads names the pads, not the window", "[graph][onnx]") {
+    Model m(13);
+    m.input("x", {1, 1, 8, 8});
+    m.init("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f));
+    attr_ints(m.node("Conv", {"x", "w"}, {"y"}, "conv"), "pads", {-5, 0, 0, 0});
+    m.output("y");
+    CHECK_THROWS_WITH(import(m), Contains("conv") && Contains("attribute 'pads' has -5") && !Contains("window"));
+}
+
+TEST_CASE("onnx import: If branches nested deeper than the limit are refused as bad input", "[graph][onnx]") {
+    Model m(13);
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    m.input("x", {4});
+    onnx::GraphProto *g = m.m.mutable_graph();
+    std::string out = "y";
+    // depth kMaxBranchDepth + 1: each then_branch holds the next If; else_branch passes x through
+    for (int d = 0; d <= fusor::kMaxBranchDepth; d++) {
+        auto *n = g->add_node();
+        n->set_op_type("If");
+        n->set_name("if" + std::to_string(d));
+        n->add_input("c");
+        n->add_output(out + std::to_string(d));
+        for (const char *branch : {"then_branch", "else_branch"}) {
+            auto *a = n->add_attribute();
+            a->set_name(branch);
+            a->set_type(onnx::AttributeProto::GRAPH);
+            onnx::GraphProto *sub = a->mutable_g();
+            sub->set_name(std::string(branch) + std::to_string(d));
+            auto *id = sub->add_node();
+            id->set_op_type("Identity");
+            id->add_input("x");
+            id->add_output(std::string(branch) + "_out" + std::to_string(d));
+            sub->add_output()->set_name(std::string(branch) + "_out" + std::to_string(d));
+            if (std::string(branch) == "then_branch") g = sub;
+        }
+    }
+    m.output("y0");
+    // protobuf's own recursion limit (100 messages deep, about 33 If levels) may refuse the file first
+    CHECK_THROWS_WITH(import(m), Contains("nest more than " + std::to_string(fusor::kMaxBranchDepth) + " levels") ||
+                                     Contains("not a valid ONNX model"));
 }

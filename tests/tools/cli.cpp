@@ -897,3 +897,99 @@ TEST_CASE("cli cuda: inspect --gpu-max-registers checks the kernels under that b
     }
     CHECK(spilling >= 1);  // the matmuls' 4x4 register tiles do not fit 24 registers
 }
+
+namespace {
+
+const char *kRelu64 = R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [64, 64]}],
+ "outputs": ["y"], "nodes": [{"name": "relu", "op": "Relu", "inputs": ["x"], "outputs": ["y"]}]})";
+
+}  // namespace
+
+TEST_CASE("cli: a seed outside [0, 2^64) is refused, not wrapped, by every seed flag", "[tools][cli]") {
+    TempDir dir;
+    std::string model = dir.file("relu.json");
+    std::ofstream(model) << kRelu64;
+    for (const std::string &flags : {"run '" + model + "' --random", "autotune '" + model + "' --db '" + dir.file("a.db") + "' --seed",
+                                     "db model-quality '" + dir.file("a.db") + "' --seed"}) {
+        for (const char *seed : {"-1", "18446744073709551616", "1e3", "0x10"}) {
+            Result r = run_fusor(flags + " " + seed);
+            INFO(flags << " " << seed << "\n" << r.err);
+            CHECK(r.status == 2);
+            CHECK_THAT(r.err, Contains("expected a seed from 0 to 18446744073709551615"));
+        }
+    }
+    CHECK_FALSE(fs::exists(dir.file("a.db")));
+    CHECK(run_fusor("run '" + model + "' --random 18446744073709551615").status == 0);
+}
+
+TEST_CASE("cli: an empty --db or path flag is refused before anything runs", "[tools][cli]") {
+    TempDir dir;
+    std::string model = dir.file("relu.json");
+    std::ofstream(model) << kRelu64;
+    for (const std::string &args : {"run '" + model + "' --db ''", "bench '" + model + "' --db ''", "inspect '" + model + "' --db ''",
+                                    "compile '" + model + "' -o '" + dir.file("out") + "' --db ''"}) {
+        Result r = run_fusor(args);
+        INFO(args << "\n" << r.err);
+        CHECK(r.status == 2);
+        CHECK_THAT(r.err, Contains("empty name"));
+    }
+}
+
+TEST_CASE("cli: an input .npy that is a symlink loop is named, with exit status 2", "[tools][cli]") {
+    TempDir dir;
+    std::string model = dir.file("relu.json");
+    std::ofstream(model) << kRelu64;
+    fs::create_directory(dir.file("in"));
+    fs::create_symlink("x.npy", dir.file("in/x.npy"));
+    Result r = run_fusor("run '" + model + "' --inputs '" + dir.file("in") + "'");
+    check_one_line_error(r);
+    CHECK_THAT(r.err, Contains("x.npy") && Contains("symlink loop") && !Contains("filesystem error"));
+}
+
+TEST_CASE("cli: bench says when nothing was fused, instead of a speedup that only measures the executors", "[tools][cli]") {
+    TempDir dir;
+    std::string model = dir.file("relu.json");
+    std::ofstream(model) << kRelu64;
+    Result r = run_fusor("bench '" + model + "' --repeats 3");
+    INFO(r.out << r.err);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, Contains("nothing fused: both run the same 1 kernel(s)"));
+    Result j = run_fusor("bench '" + model + "' --repeats 3 --json");
+    REQUIRE(j.status == 0);
+    CHECK(nlohmann::json::parse(j.out)["same_kernels"] == true);
+    Result fused = run_fusor("bench '" + data("models/eltwise_chain.json") + "' --repeats 1 --json");
+    REQUIRE(fused.status == 0);
+    CHECK(nlohmann::json::parse(fused.out)["same_kernels"] == false);
+}
+
+TEST_CASE("cli: a library name too long, taken from the model's file name, points at --name", "[tools][cli]") {
+    TempDir dir;
+    std::string model = dir.file(std::string(80, 'm') + ".json");
+    std::ofstream(model) << kRelu64;
+    Result r = run_fusor("compile '" + model + "' -o '" + dir.file("out") + "'");
+    check_one_line_error(r);
+    CHECK_THAT(r.err, Contains("from the model's file name") && Contains("give a shorter one with --name"));
+    CHECK_THAT(r.err, !Contains("--name '"));
+}
+
+TEST_CASE("cli: compile -o never writes through a symlink in the output folder", "[tools][cli]") {
+    TempDir dir, outside;
+    std::string model = dir.file("relu.json"), out = dir.file("out");
+    std::ofstream(model) << kRelu64;
+    std::ofstream(outside.file("victim")) << "keep";
+    fs::create_directory(out);
+    for (const char *name : {"relu.h", "HalideRuntime.h", "librelu.a", "libfusor_halide_runtime.a"}) {
+        fs::create_symlink(outside.file("victim"), out + "/" + name);
+    }
+    Result r = run_fusor("compile '" + model + "' -o '" + out + "' --name relu");
+    INFO(r.out << r.err);
+    REQUIRE(r.status == 0);
+    CHECK(slurp(outside.file("victim")) == "keep");
+    for (const char *name : {"relu.h", "HalideRuntime.h", "librelu.a", "libfusor_halide_runtime.a"}) {
+        CHECK_FALSE(fs::is_symlink(out + "/" + name));
+        CHECK(fs::file_size(out + "/" + name) > 0);
+    }
+    size_t entries = 0;
+    for (auto it = fs::directory_iterator(out); it != fs::directory_iterator(); ++it) entries++;
+    CHECK(entries == 4);  // no staging folder left behind
+}
