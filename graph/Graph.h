@@ -33,7 +33,10 @@ struct Tensor {
     std::string name;
     TensorType type;
     bool is_initializer = false;
-    std::vector<uint8_t> data;          ///< initializers: the raw little-endian elements, row-major
+    /** initializers: the raw little-endian elements, row-major; a graph input: its default value
+     * (an ONNX initializer of the input's name, IR >= 4), used when a run gives no feed for it,
+     * or empty when every run must feed it */
+    std::vector<uint8_t> data;
     std::optional<RandomSpec> random;   ///< initializers: where the data came from, kept for export
     std::string file;                   ///< initializers: data file relative to the graph file
     NodeId producer = -1;               ///< node that writes it; -1 for graph inputs and initializers

@@ -340,6 +340,7 @@ Graph read_graph(const Reader &r, const json &doc, const std::string &where_pref
         where += " ('" + t.name + "')";
         t.type.dtype = r.dtype_field(inputs[i], where);
         t.type.shape = r.shape_field(inputs[i], where);
+        if (inputs[i].contains("default")) t.data = inline_data(r, inputs[i]["default"], t.type, where + ": default");
         if (!top) declared.push_back({path, where, t.name, &inputs[i], true});
         g.inputs.push_back(define(std::move(t), where));
     }
@@ -505,13 +506,26 @@ Graph load_model(const std::string &path, const ConstantEvaluator *eval, const I
 
 namespace {
 
+/** \p t's elements as a JSON array (the "data" of an inline initializer, an input's "default"). */
+json data_json(const Tensor &t) {
+    json data = json::array();
+    for (int64_t i = 0; i < t.type.num_elements(); i++) {
+        if (is_float(t.type.dtype)) data.push_back(t.type.dtype == DType::F32 ? (double)(float)t.value_as_double(i) : t.value_as_double(i));
+        else if (t.type.dtype == DType::Bool) data.push_back(t.value_as_int(i) != 0);
+        else data.push_back(t.value_as_int(i));
+    }
+    return data;
+}
+
 json graph_to_json(const Graph &g, bool top) {
     json doc;
     if (top) doc["format_version"] = kJsonFormatVersion;
     doc["name"] = g.name;
     doc["inputs"] = json::array();
     for (TensorId t : g.inputs) {
-        doc["inputs"].push_back({{"name", g.tensor(t).name}, {"dtype", dtype_name(g.type(t).dtype)}, {"shape", g.type(t).shape}});
+        json in = {{"name", g.tensor(t).name}, {"dtype", dtype_name(g.type(t).dtype)}, {"shape", g.type(t).shape}};
+        if (!g.tensor(t).data.empty()) in["default"] = data_json(g.tensor(t));
+        doc["inputs"].push_back(in);
     }
     doc["outputs"] = json::array();
     for (TensorId t : g.outputs) {
@@ -530,13 +544,7 @@ json graph_to_json(const Graph &g, bool top) {
         } else if (!t.file.empty()) {
             j["file"] = t.file;
         } else {
-            json data = json::array();
-            for (int64_t i = 0; i < t.type.num_elements(); i++) {
-                if (is_float(t.type.dtype)) data.push_back(t.type.dtype == DType::F32 ? (double)(float)t.value_as_double(i) : t.value_as_double(i));
-                else if (t.type.dtype == DType::Bool) data.push_back(t.value_as_int(i) != 0);
-                else data.push_back(t.value_as_int(i));
-            }
-            j["data"] = data;
+            j["data"] = data_json(t);
         }
         doc["initializers"].push_back(j);
     }

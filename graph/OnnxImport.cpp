@@ -540,6 +540,7 @@ std::string out_of_scope_reason(const std::string &op) {
 
 void Importer::import_graph(const onnx::GraphProto &graph, const std::string &prefix) {
     for (const onnx::TensorProto &init : graph.initializer()) {
+        if (input_defaults_.count(init.name())) continue;  // an input's default (import_model)
         std::string where = file_ + ": initializer '" + init.name() + "'";
         TensorType type;
         std::vector<uint8_t> data = tensor_data(init, type, base_dir_, where);
@@ -584,6 +585,34 @@ void Importer::import_graph(const onnx::GraphProto &graph, const std::string &pr
     }
 }
 
+void Importer::input_with_default(const onnx::ValueInfoProto &in, const onnx::TensorProto &init, const std::string &where,
+                                  std::set<std::string> &bound_used) {
+    TensorType type;
+    std::vector<uint8_t> data = tensor_data(init, type, base_dir_, where + ": its default (the initializer of its name)");
+    if (in.type().has_tensor_type()) {
+        const auto &tt = in.type().tensor_type();
+        bool fits = tensor_dtype(tt.elem_type(), where) == type.dtype && (!tt.has_shape() || tt.shape().dim_size() == type.rank());
+        for (int d = 0; fits && tt.has_shape() && d < tt.shape().dim_size(); d++) {
+            fits = !tt.shape().dim(d).has_dim_value() || tt.shape().dim(d).dim_value() == type.shape[(size_t)d];
+        }
+        if (!fits) throw UserError(where + ": its declared type does not fit its default (the initializer of its name), " + to_string(type));
+    }
+    auto binding = options_.shapes.find(in.name());
+    if (binding != options_.shapes.end()) {
+        if (binding->second != type.shape) {
+            throw UserError(where + ": --shape " + in.name() + "=" + shape_to_string(binding->second) + " is not the shape of its default, " +
+                            to_string(type));
+        }
+        bound_used.insert(in.name());
+    }
+    TensorId id = add_tensor(in.name(), type);
+    g_.tensor(id).data = std::move(data);
+    g_.inputs.push_back(id);
+    input_defaults_.insert(in.name());
+    define(in.name(), "input '" + in.name() + "'");
+    bind(in.name(), id);
+}
+
 Graph Importer::import_model(const onnx::ModelProto &m) {
     g_.source = file_;
     opset_ = -1;
@@ -613,9 +642,12 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
     const onnx::GraphProto &graph = m.graph();
     g_.name = graph.name().empty() ? fs::path(file_).stem().string() : graph.name();
 
-    // graph inputs: those that are not initializers (IR < 4 lists initializers as inputs too)
-    std::set<std::string> inits;
-    for (const auto &t : graph.initializer()) inits.insert(t.name());
+    // graph inputs: those that are not initializers. IR < 4 lists every initializer as an input
+    // too, a constant; from IR 4 on, an initializer with an input's name is that input's default,
+    // which a feed overrides (as in ONNX Runtime).
+    std::map<std::string, const onnx::TensorProto *> inits;
+    for (const auto &t : graph.initializer()) inits[t.name()] = &t;
+    bool overridable = m.ir_version() >= 4;
     std::set<std::string> frozen;  // inputs with a value given that an op needs at load
     for (const onnx::NodeProto &p : graph.node()) {
         if (!(p.domain().empty() || p.domain() == "ai.onnx")) continue;
@@ -626,8 +658,12 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
     std::vector<std::string> unbound;
     std::set<std::string> bound_used;
     for (const onnx::ValueInfoProto &in : graph.input()) {
-        if (inits.count(in.name())) continue;
         std::string where = file_ + ": input '" + in.name() + "'";
+        if (inits.count(in.name()) && overridable && !frozen.count(in.name())) {
+            input_with_default(in, *inits.at(in.name()), where, bound_used);
+            continue;
+        }
+        if (inits.count(in.name())) continue;
         if (frozen.count(in.name())) {
             const OnnxTensorFile &v = *options_.input_values.at(in.name());
             define(in.name(), "input '" + in.name() + "'");

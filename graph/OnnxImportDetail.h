@@ -108,7 +108,13 @@ private:
     /** The ONNX names this graph defines (inputs, initializers, node outputs): each once, as ONNX's
      * SSA form requires (define() refuses a second definition). */
     std::map<std::string, std::string> defined_;
+    /** Initializers that are the defaults of graph inputs of the same name (IR >= 4): the inputs
+     * carry them, so import_graph does not define them again. */
+    std::set<std::string> input_defaults_;
     void define(const std::string &onnx_name, const std::string &by);
+    /** Adds graph input \p in whose default is \p init (IR >= 4's overridable initializer). */
+    void input_with_default(const onnx::ValueInfoProto &in, const onnx::TensorProto &init, const std::string &where,
+                            std::set<std::string> &bound_used);
     std::set<std::string> tensor_names_, node_names_;
     std::map<std::pair<const std::set<std::string> *, std::string>, int> last_suffix_;  ///< fresh_name's, by set and base
     std::vector<std::string> unsupported_;

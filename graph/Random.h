@@ -37,7 +37,8 @@ std::vector<uint8_t> random_tensor_data(const TensorType &type, uint64_t seed,
 namespace fusor {
 struct Graph;
 /** Data for every graph input from one seed: floats uniform in [-1, 1), integers in [0, 9], bools
- * fair. Input i uses its own stream derived from (seed, i), so the same seed gives the same
- * inputs whatever mode or executor consumes them. */
+ * fair; an input with a default (Tensor::data) gets its default. Input i uses its own stream
+ * derived from (seed, i), so the same seed gives the same inputs whatever mode or executor
+ * consumes them. */
 std::vector<std::vector<uint8_t>> random_inputs(const Graph &g, uint64_t seed);
 }  // namespace fusor

@@ -228,6 +228,13 @@ void verify_graph(const Graph &g) {
                             " bytes of data; " + to_string(t.type) + " needs " + std::to_string(t.type.num_bytes()));
         }
     }
+    for (TensorId t : g.inputs) {
+        const Tensor &in = g.tensor(t);
+        if (!in.data.empty() && in.data.size() != in.type.num_bytes()) {
+            throw UserError(file + "input '" + in.name + "' has a default of " + std::to_string(in.data.size()) + " bytes; " +
+                            to_string(in.type) + " needs " + std::to_string(in.type.num_bytes()));
+        }
+    }
     std::vector<int> producer(g.tensors.size(), -1);
     std::vector<bool> defined(g.tensors.size(), false);
     for (TensorId t : g.inputs) defined.at(t) = true;

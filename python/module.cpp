@@ -67,24 +67,26 @@ public:
         cli::note_fallbacks(session_->executor(), decisions_, warnings_);
     }
 
-    /** (name, numpy dtype string, shape) per input or output, in graph order. */
+    /** (name, numpy dtype string, shape, has a default) per input or output, in graph order. */
     std::vector<py::tuple> tensors(bool inputs) const {
         std::vector<py::tuple> out;
         size_t n = inputs ? session_->num_inputs() : session_->num_outputs();
         for (size_t i = 0; i < n; i++) {
             const Tensor &t = inputs ? session_->input(i) : session_->output(i);
-            out.push_back(py::make_tuple(t.name, dtype_npy_descr(t.type.dtype), py::tuple(py::cast(t.type.shape))));
+            out.push_back(py::make_tuple(t.name, dtype_npy_descr(t.type.dtype), py::tuple(py::cast(t.type.shape)), inputs && !t.data.empty()));
         }
         return out;
     }
 
     /** Runs on \p inputs and writes \p outputs, all in graph order, dense, of the right dtype and
      * shape (the Python side checks and names them; Session::run checks the byte sizes again). */
-    void run(const std::vector<py::array> &inputs, const std::vector<py::array> &outputs) {
+    void run(const std::vector<std::optional<py::array>> &inputs, const std::vector<py::array> &outputs) {
         std::vector<const void *> in;
         std::vector<void *> out;
         std::vector<size_t> in_bytes, out_bytes;
-        for (const py::array &a : inputs) in.push_back(a.data()), in_bytes.push_back((size_t)a.nbytes());
+        for (const std::optional<py::array> &a : inputs) {  // None: the input's default (Session::run)
+            in.push_back(a ? a->data() : nullptr), in_bytes.push_back(a ? (size_t)a->nbytes() : 0);
+        }
         for (const py::array &a : outputs) {
             if (!a.writeable()) throw UserError("an output array is read-only");
             out.push_back(const_cast<void *>(a.data())), out_bytes.push_back((size_t)a.nbytes());

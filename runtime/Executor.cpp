@@ -141,7 +141,11 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         if (options.recluster && options.mode == ExecMode::Fused) options.recluster(g_);
     }
     buffers_.resize(g_.tensors.size());
-    for (TensorId t : g_.inputs) buffers_[t] = make_buffer(g_.type(t));
+    for (TensorId t : g_.inputs) {
+        buffers_[t] = make_buffer(g_.type(t));
+        const std::vector<uint8_t> &dflt = g_.tensor(t).data;  // a run that feeds nothing reads the default
+        if (!dflt.empty()) std::memcpy(buffers_[t].data(), dflt.data(), dflt.size());
+    }
     for (size_t i = 0; i < g_.tensors.size(); i++) {
         const Tensor &t = g_.tensors[i];
         if (!t.is_initializer) continue;

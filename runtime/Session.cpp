@@ -121,7 +121,12 @@ void Session::run(const std::vector<const void *> &inputs, const std::vector<siz
     }
     Unbind unbind{*ex_};
     for (size_t i = 0; i < inputs.size(); i++) {
-        if (!inputs[i]) throw UserError("run: input '" + input(i).name + "' is a null pointer");
+        const Tensor &t = input(i);
+        if (!inputs[i] && !t.data.empty()) {  // no feed for an input with a default: the default
+            ex_->bind_input(i, t.data.data(), t.data.size());
+            continue;
+        }
+        if (!inputs[i]) throw UserError("run: input '" + t.name + "' is a null pointer");
         ex_->bind_input(i, inputs[i], input_bytes[i]);
     }
     for (size_t i = 0; i < outputs.size(); i++) {

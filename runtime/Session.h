@@ -81,7 +81,9 @@ public:
 
     /** Runs on dense row-major caller memory: inputs[i] holds input i, outputs[i] receives output
      * i, each exactly num_elements * element size bytes (sizes, when given, are checked). No
-     * copies: the pointers are bound in place. UserError on a count or size mismatch. */
+     * copies: the pointers are bound in place. A null input pointer feeds the input's default
+     * (Tensor::data; an ONNX initializer of its name) and is a UserError for an input without one.
+     * UserError on a count or size mismatch. */
     void run(const std::vector<const void *> &inputs, const std::vector<void *> &outputs);
     void run(const std::vector<const void *> &inputs, const std::vector<size_t> &input_bytes,
              const std::vector<void *> &outputs, const std::vector<size_t> &output_bytes);

@@ -33,10 +33,12 @@ _log = _logging.getLogger("fusor")
 
 
 class TensorInfo(_NamedTuple):
-    """A model input or output: its name, numpy dtype and shape (ONNX order)."""
+    """A model input or output: its name, numpy dtype and shape (ONNX order); has_default: an input
+    that a run may leave out (an ONNX initializer of its name, IR >= 4, gives its value)."""
     name: str
     dtype: _np.dtype
     shape: tuple
+    has_default: bool = False
 
 
 def _show(value):
@@ -283,8 +285,8 @@ class Model:
         # the same model as the CLI sees it, for inspect()
         self._flags = _shape_flags(shapes) + _flags(
             target=target, layout=layout, no_optimize=not optimize)
-        self.inputs = [TensorInfo(n, _np.dtype(d), tuple(s)) for n, d, s in self._session.tensors(True)]
-        self.outputs = [TensorInfo(n, _np.dtype(d), tuple(s)) for n, d, s in self._session.tensors(False)]
+        self.inputs = [TensorInfo(n, _np.dtype(d), tuple(s), dflt) for n, d, s, dflt in self._session.tensors(True)]
+        self.outputs = [TensorInfo(n, _np.dtype(d), tuple(s)) for n, d, s, _ in self._session.tensors(False)]
         self._input_names = frozenset(t.name for t in self.inputs)
 
     @property
@@ -311,6 +313,9 @@ class Model:
                     raise BadInput(f"unknown input '{name}'; the model's inputs are: {_names(self.inputs)}")
         arrays = []
         for t in self.inputs:
+            if t.name not in feeds and t.has_default:
+                arrays.append(None)  # its default
+                continue
             if t.name not in feeds:
                 raise BadInput(f"missing input '{t.name}' ({t.dtype}, shape {t.shape})")
             arrays.append(_feed(t, feeds[t.name]))
@@ -360,7 +365,7 @@ class Model:
         given = [(t.name, a) for t, a in zip(self.outputs, results) if out.get(t.name) is a]
         for i, (name, a) in enumerate(given):
             for t, x in zip(self.inputs, arrays):
-                if _np.shares_memory(a, x):
+                if x is not None and _np.shares_memory(a, x):  # None: the input's default
                     raise BadInput(f"out['{name}'] shares memory with input '{t.name}'; the kernels would overwrite "
                                    "the input while reading it (pass a separate array)")
             for other, b in given[:i]:

@@ -11,12 +11,13 @@
 #   tests/fuzz/run_fuzzers.sh merge [TARGET...] [LIBFUZZER_ARGS...]    minimize the last exploration's
 #                                                                      new coverage into the corpus
 #
-# TARGETs (all four when none is named), their checked-in corpora and their extra seeds:
+# TARGETs (all of them when none is named), their checked-in corpora and their extra seeds:
 #   onnx      onnx_import_fuzzer  tests/fuzz/corpus/           libonnx-testdata's model.onnx files
 #   npy       npy_fuzzer          tests/fuzz/corpus_npy/       tests/data/bad/npy_*.npy
 #   json      json_model_fuzzer   tests/fuzz/corpus_json/      tests/data/{models,control_flow,bad}/*.json
 #   schedule  schedule_fuzzer     tests/fuzz/corpus_schedule/  (none)
 #   db        db_import_fuzzer    tests/fuzz/corpus_db_import/ (none)
+#   plan      plan_fuzzer         tests/fuzz/corpus_plan/      (none)
 # Arguments starting with '-' go to libFuzzer (e.g. -seed=5, -jobs=2).
 #
 # Replay is deterministic: it checks that every input that ever raised coverage still runs clean.
@@ -35,7 +36,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 usage() {
-    echo "usage: tests/fuzz/run_fuzzers.sh replay|merge|SECONDS [onnx|npy|json|schedule|db...] [LIBFUZZER_ARGS...]" >&2
+    echo "usage: tests/fuzz/run_fuzzers.sh replay|merge|SECONDS [onnx|npy|json|schedule|db|plan...] [LIBFUZZER_ARGS...]" >&2
     exit 2
 }
 mode="${1:-}"
@@ -44,12 +45,12 @@ shift || true
 targets=() args=()
 for a in "$@"; do
     case "$a" in
-    onnx | npy | json | schedule | db) targets+=("$a") ;;
+    onnx | npy | json | schedule | db | plan) targets+=("$a") ;;
     -*) args+=("$a") ;;
     *) usage ;;
     esac
 done
-((${#targets[@]})) || targets=(onnx npy json schedule db)
+((${#targets[@]})) || targets=(onnx npy json schedule db plan)
 
 binary() {
     case "$1" in
@@ -58,6 +59,7 @@ binary() {
     json) echo json_model_fuzzer ;;
     schedule) echo schedule_fuzzer ;;
     db) echo db_import_fuzzer ;;
+    plan) echo plan_fuzzer ;;
     esac
 }
 checked_in() {

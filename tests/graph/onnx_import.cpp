@@ -737,3 +737,32 @@ TEST_CASE("onnx import: If branches nested deeper than the limit are refused as 
     CHECK_THROWS_WITH(import(m), Contains("nest more than " + std::to_string(fusor::kMaxBranchDepth) + " levels") ||
                                      Contains("not a valid ONNX model"));
 }
+
+TEST_CASE("onnx import: an initializer named as a graph input is that input's default (IR >= 4), a constant before", "[graph][onnx]") {
+    auto model = [](int ir) {
+        Model m(13);
+        m.m.set_ir_version(ir);
+        m.input("x", {2});
+        m.input("scale", {2});
+        m.init("scale", {2}, {3, 4});
+        m.node("Mul", {"x", "scale"}, {"y"});
+        m.output("y");
+        return m;
+    };
+    Graph g = import(model(7));
+    REQUIRE(g.inputs.size() == 2);
+    const fusor::Tensor &scale = g.tensor(g.inputs[1]);
+    CHECK(scale.name == "scale");
+    CHECK_FALSE(scale.is_initializer);
+    CHECK(scale.data == f32_bytes({3, 4}));
+    // a feed overrides the default; without one the default is the value
+    CHECK(run_ref(g, {{1, 2}, {10, 20}}) == std::vector<double>{10, 40});
+    CHECK(run_ref(g, {{1, 2}, {3, 4}}) == std::vector<double>{3, 8});
+    // before IR 4 every initializer is listed as an input too: a constant, not an input
+    Graph old = import(model(3));
+    CHECK(old.inputs.size() == 1);
+    // a declared type that does not fit the default is refused, naming the input
+    Model bad = model(7);
+    bad.g().mutable_input(1)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(5);
+    CHECK_THROWS_WITH(import(bad), Contains("input 'scale'") && Contains("does not fit its default"));
+}

@@ -127,3 +127,22 @@ def test_out_arrays_are_written_in_place():
     with pytest.raises(fusor.BadInput) as e:
         m.run(feeds, out={"nosuch": buf})
     assert "'nosuch'" in str(e.value)
+
+
+def test_an_input_with_a_default_may_be_left_out_and_a_feed_overrides_it(tmp_path):
+    """An ONNX initializer with a graph input's name (IR >= 4) is that input's default, as in ONNX
+    Runtime; the JSON form carries it as the input's "default"."""
+    path = tmp_path / "scaled.json"
+    path.write_text('{"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [2]},'
+                    ' {"name": "scale", "dtype": "f32", "shape": [2], "default": [3, 4]}], "outputs": ["y"],'
+                    ' "nodes": [{"name": "mul", "op": "Mul", "inputs": ["x", "scale"], "outputs": ["y"]}]}')
+    x = np.array([1, 2], np.float32)
+    for unfused in (False, True):
+        m = fusor.load(path, unfused=unfused)
+        assert [t.has_default for t in m.inputs] == [False, True]
+        np.testing.assert_array_equal(m.run({"x": x})["y"], [3, 8])
+        np.testing.assert_array_equal(m.run({"x": x, "scale": np.array([10, 20], np.float32)})["y"], [10, 40])
+        np.testing.assert_array_equal(m.run({"x": x})["y"], [3, 8])  # the override did not stick
+        np.testing.assert_array_equal(m.random_inputs(0)["scale"], [3, 4])
+        with pytest.raises(fusor.BadInput, match="missing input 'x'"):
+            m.run({"scale": x})

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -992,4 +993,27 @@ TEST_CASE("cli: compile -o never writes through a symlink in the output folder",
     size_t entries = 0;
     for (auto it = fs::directory_iterator(out); it != fs::directory_iterator(); ++it) entries++;
     CHECK(entries == 4);  // no staging folder left behind
+}
+
+TEST_CASE("cli: an input with a default may be left out of --inputs, --random feeds its default, and optimize keeps it", "[tools][cli]") {
+    TempDir dir;
+    std::string model = dir.file("scaled.json");
+    std::ofstream(model) << R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [2]},
+        {"name": "scale", "dtype": "f32", "shape": [2], "default": [3, 4]}], "outputs": ["y"],
+        "nodes": [{"name": "mul", "op": "Mul", "inputs": ["x", "scale"], "outputs": ["y"]}]})";
+    fs::create_directory(dir.file("in"));
+    float x[2] = {1, 2};
+    fusor::write_npy(dir.file("in/x.npy"), fusor::TensorType{fusor::DType::F32, {2}}, x);
+    REQUIRE(run_fusor("run '" + model + "' --inputs '" + dir.file("in") + "' --outputs '" + dir.file("out") + "'").status == 0);
+    fusor::NpyArray y = fusor::read_npy(dir.file("out/y.npy"));
+    float want[2] = {3, 8};
+    CHECK(std::memcmp(y.data.data(), want, sizeof want) == 0);
+    float scale[2] = {10, 20};
+    fusor::write_npy(dir.file("in/scale.npy"), fusor::TensorType{fusor::DType::F32, {2}}, scale);
+    REQUIRE(run_fusor("run '" + model + "' --inputs '" + dir.file("in") + "' --outputs '" + dir.file("out") + "'").status == 0);
+    y = fusor::read_npy(dir.file("out/y.npy"));
+    float overridden[2] = {10, 40};
+    CHECK(std::memcmp(y.data.data(), overridden, sizeof overridden) == 0);
+    REQUIRE(run_fusor("optimize '" + model + "' -o '" + dir.file("opt.json") + "'").status == 0);
+    CHECK(nlohmann::json::parse(slurp(dir.file("opt.json")))["inputs"][1]["default"] == nlohmann::json({3.0, 4.0}));
 }
