@@ -103,10 +103,10 @@ test)
         JOBS="$jobs" tests/fuzz/run_fuzzers.sh replay
         fuzz_seconds="${FUSOR_FUZZ_SECONDS:-90}"
         if ((fuzz_seconds > 0)); then
-            onnx_seconds=$(((fuzz_seconds + 1) / 2)) other_seconds=$(((fuzz_seconds / 2 + 3) / 4))
-            echo "== exploring: onnx for $onnx_seconds s, npy, json, schedule and db for $other_seconds s each"
+            onnx_seconds=$(((fuzz_seconds + 1) / 2)) other_seconds=$(((fuzz_seconds / 2 + 4) / 5))
+            echo "== exploring: onnx for $onnx_seconds s, npy, json, schedule, db and plan for $other_seconds s each"
             JOBS="$jobs" tests/fuzz/run_fuzzers.sh "$onnx_seconds" onnx
-            JOBS="$jobs" tests/fuzz/run_fuzzers.sh "$other_seconds" npy json schedule db
+            JOBS="$jobs" tests/fuzz/run_fuzzers.sh "$other_seconds" npy json schedule db plan
         fi
     fi
     ;;
