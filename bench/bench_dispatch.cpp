@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "HalideBuffer.h"
+#include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
@@ -90,7 +91,7 @@ int main(int argc, char **argv) {
         fmt::print("{:<12} {:>12.3f}   {:.2f}x hand\n", names[k], us, us / hand_us);
     }
     j["aot_fused_vs_hand"] = j["us_per_call"]["aot_fused"].get<double>() / hand_us;
-    std::ofstream(out) << j.dump(2) << "\n";
+    write_file_atomically(out, j.dump(2) + "\n");
     fmt::print("wrote {}\n", out);
     return 0;
 }

@@ -9,7 +9,8 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
+#include <filesystem>
+#include <sstream>
 #include <functional>
 #include <set>
 #include <string>
@@ -19,8 +20,10 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/Plot.h"
 #include "generators/HostTarget.h"
 #include "generators/ConstantEvaluator.h"
+#include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "graph/Optimize.h"
 #include "graph/Random.h"
@@ -28,6 +31,7 @@
 #include "runtime/Executor.h"
 
 using namespace fusor;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -165,26 +169,24 @@ int main(int argc, char **argv) {
         }
         results["models"].push_back(m);
     }
-    std::string mkdir = "mkdir -p '" + out_dir + "'";
-    if (std::system(mkdir.c_str()) != 0) return 1;
-    std::ofstream(out_dir + "/results.json") << results.dump(2) << "\n";
-    std::ofstream dat(out_dir + "/results.dat");
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) return fmt::print(stderr, "cannot create {}: {}\n", out_dir, ec.message()), 1;
+    write_file_atomically(out_dir + "/results.json", results.dump(2) + "\n");
+    std::ostringstream dat, gp;
     for (auto &m : results["models"]) {
         dat << m["model"].get<std::string>() << " " << m["unfused_ms"] << " " << m["fused_ms"] << " " << m["speedup"] << " "
             << m["optimized_nchw_ms"] << " " << m["optimized_nhwc_ms"] << "\n";
     }
-    dat.close();
-    std::ofstream gp(out_dir + "/results.gp");
-    gp << "set terminal pngcairo size 900,500 noenhanced\nset output '" << out_dir << "/results.png'\n"
+    write_file_atomically(out_dir + "/results.dat", dat.str());
+    gp << "set terminal pngcairo size 900,500 noenhanced\nset output 'results.png'\n"
        << "set title 'fusor: median ms, log scale (label: fused vs unfused speedup)'\nset style data histograms\n"
        << "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\nset logscale y\nset ylabel 'ms'\n"
        << "set xtics rotate by -20\nset key top right\n"
-       << "plot '" << out_dir << "/results.dat' using 2:xtic(1) title 'unfused', '' using 3 title 'fused', "
+       << "plot '" << fs::absolute(out_dir).string() << "/results.dat' using 2:xtic(1) title 'unfused', '' using 3 title 'fused', "
        << "'' using 5 title 'optimized, NCHW', '' using 6 title 'optimized, NHWC', "
        << "'' using ($0-0.1):3:(sprintf('%.2fx',$4)) with labels offset 0,1 notitle\n";
-    gp.close();
-    std::string plot = "command -v gnuplot >/dev/null && gnuplot '" + out_dir + "/results.gp'";
-    bool png = std::system(plot.c_str()) == 0;
+    bool png = bench::plot(out_dir, "results.gp", gp.str(), {"results.png"});
     fmt::print("wrote {}/results.json{}\n", out_dir, png ? " and " + out_dir + "/results.png" : " (gnuplot not found: no PNG)");
     return 0;
 }

@@ -33,6 +33,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,8 +50,10 @@
 #include <omp.h>
 #endif
 
+#include "bench/Plot.h"
 #include "generators/ConstantEvaluator.h"
 #include "graph/Clustering.h"
+#include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "graph/Optimize.h"
 #include "runtime/Benchmark.h"
@@ -480,7 +483,7 @@ json retime(const Case &c, const SearchRun &tuned, const SearchRun &random, int 
 }
 
 void write_charts(const std::string &out, const json &results) {
-    std::ofstream dat(out + "/tuning_bars.dat");
+    std::ostringstream dat, gp;
     dat << "cluster default Mullapudi2016 Adams2019 Li2018 tuned random oneDNN\n";
     auto v = [](const json &j, const char *k) { return j.contains(k) && !j[k].is_null() ? j[k].get<double>() : NAN; };
     bool retimed = false;
@@ -497,31 +500,31 @@ void write_charts(const std::string &out, const json &results) {
         }
         dat << "\n";
     }
-    dat.close();
-    std::ofstream gp(out + "/tuning.gp");
-    gp << "set terminal pngcairo size 1100,500 noenhanced\nset output '" << out << "/tuning_bars.png'\n"
+    write_file_atomically(out + "/tuning_bars.dat", dat.str());
+    std::string dir = std::filesystem::absolute(out).string();  // gnuplot runs in a staging folder
+    std::vector<std::string> pngs = {"tuning_bars.png"};
+    gp << "set terminal pngcairo size 1100,500 noenhanced\nset output 'tuning_bars.png'\n"
        << "set title 'speed relative to the default schedule (higher is faster)"
        << (retimed ? ", re-timed side by side" : ", best of the trials") << "'\nset style data histograms\n"
        << "set style histogram clustered gap 1\nset style fill solid border -1\nset key outside right\nset ylabel 'x default'\n"
        << "set xtics rotate by -20\nset datafile missing 'NaN'\n"
-       << "plot for [i=2:8] '" << out << "/tuning_bars.dat' using i:xtic(1) title columnhead\n";
+       << "plot for [i=2:8] '" << dir << "/tuning_bars.dat' using i:xtic(1) title columnhead\n";
     for (const json &c : results["clusters"]) {
         std::string name = c["name"];
-        std::ofstream cd(out + "/tuning_" + name + "_curve.dat");
+        std::ostringstream cd;
         const json &s = c["best_so_far_search"], &r = c["best_so_far_random"];
         for (size_t i = 0; i < std::max(s.size(), r.size()); i++) {
             cd << i + 1 << " " << (i < s.size() ? fmt::format("{:.4f}", s[i].get<double>()) : "NaN") << " "
                << (i < r.size() ? fmt::format("{:.4f}", r[i].get<double>()) : "NaN") << "\n";
         }
-        gp << "set output '" << out << "/tuning_" << name << "_curve.png'\nset style data linespoints\nset title 'best so far: " << name
+        write_file_atomically(out + "/tuning_" + name + "_curve.dat", cd.str());
+        pngs.push_back("tuning_" + name + "_curve.png");
+        gp << "set output '" << pngs.back() << "'\nset style data linespoints\nset title 'best so far: " << name
            << "'\nset xlabel 'trials'\nset ylabel 'ms'\nset xtics norotate\n"
-           << "plot '" << out << "/tuning_" << name << "_curve.dat' using 1:2 title 'search (" << results.value("strategy", "evolve")
+           << "plot '" << dir << "/tuning_" << name << "_curve.dat' using 1:2 title 'search (" << results.value("strategy", "evolve")
            << ")', '' using 1:3 title 'random'\n";
     }
-    gp.close();
-    if (std::system(("gnuplot '" + out + "/tuning.gp' 2>/dev/null").c_str()) != 0) {
-        fmt::print("gnuplot failed or is missing: charts not written (data files are)\n");
-    }
+    if (!bench::plot(out, "tuning.gp", gp.str(), pngs)) fmt::print("gnuplot failed or is missing: charts not written (data files are)\n");
 }
 
 /** Compile overlap (tuner/WorkerPool.h): the default and the tuned best timed in \p rounds
@@ -776,7 +779,7 @@ int main(int argc, char **argv) {
         fmt::print("merge check: seed 1 {:.4f} ms, seed 2 {:.4f} ms, merged {} ({})\n", a.best_ms, b.best_ms,
                    best.empty() ? "-" : fmt::format("{:.4f} ms", best[0].ms), ok ? "ok" : "FAILED");
     }
-    std::ofstream(out + "/tuning_results.json") << results.dump(2) << "\n";
+    write_file_atomically(out + "/tuning_results.json", results.dump(2) + "\n");
     write_charts(out, results);
     fmt::print("wrote {}/tuning_results.json and charts\n", out);
     return 0;
