@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "tuner/ContentHash.h"
 #include "tuner/TuningDb.h"
 
 using namespace fusor;
@@ -44,8 +45,12 @@ using Clock = std::chrono::steady_clock;
 constexpr const char *kTarget = "x86-64-linux-avx2-fma";
 constexpr int kMachines = 4;
 
+/** Workload \p w's canonical text, and its signature: the text's content hash (workload_problem). */
+std::string workload_text(int w) {
+    return fmt::format("in0 : f32[{}]", w);
+}
 std::string workload_signature(int w) {
-    return fmt::format("{:032x}", 0x5eed0000u + (unsigned)w);
+    return content_hash(workload_text(w));
 }
 std::string machine(int m) {
     return fmt::format("cpu:bench machine {}|isa:{}", m, kTarget);
@@ -75,7 +80,7 @@ Trial synthetic_trial(int w, int i, const std::string &tag) {
 int fill(TuningDb &db, int trials, int workloads) {
     int per = std::max(1, trials / workloads), added = 0;
     for (int w = 0; w < workloads; w++) {
-        std::vector<Workload> ws{{workload_signature(w), kTarget, fmt::format("in0 : f32[{}]", w)}};
+        std::vector<Workload> ws{{workload_signature(w), kTarget, workload_text(w)}};
         std::vector<Trial> ts;
         for (int i = 0; i < per; i++) ts.push_back(synthetic_trial(w, i, ""));
         added += db.add_all(ws, ts);
@@ -122,8 +127,8 @@ int lookup(const std::string &loc, int trials, int workloads, int lookups) {
 /** One writer process: its own trials, then the shared ones, each add_trial its own transaction. */
 int write_trials(const std::string &loc, int writer, int trials, int shared) {
     TuningDb db(loc);
-    db.add_workload({workload_signature(writer), kTarget, "load"});
-    db.add_workload({workload_signature(1000000), kTarget, "load shared"});
+    db.add_workload({workload_signature(writer), kTarget, workload_text(writer)});
+    db.add_workload({workload_signature(1000000), kTarget, workload_text(1000000)});
     for (int i = 0; i < trials; i++) {
         Trial t = synthetic_trial(writer, i, fmt::format(" writer {}", writer));
         db.add_trial(t);
@@ -206,7 +211,7 @@ int prune_race(const std::string &loc, int writers, int trials) {
     for (int w = 0; w < writers; w++) {
         pids.push_back(fork_child([&, w] {
             TuningDb db(loc);
-            db.add_workload({workload_signature(w), kTarget, "race"});
+            db.add_workload({workload_signature(w), kTarget, workload_text(w)});
             for (int i = 0; i < trials; i++) {
                 Trial t = improving_trial(w, i);
                 db.add_trial(t);

@@ -117,7 +117,8 @@ std::string context(const Connection &c, const char *action);
 // ---- records read and written through the record rules (TuningDb.cpp); the engines' open and
 // ---- migration use them too
 
-std::vector<Workload> read_all_workloads(Connection &c);
+/** Every workload, read with the record rules of schema \p version. */
+std::vector<Workload> read_all_workloads(Connection &c, int version = kTuningSchemaVersion);
 /** Every trial, ordered by id, read with the record rules of schema \p version. */
 std::vector<Trial> read_all_trials(Connection &c, int version = kTuningSchemaVersion);
 std::vector<TrialFeatures> read_all_features(Connection &c);

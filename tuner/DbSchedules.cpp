@@ -33,7 +33,10 @@ std::string why_untuned(const TuningDb &db, const std::string &signature, const 
         if (!ranked.empty()) machines.insert(fp);
     }
     if (machines.empty()) {
-        return fmt::format("none of the database's {} trial(s) of this cluster on {} gave a verified schedule", here.size(), target);
+        int unparsable = 0;  // ok trials that rank_schedules leaves out for their text
+        for (const Trial &t : here) unparsable += t.status == TrialStatus::Ok && !schedule_problem(t.schedule).empty();
+        return fmt::format("none of the database's {} trial(s) of this cluster on {} gave a verified schedule{}", here.size(), target,
+                           unparsable ? fmt::format(" ({} ok trial(s) hold schedule text that does not parse)", unparsable) : "");
     }
     return fmt::format("this cluster was tuned only on machines of another ISA family ({}); this machine is {}", fmt::join(machines, ", "),
                        machine_fingerprint());

@@ -334,7 +334,7 @@ private:
      * rules, upgraded (upgrade_records) and written into the new tables (the current ones, so
      * 3 -> 4 finds its columns there). */
     void retype_and_rehash() {
-        TuningRecords r{read_all_workloads(*this), read_all_trials(*this, 2), {}, {}};
+        TuningRecords r{read_all_workloads(*this, 2), read_all_trials(*this, 2), {}, {}};
         upgrade_records(r, 2, [&](size_t i, const FieldProblem &p) { malformed(*this, "trial " + quote_text(r.trials[i].id), p); });
         exec("DROP TABLE trial; DROP TABLE workload;", context(*this, "cannot migrate"));
         exec(tables_sql(kSqliteDialect), context(*this, "cannot migrate"));

@@ -151,9 +151,9 @@ TrialFeatures read_features(const Connection &c, const Query &s, int col = 0) {
     if (std::optional<FieldProblem> p = features_problem(f)) malformed(c, record, *p);
     return f;
 }
-Workload read_workload(const Connection &c, const Query &s) {
+Workload read_workload(const Connection &c, const Query &s, int version = kTuningSchemaVersion) {
     Workload w{s.text(0), s.text(1), s.text(2)};
-    if (std::optional<FieldProblem> p = workload_problem(w)) malformed(c, "workload " + quote_text(w.signature), *p);
+    if (std::optional<FieldProblem> p = workload_problem(w, version)) malformed(c, "workload " + quote_text(w.signature), *p);
     return w;
 }
 
@@ -323,10 +323,10 @@ CREATE INDEX trial_workload ON trial (signature, target);
 )sql", d) + features_table_sql(d) + plan_table_sql(d);
 }
 
-std::vector<Workload> read_all_workloads(Connection &c) {
+std::vector<Workload> read_all_workloads(Connection &c, int version) {
     std::unique_ptr<Query> s = c.prepare("SELECT signature, target, canonical_text FROM workload ORDER BY signature, target", context(c, "cannot read"));
     std::vector<Workload> out;
-    while (s->step()) out.push_back(read_workload(c, *s));
+    while (s->step()) out.push_back(read_workload(c, *s, version));
     return out;
 }
 

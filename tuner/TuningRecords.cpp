@@ -401,8 +401,16 @@ std::string trial_content(const Trial &t) {
     return j.dump();
 }
 
-std::optional<FieldProblem> workload_problem(const Workload &w) {
-    return text_problem({{"signature", &w.signature}, {"target", &w.target}, {"canonical_text", &w.canonical_text}});
+std::optional<FieldProblem> workload_problem(const Workload &w, int version) {
+    if (auto p = text_problem({{"signature", &w.signature}, {"target", &w.target}, {"canonical_text", &w.canonical_text}})) return p;
+    // from version 3 on a cluster's signature is content_hash of its text (legacy ones are
+    // recomputed by upgrade_records); a signature of another form names no cluster, so no model
+    // ever looks its records up
+    bool hash_form = w.signature.size() == 32 && w.signature.find_first_not_of("0123456789abcdef") == std::string::npos;
+    if (version < 3 || !hash_form) return std::nullopt;
+    std::string hash = content_hash(w.canonical_text);
+    if (w.signature != hash) return FieldProblem{"signature", "is not the content hash of canonical_text (" + hash + "): one of them was altered"};
+    return std::nullopt;
 }
 
 std::optional<FieldProblem> features_problem(const TrialFeatures &f) {
@@ -537,11 +545,14 @@ TuningRecords parse_export(const std::string &text, const std::string &file) {
         std::string where = "workloads[" + std::to_string(i) + "]";
         if (!jw[i].is_object()) r.fail(where, "expected an object");
         out.workloads.push_back({r.text(jw[i], "signature", where), r.text(jw[i], "target", where), r.text(jw[i], "canonical_text", where)});
-        if (std::optional<FieldProblem> p = workload_problem(out.workloads.back())) r.fail(where + "." + p->field, p->problem);
+        if (std::optional<FieldProblem> p = workload_problem(out.workloads.back(), version)) r.fail(where + "." + p->field, p->problem);
     }
     const nlohmann::json &jt = r.array(doc, "trials");
     for (size_t i = 0; i < jt.size(); i++) out.trials.push_back(parse_trial(r, jt[i], "trials[" + std::to_string(i) + "]", version));
     upgrade_records(out, version, [&](size_t i, const FieldProblem &p) { r.fail("trials[" + std::to_string(i) + "]." + p.field, p.problem); });
+    for (size_t i = 0; i < out.workloads.size() && version < 3; i++) {  // a legacy signature that was not its text's hash
+        if (std::optional<FieldProblem> p = workload_problem(out.workloads[i])) r.fail("workloads[" + std::to_string(i) + "]." + p->field, p->problem);
+    }
     if (version < kPlanVersion) {
         if (doc.contains("plans")) r.fail("plans", "an export of schema_version " + std::to_string(version) + " has no plan records");
         return out;

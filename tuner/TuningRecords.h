@@ -121,8 +121,12 @@ struct FieldProblem {
  * (trial_content_id from version 3 on, legacy_content_hash before). */
 std::optional<FieldProblem> trial_problem(const Trial &t, int version = kTuningSchemaVersion);
 
-/** The rule of a workload: its texts are valid UTF-8 (an export holds them as JSON strings). */
-std::optional<FieldProblem> workload_problem(const Workload &w);
+/** The rule of a workload: its texts are valid UTF-8 (an export holds them as JSON strings), and
+ * from schema \p version 3 on a signature of the content-hash form (32 lowercase hex digits, as
+ * every cluster's) is content_hash of its canonical text, so neither can be altered alone (older
+ * signatures are recomputed by upgrade_records). A signature of another form names no cluster:
+ * no model's lookup ever reaches its records. */
+std::optional<FieldProblem> workload_problem(const Workload &w, int version = kTuningSchemaVersion);
 
 /** Every field of \p t but the id, serialized as one JSON array (docs/tuning_db.md): the text its
  * id hashes. */

@@ -64,7 +64,7 @@ Trial make_trial(const std::string &sig, int n, std::optional<double> median_ms 
     Trial t;
     t.signature = sig;
     t.target = kTarget;
-    t.schedule = "relu1 root tile=" + std::to_string(n) + "x8 vec=8 parallel\nx inline";
+    t.schedule = "relu1 root tile=" + std::to_string(n + 1) + "x8 vec=8 parallel\nx inline";  // text that parses
     t.status = status;
     t.median_ms = median_ms;
     if (median_ms) {
@@ -254,7 +254,7 @@ TEST_CASE("tuning db: trial ids are content hashes of every other field", "[tune
     a.id = "ignored";
     CHECK(db.add_trial(a) == db.add_trial(b));
     // Pinned: the id survives export, import and merge, and across fusor builds.
-    CHECK(a.id == "d870b2d0dafbc0020ffcf3c9c5813791");
+    CHECK(a.id == "a193358c77e9d9b58af9d1108a190c8e");
 
     std::vector<std::function<void(Trial &)>> edits = {
         [](Trial &t) { t.signature += "x"; },
@@ -341,8 +341,8 @@ TEST_CASE("tuning db best: ranked per schedule by the median of its measurements
         return t;
     };
     // one lucky measurement against three steady ones
-    Trial lucky = row("k lucky root", 0, 1.0);
-    std::vector<Trial> steady = {row("k steady root", 1, 1.2), row("k steady root", 2, 1.3), row("k steady root", 3, 1.25)};
+    Trial lucky = row("lucky root", 0, 1.0);
+    std::vector<Trial> steady = {row("steady root", 1, 1.2), row("steady root", 2, 1.3), row("steady root", 3, 1.25)};
     db.add_trial(lucky);
     for (Trial &t : steady) db.add_trial(t);
     std::set<std::string> ids;
@@ -359,7 +359,7 @@ TEST_CASE("tuning db best: ranked per schedule by the median of its measurements
     REQUIRE(ranked.size() == 2);
     CHECK(ranked[0].ms == 1.0);
     CHECK(ranked[0].measurements == 1);
-    CHECK(ranked[1].trial.schedule == "k steady root");
+    CHECK(ranked[1].trial.schedule == "steady root");
     CHECK(ranked[1].ms == 1.25);
     CHECK(ranked[1].measurements == 3);
     CHECK(ranked[1].trial.id == steady[2].id);   // the row whose median is the schedule's time
@@ -367,15 +367,15 @@ TEST_CASE("tuning db best: ranked per schedule by the median of its measurements
     CHECK(db.ranked_schedules("s1", kTarget, kCpuA, 1).size() == 1);
 
     // re-timed side by side, the lucky one measures 2.0 and 2.1: its time is now 2.0
-    std::vector<Trial> confirm = {row("k lucky root", 4, 2.0, TrialStatus::Ok, "confirm"),
-                                  row("k lucky root", 5, 2.1, TrialStatus::Ok, "confirm")};
+    std::vector<Trial> confirm = {row("lucky root", 4, 2.0, TrialStatus::Ok, "confirm"),
+                                  row("lucky root", 5, 2.1, TrialStatus::Ok, "confirm")};
     for (Trial &t : confirm) {
         t.parent = lucky.id;
         db.add_trial(t);
     }
     std::optional<Trial> best = db.best("s1", kTarget, kCpuA);
     REQUIRE(best);
-    CHECK(best->schedule == "k steady root");
+    CHECK(best->schedule == "steady root");
     CHECK(best->id == steady[2].id);
     CHECK(best->median_ms == 1.25);  // the row's own measurement
     CHECK(stored().count(best->id) == 1);
@@ -383,7 +383,7 @@ TEST_CASE("tuning db best: ranked per schedule by the median of its measurements
     CHECK(db.trial(best->id)->median_ms == 1.25);
     ranked = db.ranked_schedules("s1", kTarget, kCpuA);
     REQUIRE(ranked.size() == 2);
-    CHECK(ranked[1].trial.schedule == "k lucky root");
+    CHECK(ranked[1].trial.schedule == "lucky root");
     CHECK(ranked[1].ms == 2.0);
     CHECK(ranked[1].measurements == 3);
     CHECK(ranked[1].trial.id == confirm[0].id);
@@ -391,7 +391,7 @@ TEST_CASE("tuning db best: ranked per schedule by the median of its measurements
     for (const fusor::RankedSchedule &r : ranked) CHECK(ids.count(r.trial.id) == 1);
 
     // an even count: the upper median (the slower of the middle two), a measured value
-    Trial slow = row("k steady root", 6, 1.4);
+    Trial slow = row("steady root", 6, 1.4);
     db.add_trial(slow);
     ranked = db.ranked_schedules("s1", kTarget, kCpuA);
     CHECK(ranked[0].ms == 1.3);
@@ -399,17 +399,17 @@ TEST_CASE("tuning db best: ranked per schedule by the median of its measurements
     CHECK(ranked[0].measurements == 4);
 
     // a faster schedule with a wrong result in any run, on any machine, is never the best
-    Trial fast = row("k fast root", 7, 0.5);
+    Trial fast = row("fast root", 7, 0.5);
     db.add_trial(fast);
     CHECK(db.best("s1", kTarget, kCpuA)->id == fast.id);
-    Trial wrong = row("k fast root", 8, 0.5, TrialStatus::WrongResult, "confirm", kCpuB);
+    Trial wrong = row("fast root", 8, 0.5, TrialStatus::WrongResult, "confirm", kCpuB);
     db.add_trial(wrong);
-    CHECK(db.best("s1", kTarget, kCpuA)->schedule == "k steady root");
-    for (const fusor::RankedSchedule &r : db.ranked_schedules("s1", kTarget, kCpuA)) CHECK(r.trial.schedule != "k fast root");
+    CHECK(db.best("s1", kTarget, kCpuA)->schedule == "steady root");
+    for (const fusor::RankedSchedule &r : db.ranked_schedules("s1", kTarget, kCpuA)) CHECK(r.trial.schedule != "fast root");
     // a failure (not a wrong result) does not exclude a schedule: its ok runs still count
-    Trial crash = row("k steady root", 9, std::nullopt, TrialStatus::Crash, "confirm");
+    Trial crash = row("steady root", 9, std::nullopt, TrialStatus::Crash, "confirm");
     db.add_trial(crash);
-    CHECK(db.best("s1", kTarget, kCpuA)->schedule == "k steady root");
+    CHECK(db.best("s1", kTarget, kCpuA)->schedule == "steady root");
 
     // prune keeps every measurement of the kept schedules: steady's four rows here; lucky's
     // (confirm rows too), the wrong schedule's and the failures go
@@ -743,35 +743,38 @@ TEST_CASE("fusor db: list, show, export, import, merge and prune", "[tuner][tuni
     TempDir dir;
     std::string path = dir.file("runs.db"), other = dir.file("other.db");
     std::vector<Trial> ts;
+    // signatures of the content-hash form are the hashes of their texts (workload_problem)
+    const std::string sig_a = fusor::content_hash(workload("a").canonical_text);
+    const std::string sig_b = fusor::content_hash("y = Input f32[8]\nout = Tanh y\n");
     {
         TuningDb db(path);
-        db.add_workload(workload("0123456789abcdef0123456789abcdef"));
+        db.add_workload(Workload{sig_a, kTarget, workload("a").canonical_text});
         db.add_workload(
-            {"fedcba9876543210fedcba9876543210", kTarget, "y = Input f32[8]\nout = Tanh y\n"});
-        ts = {make_trial("0123456789abcdef0123456789abcdef", 0, 2.5),
-              make_trial("0123456789abcdef0123456789abcdef", 1, 1.25),
-              make_trial("0123456789abcdef0123456789abcdef", 2, std::nullopt, TrialStatus::Timeout),
-              make_trial("fedcba9876543210fedcba9876543210", 3, 0.5)};
+            {sig_b, kTarget, "y = Input f32[8]\nout = Tanh y\n"});
+        ts = {make_trial(sig_a, 0, 2.5),
+              make_trial(sig_a, 1, 1.25),
+              make_trial(sig_a, 2, std::nullopt, TrialStatus::Timeout),
+              make_trial(sig_b, 3, 0.5)};
         for (Trial &t : ts) db.add_trial(t);
         TuningDb o(other);
-        Trial extra = make_trial("fedcba9876543210fedcba9876543210", 4, 0.25);
+        Trial extra = make_trial(sig_b, 4, 0.25);
         o.add_trial(extra);
     }
 
     Result r = run_fusor("db list '" + path + "'");
     INFO(r.out << r.err);
     CHECK(r.status == 0);
-    CHECK_THAT(r.out, Contains("0123456789ab"));
+    CHECK_THAT(r.out, Contains(sig_a.substr(0, 12)));
     CHECK_THAT(r.out, Contains("1.2500"));
     CHECK_THAT(r.out, Contains("x = Input f32[4]"));
     CHECK_THAT(r.out, Contains("y = Input f32[8]"));
 
-    r = run_fusor("db show '" + path + "' --signature 0123");
+    r = run_fusor("db show '" + path + "' --signature " + sig_a.substr(0, 4));
     CHECK(r.status == 0);
     CHECK_THAT(r.out, Contains(ts[0].id.substr(0, 12)));
     CHECK_THAT(r.out, Contains("timeout"));
     CHECK_THAT(r.out, Contains("failed: trial 2"));
-    CHECK_THAT(r.out, !Contains("fedcba98"));
+    CHECK_THAT(r.out, !Contains(sig_b.substr(0, 8)));
     // the per-machine best, ranked as run/compile --db rank: trial 1's schedule (1.25 ms)
     CHECK_THAT(r.out, Contains("1.2500 ms (median of 1 measurement, representative trial " + ts[1].id.substr(0, 12) + ")"));
 
@@ -2153,4 +2156,27 @@ TEST_CASE("tuning db rules: a default that only timed out is measured again by t
     REQUIRE(again.status == 0);
     CHECK(default_statuses().count("ok") == 1);
     CHECK_THAT(again.out, !Contains(" - "));  // the summary has the default's time
+}
+
+TEST_CASE("tuning db rules: a workload's canonical text altered under its signature is refused, in a file and in a database",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    const std::string text = "x = Input f32[4]\nout = Relu x\n", sig = fusor::content_hash(text);
+    std::string path = dir.file("a.db");
+    {
+        TuningDb db(path);
+        db.add_workload({sig, kTarget, text});
+        Trial t = make_trial(sig, 1);
+        db.add_trial(t);
+        db.export_json(dir.file("a.json"));
+        CHECK_THROWS_WITH(db.add_workload({sig, "arm-64-linux", "x = Input f32[8]\nout = Relu x\n"}),
+                          Contains("signature: is not the content hash of canonical_text"));
+    }
+    nlohmann::json doc = nlohmann::json::parse(slurp(dir.file("a.json")));
+    doc["workloads"][0]["canonical_text"] = "x = Input f32[4]\nout = Tanh x\n";
+    write_file(dir.file("tampered.json"), doc.dump());
+    CHECK_THROWS_WITH(TuningDb(dir.file("b.db")).import_json(dir.file("tampered.json")),
+                      Contains("tampered.json") && Contains("workloads[0].signature") && Contains("content hash"));
+    raw_exec(path, "UPDATE workload SET canonical_text = 'x = Input f32[4]\nout = Tanh x\n'");
+    check_db_error_names([&] { TuningDb db(path, TuningDb::Mode::ReadOnly); }, "a.db", "is not the content hash of canonical_text");
 }
