@@ -477,11 +477,28 @@ std::string region_plan_problem(const Graph &g, const FusionRegion &r, const Reg
     return "";
 }
 
+namespace {
+
+/** One line per region of \p plan that is none of \p regions (a model's): "<origin>: region <sig>
+ * is not a region of this model". */
+std::vector<std::string> absent_regions(const std::vector<FusionRegion> &regions, const FusionPlan &plan, const std::string &plan_file) {
+    std::set<std::string> present;
+    for (const FusionRegion &r : regions) present.insert(r.signature);
+    std::vector<std::string> out;
+    for (const RegionPlan &p : plan.regions) {
+        if (!present.count(p.signature)) out.push_back((p.origin.empty() ? plan_file : p.origin) + ": region " + p.signature + " is not a region of this model");
+    }
+    return out;
+}
+
+}  // namespace
+
 std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std::string &plan_file, std::vector<std::string> *warnings) {
     std::vector<int> cluster_of = cluster_of_nodes(g);
     int next = (int)g.clusters.size();
     std::vector<std::string> lines;
-    for (const FusionRegion &r : form_regions(g)) {
+    std::vector<FusionRegion> regions = form_regions(g);
+    for (const FusionRegion &r : regions) {
         std::string head = r.nodes.name + " (" + cluster_names(g, r.clusters) + ")";
         const RegionPlan *p = plan.find(r.signature);
         if (!p) {
@@ -506,23 +523,18 @@ std::vector<std::string> apply_plan(Graph &g, const FusionPlan &plan, const std:
     }
     std::string why = regroup_clusters(g, dense_numbers(cluster_of));
     FUSOR_INTERNAL_ASSERT(why.empty()) << "a checked plan does not regroup: " << why;
+    for (const std::string &absent : absent_regions(regions, plan, plan_file)) lines.push_back(absent);
     return lines;
 }
 
 std::vector<std::string> check_plan(const Graph &g, const FusionPlan &plan, const std::string &plan_file) {
     Graph clustered = g;
     form_clusters(clustered);
-    std::set<std::string> model_regions;
-    for (const FusionRegion &r : form_regions(clustered)) model_regions.insert(r.signature);
-    std::vector<std::string> absent;
-    for (const RegionPlan &p : plan.regions) {
-        if (!model_regions.count(p.signature)) {
-            absent.push_back((p.origin.empty() ? plan_file : p.origin) + ": region " + p.signature + " is not a region of model '" + g.name + "'");
-        }
-    }
+    std::vector<FusionRegion> regions = form_regions(clustered);
+    std::vector<std::string> absent = absent_regions(regions, plan, plan_file);
     if (!plan.regions.empty() && absent.size() == plan.regions.size()) {
         throw UserError(plan_file + ": none of its " + std::to_string(plan.regions.size()) + " region(s) is a region of model '" + g.name +
-                        "' (" + std::to_string(model_regions.size()) + " region(s)); was it written for another model or shape?");
+                        "' (" + std::to_string(regions.size()) + " region(s)); was it written for another model or shape?");
     }
     apply_plan(clustered, plan, plan_file);  // throws for a region that does not fit
     return absent;

@@ -82,7 +82,8 @@ std::string region_plan_problem(const Graph &g, const FusionRegion &r, const Reg
 /** Re-clusters \p g (clustered by form_clusters) as \p plan says for each region whose signature
  * it has; other regions keep their clusters. Returns one line per region: "r<k> (<clusters>):
  * plan applied, <k> cluster(s)", "...: default clusters (the plan's)" or "...: no plan for this
- * region". A region's plan that does not fit it (region_plan_problem) or whose clusters would
+ * region", then one line per region of the plan that the model lacks ("<origin>: region <sig> is
+ * not a region of this model"). A region's plan that does not fit it (region_plan_problem) or whose clusters would
  * depend on others in a cycle: without \p warnings, UserError naming the plan's origin (else
  * \p plan_file) and the region, g unchanged; with \p warnings, a line there naming the region
  * and why, and the region keeps its default clusters. */

@@ -906,7 +906,7 @@ const char *kRelu64 = R"({"format_version": 1, "inputs": [{"name": "x", "dtype":
 
 }  // namespace
 
-TEST_CASE("cli: a seed outside [0, 2^64) is refused, not wrapped, by every seed flag", "[tools][cli]") {
+TEST_CASE("cli: a seed below 0 or from 2^64 on is refused, not wrapped, by every seed flag", "[tools][cli]") {
     TempDir dir;
     std::string model = dir.file("relu.json");
     std::ofstream(model) << kRelu64;

@@ -799,37 +799,41 @@ TEST_CASE("autotune: a mapped autoscheduler seed is a candidate whose parent is 
     CHECK(results[0].trials == 5);
 }
 
-TEST_CASE("autotune: Ctrl-C stops cleanly, keeps what was measured and says how to resume", "[tuner][autotune]") {
-    // as a terminal does: SIGINT to the tuner's whole process group (its workers have their own)
-    TempDir dir;
-    std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json", out = dir.file("out.txt");
-    pid_t pid = spawn_fusor({"autotune", model, "--db", dir.file("t.db"), "--trials", "200", "--jobs", "2", "--threads", "1",
-                             "--autoschedulers", "none"},
-                            out, dir.file("err.txt"), /*own_group=*/true);
-    using fusor::test::slurp;
-    auto t0 = std::chrono::steady_clock::now();
-    while (slurp(out).find("trial 1:") == std::string::npos &&
-           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    kill(-pid, SIGINT);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    std::string text = slurp(out) + slurp(dir.file("err.txt"));
-    INFO(text);
-    REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 1);
-    CHECK_THAT(text, Catch::Contains("run the same command again to resume"));
-    TuningDb db(dir.file("t.db"));
-    int stored = 0;
-    for (const Workload &w : db.workloads()) {
-        for (const Trial &t : db.trials(w.signature, w.target)) {
-            stored++;
-            CHECK(t.status != TrialStatus::Crash);  // no worker was hit by the Ctrl-C
+TEST_CASE("autotune: Ctrl-C or SIGTERM stops cleanly, keeps what was measured and says how to resume", "[tuner][autotune]") {
+    // as a terminal does: SIGINT to the tuner's whole process group (its workers have their own);
+    // SIGTERM as Slurm and Kubernetes stop a job
+    for (int sig : {SIGINT, SIGTERM}) {
+        INFO("signal " << sig);
+        TempDir dir;
+        std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json", out = dir.file("out.txt");
+        pid_t pid = spawn_fusor({"autotune", model, "--db", dir.file("t.db"), "--trials", "200", "--jobs", "2", "--threads", "1",
+                                 "--autoschedulers", "none"},
+                                out, dir.file("err.txt"), /*own_group=*/true);
+        using fusor::test::slurp;
+        auto t0 = std::chrono::steady_clock::now();
+        while (slurp(out).find("trial 1:") == std::string::npos &&
+               std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
+        kill(-pid, sig);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        std::string text = slurp(out) + slurp(dir.file("err.txt"));
+        INFO(text);
+        REQUIRE(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 1);
+        CHECK_THAT(text, Catch::Contains("run the same command again to resume"));
+        TuningDb db(dir.file("t.db"));
+        int stored = 0;
+        for (const Workload &w : db.workloads()) {
+            for (const Trial &t : db.trials(w.signature, w.target)) {
+                stored++;
+                CHECK(t.status != TrialStatus::Crash);  // no worker was hit by the Ctrl-C
+            }
+        }
+        CHECK(stored >= 2);
+        CHECK(stored < 200);
     }
-    CHECK(stored >= 2);
-    CHECK(stored < 200);
 }
 
 TEST_CASE("autotune: two databases tuned with different seeds merge into one whose best is the best over both",
