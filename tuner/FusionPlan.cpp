@@ -55,6 +55,10 @@ void normalize(RegionPlan &r, const std::string &where) {
 /** Adds \p r to \p plan, refusing a second plan of the same region. */
 void add_region(FusionPlan &plan, RegionPlan r, const std::string &where) {
     normalize(r, where);
+    // a region's signature is a content hash: 32 lowercase hex digits, nothing a printer must escape
+    if (r.signature.size() != 32 || r.signature.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        throw UserError(where + ": region signature '" + r.signature + "' is not 32 lowercase hex digits (a region's content hash)");
+    }
     if (plan.find(r.signature)) throw UserError(where + ": region " + r.signature + " has a plan already");
     plan.regions.push_back(std::move(r));
 }

@@ -161,7 +161,11 @@ TEST_CASE("fusion plan: malformed plans are refused naming the file and the line
     check_refused("fusor-plan 1\nregion abc nodes 3: 0 1\n", "node index 2 is in no cluster");
     check_refused("fusor-plan 1\nregion abc nodes 3: 0 1 | | 2\n", "an empty cluster");
     check_refused("fusor-plan 1\nregion abc nodes 3: 0 x 1 2\n", "'x' is not a node index");
-    check_refused("fusor-plan 1\nregion abc nodes 2: 0 1\nregion abc nodes 2: 0 | 1\n", "p.plan:3: region abc has a plan already");
+    const std::string sig = "0123456789abcdef0123456789abcdef";
+    check_refused("fusor-plan 1\nregion " + sig + " nodes 2: 0 1\nregion " + sig + " nodes 2: 0 | 1\n",
+                  "p.plan:3: region " + sig + " has a plan already");
+    check_refused("fusor-plan 1\nregion abc nodes 2: 0 1\n", "p.plan:2: region signature 'abc' is not 32 lowercase hex digits");
+    check_refused("fusor-plan 1\nregion 0123456789abcdef0123456789abcde\xcf nodes 1: 0\n", "is not 32 lowercase hex digits");
     check_refused("{", "not valid JSON");
     check_refused(R"({"format": "fusor-plan", "version": 1})", "has no \"regions\"");
     check_refused(R"({"format": "other", "version": 1, "regions": []})", "\"format\" must be");
