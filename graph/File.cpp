@@ -157,14 +157,12 @@ std::string sqlite_side_file_of(const std::string &path) {
     for (std::string_view suffix : {"-journal", "-wal", "-shm"}) {
         if (path.size() <= suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
         std::string db = path.substr(0, path.size() - suffix.size());
+        if (!unreadable_reason(db).empty()) return "";
+        InputFile f(db);
         char head[16] = {};
-        int fd = ::open(db.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0) return "";
-        struct stat st;
-        bool sqlite = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::read(fd, head, sizeof head) == (ssize_t)sizeof head &&
-                      std::memcmp(head, "SQLite format 3", 16) == 0;
-        ::close(fd);
-        return sqlite ? db : "";
+        if (f.size() < sizeof head) return "";
+        f.read_at(0, head, sizeof head);
+        return std::memcmp(head, "SQLite format 3", 16) == 0 ? db : "";
     }
     return "";
 }

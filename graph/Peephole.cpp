@@ -44,6 +44,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "graph/DeadCodeElimination.h"
 #include "graph/PassPipeline.h"
@@ -633,25 +634,43 @@ Match reshape_of_reshape(Graph &g, NodeId id) {
     return replace(g, id, OpKind::Reshape, {x, s}, std::move(attrs));
 }
 
+/** The input a no-op node \p n passes through unchanged (an Identity, an inference Dropout whose
+ * mask is unread, a Cast to its input's own type), or kNoTensor. \p read: whether a node reads a
+ * tensor. The rules remove-identity, remove-dropout and remove-cast-to-same-type and the pass
+ * forward_no_ops share this one definition. */
+TensorId passed_through(const Graph &g, const Node &n, const std::function<bool(TensorId)> &read) {
+    switch (n.op) {
+    case OpKind::Identity: return n.inputs[0];
+    case OpKind::Dropout: {
+        bool mask_read = n.outputs.size() > 1 && (g.is_graph_output(n.outputs[1]) || read(n.outputs[1]));
+        return mask_read ? kNoTensor : n.inputs[0];
+    }
+    case OpKind::Cast: return g.type(n.inputs[0]).dtype == g.type(n.outputs[0]).dtype ? n.inputs[0] : kNoTensor;
+    default: return kNoTensor;
+    }
+}
+
 Match remove_identity(Graph &g, NodeId id) {
-    const Node &n = g.nodes[id];
-    if (n.op != OpKind::Identity) return std::nullopt;
-    return forward(g, n.outputs[0], n.inputs[0]);
+    if (g.nodes[id].op != OpKind::Identity) return std::nullopt;
+    return forward(g, g.nodes[id].outputs[0], passed_through(g, g.nodes[id], [](TensorId) { return false; }));
 }
 
 /** Inference Dropout is the identity: forward its data when its mask output is unread. */
 Match remove_dropout(Graph &g, NodeId id) {
     const Node &n = g.nodes[id];
     if (n.op != OpKind::Dropout) return std::nullopt;
-    if (n.outputs.size() > 1 && (g.is_graph_output(n.outputs[1]) || !users(g, n.outputs[1]).empty())) return std::nullopt;
-    return forward(g, n.outputs[0], n.inputs[0]);
+    TensorId in = passed_through(g, n, [&](TensorId t) { return !users(g, t).empty(); });
+    if (in == kNoTensor) return std::nullopt;
+    return forward(g, n.outputs[0], in);
 }
 
 /** A Cast to the type its input already has does nothing. */
 Match remove_cast_to_same_type(Graph &g, NodeId id) {
     const Node &n = g.nodes[id];
-    if (n.op != OpKind::Cast || g.type(n.inputs[0]).dtype != g.type(n.outputs[0]).dtype) return std::nullopt;
-    return forward(g, n.outputs[0], n.inputs[0]);
+    if (n.op != OpKind::Cast) return std::nullopt;
+    TensorId in = passed_through(g, n, [](TensorId) { return false; });
+    if (in == kNoTensor) return std::nullopt;
+    return forward(g, n.outputs[0], in);
 }
 
 }  // namespace
@@ -681,20 +700,6 @@ const std::vector<PeepholeRule> &peephole_rules() {
 
 namespace {
 
-/** The input a no-op node \p n passes through unchanged (an Identity, an inference Dropout whose
- * mask is unread, a Cast to its input's own type), or kNoTensor. */
-TensorId passed_through(const Graph &g, const Node &n, const std::vector<std::vector<NodeId>> &consumers) {
-    switch (n.op) {
-    case OpKind::Identity: return n.inputs[0];
-    case OpKind::Dropout: {
-        bool mask_read = n.outputs.size() > 1 && (g.is_graph_output(n.outputs[1]) || !consumers[n.outputs[1]].empty());
-        return mask_read ? kNoTensor : n.inputs[0];
-    }
-    case OpKind::Cast: return g.type(n.inputs[0]).dtype == g.type(n.outputs[0]).dtype ? n.inputs[0] : kNoTensor;
-    default: return kNoTensor;
-    }
-}
-
 /** remove-identity, remove-dropout and remove-cast-to-same-type at once, in one pass over the
  * graph (a chain of N no-ops fired one rule at a time took O(N^2)): each reader of a no-op's output
  * reads what the no-op passes through instead; the no-ops are then dead. One that writes a graph
@@ -705,7 +710,7 @@ bool forward_no_ops(Graph &g) {
     for (size_t t = 0; t < alias.size(); t++) alias[t] = (TensorId)t;
     bool any = false;
     for (const Node &n : g.nodes) {  // topological: a no-op's input is resolved before its output
-        TensorId in = passed_through(g, n, consumers);
+        TensorId in = passed_through(g, n, [&](TensorId t) { return !consumers[t].empty(); });
         if (in == kNoTensor || in == n.outputs[0] || g.is_graph_output(n.outputs[0])) continue;
         alias[n.outputs[0]] = alias[in];
         any = true;

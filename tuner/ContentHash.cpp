@@ -40,4 +40,8 @@ std::string legacy_content_hash(const std::string &text) {
     return buf;
 }
 
+bool is_content_hash(const std::string &text) {
+    return text.size() == 32 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 }  // namespace fusor

@@ -12,6 +12,9 @@ namespace fusor {
  * merge. */
 std::string content_hash(const std::string &text);
 
+/** True when \p text has content_hash's form: 32 lowercase hex digits. */
+bool is_content_hash(const std::string &text);
+
 /** The content hash of tuning database schema versions 1 and 2 (two 64-bit FNV-1a lanes), as 32
  * lowercase hex digits. Only for checking the ids of records of those versions before their ids
  * are recomputed with content_hash. */

@@ -56,7 +56,7 @@ void normalize(RegionPlan &r, const std::string &where) {
 void add_region(FusionPlan &plan, RegionPlan r, const std::string &where) {
     normalize(r, where);
     // a region's signature is a content hash: 32 lowercase hex digits, nothing a printer must escape
-    if (r.signature.size() != 32 || r.signature.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    if (!is_content_hash(r.signature)) {
         throw UserError(where + ": region signature '" + r.signature + "' is not 32 lowercase hex digits (a region's content hash)");
     }
     if (plan.find(r.signature)) throw UserError(where + ": region " + r.signature + " has a plan already");

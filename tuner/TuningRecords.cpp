@@ -406,8 +406,7 @@ std::optional<FieldProblem> workload_problem(const Workload &w, int version) {
     // from version 3 on a cluster's signature is content_hash of its text (legacy ones are
     // recomputed by upgrade_records); a signature of another form names no cluster, so no model
     // ever looks its records up
-    bool hash_form = w.signature.size() == 32 && w.signature.find_first_not_of("0123456789abcdef") == std::string::npos;
-    if (version < 3 || !hash_form) return std::nullopt;
+    if (version < 3 || !is_content_hash(w.signature)) return std::nullopt;
     std::string hash = content_hash(w.canonical_text);
     if (w.signature != hash) return FieldProblem{"signature", "is not the content hash of canonical_text (" + hash + "): one of them was altered"};
     return std::nullopt;
