@@ -206,6 +206,7 @@ std::vector<Halide::Argument> kernel_arguments(Graph &g, const Cluster &c, Lower
     std::vector<Halide::Buffer<>> constants(params.size());
     for (size_t i = 0; i < params.size(); i++) {
         const Tensor &t = g.tensor(params[i]);
+        FUSOR_INTERNAL_ASSERT(!t.deferred) << "initializer '" << t.name << "' was loaded without its data";
         if (t.is_initializer && !lc.prepared.empty()) {  // what the prepare pipelines read
             std::vector<int> sizes(t.type.shape.rbegin(), t.type.shape.rend());
             constants[i] = Halide::Buffer<>(halide_type(t.type.dtype), sizes);

@@ -6,6 +6,7 @@
 
 #include "graph/DeadCodeElimination.h"
 #include "graph/PassPipeline.h"
+#include "graph/Random.h"
 #include "graph/Rewrite.h"
 
 namespace fusor {
@@ -17,13 +18,18 @@ bool merge_equal_initializers(Graph &g) {
     std::map<std::string, std::vector<TensorId>> buckets;
     bool changed = false;
     for (size_t i = 0; i < g.tensors.size(); i++) {
+        if (!g.tensors[i].is_initializer) continue;
+        // one value drawn many times: equal to any tensor of that value, whatever its spec
+        if (g.tensors[i].deferred && deferred_constant(*g.tensors[i].deferred)) build_data(g.tensors[i]);
         const Tensor &t = g.tensors[i];
-        if (!t.is_initializer) continue;
-        size_t h = std::hash<std::string_view>()(std::string_view((const char *)t.data.data(), t.data.size()));
-        std::vector<TensorId> &bucket = buckets[to_string(t.type) + "#" + std::to_string(h)];
+        // deferred data is compared by what it is drawn from: equal specs draw equal bytes
+        size_t h = t.deferred ? std::hash<uint64_t>()(t.deferred->spec.seed)
+                              : std::hash<std::string_view>()(std::string_view((const char *)t.data.data(), t.data.size()));
+        std::vector<TensorId> &bucket = buckets[to_string(t.type) + (t.deferred ? "#d" : "#") + std::to_string(h)];
         TensorId match = kNoTensor;
         for (TensorId other : bucket) {
-            if (g.tensor(other).data == t.data) match = other;
+            const Tensor &o = g.tensor(other);
+            if (t.deferred ? o.deferred == t.deferred : o.data == t.data) match = other;
         }
         if (match == kNoTensor) {
             bucket.push_back((TensorId)i);

@@ -6,6 +6,7 @@
 
 #include "graph/Error.h"
 #include "graph/PassPipeline.h"
+#include "graph/Random.h"
 #include "graph/Rewrite.h"
 #include "graph/ShapeInference.h"
 #include "graph/Verifier.h"
@@ -27,7 +28,9 @@ void inline_taken_branch(Graph &g, const Node &n) {
         const Tensor &t = br.tensors[i];
         if (map[i] != kNoTensor) continue;
         if (t.is_initializer) {
-            map[i] = add_initializer(g, n.name + "/" + t.name, t.type, t.data);
+            Tensor c = t;
+            build_data(c);
+            map[i] = add_initializer(g, n.name + "/" + t.name, t.type, std::move(c.data));
         } else if (t.producer >= 0) {
             map[i] = add_tensor(g, n.name + "/" + t.name);
             g.tensor(map[i]).type = t.type;
@@ -57,6 +60,7 @@ bool sink_constants_into_branches(Graph &g, Node &n) {
             Tensor &in = br.tensor(br.inputs[i - 1]);
             in.is_initializer = true;
             in.data = t.data;
+            in.deferred = t.deferred;
             br.inputs.erase(br.inputs.begin() + (i - 1));
         }
         n.inputs.erase(n.inputs.begin() + i);
@@ -120,6 +124,9 @@ bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_element
         int64_t cap = std::max(max_elements, largest_input);
         bool small = std::all_of(n.outputs.begin(), n.outputs.end(), [&](TensorId t) { return g.type(t).num_elements() <= cap; });
         if (!small) continue;
+        for (TensorId t : n.inputs) {
+            if (t != kNoTensor) build_data(g.tensor(t));  // folding reads the values
+        }
         std::vector<std::vector<uint8_t>> values = eval.evaluate(g, n);
         FUSOR_INTERNAL_ASSERT(values.size() == n.outputs.size()) << "evaluator returned " << values.size() << " outputs for " << n.name;
         for (size_t i = 0; i < n.outputs.size(); i++) {

@@ -29,6 +29,16 @@ struct RandomSpec {
     double a = 0, b = 1;
 };
 
+/** Initializer bytes not built yet: \p spec drawn in \p drawn's type, then transposed by \p perm
+ * (ONNX Transpose semantics; empty: none). Only a load for `inspect`, which reads no weights,
+ * defers (InitializerData in JsonFormat.h); whatever needs the bytes builds them (build_data). */
+struct DeferredData {
+    RandomSpec spec;
+    TensorType drawn;
+    std::vector<int64_t> perm;
+    bool operator==(const DeferredData &o) const;
+};
+
 struct Tensor {
     std::string name;
     TensorType type;
@@ -38,6 +48,7 @@ struct Tensor {
      * or empty when every run must feed it */
     std::vector<uint8_t> data;
     std::optional<RandomSpec> random;   ///< initializers: where the data came from, kept for export
+    std::optional<DeferredData> deferred;  ///< initializers: data not built yet (then data is empty)
     std::string file;                   ///< initializers: data file relative to the graph file
     NodeId producer = -1;               ///< node that writes it; -1 for graph inputs and initializers
 

@@ -23,12 +23,14 @@ using nlohmann::json;
 
 namespace {
 
+constexpr int64_t kDeferredBytes = 64 * 1024;  ///< InitializerData::RandomDeferred: the smallest deferred
 constexpr double kMaxRandomBound = 1e38;  ///< a random initializer's bounds, mean and std: below float's max
 
 /** Carries the file name and the path of the field being read, for messages. */
 struct Reader {
     std::string file;
     std::string base_dir;
+    InitializerData data = InitializerData::Built;
 
     [[noreturn]] void fail(const std::string &where, const std::string &what) const {
         throw UserError(file + ": " + (where.empty() ? "" : where + ": ") + what);
@@ -183,6 +185,11 @@ Tensor read_initializer(const Reader &r, const json &j, const std::string &where
             r.fail(w, "random.distribution is '" + rs.distribution + "'; expected uniform or normal");
         }
         t.random = rs;
+        if (r.data == InitializerData::RandomDeferred && is_float(t.type.dtype) && t.type.num_bytes() >= kDeferredBytes) {
+            t.deferred = DeferredData{rs, t.type, {}};
+            canonicalize(*t.deferred);
+            return t;
+        }
         try {
             t.data = random_tensor_data(t.type, rs.seed, rs.distribution.c_str(), rs.a, rs.b);
         } catch (const std::bad_alloc &) {
@@ -435,8 +442,8 @@ Graph read_graph(const Reader &r, const json &doc, const std::string &where_pref
 }  // namespace
 
 Graph parse_graph_json(const std::string &text, const std::string &source, const std::string &base_dir,
-                       const ConstantEvaluator *eval) {
-    Reader r{source, base_dir};
+                       const ConstantEvaluator *eval, InitializerData data) {
+    Reader r{source, base_dir, data};
     json doc;
     try {
         doc = json::parse(text);
@@ -476,21 +483,21 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
     return g;
 }
 
-Graph load_graph_json(const std::string &path, const ConstantEvaluator *eval) {
+Graph load_graph_json(const std::string &path, const ConstantEvaluator *eval, InitializerData data) {
     std::string text = InputFile(path).read_all();
     size_t slash = path.find_last_of('/');
     std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-    return parse_graph_json(text, path, dir, eval);
+    return parse_graph_json(text, path, dir, eval, data);
 }
 
-Graph load_model(const std::string &path, const ConstantEvaluator *eval, const InputShapes &shapes) {
+Graph load_model(const std::string &path, const ConstantEvaluator *eval, const InputShapes &shapes, InitializerData data) {
     if (path.size() >= 5 && path.substr(path.size() - 5) == ".onnx") {
         OnnxImportOptions o;
         o.shapes = shapes;
         o.eval = eval;
         return load_onnx(path, o);
     }
-    Graph g = load_graph_json(path, eval);
+    Graph g = load_graph_json(path, eval, data);
     for (const auto &[name, shape] : shapes) {
         TensorId t = g.find_tensor(name);
         if (t == kNoTensor || std::find(g.inputs.begin(), g.inputs.end(), t) == g.inputs.end()) {
@@ -508,6 +515,11 @@ namespace {
 
 /** \p t's elements as a JSON array (the "data" of an inline initializer, an input's "default"). */
 json data_json(const Tensor &t) {
+    if (t.deferred) {
+        Tensor built = t;
+        build_data(built);
+        return data_json(built);
+    }
     json data = json::array();
     for (int64_t i = 0; i < t.type.num_elements(); i++) {
         if (is_float(t.type.dtype)) data.push_back(t.type.dtype == DType::F32 ? (double)(float)t.value_as_double(i) : t.value_as_double(i));

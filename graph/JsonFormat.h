@@ -16,12 +16,19 @@ constexpr int kJsonFormatVersion = 1;
  * file's folder. Throws UserError naming the file, node or field on any malformed input. */
 class ConstantEvaluator;
 
+/** What a load builds of initializer data: all of it, or all but the random float initializers
+ * of 64 KiB or more, which stay deferred (Tensor::deferred) until something reads them. Only a
+ * caller that never runs the graph (`inspect`) defers; executors refuse deferred data. */
+enum class InitializerData { Built, RandomDeferred };
+
 /** \p eval, when given, evaluates shape subgraphs at load time (see infer_types in Verifier.h). */
-Graph load_graph_json(const std::string &path, const ConstantEvaluator *eval = nullptr);
+Graph load_graph_json(const std::string &path, const ConstantEvaluator *eval = nullptr,
+                      InitializerData data = InitializerData::Built);
 
 /** Same from text; \p source names the text in messages, \p base_dir resolves initializer files. */
 Graph parse_graph_json(const std::string &text, const std::string &source = "<json>",
-                       const std::string &base_dir = ".", const ConstantEvaluator *eval = nullptr);
+                       const std::string &base_dir = ".", const ConstantEvaluator *eval = nullptr,
+                       InitializerData data = InitializerData::Built);
 
 /** The graph as JSON text. Initializers keep their source form: a random spec or a file
  * reference when they came from one, inline data otherwise. */
@@ -30,6 +37,7 @@ std::string to_json(const Graph &g);
 /** Loads a model by extension: `.onnx` through the ONNX importer (OnnxImport.h), anything else as
  * fusor's JSON. \p shapes binds ONNX inputs' symbolic dims; for a JSON model each named input
  * must exist and have exactly that shape (a UserError otherwise). */
-Graph load_model(const std::string &path, const ConstantEvaluator *eval = nullptr, const InputShapes &shapes = {});
+Graph load_model(const std::string &path, const ConstantEvaluator *eval = nullptr, const InputShapes &shapes = {},
+                 InitializerData data = InitializerData::Built);
 
 }  // namespace fusor

@@ -9,6 +9,7 @@
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/PassPipeline.h"
+#include "graph/Random.h"
 #include "graph/Rewrite.h"
 
 namespace fusor {
@@ -32,30 +33,6 @@ const char *layout_name(Layout l) {
 namespace {
 
 const std::vector<int64_t> kToNhwc = {0, 2, 3, 1}, kToNchw = {0, 3, 1, 2};
-
-/** Permutes a constant's data by \p perm (ONNX Transpose semantics), elementwise bytes. */
-std::vector<uint8_t> permute_data(const Tensor &t, const std::vector<int64_t> &perm, std::vector<int64_t> *shape_out) {
-    const std::vector<int64_t> &s = t.type.shape;
-    int r = (int)s.size();
-    std::vector<int64_t> out_shape(r);
-    for (int i = 0; i < r; i++) out_shape[i] = s[perm[i]];
-    std::vector<int64_t> in_strides(r, 1);
-    for (int i = r - 2; i >= 0; i--) in_strides[i] = in_strides[i + 1] * s[i + 1];
-    size_t es = dtype_size(t.type.dtype);
-    std::vector<uint8_t> out(t.data.size());
-    std::vector<int64_t> idx(r, 0);
-    for (int64_t o = 0; o < t.type.num_elements(); o++) {
-        int64_t src = 0;
-        for (int i = 0; i < r; i++) src += idx[i] * in_strides[perm[i]];
-        std::memcpy(out.data() + o * es, t.data.data() + src * es, es);
-        for (int i = r - 1; i >= 0; i--) {  // next output index, row-major
-            if (++idx[i] < out_shape[i]) break;
-            idx[i] = 0;
-        }
-    }
-    *shape_out = out_shape;
-    return out;
-}
 
 /** A Conv over \p rank-dim activations whose weights (and bias) are constants. */
 bool is_const_conv(const Graph &g, const Node &n, int rank) {
@@ -112,8 +89,8 @@ bool convs_1d_as_2d(Graph &g) {
         TensorType wt = g.type(w);
         TensorId x4 = add_tensor(g, xname + "_2d");
         add_node(g, OpKind::Reshape, n.name + "_to_2d", {x, shape_constant(g, n.name + "_shape_2d", with_unit_height(g.type(x).shape))}, {x4});
-        std::vector<uint8_t> wdata = g.tensor(w).data;  // [M, C/g, K] and [M, C/g, 1, K] share their bytes
-        std::vector<TensorId> ins = {x4, add_initializer(g, g.tensor(w).name + "_2d", TensorType{wt.dtype, with_unit_height(wt.shape)}, std::move(wdata))};
+        // [M, C/g, K] and [M, C/g, 1, K] share their bytes
+        std::vector<TensorId> ins = {x4, add_rearranged_initializer(g, w, g.tensor(w).name + "_2d", with_unit_height(wt.shape), {})};
         if (n.inputs.size() >= 3) ins.push_back(n.inputs[2]);
         TensorId y4 = add_tensor(g, yname + "_2d");
         add_node(g, OpKind::Conv, n.name + "_2d", ins, {y4}, attrs_2d(n.attrs));
@@ -171,8 +148,9 @@ int64_t nhwc_axis(int64_t a) {
 /** A new constant with \p t's values, one per NCHW axis in runs of four (pads: begins, then
  * ends), reordered to NHWC axis order. An empty constant is returned as it is. */
 TensorId per_axis_nhwc(Graph &g, TensorId t) {
-    const Tensor x = g.tensor(t);  // a copy: adding a tensor may reallocate
+    Tensor x = g.tensor(t);  // a copy: adding a tensor may reallocate
     if (x.type.num_elements() == 0) return t;
+    build_data(x);
     size_t es = dtype_size(x.type.dtype);
     std::vector<uint8_t> data(x.data.size());
     for (int64_t run = 0; run < x.type.num_elements() / 4; run++) {
@@ -227,11 +205,9 @@ bool convert_to_nhwc(Graph &g) {
             TensorId twin;
             if (x.is_initializer) {
                 // align to rank 4 as broadcasting would, then permute the constant itself
-                Tensor aligned = x;
-                while (aligned.type.rank() < 4) aligned.type.shape.insert(aligned.type.shape.begin(), 1);
-                std::vector<int64_t> shape;
-                std::vector<uint8_t> data = permute_data(aligned, kToNhwc, &shape);
-                twin = add_initializer(g, x.name + "_nhwc", TensorType{x.type.dtype, shape}, std::move(data));
+                std::vector<int64_t> aligned = x.type.shape;
+                while (aligned.size() < 4) aligned.insert(aligned.begin(), 1);
+                twin = add_rearranged_initializer(g, t, x.name + "_nhwc", aligned, kToNhwc);
             } else {
                 // an activation entering the region: one transpose per tensor
                 std::string name = x.name;  // add_tensor may reallocate g.tensors under x
@@ -251,9 +227,8 @@ bool convert_to_nhwc(Graph &g) {
                 if (t == kNoTensor) {
                     ins.push_back(kNoTensor);
                 } else if (op == OpKind::Conv && i == 1) {
-                    std::vector<int64_t> shape;  // weights OIHW -> HWIO
-                    std::vector<uint8_t> data = permute_data(g.tensor(t), {2, 3, 1, 0}, &shape);
-                    ins.push_back(add_initializer(g, g.tensor(t).name + "_hwio", TensorType{g.type(t).dtype, shape}, std::move(data)));
+                    // weights OIHW -> HWIO
+                    ins.push_back(add_rearranged_initializer(g, t, g.tensor(t).name + "_hwio", g.type(t).shape, {2, 3, 1, 0}));
                 } else if (op == OpKind::Conv && i == 2) {
                     ins.push_back(t);  // bias [M]: layout-free
                 } else if ((op == OpKind::Resize && i >= 1) || (op == OpKind::Pad && i == 1)) {

@@ -48,6 +48,7 @@
 
 #include "graph/DeadCodeElimination.h"
 #include "graph/PassPipeline.h"
+#include "graph/Random.h"
 #include "graph/Rewrite.h"
 #include "graph/ShapeInference.h"
 #include "graph/Verifier.h"
@@ -100,6 +101,11 @@ bool is_float_tensor(const Graph &g, TensorId t) {
 }
 
 std::vector<double> values(const Tensor &t) {
+    if (t.deferred) {  // built for this read only: the graph keeps the recipe
+        Tensor built = t;
+        build_data(built);
+        return values(built);
+    }
     std::vector<double> v((size_t)t.type.num_elements());
     for (size_t i = 0; i < v.size(); i++) v[i] = t.value_as_double((int64_t)i);
     return v;
@@ -130,6 +136,11 @@ bool broadcasts_to(const Shape &s, const Shape &out) {
 
 /** The elements of constant \p t read with numpy broadcasting at every index of \p out. */
 std::vector<double> broadcast_values(const Tensor &t, const Shape &out) {
+    if (t.deferred) {
+        Tensor built = t;
+        build_data(built);
+        return broadcast_values(built, out);
+    }
     int64_t count = 1;
     for (int64_t d : out) count *= d;
     const Shape &s = t.type.shape;
@@ -216,13 +227,14 @@ Match conv_batchnorm(Graph &g, NodeId id) {
     if (!w || !bias) return std::nullopt;
     double eps = attr_float(g, bn, "epsilon");
     int64_t channels = w->type.shape[0], per_channel = w->type.num_elements() / channels;
+    std::vector<double> scale = values(*p[0]), shift = values(*p[1]), mean = values(*p[2]), var = values(*p[3]);
     std::vector<double> wv = values(*w), &b = *bias;
     for (int64_t m = 0; m < channels; m++) {
-        double v = p[3]->value_as_double(m) + eps;
+        double v = var[m] + eps;
         if (!(v > 0)) return std::nullopt;  // BatchNormalization gives NaN; leave it as it is
-        double f = p[0]->value_as_double(m) / std::sqrt(v);
+        double f = scale[m] / std::sqrt(v);
         for (int64_t i = 0; i < per_channel; i++) wv[m * per_channel + i] *= f;
-        b[m] = (b[m] - p[2]->value_as_double(m)) * f + p[1]->value_as_double(m);
+        b[m] = (b[m] - mean[m]) * f + shift[m];
     }
     return refold_conv(g, id, conv->id, &wv, b);
 }
@@ -246,7 +258,8 @@ Match conv_add_bias(Graph &g, NodeId id) {
         if (g.type(add.outputs[0]).shape != out || !is_per_channel(c->type.shape, out)) continue;
         std::optional<std::vector<double>> bias = conv_bias(g, *conv);
         if (!bias) continue;
-        for (size_t m = 0; m < bias->size(); m++) (*bias)[m] += c->value_as_double((int64_t)m);
+        std::vector<double> cv = values(*c);
+        for (size_t m = 0; m < bias->size(); m++) (*bias)[m] += cv[m];
         return refold_conv(g, id, conv->id, nullptr, *bias);
     }
     return std::nullopt;

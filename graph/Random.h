@@ -5,6 +5,7 @@
  * implementation-defined. */
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "graph/DType.h"
@@ -36,6 +37,25 @@ std::vector<uint8_t> random_tensor_data(const TensorType &type, uint64_t seed,
 
 namespace fusor {
 struct Graph;
+struct Tensor;
+struct DeferredData;
+
+/** \p bytes (elements of \p type, row-major) transposed by \p perm (ONNX Transpose semantics);
+ * the new shape goes to *shape_out. */
+std::vector<uint8_t> transpose_bytes(const std::vector<uint8_t> &bytes, const TensorType &type,
+                                     const std::vector<int64_t> &perm, std::vector<int64_t> *shape_out);
+/** Puts \p d in its one form for its bytes: unit dims dropped, dims that stay neighbours merged,
+ * no identity perm. Two deferred tensors of one type then hold equal bytes iff their forms are
+ * equal (or both are one value: deferred_constant). */
+void canonicalize(DeferredData &d);
+/** The bytes \p d stands for. */
+std::vector<uint8_t> deferred_bytes(const DeferredData &d);
+/** Builds \p t's deferred data into Tensor::data; a no-op when it has its data. */
+void build_data(Tensor &t);
+/** When every element of \p d is one value (uniform with low == high, normal with std 0), that
+ * value as the tensor holds it; nullopt otherwise. */
+std::optional<double> deferred_constant(const DeferredData &d);
+
 /** Data for every graph input from one seed: floats uniform in [-1, 1), integers in [0, 9], bools
  * fair; an input with a default (Tensor::data) gets its default. Input i uses its own stream
  * derived from (seed, i), so the same seed gives the same inputs whatever mode or executor

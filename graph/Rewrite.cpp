@@ -5,6 +5,7 @@
 #include <map>
 
 #include "graph/Error.h"
+#include "graph/Random.h"
 
 namespace fusor {
 
@@ -40,6 +41,30 @@ TensorId add_initializer(Graph &g, const std::string &base_name, const TensorTyp
     t.is_initializer = true;
     t.data = std::move(data);
     return g.add_tensor(std::move(t));
+}
+
+TensorId add_rearranged_initializer(Graph &g, TensorId src, const std::string &base_name,
+                                    const std::vector<int64_t> &shape, const std::vector<int64_t> &perm) {
+    Tensor t = g.tensor(src);  // a copy: adding a tensor may reallocate
+    FUSOR_INTERNAL_ASSERT(TensorType({t.type.dtype, shape}).num_elements() == t.type.num_elements()) << base_name;
+    TensorType view{t.type.dtype, shape};
+    std::vector<int64_t> out_shape = shape;
+    if (t.deferred && t.deferred->perm.empty()) {
+        DeferredData d = *t.deferred;
+        d.drawn = view;
+        d.perm = perm;
+        canonicalize(d);
+        for (size_t i = 0; i < perm.size(); i++) out_shape[i] = shape[perm[i]];
+        Tensor out;
+        out.name = unique_tensor_name(g, base_name);
+        out.type = TensorType{t.type.dtype, out_shape};
+        out.is_initializer = true;
+        out.deferred = std::move(d);
+        return g.add_tensor(std::move(out));
+    }
+    build_data(t);
+    std::vector<uint8_t> data = perm.empty() ? std::move(t.data) : transpose_bytes(t.data, view, perm, &out_shape);
+    return add_initializer(g, base_name, TensorType{t.type.dtype, out_shape}, std::move(data));
 }
 
 TensorId add_float_initializer(Graph &g, const std::string &base_name, const TensorType &type,
@@ -149,7 +174,9 @@ NodeId sole_user(const Graph &g, TensorId t) {
 bool is_constant_value(const Graph &g, TensorId t, double v) {
     if (t == kNoTensor) return false;
     const Tensor &x = g.tensor(t);
-    if (!x.is_initializer || x.data.empty()) return false;
+    if (!x.is_initializer) return false;
+    if (x.deferred) return deferred_constant(*x.deferred) == v;
+    if (x.data.empty()) return false;
     for (int64_t i = 0; i < x.type.num_elements(); i++) {
         if (x.value_as_double(i) != v) return false;
     }

@@ -21,6 +21,11 @@ std::string unique_node_name(const Graph &g, const std::string &base);
 TensorId add_tensor(Graph &g, const std::string &base_name);
 /** Adds an initializer holding \p data (raw little-endian bytes of \p type) and returns its id. */
 TensorId add_initializer(Graph &g, const std::string &base_name, const TensorType &type, std::vector<uint8_t> data);
+/** Adds an initializer holding \p src's elements viewed as \p shape (the same count) and then
+ * transposed by \p perm (ONNX Transpose semantics; empty: none). A deferred source whose data
+ * was drawn in order gives a deferred result: no bytes are built. */
+TensorId add_rearranged_initializer(Graph &g, TensorId src, const std::string &base_name,
+                                    const std::vector<int64_t> &shape, const std::vector<int64_t> &perm);
 /** Adds an f32/f64 initializer from doubles (converted to \p type's dtype). */
 TensorId add_float_initializer(Graph &g, const std::string &base_name, const TensorType &type,
                                const std::vector<double> &values);

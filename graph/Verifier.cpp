@@ -6,6 +6,7 @@
 
 #include "graph/Error.h"
 #include "graph/ConstantFolding.h"
+#include "graph/Random.h"
 #include "graph/Rewrite.h"
 #include "graph/ShapeInference.h"
 
@@ -129,7 +130,7 @@ namespace {
 void materialize(Graph &g, TensorId t, const Node &reader, int index, const ConstantEvaluator *eval,
                  std::set<NodeId> &folded) {
     Tensor &tensor = g.tensor(t);
-    if (tensor.is_initializer) return;
+    if (tensor.is_initializer) return build_data(tensor);  // its values are read
     NodeId p = tensor.producer;
     const std::string wanted = g.tensor(reader.inputs[index]).name;
     auto fail = [&](const std::string &why) {
@@ -223,7 +224,7 @@ void verify_graph(const Graph &g) {
             throw UserError(file + "tensor name '" + t.name + "' is defined twice");
         }
         check_tensor_size(t.type, file + "tensor '" + t.name + "'");
-        if (t.is_initializer && t.data.size() != t.type.num_bytes()) {
+        if (t.is_initializer && !t.deferred && t.data.size() != t.type.num_bytes()) {
             throw UserError(file + "initializer '" + t.name + "' has " + std::to_string(t.data.size()) +
                             " bytes of data; " + to_string(t.type) + " needs " + std::to_string(t.type.num_bytes()));
         }

@@ -149,6 +149,7 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
     for (size_t i = 0; i < g_.tensors.size(); i++) {
         const Tensor &t = g_.tensors[i];
         if (!t.is_initializer) continue;
+        FUSOR_INTERNAL_ASSERT(!t.deferred) << "initializer '" << t.name << "' was loaded without its data";
         buffers_[i] = make_buffer(t.type);
         if (!t.data.empty()) std::memcpy(buffers_[i].data(), t.data.data(), t.data.size());
     }

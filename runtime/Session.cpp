@@ -9,10 +9,11 @@
 
 namespace fusor {
 
-Graph load_optimized_model(const std::string &path, const SessionOptions &o, std::vector<PassReport> *reports) {
+Graph load_optimized_model(const std::string &path, const SessionOptions &o, std::vector<PassReport> *reports,
+                           InitializerData data) {
     std::optional<Layout> layout = parse_layout(o.layout);
     if (!layout) throw UserError("layout is '" + o.layout + "'; expected auto, nchw or nhwc");
-    Graph g = load_model(path, &halide_constant_evaluator(), o.shapes);
+    Graph g = load_model(path, &halide_constant_evaluator(), o.shapes, data);
     if (!o.optimize) return g;
     OptimizeOptions oo;
     oo.evaluator = &halide_constant_evaluator();

@@ -24,6 +24,7 @@
 
 #include "Halide.h"
 #include "graph/Graph.h"
+#include "graph/JsonFormat.h"
 #include "graph/OnnxImport.h"
 #include "graph/Optimize.h"
 #include "runtime/Executor.h"
@@ -56,7 +57,8 @@ struct SessionOptions {
 /** Loads a model (.json or .onnx) with \p o.shapes bound and, when \p o.optimize, runs the rewrite
  * passes with Halide constant folding (pass reports to *reports when given). Throws UserError for
  * a missing or malformed file, an unknown layout or a bad shape binding. */
-Graph load_optimized_model(const std::string &path, const SessionOptions &o, std::vector<PassReport> *reports = nullptr);
+Graph load_optimized_model(const std::string &path, const SessionOptions &o, std::vector<PassReport> *reports = nullptr,
+                           InitializerData data = InitializerData::Built);
 
 /** A model compiled once and run many times over caller-owned buffers. Not thread-safe: one run
  * at a time per session (sessions may run concurrently; they share compiled kernels). */

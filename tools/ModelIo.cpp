@@ -65,13 +65,13 @@ Layout layout_flag(const std::string &text) {
 }
 
 Graph load_model_optimized(const std::string &path, bool optimize, const std::string &layout,
-                           std::vector<PassReport> *reports, const InputShapes &shapes) {
+                           std::vector<PassReport> *reports, const InputShapes &shapes, InitializerData data) {
     layout_flag(layout);  // the CLI's wording of a bad --layout
     SessionOptions o;
     o.optimize = optimize;
     o.layout = layout;
     o.shapes = shapes;
-    return load_optimized_model(path, o, reports);
+    return load_optimized_model(path, o, reports, data);
 }
 
 namespace {

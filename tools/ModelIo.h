@@ -19,7 +19,8 @@ namespace fusor::cli {
 /** Loads a model and, unless \p optimize is false, runs the rewrite passes (graph/Optimize.h)
  * with Halide constant folding; the pass reports go to *reports when given. */
 Graph load_model_optimized(const std::string &path, bool optimize, const std::string &layout = "auto",
-                           std::vector<PassReport> *reports = nullptr, const InputShapes &shapes = {});
+                           std::vector<PassReport> *reports = nullptr, const InputShapes &shapes = {},
+                           InitializerData data = InitializerData::Built);
 
 /** Registers the model-loading flags every verb that loads a model shares, today the repeatable
  * `--shape NAME=D1xD2x...` binding an ONNX input's symbolic dims; returns where they land at

@@ -89,7 +89,9 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 std::optional<FusionPlan> plan;
                 if (!plan_file->empty()) plan = load_plan(*plan_file);
                 std::vector<PassReport> passes;
-                Graph fused = load_model_optimized(*model, !*no_optimize, *layout, &passes, shape_bindings(*shapes));
+                // weights are not read unless --devices times the kernels
+                InitializerData data = *devices > 0 ? InitializerData::Built : InitializerData::RandomDeferred;
+                Graph fused = load_model_optimized(*model, !*no_optimize, *layout, &passes, shape_bindings(*shapes), data);
                 // the node count as loaded: what the first pass started from
                 int nodes_loaded = passes.empty() ? (int)fused.nodes.size() : passes.front().nodes_before;
                 Graph unfused = fused;

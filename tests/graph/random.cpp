@@ -3,6 +3,7 @@
 // come out bit-identical on every machine, so a change here changes every model's weights.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -180,4 +181,49 @@ TEST_CASE("random_inputs: one stream per input, reproducible from the seed", "[g
     std::vector<int64_t> k = as<int64_t>(x[2]);
     CHECK(*std::min_element(k.begin(), k.end()) >= 0);
     CHECK(*std::max_element(k.begin(), k.end()) <= 9);
+}
+
+TEST_CASE("random: a deferred tensor's one form draws the same bytes, and moving unit dims is no transpose", "[graph][random]") {
+    // against a plain element-by-element transpose of the drawn bytes
+    auto transposed = [](const std::vector<float> &in, const std::vector<int64_t> &shape, const std::vector<int64_t> &perm) {
+        size_t r = shape.size();
+        std::vector<int64_t> out_shape(r), strides(r, 1);
+        for (size_t i = 0; i < r; i++) out_shape[i] = shape[perm[i]];
+        for (size_t i = r - 1; i-- > 0;) strides[i] = strides[i + 1] * shape[i + 1];
+        std::vector<float> out(in.size());
+        for (size_t o = 0; o < in.size(); o++) {
+            size_t rest = o, src = 0;
+            for (size_t i = r; i-- > 0;) {
+                src += (rest % out_shape[i]) * strides[perm[i]];
+                rest /= out_shape[i];
+            }
+            out[o] = in[src];
+        }
+        return out;
+    };
+    struct Case {
+        std::vector<int64_t> shape, perm;
+    };
+    auto c = GENERATE(Case{{8, 3, 5, 7}, {2, 3, 1, 0}}, Case{{1, 6, 4, 5}, {0, 2, 3, 1}}, Case{{6, 1, 1, 5}, {2, 3, 1, 0}},
+                      Case{{2, 3, 4}, {0, 1, 2}}, Case{{4, 5, 6, 7}, {0, 1, 3, 2}}, Case{{1, 7, 1}, {2, 1, 0}});
+    DeferredData d{RandomSpec{42, "normal", 0.5, 2.0}, TensorType{DType::F32, c.shape}, c.perm};
+    std::vector<uint8_t> drawn = random_tensor_data(d.drawn, 42, "normal", 0.5, 2.0);
+    std::vector<float> values(drawn.size() / 4);
+    std::memcpy(values.data(), drawn.data(), drawn.size());
+    std::vector<float> want = transposed(values, c.shape, c.perm);
+    DeferredData canon = d;
+    canonicalize(canon);
+    for (const DeferredData &form : {d, canon}) {
+        std::vector<uint8_t> got = deferred_bytes(form);
+        REQUIRE(got.size() == want.size() * 4);
+        CHECK(std::memcmp(got.data(), want.data(), got.size()) == 0);
+    }
+    // only dims of size 1 move, or none does: the bytes are drawn in order
+    std::vector<int64_t> moved;
+    for (int64_t p : c.perm) if (c.shape[p] != 1) moved.push_back(p);
+    bool in_order = std::is_sorted(moved.begin(), moved.end());
+    CHECK(canon.perm.empty() == in_order);
+    DeferredData again = canon;
+    canonicalize(again);
+    CHECK(again == canon);
 }

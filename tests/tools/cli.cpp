@@ -1017,3 +1017,28 @@ TEST_CASE("cli: an input with a default may be left out of --inputs, --random fe
     REQUIRE(run_fusor("optimize '" + model + "' -o '" + dir.file("opt.json") + "'").status == 0);
     CHECK(nlohmann::json::parse(slurp(dir.file("opt.json")))["inputs"][1]["default"] == nlohmann::json({3.0, 4.0}));
 }
+
+TEST_CASE("cli: inspect reads no random weight; run names one it cannot allocate", "[tools][cli]") {
+    // an 8 GB random weight under a 2 GB address-space limit
+    TempDir dir;
+    std::ofstream(dir.file("huge.json")) << R"({"format_version": 1, "name": "huge",
+      "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 50000]}],
+      "outputs": [{"name": "y", "dtype": "f32", "shape": [1, 40000]}],
+      "initializers": [{"name": "w", "dtype": "f32", "shape": [50000, 40000], "random": {"seed": 1}}],
+      "nodes": [{"name": "mm", "op": "MatMul", "inputs": ["x", "w"], "outputs": ["h"]},
+                {"name": "relu", "op": "Relu", "inputs": ["h"], "outputs": ["y"]}]})";
+    auto limited = [&](const std::string &verb) {
+        return fusor::test::shell("ulimit -v 2000000 && '" + std::string(FUSOR_BINARY) + "' " + verb + " '" +
+                                      dir.file("huge.json") + "'",
+                                  dir);
+    };
+    Result inspect = limited("inspect --json");
+    INFO(inspect.out);
+    REQUIRE(inspect.status == 0);
+    nlohmann::json report = nlohmann::json::parse(inspect.out.substr(inspect.out.find('{')));
+    CHECK(report["kernels"]["fused"].get<int>() == 1);
+    Result run = limited("run");
+    INFO(run.out);
+    CHECK(run.status == 2);
+    CHECK_THAT(run.out, Contains("huge.json: initializers[0] ('w'): its 8000000000 bytes are more than this process may allocate"));
+}
