@@ -51,6 +51,7 @@
 #endif
 
 #include "bench/Plot.h"
+#include "generators/AutoScheduler.h"
 #include "generators/ConstantEvaluator.h"
 #include "graph/Clustering.h"
 #include "graph/File.h"
@@ -429,7 +430,7 @@ PoolOptions pool_options(int jobs, bool overlap) {
 json retime(const Case &c, const SearchRun &tuned, const SearchRun &random, int rounds, int threads, int jobs, int repeats) {
     std::vector<std::pair<std::string, std::string>> entries = {{"default", ""}};
     for (const std::string a : {"Mullapudi2016", "Adams2019", "Li2018"}) {
-        if (tuned.baselines.count(a)) entries.push_back({a, "autoscheduler " + a + "\n"});
+        if (tuned.baselines.count(a)) entries.push_back({a, autoscheduler_text(a, threads)});
     }
     // each strategy's three best by the tuner's per-schedule ranking (confirm re-timings
     // included): on a shared machine one measurement can be a lucky run, so the strategy's figure

@@ -1,13 +1,14 @@
 #include "generators/AutoScheduler.h"
 
-#include "generators/ApplySchedule.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
+
+#include "generators/ApplySchedule.h"
 
 namespace fusor {
 
@@ -18,12 +19,57 @@ const std::vector<std::string> &autoscheduler_names() {
     return names;
 }
 
-std::string autoscheduler_in(const std::string &schedule) {
+namespace {
+
+constexpr int kMaxAutoschedulerThreads = 1024;
+
+/** The words after "autoscheduler "; empty when the text is not one. */
+std::vector<std::string> autoscheduler_words(const std::string &schedule) {
     const std::string prefix = "autoscheduler ";
-    if (schedule.rfind(prefix, 0) != 0) return "";
-    std::string name = schedule.substr(prefix.size());
-    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-    return name;
+    if (schedule.rfind(prefix, 0) != 0) return {};
+    std::istringstream line(schedule.substr(prefix.size()));
+    std::vector<std::string> words;
+    for (std::string w; line >> w;) words.push_back(w);
+    return words;
+}
+
+/** N of a "threads=N" word, or -1 when the word is not one with N in 1..kMaxAutoschedulerThreads. */
+int threads_word(const std::string &word) {
+    const std::string key = "threads=";
+    if (word.rfind(key, 0) != 0 || word.size() == key.size() || word.size() > key.size() + 4) return -1;
+    std::string digits = word.substr(key.size());
+    if (!std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) return -1;
+    int n = std::stoi(digits);
+    return n >= 1 && n <= kMaxAutoschedulerThreads ? n : -1;
+}
+
+}  // namespace
+
+std::string autoscheduler_in(const std::string &schedule) {
+    std::vector<std::string> words = autoscheduler_words(schedule);
+    return words.empty() ? "" : words[0];
+}
+
+int autoscheduler_threads(const std::string &schedule) {
+    std::vector<std::string> words = autoscheduler_words(schedule);
+    return words.size() == 2 ? std::max(0, threads_word(words[1])) : 0;
+}
+
+std::string autoscheduler_problem(const std::string &schedule) {
+    std::vector<std::string> words = autoscheduler_words(schedule);
+    const auto &known = autoscheduler_names();
+    if (words.empty() || std::find(known.begin(), known.end(), words[0]) == known.end()) {
+        return "unknown autoscheduler '" + (words.empty() ? std::string() : words[0]) + "'";
+    }
+    if (words.size() > 2 || (words.size() == 2 && threads_word(words[1]) < 0)) {
+        return "autoscheduler " + words[0] + ": expected 'threads=N' (N from 1 to " + std::to_string(kMaxAutoschedulerThreads) +
+               ") after the name";
+    }
+    return "";
+}
+
+std::string autoscheduler_text(const std::string &name, int threads) {
+    return "autoscheduler " + name + (threads > 0 ? " threads=" + std::to_string(threads) : "") + "\n";
 }
 
 std::string apply_autoscheduler(LoweredCluster &lc, const std::string &name, const Target &target, int threads) {

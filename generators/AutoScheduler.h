@@ -3,7 +3,7 @@
  * Halide's own autoschedulers (Mullapudi2016, Adams2019, Li2018, loaded as plugins) applied to a
  * lowered cluster: the tuner's baselines and seeds. Their decisions are applied in place (they
  * cannot all be expressed in fusor's schedule form), so such a trial's schedule text is the
- * autoscheduler's name: "autoscheduler Adams2019". Where they can, schedule_from_funcs reads them
+ * autoscheduler's name and the threads it plans for: "autoscheduler Adams2019 threads=1". Where they can, schedule_from_funcs reads them
  * back as a ClusterSchedule, which the tuner measures and mutates like its own. */
 
 #include <optional>
@@ -19,8 +19,17 @@ namespace fusor {
 /** The autoschedulers Halide 14 ships as plugins. */
 const std::vector<std::string> &autoscheduler_names();
 
-/** "autoscheduler <Name>" schedule text -> the name; "" when \p schedule is not one. */
+/** "autoscheduler <Name>[ threads=<N>]" schedule text -> the name; "" when \p schedule is not one. */
 std::string autoscheduler_in(const std::string &schedule);
+/** The threads such a text plans for: N, or 0 (all cores) when it names none or N is not a
+ * whole number from 1 to 1024 (autoscheduler_problem says so). */
+int autoscheduler_threads(const std::string &schedule);
+/** "" when \p schedule, an autoscheduler text, names a known autoscheduler and valid threads;
+ * else what is wrong. */
+std::string autoscheduler_problem(const std::string &schedule);
+/** The schedule text of autoscheduler \p name planning for \p threads cores (0: all cores): what
+ * the tuner measures and stores, so a load applies it with the parallelism it was timed at. */
+std::string autoscheduler_text(const std::string &name, int threads);
 
 /** Loads the plugin (once per process), sets estimates on every input and output from their static
  * shapes, and applies the autoscheduler to \p lc's pipeline for \p target with \p threads cores.

@@ -1,51 +1,88 @@
 #include "generators/ScheduleCluster.h"
 
+#include <map>
+
 #include "generators/ApplySchedule.h"
 #include "generators/AutoScheduler.h"
 #include "generators/DefaultSchedule.h"
 #include "generators/Prepack.h"
 #include "graph/Clustering.h"
+#include "graph/Error.h"
 
 namespace fusor {
 
+namespace {
+
+/** Applies autoscheduler text \p schedule to the extracted cluster \p sub; sets k.tuned or k's reason. */
+void apply_autoscheduler_text(const Graph &sub, const Halide::Target &target, const std::string &schedule, ScheduledCluster &k) {
+    std::string why = autoscheduler_problem(schedule);
+    LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
+    if (why.empty()) {
+        why = apply_autoscheduler(lc, autoscheduler_in(schedule), target, autoscheduler_threads(schedule));
+        k.autoscheduler_failed = !why.empty();
+    }
+    if (!why.empty()) {
+        k.fallback_reason = why;
+        return;
+    }
+    k.lowered = std::move(lc);
+    k.tuned = true;
+}
+
+/** Parses stored text \p schedule and checks it against the extracted cluster \p sub; sets
+ * k.tuned, k.lowered and k.schedule, or k's reason. */
+void apply_stored_text(const Graph &sub, const std::string &schedule, ScheduledCluster &k) {
+    LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
+    std::string error;
+    auto parsed = parse_schedule(schedule, &error);
+    std::string why = parsed ? why_illegal(*parsed, lc) : "unparsable: " + error;
+    if (!why.empty()) {
+        k.fallback_reason = why;
+        return;
+    }
+    k.lowered = std::move(lc);
+    k.schedule = *parsed;
+    k.tuned = true;
+}
+
+/** Makes \p lc, lowered on \p sub (cluster \p c extracted), name the tensors of \p c's graph:
+ * the extracted cluster's inputs and outputs are c's, in order. */
+void rebind(const Graph &sub, const Cluster &c, LoweredCluster &lc) {
+    const Cluster &sc = sub.clusters[0];
+    FUSOR_INTERNAL_ASSERT(sc.inputs.size() == c.inputs.size() && sc.outputs.size() == c.outputs.size()) << "extracted " << c.name;
+    std::map<TensorId, TensorId> to_g;
+    for (size_t i = 0; i < sc.inputs.size(); i++) to_g[sc.inputs[i]] = c.inputs[i];
+    for (size_t i = 0; i < sc.outputs.size(); i++) to_g[sc.outputs[i]] = c.outputs[i];
+    for (TensorId &t : lc.param_tensors) t = to_g.at(t);
+    for (TensorId &t : lc.output_tensors) t = to_g.at(t);
+}
+
+}  // namespace
+
 ScheduledCluster schedule_cluster(const Graph &g, const Cluster &c, const Halide::Target &target,
-                                  const std::string &schedule) {
+                                  const std::string &schedule, const ScheduleOptions &options) {
     ScheduledCluster k;
     // a stored schedule names the stages of the extracted cluster (canonical names)
     Graph sub;
     if (!schedule.empty()) sub = extract_cluster(g, c);
-    if (!autoscheduler_in(schedule).empty()) {
-        // a trial that an autoscheduler won: apply the same (deterministic) autoscheduler here
-        LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
-        std::string why = apply_autoscheduler(lc, autoscheduler_in(schedule), target, 0);
-        if (why.empty()) {
-            k.lowered = lc;
-            k.tuned = true;
-            return k;
+    bool autoscheduled = schedule.rfind("autoscheduler ", 0) == 0;
+    if (autoscheduled) {
+        apply_autoscheduler_text(sub, target, schedule, k);
+        if (k.tuned) {
+            rebind(sub, c, k.lowered);
+            return k;  // applied in place: no schedule of fusor's form, no prepacking
         }
-        k.fallback_reason = why;
     } else if (!schedule.empty()) {
-        LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
-        std::string error;
-        auto parsed = parse_schedule(schedule, &error);
-        std::string why = parsed ? why_illegal(*parsed, lc) : "unparsable: " + error;
-        if (why.empty()) {
-            k.lowered = lc;
-            k.schedule = *parsed;
-            k.tuned = true;
-        } else {
-            k.fallback_reason = why;
-        }
+        apply_stored_text(sub, schedule, k);
     }
+    if (!k.tuned && !schedule.empty() && !options.fallback) return k;
     if (!k.tuned) {
         k.lowered = lower_cluster(g, c, c.name + "_");
         k.schedule = default_schedule(g, c, k.lowered, target);
     }
-    if (k.tuned) {
-        lower_prepacked(sub, sub.clusters[0], "k_", k.schedule, k.lowered);
-    } else {
-        lower_prepacked(g, c, c.name + "_", k.schedule, k.lowered);
-    }
+    if (options.prepack && k.tuned) lower_prepacked(sub, sub.clusters[0], "k_", k.schedule, k.lowered);
+    if (options.prepack && !k.tuned) lower_prepacked(g, c, c.name + "_", k.schedule, k.lowered);
+    if (k.tuned) rebind(sub, c, k.lowered);
     apply_schedule(k.schedule, k.lowered);
     return k;
 }

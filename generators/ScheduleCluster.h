@@ -1,7 +1,8 @@
 #pragma once
 /** \file
- * A cluster lowered and scheduled, ready to compile: the one path by which the JIT executor and
- * the AOT compiler turn a cluster plus an optional stored schedule into a Halide pipeline. */
+ * A cluster lowered and scheduled, ready to compile: the one path by which the JIT executor, the
+ * AOT compiler and the tuner's workers turn a cluster plus a schedule text into a Halide
+ * pipeline, so what a worker times is what a load ships. */
 
 #include <string>
 
@@ -15,14 +16,27 @@ namespace fusor {
 struct ScheduledCluster {
     LoweredCluster lowered;
     ClusterSchedule schedule;     ///< what was applied (empty when an autoscheduler scheduled it)
-    bool tuned = false;           ///< a stored schedule was used
-    std::string fallback_reason;  ///< why a stored schedule was not used; empty otherwise
+    bool tuned = false;           ///< the given schedule text was applied
+    /** why the given text was not applied; empty otherwise. With ScheduleOptions::fallback the
+     * default schedule was applied instead; without, nothing was lowered. */
+    std::string fallback_reason;
+    bool autoscheduler_failed = false;  ///< the reason is the autoscheduler's own failure
 };
 
-/** Lowers cluster \p c of \p g and applies, in order of preference, \p schedule (a stored schedule
- * text of the extracted cluster, whose stage names are canonical; or "autoscheduler <Name>") or the
- * default schedule. An illegal stored schedule falls back to the default and says why. */
+struct ScheduleOptions {
+    /** An illegal or unparsable schedule text falls back to the default schedule (a load); false:
+     * it is returned unlowered with its reason (a tuning candidate, which is then illegal). */
+    bool fallback = true;
+    /** Constant operands the schedule prepacks read prepared buffers made by prepare pipelines (a
+     * load, a timed candidate); false: the kernel packs them per call (a bundle's object). */
+    bool prepack = true;
+};
+
+/** Lowers cluster \p c of \p g and applies \p schedule: a stored schedule text of the extracted
+ * cluster (stage names canonical), "autoscheduler <Name>[ threads=N]" (applied with the
+ * parallelism it names), or "" for the default schedule. The result's param and output tensors
+ * are \p g's, whichever graph it was lowered on. */
 ScheduledCluster schedule_cluster(const Graph &g, const Cluster &c, const Halide::Target &target,
-                                  const std::string &schedule);
+                                  const std::string &schedule, const ScheduleOptions &options = {});
 
 }  // namespace fusor

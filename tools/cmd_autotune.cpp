@@ -53,7 +53,10 @@ std::string progress_text(const AutotuneProgress &p) {
                        trials, best, duration_text(p.elapsed_s), duration_text(p.eta_s), p.last);
 }
 
-/** "90", "90s", "10m" or "1h" in seconds; throws UserError naming the flag otherwise. */
+constexpr double kDefaultBudgetS = 600;        ///< without --trials and --budget
+constexpr double kMaxBudgetS = 7 * 24 * 3600;  ///< a week: a longer budget is a typo, or inf
+
+/** "90", "90s", "10m" or "1h" in seconds, at most a week; throws UserError naming the flag otherwise. */
 double parse_duration(const std::string &text) {
     size_t used = 0;
     double v = -1;
@@ -63,8 +66,8 @@ double parse_duration(const std::string &text) {
     }
     std::string unit = used < text.size() ? text.substr(used) : "s";
     double scale = unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
-    if (v <= 0 || scale < 0 || std::isnan(v)) {
-        throw UserError("--budget is '" + text + "'; expected a positive duration such as 90s, 10m or 1h");
+    if (!(v > 0) || scale < 0 || !(v * scale <= kMaxBudgetS)) {  // NaN and inf fail too
+        throw UserError("--budget is '" + text + "'; expected a positive duration of at most a week (168h), such as 90s, 10m or 1h");
     }
     return v * scale;
 }
@@ -92,7 +95,9 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
     CLI::Option *trials_opt =
         cmd->add_option("--trials", o->trials, "candidates to measure in total, split across distinct clusters by their share of the model's time")
             ->capture_default_str();
-    cmd->add_option("--budget", o->budget, "wall time for the whole search (90s, 10m, 1h); with it, --trials only caps the count");
+    cmd->add_option("--budget", o->budget,
+                    "wall time for the whole search (90s, 10m, 1h; at most a week); with it, --trials only caps the count. "
+                    "Without --trials and --budget: a budget of 10m (bundles: --trials 32)");
     cmd->add_option("--confirm-rounds", o->confirm_rounds,
                     "after each cluster's search, time its 3 best schedules and the default again, side by side, in this many "
                     "rounds (not counted in --trials; 0: off)")
@@ -202,9 +207,16 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 if (!o->export_batch.empty()) prepare_bundle_dir(o->export_batch);
                 TuningDb db(o->db);
                 const std::string &db_name = db.path();  // a URL without its password
+                // neither --trials nor --budget: a budget long enough to search, not a count too
+                // small to (bundles are timed elsewhere: a wall budget means nothing here)
+                bool default_budget = budget_s == 0 && trials_opt->count() == 0 && o->export_batch.empty();
+                if (default_budget) budget_s = kDefaultBudgetS;
                 // with --budget, --trials caps the count only when given
                 ao.trials = budget_s > 0 && trials_opt->count() == 0 ? 1000000 : o->trials;
                 ao.budget_s = budget_s;
+                std::string limit = default_budget ? "budget 10m (default)" : budget_s > 0 ? "budget " + o->budget : "";
+                if (trials_opt->count() || budget_s == 0) limit += (limit.empty() ? "" : ", ") + fmt::format("at most {} trials", o->trials);
+                std::string first_line = fmt::format("autotune {}: {}; trials stored in {}", o->model, limit, db_name);
                 ao.threads = o->threads;
                 ao.jobs = o->jobs;
                 ao.seed = o->seed;
@@ -242,6 +254,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 };
                 if (hooks.progress) ao.progress = hooks.progress;
                 if (hooks.log) ao.log = hooks.log;
+                ao.log(first_line);
                 if (!hooks.stop) std::signal(SIGINT, on_stop_signal), std::signal(SIGTERM, on_stop_signal);
                 auto restore_sigint = [&] {
                     if (!hooks.stop) std::signal(SIGINT, SIG_DFL), std::signal(SIGTERM, SIG_DFL);

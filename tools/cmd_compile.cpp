@@ -16,6 +16,7 @@
 #include "tools/ModelIo.h"
 #include "tuner/Autotune.h"
 #include "tuner/DbSchedules.h"
+#include "tuner/Lookup.h"
 #include "tuner/FusionPlan.h"
 #include "tuner/PlanSearch.h"
 #include "tuner/Signature.h"
@@ -101,7 +102,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                         throw UserError("--autoscheduler is '" + o->autoscheduler + "'; expected Mullapudi2016, Adams2019 or Li2018");
                     }
                     if (!o->db.empty()) throw UserError("compile: --autoscheduler and --db are exclusive");
-                    std::string text = "autoscheduler " + o->autoscheduler + "\n";
+                    std::string text = autoscheduler_text(o->autoscheduler, 0);  // planned for all cores
                     ao.schedule_for = [text](const Graph &, const Cluster &) -> std::optional<std::string> { return text; };
                 }
                 ao.name = name;
@@ -110,34 +111,29 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 ao.out_dir = o->out;
                 nlohmann::json extra = {{"records", nlohmann::json::array()}};
                 if (!o->db.empty()) {
-                    // exact machine first, then the ISA family (as run and bench do, without timing
-                    // here: the library records which record and machine each schedule came from)
+                    // in lookup order (tuner/Lookup.h), without timing here: the library records which
+                    // record and machine each schedule came from
                     if (!database_exists(o->db)) throw UserError("tuning db '" + o->db + "' does not exist");
                     auto db = std::make_shared<TuningDb>(o->db, TuningDb::Mode::ReadOnly);
                     std::string resolved = resolved_target(o->target);
                     std::vector<std::string> plan_warnings;
                     if (plan_file->empty() && !o->unfused) plan_lines = cluster_by_db(g, *db, resolved, &plan_warnings);
                     for (const std::string &w : plan_warnings) fmt::print(stderr, "warning: {}\n", w);
-                    std::string exact = machine_fingerprint(), family = machine_fingerprint(/*family_only=*/true);
-                    bool cuda = target.has_feature(Halide::Target::CUDA);
                     auto records = std::make_shared<nlohmann::json>(nlohmann::json::array());
                     auto misses = std::make_shared<std::map<std::string, std::string>>();  // cluster -> why untuned
-                    ao.schedule_for = [db, resolved, exact, family, records, cuda, misses](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
+                    ao.schedule_for = [db, resolved, records, misses](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
                         std::string sig = cluster_signature(gg, c);
-                        std::optional<Trial> t = db->best(sig, resolved, exact);
-                        if (!t) t = db->best(sig, resolved, family);
-                        // CUDA: then the fastest measured on any GPU (a bundle's imported results,
-                        // fingerprint gpu:<name>|cc:<x.y>; the library records which)
-                        if (!t && cuda) t = db->best(sig, resolved, "gpu:");
-                        if (!t) {
+                        ScheduleChoice choice = choose_schedule(*db, sig, resolved);
+                        if (choice.source == RecordSource::Default) {
                             // a database for other shapes or another target: the default schedule,
                             // never a kernel scheduled for another workload; said once per cluster
-                            misses->emplace(c.name, why_untuned(*db, sig, resolved));
+                            misses->emplace(c.name, choice.why_default);
                             return std::nullopt;
                         }
-                        records->push_back({{"cluster", c.name}, {"signature", sig}, {"record", t->id}, {"fingerprint", t->fingerprint},
-                                            {"median_ms", t->median_ms.value_or(0)}});
-                        return t->schedule;
+                        const Trial &t = choice.best->trial;
+                        records->push_back({{"cluster", c.name}, {"signature", sig}, {"record", t.id}, {"fingerprint", t.fingerprint},
+                                            {"source", source_name(choice.source)}, {"median_ms", choice.best->ms}});
+                        return t.schedule;
                     };
                     // the records are known only after compiling; compile_aot reads build_info_json
                     // after scheduling, so collect them in a first pass over the clusters

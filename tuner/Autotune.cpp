@@ -724,7 +724,8 @@ void TuningRun::seed(size_t i, const std::vector<std::string> &autoschedulers) {
     current_ = i;
     std::vector<Candidate> seeds = {{schedule_key(t.def), t.def, "default", ""}};
     for (const ClusterSchedule &u : t.user) seeds.push_back({schedule_key(u), u, "user", ""});
-    for (const std::string &a : autoschedulers) seeds.push_back({"autoscheduler " + a + "\n", std::nullopt, a, ""});
+    // planned for the threads the candidates are timed with, which the text carries to every load
+    for (const std::string &a : autoschedulers) seeds.push_back({autoscheduler_text(a, opt_.threads), std::nullopt, a, ""});
     seeds.erase(std::remove_if(seeds.begin(), seeds.end(), [&](const Candidate &c) { return t.tried.count(c.key) > 0; }), seeds.end());
     seeds.resize(std::min<size_t>(seeds.size(), opt_.trials - measured_));
     Measured m = measure(t, seeds);

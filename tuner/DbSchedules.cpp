@@ -8,6 +8,7 @@
 
 #include "graph/Error.h"
 #include "tuner/Autotune.h"
+#include "tuner/Lookup.h"
 #include "tuner/Measure.h"
 #include "tuner/PlanSearch.h"
 #include "tuner/Signature.h"
@@ -51,29 +52,26 @@ std::shared_ptr<TuningDb> open_for_lookups(const std::string &db_path) {
 
 ScheduleLookup schedule_lookup(std::shared_ptr<TuningDb> db, const std::string &target, std::vector<std::string> *log,
                                std::vector<std::string> *warnings) {
-    std::string resolved = resolved_target(target), fingerprint = machine_fingerprint();
-    std::string family = machine_fingerprint(/*family_only=*/true);
-    return [db, resolved, fingerprint, family, log, warnings](const Graph &g, const Cluster &c) -> std::optional<std::string> {
+    std::string resolved = resolved_target(target);
+    return [db, resolved, log, warnings](const Graph &g, const Cluster &c) -> std::optional<std::string> {
         auto note = [&](const std::string &line) {
             if (log) log->push_back(c.name + ": " + line);
         };
         std::string sig = cluster_signature(g, c);
-        // lookup order: this exact machine -> same ISA family (re-validated here) -> default
-        // (the best per schedule: the median of its measurements, TuningDb::ranked_schedules)
-        std::vector<RankedSchedule> here = db->ranked_schedules(sig, resolved, fingerprint, 1);
-        if (!here.empty()) {
-            note(fmt::format("tuned schedule {} ({:.3f} ms when measured on this machine, median of {} measurement{})",
-                             here[0].trial.id.substr(0, 12), here[0].ms, here[0].measurements, here[0].measurements == 1 ? "" : "s"));
-            return here[0].trial.schedule;
-        }
-        std::optional<Trial> other = db->best(sig, resolved, family);
-        if (!other) {
-            std::string why = why_untuned(*db, sig, resolved);
-            note("default schedule: " + why);
-            if (warnings) warnings->push_back(c.name + ": " + why);
+        ScheduleChoice choice = choose_schedule(*db, sig, resolved);
+        if (choice.source == RecordSource::Default) {
+            note("default schedule: " + choice.why_default);
+            if (warnings) warnings->push_back(c.name + ": " + choice.why_default);
             return std::nullopt;
         }
-        // a schedule measured on another machine of the same ISA: verify and time it here first
+        const RankedSchedule &here = *choice.best;
+        if (choice.source == RecordSource::ExactMachine) {
+            note(fmt::format("tuned schedule {} ({:.3f} ms when measured on this machine, median of {} measurement{})",
+                             here.trial.id.substr(0, 12), here.ms, here.measurements, here.measurements == 1 ? "" : "s"));
+            return here.trial.schedule;
+        }
+        const Trial *other = &here.trial;
+        // measured on another machine: verify and time it here first
         MeasureJob job;
         job.graph_json = job_graph_json(g, c);
         job.target = resolved;
@@ -85,13 +83,15 @@ ScheduleLookup schedule_lookup(std::shared_ptr<TuningDb> db, const std::string &
         job.schedule.clear();
         MeasureResult mine = measure_here(job);
         bool ok = theirs.status == TrialStatus::Ok && mine.status == TrialStatus::Ok && *theirs.median_ms <= *mine.median_ms * 1.05;
-        note(fmt::format("schedule {} from another machine of this ISA (host {}): re-validated here, {} vs default {}: {}",
-                         other->id.substr(0, 12), other->host,
+        note(fmt::format("schedule {} from {} (host {}): re-validated here, {} vs default {}: {}", other->id.substr(0, 12),
+                         source_name(choice.source), other->host,
                          theirs.median_ms ? fmt::format("{:.3f} ms", *theirs.median_ms) : status_name(theirs.status),
                          mine.median_ms ? fmt::format("{:.3f} ms", *mine.median_ms) : status_name(mine.status),
                          ok ? "used" : "not used"));
         if (!ok) {
-            if (warnings) warnings->push_back(c.name + ": the schedule tuned on another machine of this ISA failed re-validation here");
+            if (warnings) {
+                warnings->push_back(c.name + ": the schedule tuned on " + source_name(choice.source) + " failed re-validation here");
+            }
             return std::nullopt;
         }
         return other->schedule;

@@ -27,6 +27,7 @@
 #include "generators/Lowering.h"
 #include "generators/LowerCluster.h"
 #include "generators/Prepack.h"
+#include "generators/ScheduleCluster.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/File.h"
@@ -319,7 +320,24 @@ Compiled compile_region(const MeasureJob &job, Graph g) {
     return c;
 }
 
-/** Compiles \p job, whose graph_json parses as \p g. */
+/** Maps an autoscheduler's decisions on \p c.lc back into fusor's schedule form, where they map
+ * (c.mapped_schedule, a seed the search mutates), else says why not (c.unmapped). */
+void map_autoscheduled(Compiled &c) {
+    std::string unmapped;
+    if (auto mapped = schedule_from_funcs(c.lc, &unmapped)) {
+        std::string illegal = why_illegal(*mapped, c.lc);
+        if (illegal.empty()) {
+            c.mapped_schedule = to_text(*mapped);
+        } else {
+            c.unmapped = "maps to an illegal schedule: " + illegal;
+        }
+    } else {
+        c.unmapped = unmapped;
+    }
+}
+
+/** Compiles \p job, whose graph_json parses as \p g, through schedule_cluster: the pipeline a
+ * load of the same cluster and schedule text builds. */
 Compiled compile_candidate(const MeasureJob &job, Graph g) {
     if (!job.node_clusters.empty()) return compile_region(job, std::move(g));
     Compiled c;
@@ -328,51 +346,30 @@ Compiled compile_candidate(const MeasureJob &job, Graph g) {
     c.target = parse_target(job.target);
     c.export_mode = !job.export_object.empty();
     if (job.threads > 0) set_num_threads(job.threads);
-    c.lc = lower_cluster(c.g, cluster, "k_");
-    auto t0 = std::chrono::steady_clock::now();
-    std::string autoscheduler = autoscheduler_in(job.schedule);
-    ClusterSchedule sched;
-    if (!autoscheduler.empty()) {
-        // a baseline: Halide's autoscheduler decides, in place (its time counts as compile time)
-        std::string why = apply_autoscheduler(c.lc, autoscheduler, c.target, job.threads);
-        if (!why.empty()) {
-            c.failure = measure_failure(TrialStatus::CompileError, why);
-            return c;
-        }
-        std::string unmapped;
-        if (auto mapped = schedule_from_funcs(c.lc, &unmapped)) {
-            std::string illegal = why_illegal(*mapped, c.lc);
-            if (illegal.empty()) {
-                c.mapped_schedule = to_text(*mapped);
-            } else {
-                c.unmapped = "maps to an illegal schedule: " + illegal;
-            }
-        } else {
-            c.unmapped = unmapped;
-        }
-    } else {
-        if (job.schedule.empty()) {
-            sched = default_schedule(c.g, cluster, c.lc, c.target);
-        } else {
-            std::string error;
-            auto parsed = parse_schedule(job.schedule, &error);
-            if (!parsed) {
-                c.failure = measure_failure(TrialStatus::Illegal, "schedule text: " + error);
-                return c;
-            }
-            sched = *parsed;
-        }
-        std::string why = why_illegal(sched, c.lc);
-        if (!why.empty()) {
-            c.failure = measure_failure(TrialStatus::Illegal, why);
-            return c;
-        }
+    bool autoscheduled = !autoscheduler_in(job.schedule).empty();
+    if (autoscheduled && c.export_mode) {
+        c.failure = measure_failure(TrialStatus::CompileError, "an autoscheduler baseline cannot be exported to a bundle");
+        return c;
     }
+    auto t0 = std::chrono::steady_clock::now();  // an autoscheduler's time counts as compile time
+    ScheduleOptions so;
+    so.fallback = false;
+    // a bundle's harness binds only the cluster's params: an exported kernel packs per call
+    so.prepack = !c.export_mode;
+    ScheduledCluster sc;
     try {
-        // constant operands the schedule prepacks are packed once, before timing, as at load (a
-        // bundle's harness binds only the cluster's params: an exported kernel packs per call)
-        if (autoscheduler.empty() && !c.export_mode) lower_prepacked(c.g, cluster, "k_", sched, c.lc);
-        if (autoscheduler.empty()) apply_schedule(sched, c.lc);
+        sc = schedule_cluster(c.g, cluster, c.target, job.schedule, so);
+    } catch (const Halide::Error &e) {  // the one place a Halide compile error becomes data
+        c.failure = measure_failure(TrialStatus::CompileError, e.what());
+        return c;
+    }
+    if (!sc.fallback_reason.empty()) {
+        c.failure = measure_failure(sc.autoscheduler_failed ? TrialStatus::CompileError : TrialStatus::Illegal, sc.fallback_reason);
+        return c;
+    }
+    c.lc = std::move(sc.lowered);
+    if (autoscheduled) map_autoscheduled(c);
+    try {
         if (c.target.has_feature(Halide::Target::CUDA)) {
             set_cuda_jit_max_registers(job.gpu_max_registers, true);  // the budget ptxas checked, at load
             if (auto stop = cuda_precheck(c, c.resources, t0, job.gpu_max_registers)) {
@@ -381,10 +378,6 @@ Compiled compile_candidate(const MeasureJob &job, Graph g) {
             }
         }
         if (c.export_mode) {
-            if (!autoscheduler.empty()) {
-                c.failure = measure_failure(TrialStatus::CompileError, "an autoscheduler baseline cannot be exported to a bundle");
-                return c;
-            }
             // the kernel as the bundle links it: no runtime (the bundle has one), arguments in
             // the order of the lowering's params, then the outputs
             std::vector<Halide::Argument> args(c.lc.params.begin(), c.lc.params.end());

@@ -6,6 +6,7 @@
 
 #include "graph/Clustering.h"
 #include "graph/Error.h"
+#include "tuner/Lookup.h"
 #include "tuner/Measure.h"
 #include "tuner/Signature.h"
 #include "tuner/TuningDb.h"
@@ -93,19 +94,15 @@ MeasureJob plan_job(const Graph &clustered, const RegionCandidates &rc, size_t k
 
 DbPlans db_plans(const Graph &clustered, const TuningDb &db, const std::string &target, std::vector<std::string> *warnings) {
     DbPlans out;
-    std::string exact = machine_fingerprint(), family = machine_fingerprint(/*family_only=*/true);
     for (const FusionRegion &r : form_regions(clustered)) {
         std::string head = r.nodes.name + " (" + std::to_string(r.clusters.size()) + " cluster(s))";
         if (out.plan.find(r.signature)) {
             out.lines.push_back(head + ": as the region of the same signature before");
             continue;
         }
-        std::optional<PlanRecord> best = db.best_plan(r.signature, target, exact);
-        std::string where = "measured on this machine";
-        if (!best) {
-            best = db.best_plan(r.signature, target, family);
-            where = "measured on a machine of this ISA family";
-        }
+        PlanChoice choice = choose_plan(db, r.signature, target);
+        const std::optional<PlanRecord> &best = choice.best;
+        std::string where = std::string("measured on ") + source_name(choice.source);
         if (!best) {
             out.lines.push_back(head + ": default clusters: the database has no plan of this region for " + target + " on this machine");
             continue;

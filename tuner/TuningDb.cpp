@@ -559,10 +559,11 @@ std::optional<Trial> TuningDb::trial(const std::string &id) const {
 }
 
 std::string schedule_problem(const std::string &text) {
-    std::string name = autoscheduler_in(text);
-    if (!name.empty()) {
+    if (text.rfind("autoscheduler ", 0) == 0) {
         const auto &known = autoscheduler_names();
-        return std::find(known.begin(), known.end(), name) != known.end() ? "" : "unknown autoscheduler " + quote_text(name);
+        std::string name = autoscheduler_in(text);
+        if (std::find(known.begin(), known.end(), name) == known.end()) return "unknown autoscheduler " + quote_text(name);
+        return autoscheduler_problem(text);
     }
     std::string error;
     return parse_schedule(text, &error) ? "" : "does not parse: " + error;

@@ -432,7 +432,8 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
     tune each region's other fusion plans and store their records (False: `--no-plan-search`).
     gpu_max_registers: CUDA targets, registers per thread a candidate may use (docs/cuda.md).
 
-    budget: "90s", "10m", "1h" (or seconds). progress: False (event lines go to the "fusor"
+    budget: "90s", "10m", "1h" (or seconds), at most a week; with neither budget nor trials, 10m.
+    progress: False (event lines go to the "fusor"
     logger), True (the CLI's progress line on stderr and events on stdout), or a callable that
     receives a dict after every measured candidate. Ctrl-C stops after the candidate being timed
     and raises KeyboardInterrupt; every trial measured so far is stored, and running again resumes.

@@ -443,9 +443,12 @@ TEST_CASE("cli: autotune rejects bad input with exit status 2 and leaves databas
     Result target = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --target x86-64-linux-bogus");
     check_one_line_error(target);
     CHECK_THAT(target.err, Contains("x86-64-linux-bogus"));
-    Result budget = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --budget 0");
-    check_one_line_error(budget);
-    CHECK_THAT(budget.err, Contains("--budget"));
+    for (const char *bad : {"0", "-5m", "abc", "10x", "inf", "infinity", "nan", "1e400", "169h", "604801"}) {
+        Result budget = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --budget " + bad);
+        INFO("--budget " << bad);
+        check_one_line_error(budget);
+        CHECK_THAT(budget.err, Contains("--budget is '" + std::string(bad) + "'") && Contains("at most a week"));
+    }
     Result frob = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --autoschedulers Mullapudi2016,Frob");
     check_one_line_error(frob);
     CHECK_THAT(frob.err, Contains("--autoschedulers") && Contains("Frob"));
@@ -1018,7 +1021,7 @@ TEST_CASE("cli: an input with a default may be left out of --inputs, --random fe
     CHECK(nlohmann::json::parse(slurp(dir.file("opt.json")))["inputs"][1]["default"] == nlohmann::json({3.0, 4.0}));
 }
 
-TEST_CASE("cli: inspect reads no random weight; run names one it cannot allocate", "[tools][cli]") {
+TEST_CASE("cli: inspect reads no random weight, and run names one it cannot allocate", "[tools][cli]") {
     // an 8 GB random weight under a 2 GB address-space limit
     TempDir dir;
     std::ofstream(dir.file("huge.json")) << R"({"format_version": 1, "name": "huge",

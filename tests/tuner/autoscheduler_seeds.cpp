@@ -134,3 +134,23 @@ TEST_CASE("autoscheduler seeds: a mapped seed is measured as a fusor schedule wh
     CHECK(li.mapped_schedule.empty());
     CHECK_FALSE(li.unmapped.empty());
 }
+
+TEST_CASE("autoscheduler text: the name and the threads it plans for round-trip, and anything else is a problem", "[tuner][seeds]") {
+    for (int threads : {0, 1, 2, 64, 1024}) {
+        std::string text = autoscheduler_text("Adams2019", threads);
+        INFO(text);
+        CHECK(autoscheduler_in(text) == "Adams2019");
+        CHECK(autoscheduler_threads(text) == threads);
+        CHECK(autoscheduler_problem(text).empty());
+    }
+    CHECK(autoscheduler_text("Li2018", 0) == "autoscheduler Li2018\n");  // the form stored before threads were
+    CHECK(autoscheduler_text("Li2018", 2) == "autoscheduler Li2018 threads=2\n");
+    for (const char *bad : {"autoscheduler Adams2019 threads=0", "autoscheduler Adams2019 threads=1025", "autoscheduler Adams2019 threads=",
+                            "autoscheduler Adams2019 threads=x1", "autoscheduler Adams2019 threads=-1", "autoscheduler Adams2019 2",
+                            "autoscheduler Adams2019 threads=1 threads=2", "autoscheduler Adams2019\nfuse", "autoscheduler Nope",
+                            "autoscheduler "}) {
+        INFO(bad);
+        CHECK_FALSE(autoscheduler_problem(bad).empty());
+        CHECK(autoscheduler_threads(bad) == 0);
+    }
+}

@@ -48,8 +48,11 @@ struct Lowered {
     ClusterSchedule def;
 };
 
+/** \p g's one cluster, extracted (extract_cluster: nodes n0, n1, ... in cluster order), as a
+ * worker and a load see it, with its lowering and default schedule: stage names are canonical. */
 Lowered lower(Graph g, const Halide::Target &target) {
     form_clusters(g);
+    g = extract_cluster(g, g.clusters[0]);
     Lowered l;
     l.lc = lower_cluster(g, g.clusters[0], "k_");
     l.def = default_schedule(g, g.clusters[0], l.lc, target);
@@ -57,8 +60,7 @@ Lowered lower(Graph g, const Halide::Target &target) {
     return l;
 }
 
-/** A worker's job for \p s on the whole one-cluster graph \p g (its own names, so the stage names
- * of the schedule text match). */
+/** A worker's job for \p s on the extracted one-cluster graph \p g. */
 MeasureJob job_of(const Graph &g, const ClusterSchedule &s) {
     MeasureJob job;
     job.graph_json = to_json(g);
@@ -74,9 +76,9 @@ TEST_CASE("cpu space: a dense NCHW conv's default is a register tile of x, two r
     Halide::Target avx2("x86-64-linux-avx-avx2-fma-sse41");
     Lowered l = lower(conv_relu(), avx2);
     REQUIRE(why_illegal(l.def, l.lc) == "");
-    const StageSchedule *out = l.def.find("k_relu");
-    const StageSchedule *acc = l.def.find("k_conv_acc");
-    const StageSchedule *pad = l.def.find("k_conv_pad");
+    const StageSchedule *out = l.def.find("k_n1");
+    const StageSchedule *acc = l.def.find("k_n0_acc");
+    const StageSchedule *pad = l.def.find("k_n0_pad");
     REQUIRE(out);
     REQUIRE(acc);
     REQUIRE(pad);
@@ -104,7 +106,7 @@ TEST_CASE("cpu space: edits of the conv's default reach three-dim tiles and thei
         ClusterSchedule child = mutate(l.lc, i % 8 == 0 ? l.def : cur, VectorUnit{8, 16}, rng);
         INFO(to_text(child));
         REQUIRE(why_illegal(child, l.lc) == "");
-        const StageSchedule *out = child.find("k_relu");
+        const StageSchedule *out = child.find("k_n1");
         REQUIRE(out);
         if (out->tile.size() == 3) tiles.insert(out->tile);
         if (seen.insert(to_text(child)).second && out->tile.size() == 3 && picked.size() < 3) picked.push_back(child);
@@ -113,7 +115,7 @@ TEST_CASE("cpu space: edits of the conv's default reach three-dim tiles and thei
     CHECK(tiles.size() > 5);  // many register tiles over (x, rows, channels) are reached
     // some differ from the default's 8x2x6 in exactly one extent (the neighbour step)
     int neighbours = 0;
-    const std::vector<int> def_tile = l.def.find("k_relu")->tile;
+    const std::vector<int> def_tile = l.def.find("k_n1")->tile;
     for (const std::vector<int> &t : tiles) {
         if (t.size() != def_tile.size()) continue;
         int diff = 0;
@@ -132,12 +134,12 @@ TEST_CASE("cpu space: edits of the conv's default reach three-dim tiles and thei
 TEST_CASE("cpu space: LayerNorm's default tiles rows per parallel task and computes the reference", "[tuner][space]") {
     Lowered l = lower(layernorm(), Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
     REQUIRE(why_illegal(l.def, l.lc) == "");
-    const StageSchedule *out = l.def.find("k_ln");
+    const StageSchedule *out = l.def.find("k_n0");
     REQUIRE(out);
     // 16384 / 96 -> 128 rows, capped so at least 16 tasks remain: 512 / 16 = 32
     CHECK(out->tile == std::vector<int>{96, 32});
     CHECK(out->parallel);
-    for (const char *stage : {"k_ln_sum", "k_ln_var"}) {
+    for (const char *stage : {"k_n0_sum", "k_n0_var"}) {
         const StageSchedule *s = l.def.find(stage);
         REQUIRE(s);
         CHECK(s->at_var == "yi");  // once per row, inside the task's rows
@@ -151,12 +153,12 @@ TEST_CASE("cpu space: storage outside the parallel loop a stage is computed insi
     Lowered l = lower(conv_relu(), Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
     ClusterSchedule s = l.def;
     for (StageSchedule &st : s.stages) {
-        if (st.stage == "k_conv_pad") st.store_root = true;  // computed per row pair, inside the parallel yo
+        if (st.stage == "k_n0_pad") st.store_root = true;  // computed per row pair, inside the parallel yo
     }
-    CHECK_THAT(why_illegal(s, l.lc), Catch::Contains("stage 'k_conv_pad'") && Catch::Contains("outside the parallel loop k_relu.yo"));
+    CHECK_THAT(why_illegal(s, l.lc), Catch::Contains("stage 'k_n0_pad'") && Catch::Contains("outside the parallel loop k_n1.yo"));
     // the same storage without the parallel loop is fine (Halide accepts it: values persist across rows)
     for (StageSchedule &st : s.stages) {
-        if (st.stage == "k_relu") st.parallel = false;
+        if (st.stage == "k_n1") st.parallel = false;
     }
     CHECK(why_illegal(s, l.lc) == "");
     MeasureResult r = measure_here(job_of(l.g, s));
@@ -169,16 +171,16 @@ TEST_CASE("cpu space: storage hoisted over two iterating loops is refused (Halid
     Lowered l = lower(conv_relu(), Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
     ClusterSchedule s = l.def;
     for (StageSchedule &st : s.stages) {
-        if (st.stage == "k_relu") st.parallel = false, st.order = {"zo", "yo"};  // channel tiles outside the rows
+        if (st.stage == "k_n1") st.parallel = false, st.order = {"zo", "yo"};  // channel tiles outside the rows
     }
     REQUIRE(why_illegal(s, l.lc) == "");
     MeasureResult staged = measure_here(job_of(l.g, s));  // the window at yo, stored there: fine
     INFO(staged.error);
     CHECK(staged.status == TrialStatus::Ok);
     for (StageSchedule &st : s.stages) {
-        if (st.stage == "k_conv_pad") st.store_stage = "k_relu", st.store_var = "w";  // hoisted over zo and yo
+        if (st.stage == "k_n0_pad") st.store_stage = "k_n1", st.store_var = "w";  // hoisted over zo and yo
     }
-    CHECK_THAT(why_illegal(s, l.lc), Catch::Contains("stage 'k_conv_pad'") && Catch::Contains("k_relu.zo and .yo"));
+    CHECK_THAT(why_illegal(s, l.lc), Catch::Contains("stage 'k_n0_pad'") && Catch::Contains("k_n1.zo and .yo"));
 }
 
 TEST_CASE("cpu space: tiles that divide a dim are drawn, and no edit unrolls an accumulator past the register file",
@@ -201,8 +203,8 @@ TEST_CASE("cpu space: tiles that divide a dim are drawn, and no edit unrolls an 
     int checked = 0;
     for (int i = 0; i < 600; i++) {
         ClusterSchedule child = mutate(l.lc, i % 8 == 0 ? l.def : cur, unit, rng);
-        const StageSchedule *out = child.find("k_relu");
-        const StageSchedule *acc = child.find("k_conv_acc");
+        const StageSchedule *out = child.find("k_n1");
+        const StageSchedule *acc = child.find("k_n0_acc");
         REQUIRE(out);
         REQUIRE(acc);
         if (!out->tile.empty()) x_tiles.insert(out->tile[0]);
@@ -237,7 +239,7 @@ TEST_CASE("cpu space: edits reach register tiles of an accumulator computed at a
         ClusterSchedule child = mutate(l.lc, i % 8 == 0 ? l.def : cur, unit, rng);
         INFO(to_text(child));
         REQUIRE(why_illegal(child, l.lc) == "");
-        const StageSchedule *acc = child.find("k_conv_acc");
+        const StageSchedule *acc = child.find("k_n0_acc");
         REQUIRE(acc);
         if (acc->level == ComputeLevel::At && !acc->tile.empty()) {
             REQUIRE(acc->tile.size() == 2);

@@ -1,0 +1,55 @@
+#pragma once
+/** \file
+ * The lookup order, written once: which tuned records a model gets on this machine, and why.
+ * `run`, `bench`, `compile`, `inspect --db`, the embedding API and Python reach the database's
+ * schedules and plans only through these functions, and get typed choices, never text to parse. */
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tuner/TuningDb.h"
+
+namespace fusor {
+
+/** Where a chosen record was measured, closest first. */
+enum class RecordSource {
+    ExactMachine,  ///< this machine (its exact fingerprint)
+    IsaFamily,     ///< another machine of this ISA family: a JIT load re-validates it here
+    AnyGpu,        ///< CUDA targets: any GPU (a bundle's imported results, fingerprint gpu:...)
+    Default,       ///< no record: the default schedule or clusters
+};
+
+/** "this machine", "a machine of this ISA family", "a GPU", "default". */
+const char *source_name(RecordSource s);
+
+/** One step of the lookup order: records whose fingerprint matches \p fingerprint (exact, an
+ * "isa:" family, or the "gpu:" prefix; TuningDb::best). */
+struct LookupStep {
+    RecordSource source;
+    std::string fingerprint;
+};
+
+/** This machine, then its ISA family, then, for a CUDA \p target, any GPU; after the last, the default. */
+std::vector<LookupStep> lookup_order(const std::string &target);
+
+struct ScheduleChoice {
+    RecordSource source = RecordSource::Default;
+    std::optional<RankedSchedule> best;  ///< the chosen schedule; absent for Default
+    /** Default: why the database gives this cluster nothing here (why_untuned). */
+    std::string why_default;
+};
+
+/** The best verified schedule of the cluster with signature \p signature on \p target (resolved),
+ * by lookup_order. */
+ScheduleChoice choose_schedule(const TuningDb &db, const std::string &signature, const std::string &target);
+
+struct PlanChoice {
+    RecordSource source = RecordSource::Default;
+    std::optional<PlanRecord> best;  ///< the fastest timed plan of the region; absent for Default
+};
+
+/** The fastest timed plan of region \p region on \p target (resolved), by lookup_order. */
+PlanChoice choose_plan(const TuningDb &db, const std::string &region, const std::string &target);
+
+}  // namespace fusor
