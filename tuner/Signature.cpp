@@ -7,12 +7,19 @@
 
 #include "Halide.h"
 #include "generators/HostTarget.h"
+#include "graph/Clustering.h"
 #include "graph/Printer.h"
 
 namespace fusor {
 
 std::string cluster_signature(const Graph &g, const Cluster &c) {
     return content_hash(canonical_cluster_text(g, c));
+}
+
+std::string model_signature(const Graph &g) {
+    std::vector<NodeId> all(g.nodes.size());
+    for (size_t n = 0; n < all.size(); n++) all[n] = (NodeId)n;
+    return content_hash(canonical_cluster_text(g, make_cluster(g, all, g.consumers())));
 }
 
 std::string machine_fingerprint(bool family_only) {

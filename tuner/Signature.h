@@ -16,6 +16,12 @@ namespace fusor {
  * constant changes it. */
 std::string cluster_signature(const Graph &g, const Cluster &c);
 
+/** The model signature of \p g (optimized, shapes bound, before clustering): content_hash of
+ * canonical_cluster_text over all of its nodes, so the same graph at the same shapes gives the
+ * same signature whatever its node names and weights; a model record (TuningRecords.h) is used
+ * only for a model of its signature. */
+std::string model_signature(const Graph &g);
+
 /** This machine, for provenance and lookups: "cpu:<model name>|isa:<features>" from
  * /proc/cpuinfo and the resolved host target (host_target()). \p family_only drops the model name and keeps the ISA
  * (the "same hardware family" level of lookups). */

@@ -170,6 +170,18 @@ public:
      * \p fingerprint as in best() (ties: the smaller id); nullopt if none. */
     std::optional<PlanRecord> best_plan(const std::string &region, const std::string &target, const std::string &fingerprint) const;
 
+    /** Computes m.id (model_content_id), inserts the model record unless one with that id
+     * exists, commits, and returns the id. DbError naming the field if it breaks model_problem. */
+    std::string add_model(ModelRecord &m);
+    /** The model records of model signature \p model (any target, machine and threads), newest
+     * first (created_at, then id). */
+    std::vector<ModelRecord> models(const std::string &model) const;
+    /** Every model record, ordered by model, target, fingerprint, threads, then id (db list and show). */
+    std::vector<ModelRecord> all_models() const;
+    /** The ids of the trials and plan records \p m references that this database lacks, trials
+     * first, each once, in \p m's order. */
+    std::vector<std::string> missing_references(const ModelRecord &m) const;
+
     /** Writes every workload, trial and plan record as JSON (export_document), sorted, so the same contents
      * give the same bytes; through a temporary file in \p path's folder and a rename, so \p path
      * holds its old bytes or all the new ones. UserError if \p path is this database or one of its

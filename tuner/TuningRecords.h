@@ -96,8 +96,28 @@ struct PlanRecord {
     std::string fingerprint, fusor_version, host, created_at;
 };
 
+/** The tuned model as autotune's end-to-end phase assembled and timed it on one machine
+ * (schema 7; tuner/EndToEnd.h): the plan record applied per region, the trial whose schedule each
+ * cluster of the assembled model runs, and the model's time at its thread count beside the
+ * default's, from one load in interleaved rounds. run, bench, compile, inspect --db and Python
+ * apply it whole when model, target, fingerprint and threads match (tuner/Lookup.h). */
+struct ModelRecord {
+    std::string id;           ///< content hash of every other field; set by TuningDb::add_model
+    std::string model;        ///< model_signature (tuner/Signature.h): the graph with its bound shapes
+    std::string target;       ///< Halide target string with host resolved
+    std::string fingerprint;  ///< machine_fingerprint() of the machine that timed it (exact)
+    int threads = 0;          ///< Halide threads it was timed at, 1 to 1024 (0: all cores)
+    std::vector<std::string> plans;     ///< ids of the plan records applied, sorted; none: the default clusters
+    std::vector<PlanCluster> clusters;  ///< per distinct cluster of the assembled model, by signature: the trial it runs ("" default)
+    double default_ms = 0, tuned_ms = 0;  ///< medians of the interleaved rounds (time_problem)
+    int rounds = 0;                       ///< interleaved rounds, 1 to kMaxRuns
+    double spread = 0;                    ///< the tuned model's spread_of (runtime/Benchmark.h), finite, >= 0
+    // provenance, as a trial's
+    std::string fusor_version, host, created_at;
+};
+
 /** The schema version this fusor writes, in a database (PRAGMA user_version) and in an export. */
-constexpr int kTuningSchemaVersion = 6;
+constexpr int kTuningSchemaVersion = 7;
 /** The oldest version read; records of older versions get their ids recomputed (upgrade_records). */
 constexpr int kOldestTuningSchemaVersion = 1;
 
@@ -149,6 +169,17 @@ std::string plan_clusters_text(const std::vector<PlanCluster> &clusters);
  * "clusters" or "clusters[i]") when \p text is not that form. */
 std::optional<FieldProblem> parse_plan_clusters(const std::string &text, std::vector<PlanCluster> &out);
 
+/** The first rule \p m breaks, or nullopt: model and every plan id of the content-hash form
+ * (is_content_hash), plans sorted and distinct, target and fingerprint non-empty, threads 0 to
+ * 1024, default_ms and tuned_ms passing time_problem, rounds 1 to kMaxRuns, spread finite and
+ * >= 0, every cluster signature non-empty and distinct, every text valid UTF-8, and id the content
+ * hash of the other fields (model_content_id). */
+std::optional<FieldProblem> model_problem(const ModelRecord &m);
+/** Every field of \p m but the id, as one JSON array (docs/tuning_db.md): the text its id hashes. */
+std::string model_content(const ModelRecord &m);
+/** The id a model record gets: content_hash(model_content(m)). */
+std::string model_content_id(const ModelRecord &m);
+
 /** \p text as a short one-line JSON string for an error message: control characters escaped,
  * invalid UTF-8 replaced, cut after 40 bytes ("..."). */
 std::string quote_text(const std::string &text);
@@ -170,7 +201,8 @@ struct TuningRecords {
     std::vector<Workload> workloads;
     std::vector<Trial> trials;
     std::vector<TrialFeatures> features;
-    std::vector<PlanRecord> plans;  ///< schema 6; none in older exports and databases
+    std::vector<PlanRecord> plans;    ///< schema 6; none in older exports and databases
+    std::vector<ModelRecord> models;  ///< schema 7; none in older exports and databases
 };
 
 /** Brings records of schema \p version (1 or 2; each trial passing trial_problem for that
@@ -198,6 +230,13 @@ nlohmann::json plan_to_json(const PlanRecord &p);
 /** A plan object of the current export format (\p where names it in \p file's errors): every
  * field checked with plan_problem; UserError "'<file>': <where>.<field>: <problem>" otherwise. */
 PlanRecord plan_from_json(const nlohmann::json &object, const std::string &file, const std::string &where);
+
+/** \p m as a model object of the current export format (model_from_json reads it back). */
+nlohmann::json model_to_json(const ModelRecord &m);
+
+/** A model object of the current export format (\p where names it in \p file's errors): every
+ * field checked with model_problem; UserError "'<file>': <where>.<field>: <problem>" otherwise. */
+ModelRecord model_from_json(const nlohmann::json &object, const std::string &file, const std::string &where);
 
 /** The records of an export document \p text read from \p file: JSON with format
  * "fusor-tuning-db" and schema_version 1 to kTuningSchemaVersion, every workload, trial and plan
