@@ -123,6 +123,68 @@ void show_plans(const TuningDb &db, const std::string &signature_prefix) {
     }
 }
 
+/** "1 trial", "3 plans". */
+std::string counted(int n, const char *noun) {
+    return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
+/** The ids of \p missing (TuningDb::missing_references of \p m) as "trials a, b, plans c", each
+ * cut to \p width. */
+std::string missing_text(const ModelRecord &m, const std::vector<std::string> &missing, size_t width) {
+    std::string trials, plans;
+    for (const std::string &id : missing) {
+        bool trial = std::any_of(m.clusters.begin(), m.clusters.end(), [&](const PlanCluster &c) { return c.trial == id; });
+        std::string &list = trial ? trials : plans;
+        list += (list.empty() ? "" : ", ") + prefix(id, width);
+    }
+    std::string out = trials.empty() ? "" : "trials " + trials;
+    if (!plans.empty()) out += (out.empty() ? "" : ", ") + std::string("plans ") + plans;
+    return out;
+}
+
+/** A fingerprint's machine part ("cpu:<model name>"), cut to 24 characters, for a column. */
+std::string short_fingerprint(const std::string &fp) {
+    return prefix(fp.substr(0, fp.find('|')), 24);
+}
+
+void list_models(const TuningDb &db) {
+    std::vector<ModelRecord> models = db.all_models();
+    if (models.empty()) return;
+    fmt::print("{:<12}  {:<32} {:<24} {:>7} {:>10} {:>10} {:>7} {:>6}\n", "model", "target", "fingerprint", "threads", "default ms",
+               "tuned ms", "speedup", "rounds");
+    for (const ModelRecord &m : models) {
+        fmt::print("{:<12}  {:<32} {:<24} {:>7} {:>10} {:>10} {:>7} {:>6}\n", prefix(m.model), m.target, short_fingerprint(m.fingerprint),
+                   m.threads, ms(m.default_ms), ms(m.tuned_ms), fmt::format("{:.2f}x", m.default_ms / m.tuned_ms), m.rounds);
+        std::vector<std::string> missing = db.missing_references(m);
+        if (!missing.empty()) fmt::print("  warning: record {}: missing {}\n", prefix(m.id), missing_text(m, missing, 12));
+    }
+}
+
+void show_models(const TuningDb &db, const std::string &signature_prefix) {
+    std::vector<std::string> signatures;
+    for (const ModelRecord &m : db.all_models()) {
+        if (m.model.rfind(signature_prefix, 0) == 0 && (signatures.empty() || signatures.back() != m.model)) signatures.push_back(m.model);
+    }
+    for (const std::string &signature : signatures) {
+        fmt::print("model {}\n", signature);
+        for (const ModelRecord &m : db.models(signature)) {
+            fmt::print("  {:<12}  {} {} threads {}: default {} ms, tuned {} ms ({:.2f}x), {} rounds, spread {:.4f}; {} {} fusor {}\n",
+                       prefix(m.id), m.target, m.fingerprint, m.threads, ms(m.default_ms), ms(m.tuned_ms), m.default_ms / m.tuned_ms,
+                       m.rounds, m.spread, m.created_at, m.host, m.fusor_version);
+            std::string plans;
+            for (const std::string &id : m.plans) plans += (plans.empty() ? " " : ", ") + id;
+            fmt::print("      plans:{}\n", plans.empty() ? " none (the default clusters)" : plans);
+            std::string clusters;
+            for (const PlanCluster &c : m.clusters) {
+                clusters += fmt::format("{} {} -> {}", clusters.empty() ? "" : ",", prefix(c.signature), c.trial.empty() ? "default" : prefix(c.trial));
+            }
+            fmt::print("      clusters (signature -> trial):{}\n", clusters);
+            std::vector<std::string> missing = db.missing_references(m);
+            if (!missing.empty()) fmt::print("      missing: {}\n", missing_text(m, missing, 32));
+        }
+    }
+}
+
 }  // namespace
 
 Verb add_db(CLI::App &app) {
@@ -138,21 +200,23 @@ Verb add_db(CLI::App &app) {
     auto o = std::make_shared<Opts>();
 
     CLI::App *list =
-        cmd->add_subcommand("list", "One line per workload: trials, ok trials, best median; then one per region with plan records");
+        cmd->add_subcommand("list", "One line per workload: trials, ok trials, best median; then one per region with plan records, "
+                          "and one per model record");
     list->add_option("db", o->db, "tuning database")->required();
 
-    CLI::App *show = cmd->add_subcommand("show", "The trials of each workload, then the plan records of each region, oldest first");
+    CLI::App *show = cmd->add_subcommand("show", "The trials of each workload, then the plan records of each region, oldest first, "
+                                                 "then the model records of each model, newest first");
     show->add_option("db", o->db, "tuning database")->required();
     show->add_option("--signature", o->signature,
-                     "only workloads and regions whose signature starts with this prefix");
+                     "only workloads, regions and models whose signature starts with this prefix");
 
     CLI::App *exp =
-        cmd->add_subcommand("export", "Write every workload, trial and plan record as one JSON file");
+        cmd->add_subcommand("export", "Write every workload, trial, plan and model record as one JSON file");
     exp->add_option("db", o->db, "tuning database")->required();
     exp->add_option("-o,--output", o->out, "JSON file to write")->required();
 
     CLI::App *imp =
-        cmd->add_subcommand("import", "Add the workloads, trials and plan records of an exported JSON file");
+        cmd->add_subcommand("import", "Add the workloads, trials, plan and model records of an exported JSON file");
     imp->add_option("db", o->db, "tuning database (created if missing)")->required();
     imp->add_option("json", o->json, "exported JSON file")->required();
 
@@ -162,13 +226,14 @@ Verb add_db(CLI::App &app) {
     impres->add_option("--db", o->db, "tuning database (created if missing)")->required();
 
     CLI::App *merge =
-        cmd->add_subcommand("merge", "Add every workload, trial and plan record of other databases");
+        cmd->add_subcommand("merge", "Add every workload, trial, plan and model record of other databases");
     merge->add_option("--into", o->into, "tuning database to add to (created if missing)")
         ->required();
     merge->add_option("sources", o->sources, "databases to read")->required();
 
     CLI::App *prune =
-        cmd->add_subcommand("prune", "Delete failed trials and every measurement of all but the best schedules, and likewise plan records");
+        cmd->add_subcommand("prune", "Delete failed trials and every measurement of all but the best schedules, and likewise plan records; "
+                                  "what a model record references stays");
     prune->add_option("db", o->db, "tuning database")->required();
     prune->add_option("--keep", o->keep, "schedules kept per workload and machine fingerprint (ranked by the median of their measurements; all their ok trials stay), "
                                          "and plan texts per region and fingerprint (ranked by their best time; all their records stay)")
@@ -198,6 +263,7 @@ Verb add_db(CLI::App &app) {
                                    w.target, ts.size(), ok, ms(best), first_line(w.canonical_text));
                     }
                     list_plans(db);
+                    list_models(db);
                     return 0;
                 }
                 if (quality->parsed()) {
@@ -248,6 +314,7 @@ Verb add_db(CLI::App &app) {
                         }
                     }
                     show_plans(db, o->signature);
+                    show_models(db, o->signature);
                     return 0;
                 }
                 if (exp->parsed()) {
@@ -259,9 +326,10 @@ Verb add_db(CLI::App &app) {
                 if (imp->parsed()) {
                     TuningRecords records = read_export_file(o->json);  // checked whole before the database is opened
                     return with_db_for_writing(o->db, [&](TuningDb &db) {
-                        int plans = 0;
-                        int added = db.import_records(records, &plans);
-                        fmt::print("{}: {} trials and {} plans added to {}\n", o->json, added, plans, db.path());
+                        int plans = 0, models = 0;
+                        int added = db.import_records(records, &plans, &models);
+                        fmt::print("{}: {}, {} and {} added to {}\n", o->json, counted(added, "trial"), counted(plans, "plan"),
+                                   counted(models, "model"), db.path());
                         return 0;
                     });
                 }
@@ -287,9 +355,10 @@ Verb add_db(CLI::App &app) {
                     for (const std::string &src : o->sources) scratch.merge_from(src);
                     return with_db_for_writing(o->into, [&](TuningDb &db) {
                         for (const std::string &src : o->sources) {
-                            int plans = 0;
-                            int added = db.merge_from(src, &plans);
-                            fmt::print("{}: {} trials and {} plans added to {}\n", redact_location(src), added, plans, db.path());
+                            int plans = 0, models = 0;
+                            int added = db.merge_from(src, &plans, &models);
+                            fmt::print("{}: {}, {} and {} added to {}\n", redact_location(src), counted(added, "trial"),
+                                       counted(plans, "plan"), counted(models, "model"), db.path());
                         }
                         return 0;
                     });
@@ -298,7 +367,7 @@ Verb add_db(CLI::App &app) {
                     TuningDb db = open_existing(o->db, TuningDb::Mode::ReadWrite);
                     int plans = 0;
                     int deleted = db.prune(o->keep, &plans);
-                    fmt::print("{}: {} trials and {} plans deleted\n", db.path(), deleted, plans);
+                    fmt::print("{}: {} and {} deleted\n", db.path(), counted(deleted, "trial"), counted(plans, "plan"));
                     return 0;
                 }
                 return 2;

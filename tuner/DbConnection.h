@@ -104,6 +104,8 @@ std::string measurement_columns_sql(const Dialect &d, const std::string &separat
 std::string features_table_sql(const Dialect &d);
 /** The table schema 6 added: plan, with its index on (region, target). */
 std::string plan_table_sql(const Dialect &d);
+/** The table schema 7 added: model, with its index on (model). */
+std::string model_table_sql(const Dialect &d);
 
 /** The passwords of a database URL as written in it (user info, password= parameters): what
  * redact_location cuts, for an engine to scrub from messages that echo them. */
@@ -124,9 +126,11 @@ std::vector<Trial> read_all_trials(Connection &c, int version = kTuningSchemaVer
 std::vector<TrialFeatures> read_all_features(Connection &c);
 /** Every plan record, ordered by region, target, then id, read with the record rules. */
 std::vector<PlanRecord> read_all_plans(Connection &c);
+/** Every model record, ordered by model, target, fingerprint, threads, then id, read with the record rules. */
+std::vector<ModelRecord> read_all_models(Connection &c);
 /** The records insert_records added. */
 struct Added {
-    int trials = 0, plans = 0;
+    int trials = 0, plans = 0, models = 0;
 };
 /** Inserts records (already checked) inside the caller's transaction; a record whose key is
  * present is skipped. */

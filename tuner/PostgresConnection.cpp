@@ -335,11 +335,15 @@ private:
     void add_plan_table() {
         exec(created(plan_table_sql(kPostgresDialect)), context(*this, "cannot migrate"));
     }
+    /** 6 -> 7: the model table, empty; trials, plans and ids unchanged. */
+    void add_model_table() {
+        exec(created(model_table_sql(kPostgresDialect)), context(*this, "cannot migrate"));
+    }
     struct MigrationStep {
         int from;  ///< the version this step starts from; it leaves from + 1
         void (PostgresConnection::*run)();
     };
-    static constexpr MigrationStep kMigrations[] = {{5, &PostgresConnection::add_plan_table}};
+    static constexpr MigrationStep kMigrations[] = {{5, &PostgresConnection::add_plan_table}, {6, &PostgresConnection::add_model_table}};
     static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kTuningSchemaVersion - kOldestPostgresVersion,
                   "one migration step per version, here as well as in SqliteConnection.cpp");
 
@@ -361,7 +365,8 @@ private:
 
     void check_writable() {
         std::string ok = query_text("SELECT has_table_privilege('trial', 'INSERT') AND has_table_privilege('workload', 'INSERT') AND "
-                                    "has_table_privilege('trial_features', 'INSERT') AND has_table_privilege('plan', 'INSERT')");
+                                    "has_table_privilege('trial_features', 'INSERT') AND has_table_privilege('plan', 'INSERT') AND "
+                                    "has_table_privilege('model', 'INSERT')");
         if (ok != "t") {
             throw DbError(context(*this, "cannot write") + ": role '" + query_text("SELECT current_user") +
                           "' has no INSERT privilege on its tables (a read-only role can run, bench, compile and inspect, not write)");

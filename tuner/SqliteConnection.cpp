@@ -293,7 +293,8 @@ private:
     void check_schema_objects() {
         static const std::set<std::pair<std::string, std::string>> kOwn = {
             {"table", "workload"},      {"table", "trial"},      {"table", "trial_features"},
-            {"table", "plan"},          {"index", "trial_workload"}, {"index", "plan_region"}};
+            {"table", "plan"},          {"table", "model"},          {"index", "trial_workload"},
+            {"index", "plan_region"},   {"index", "model_model"}};
         SqliteQuery s(db_, "SELECT type, name FROM sqlite_master ORDER BY type, name", context(*this, "cannot read"));
         while (s.step()) {
             std::string type = s.text(0), name = s.text(1);
@@ -334,7 +335,7 @@ private:
      * rules, upgraded (upgrade_records) and written into the new tables (the current ones, so
      * 3 -> 4 finds its columns there). */
     void retype_and_rehash() {
-        TuningRecords r{read_all_workloads(*this, 2), read_all_trials(*this, 2), {}, {}};
+        TuningRecords r{read_all_workloads(*this, 2), read_all_trials(*this, 2), {}, {}, {}};
         upgrade_records(r, 2, [&](size_t i, const FieldProblem &p) { malformed(*this, "trial " + quote_text(r.trials[i].id), p); });
         exec("DROP TABLE trial; DROP TABLE workload;", context(*this, "cannot migrate"));
         exec(tables_sql(kSqliteDialect), context(*this, "cannot migrate"));
@@ -365,6 +366,13 @@ private:
         }
         exec("PRAGMA user_version = 6", context(*this, "cannot migrate"));
     }
+    /** 6 -> 7: the model table, empty; trials, plans and ids unchanged. */
+    void add_model_table() {
+        if (query_int("SELECT count(*) FROM sqlite_master WHERE name = 'model'", context(*this, "cannot migrate")) == 0) {
+            exec(model_table_sql(kSqliteDialect), context(*this, "cannot migrate"));
+        }
+        exec("PRAGMA user_version = 7", context(*this, "cannot migrate"));
+    }
     struct MigrationStep {
         int from;  ///< the version this step starts from; it leaves from + 1
         void (SqliteConnection::*run)();
@@ -373,7 +381,8 @@ private:
                                                     {2, &SqliteConnection::retype_and_rehash},
                                                     {3, &SqliteConnection::add_measurement_columns},
                                                     {4, &SqliteConnection::add_features_table},
-                                                    {5, &SqliteConnection::add_plan_table}};
+                                                    {5, &SqliteConnection::add_plan_table},
+                                                    {6, &SqliteConnection::add_model_table}};
     static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kTuningSchemaVersion - kOldestTuningSchemaVersion,
                   "one migration step per version");
 
@@ -394,6 +403,7 @@ private:
         read_all_trials(*this);
         read_all_features(*this);
         read_all_plans(*this);
+        read_all_models(*this);
     }
 };
 

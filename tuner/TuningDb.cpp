@@ -3,7 +3,7 @@
  *   - tables_sql: the one table definition, typed, whose CHECK constraints spell the record rules
  *     of tuner/TuningRecords.h (time_problem's bounds, the statuses) in SQL; each engine creates it
  *     in its dialect.
- *   - read_trial / read_workload / read_features / read_plan: every row read goes through the record rules, so
+ *   - read_trial / read_workload / read_features / read_plan / read_model: every row read goes through the record rules, so
  *     a file written by an older fusor or edited by hand cannot hand a bad time to the ranking or
  *     an export.
  *   - the TuningDb methods: each query written once, with ?N parameters, in SQL both engines run;
@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cfloat>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -66,6 +68,10 @@ std::string trial_columns(int version) {
 /** The plan table's columns, in read_plan's order. */
 constexpr const char *kPlanColumns = "id, region, target, plan, clusters, ms, error, strategy, fingerprint, fusor_version, host, created_at";
 
+/** The model table's columns, in read_model's order. */
+constexpr const char *kModelColumns = "id, model, target, fingerprint, threads, plans, clusters, default_ms, tuned_ms, rounds, spread, "
+                                      "fusor_version, host, created_at";
+
 /** Matches a trial's fingerprint against the lookup argument ?3: equal, or, for a family
  * fingerprint "isa:...", the trial's fingerprint ends with "|" followed by it, or, for a GPU
  * lookup "gpu:..." (e.g. "gpu:" for any GPU), the trial's fingerprint starts with it. */
@@ -84,6 +90,9 @@ std::string trial_record(const std::string &id) {
 }
 std::string plan_record(const std::string &id) {
     return "plan " + quote_text(id);
+}
+std::string model_record(const std::string &id) {
+    return "model " + quote_text(id);
 }
 
 /** A time column: NULL or a number (a file without typed tables may hold text or a blob). */
@@ -177,6 +186,42 @@ PlanRecord read_plan(const Connection &c, const Query &s) {
     return p;
 }
 
+/** A column that must hold a number (a NULL or text is malformed). */
+double read_number(const Connection &c, const Query &s, int col, const std::string &record, const char *field) {
+    std::optional<double> v = read_time(c, s, col, record, field);
+    if (!v) malformed(c, record, {field, "is NULL"});
+    return *v;
+}
+/** A column that must hold an integer an int holds (the record rules then bound it). */
+int read_int(const Connection &c, const Query &s, int col, const std::string &record, const char *field) {
+    std::optional<int64_t> v = read_count(c, s, col, record, field);
+    if (!v) malformed(c, record, {field, "is NULL"});
+    if (*v < INT_MIN || *v > INT_MAX) malformed(c, record, {field, std::to_string(*v) + " is out of range"});
+    return (int)*v;
+}
+
+/** A model row (kModelColumns) checked with model_problem. */
+ModelRecord read_model(const Connection &c, const Query &s) {
+    ModelRecord m;
+    m.id = s.text(0);
+    std::string record = model_record(m.id);
+    m.model = s.text(1);
+    m.target = s.text(2);
+    m.fingerprint = s.text(3);
+    m.threads = read_int(c, s, 4, record, "threads");
+    if (std::optional<FieldProblem> problem = parse_model_plans(s.text(5), m.plans)) malformed(c, record, *problem);
+    if (std::optional<FieldProblem> problem = parse_plan_clusters(s.text(6), m.clusters)) malformed(c, record, *problem);
+    m.default_ms = read_number(c, s, 7, record, "default_ms");
+    m.tuned_ms = read_number(c, s, 8, record, "tuned_ms");
+    m.rounds = read_int(c, s, 9, record, "rounds");
+    m.spread = read_number(c, s, 10, record, "spread");
+    m.fusor_version = s.text(11);
+    m.host = s.text(12);
+    m.created_at = s.text(13);
+    if (std::optional<FieldProblem> problem = model_problem(m)) malformed(c, record, *problem);
+    return m;
+}
+
 /** The rows of a query on \p columns ("SELECT <columns> <rest>") with ?1.. bound to \p args, each
  * read by \p read. */
 template <class Row, class Read>
@@ -191,6 +236,11 @@ std::vector<Row> select_rows(Connection &c, const char *columns, const std::stri
 /** The plan records of a query on kPlanColumns. */
 std::vector<PlanRecord> select_plans(Connection &c, const std::string &rest, const std::vector<std::string> &args) {
     return select_rows<PlanRecord>(c, kPlanColumns, rest, args, [](Connection &cc, const Query &q) { return read_plan(cc, q); });
+}
+
+/** The model records of a query on kModelColumns. */
+std::vector<ModelRecord> select_models(Connection &c, const std::string &rest, const std::vector<std::string> &args) {
+    return select_rows<ModelRecord>(c, kModelColumns, rest, args, [](Connection &cc, const Query &q) { return read_model(cc, q); });
 }
 
 /** The trials of a query on kTrialColumns. */
@@ -215,6 +265,15 @@ void insert_plan(Query &s, const PlanRecord &p, int &added) {
     added += s.run();
 }
 
+void insert_model(Query &s, const ModelRecord &m, int &added) {
+    s.reset();
+    s.bind(1, m.id).bind(2, m.model).bind(3, m.target).bind(4, m.fingerprint).bind(5, std::optional<int64_t>(m.threads));
+    s.bind(6, model_plans_text(m.plans)).bind(7, plan_clusters_text(m.clusters)).bind(8, std::optional<double>(m.default_ms));
+    s.bind(9, std::optional<double>(m.tuned_ms)).bind(10, std::optional<int64_t>(m.rounds)).bind(11, std::optional<double>(m.spread));
+    s.bind(12, m.fusor_version).bind(13, m.host).bind(14, m.created_at);
+    added += s.run();
+}
+
 /** Checks records (ids computed) with the record rules, then adds them in one transaction. */
 Added insert_all(Connection &c, const TuningRecords &r, const char *action) {
     FUSOR_INTERNAL_ASSERT(!c.read_only()) << "a write to tuning db '" << c.name() << "', opened read-only";
@@ -232,6 +291,9 @@ Added insert_all(Connection &c, const TuningRecords &r, const char *action) {
     }
     for (const PlanRecord &p : r.plans) {
         if (std::optional<FieldProblem> problem = plan_problem(p)) refuse(plan_record(p.id), *problem);
+    }
+    for (const ModelRecord &m : r.models) {
+        if (std::optional<FieldProblem> problem = model_problem(m)) refuse(model_record(m.id), *problem);
     }
     Transaction tx(c, context(c, action));
     Added added = insert_records(c, r);
@@ -291,6 +353,29 @@ CREATE INDEX plan_region ON plan (region, target);
 )sql", d);
 }
 
+std::string model_table_sql(const Dialect &d) {
+    char max[32];
+    std::snprintf(max, sizeof(max), "%.17g", DBL_MAX);
+    return with_text_type(std::string(R"sql(
+CREATE TABLE model (
+    id             TEXT NOT NULL PRIMARY KEY CHECK ()sql") + d.id_pattern + R"sql(),
+    model          TEXT NOT NULL,
+    target         TEXT NOT NULL CHECK (target <> ''),
+    fingerprint    TEXT NOT NULL CHECK (fingerprint <> ''),
+    threads        INTEGER NOT NULL CHECK (threads >= 0 AND threads <= 1024),
+    plans          TEXT NOT NULL,
+    clusters       TEXT NOT NULL,
+    default_ms     )sql" + d.real + " NOT NULL CHECK " + time_check_sql("default_ms") + R"sql(,
+    tuned_ms       )sql" + d.real + " NOT NULL CHECK " + time_check_sql("tuned_ms") + R"sql(,
+    rounds         INTEGER NOT NULL CHECK (rounds >= 1 AND rounds <= )sql" + std::to_string(kMaxRuns) + R"sql(),
+    spread         )sql" + d.real + " NOT NULL CHECK (spread >= 0 AND spread <= " + max + R"sql(),
+    fusor_version  TEXT NOT NULL,
+    host           TEXT NOT NULL,
+    created_at     TEXT NOT NULL))sql" + d.table_end + R"sql(
+CREATE INDEX model_model ON model (model);
+)sql", d);
+}
+
 std::string tables_sql(const Dialect &d) {
     std::string statuses;
     for (TrialStatus s : all_statuses()) statuses += std::string(statuses.empty() ? "" : ", ") + "'" + status_name(s) + "'";
@@ -320,7 +405,7 @@ CREATE TABLE trial (
     )sql" + measurement_columns_sql(d, ",\n    ") + R"sql(,
     CHECK (min_ms <= median_ms AND median_ms <= max_ms AND min_ms <= max_ms))sql" + d.table_end + R"sql(
 CREATE INDEX trial_workload ON trial (signature, target);
-)sql", d) + features_table_sql(d) + plan_table_sql(d);
+)sql", d) + features_table_sql(d) + plan_table_sql(d) + model_table_sql(d);
 }
 
 std::vector<Workload> read_all_workloads(Connection &c, int version) {
@@ -348,6 +433,10 @@ std::vector<PlanRecord> read_all_plans(Connection &c) {
     return select_plans(c, "FROM plan ORDER BY region, target, id", {});
 }
 
+std::vector<ModelRecord> read_all_models(Connection &c) {
+    return select_models(c, "FROM model ORDER BY model, target, fingerprint, threads, id", {});
+}
+
 Added insert_records(Connection &c, const TuningRecords &r) {
     std::unique_ptr<Query> iw = c.prepare("INSERT INTO workload (signature, target, canonical_text) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
                                           context(c, "cannot insert a workload into"));
@@ -373,6 +462,10 @@ Added insert_records(Connection &c, const TuningRecords &r) {
                                               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING",
                                           context(c, "cannot insert a plan into"));
     for (const PlanRecord &p : r.plans) insert_plan(*ip, p, added.plans);
+    std::unique_ptr<Query> im = c.prepare(std::string("INSERT INTO model (") + kModelColumns +
+                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT DO NOTHING",
+                                          context(c, "cannot insert a model into"));
+    for (const ModelRecord &m : r.models) insert_model(*im, m, added.models);
     return added;
 }
 
@@ -479,12 +572,12 @@ bool TuningDb::is_url() const {
 }
 
 void TuningDb::add_workload(const Workload &w) {
-    insert_all(*impl_->c, {{w}, {}, {}, {}}, "cannot add a workload to");
+    insert_all(*impl_->c, {{w}, {}, {}, {}, {}}, "cannot add a workload to");
 }
 
 std::string TuningDb::add_trial(Trial &t, const std::optional<TrialFeatures> &features) {
     t.id = trial_content_id(t);
-    TuningRecords r{{}, {t}, {}, {}};
+    TuningRecords r{{}, {t}, {}, {}, {}};
     if (features) {
         r.features.push_back(*features);
         r.features.back().trial_id = t.id;
@@ -495,7 +588,7 @@ std::string TuningDb::add_trial(Trial &t, const std::optional<TrialFeatures> &fe
 
 std::string TuningDb::add_plan(PlanRecord &p) {
     p.id = plan_content_id(p);
-    insert_all(*impl_->c, {{}, {}, {}, {p}}, "cannot add a plan to");
+    insert_all(*impl_->c, {{}, {}, {}, {p}, {}}, "cannot add a plan to");
     return p.id;
 }
 
@@ -518,6 +611,36 @@ std::optional<PlanRecord> TuningDb::best_plan(const std::string &region, const s
                                                  {region, target, fingerprint});
     if (timed.empty()) return std::nullopt;
     return *std::min_element(timed.begin(), timed.end(), faster_plan);
+}
+
+std::string TuningDb::add_model(ModelRecord &m) {
+    m.id = model_content_id(m);
+    insert_all(*impl_->c, {{}, {}, {}, {}, {m}}, "cannot add a model to");
+    return m.id;
+}
+
+std::vector<ModelRecord> TuningDb::models(const std::string &model) const {
+    return select_models(*impl_->c, "FROM model WHERE model = ?1 ORDER BY created_at DESC, id", {model});
+}
+
+std::vector<ModelRecord> TuningDb::all_models() const {
+    return read_all_models(*impl_->c);
+}
+
+std::vector<std::string> TuningDb::missing_references(const ModelRecord &m) const {
+    Connection &c = *impl_->c;
+    std::unique_ptr<Query> trial = c.prepare("SELECT 1 FROM trial WHERE id = ?1", context(c, "cannot read"));
+    std::unique_ptr<Query> plan = c.prepare("SELECT 1 FROM plan WHERE id = ?1", context(c, "cannot read"));
+    std::vector<std::string> out;
+    auto check = [&](Query &q, const std::string &id) {
+        if (id.empty() || std::find(out.begin(), out.end(), id) != out.end()) return;
+        q.reset();
+        q.bind(1, id);
+        if (!q.step()) out.push_back(id);
+    };
+    for (const PlanCluster &cl : m.clusters) check(*trial, cl.trial);
+    for (const std::string &id : m.plans) check(*plan, id);
+    return out;
 }
 
 std::vector<FeaturedTrial> TuningDb::featured_trials(const std::string &fingerprint, int version) const {
@@ -653,13 +776,14 @@ std::vector<std::string> TuningDb::tried_schedules(const std::string &signature,
 void TuningDb::export_json(const std::string &path) const {
     if (!impl_->url && impl_->c->name() != ":memory:") refuse_overwriting(impl_->c->name(), path);
     Connection &c = *impl_->c;
-    write_file_atomically(path, export_document({read_all_workloads(c), read_all_trials(c), {}, read_all_plans(c)}));
+    write_file_atomically(path, export_document({read_all_workloads(c), read_all_trials(c), {}, read_all_plans(c), read_all_models(c)}));
 }
 
 namespace {
-/** \p added's trials, with its plans in \p plans_added when given. */
-int trials_added(const Added &added, int *plans_added) {
+/** \p added's trials, with its plans and models in \p plans_added and \p models_added when given. */
+int trials_added(const Added &added, int *plans_added, int *models_added) {
     if (plans_added) *plans_added = added.plans;
+    if (models_added) *models_added = added.models;
     return added.trials;
 }
 }  // namespace
@@ -681,12 +805,12 @@ TuningRecords read_export_file(const std::string &path) {
     return r;
 }
 
-int TuningDb::import_records(const TuningRecords &records, int *plans_added) {
-    return trials_added(insert_all(*impl_->c, records, "cannot import into"), plans_added);
+int TuningDb::import_records(const TuningRecords &records, int *plans_added, int *models_added) {
+    return trials_added(insert_all(*impl_->c, records, "cannot import into"), plans_added, models_added);
 }
 
-int TuningDb::import_json(const std::string &path, int *plans_added) {
-    return import_records(read_export_file(path), plans_added);
+int TuningDb::import_json(const std::string &path, int *plans_added, int *models_added) {
+    return import_records(read_export_file(path), plans_added, models_added);
 }
 
 int TuningDb::add_all(const std::vector<Workload> &workloads, std::vector<Trial> &trials) {
@@ -697,17 +821,17 @@ int TuningDb::add_all(const std::vector<Workload> &workloads, std::vector<Trial>
 int TuningDb::add_all(const std::vector<Workload> &workloads, std::vector<Trial> &trials, std::vector<PlanRecord> &plans) {
     for (Trial &t : trials) t.id = trial_content_id(t);
     for (PlanRecord &p : plans) p.id = plan_content_id(p);
-    return insert_all(*impl_->c, {workloads, trials, {}, plans}, "cannot add to").trials;
+    return insert_all(*impl_->c, {workloads, trials, {}, plans, {}}, "cannot add to").trials;
 }
 
-int TuningDb::merge_from(const std::string &other_path, int *plans_added) {
+int TuningDb::merge_from(const std::string &other_path, int *plans_added, int *models_added) {
     TuningRecords r;
     {
         TuningDb other(other_path, Mode::ReadOnly);  // checked, and migrated in memory if older
         Connection &o = *other.impl_->c;
-        r = {read_all_workloads(o), read_all_trials(o), read_all_features(o), read_all_plans(o)};  // ordered: the merge is deterministic
+        r = {read_all_workloads(o), read_all_trials(o), read_all_features(o), read_all_plans(o), read_all_models(o)};  // ordered: deterministic
     }
-    return trials_added(insert_all(*impl_->c, r, "cannot merge into"), plans_added);
+    return trials_added(insert_all(*impl_->c, r, "cannot merge into"), plans_added, models_added);
 }
 
 namespace {
@@ -757,6 +881,12 @@ std::vector<std::string> doomed_plans(const std::vector<PlanRecord> &plans, int 
     return doomed;
 }
 
+/** \p ids without those in \p kept. */
+std::vector<std::string> without(std::vector<std::string> ids, const std::set<std::string> &kept) {
+    ids.erase(std::remove_if(ids.begin(), ids.end(), [&](const std::string &id) { return kept.count(id) > 0; }), ids.end());
+    return ids;
+}
+
 /** Runs \p sql (a DELETE with ?1) once per id; returns the rows deleted. */
 int delete_each(Connection &c, const char *sql, const std::vector<std::string> &ids) {
     std::unique_ptr<Query> del = c.prepare(sql, context(c, "cannot prune"));
@@ -778,10 +908,15 @@ int TuningDb::prune(int keep_best, int *plans_deleted) {
     FUSOR_INTERNAL_ASSERT(!c.read_only()) << "prune of tuning db '" << c.name() << "', opened read-only";
     Transaction tx(c, context(c, "cannot prune"));
     // by id: a record another tuner commits meanwhile is not among the doomed, so it stays
-    std::vector<std::string> trials = doomed_trials(c, keep_best);
+    std::set<std::string> referenced;  // by a model record: kept
+    for (const ModelRecord &m : read_all_models(c)) {
+        for (const PlanCluster &cl : m.clusters) referenced.insert(cl.trial);
+        referenced.insert(m.plans.begin(), m.plans.end());
+    }
+    std::vector<std::string> trials = without(doomed_trials(c, keep_best), referenced);
     int deleted = delete_each(c, "DELETE FROM trial WHERE id = ?1", trials);
     delete_each(c, "DELETE FROM trial_features WHERE trial_id = ?1", trials);
-    int plans = delete_each(c, "DELETE FROM plan WHERE id = ?1", doomed_plans(read_all_plans(c), keep_best));
+    int plans = delete_each(c, "DELETE FROM plan WHERE id = ?1", without(doomed_plans(read_all_plans(c), keep_best), referenced));
     tx.commit();
     if (plans_deleted) *plans_deleted = plans;
     return deleted;

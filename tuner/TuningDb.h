@@ -182,30 +182,32 @@ public:
      * first, each once, in \p m's order. */
     std::vector<std::string> missing_references(const ModelRecord &m) const;
 
-    /** Writes every workload, trial and plan record as JSON (export_document), sorted, so the same contents
+    /** Writes every workload, trial, plan and model record as JSON (export_document), sorted, so the same contents
      * give the same bytes; through a temporary file in \p path's folder and a rename, so \p path
      * holds its old bytes or all the new ones. UserError if \p path is this database or one of its
      * -wal, -shm or -journal files, or cannot be written. */
     void export_json(const std::string &path) const;
-    /** Adds the workloads, trials and plan records of an exported JSON file (parse_export: an
-     * export of an older schema gets its ids recomputed); returns trials added, and sets
-     * \p plans_added when given (duplicates by id are skipped, so importing twice changes
-     * nothing). A malformed file throws UserError naming the file and the field, and nothing is
-     * inserted. */
-    int import_json(const std::string &path, int *plans_added = nullptr);
+    /** Adds the workloads, trials, plan and model records of an exported JSON file (parse_export:
+     * an export of an older schema gets its ids recomputed); returns trials added, and sets
+     * \p plans_added and \p models_added when given (duplicates by id are skipped, so importing
+     * twice changes nothing). A malformed file throws UserError naming the file and the field,
+     * and nothing is inserted. */
+    int import_json(const std::string &path, int *plans_added = nullptr, int *models_added = nullptr);
     /** import_json's second half: adds \p records (read_export_file) in one transaction. */
-    int import_records(const TuningRecords &records, int *plans_added = nullptr);
-    /** Adds every workload, trial, trial's features and plan record of another database (a file
-     * or a URL), opened with Mode::ReadOnly (so checked as the constructor checks, an older
+    int import_records(const TuningRecords &records, int *plans_added = nullptr, int *models_added = nullptr);
+    /** Adds every workload, trial, trial's features, plan and model record of another database (a
+     * file or a URL), opened with Mode::ReadOnly (so checked as the constructor checks, an older
      * version migrated in memory, a missing file refused), in one transaction; deterministic and
-     * idempotent. Returns trials added, and sets \p plans_added when given. */
-    int merge_from(const std::string &other_path, int *plans_added = nullptr);
+     * idempotent. Returns trials added, and sets \p plans_added and \p models_added when given. */
+    int merge_from(const std::string &other_path, int *plans_added = nullptr, int *models_added = nullptr);
     /** Deletes failed trials (status != ok) and, per workload and fingerprint, the ok trials of
      * every schedule but the \p keep_best best by rank_schedules (all measurements of a kept
      * schedule are kept; ok trials of a schedule with a wrong-result trial go too), with their
      * features. Deletes plan records without a time and, per region, target and fingerprint, the
      * records of every plan text but the \p keep_best with the smallest best ms (ties: the
-     * smaller id of that best record; all records of a kept text are kept). In one transaction.
+     * smaller id of that best record; all records of a kept text are kept). A trial or plan
+     * record that a model record references is kept whatever its rank; model records are never
+     * deleted. In one transaction.
      * Returns trials deleted, and sets \p plans_deleted when given. UserError if \p keep_best < 1
      * (0 would delete every trial, the best included). */
     int prune(int keep_best, int *plans_deleted = nullptr);

@@ -1,9 +1,9 @@
 /** \file
  * Tuning records: the rules, the ids, and the export format. Map:
- *   - time_problem / trial_problem / plan_problem: the record rules, written once; the database's schema
- *     (TuningDb.cpp) spells the same bounds in SQL from kMaxTimeMs and all_statuses().
- *   - trial_content / trial_content_id, plan_content / plan_content_id: the serializations the
- *     ids hash.
+ *   - time_problem / trial_problem / plan_problem / model_problem: the record rules, written once; the
+ *     database's schema (TuningDb.cpp) spells the same bounds in SQL from kMaxTimeMs and all_statuses().
+ *   - trial_content / trial_content_id, plan_content / plan_content_id, model_content /
+ *     model_content_id: the serializations the ids hash.
  *   - upgrade_records: ids of schema versions 1 and 2 (legacy hash) recomputed, parents first.
  *   - JsonPath / JsonReader / parse_export: the export reader; every error names the file and the
  *     field, a JSON syntax or number error included (JsonPath follows the parser).
@@ -12,8 +12,10 @@
 
 #include <cctype>
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +28,10 @@ namespace {
 constexpr const char *kExportFormat = "fusor-tuning-db";
 /** The first schema version whose export holds "plans". */
 constexpr int kPlanVersion = 6;
+/** The first schema version whose export holds "models". */
+constexpr int kModelVersion = 7;
+/** The most Halide threads a model record holds. */
+constexpr int kMaxThreads = 1024;
 
 /** A double as the shortest text that reads back to it: "100", "0.25", "1e+09", "inf". */
 std::string number_text(double v) {
@@ -85,6 +91,35 @@ template <typename J> J plan_object(const PlanRecord &p) {
             {"fusor_version", p.fusor_version},
             {"host", p.host},
             {"created_at", p.created_at}};
+}
+
+/** \p m as an object of the export format (every field). */
+template <typename J> J model_object(const ModelRecord &m) {
+    return {{"id", m.id},
+            {"model", m.model},
+            {"target", m.target},
+            {"fingerprint", m.fingerprint},
+            {"threads", m.threads},
+            {"plans", J(m.plans)},
+            {"clusters", clusters_json<J>(m.clusters)},
+            {"default_ms", m.default_ms},
+            {"tuned_ms", m.tuned_ms},
+            {"rounds", m.rounds},
+            {"spread", m.spread},
+            {"fusor_version", m.fusor_version},
+            {"host", m.host},
+            {"created_at", m.created_at}};
+}
+
+/** Reads a JSON array of strings (plan ids) into \p out. */
+std::optional<FieldProblem> plan_ids_from_json(const nlohmann::json &j, std::vector<std::string> &out) {
+    if (!j.is_array()) return FieldProblem{"plans", "expected an array of plan ids"};
+    out.clear();
+    for (size_t i = 0; i < j.size(); i++) {
+        if (!j[i].is_string()) return FieldProblem{"plans[" + std::to_string(i) + "]", "expected a string"};
+        out.push_back(j[i].get<std::string>());
+    }
+    return std::nullopt;
 }
 
 /** Reads a JSON array of [signature, trial] pairs of strings into \p out. */
@@ -201,6 +236,20 @@ public:
         if (!v.is_number_integer()) fail(dotted(where, key), "expected an integer or null");
         return v.get<int64_t>();
     }
+    double number(const nlohmann::json &obj, const char *key, const std::string &where) const {
+        const nlohmann::json &v = field(obj, key, where);
+        if (!v.is_number()) fail(dotted(where, key), "expected a number");
+        return v.get<double>();
+    }
+    /** An integer that an int holds (the record rules then bound it). */
+    int integer(const nlohmann::json &obj, const char *key, const std::string &where) const {
+        const nlohmann::json &v = field(obj, key, where);
+        if (!v.is_number_integer()) fail(dotted(where, key), "expected an integer");
+        bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= (uint64_t)INT_MAX
+                                           : v.get<int64_t>() >= INT_MIN && v.get<int64_t>() <= INT_MAX;
+        if (!fits) fail(dotted(where, key), v.dump() + " is out of range");
+        return v.get<int>();
+    }
     const nlohmann::json &array(const nlohmann::json &obj, const char *key) const {
         const nlohmann::json &v = field(obj, key, "");
         if (!v.is_array()) fail(key, "expected an array");
@@ -271,6 +320,37 @@ PlanRecord parse_plan_record(const JsonReader &r, const nlohmann::json &o, const
     return p;
 }
 
+/** A model object at \p where, every field checked (model_problem). */
+ModelRecord parse_model_record(const JsonReader &r, const nlohmann::json &o, const std::string &where) {
+    if (!o.is_object()) r.fail(where, "expected an object");
+    ModelRecord m;
+    m.id = r.text(o, "id", where);
+    m.model = r.text(o, "model", where);
+    m.target = r.text(o, "target", where);
+    m.fingerprint = r.text(o, "fingerprint", where);
+    m.threads = r.integer(o, "threads", where);
+    if (std::optional<FieldProblem> p = plan_ids_from_json(r.field(o, "plans", where), m.plans)) r.fail(where + "." + p->field, p->problem);
+    if (std::optional<FieldProblem> c = clusters_from_json(r.field(o, "clusters", where), m.clusters)) r.fail(where + "." + c->field, c->problem);
+    m.default_ms = r.number(o, "default_ms", where);
+    m.tuned_ms = r.number(o, "tuned_ms", where);
+    m.rounds = r.integer(o, "rounds", where);
+    m.spread = r.number(o, "spread", where);
+    m.fusor_version = r.text(o, "fusor_version", where);
+    m.host = r.text(o, "host", where);
+    m.created_at = r.text(o, "created_at", where);
+    if (std::optional<FieldProblem> problem = model_problem(m)) r.fail(where + "." + problem->field, problem->problem);
+    return m;
+}
+
+/** The array \p key of an export of schema \p version, which holds it from version \p since on
+ * (required) and not before (refused); nullptr before \p since. */
+const nlohmann::json *records_since(const JsonReader &r, const nlohmann::json &doc, int version, int since, const char *key,
+                                    const char *records) {
+    if (version >= since) return &r.array(doc, key);
+    if (doc.contains(key)) r.fail(key, "an export of schema_version " + std::to_string(version) + " has no " + records);
+    return nullptr;
+}
+
 /** The document's schema_version: an integer from kOldestTuningSchemaVersion to the current. */
 int parse_version(const JsonReader &r, const nlohmann::json &doc) {
     const nlohmann::json &v = r.field(doc, "schema_version", "");
@@ -293,10 +373,9 @@ std::optional<FieldProblem> text_problem(std::initializer_list<std::pair<const c
     return std::nullopt;
 }
 
-/** The cluster rules of a plan record: at least one, each with a non-empty signature and valid
- * UTF-8 texts. */
+/** The cluster rules of plan and model records: each with a non-empty signature and valid UTF-8
+ * texts. */
 std::optional<FieldProblem> clusters_problem(const std::vector<PlanCluster> &clusters) {
-    if (clusters.empty()) return FieldProblem{"clusters", "no clusters"};
     for (size_t i = 0; i < clusters.size(); i++) {
         std::string field = "clusters[" + std::to_string(i) + "]";
         if (clusters[i].signature.empty()) return FieldProblem{field, "the signature is empty"};
@@ -432,6 +511,7 @@ std::optional<FieldProblem> plan_problem(const PlanRecord &p) {
     } else if (p.error.empty()) {
         return FieldProblem{"error", "is empty, but ms is absent (a plan record without a time says why)"};
     }
+    if (p.clusters.empty()) return FieldProblem{"clusters", "no clusters"};
     if (std::optional<FieldProblem> c = clusters_problem(p.clusters)) return c;
     std::optional<FieldProblem> text = text_problem(
         {{"id", &p.id}, {"region", &p.region}, {"target", &p.target}, {"plan", &p.plan}, {"error", &p.error}, {"strategy", &p.strategy},
@@ -464,6 +544,63 @@ std::optional<FieldProblem> parse_plan_clusters(const std::string &text, std::ve
     nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return FieldProblem{"clusters", "not JSON: " + quote_text(text)};
     return clusters_from_json(j, out);
+}
+
+std::optional<FieldProblem> model_problem(const ModelRecord &m) {
+    if (!is_content_hash(m.model)) return FieldProblem{"model", quote_text(m.model) + " is not a model signature (32 lowercase hex digits)"};
+    for (size_t i = 0; i < m.plans.size(); i++) {
+        std::string field = "plans[" + std::to_string(i) + "]";
+        if (!is_content_hash(m.plans[i])) return FieldProblem{field, quote_text(m.plans[i]) + " is not a plan id (32 lowercase hex digits)"};
+        if (i > 0 && m.plans[i] <= m.plans[i - 1]) return FieldProblem{field, "is not after plans[" + std::to_string(i - 1) + "] (sorted, distinct)"};
+    }
+    if (m.target.empty()) return FieldProblem{"target", "is empty"};
+    if (m.fingerprint.empty()) return FieldProblem{"fingerprint", "is empty"};
+    if (m.threads < 0 || m.threads > kMaxThreads) {
+        return FieldProblem{"threads", std::to_string(m.threads) + " is not a thread count from 0 to " + std::to_string(kMaxThreads)};
+    }
+    if (std::optional<std::string> p = time_problem(m.default_ms)) return FieldProblem{"default_ms", *p};
+    if (std::optional<std::string> p = time_problem(m.tuned_ms)) return FieldProblem{"tuned_ms", *p};
+    if (m.rounds < 1 || m.rounds > kMaxRuns) {
+        return FieldProblem{"rounds", std::to_string(m.rounds) + " is not a count of rounds from 1 to " + std::to_string(kMaxRuns)};
+    }
+    if (!std::isfinite(m.spread) || m.spread < 0) return FieldProblem{"spread", number_text(m.spread) + " is not a finite number >= 0"};
+    if (std::optional<FieldProblem> c = clusters_problem(m.clusters)) return c;
+    std::set<std::string> signatures;
+    for (size_t i = 0; i < m.clusters.size(); i++) {
+        if (!signatures.insert(m.clusters[i].signature).second) {
+            return FieldProblem{"clusters[" + std::to_string(i) + "]", "signature " + quote_text(m.clusters[i].signature) + " is listed twice"};
+        }
+    }
+    std::optional<FieldProblem> text = text_problem({{"id", &m.id}, {"target", &m.target}, {"fingerprint", &m.fingerprint},
+                                                     {"fusor_version", &m.fusor_version}, {"host", &m.host}, {"created_at", &m.created_at}});
+    if (text) return text;
+    std::string expected = model_content_id(m);
+    if (m.id != expected) {
+        return FieldProblem{"id", quote_text(m.id) + " is not the content hash of the model record (expected " + quote_text(expected) +
+                                      "); the record was edited or is corrupt"};
+    }
+    return std::nullopt;
+}
+
+std::string model_content(const ModelRecord &m) {
+    nlohmann::json j = nlohmann::json::array({m.model, m.target, m.fingerprint, m.threads, m.plans, clusters_json<nlohmann::json>(m.clusters),
+                                              m.default_ms, m.tuned_ms, m.rounds, m.spread, m.fusor_version, m.host, m.created_at});
+    // invalid UTF-8 replaced rather than thrown: model_problem refuses such a record by its field
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string model_content_id(const ModelRecord &m) {
+    return content_hash(model_content(m));
+}
+
+std::string model_plans_text(const std::vector<std::string> &plans) {
+    return nlohmann::json(plans).dump();
+}
+
+std::optional<FieldProblem> parse_model_plans(const std::string &text, std::vector<std::string> &out) {
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return FieldProblem{"plans", "not JSON: " + quote_text(text)};
+    return plan_ids_from_json(j, out);
 }
 
 void upgrade_records(TuningRecords &r, int version, const std::function<void(size_t, const FieldProblem &)> &fail) {
@@ -521,6 +658,14 @@ PlanRecord plan_from_json(const nlohmann::json &o, const std::string &file, cons
     return parse_plan_record(JsonReader(file), o, where);
 }
 
+nlohmann::json model_to_json(const ModelRecord &m) {
+    return model_object<nlohmann::json>(m);
+}
+
+ModelRecord model_from_json(const nlohmann::json &o, const std::string &file, const std::string &where) {
+    return parse_model_record(JsonReader(file), o, where);
+}
+
 nlohmann::json parse_json_naming_field(const std::string &text, const std::string &file) {
     JsonPath path;
     try {
@@ -552,12 +697,12 @@ TuningRecords parse_export(const std::string &text, const std::string &file) {
     for (size_t i = 0; i < out.workloads.size() && version < 3; i++) {  // a legacy signature that was not its text's hash
         if (std::optional<FieldProblem> p = workload_problem(out.workloads[i])) r.fail("workloads[" + std::to_string(i) + "]." + p->field, p->problem);
     }
-    if (version < kPlanVersion) {
-        if (doc.contains("plans")) r.fail("plans", "an export of schema_version " + std::to_string(version) + " has no plan records");
-        return out;
+    if (const nlohmann::json *jp = records_since(r, doc, version, kPlanVersion, "plans", "plan records")) {
+        for (size_t i = 0; i < jp->size(); i++) out.plans.push_back(parse_plan_record(r, (*jp)[i], "plans[" + std::to_string(i) + "]"));
     }
-    const nlohmann::json &jp = r.array(doc, "plans");
-    for (size_t i = 0; i < jp.size(); i++) out.plans.push_back(parse_plan_record(r, jp[i], "plans[" + std::to_string(i) + "]"));
+    if (const nlohmann::json *jm = records_since(r, doc, version, kModelVersion, "models", "model records")) {
+        for (size_t i = 0; i < jm->size(); i++) out.models.push_back(parse_model_record(r, (*jm)[i], "models[" + std::to_string(i) + "]"));
+    }
     return out;
 }
 
@@ -567,7 +712,8 @@ std::string export_document(const TuningRecords &r) {
              {"schema_version", kTuningSchemaVersion},
              {"workloads", J::array()},
              {"trials", J::array()},
-             {"plans", J::array()}};
+             {"plans", J::array()},
+             {"models", J::array()}};
     for (const Workload &w : r.workloads) {
         std::optional<FieldProblem> p = workload_problem(w);
         FUSOR_INTERNAL_ASSERT(!p) << "workload '" << w.signature << "' exported with " << p->field << ": " << p->problem;
@@ -582,6 +728,11 @@ std::string export_document(const TuningRecords &r) {
         std::optional<FieldProblem> problem = plan_problem(p);
         FUSOR_INTERNAL_ASSERT(!problem) << "plan record '" << p.id << "' exported with " << problem->field << ": " << problem->problem;
         doc["plans"].push_back(plan_object<J>(p));
+    }
+    for (const ModelRecord &m : r.models) {
+        std::optional<FieldProblem> problem = model_problem(m);
+        FUSOR_INTERNAL_ASSERT(!problem) << "model record '" << m.id << "' exported with " << problem->field << ": " << problem->problem;
+        doc["models"].push_back(model_object<J>(m));
     }
     return doc.dump(1) + "\n";
 }

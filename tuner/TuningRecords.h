@@ -1,6 +1,6 @@
 #pragma once
 /** \file
- * The records of the tuning database as plain data: workloads, trials and plan records, the rules
+ * The records of the tuning database as plain data: workloads, trials, plan and model records, the rules
  * every stored record keeps, their content-hash ids, and the export format's reader and writer
  * (docs/tuning_db.md). No SQLite and no Halide: TuningDb (tuner/TuningDb.h) stores these records,
  * and the fuzzer tests/fuzz/db_import_fuzzer.cpp drives parse_export alone. */
@@ -106,7 +106,7 @@ struct ModelRecord {
     std::string model;        ///< model_signature (tuner/Signature.h): the graph with its bound shapes
     std::string target;       ///< Halide target string with host resolved
     std::string fingerprint;  ///< machine_fingerprint() of the machine that timed it (exact)
-    int threads = 0;          ///< Halide threads it was timed at, 1 to 1024 (0: all cores)
+    int threads = 0;          ///< Halide threads it was timed at, 0 to 1024 (0: all cores)
     std::vector<std::string> plans;     ///< ids of the plan records applied, sorted; none: the default clusters
     std::vector<PlanCluster> clusters;  ///< per distinct cluster of the assembled model, by signature: the trial it runs ("" default)
     double default_ms = 0, tuned_ms = 0;  ///< medians of the interleaved rounds (time_problem)
@@ -179,6 +179,11 @@ std::optional<FieldProblem> model_problem(const ModelRecord &m);
 std::string model_content(const ModelRecord &m);
 /** The id a model record gets: content_hash(model_content(m)). */
 std::string model_content_id(const ModelRecord &m);
+/** \p plans as the compact JSON array of ids that the model table's plans column holds. */
+std::string model_plans_text(const std::vector<std::string> &plans);
+/** Reads model_plans_text's form from \p text into \p out; nullopt, or the problem (field "plans"
+ * or "plans[i]") when \p text is not that form. */
+std::optional<FieldProblem> parse_model_plans(const std::string &text, std::vector<std::string> &out);
 
 /** \p text as a short one-line JSON string for an error message: control characters escaped,
  * invalid UTF-8 replaced, cut after 40 bytes ("..."). */
@@ -195,7 +200,7 @@ struct TrialFeatures {
 /** The first rule \p f breaks, or nullopt: version >= 1, at least one value, every value finite. */
 std::optional<FieldProblem> features_problem(const TrialFeatures &f);
 
-/** Workloads, trials and plans, as an export holds them and a database stores them; a database
+/** Workloads, trials, plans and models, as an export holds them and a database stores them; a database
  * also holds the trials' features (an export has none). */
 struct TuningRecords {
     std::vector<Workload> workloads;
@@ -239,16 +244,17 @@ nlohmann::json model_to_json(const ModelRecord &m);
 ModelRecord model_from_json(const nlohmann::json &object, const std::string &file, const std::string &where);
 
 /** The records of an export document \p text read from \p file: JSON with format
- * "fusor-tuning-db" and schema_version 1 to kTuningSchemaVersion, every workload, trial and plan
- * record checked (trial_problem, plan_problem; ids verified) and those of older versions upgraded
- * (upgrade_records). "plans" is required from version 6 on and refused before it. Anything else
- * throws UserError naming \p file and the field, e.g. "'e.json': trials[3].median_ms: ...",
- * "plans[0].ms: ...", malformed JSON included. */
+ * "fusor-tuning-db" and schema_version 1 to kTuningSchemaVersion, every workload, trial, plan and
+ * model record checked (trial_problem, plan_problem, model_problem; ids verified) and those of
+ * older versions upgraded (upgrade_records). "plans" is required from version 6 on and refused
+ * before it; "models" likewise from version 7. Anything else throws UserError naming \p file and
+ * the field, e.g. "'e.json': trials[3].median_ms: ...", "plans[0].ms: ...", "models[0].tuned_ms:
+ * ...", malformed JSON included. */
 TuningRecords parse_export(const std::string &text, const std::string &file);
 
 /** The export document of \p r, in the order given (TuningDb::export_json sorts): what
- * parse_export reads back unchanged. InternalError if a trial or a plan record breaks the record
- * rules. */
+ * parse_export reads back unchanged. InternalError if a trial, a plan or a model record breaks
+ * the record rules. */
 std::string export_document(const TuningRecords &r);
 
 }  // namespace fusor

@@ -25,6 +25,10 @@ bool same(const fusor::TuningRecords &a, const fusor::TuningRecords &b) {
     for (size_t i = 0; i < a.plans.size(); i++) {
         if (a.plans[i].id != b.plans[i].id || fusor::plan_content(a.plans[i]) != fusor::plan_content(b.plans[i])) return false;
     }
+    if (a.models.size() != b.models.size()) return false;
+    for (size_t i = 0; i < a.models.size(); i++) {
+        if (a.models[i].id != b.models[i].id || fusor::model_content(a.models[i]) != fusor::model_content(b.models[i])) return false;
+    }
     return true;
 }
 
