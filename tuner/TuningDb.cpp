@@ -371,7 +371,7 @@ CREATE TABLE model (
     spread         )sql" + d.real + " NOT NULL CHECK (spread >= 0 AND spread <= " + max + R"sql(),
     fusor_version  TEXT NOT NULL,
     host           TEXT NOT NULL,
-    created_at     TEXT NOT NULL))sql" + d.table_end + R"sql(
+    created_at     TEXT NOT NULL)sql" + d.table_end + R"sql(
 CREATE INDEX model_model ON model (model);
 )sql", d);
 }

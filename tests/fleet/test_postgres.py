@@ -3,6 +3,7 @@ writing at once, kill -9 and resume, merges both ways, the same library from eit
 read-only role, a lost connection, and bad URLs."""
 import collections
 import filecmp
+import json
 import os
 import re
 import signal
@@ -124,7 +125,8 @@ def test_merge_both_ways_gives_identical_records(pg, tmp_path):
     assert filecmp.cmp(tmp_path / "icu.json", exports[1], shallow=False)
     # merging again adds nothing
     r = cli("db", "merge", "--into", db, a, b)
-    assert r.returncode == 0 and "0 trials and 0 plans added" in r.stdout and not re.search(r"[1-9]\d* (trials|plans)", r.stdout)
+    assert r.returncode == 0 and "0 trials, 0 plans and 0 models added" in r.stdout, r.stdout
+    assert not re.search(r"[1-9]\d* (trials?|plans?|models?)", r.stdout)
 
 
 def data_db(name):
@@ -137,15 +139,19 @@ def test_plan_records_import_merge_show_and_prune_alike_on_either_engine(pg, tmp
     files = str(tmp_path / "files.db")
     for into in (db, files):
         r = cli("db", "import", into, fixture)
-        assert r.returncode == 0 and "27 trials and 4 plans added" in r.stdout, r.stdout + r.stderr
-    export(db, str(tmp_path / "pg.json"))
-    assert filecmp.cmp(tmp_path / "pg.json", fixture, shallow=False)  # the same records, ordered alike
+        assert r.returncode == 0 and "27 trials, 4 plans and 0 models added" in r.stdout, r.stdout + r.stderr
+    # the same records, ordered alike, as an export of version 7 (no model records)
+    with open(fixture) as f:
+        expected = json.load(f)
+    expected["schema_version"] = 7
+    expected["models"] = []
+    assert export(db, str(tmp_path / "pg.json")) == expected
     outs = {verb: [cli("db", verb, src) for src in (db, files)] for verb in ("list", "show")}
     for verb, (from_pg, from_file) in outs.items():
         assert from_pg.returncode == 0 and from_pg.stdout == from_file.stdout, verb
     assert "best plan" in outs["list"][0].stdout and "region 0cd4c88625527a178e150a970f42093c" in outs["show"][0].stdout
     r = cli("db", "merge", "--into", db, files)
-    assert r.returncode == 0 and "0 trials and 0 plans added" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "0 trials, 0 plans and 0 models added" in r.stdout, r.stdout + r.stderr
     outs = [cli("db", "prune", src, "--keep", "1") for src in (db, files)]
     assert all(o.returncode == 0 and "2 plans deleted" in o.stdout for o in outs), [o.stdout + o.stderr for o in outs]
     for src, out in ((db, "pg_pruned.json"), (files, "files_pruned.json")):
@@ -158,11 +164,43 @@ def test_plan_records_import_merge_show_and_prune_alike_on_either_engine(pg, tmp
         assert r.returncode != 0 and "violates check constraint" in r.stderr, (set_, r.stderr)
 
 
-def test_a_version_5_database_migrates_on_a_writing_open_and_is_read_as_6_by_a_reading_one(pg, tmp_path):
+def test_model_records_import_merge_show_and_prune_alike_on_either_engine(pg, tmp_path):
+    db = pg.create_db("models")
+    fixture = data_db("v7_models_export.json")
+    files = str(tmp_path / "files.db")
+    for into in (db, files):
+        r = cli("db", "import", into, fixture)
+        assert r.returncode == 0 and "27 trials, 4 plans and 2 models added" in r.stdout, r.stdout + r.stderr
+    export(db, str(tmp_path / "pg.json"))
+    assert filecmp.cmp(tmp_path / "pg.json", fixture, shallow=False)  # the same records, ordered alike
+    outs = {verb: [cli("db", verb, src) for src in (db, files)] for verb in ("list", "show")}
+    for verb, (from_pg, from_file) in outs.items():
+        assert from_pg.returncode == 0 and from_pg.stdout == from_file.stdout, verb
+    # the second record names a trial neither database holds
+    assert "speedup" in outs["list"][0].stdout and "missing trials 555555555555" in outs["list"][0].stdout
+    assert "model 9e1b6a0c5d2f4e8a7b3c1d0e9f8a7b6c" in outs["show"][0].stdout
+    r = cli("db", "merge", "--into", db, files)
+    assert r.returncode == 0 and "0 trials, 0 plans and 0 models added" in r.stdout, r.stdout + r.stderr
+    # the cut plan a model record applies is kept: only the untimed plan record goes
+    outs = [cli("db", "prune", src, "--keep", "1") for src in (db, files)]
+    assert all(o.returncode == 0 and "1 plan deleted" in o.stdout for o in outs), [o.stdout + o.stderr for o in outs]
+    for src, out in ((db, "pg_pruned.json"), (files, "files_pruned.json")):
+        export(src, str(tmp_path / out))
+    assert filecmp.cmp(tmp_path / "pg_pruned.json", tmp_path / "files_pruned.json", shallow=False)
+    assert pg.sql("SELECT count(*) FROM plan", db="models") == "3"
+    assert pg.sql("SELECT count(*) FROM model", db="models") == "2"
+    # the server's CHECK constraints spell the record rules
+    for set_ in ("tuned_ms = -1", "default_ms = NULL", "threads = 2000", "rounds = 0", "spread = 'NaN'", "spread = 'Infinity'",
+                 "target = ''", "id = 'not a hash'"):
+        r = subprocess.run([pg.psql_bin, "-X", "-qtA", "-c", f"UPDATE model SET {set_}", db], capture_output=True, text=True)
+        assert r.returncode != 0 and ("violates check constraint" in r.stderr or "violates not-null constraint" in r.stderr), (set_, r.stderr)
+
+
+def test_a_version_5_database_migrates_on_a_writing_open_and_is_read_as_7_by_a_reading_one(pg, tmp_path):
     db = pg.create_db("five")
     assert cli("db", "merge", "--into", db, data_db("v5.db")).returncode == 0
-    # as fusor of schema 5 left it: no plan table, schema_version 5
-    pg.sql("DROP TABLE plan; UPDATE fusor_meta SET value = '5' WHERE key = 'schema_version'", db="five")
+    # as fusor of schema 5 left it: no plan or model table, schema_version 5
+    pg.sql("DROP TABLE plan; DROP TABLE model; UPDATE fusor_meta SET value = '5' WHERE key = 'schema_version'", db="five")
     pg.sql("CREATE ROLE reader LOGIN PASSWORD 'reader-secret'")
     pg.sql("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader", db="five")
     for url in (db, pg.url("five", user="reader", password="reader-secret")):
@@ -172,17 +210,42 @@ def test_a_version_5_database_migrates_on_a_writing_open_and_is_read_as_6_by_a_r
         r = cli("db", "export", url, "-o", str(tmp_path / "e.json"))
         assert r.returncode == 0, r.stderr
     assert pg.sql("SELECT value FROM fusor_meta WHERE key = 'schema_version'", db="five") == "5"  # reading wrote nothing
-    assert pg.sql("SELECT to_regclass('plan') IS NULL", db="five") == "t"
-    # two writers open it at once: one migrates under the advisory lock, the other finds 6
+    assert pg.sql("SELECT to_regclass('plan') IS NULL AND to_regclass('model') IS NULL", db="five") == "t"
+    # two writers open it at once: one migrates under the advisory lock, the other finds 7
     procs = [subprocess.Popen([CLI, "db", "import", db, data_db("v6_plans_export.json")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) for _ in range(2)]
     outs = [p.communicate(timeout=120)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    assert pg.sql("SELECT value FROM fusor_meta WHERE key = 'schema_version'", db="five") == "6"
+    assert pg.sql("SELECT value FROM fusor_meta WHERE key = 'schema_version'", db="five") == "7"
     assert pg.sql("SELECT count(*) FROM plan", db="five") == "4"
+    assert pg.sql("SELECT count(*) FROM model", db="five") == "0"
     assert pg.sql("SELECT count(*) FROM trial", db="five") == "27"
     r = cli("db", "list", db)
     assert r.returncode == 0 and "best plan" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_version_6_database_migrates_on_a_writing_open_and_is_read_as_7_by_a_reading_one(pg, tmp_path):
+    db = pg.create_db("six")
+    assert cli("db", "merge", "--into", db, data_db("v6.db")).returncode == 0
+    # as fusor of schema 6 left it: no model table, schema_version 6
+    pg.sql("DROP TABLE model; UPDATE fusor_meta SET value = '6' WHERE key = 'schema_version'", db="six")
+    pg.sql("CREATE ROLE reader6 LOGIN PASSWORD 'reader6-secret'")
+    pg.sql("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader6", db="six")
+    for url in (db, pg.url("six", user="reader6", password="reader6-secret")):
+        for verb in ("list", "show"):
+            r = cli("db", verb, url)
+            assert r.returncode == 0 and "best plan" in r.stdout and "speedup" not in r.stdout, r.stdout + r.stderr
+        doc = export(url, str(tmp_path / "e.json"))
+        assert doc["schema_version"] == 7 and doc["models"] == [] and len(doc["plans"]) == 4
+    assert pg.sql("SELECT value FROM fusor_meta WHERE key = 'schema_version'", db="six") == "6"  # reading wrote nothing
+    assert pg.sql("SELECT to_regclass('model') IS NULL", db="six") == "t"
+    procs = [subprocess.Popen([CLI, "db", "import", db, data_db("v7_models_export.json")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert pg.sql("SELECT value FROM fusor_meta WHERE key = 'schema_version'", db="six") == "7"
+    assert pg.sql("SELECT count(*) FROM model", db="six") == "2"
+    assert pg.sql("SELECT count(*) FROM plan", db="six") == "4"
 
 
 def test_compile_from_either_store_gives_the_same_library(pg, tmp_path):

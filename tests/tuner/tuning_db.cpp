@@ -477,7 +477,7 @@ TEST_CASE("tuning db import: malformed files are refused, naming the file, and i
 
     std::vector<std::pair<std::string, std::function<void(nlohmann::json &)>>> cases = {
         {"format", [](nlohmann::json &j) { j["format"] = "something-else"; }},
-        {"schema_version: is 7; this fusor reads versions 1 to 6", [](nlohmann::json &j) { j["schema_version"] = 7; }},
+        {"schema_version: is 8; this fusor reads versions 1 to 7", [](nlohmann::json &j) { j["schema_version"] = 8; }},
         {"trials[1].runs: expected an integer or null", [](nlohmann::json &j) { j["trials"][1]["runs"] = 2.5; }},
         {"missing field 'verify_ms'", [](nlohmann::json &j) { j["trials"][1].erase("verify_ms"); }},
         {"trials", [](nlohmann::json &j) { j.erase("trials"); }},
@@ -594,18 +594,18 @@ TEST_CASE("tuning db prune: drops failures and all but the fastest ok per worklo
 TEST_CASE("tuning db refuses a newer schema version and leaves the file alone",
           "[tuner][tuning_db]") {
     TempDir dir;
-    std::string path = dir.file("v7.db");
+    std::string path = dir.file("v8.db");
     {
         TuningDb db(path);
         Trial t = make_trial("s1", 0);
         db.add_trial(t);
     }
-    raw_exec(path, "PRAGMA user_version = 7");
+    raw_exec(path, "PRAGMA user_version = 8");
     std::string before = slurp(path);
-    check_db_error_names([&] { TuningDb db(path); }, "v7.db",
-                         "schema version 7; this fusor reads versions 1 to 6");
-    check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v7.db",
-                         "schema version 7");
+    check_db_error_names([&] { TuningDb db(path); }, "v8.db",
+                         "schema version 8; this fusor reads versions 1 to 7");
+    check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v8.db",
+                         "schema version 8");
     CHECK(slurp(path) == before);
 }
 
@@ -783,13 +783,13 @@ TEST_CASE("fusor db: list, show, export, import, merge and prune", "[tuner][tuni
     CHECK(r.status == 0);
     r = run_fusor("db import '" + dir.file("copy.db") + "' '" + json + "'");
     CHECK(r.status == 0);
-    CHECK_THAT(r.out, Contains("4 trials and 0 plans added"));
+    CHECK_THAT(r.out, Contains("4 trials, 0 plans and 0 models added"));
     CHECK(trial_ids(dir.file("copy.db")) == trial_ids(path));
 
     r = run_fusor("db merge --into '" + dir.file("copy.db") + "' '" + path + "' '" + other + "'");
     CHECK(r.status == 0);
-    CHECK_THAT(r.out, Contains("runs.db: 0 trials and 0 plans added"));
-    CHECK_THAT(r.out, Contains("other.db: 1 trials and 0 plans added"));
+    CHECK_THAT(r.out, Contains("runs.db: 0 trials, 0 plans and 0 models added"));
+    CHECK_THAT(r.out, Contains("other.db: 1 trial, 0 plans and 0 models added"));
     CHECK(trial_ids(dir.file("copy.db")).size() == 5);
 
     r = run_fusor("db prune '" + dir.file("copy.db") + "' --keep 1");
@@ -1091,7 +1091,7 @@ TEST_CASE("tuning db migration: read-only, merge and import read an older file i
         CHECK(TuningDb(in_place).merge_from(path) == 0);
         Result merge = run_fusor("db merge --into '" + in_place + "' '" + path + "'");
         CHECK(merge.status == 0);
-        CHECK_THAT(merge.out, Contains("0 trials and 0 plans added"));
+        CHECK_THAT(merge.out, Contains("0 trials, 0 plans and 0 models added"));
         TuningDb imported(dir.file("imported.db"));
         CHECK(imported.import_json(dir.file("old.json")) == (int)old.size());
         CHECK(trial_ids(imported) == trial_ids(into));
@@ -1352,7 +1352,7 @@ TEST_CASE("fusor db import: a bad time, order or number in an export is exit 2 n
         {with([](nlohmann::json &j) { j["trials"][1]["max_ms"] = 0.5; }), "trials[1].max_ms: 0.5 is less than median_ms 2"},
         {raw_median("1e999"), "trials[1].median_ms: malformed JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"},
         {raw_median("-0.0"), "trials[1].median_ms: -0 is not a finite positive number"},
-        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 6"},
+        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 7"},
         {with([](nlohmann::json &j) { j["schema_version"] = nlohmann::json::array({nlohmann::json::array()}); }), "schema_version: is a JSON array"},
         {"{\"format\": \"fusor-tuning-db\", \"trials\": [{}, {\"a\": [1, 2, }]}", "trials[1].a[2]: malformed JSON"},
     };
@@ -1751,7 +1751,7 @@ TEST_CASE("tuning db plans: export and import carry plan records, twice adds not
         src.export_json(json);
     }
     nlohmann::json doc = nlohmann::json::parse(slurp(json));
-    CHECK(doc["schema_version"] == 6);
+    CHECK(doc["schema_version"] == 7);
     REQUIRE(doc["plans"].size() == 3);
     CHECK(doc["plans"][0]["clusters"] == nlohmann::json::array({{"c1_0", ""}, {"c1_1", "t1"}}));
     CHECK(doc["plans"][1]["ms"].is_null());
@@ -1773,12 +1773,17 @@ TEST_CASE("tuning db plans: export and import carry plan records, twice adds not
     }
     dst.export_json(dir.file("again.json"));
     CHECK(slurp(dir.file("again.json")) == slurp(json));  // the same records give the same bytes
-    // the checked-in export of version 6 reads back byte for byte
+    // the checked-in export of version 6 (no "models") reads back as the same records of version 7
     TuningDb fixture(dir.file("fixture.db"));
-    CHECK(fixture.import_json(test_data("db/v6_plans_export.json"), &plans_added) == 27);
+    int models_added = -1;
+    CHECK(fixture.import_json(test_data("db/v6_plans_export.json"), &plans_added, &models_added) == 27);
     CHECK(plans_added == 4);
+    CHECK(models_added == 0);
     fixture.export_json(dir.file("fixture.json"));
-    CHECK(slurp(dir.file("fixture.json")) == slurp(test_data("db/v6_plans_export.json")));
+    nlohmann::json v6 = nlohmann::json::parse(slurp(test_data("db/v6_plans_export.json")));
+    v6["schema_version"] = 7;
+    v6["models"] = nlohmann::json::array();
+    CHECK(nlohmann::json::parse(slurp(dir.file("fixture.json"))) == v6);
 
     auto with = [&](const std::function<void(nlohmann::json &)> &edit) {
         nlohmann::json j = doc;
@@ -1892,7 +1897,7 @@ TEST_CASE("tuning db migration: the checked-in version 5 file keeps every trial,
     fs::copy_file(old_path, migrated);
     {
         TuningDb db(migrated);
-        CHECK(raw_query(migrated, "PRAGMA user_version") == "6");
+        CHECK(raw_query(migrated, "PRAGMA user_version") == "7");
         CHECK(raw_query(migrated, "SELECT count(*) FROM plan") == "0");
         CHECK(raw_query(migrated, "SELECT count(*) FROM sqlite_master WHERE name = 'plan_region'") == "1");
         CHECK(raw_query(migrated, "SELECT count(*) FROM trial_features") == "4");
@@ -1972,13 +1977,468 @@ TEST_CASE("fusor db plans: list and show print plan records, show reports a corr
     CHECK(run_fusor("db export '" + path + "' -o '" + json + "'").status == 0);
     r = run_fusor("db import '" + dir.file("copy.db") + "' '" + json + "'");
     CHECK(r.status == 0);
-    CHECK_THAT(r.out, Contains("1 trials and 6 plans added"));
+    CHECK_THAT(r.out, Contains("1 trial, 6 plans and 0 models added"));
     r = run_fusor("db merge --into '" + dir.file("copy.db") + "' '" + path + "'");
     CHECK(r.status == 0);
-    CHECK_THAT(r.out, Contains("runs.db: 0 trials and 0 plans added"));
+    CHECK_THAT(r.out, Contains("runs.db: 0 trials, 0 plans and 0 models added"));
     r = run_fusor("db prune '" + dir.file("copy.db") + "' --keep 1");
     CHECK(r.status == 0);
     CHECK_THAT(r.out, Contains("0 trials and 4 plans deleted"));  // the untimed one, and all but the fastest text of each region
+}
+
+// ---- model records (schema 7) ----
+
+namespace {
+
+using fusor::ModelRecord;
+using fusor::PlanCluster;
+
+const std::string kModelSig = "feedfacefeedfacefeedfacefeedface";
+const std::string kNoTrial = "00000000000000000000000000000001", kNoPlan = "ffffffffffffffffffffffffffffffff";
+
+/** A model record of \p model whose every field depends on \p n, naming \p plans and \p clusters. */
+ModelRecord make_model(int n, std::vector<std::string> plans, std::vector<PlanCluster> clusters, const std::string &fingerprint = kCpuA,
+                       const std::string &model = kModelSig) {
+    ModelRecord m;
+    m.model = model;
+    m.target = kTarget;
+    m.fingerprint = fingerprint;
+    m.threads = n % 8;
+    std::sort(plans.begin(), plans.end());
+    m.plans = plans;
+    m.clusters = std::move(clusters);
+    m.default_ms = 2.0 + n;
+    m.tuned_ms = 1.0 + n * 0.5;
+    m.rounds = 10 + n;
+    m.spread = 0.01 * n;
+    m.fusor_version = "0.1.0";
+    m.host = "testhost";
+    m.created_at = "2026-01-01T00:02:" + std::string(n < 10 ? "0" : "") + std::to_string(n % 60) + "Z";
+    return m;
+}
+
+void check_same_model(const ModelRecord &a, const ModelRecord &b) {
+    CHECK(a.id == b.id);
+    CHECK(fusor::model_content(a) == fusor::model_content(b));  // every other field
+}
+
+std::vector<std::string> model_ids(const std::vector<ModelRecord> &models) {
+    std::vector<std::string> out;
+    for (const ModelRecord &m : models) out.push_back(m.id);
+    return out;
+}
+
+/** A database at \p path with workload s1, its trials \p ts (ids set) and plan records \p ps (ids set). */
+void seed_references(const std::string &path, std::vector<Trial> &ts, std::vector<PlanRecord> &ps) {
+    TuningDb db(path);
+    db.add_workload(workload("s1"));
+    for (Trial &t : ts) db.add_trial(t);
+    for (PlanRecord &p : ps) db.add_plan(p);
+}
+
+}  // namespace
+
+TEST_CASE("tuning db models: model records round-trip through add_model, models and all_models, and missing_references names what is absent",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("models.db");
+    std::vector<Trial> ts = {make_trial("s1", 0, 2.0), make_trial("s1", 1, 1.0)};
+    std::vector<PlanRecord> ps = {make_plan(1, 1.0), make_plan(2, 2.0, kCpuA, "nodes 3: 0 | 1 2")};
+    seed_references(path, ts, ps);
+    std::vector<ModelRecord> added = {
+        make_model(3, {ps[1].id, ps[0].id}, {{"c1", ts[0].id}, {"c2", ""}}),
+        make_model(1, {}, {{"c1", ts[1].id}}, kCpuB),
+        make_model(2, {ps[0].id, kNoPlan}, {{"c1", kNoTrial}, {"c2", ts[0].id}, {"c3", kNoTrial}}),
+        make_model(4, {}, {{"c9", ""}}, kCpuA, "0123456789abcdef0123456789abcdef")};
+    {
+        TuningDb db(path);
+        for (ModelRecord &m : added) {
+            std::string id = db.add_model(m);
+            CHECK(id == m.id);
+            CHECK(id == fusor::model_content_id(m));
+            CHECK(!fusor::model_problem(m));
+        }
+        ModelRecord again = make_model(1, {}, {{"c1", ts[1].id}}, kCpuB);
+        CHECK(db.add_model(again) == added[1].id);  // stored once
+    }
+    TuningDb db(path, TuningDb::Mode::ReadOnly);  // reopened: every row read through the record rules
+    std::vector<ModelRecord> got = db.models(kModelSig);
+    // newest first: created_at follows n
+    CHECK(model_ids(got) == std::vector<std::string>{added[0].id, added[2].id, added[1].id});
+    for (const ModelRecord &m : got) {
+        auto same = std::find_if(added.begin(), added.end(), [&](const ModelRecord &a) { return a.id == m.id; });
+        REQUIRE(same != added.end());
+        check_same_model(m, *same);
+    }
+    CHECK(got[0].plans == std::vector<std::string>{std::min(ps[0].id, ps[1].id), std::max(ps[0].id, ps[1].id)});
+    CHECK(got[0].clusters[1].trial.empty());
+    CHECK(got[0].threads == 3);
+    CHECK(got[0].rounds == 13);
+    CHECK(got[0].spread == 0.01 * 3);
+    CHECK(db.models("0123456789abcdef0123456789abcdef").size() == 1);
+    CHECK(db.models("ffff").empty());
+    // by model, target, fingerprint, threads, then id
+    CHECK(model_ids(db.all_models()) == std::vector<std::string>{added[3].id, added[2].id, added[0].id, added[1].id});
+
+    CHECK(db.missing_references(added[0]).empty());
+    CHECK(db.missing_references(added[1]).empty());
+    // trials first, each once, in the record's order; then plans
+    CHECK(db.missing_references(added[2]) == std::vector<std::string>{kNoTrial, kNoPlan});
+}
+
+TEST_CASE("tuning db models: a model record that breaks a rule is refused naming the field, and so is a bad or edited row",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("models.db");
+    const std::string a = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    auto good = [&] { return make_model(1, {a, b}, {{"c1", "t1"}, {"c2", ""}}); };
+    std::vector<std::pair<std::string, std::function<void(ModelRecord &)>>> cases = {
+        {"model: \"abc\" is not a model signature", [](ModelRecord &m) { m.model = "abc"; }},
+        {"model: \"FEEDFACE", [](ModelRecord &m) { m.model = "FEEDFACEFEEDFACEFEEDFACEFEEDFACE"; }},
+        {"plans[0]: \"p1\" is not a plan id", [](ModelRecord &m) { m.plans[0] = "p1"; }},
+        {"plans[1]: is not after plans[0] (sorted, distinct)", [&](ModelRecord &m) { m.plans = {b, a}; }},
+        {"plans[1]: is not after plans[0] (sorted, distinct)", [&](ModelRecord &m) { m.plans = {a, a}; }},
+        {"target: is empty", [](ModelRecord &m) { m.target = ""; }},
+        {"fingerprint: is empty", [](ModelRecord &m) { m.fingerprint = ""; }},
+        {"threads: 2000 is not a thread count from 0 to 1024", [](ModelRecord &m) { m.threads = 2000; }},
+        {"threads: -1 is not", [](ModelRecord &m) { m.threads = -1; }},
+        {"default_ms: nan is not a finite positive number", [](ModelRecord &m) { m.default_ms = std::nan(""); }},
+        {"tuned_ms: 0 is not a finite positive number", [](ModelRecord &m) { m.tuned_ms = 0; }},
+        {"tuned_ms: inf is not", [](ModelRecord &m) { m.tuned_ms = std::numeric_limits<double>::infinity(); }},
+        {"rounds: 0 is not a count of rounds from 1 to 1000000", [](ModelRecord &m) { m.rounds = 0; }},
+        {"rounds: 1000001 is not", [](ModelRecord &m) { m.rounds = 1000001; }},
+        {"spread: -0.5 is not a finite number >= 0", [](ModelRecord &m) { m.spread = -0.5; }},
+        {"spread: nan is not", [](ModelRecord &m) { m.spread = std::nan(""); }},
+        {"clusters[1]: signature \"c1\" is listed twice", [](ModelRecord &m) { m.clusters[1].signature = "c1"; }},
+        {"clusters[0]: the signature is empty", [](ModelRecord &m) { m.clusters[0].signature = ""; }},
+        {"clusters[1]: is not valid UTF-8", [](ModelRecord &m) { m.clusters[1].trial = "\xff"; }},
+        {"host: is not valid UTF-8", [](ModelRecord &m) { m.host = "\x80"; }},
+    };
+    ModelRecord m = good();
+    {
+        TuningDb db(path);
+        for (auto &[detail, edit] : cases) {
+            INFO(detail);
+            ModelRecord bad = good();
+            edit(bad);
+            check_db_error_names([&] { db.add_model(bad); }, path, "model \"");
+            check_db_error_names([&] { db.add_model(bad); }, path, detail);
+        }
+        CHECK(db.all_models().empty());
+        CHECK(fusor::model_problem(m)->field == "id");  // no id yet
+        db.add_model(m);
+        CHECK(!fusor::model_problem(m));
+        ModelRecord wrong = m;
+        wrong.id = fusor::content_hash("something else");
+        CHECK(fusor::model_problem(wrong)->field == "id");
+        CHECK_THAT(fusor::model_problem(wrong)->problem, Contains("is not the content hash of the model record"));
+        ModelRecord none = m;  // no clusters: a model of If-only clusters, say
+        none.clusters.clear();
+        none.id = fusor::model_content_id(none);
+        CHECK(!fusor::model_problem(none));
+    }
+    // the typed table refuses a bad value written by hand
+    std::string where = " WHERE id = " + sql_text(m.id);
+    for (std::string set : {"threads = 2000", "threads = -1", "threads = 1.5", "tuned_ms = -1", "default_ms = NULL", "default_ms = 'fast'",
+                            "rounds = 0", "spread = -1", "spread = 9e999", "id = 'not a hash'", "target = ''", "fingerprint = ''", "plans = NULL"}) {
+        INFO(set);
+        CHECK(raw_exec_rc(path, "UPDATE model SET " + set + where) != SQLITE_OK);
+    }
+    // a row edited within the rules no longer matches its id; plans that are not ids are refused
+    std::string edited = dir.file("edited.db"), bad_plans = dir.file("plans.db");
+    fs::copy_file(path, edited);
+    fs::copy_file(path, bad_plans);
+    raw_exec(edited, "UPDATE model SET tuned_ms = 0.75" + where);
+    check_db_error_names([&] { TuningDb again(edited, TuningDb::Mode::ReadOnly); }, edited,
+                         "is malformed: model \"" + m.id + "\": id: \"" + m.id + "\" is not the content hash of the model record");
+    raw_exec(bad_plans, "UPDATE model SET plans = '[1]'" + where);
+    check_db_error_names([&] { TuningDb again(bad_plans); }, bad_plans, "model \"" + m.id + "\": plans[0]: expected a string");
+    raw_exec(bad_plans, "UPDATE model SET plans = 'nonsense'" + where);
+    check_db_error_names([&] { TuningDb again(bad_plans); }, bad_plans, "model \"" + m.id + "\": plans: not JSON");
+}
+
+TEST_CASE("tuning db models: export and import carry model records byte for byte, twice adds nothing, and a bad model names its field",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::vector<Trial> ts = {make_trial("s1", 0)};
+    std::vector<PlanRecord> ps = {make_plan(1, 1.0)};
+    std::string src = dir.file("src.db"), json = dir.file("out.json");
+    seed_references(src, ts, ps);
+    // models m1 < m2: the export sorts by model, so models[i] is the i-th
+    std::vector<ModelRecord> models = {make_model(1, {ps[0].id}, {{"c1", ts[0].id}, {"c2", ""}}, kCpuA, "11111111111111111111111111111111"),
+                                       make_model(2, {}, {{"c1", kNoTrial}}, kCpuB, "22222222222222222222222222222222")};
+    {
+        TuningDb db(src);
+        for (ModelRecord &m : models) db.add_model(m);
+        db.export_json(json);
+    }
+    nlohmann::json doc = nlohmann::json::parse(slurp(json));
+    CHECK(doc["schema_version"] == 7);
+    REQUIRE(doc["models"].size() == 2);
+    CHECK(doc["models"][0]["plans"] == nlohmann::json::array({ps[0].id}));
+    CHECK(doc["models"][0]["clusters"] == nlohmann::json::array({{"c1", ts[0].id}, {"c2", ""}}));
+    CHECK(doc["models"][1]["threads"] == 2);
+    CHECK(doc["models"][1]["tuned_ms"] == 2.0);
+    check_same_model(fusor::model_from_json(fusor::model_to_json(models[1]), "x.json", "models[1]"), models[1]);
+
+    TuningDb dst(dir.file("dst.db"));
+    int plans_added = -1, models_added = -1;
+    CHECK(dst.import_json(json, &plans_added, &models_added) == 1);
+    CHECK(plans_added == 1);
+    CHECK(models_added == 2);
+    CHECK(dst.import_json(json, &plans_added, &models_added) == 0);
+    CHECK(models_added == 0);
+    for (const ModelRecord &m : models) {
+        std::vector<ModelRecord> got = dst.models(m.model);
+        REQUIRE(got.size() == 1);
+        check_same_model(got[0], m);
+    }
+    dst.export_json(dir.file("again.json"));
+    CHECK(slurp(dir.file("again.json")) == slurp(json));  // the same records give the same bytes
+    // the checked-in export of version 7 reads back byte for byte
+    TuningDb fixture(dir.file("fixture.db"));
+    CHECK(fixture.import_json(test_data("db/v7_models_export.json"), &plans_added, &models_added) == 27);
+    CHECK(plans_added == 4);
+    CHECK(models_added == 2);
+    fixture.export_json(dir.file("fixture.json"));
+    CHECK(slurp(dir.file("fixture.json")) == slurp(test_data("db/v7_models_export.json")));
+
+    auto with = [&](const std::function<void(nlohmann::json &)> &edit) {
+        nlohmann::json j = doc;
+        edit(j);
+        return j.dump(1);
+    };
+    std::vector<std::pair<std::string, std::string>> cases = {
+        {with([](nlohmann::json &j) { j["models"][1]["tuned_ms"] = -1; }), "models[1].tuned_ms: -1 is not a finite positive number"},
+        {with([](nlohmann::json &j) { j["models"][1]["tuned_ms"] = nullptr; }), "models[1].tuned_ms: expected a number"},
+        {with([](nlohmann::json &j) { j["models"][0]["threads"] = 2.5; }), "models[0].threads: expected an integer"},
+        {with([](nlohmann::json &j) { j["models"][0]["threads"] = 2000; }), "models[0].threads: 2000 is not a thread count"},
+        {with([](nlohmann::json &j) { j["models"][0]["threads"] = 4294967297ll; }), "models[0].threads: 4294967297 is out of range"},
+        {with([](nlohmann::json &j) { j["models"][0]["rounds"] = 0; }), "models[0].rounds: 0 is not a count of rounds"},
+        {with([](nlohmann::json &j) { j["models"][0]["default_ms"] = 9.5; }), "models[0].id: "},
+        {with([](nlohmann::json &j) { j["models"][0]["plans"] = "x"; }), "models[0].plans: expected an array of plan ids"},
+        {with([](nlohmann::json &j) { j["models"][0]["plans"] = {1}; }), "models[0].plans[0]: expected a string"},
+        {with([](nlohmann::json &j) { j["models"][0]["clusters"][1] = {"a"}; }), "models[0].clusters[1]: expected a [signature, trial] pair"},
+        {with([](nlohmann::json &j) { j["models"][0]["model"] = "m"; }), "models[0].model: \"m\" is not a model signature"},
+        {with([](nlohmann::json &j) { j["models"][0].erase("spread"); }), "models[0]: missing field 'spread'"},
+        {with([](nlohmann::json &j) { j["models"][1] = 7; }), "models[1]: expected an object"},
+        {with([](nlohmann::json &j) { j.erase("models"); }), "missing field 'models'"},
+        {with([](nlohmann::json &j) { j["models"] = 1; }), "models: expected an array"},
+        {with([](nlohmann::json &j) { j["schema_version"] = 6; }), "models: an export of schema_version 6 has no model records"},
+    };
+    for (const auto &[text, detail] : cases) {
+        INFO(detail);
+        write_file(dir.file("bad.json"), text);
+        TuningDb fresh(":memory:");
+        CHECK_THROWS_WITH(fresh.import_json(dir.file("bad.json")), Contains("'" + dir.file("bad.json") + "': " + detail));
+        CHECK(fresh.all_models().empty());
+        CHECK(fresh.all_plans().empty());
+    }
+    // version 6 without "models" imports (the plans and trials of the same document)
+    write_file(dir.file("v6.json"), with([](nlohmann::json &j) {
+                   j["schema_version"] = 6;
+                   j.erase("models");
+               }));
+    TuningDb six(":memory:");
+    CHECK(six.import_json(dir.file("v6.json"), &plans_added, &models_added) == 1);
+    CHECK(plans_added == 1);
+    CHECK(models_added == 0);
+}
+
+TEST_CASE("tuning db models: merge carries model records, idempotent and independent of order", "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string a = dir.file("a.db"), b = dir.file("b.db");
+    ModelRecord shared = make_model(1, {}, {{"c1", ""}});
+    {
+        TuningDb da(a), db(b);
+        ModelRecord a2 = make_model(2, {}, {{"c1", kNoTrial}}), b3 = make_model(3, {kNoPlan}, {{"c1", ""}}, kCpuB), shared_b = shared;
+        da.add_model(shared);
+        da.add_model(a2);
+        db.add_model(shared_b);
+        db.add_model(b3);
+    }
+    int plans = -1, models = -1;
+    TuningDb ab(dir.file("ab.db")), ba(dir.file("ba.db"));
+    CHECK(ab.merge_from(a, &plans, &models) == 0);
+    CHECK(plans == 0);
+    CHECK(models == 2);
+    CHECK(ab.merge_from(b, &plans, &models) == 0);
+    CHECK(models == 1);  // the shared record once
+    CHECK(ab.merge_from(b, &plans, &models) == 0);
+    CHECK(models == 0);
+    ba.merge_from(b);
+    ba.merge_from(a);
+    ab.export_json(dir.file("ab.json"));
+    ba.export_json(dir.file("ba.json"));
+    CHECK(slurp(dir.file("ab.json")) == slurp(dir.file("ba.json")));
+    CHECK(ab.all_models().size() == 3);
+    CHECK(ab.models(kModelSig).front().fingerprint == kCpuB);  // the newest
+}
+
+TEST_CASE("tuning db models: prune keeps the trials and plan records a model record references, and deletes the others",
+          "[tuner][tuning_db]") {
+    const std::string t1 = "nodes 3: 0 1 | 2", t2 = "nodes 3: 0 | 1 2", t3 = "nodes 3: 0 1 2";
+    for (bool with_model : {false, true}) {
+        INFO("with a model record: " << with_model);
+        TempDir dir;
+        std::string path = dir.file("p.db");
+        std::vector<Trial> ts = {make_trial("s1", 0, 1.0), make_trial("s1", 1, 2.0), make_trial("s1", 2, std::nullopt, TrialStatus::Timeout),
+                                 make_trial("s1", 3, 3.0)};
+        std::vector<PlanRecord> ps = {make_plan(1, 1.0, kCpuA, t1), make_plan(2, 2.0, kCpuA, t2), make_plan(3, std::nullopt, kCpuA, t3),
+                                      make_plan(4, 3.0, kCpuA, t3)};
+        seed_references(path, ts, ps);
+        TuningDb db(path);
+        // references the slower ok trial 1, the failed trial 2, the slower plan 2 and the untimed plan 3
+        ModelRecord m = make_model(1, {ps[1].id, ps[2].id}, {{"c1", ts[1].id}, {"c2", ts[2].id}, {"c3", ""}});
+        if (with_model) db.add_model(m);
+        int plans_deleted = -1;
+        int deleted = db.prune(1, &plans_deleted);
+        std::set<std::string> plans_left;
+        for (const PlanRecord &p : db.all_plans()) plans_left.insert(p.id);
+        if (with_model) {
+            CHECK(deleted == 1);  // trial 3 only
+            CHECK(plans_deleted == 1);  // plan 4 only
+            CHECK(trial_ids(db) == std::set<std::string>{ts[0].id, ts[1].id, ts[2].id});
+            CHECK(plans_left == std::set<std::string>{ps[0].id, ps[1].id, ps[2].id});
+            CHECK(db.missing_references(m).empty());
+            CHECK(db.all_models().size() == 1);
+        } else {
+            CHECK(deleted == 3);
+            CHECK(plans_deleted == 3);
+            CHECK(trial_ids(db) == std::set<std::string>{ts[0].id});
+            CHECK(plans_left == std::set<std::string>{ps[0].id});
+        }
+    }
+}
+
+TEST_CASE("tuning db migration: the checked-in version 6 file keeps every trial, feature and plan record, and gains an empty model table",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string old_path = dir.file("old.db");
+    fs::copy_file(test_data("db/v6.db"), old_path);
+    REQUIRE(raw_query(old_path, "PRAGMA user_version") == "6");
+    REQUIRE(raw_query(old_path, "SELECT count(*) FROM sqlite_master WHERE name = 'model'") == "0");
+    REQUIRE(raw_query(old_path, "SELECT count(*) FROM plan") == "4");
+    std::string before = slurp(old_path);
+    // every record as the export of version 6 holds it
+    fusor::TuningRecords exported = fusor::parse_export(slurp(test_data("db/v6_plans_export.json")), "v6_plans_export.json");
+    REQUIRE(exported.trials.size() == 27);
+    REQUIRE(exported.plans.size() == 4);
+    std::set<std::string> exported_ids;
+    for (const Trial &t : exported.trials) exported_ids.insert(t.id);
+    auto check_plans = [&](const TuningDb &db) {
+        std::vector<PlanRecord> plans = db.all_plans();
+        REQUIRE(plans.size() == exported.plans.size());
+        for (size_t i = 0; i < plans.size(); i++) check_same_plan(plans[i], exported.plans[i]);
+    };
+
+    // read-only: migrated in memory, never written
+    {
+        TuningDb ro(old_path, TuningDb::Mode::ReadOnly);
+        CHECK(trial_ids(ro) == exported_ids);
+        check_plans(ro);
+        CHECK(ro.all_models().empty());
+        CHECK(ro.models(kModelSig).empty());
+    }
+    Result list = run_fusor("db list '" + old_path + "'");
+    CHECK(list.status == 0);
+    CHECK_THAT(list.out, Contains("best plan") && !Contains("speedup"));
+    CHECK(slurp(old_path) == before);
+
+    std::string migrated = dir.file("migrated.db");
+    fs::copy_file(old_path, migrated);
+    {
+        TuningDb db(migrated);
+        CHECK(raw_query(migrated, "PRAGMA user_version") == "7");
+        CHECK(raw_query(migrated, "SELECT count(*) FROM model") == "0");
+        CHECK(raw_query(migrated, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'model_model'") == "1");
+        CHECK(raw_query(migrated, "SELECT count(*) FROM trial_features") == "4");
+        std::map<std::string, Trial> now = all_trials(db);
+        REQUIRE(now.size() == exported.trials.size());
+        for (const Trial &t : exported.trials) {
+            REQUIRE(now.count(t.id));
+            check_same_trial(now[t.id], t);
+        }
+        check_plans(db);
+        ModelRecord m = make_model(1, {exported.plans[0].id}, {{"c1", exported.trials[0].id}});
+        db.add_model(m);
+        CHECK(db.missing_references(m).empty());
+    }
+    CHECK(TuningDb(migrated, TuningDb::Mode::ReadOnly).all_models().size() == 1);  // opening it again changes nothing
+    // merge reads it in memory, with the same records as the migration in place
+    std::string fresh = dir.file("fresh.db");
+    int plans = -1, models = -1;
+    CHECK(TuningDb(fresh).merge_from(old_path, &plans, &models) == 27);
+    CHECK(plans == 4);
+    CHECK(models == 0);
+    CHECK(TuningDb(migrated).merge_from(old_path, &plans, &models) == 0);
+    CHECK(plans == 0);
+    CHECK(slurp(old_path) == before);
+}
+
+TEST_CASE("fusor db models: list and show print model records and their missing references, import, merge and prune count them",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string path = dir.file("runs.db");
+    std::vector<Trial> ts = {make_trial("s1", 0, 2.0), make_trial("s1", 1, 3.0)};
+    std::vector<PlanRecord> ps = {make_plan(1, 1.25), make_plan(2, 2.5, kCpuA, "nodes 3: 0 | 1 2")};
+    seed_references(path, ts, ps);
+    ModelRecord whole = make_model(2, {ps[1].id}, {{"c1sig_abcdefgh", ts[1].id}, {"c2sig", ""}});
+    ModelRecord partial = make_model(3, {ps[0].id, kNoPlan}, {{"c1sig", kNoTrial}, {"c2sig", ts[0].id}}, kCpuB,
+                                     "0123456789abcdef0123456789abcdef");
+    {
+        TuningDb db(path);
+        db.add_model(whole);
+        db.add_model(partial);
+    }
+    Result r = run_fusor("db list '" + path + "'");
+    INFO(r.out << r.err);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("model         target                           fingerprint              threads default ms   tuned ms speedup rounds"));
+    // model prefix, target, machine, threads, default, tuned, speedup, rounds
+    CHECK_THAT(r.out, Contains("feedfacefeed  " + kTarget + " cpu:Model A                    2     4.0000     2.0000   2.00x     12\n"));
+    CHECK_THAT(r.out, Contains("0123456789ab  " + kTarget + " cpu:Model B                    3     5.0000     2.5000   2.00x     13\n"));
+    CHECK_THAT(r.out, Contains("  warning: record " + partial.id.substr(0, 12) + ": missing trials " + kNoTrial.substr(0, 12) + ", plans " +
+                               kNoPlan.substr(0, 12) + "\n"));
+    CHECK_THAT(r.out, !Contains("warning: record " + whole.id.substr(0, 12)));
+
+    r = run_fusor("db show '" + path + "'");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("model " + kModelSig + "\n  " + whole.id.substr(0, 12) + "  " + kTarget + " " + kCpuA +
+                               " threads 2: default 4.0000 ms, tuned 2.0000 ms (2.00x), 12 rounds, spread 0.0200"));
+    CHECK_THAT(r.out, Contains("      plans: " + ps[1].id + "\n"));
+    CHECK_THAT(r.out, Contains("      clusters (signature -> trial): c1sig_abcdef -> " + ts[1].id.substr(0, 12) + ", c2sig -> default\n"));
+    CHECK_THAT(r.out, Contains("      plans: " + std::min(ps[0].id, kNoPlan) + ", " + std::max(ps[0].id, kNoPlan) + "\n"));
+    CHECK_THAT(r.out, Contains("      missing: trials " + kNoTrial + ", plans " + kNoPlan + "\n"));
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') > 10);
+    r = run_fusor("db show '" + path + "' --signature 0123");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains(partial.id.substr(0, 12)));
+    CHECK_THAT(r.out, !Contains(whole.id.substr(0, 12)));
+
+    std::string json = dir.file("runs.json");
+    CHECK(run_fusor("db export '" + path + "' -o '" + json + "'").status == 0);
+    r = run_fusor("db import '" + dir.file("copy.db") + "' '" + json + "'");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("2 trials, 2 plans and 2 models added"));
+    r = run_fusor("db merge --into '" + dir.file("copy.db") + "' '" + path + "'");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("runs.db: 0 trials, 0 plans and 0 models added"));
+    // every trial and plan record is referenced by a model record: prune keeps them all
+    r = run_fusor("db prune '" + dir.file("copy.db") + "' --keep 1");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("0 trials and 0 plans deleted"));
+    // a model record alone: one model added, its references missing
+    nlohmann::json doc = nlohmann::json::parse(slurp(json));
+    doc["trials"] = doc["plans"] = doc["workloads"] = nlohmann::json::array();
+    doc["models"].erase(0);
+    write_file(dir.file("one.json"), doc.dump(1));
+    r = run_fusor("db import '" + dir.file("one.db") + "' '" + dir.file("one.json") + "'");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("0 trials, 0 plans and 1 model added"));
+    r = run_fusor("db list '" + dir.file("one.db") + "'");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Contains("missing trials "));
 }
 
 // ---- the database rules: a database is checked whole before any verb writes to it ----
