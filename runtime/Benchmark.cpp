@@ -1,6 +1,7 @@
 #include "runtime/Benchmark.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 
 #include "runtime/Executor.h"
@@ -12,6 +13,14 @@ double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     size_t n = v.size();
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double spread_of(std::vector<double> v) {
+    if (v.size() < 2) return 0;
+    std::sort(v.begin(), v.end());
+    double mid = median(v);
+    size_t p90 = (size_t)std::ceil(0.9 * (double)v.size()) - 1;  // nearest rank
+    return mid > 0 ? (v[p90] - v.front()) / mid : 0;
 }
 
 static Timing summarize(std::vector<double> samples) {

@@ -33,6 +33,10 @@ std::vector<Timing> time_interleaved(const std::vector<std::function<void()>> &f
  * the way the executor clusters it (form_clusters with \p options' clustering). */
 std::vector<double> measure_cluster_costs(const Graph &g, const ExecutorOptions &options, int rounds = 5);
 
+/** The spread of \p v, the one definition every report uses (autotune's model line, bench):
+ * (p90 - min) / median, p90 by nearest rank; 0 for fewer than 2 samples. */
+double spread_of(std::vector<double> v);
+
 /** Median of \p v (the mean of the two middle values for even sizes); 0 for empty input. */
 double median(std::vector<double> v);
 

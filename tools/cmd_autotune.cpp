@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cmath>
@@ -17,6 +18,8 @@
 #include "tools/ModelIo.h"
 #include "tuner/Autotune.h"
 #include "tuner/Bundle.h"
+#include "tuner/EndToEnd.h"
+#include "tuner/TuningDb.h"
 #include "tuner/Measure.h"
 
 namespace fusor::cli {
@@ -70,6 +73,32 @@ double parse_duration(const std::string &text) {
         throw UserError("--budget is '" + text + "'; expected a positive duration of at most a week (168h), such as 90s, 10m or 1h");
     }
     return v * scale;
+}
+
+/** The end-to-end phase's share of a budget of \p budget_s, reserved at the start: 15%, at least
+ * 15 s (half of a budget under 30 s), at most 2 minutes. */
+double end_to_end_share(double budget_s) {
+    return std::clamp(0.15 * budget_s, std::min(15.0, 0.5 * budget_s), 120.0);
+}
+
+/** The model line and the next steps, after the end-to-end phase stored \p id. */
+std::vector<std::string> model_result_lines(const EndToEndResult &r, const std::string &id, const std::string &next_args) {
+    const ModelRecord &m = r.record;
+    std::vector<std::string> out;
+    if (!r.fell_back.empty()) {
+        out.push_back(fmt::format("model: assembled whole, the tuned model ran at {:.2f}x the default ({:.3f} -> {:.3f} ms); {} region "
+                                  "signature(s) returned to their defaults:",
+                                  r.assembled.gain(), r.assembled.default_ms, r.assembled.tuned_ms, r.fell_back.size()));
+        for (const std::string &label : r.fell_back) out.push_back("  " + label);
+    }
+    out.push_back(fmt::format("model: default {:.3f} ms -> tuned {:.3f} ms ({:.2f}x), end to end, {} interleaved rounds at {} thread{}, "
+                              "spread {:.1f}%; record {}",
+                              m.default_ms, m.tuned_ms, m.default_ms / m.tuned_ms, m.rounds, m.threads, m.threads == 1 ? "" : "s",
+                              100 * m.spread, id.substr(0, 12)));
+    if (m.plans.empty() && m.clusters.empty()) out.push_back("  no tuned choice made the model faster: the default ships");
+    out.push_back("next: fusor bench " + next_args + "   (times it again beside the default)");
+    out.push_back("      fusor compile " + next_args + " -o DIR   (an AOT library of the tuned model)");
+    return out;
 }
 
 }  // namespace
@@ -213,8 +242,14 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 if (default_budget) budget_s = kDefaultBudgetS;
                 // with --budget, --trials caps the count only when given
                 ao.trials = budget_s > 0 && trials_opt->count() == 0 ? 1000000 : o->trials;
-                ao.budget_s = budget_s;
                 std::string limit = default_budget ? "budget 10m (default)" : budget_s > 0 ? "budget " + o->budget : "";
+                // shards never assemble: their machines time only their own clusters
+                bool assemble = o->export_batch.empty() && shard.count == 1 && !untimed_cuda;
+                double e2e_share = assemble && budget_s > 0 ? end_to_end_share(budget_s) : 0;
+                if (e2e_share > 0) {
+                    limit += fmt::format(": {} to search, {} end to end", duration_text(budget_s - e2e_share), duration_text(e2e_share));
+                }
+                ao.budget_s = budget_s - e2e_share;
                 if (trials_opt->count() || budget_s == 0) limit += (limit.empty() ? "" : ", ") + fmt::format("at most {} trials", o->trials);
                 std::string first_line = fmt::format("autotune {}: {}; trials stored in {}", o->model, limit, db_name);
                 ao.threads = o->threads;
@@ -274,9 +309,30 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     return stopped() ? 1 : 0;
                 }
                 auto results = autotune(g, db, ao);
+                if (tty && !status->empty()) std::fputs("\n", stderr), status->clear();
+                std::optional<EndToEndResult> e2e;
+                std::string model_id;
+                if (assemble && !stopped()) {
+                    EndToEndOptions eo;
+                    eo.session.target = o->target;
+                    eo.session.threads = o->threads;
+                    eo.budget_s = e2e_share;
+                    eo.stop = ao.stop;
+                    eo.log = ao.log;
+                    e2e = assemble_model(g, db, eo);
+                    if (!e2e->stopped) model_id = db.add_model(e2e->record);
+                }
+                std::vector<std::string> model_lines;
+                if (!model_id.empty()) {
+                    std::string next_args = o->model;
+                    for (const std::string &b : *shapes) next_args += " --shape " + b;
+                    next_args += " --db " + db_name;
+                    if (o->threads > 0) next_args += " --threads " + std::to_string(o->threads);
+                    model_lines = model_result_lines(*e2e, model_id, next_args);
+                }
                 restore_sigint();
-                if (tty && !status->empty()) std::fputs("\n", stderr);
                 if (hooks.tuned) {
+                    for (const std::string &line : model_lines) ao.log(line);
                     hooks.tuned(results);
                     return stopped() ? 1 : 0;
                 }
@@ -295,6 +351,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                                "'unmeasured' (with their resources) in {}; timing needs a GPU\n",
                                db_name);
                 }
+                for (const std::string &line : model_lines) fmt::print("{}\n", line);
                 if (stopped() && !hooks.stop) {
                     fmt::print("interrupted: every trial measured so far is stored in {}; run the same command again to resume "
                                "(stored schedules are not measured again)\n",

@@ -14,6 +14,7 @@
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 #include "tuner/FusionPlan.h"
+#include "tuner/TuningRecords.h"
 
 namespace fusor::cli {
 
@@ -126,6 +127,7 @@ nlohmann::json region_json(const Graph &g, const ClusterOptions &clustering, Exe
 struct TunedRun {
     std::string db;
     std::vector<std::string> decisions;
+    std::optional<ModelRecord> record;  ///< the model record applied, when one matched
     std::unique_ptr<Session> session;
 };
 
@@ -134,7 +136,7 @@ TunedRun tuned_run(const Graph &g, const SessionOptions &so, const std::string &
     r.db = db;
     SessionOptions to = so;
     std::vector<std::string> warnings;
-    use_tuning_db(to, db, &r.decisions, &warnings);
+    use_tuning_db(to, db, &r.decisions, &warnings, &r.record);
     r.session = std::make_unique<Session>(g, to);
     note_fallbacks(r.session->executor(), r.decisions, warnings);
     print_db_warnings(db, warnings, r.session->executor().num_kernels());
@@ -221,8 +223,16 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 double flops = 0;
                 for (const Node &n : g.nodes) flops += node_flops(g, n);
                 j["flops"] = flops;
+                j["unfused_spread"] = spread_of(t[0].samples_ms);
+                j["fused_spread"] = spread_of(t[1].samples_ms);
                 if (!tuned.empty()) {
                     j["tuned_ms"] = t[2].median_ms;
+                    j["tuned_spread"] = spread_of(t[2].samples_ms);
+                    if (tuned[0].record) {
+                        const ModelRecord &m = *tuned[0].record;
+                        j["model_record"] = {{"id", m.id}, {"default_ms", m.default_ms}, {"tuned_ms", m.tuned_ms}, {"rounds", m.rounds},
+                                             {"spread", m.spread}, {"threads", m.threads}};
+                    }
                     j["tuned_vs_fused"] = f / t[2].median_ms;
                     j["tuned_kernels"] = tuned[0].session->executor().num_kernels();
                     j["schedules"] = tuned[0].decisions;
@@ -249,8 +259,9 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                     return 0;
                 }
                 fmt::print("{}: unfused {:.3f} ms ({} kernels), fused {:.3f} ms ({} kernels), speedup {:.2f}x  "
-                           "(medians of {})\n",
-                           g.name, u, unfused.num_kernels(), f, fused.num_kernels(), u / f, o->repeats);
+                           "(medians of {}; spread unfused {:.1f}%, fused {:.1f}%)\n",
+                           g.name, u, unfused.num_kernels(), f, fused.num_kernels(), u / f, o->repeats, 100 * spread_of(t[0].samples_ms),
+                           100 * spread_of(t[1].samples_ms));
                 if (same_kernels) {
                     fmt::print("  nothing fused: both run the same {} kernel(s), so the speedup is the executors' fixed cost per run "
                                "({:.3f} ms), not fusion\n",
@@ -261,8 +272,15 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 for (const std::string &line : plan_lines) fmt::print("  plan {}\n", line);
                 for (size_t k = 0; k < tuned.size(); k++) {
                     double ms = t[2 + k].median_ms;
-                    fmt::print("  tuned from '{}' {:.3f} ms ({} kernels): {:.2f}x the default fused schedules, {:.1f} GFLOP/s\n", tuned[k].db,
-                               ms, tuned[k].session->executor().num_kernels(), f / ms, flops / ms / 1e6);
+                    fmt::print("  tuned from '{}' {:.3f} ms ({} kernels): {:.2f}x the default fused schedules, {:.1f} GFLOP/s, spread {:.1f}%\n",
+                               tuned[k].db, ms, tuned[k].session->executor().num_kernels(), f / ms, flops / ms / 1e6,
+                               100 * spread_of(t[2 + k].samples_ms));
+                    if (const std::optional<ModelRecord> &m = tuned[k].record) {
+                        fmt::print("    its model record {} said {:.2f}x when stored (default {:.3f} -> tuned {:.3f} ms, {} rounds, spread "
+                                   "{:.1f}%); measured now {:.2f}x\n",
+                                   m->id.substr(0, 12), m->default_ms / m->tuned_ms, m->default_ms, m->tuned_ms, m->rounds, 100 * m->spread,
+                                   f / ms);
+                    }
                 }
                 if (tuned.size() > 1) fmt::print("  tuned from '{}' vs from '{}': {:.2f}x\n", tuned[0].db, tuned[1].db, t[3].median_ms / t[2].median_ms);
                 if (!tuned.empty()) print_db_decisions(tuned[0].decisions, "  ");

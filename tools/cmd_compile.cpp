@@ -44,11 +44,16 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
     struct Opts {
         std::string model, out, name, db, target = "host", layout = "auto", autoscheduler;
         bool no_optimize = false, no_runtime = false, runtime_only = false, unfused = false;
+        int threads = 0;
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json)");
     cmd->add_option("-o,--out", o->out, "output folder")->required();
     auto shapes = add_shape_flag(cmd);
+    cmd->add_option("--threads", o->threads,
+                    "with --db: the Halide threads the app runs the library with, which pick the model record timed at them "
+                    "(default: this machine's cores)")
+        ->check(CLI::Range(1, 1024));
     cmd->add_option("--name", o->name,
                     "C prefix of every symbol and file: a C identifier of at most 64 characters (default: the model's file name)");
     cmd->add_option("--db", o->db, "tuning database: the best verified schedule per cluster, exact machine, then ISA family")
@@ -117,12 +122,35 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     auto db = std::make_shared<TuningDb>(o->db, TuningDb::Mode::ReadOnly);
                     std::string resolved = resolved_target(o->target);
                     std::vector<std::string> plan_warnings;
-                    if (plan_file->empty() && !o->unfused) plan_lines = cluster_by_db(g, *db, resolved, &plan_warnings);
+                    // the model record timed at the threads the app runs with, whole; else per region and cluster
+                    auto record = std::make_shared<std::optional<RecordDecisions>>();
+                    if (plan_file->empty() && !o->unfused) {
+                        ModelRecordChoice mc = choose_model(*db, model_signature(g), resolved, effective_threads(o->threads));
+                        for (const std::string &line : mc.passed_over) fmt::print("model {}\n", line);
+                        for (const std::string &line : mc.broken) plan_warnings.push_back("model " + line + "; the per-cluster lookup applies");
+                        if (mc.record) {
+                            fmt::print("model record {}: default {:.3f} ms -> tuned {:.3f} ms ({:.2f}x) end to end at {} thread(s); "
+                                       "its plans and schedules apply\n",
+                                       mc.record->id.substr(0, 12), mc.record->default_ms, mc.record->tuned_ms,
+                                       mc.record->default_ms / mc.record->tuned_ms, mc.record->threads);
+                            *record = record_decisions(*db, *mc.record, &plan_warnings);
+                            plan_lines = apply_record_plan(g, **record, db->path(), &plan_warnings);
+                            extra["model_record"] = mc.record->id;
+                        } else {
+                            plan_lines = cluster_by_db(g, *db, resolved, &plan_warnings);
+                        }
+                    }
                     for (const std::string &w : plan_warnings) fmt::print(stderr, "warning: {}\n", w);
                     auto records = std::make_shared<nlohmann::json>(nlohmann::json::array());
                     auto misses = std::make_shared<std::map<std::string, std::string>>();  // cluster -> why untuned
-                    ao.schedule_for = [db, resolved, records, misses](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
+                    ao.schedule_for = [db, resolved, records, misses, record](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
                         std::string sig = cluster_signature(gg, c);
+                        if (*record) {
+                            auto it = (*record)->schedules.find(sig);
+                            if (it == (*record)->schedules.end()) return std::nullopt;  // the record's choice: the default
+                            records->push_back({{"cluster", c.name}, {"signature", sig}, {"source", source_name(RecordSource::ModelRecord)}});
+                            return it->second;
+                        }
                         ScheduleChoice choice = choose_schedule(*db, sig, resolved);
                         if (choice.source == RecordSource::Default) {
                             // a database for other shapes or another target: the default schedule,

@@ -105,12 +105,99 @@ ScheduleLookup db_schedules(const std::string &db_path, const std::string &targe
     return schedule_lookup(open_for_lookups(db_path), target, log, warnings);
 }
 
-void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log,
-                   std::vector<std::string> *warnings) {
+RecordDecisions record_decisions(const TuningDb &db, const ModelRecord &m, std::vector<std::string> *warnings) {
+    RecordDecisions d;
+    std::map<std::string, PlanRecord> plans;
+    if (!m.plans.empty()) {
+        for (PlanRecord &p : db.all_plans()) plans.emplace(p.id, std::move(p));
+    }
+    for (const std::string &id : m.plans) {
+        auto it = plans.find(id);
+        if (it == plans.end()) continue;  // choose_model passes over such a record
+        std::string origin = "tuning db '" + db.path() + "': model record " + m.id.substr(0, 12) + ": plan " + id.substr(0, 12);
+        try {
+            d.plan.regions.push_back(region_plan_of(it->second, origin));
+        } catch (const UserError &e) {
+            if (warnings) warnings->push_back(std::string(e.what()) + "; region " + it->second.region + " keeps its default clusters");
+        }
+    }
+    for (const PlanCluster &c : m.clusters) {
+        if (c.trial.empty()) continue;
+        if (std::optional<Trial> t = db.trial(c.trial)) d.schedules[c.signature] = t->schedule;
+    }
+    return d;
+}
+
+std::vector<std::string> apply_record_plan(Graph &g, const RecordDecisions &d, const std::string &origin, std::vector<std::string> *warnings) {
+    FusionPlan here;  // the record's plans of the regions g has (an If branch has none of them)
+    for (const FusionRegion &r : form_regions(g)) {
+        const RegionPlan *p = d.plan.find(r.signature);
+        if (p && !here.find(r.signature)) here.regions.push_back(*p);
+    }
+    if (here.regions.empty()) return {};
+    return apply_plan(g, here, origin, warnings);
+}
+
+namespace {
+
+/** The hooks of \p d: recluster by its plan, schedule_for by its schedules. */
+void apply_decisions(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, const std::string &origin, std::vector<std::string> *log,
+                     std::vector<std::string> *warnings) {
+    o.recluster = [d, origin, warnings](Graph &g) { apply_record_plan(g, *d, origin, warnings); };
+    o.schedule_for = [d, log](const Graph &g, const Cluster &c) -> std::optional<std::string> {
+        auto it = d->schedules.find(cluster_signature(g, c));
+        if (log) log->push_back(c.name + ": " + (it == d->schedules.end() ? "default schedule (the model record's choice)" : "the model record's schedule"));
+        if (it == d->schedules.end()) return std::nullopt;
+        return it->second;
+    };
+}
+
+}  // namespace
+
+void use_model_record(SessionOptions &o, const TuningDb &db, const ModelRecord &m, std::vector<std::string> *log,
+                      std::vector<std::string> *warnings) {
+    apply_decisions(o, std::make_shared<const RecordDecisions>(record_decisions(db, m, warnings)), db.path(), log, warnings);
+}
+
+void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log, std::vector<std::string> *warnings,
+                   std::optional<ModelRecord> *applied) {
     std::shared_ptr<TuningDb> db = open_for_lookups(db_path);
-    o.schedule_for = schedule_lookup(db, o.target, log, warnings);
     std::string resolved = resolved_target(o.target);
-    o.recluster = [db, resolved, log, warnings](Graph &g) {
+    int threads = effective_threads(o.threads);
+    ScheduleLookup per_cluster = schedule_lookup(db, o.target, log, warnings);
+    // decided at the first recluster, the model's own graph (If branches come later)
+    struct State {
+        bool decided = false;
+        std::optional<SessionOptions> record;  ///< the record's hooks, when one applies
+    };
+    auto state = std::make_shared<State>();
+    o.recluster = [db, resolved, threads, state, log, warnings, applied](Graph &g) {
+        if (!state->decided) {
+            state->decided = true;
+            ModelRecordChoice mc = choose_model(*db, model_signature(g), resolved, threads);
+            for (const std::string &line : mc.passed_over) {
+                if (log) log->push_back("model " + line);
+            }
+            for (const std::string &line : mc.broken) {
+                if (warnings) warnings->push_back("model " + line + "; the per-cluster lookup applies");
+            }
+            if (mc.record) {
+                const ModelRecord &m = *mc.record;
+                if (log) {
+                    log->push_back(fmt::format("model record {}: default {:.3f} ms -> tuned {:.3f} ms ({:.2f}x), end to end at {} thread{} "
+                                               "when stored; its plans and schedules apply",
+                                               m.id.substr(0, 12), m.default_ms, m.tuned_ms, m.default_ms / m.tuned_ms, m.threads,
+                                               m.threads == 1 ? "" : "s"));
+                }
+                state->record.emplace();
+                use_model_record(*state->record, *db, m, log, warnings);
+                if (applied) *applied = m;
+            }
+        }
+        if (state->record) {
+            state->record->recluster(g);
+            return;
+        }
         std::vector<std::string> misfits;
         for (const std::string &line : cluster_by_db(g, *db, resolved, &misfits)) {
             if (log) log->push_back("plan " + line);
@@ -118,6 +205,9 @@ void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<st
         for (const std::string &w : misfits) {
             if (warnings) warnings->push_back("plan " + w);
         }
+    };
+    o.schedule_for = [state, per_cluster](const Graph &g, const Cluster &c) {
+        return state->record ? state->record->schedule_for(g, c) : per_cluster(g, c);
     };
 }
 

@@ -6,11 +6,13 @@
  * one way (tools -> tuner -> runtime): the runtime takes only the callback. */
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/Session.h"
+#include "tuner/FusionPlan.h"
 
 namespace fusor {
 
@@ -36,11 +38,36 @@ class TuningDb;
  * attributes or another model). Never a wrong kernel: the caller uses the default schedule. */
 std::string why_untuned(const TuningDb &db, const std::string &signature, const std::string &target);
 
-/** The one-call convenience, on one read-only handle of \p db_path: sets \p o.schedule_for as
+struct ModelRecord;
+
+/** What model record \p m applies, read from \p db: the region plan of each of its plan records
+ * (region_plan_of; one that does not parse gets a line in \p warnings, and its region keeps its
+ * default clusters) and, per cluster signature, the schedule text of the trial it names. */
+struct RecordDecisions {
+    FusionPlan plan;
+    std::map<std::string, std::string> schedules;  ///< by cluster signature; absent: the default
+};
+RecordDecisions record_decisions(const TuningDb &db, const ModelRecord &m, std::vector<std::string> *warnings);
+
+/** Re-clusters \p g (clustered by form_clusters) by the plans of \p d for the regions \p g has
+ * (apply_plan, its lines returned; \p origin names the database in its warnings). */
+std::vector<std::string> apply_record_plan(Graph &g, const RecordDecisions &d, const std::string &origin,
+                                           std::vector<std::string> *warnings);
+
+/** Sets \p o.recluster and \p o.schedule_for to apply model record \p m whole
+ * (record_decisions): its plans, and per cluster the schedule its signature names, the default for
+ * any other. How autotune times an assembled model and how a load applies a stored record. */
+void use_model_record(SessionOptions &o, const TuningDb &db, const ModelRecord &m, std::vector<std::string> *log = nullptr,
+                      std::vector<std::string> *warnings = nullptr);
+
+/** The one-call convenience, on one read-only handle of \p db_path. When the database holds a
+ * model record for the loaded model on this machine at the load's threads (choose_model), it is
+ * applied whole (use_model_record) and copied to \p applied when given; records passed over are
+ * said in \p log, and one naming missing rows in \p warnings. Otherwise: \p o.schedule_for as
  * db_schedules does, and \p o.recluster to cluster_by_db (tuner/PlanSearch.h: each region's best
  * fusion plan measured on this machine), whose lines go to \p log and whose warnings (a plan
  * record that does not fit) to \p warnings, each prefixed "plan ". */
 void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log = nullptr,
-                   std::vector<std::string> *warnings = nullptr);
+                   std::vector<std::string> *warnings = nullptr, std::optional<ModelRecord> *applied = nullptr);
 
 }  // namespace fusor

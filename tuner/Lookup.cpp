@@ -1,5 +1,12 @@
 #include "tuner/Lookup.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/core.h>
+#include <fmt/format.h>
+
 #include "generators/HostTarget.h"
 #include "tuner/DbSchedules.h"
 #include "tuner/Signature.h"
@@ -8,6 +15,7 @@ namespace fusor {
 
 const char *source_name(RecordSource s) {
     switch (s) {
+    case RecordSource::ModelRecord: return "the model record";
     case RecordSource::ExactMachine: return "this machine";
     case RecordSource::IsaFamily: return "a machine of this ISA family";
     case RecordSource::AnyGpu: return "a GPU";
@@ -45,6 +53,41 @@ PlanChoice choose_plan(const TuningDb &db, const std::string &region, const std:
         c.source = step.source;
         c.best = best;
         return c;
+    }
+    return c;
+}
+
+int effective_threads(int threads) {
+    if (threads > 0) return threads;
+    if (const char *env = std::getenv("HL_NUM_THREADS")) {
+        int n = std::atoi(env);
+        if (n > 0) return n;
+    }
+    return std::max(1, (int)std::thread::hardware_concurrency());
+}
+
+ModelRecordChoice choose_model(const TuningDb &db, const std::string &model, const std::string &target, int threads) {
+    ModelRecordChoice c;
+    std::string fingerprint = machine_fingerprint();
+    for (ModelRecord &m : db.models(model)) {  // newest first
+        std::string why;
+        if (m.target != target) {
+            why = "timed for target " + m.target + ", this load is for " + target;
+        } else if (m.fingerprint != fingerprint) {
+            why = "timed on another machine (" + m.fingerprint + ")";
+        } else if (m.threads != threads) {
+            why = fmt::format("timed at {} thread{}, this load runs {}", m.threads, m.threads == 1 ? "" : "s", threads);
+        } else if (std::vector<std::string> missing = db.missing_references(m); !missing.empty()) {
+            for (std::string &id : missing) id = id.substr(0, 12);
+            why = fmt::format("the database lacks {} of its records ({})", missing.size(), fmt::join(missing, ", "));
+        }
+        if (why.empty() && !c.record) {
+            c.record = std::move(m);
+            continue;
+        }
+        if (why.empty()) continue;  // an older match
+        c.passed_over.push_back("record " + m.id.substr(0, 12) + ": " + why);
+        if (why.rfind("the database lacks", 0) == 0) c.broken.push_back(c.passed_over.back());
     }
     return c;
 }

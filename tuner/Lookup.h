@@ -14,13 +14,14 @@ namespace fusor {
 
 /** Where a chosen record was measured, closest first. */
 enum class RecordSource {
+    ModelRecord,   ///< the model's own record (ModelRecord): timed end to end on this machine
     ExactMachine,  ///< this machine (its exact fingerprint)
     IsaFamily,     ///< another machine of this ISA family: a JIT load re-validates it here
     AnyGpu,        ///< CUDA targets: any GPU (a bundle's imported results, fingerprint gpu:...)
     Default,       ///< no record: the default schedule or clusters
 };
 
-/** "this machine", "a machine of this ISA family", "a GPU", "default". */
+/** "the model record", "this machine", "a machine of this ISA family", "a GPU", "default". */
 const char *source_name(RecordSource s);
 
 /** One step of the lookup order: records whose fingerprint matches \p fingerprint (exact, an
@@ -51,5 +52,24 @@ struct PlanChoice {
 
 /** The fastest timed plan of region \p region on \p target (resolved), by lookup_order. */
 PlanChoice choose_plan(const TuningDb &db, const std::string &region, const std::string &target);
+
+/** The Halide threads a load with \p threads runs on: \p threads, or for 0 (leave as is)
+ * HL_NUM_THREADS when set, else the cores. Model records are keyed by it. */
+int effective_threads(int threads);
+
+struct ModelRecordChoice {
+    std::optional<ModelRecord> record;     ///< the newest record that matches; absent: per-cluster lookup
+    /** Per record of this model passed over, why: "record 3f2a9c01b2de: timed at 1 thread, this
+     * load runs 2", another target or machine, or ids the database lacks. */
+    std::vector<std::string> passed_over;
+    /** The passed-over records that name trials or plans the database lacks (also in
+     * passed_over): a load warns about them. */
+    std::vector<std::string> broken;
+};
+
+/** The model record of model signature \p model for \p target (resolved) on this machine (exact
+ * fingerprint) at \p threads (effective_threads): the newest whose target, fingerprint and
+ * threads match and whose trials and plans \p db holds (TuningDb::missing_references). */
+ModelRecordChoice choose_model(const TuningDb &db, const std::string &model, const std::string &target, int threads);
 
 }  // namespace fusor

@@ -92,6 +92,15 @@ MeasureJob plan_job(const Graph &clustered, const RegionCandidates &rc, size_t k
     return job;
 }
 
+RegionPlan region_plan_of(const PlanRecord &p, const std::string &origin) {
+    FusionPlan parsed = parse_plan("fusor-plan 1\n" + p.plan, origin);
+    const RegionPlan *rp = parsed.find(p.region);
+    if (!rp || parsed.regions.size() != 1) throw UserError(origin + ": its text is not a plan of region " + p.region);
+    RegionPlan out = *rp;
+    out.origin = origin;
+    return out;
+}
+
 DbPlans db_plans(const Graph &clustered, const TuningDb &db, const std::string &target, std::vector<std::string> *warnings) {
     DbPlans out;
     for (const FusionRegion &r : form_regions(clustered)) {
@@ -109,14 +118,10 @@ DbPlans db_plans(const Graph &clustered, const TuningDb &db, const std::string &
         }
         std::string origin = "tuning db '" + db.path() + "': plan " + best->id.substr(0, 12);
         try {
-            FusionPlan parsed = parse_plan("fusor-plan 1\n" + best->plan, origin);
-            const RegionPlan *p = parsed.find(r.signature);
-            if (!p || parsed.regions.size() != 1) throw UserError(origin + ": its text is not a plan of region " + r.signature);
-            RegionPlan rp = *p;
-            rp.origin = origin;
-            out.plan.regions.push_back(std::move(rp));
+            RegionPlan rp = region_plan_of(*best, origin);
             out.lines.push_back(fmt::format("{}: {} plan, {} cluster(s), {:.3f} ms {} (record {})", head, best->strategy,
-                                            p->clusters.size(), best->ms.value_or(0), where, best->id.substr(0, 12)));
+                                            rp.clusters.size(), best->ms.value_or(0), where, best->id.substr(0, 12)));
+            out.plan.regions.push_back(std::move(rp));
         } catch (const UserError &e) {
             if (warnings) warnings->push_back(std::string(e.what()) + "; region " + r.signature + " keeps its default clusters");
             out.lines.push_back(head + ": default clusters: the best plan record does not parse");

@@ -56,6 +56,10 @@ struct MeasureJob;
  * repeats are the caller's. */
 MeasureJob plan_job(const Graph &clustered, const RegionCandidates &rc, size_t k, const PlanRecord &record, const TuningDb &db);
 
+/** The region plan plan record \p p holds, its origin \p origin; UserError naming \p origin when its
+ * text does not parse or is not one plan of region p.region. */
+RegionPlan region_plan_of(const PlanRecord &p, const std::string &origin);
+
 /** What a tuning database says for each region of \p clustered (form_clusters'), and the plan it
  * gives: per region the fastest PlanRecord measured on this machine (exact fingerprint, else one
  * of its ISA family), or none. A record whose plan text does not parse or names another region

@@ -1,0 +1,262 @@
+#include "tuner/EndToEnd.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include <fmt/core.h>
+#include <fmt/format.h>
+
+#include "graph/Clustering.h"
+#include "graph/Error.h"
+#include "runtime/Benchmark.h"
+#include "runtime/Executor.h"
+#include "tuner/Autotune.h"
+#include "tuner/DbSchedules.h"
+#include "tuner/Lookup.h"
+#include "tuner/PlanSearch.h"
+#include "tuner/Signature.h"
+#include "tuner/TuningDb.h"
+
+namespace fusor {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+/** The half-width of the 95% interval of the mean of \p v, over the mean (normal approximation). */
+double relative_interval(const std::vector<double> &v) {
+    double n = (double)v.size();
+    double mean = std::accumulate(v.begin(), v.end(), 0.0) / n;
+    double ss = 0;
+    for (double x : v) ss += (x - mean) * (x - mean);
+    double sd = std::sqrt(ss / std::max(1.0, n - 1));
+    return 1.96 * sd / std::sqrt(n) / mean;
+}
+
+/** What the database tunes in one region signature: its plan record (this machine's fastest), and
+ * the trial of each cluster of the assembled model whose first node lies in such a region. */
+struct Unit {
+    std::string label;
+    std::optional<PlanRecord> plan;
+    std::vector<PlanCluster> clusters;
+};
+
+/** "r3 Conv+Relu (5 nodes) conv2d_3..." (x2 for two regions of one signature). */
+std::string region_label(const Graph &g, const FusionRegion &r, int copies) {
+    std::vector<std::string> kinds;
+    for (NodeId n : r.nodes.nodes) {
+        std::string k = op_name(g.nodes[(size_t)n].op);
+        if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+    }
+    if (kinds.size() > 4) kinds.resize(4), kinds.back() = "...";
+    std::string first = g.nodes[(size_t)r.nodes.nodes.front()].name;
+    if (first.size() > 24) first = first.substr(0, 23) + "...";
+    return fmt::format("{} {} ({} nodes) {}{}", r.nodes.name, fmt::join(kinds, "+"), r.nodes.nodes.size(), first,
+                       copies > 1 ? fmt::format(" x{}", copies) : "");
+}
+
+/** The units of \p g on \p db for \p target: per region signature with a plan or a cluster
+ * schedule of this machine, in region order. */
+std::vector<Unit> tuned_units(const Graph &g, const TuningDb &db, const std::string &target, const ClusterOptions &co) {
+    Graph dg = g;
+    form_clusters(dg, co);
+    std::vector<FusionRegion> regions = form_regions(dg);
+    std::map<std::string, size_t> unit_of_signature;
+    std::vector<Unit> units;
+    std::vector<size_t> unit_of_node(g.nodes.size(), 0);
+    std::vector<int> copies;
+    FusionPlan plan;
+    for (const FusionRegion &r : regions) {
+        auto [it, fresh] = unit_of_signature.emplace(r.signature, units.size());
+        for (NodeId n : r.nodes.nodes) unit_of_node[(size_t)n] = it->second;
+        if (!fresh) {
+            copies[it->second]++;
+            continue;
+        }
+        units.emplace_back();
+        copies.push_back(1);
+        PlanChoice pc = choose_plan(db, r.signature, target);
+        if (pc.source != RecordSource::ExactMachine) continue;
+        try {
+            plan.regions.push_back(region_plan_of(*pc.best, db.path()));
+            units.back().plan = pc.best;
+        } catch (const UserError &) {
+            // a plan text that does not parse: the region keeps its default clusters
+        }
+    }
+    for (const FusionRegion &r : regions) {
+        size_t u = unit_of_signature.at(r.signature);
+        if (units[u].label.empty()) units[u].label = region_label(dg, r, copies[u]);
+    }
+    apply_plan(dg, plan, db.path(), nullptr);
+    std::set<std::string> seen;
+    for (const Cluster &c : dg.clusters) {
+        if (is_control_flow(dg.nodes[(size_t)c.nodes[0]].op)) continue;
+        std::string sig = cluster_signature(dg, c);
+        ScheduleChoice sc = choose_schedule(db, sig, target);
+        if (sc.source != RecordSource::ExactMachine || !seen.insert(sig).second) continue;
+        units[unit_of_node[(size_t)c.nodes[0]]].clusters.push_back({sig, sc.best->trial.id});
+    }
+    units.erase(std::remove_if(units.begin(), units.end(), [](const Unit &u) { return !u.plan && u.clusters.empty(); }), units.end());
+    return units;
+}
+
+/** The model record of \p g that applies \p units[i] for each i in \p keep (timing unset). */
+ModelRecord record_of(const std::string &model, const std::string &target, int threads, const std::vector<Unit> &units,
+                      const std::vector<size_t> &keep) {
+    ModelRecord m;
+    m.model = model;
+    m.target = target;
+    m.fingerprint = machine_fingerprint();
+    m.threads = threads;
+    std::map<std::string, std::string> trials;
+    for (size_t i : keep) {
+        if (units[i].plan) m.plans.push_back(units[i].plan->id);
+        for (const PlanCluster &c : units[i].clusters) trials.emplace(c.signature, c.trial);
+    }
+    std::sort(m.plans.begin(), m.plans.end());
+    m.plans.erase(std::unique(m.plans.begin(), m.plans.end()), m.plans.end());
+    for (auto &[sig, trial] : trials) m.clusters.push_back({sig, trial});
+    m.fusor_version = FUSOR_VERSION;
+    m.host = host_name();
+    m.created_at = utc_now();
+    return m;
+}
+
+void set_timing(ModelRecord &m, const ModelTiming &t) {
+    m.default_ms = t.default_ms;
+    m.tuned_ms = t.tuned_ms;
+    m.rounds = t.rounds;
+    m.spread = t.tuned_spread;
+}
+
+/** The phase's state: the default model, loaded once, and the units it times subsets of. */
+class Assembler {
+public:
+    Assembler(const Graph &g, const TuningDb &db, const EndToEndOptions &o)
+        : g_(g), db_(db), o_(o), target_(resolved_target(o.session.target)), default_(g, o.session) {
+        set_random_inputs(default_.executor(), 1);
+        units_ = tuned_units(g, db, target_, o.session.clustering);
+        model_ = model_signature(g);
+        threads_ = effective_threads(o.session.threads);
+    }
+    EndToEndResult run();
+
+private:
+    ModelRecord record(const std::vector<size_t> &keep) const {
+        return record_of(model_, target_, threads_, units_, keep);
+    }
+    /** The model with units \p keep tuned, compiled as a load applies its record, timed. */
+    ModelTiming time(const std::vector<size_t> &keep) {
+        SessionOptions so = o_.session;
+        use_model_record(so, db_, record(keep));
+        Session tuned(g_, so);
+        set_random_inputs(tuned.executor(), 1);
+        return time_against([this] { default_.executor().run(); }, [&tuned] { tuned.executor().run(); }, o_);
+    }
+    bool stopped() const {
+        return o_.stop && *o_.stop;
+    }
+    bool over_budget() const {
+        return o_.budget_s > 0 && ms_since(started_) > o_.budget_s * 1000;
+    }
+    void log(const std::string &line) const {
+        if (o_.log) o_.log(line);
+    }
+    std::vector<size_t> bisect(std::vector<size_t> keep, ModelTiming &kept);
+
+    const Graph &g_;
+    const TuningDb &db_;
+    const EndToEndOptions &o_;
+    Clock::time_point started_ = Clock::now();
+    std::string target_;
+    Session default_;
+    std::vector<Unit> units_;
+    std::string model_;
+    int threads_ = 1;
+};
+
+/** Halves \p keep toward the faster half until the model is no slower than the default; past the
+ * budget, or with nothing left, the default (\p kept then times the default against itself). */
+std::vector<size_t> Assembler::bisect(std::vector<size_t> keep, ModelTiming &kept) {
+    auto slow = [&](const ModelTiming &t) { return t.tuned_ms > o_.no_slower * t.default_ms; };
+    while (slow(kept) && keep.size() > 1 && !stopped() && !over_budget()) {
+        std::vector<size_t> a(keep.begin(), keep.begin() + (long)keep.size() / 2), b(keep.begin() + (long)keep.size() / 2, keep.end());
+        ModelTiming ta = time(a), tb = time(b);
+        bool first = ta.gain() >= tb.gain();
+        keep = first ? a : b;
+        kept = first ? ta : tb;
+        log(fmt::format("  fallback: {} of {} region signature(s) tuned: {:.2f}x the default", keep.size(), units_.size(), kept.gain()));
+    }
+    if (slow(kept) && !stopped()) {
+        keep.clear();
+        kept.tuned_ms = kept.default_ms;  // the default model ships: its own time
+        kept.tuned_spread = kept.default_spread;
+    }
+    return keep;
+}
+
+EndToEndResult Assembler::run() {
+    EndToEndResult res;
+    std::vector<size_t> all(units_.size());
+    std::iota(all.begin(), all.end(), 0);
+    log(fmt::format("end to end: the model assembled from {} tuned region signature(s), timed against the default at {} thread{}",
+                    units_.size(), threads_, threads_ == 1 ? "" : "s"));
+    res.assembled = time(all);
+    ModelTiming kept = res.assembled;
+    std::vector<size_t> keep = bisect(all, kept);
+    res.stopped = stopped();
+    for (size_t i : all) {
+        if (std::find(keep.begin(), keep.end(), i) == keep.end()) res.fell_back.push_back(units_[i].label);
+    }
+    res.record = record(keep);
+    set_timing(res.record, kept);
+    return res;
+}
+
+}  // namespace
+
+ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o) {
+    auto once = [](const std::function<void()> &f) {
+        Clock::time_point t0 = Clock::now();
+        f();
+        return ms_since(t0);
+    };
+    double probe = std::max(once(base), once(tuned));  // also the warm-up
+    int reps = (int)std::clamp(std::ceil(5.0 / std::max(probe, 1e-3)), 1.0, 1000.0);
+    auto side = [&](const std::function<void()> &f) {
+        Clock::time_point t0 = Clock::now();
+        for (int i = 0; i < reps; i++) f();
+        return ms_since(t0) / reps;
+    };
+    std::vector<double> b, t, ratio;
+    while ((int)ratio.size() < o.max_rounds && !(o.stop && *o.stop)) {
+        bool base_first = ratio.size() % 2 == 0;
+        double first = side(base_first ? base : tuned), second = side(base_first ? tuned : base);
+        b.push_back(base_first ? first : second);
+        t.push_back(base_first ? second : first);
+        ratio.push_back(t.back() / b.back());
+        if ((int)ratio.size() >= o.min_rounds && relative_interval(ratio) <= o.interval) break;
+    }
+    ModelTiming out;
+    out.default_ms = median(b);
+    out.tuned_ms = median(t);
+    out.default_spread = spread_of(b);
+    out.tuned_spread = spread_of(t);
+    out.rounds = (int)ratio.size();
+    return out;
+}
+
+EndToEndResult assemble_model(const Graph &g, const TuningDb &db, const EndToEndOptions &o) {
+    return Assembler(g, db, o).run();
+}
+
+}  // namespace fusor

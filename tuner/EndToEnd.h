@@ -1,0 +1,60 @@
+#pragma once
+/** \file
+ * Autotune's last phase: the tuned model assembled from what the database holds for it on this
+ * machine (each region's fastest plan, each cluster's best verified schedule), compiled in this
+ * process by the executor a load uses (use_model_record, the one way a record is applied) and
+ * timed end to end against the default model, in interleaved rounds at the run's threads. When
+ * the assembled model is not faster, regions return to their defaults by bisection until the
+ * model is no slower than the default. The result is a model record (TuningRecords.h): run,
+ * bench, compile and Python apply it whole. */
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/Session.h"
+#include "tuner/TuningRecords.h"
+
+namespace fusor {
+
+class TuningDb;
+
+/** A model timed against the default in interleaved rounds: the medians of the rounds, each
+ * side's spread (spread_of, runtime/Benchmark.h) and the rounds run. */
+struct ModelTiming {
+    double default_ms = 0, tuned_ms = 0;
+    double default_spread = 0, tuned_spread = 0;
+    int rounds = 0;
+    double gain() const { return tuned_ms > 0 ? default_ms / tuned_ms : 0; }
+};
+
+struct EndToEndOptions {
+    SessionOptions session;  ///< how the model loads (target, threads, layout); recluster and schedule_for unset
+    int min_rounds = 5, max_rounds = 40;
+    double interval = 0.01;   ///< rounds stop once the ratio's 95% interval is within +-interval
+    double no_slower = 1.01;  ///< a model is kept when tuned <= no_slower x default (medians)
+    double budget_s = 0;      ///< wall time of the phase (0: none); past it, bisection falls back to the default
+    const std::atomic<bool> *stop = nullptr;
+    std::function<void(const std::string &)> log;
+};
+
+/** Times \p tuned against \p base, each called once per run: a warm-up run each, then rounds
+ * that run both, the first alternating, each side as many runs as take about 5 ms (its time per
+ * run). Stops after o.min_rounds once the 95% interval of the per-round ratio tuned/base is within
+ * +-o.interval of its mean, at o.max_rounds, or when o.stop is set. */
+ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o);
+
+struct EndToEndResult {
+    ModelRecord record;                  ///< to store (id unset); no plans and clusters: the default ships
+    ModelTiming assembled;               ///< the model with every region tuned
+    std::vector<std::string> fell_back;  ///< the regions returned to their defaults, labelled
+    bool stopped = false;                ///< o.stop was set: store nothing
+};
+
+/** Assembles model \p g (optimized, shapes bound, unclustered) from \p db's records of this
+ * machine (exact fingerprint) for o.session's target, times it against the default and falls
+ * back by regions (regions of one signature together) until it is no slower. */
+EndToEndResult assemble_model(const Graph &g, const TuningDb &db, const EndToEndOptions &o);
+
+}  // namespace fusor
