@@ -224,11 +224,14 @@ private:
         int left = 0;
         double start_s = 0;
     };
-    void search_all();
+    void search_all(bool model_only);
+    std::set<size_t> plan_tasks_worth_seeding() const;
+    void seed_plan_clusters();
     Round open_round(size_t i, int trials);
     void close_round(Round &round);
     bool fill(Round &round, int want);
     bool out_of_search_budget() const;
+    double search_budget_s() const;
     /** Per task, whether it is one of the model's own clusters (fixed_signatures_), not one that
      * only candidate plans have. */
     std::vector<bool> in_model() const;
@@ -268,6 +271,8 @@ private:
     int measured_ = 0;    ///< search and seed trials stored in this run (confirm not included)
     int exported_ = 0;    ///< objects written so far in export mode: fusor_cand_<n>
     size_t current_ = 0;  ///< index into tasks_ of the task being measured, for progress
+    std::set<size_t> unseeded_;  ///< tasks only candidate plans have, left unmeasured (seed_plan_clusters)
+    double search_until_s_ = 0;  ///< with a budget: the current search stage ends here (out_of_search_budget)
     std::string last_;    ///< the last candidate, for progress
 };
 
@@ -794,16 +799,20 @@ void TuningRun::log_trial(const TuningTask &t, int done, const Trial &trial) con
  * task it expects the most from, until the trials or the search's part of the budget are spent
  * or every task's space near its parents is exhausted. Rounds do not wait for each other: the
  * next round's candidates go to the workers as the last round's are still measured. */
-void TuningRun::search_all() {
+void TuningRun::search_all(bool model_only) {
     std::vector<bool> counted = in_model();
     std::vector<size_t> searchable = searchable_tasks(tasks_, opt_.min_search_share, &counted);
     for (size_t i = 0; i < tasks_.size(); i++) {
-        if (std::find(searchable.begin(), searchable.end(), i) == searchable.end()) {
+        bool listed = std::find(searchable.begin(), searchable.end(), i) != searchable.end();
+        if (!listed && counted[i] && !model_only) {
             log(fmt::format("cluster {} ({}): under {:.2g}% of the model's time: not searched", tasks_[i].result.name, tasks_[i].nodes,
                             100 * opt_.min_search_share));
         }
     }
-    searchable = drop_losing_plans(std::move(searchable));
+    searchable.erase(std::remove_if(searchable.begin(), searchable.end(),
+                                    [&](size_t i) { return unseeded_.count(i) || (model_only && !counted[i]); }),
+                     searchable.end());
+    if (!model_only) searchable = drop_losing_plans(std::move(searchable));
     Round round;
     while (true) {
         int in_flight = (int)in_flight_.size();
@@ -833,8 +842,54 @@ void TuningRun::search_all() {
 /** The search's part of the budget is spent: it leaves kConfirmReserve of a budget to the
  * confirm phase. */
 bool TuningRun::out_of_search_budget() const {
+    return out_of_budget() || (opt_.budget_s > 0 && elapsed() >= (search_until_s_ > 0 ? search_until_s_ : search_budget_s()));
+}
+
+double TuningRun::search_budget_s() const {
     double reserve = (opt_.confirm_rounds > 0 ? kConfirmReserve : 0) + (regions_.empty() ? 0 : kPlanReserve);
-    return out_of_budget() || (opt_.budget_s > 0 && elapsed() >= opt_.budget_s * (1 - reserve));
+    return opt_.budget_s * (1 - reserve);
+}
+
+/** The tasks only candidate plans have whose region carries kPlanRegionShare of the model's
+ * default time (its default clusters' times, as measured_plan sums them, times its copies). */
+std::set<size_t> TuningRun::plan_tasks_worth_seeding() const {
+    std::vector<bool> own = in_model();
+    double model_ms = 0;
+    for (size_t i = 0; i < tasks_.size(); i++) {
+        if (own[i]) model_ms += tasks_[i].result.default_ms * tasks_[i].copies;
+    }
+    std::set<std::string> worth;
+    for (const RegionCandidates &rc : regions_) {
+        PlanRecord def = measured_plan(clustered_, rc, 0, db_, target_, fingerprint_);
+        if (!def.ms || *def.ms * rc.copies < kPlanRegionShare * model_ms) continue;
+        for (size_t k = 1; k < rc.plans.size(); k++) {
+            for (const Cluster &c : rc.clusters[k]) worth.insert(cluster_signature(clustered_, c));
+        }
+    }
+    std::set<size_t> out;
+    for (size_t i : unseeded_) {
+        if (worth.count(tasks_[i].result.signature)) out.insert(i);
+    }
+    return out;
+}
+
+/** The defaults of the tasks only candidate plans have, of regions that matter
+ * (plan_tasks_worth_seeding), while the budget (before its confirm and plan reserves) and the
+ * trials last; the others stay unmeasured, and their plans untimed. */
+void TuningRun::seed_plan_clusters() {
+    std::set<size_t> worth = plan_tasks_worth_seeding();
+    size_t seeded = 0;
+    for (size_t i : worth) {
+        if (out_of_search_budget() || measured_ >= opt_.trials) break;
+        seed(i, {});
+        unseeded_.erase(i);
+        seeded++;
+    }
+    if (!unseeded_.empty()) {
+        log(fmt::format("{} cluster(s) only in other plans not measured: their region carries under {:.0f}% of the model's time, or the "
+                        "budget was spent first ({} measured)",
+                        unseeded_.size(), 100 * kPlanRegionShare, seeded));
+    }
 }
 
 /** A round of \p trials candidates for tasks_[i]; logs it. */
@@ -999,20 +1054,35 @@ std::vector<ClusterTuning> TuningRun::run() {
     make_tasks(plan_search(graphs));
     choose_autoschedulers();
     bool heavy_only = opt_.autoschedulers_where_heavy && !autoschedulers_.empty();
+    std::vector<bool> own = in_model();
+    for (size_t i = 0; i < tasks_.size(); i++) {
+        if (!own[i]) unseeded_.insert(i);  // seed_plan_clusters' decision
+    }
     for (size_t i = 0; i < tasks_.size() && !out_of_budget() && measured_ < opt_.trials; i++) {
-        seed(i, heavy_only ? std::vector<std::string>{} : autoschedulers_);
+        if (own[i]) seed(i, heavy_only ? std::vector<std::string>{} : autoschedulers_);
     }
     if (heavy_only) seed_heaviest();
-    search_all();
+    // first the model's own clusters, for half the search's budget; then the clusters of the
+    // other plans of regions that matter; then all
+    if (opt_.budget_s > 0 && !unseeded_.empty()) {
+        search_until_s_ = elapsed() + 0.5 * (search_budget_s() - elapsed());
+        search_all(/*model_only=*/true);
+    }
+    search_until_s_ = 0;
+    seed_plan_clusters();
+    search_all(/*model_only=*/false);
     // heaviest first, so a budget that runs out leaves the light ones unconfirmed
     for (size_t i : heaviest_tasks(tasks_, 1.0)) {
         if (out_of_budget()) break;
+        if (unseeded_.count(i)) continue;
         current_ = i;
         confirm(tasks_[i]);
     }
     time_plans();
     std::vector<ClusterTuning> results;
-    for (TuningTask &t : tasks_) {
+    for (size_t i = 0; i < tasks_.size(); i++) {
+        if (unseeded_.count(i)) continue;
+        TuningTask &t = tasks_[i];
         t.result.best_ms = t.best ? t.best->ms : t.result.default_ms;
         results.push_back(t.result);
     }

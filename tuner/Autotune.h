@@ -132,6 +132,9 @@ constexpr int kRoundTrialsPerJob = 4;
 constexpr double kConfirmReserve = 0.1;
 /** The part of a --budget the search leaves to the plan phase (when plans are searched). */
 constexpr double kPlanReserve = 0.05;
+/** A region's other plans get their clusters measured only when its default clusters carry this
+ * share of the model's default time, and after the model's own clusters had half the search. */
+constexpr double kPlanRegionShare = 0.02;
 /** The plan phase times, per region, the default clusters, the unfused plan (the two fixed
  * choices) and at most kPlanFinalists other candidate plans, those whose clusters' best times add
  * up to at most kPlanMargin times the default clusters' (timed apart, kernels look cheaper than in
