@@ -362,7 +362,7 @@ CREATE TABLE model (
     model          TEXT NOT NULL,
     target         TEXT NOT NULL CHECK (target <> ''),
     fingerprint    TEXT NOT NULL CHECK (fingerprint <> ''),
-    threads        INTEGER NOT NULL CHECK (threads >= 0 AND threads <= 1024),
+    threads        INTEGER NOT NULL CHECK (threads >= 0 AND threads <= )sql" + std::to_string(kMaxModelThreads) + R"sql(),
     plans          TEXT NOT NULL,
     clusters       TEXT NOT NULL,
     default_ms     )sql" + d.real + " NOT NULL CHECK " + time_check_sql("default_ms") + R"sql(,

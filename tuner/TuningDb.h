@@ -1,8 +1,9 @@
 #pragma once
 /** \file
  * The tuning database: every trial the tuner measures, keyed by workload (cluster signature,
- * resolved target), and every fusion plan it measures, keyed by region (region signature,
- * resolved target), with provenance, shared and merged across machines. Stored in an SQLite file,
+ * resolved target), every fusion plan it measures, keyed by region (region signature, resolved
+ * target), and every tuned model it times end to end, keyed by model signature, with provenance,
+ * shared and merged across machines. Stored in an SQLite file,
  * or in a PostgreSQL database that a fleet of tuners shares (a postgresql:// URL); both behave
  * alike (tuner/DbConnection.h). The records and their rules are tuner/TuningRecords.h; the schema
  * and its versions are documented in docs/tuning_db.md. */
@@ -82,7 +83,7 @@ public:
 
 /** Raised for SQLite and PostgreSQL failures (with sqlite3_errmsg), for files that are not fusor tuning
  * databases or have an unknown schema version, and for records that break the record rules
- * (trial_problem, plan_problem): "tuning db 'x.db' is malformed: trial '<id>': median_ms: ...". A UserError:
+ * (trial_problem, plan_problem, model_problem): "tuning db 'x.db' is malformed: trial '<id>': median_ms: ...". A UserError:
  * the tools exit with status 2. */
 class DbError : public UserError {
 public:

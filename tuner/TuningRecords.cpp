@@ -30,8 +30,6 @@ constexpr const char *kExportFormat = "fusor-tuning-db";
 constexpr int kPlanVersion = 6;
 /** The first schema version whose export holds "models". */
 constexpr int kModelVersion = 7;
-/** The most Halide threads a model record holds. */
-constexpr int kMaxThreads = 1024;
 
 /** A double as the shortest text that reads back to it: "100", "0.25", "1e+09", "inf". */
 std::string number_text(double v) {
@@ -555,8 +553,8 @@ std::optional<FieldProblem> model_problem(const ModelRecord &m) {
     }
     if (m.target.empty()) return FieldProblem{"target", "is empty"};
     if (m.fingerprint.empty()) return FieldProblem{"fingerprint", "is empty"};
-    if (m.threads < 0 || m.threads > kMaxThreads) {
-        return FieldProblem{"threads", std::to_string(m.threads) + " is not a thread count from 0 to " + std::to_string(kMaxThreads)};
+    if (m.threads < 0 || m.threads > kMaxModelThreads) {
+        return FieldProblem{"threads", std::to_string(m.threads) + " is not a thread count from 0 to " + std::to_string(kMaxModelThreads)};
     }
     if (std::optional<std::string> p = time_problem(m.default_ms)) return FieldProblem{"default_ms", *p};
     if (std::optional<std::string> p = time_problem(m.tuned_ms)) return FieldProblem{"tuned_ms", *p};

@@ -106,7 +106,7 @@ struct ModelRecord {
     std::string model;        ///< model_signature (tuner/Signature.h): the graph with its bound shapes
     std::string target;       ///< Halide target string with host resolved
     std::string fingerprint;  ///< machine_fingerprint() of the machine that timed it (exact)
-    int threads = 0;          ///< Halide threads it was timed at, 0 to 1024 (0: all cores)
+    int threads = 0;          ///< Halide threads it was timed at, 0 to kMaxModelThreads (0: all cores)
     std::vector<std::string> plans;     ///< ids of the plan records applied, sorted; none: the default clusters
     std::vector<PlanCluster> clusters;  ///< per distinct cluster of the assembled model, by signature: the trial it runs ("" default)
     double default_ms = 0, tuned_ms = 0;  ///< medians of the interleaved rounds (time_problem)
@@ -121,6 +121,8 @@ constexpr int kTuningSchemaVersion = 7;
 /** The oldest version read; records of older versions get their ids recomputed (upgrade_records). */
 constexpr int kOldestTuningSchemaVersion = 1;
 
+/** The most Halide threads a model record holds. */
+constexpr int kMaxModelThreads = 1024;
 /** The largest time a record holds, in ms (about 11.6 days). */
 constexpr double kMaxTimeMs = 1e9;
 /** The most timed runs a record holds. */
@@ -171,9 +173,9 @@ std::optional<FieldProblem> parse_plan_clusters(const std::string &text, std::ve
 
 /** The first rule \p m breaks, or nullopt: model and every plan id of the content-hash form
  * (is_content_hash), plans sorted and distinct, target and fingerprint non-empty, threads 0 to
- * 1024, default_ms and tuned_ms passing time_problem, rounds 1 to kMaxRuns, spread finite and
- * >= 0, every cluster signature non-empty and distinct, every text valid UTF-8, and id the content
- * hash of the other fields (model_content_id). */
+ * kMaxModelThreads, default_ms and tuned_ms passing time_problem, rounds 1 to kMaxRuns, spread
+ * finite and >= 0, every cluster signature non-empty and distinct, every text valid UTF-8, and id
+ * the content hash of the other fields (model_content_id). */
 std::optional<FieldProblem> model_problem(const ModelRecord &m);
 /** Every field of \p m but the id, as one JSON array (docs/tuning_db.md): the text its id hashes. */
 std::string model_content(const ModelRecord &m);

@@ -2484,7 +2484,9 @@ TEST_CASE("tuning db rules: a trigger, a view or any object fusor did not create
         {"create trigger wipe after insert on trial begin delete from trial; end", "trigger \"wipe\""},
         {"create view workloads as select * from workload", "view \"workloads\""},
         {"create table notes (x)", "table \"notes\""},
-        {"create index trial_host on trial (host)", "index \"trial_host\""}};
+        {"create index trial_host on trial (host)", "index \"trial_host\""},
+        {"create index model_host on model (host)", "index \"model_host\""},
+        {"create trigger keep after delete on model begin select 1; end", "trigger \"keep\""}};
     for (const auto &[sql, named] : objects) {
         std::string path = dir.file("t.db");
         fs::remove(path);
