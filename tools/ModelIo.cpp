@@ -223,7 +223,10 @@ void print_db_warnings(const std::string &db_path, const std::vector<std::string
 }
 
 void print_db_decisions(const std::vector<std::string> &decisions, const std::string &indent) {
-    for (const std::string &d : decisions) fmt::print("{}{}{}\n", indent, d.rfind("plan ", 0) == 0 ? "" : "schedule ", d);
+    for (const std::string &d : decisions) {
+        bool whole = d.rfind("plan ", 0) == 0 || d.rfind("model ", 0) == 0;  // a region's or the model's, not a cluster's
+        fmt::print("{}{}{}\n", indent, whole ? "" : "schedule ", d);
+    }
 }
 
 }  // namespace fusor::cli

@@ -18,7 +18,9 @@
 #include "tuner/Autotune.h"
 #include "tuner/DbSchedules.h"
 #include "tuner/FusionPlan.h"
+#include "tuner/Lookup.h"
 #include "tuner/PlanSearch.h"
+#include "tuner/Signature.h"
 #include "tuner/TuningDb.h"
 
 namespace fusor::cli {
@@ -34,14 +36,35 @@ std::string mib(int64_t bytes) {
 
 namespace {
 
-/** --db without --plan: re-clusters \p fused (form_clusters') by the database's best plans
- * (cluster_by_db), and names the database's plans of regions this model does not have (ignored). */
+/** --db without --plan: re-clusters \p fused (form_clusters') as a load at \p threads would: by
+ * the model record that matches (choose_model; set in \p record), else by the database's best
+ * plans (cluster_by_db), naming the database's plans of regions this model does not have. */
 std::vector<std::string> plans_from_db(Graph &fused, const std::vector<FusionRegion> &regions, const std::string &db_path,
-                                       const std::string &target, std::vector<std::string> *warnings) {
+                                       const std::string &target, int threads, std::vector<std::string> *warnings,
+                                       std::optional<RecordDecisions> *record) {
     if (!database_exists(db_path)) throw UserError("tuning db '" + db_path + "' does not exist");
     TuningDb db(db_path, TuningDb::Mode::ReadOnly);
     std::string resolved = resolved_target(target);
-    std::vector<std::string> lines = cluster_by_db(fused, db, resolved, warnings);
+    ModelRecordChoice mc = choose_model(db, model_signature(fused), resolved, effective_threads(threads));
+    std::vector<std::string> lines;
+    for (const std::string &line : mc.passed_over) lines.push_back("model " + line);
+    for (const std::string &line : mc.broken) warnings->push_back("model " + line + "; the per-cluster lookup applies");
+    if (mc.record) {
+        const ModelRecord &m = *mc.record;
+        lines.push_back(fmt::format("model record {}: default {:.3f} ms -> tuned {:.3f} ms ({:.2f}x) end to end at {} thread(s); its "
+                                    "plans and schedules apply",
+                                    m.id.substr(0, 12), m.default_ms, m.tuned_ms, m.default_ms / m.tuned_ms, m.threads));
+        *record = record_decisions(db, m, warnings);
+        for (const FusionRegion &r : regions) {
+            const RegionPlan *p = (*record)->plan.find(r.signature);
+            lines.push_back(fmt::format("{} ({} cluster(s)): {}", r.nodes.name, r.clusters.size(),
+                                        p ? "the model record's plan, measured on this machine (" + p->origin + ")"
+                                          : std::string("default clusters (the model record's choice)")));
+        }
+        apply_record_plan(fused, **record, db.path(), warnings);  // a plan that does not fit is a warning
+    } else {
+        for (const std::string &l : cluster_by_db(fused, db, resolved, warnings)) lines.push_back(l);
+    }
     std::set<std::string> here, absent;
     for (const FusionRegion &r : regions) here.insert(r.signature);
     for (const PlanRecord &p : db.all_plans()) {
@@ -84,6 +107,9 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                   "print the fusion plan: the model's regions of clusters and, per region, which of its nodes share a kernel");
     auto plan_file = add_plan_flag(cmd);
     auto gpu_registers = add_gpu_max_registers_flag(cmd);
+    auto threads = std::make_shared<int>(0);
+    cmd->add_option("--threads", *threads, "with --db: the threads a load runs at, which pick the model record timed at them (default: all cores)")
+        ->check(CLI::Range(1, 1024));
     return {cmd, [=] {
                 Halide::Target t = parse_target(*target);
                 std::optional<FusionPlan> plan;
@@ -99,7 +125,8 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 std::vector<FusionRegion> regions = form_regions(fused);  // of the default clusters, as plans name them
                 std::vector<std::string> plan_lines, db_plan_lines, db_warnings;
                 if (plan) plan_lines = apply_plan(fused, *plan, *plan_file);
-                if (!plan && !db->empty()) db_plan_lines = plans_from_db(fused, regions, *db, *target, &db_warnings);
+                std::optional<RecordDecisions> record;
+                if (!plan && !db->empty()) db_plan_lines = plans_from_db(fused, regions, *db, *target, *threads, &db_warnings, &record);
                 ClusterOptions single;
                 single.singleton = true;
                 form_clusters(unfused, single);
@@ -157,6 +184,11 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 if (!db->empty()) {
                     std::vector<std::string> log;  // "<cluster>: <decision>", one line per lookup
                     ScheduleLookup lookup = db_schedules(*db, *target, &log);
+                    if (record) {
+                        SessionOptions so;
+                        use_recorded_schedules(so, std::make_shared<const RecordDecisions>(*record), &log);
+                        lookup = so.schedule_for;
+                    }
                     for (const Cluster &c : fused.clusters) {
                         if (is_control_flow(fused.nodes[c.nodes[0]].op)) continue;
                         log.clear();

@@ -138,18 +138,22 @@ std::vector<std::string> apply_record_plan(Graph &g, const RecordDecisions &d, c
     return apply_plan(g, here, origin, warnings);
 }
 
-namespace {
-
-/** The hooks of \p d: recluster by its plan, schedule_for by its schedules. */
-void apply_decisions(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, const std::string &origin, std::vector<std::string> *log,
-                     std::vector<std::string> *warnings) {
-    o.recluster = [d, origin, warnings](Graph &g) { apply_record_plan(g, *d, origin, warnings); };
+void use_recorded_schedules(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, std::vector<std::string> *log) {
     o.schedule_for = [d, log](const Graph &g, const Cluster &c) -> std::optional<std::string> {
         auto it = d->schedules.find(cluster_signature(g, c));
         if (log) log->push_back(c.name + ": " + (it == d->schedules.end() ? "default schedule (the model record's choice)" : "the model record's schedule"));
         if (it == d->schedules.end()) return std::nullopt;
         return it->second;
     };
+}
+
+namespace {
+
+/** The hooks of \p d: recluster by its plan, schedule_for by its schedules. */
+void apply_decisions(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, const std::string &origin, std::vector<std::string> *log,
+                     std::vector<std::string> *warnings) {
+    o.recluster = [d, origin, warnings](Graph &g) { apply_record_plan(g, *d, origin, warnings); };
+    use_recorded_schedules(o, d, log);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,10 @@ RecordDecisions record_decisions(const TuningDb &db, const ModelRecord &m, std::
  * (apply_plan, its lines returned; \p origin names the database in its warnings). */
 std::vector<std::string> apply_record_plan(Graph &g, const RecordDecisions &d, const std::string &origin,
                                            std::vector<std::string> *warnings);
+
+/** Sets \p o.schedule_for to \p d's schedules: per cluster the schedule its signature names, the
+ * default for any other; each decision appended to \p log when given. */
+void use_recorded_schedules(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, std::vector<std::string> *log = nullptr);
 
 /** Sets \p o.recluster and \p o.schedule_for to apply model record \p m whole
  * (record_decisions): its plans, and per cluster the schedule its signature names, the default for

@@ -45,7 +45,7 @@ double relative_interval(const std::vector<double> &v) {
  * the trial of each cluster of the assembled model whose first node lies in such a region. */
 struct Unit {
     std::string label;
-    std::optional<PlanRecord> plan;
+    std::vector<PlanRecord> plans;  ///< at most one, but for Tuned::same
     std::vector<PlanCluster> clusters;
 };
 
@@ -63,9 +63,25 @@ std::string region_label(const Graph &g, const FusionRegion &r, int copies) {
                        copies > 1 ? fmt::format(" x{}", copies) : "");
 }
 
-/** The units of \p g on \p db for \p target: per region signature with a plan or a cluster
- * schedule of this machine, in region order. */
-std::vector<Unit> tuned_units(const Graph &g, const TuningDb &db, const std::string &target, const ClusterOptions &co) {
+/** Whether \p best, a cluster's chosen schedule, is its default schedule (the text of its
+ * "default" trial on this machine): the same code either way, so never a cause to fall back. */
+bool is_default_schedule(const TuningDb &db, const Trial &best) {
+    if (best.strategy == "default") return true;
+    for (const Trial &t : db.trials(best.signature, best.target)) {
+        if (t.strategy == "default" && t.fingerprint == best.fingerprint && t.schedule == best.schedule) return true;
+    }
+    return false;
+}
+
+/** What the database tunes in \p g: the units to bisect, per region signature with a plan or a
+ * cluster schedule of this machine, in region order; and, apart, the choices that compile to the
+ * default's code (a region's default plan, a cluster's default schedule), kept in every record. */
+struct Tuned {
+    Unit same;
+    std::vector<Unit> units;
+};
+Tuned tuned_units(const Graph &g, const TuningDb &db, const std::string &target, const ClusterOptions &co) {
+    Tuned out;
     Graph dg = g;
     form_clusters(dg, co);
     std::vector<FusionRegion> regions = form_regions(dg);
@@ -87,7 +103,7 @@ std::vector<Unit> tuned_units(const Graph &g, const TuningDb &db, const std::str
         if (pc.source != RecordSource::ExactMachine) continue;
         try {
             plan.regions.push_back(region_plan_of(*pc.best, db.path()));
-            units.back().plan = pc.best;
+            (pc.best->strategy == "default" ? out.same.plans : units.back().plans).push_back(*pc.best);
         } catch (const UserError &) {
             // a plan text that does not parse: the region keeps its default clusters
         }
@@ -103,24 +119,29 @@ std::vector<Unit> tuned_units(const Graph &g, const TuningDb &db, const std::str
         std::string sig = cluster_signature(dg, c);
         ScheduleChoice sc = choose_schedule(db, sig, target);
         if (sc.source != RecordSource::ExactMachine || !seen.insert(sig).second) continue;
-        units[unit_of_node[(size_t)c.nodes[0]]].clusters.push_back({sig, sc.best->trial.id});
+        Unit &u = is_default_schedule(db, sc.best->trial) ? out.same : units[unit_of_node[(size_t)c.nodes[0]]];
+        u.clusters.push_back({sig, sc.best->trial.id});
     }
-    units.erase(std::remove_if(units.begin(), units.end(), [](const Unit &u) { return !u.plan && u.clusters.empty(); }), units.end());
-    return units;
+    units.erase(std::remove_if(units.begin(), units.end(), [](const Unit &u) { return u.plans.empty() && u.clusters.empty(); }),
+                units.end());
+    out.units = std::move(units);
+    return out;
 }
 
-/** The model record of \p g that applies \p units[i] for each i in \p keep (timing unset). */
-ModelRecord record_of(const std::string &model, const std::string &target, int threads, const std::vector<Unit> &units,
-                      const std::vector<size_t> &keep) {
+/** The model record of \p g that applies \p t.same and \p t.units[i] for each i in \p keep
+ * (timing unset). */
+ModelRecord record_of(const std::string &model, const std::string &target, int threads, const Tuned &t, const std::vector<size_t> &keep) {
     ModelRecord m;
     m.model = model;
     m.target = target;
     m.fingerprint = machine_fingerprint();
     m.threads = threads;
     std::map<std::string, std::string> trials;
-    for (size_t i : keep) {
-        if (units[i].plan) m.plans.push_back(units[i].plan->id);
-        for (const PlanCluster &c : units[i].clusters) trials.emplace(c.signature, c.trial);
+    std::vector<const Unit *> applied = {&t.same};
+    for (size_t i : keep) applied.push_back(&t.units[i]);
+    for (const Unit *u : applied) {
+        for (const PlanRecord &p : u->plans) m.plans.push_back(p.id);
+        for (const PlanCluster &c : u->clusters) trials.emplace(c.signature, c.trial);
     }
     std::sort(m.plans.begin(), m.plans.end());
     m.plans.erase(std::unique(m.plans.begin(), m.plans.end()), m.plans.end());
@@ -144,7 +165,7 @@ public:
     Assembler(const Graph &g, const TuningDb &db, const EndToEndOptions &o)
         : g_(g), db_(db), o_(o), target_(resolved_target(o.session.target)), default_(g, o.session) {
         set_random_inputs(default_.executor(), 1);
-        units_ = tuned_units(g, db, target_, o.session.clustering);
+        tuned_ = tuned_units(g, db, target_, o.session.clustering);
         model_ = model_signature(g);
         threads_ = effective_threads(o.session.threads);
     }
@@ -152,7 +173,7 @@ public:
 
 private:
     ModelRecord record(const std::vector<size_t> &keep) const {
-        return record_of(model_, target_, threads_, units_, keep);
+        return record_of(model_, target_, threads_, tuned_, keep);
     }
     /** The model with units \p keep tuned, compiled as a load applies its record, timed. */
     ModelTiming time(const std::vector<size_t> &keep) {
@@ -179,7 +200,7 @@ private:
     Clock::time_point started_ = Clock::now();
     std::string target_;
     Session default_;
-    std::vector<Unit> units_;
+    Tuned tuned_;
     std::string model_;
     int threads_ = 1;
 };
@@ -194,7 +215,7 @@ std::vector<size_t> Assembler::bisect(std::vector<size_t> keep, ModelTiming &kep
         bool first = ta.gain() >= tb.gain();
         keep = first ? a : b;
         kept = first ? ta : tb;
-        log(fmt::format("  fallback: {} of {} region signature(s) tuned: {:.2f}x the default", keep.size(), units_.size(), kept.gain()));
+        log(fmt::format("  fallback: {} of {} region signature(s) tuned: {:.2f}x the default", keep.size(), tuned_.units.size(), kept.gain()));
     }
     if (slow(kept) && !stopped()) {
         keep.clear();
@@ -206,16 +227,16 @@ std::vector<size_t> Assembler::bisect(std::vector<size_t> keep, ModelTiming &kep
 
 EndToEndResult Assembler::run() {
     EndToEndResult res;
-    std::vector<size_t> all(units_.size());
+    std::vector<size_t> all(tuned_.units.size());
     std::iota(all.begin(), all.end(), 0);
     log(fmt::format("end to end: the model assembled from {} tuned region signature(s), timed against the default at {} thread{}",
-                    units_.size(), threads_, threads_ == 1 ? "" : "s"));
+                    tuned_.units.size(), threads_, threads_ == 1 ? "" : "s"));
     res.assembled = time(all);
     ModelTiming kept = res.assembled;
     std::vector<size_t> keep = bisect(all, kept);
     res.stopped = stopped();
     for (size_t i : all) {
-        if (std::find(keep.begin(), keep.end(), i) == keep.end()) res.fell_back.push_back(units_[i].label);
+        if (std::find(keep.begin(), keep.end(), i) == keep.end()) res.fell_back.push_back(tuned_.units[i].label);
     }
     res.record = record(keep);
     set_timing(res.record, kept);

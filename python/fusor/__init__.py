@@ -437,8 +437,11 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
     logger), True (the CLI's progress line on stderr and events on stdout), or a callable that
     receives a dict after every measured candidate. Ctrl-C stops after the candidate being timed
     and raises KeyboardInterrupt; every trial measured so far is stored, and running again resumes.
+    The last phase times the assembled tuned model against the default end to end, falls back
+    region by region until it is no slower, and stores a model record that fusor.load(db=...) at
+    the same threads applies whole; its "model: default ... -> tuned ..." line goes to the log.
     Returns one dict per distinct cluster tuned (the default clusters', then those only other plans
-    have): cluster, signature, default_ms, best_ms, trials, confirmed. A time not measured is None,
+    have that were measured): cluster, signature, default_ms, best_ms, trials, confirmed. A time not measured is None,
     in these dicts and in the progress dicts (as is an eta_s not known yet).
     """
     args = ["autotune", _path(model, "model"), "--db", _path(db, "db", _DB), *_shape_flags(shapes),

@@ -865,6 +865,77 @@ TEST_CASE("autotune: with neither --trials nor --budget it searches on a 10-minu
     CHECK((strategies.count("model") + strategies.count("evolve") + strategies.count("random")) > 0);  // a search trial
 }
 
+TEST_CASE("autotune --budget 20s with plan search: every phase reported, a model record stored, and the run ends within the budget and 5 s",
+          "[tuner][autotune][budget]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/mobilenet_v2_block.json", out = dir.file("out.txt");
+    auto t0 = std::chrono::steady_clock::now();
+    pid_t pid = spawn_fusor({"autotune", model, "--db", dir.file("t.db"), "--budget", "20s", "--jobs", "2"}, out, dir.file("err.txt"), true);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string text = fusor::test::slurp(out);
+    INFO(text << fusor::test::slurp(dir.file("err.txt")));
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(took < 25);
+    // the shares, said first; then each phase: seeds, baselines, search, confirm, plans, end to end
+    CHECK_THAT(text.substr(0, text.find('\n')), Catch::Contains("budget 20s: ") && Catch::Contains("to search") &&
+                                                  Catch::Contains("end to end"));
+    for (const char *phase : {" default: ok", "baselines", " trial 1:", " confirm, ", "plan r0", "end to end: the model assembled",
+                              "model: default "}) {
+        CHECK_THAT(text, Catch::Contains(phase));
+    }
+    TuningDb db(dir.file("t.db"), TuningDb::Mode::ReadOnly);
+    std::vector<ModelRecord> records = db.all_models();
+    REQUIRE(records.size() == 1);
+    CHECK(records[0].tuned_ms <= 1.01 * records[0].default_ms);  // never slower, by its own measure
+    CHECK_THAT(text, Catch::Contains("record " + records[0].id.substr(0, 12)));
+    // every verb that reads the database applies the record, and says so; at other threads it is
+    // passed over, with the reason
+    std::string id = records[0].id.substr(0, 12), args = "'" + model + "' --db '" + dir.file("t.db") + "'";
+    std::string other = std::to_string(records[0].threads + 1);
+    for (const std::string &verb : {"run " + args + " --random 1", "bench " + args + " --repeats 2", "inspect " + args,
+                                    "compile " + args + " -o '" + dir.file("lib") + "'"}) {
+        fusor::test::ShellResult r = fusor::test::run_fusor(verb);
+        INFO(verb << "\n" << r.out << r.err);
+        CHECK(r.status == 0);
+        CHECK_THAT(r.out, Catch::Contains("model record " + id));
+    }
+    fusor::test::ShellResult r = fusor::test::run_fusor("run " + args + " --random 1 --threads " + other);
+    INFO(r.out << r.err);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Catch::Contains("record " + id + ": timed at " + std::to_string(records[0].threads) + " thread") &&
+                          Catch::Contains("this load runs " + other));
+}
+
+TEST_CASE("autotune: Ctrl-C during the end-to-end phase stores no model record, and the trials stay", "[tuner][autotune][budget]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/transformer_mlp.json", out = dir.file("out.txt");
+    pid_t pid = spawn_fusor({"autotune", model, "--db", dir.file("t.db"), "--trials", "4", "--jobs", "2", "--autoschedulers", "none",
+                             "--no-plan-search", "--confirm-rounds", "0"},
+                            out, dir.file("err.txt"), /*own_group=*/true);
+    auto t0 = std::chrono::steady_clock::now();
+    while (fusor::test::slurp(out).find("end to end:") == std::string::npos &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    kill(-pid, SIGINT);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::string text = fusor::test::slurp(out);
+    INFO(text << fusor::test::slurp(dir.file("err.txt")));
+    REQUIRE(text.find("end to end:") != std::string::npos);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK_THAT(text, !Catch::Contains("model: default"));
+    TuningDb db(dir.file("t.db"), TuningDb::Mode::ReadOnly);
+    CHECK(db.all_models().empty());
+    size_t trials = 0;
+    for (const Workload &w : db.workloads()) trials += db.trials(w.signature, w.target).size();
+    CHECK(trials >= 4);
+}
+
 TEST_CASE("autotune: two databases tuned with different seeds merge into one whose best is the best over both",
           "[tuner][autotune][merge]") {
     TempDir dir;
