@@ -667,12 +667,26 @@ TEST_CASE("cli: autotune searches fusion plans, inspect --db names each region's
         REQUIRE(given.status == 0);
         CHECK_THAT(given.out, Contains("plan r0 (") && Contains("timed as the region runs"));
     }
-    Result shown = run_fusor("inspect '" + block + "' --db '" + db + "'");
+    // the model record applies whole, per region; at threads no record was timed at, the
+    // per-region lookup gives each region its fastest plan
+    Result recorded = run_fusor("inspect '" + block + "' --db '" + db + "'");
+    INFO(recorded.out << recorded.err);
+    REQUIRE(recorded.status == 0);
+    CHECK_THAT(recorded.out, Contains("fusion plans from tuning db") && Contains("model record ") && Contains("r0 ("));
+    std::string other;
+    {
+        fusor::TuningDb tuned(db, fusor::TuningDb::Mode::ReadOnly);
+        REQUIRE(!tuned.all_models().empty());
+        int most = 0;
+        for (const fusor::ModelRecord &m : tuned.all_models()) most = std::max(most, m.threads);
+        other = std::to_string(most + 1);
+    }
+    Result shown = run_fusor("inspect '" + block + "' --threads " + other + " --db '" + db + "'");
     INFO(shown.out << shown.err);
     REQUIRE(shown.status == 0);
     CHECK_THAT(shown.out, Contains("fusion plans from tuning db") && Contains("r0 (") && Contains("measured on this machine"));
     CHECK_THAT(shown.out, Contains("not in this model; its plans are ignored"));
-    Result j = run_fusor("inspect '" + block + "' --json --db '" + db + "'");
+    Result j = run_fusor("inspect '" + block + "' --json --threads " + other + " --db '" + db + "'");
     REQUIRE(j.status == 0);
     auto doc = nlohmann::json::parse(j.out);
     REQUIRE(doc.contains("db_plans"));
@@ -698,10 +712,10 @@ TEST_CASE("cli: autotune searches fusion plans, inspect --db names each region's
     CHECK_THAT(none.out, Contains("r0 (") && Contains("default clusters (the model record's choice)"));
     fusor::TuningDb fixed_db(dir.file("fixed.db"), fusor::TuningDb::Mode::ReadOnly);
     REQUIRE(fixed_db.all_models().size() == 1);
-    std::string other = std::to_string(fixed_db.all_models()[0].threads + 1);
-    Result elsewhere = run_fusor("inspect '" + block + "' --threads " + other + " --db '" + dir.file("fixed.db") + "'");
+    std::string untimed = std::to_string(fixed_db.all_models()[0].threads + 1);
+    Result elsewhere = run_fusor("inspect '" + block + "' --threads " + untimed + " --db '" + dir.file("fixed.db") + "'");
     REQUIRE(elsewhere.status == 0);
-    CHECK_THAT(elsewhere.out, Contains("default clusters: the database has no plan of this region") && Contains("this load runs " + other));
+    CHECK_THAT(elsewhere.out, Contains("default clusters: the database has no plan of this region") && Contains("this load runs " + untimed));
 }
 
 TEST_CASE("cli: inspect reports the memory plan and partitions under a budget or across devices", "[tools][cli][memory]") {
