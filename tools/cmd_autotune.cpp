@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cmath>
 #include <sstream>
@@ -54,6 +55,10 @@ std::string progress_text(const AutotuneProgress &p) {
     std::string trials = p.trials_total < 1000000 ? fmt::format("{}/{}", p.trials_done, p.trials_total) : std::to_string(p.trials_done);
     return fmt::format("cluster {}/{} {} | trials {} | {} | {} elapsed, ETA {} | last: {}", p.cluster, p.clusters, p.cluster_name,
                        trials, best, duration_text(p.elapsed_s), duration_text(p.eta_s), p.last);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 constexpr double kDefaultBudgetS = 600;        ///< without --trials and --budget
@@ -169,6 +174,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     "estimate, the same on every machine; N such jobs cover the model (docs/tuning_db.md)")
         ->capture_default_str();
     return {cmd, [=] {
+                auto started = std::chrono::steady_clock::now();  // --budget covers start to exit
                 Shard shard = parse_shard(o->shard);
                 if (o->trials < 1) throw UserError("--trials is " + std::to_string(o->trials) + "; expected at least 1");
                 if (o->confirm_rounds < 0) {
@@ -316,7 +322,8 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     EndToEndOptions eo;
                     eo.session.target = o->target;
                     eo.session.threads = o->threads;
-                    eo.budget_s = e2e_share;
+                    // what is left of the whole budget (the search may have run over its share), at least 5 s
+                    eo.budget_s = budget_s > 0 ? std::max(5.0, budget_s - seconds_since(started)) : 0;
                     eo.stop = ao.stop;
                     eo.log = ao.log;
                     e2e = assemble_model(g, db, eo);

@@ -181,7 +181,9 @@ private:
         use_model_record(so, db_, record(keep));
         Session tuned(g_, so);
         set_random_inputs(tuned.executor(), 1);
-        return time_against([this] { default_.executor().run(); }, [&tuned] { tuned.executor().run(); }, o_);
+        std::optional<Clock::time_point> deadline;
+        if (o_.budget_s > 0) deadline = started_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.budget_s));
+        return time_against([this] { default_.executor().run(); }, [&tuned] { tuned.executor().run(); }, o_, deadline);
     }
     bool stopped() const {
         return o_.stop && *o_.stop;
@@ -245,7 +247,8 @@ EndToEndResult Assembler::run() {
 
 }  // namespace
 
-ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o) {
+ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o,
+                         std::optional<Clock::time_point> deadline) {
     auto once = [](const std::function<void()> &f) {
         Clock::time_point t0 = Clock::now();
         f();
@@ -265,7 +268,7 @@ ModelTiming time_against(const std::function<void()> &base, const std::function<
         b.push_back(base_first ? first : second);
         t.push_back(base_first ? second : first);
         ratio.push_back(t.back() / b.back());
-        if ((int)ratio.size() >= o.min_rounds && relative_interval(ratio) <= o.interval) break;
+        if ((int)ratio.size() >= o.min_rounds && (relative_interval(ratio) <= o.interval || (deadline && Clock::now() > *deadline))) break;
     }
     ModelTiming out;
     out.default_ms = median(b);

@@ -9,6 +9,8 @@
  * bench, compile and Python apply it whole. */
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,7 +36,7 @@ struct EndToEndOptions {
     int min_rounds = 5, max_rounds = 40;
     double interval = 0.01;   ///< rounds stop once the ratio's 95% interval is within +-interval
     double no_slower = 1.01;  ///< a model is kept when tuned <= no_slower x default (medians)
-    double budget_s = 0;      ///< wall time of the phase (0: none); past it, bisection falls back to the default
+    double budget_s = 0;      ///< wall time of the phase (0: none); past it, timings stop after min_rounds and bisection falls back to the default
     const std::atomic<bool> *stop = nullptr;
     std::function<void(const std::string &)> log;
 };
@@ -42,8 +44,10 @@ struct EndToEndOptions {
 /** Times \p tuned against \p base, each called once per run: a warm-up run each, then rounds
  * that run both, the first alternating, each side as many runs as take about 5 ms (its time per
  * run). Stops after o.min_rounds once the 95% interval of the per-round ratio tuned/base is within
- * +-o.interval of its mean, at o.max_rounds, or when o.stop is set. */
-ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o);
+ * +-o.interval of its mean, at o.max_rounds, when o.stop is set, or after o.min_rounds once
+ * \p deadline (when given) has passed. */
+ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o,
+                         std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
 struct EndToEndResult {
     ModelRecord record;                  ///< to store (id unset); no plans and clusters: the default ships
