@@ -256,6 +256,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     limit += fmt::format(": {} to search, {} end to end", duration_text(budget_s - e2e_share), duration_text(e2e_share));
                 }
                 ao.budget_s = budget_s - e2e_share;
+                ao.end_to_end_share_s = e2e_share;
                 if (trials_opt->count() || budget_s == 0) limit += (limit.empty() ? "" : ", ") + fmt::format("at most {} trials", o->trials);
                 std::string first_line = fmt::format("autotune {}: {}; trials stored in {}", o->model, limit, db_name);
                 ao.threads = o->threads;

@@ -31,6 +31,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <atomic>
 
 #include <unistd.h>
 
@@ -158,6 +159,10 @@ namespace {
 class TuningRun {
 public:
     TuningRun(const Graph &g, TuningDb &db, const AutotuneOptions &opt);
+    ~TuningRun() {
+        finished_ = true;
+        watcher_.join();
+    }
     std::vector<ClusterTuning> run();
 
 private:
@@ -189,8 +194,13 @@ private:
         return std::chrono::duration<double>(Clock::now() - started_).count();
     }
     bool out_of_budget() const {
-        return (opt_.stop && *opt_.stop) || (opt_.budget_s > 0 && elapsed() >= opt_.budget_s);
+        return (opt_.stop && *opt_.stop) || (opt_.budget_s > 0 && elapsed() >= budget_s());
     }
+    /** opt_.budget_s, less what reserve_end_to_end() left the end-to-end phase. */
+    double budget_s() const {
+        return opt_.budget_s - end_to_end_cut_s_;
+    }
+    void reserve_end_to_end();
     void log(const std::string &line) const {
         if (opt_.log) opt_.log(line);
     }
@@ -273,6 +283,10 @@ private:
     size_t current_ = 0;  ///< index into tasks_ of the task being measured, for progress
     std::set<size_t> unseeded_;  ///< tasks only candidate plans have, left unmeasured (seed_plan_clusters)
     double search_until_s_ = 0;  ///< with a budget: the current search stage ends here (out_of_search_budget)
+    std::atomic<double> end_to_end_cut_s_{0};  ///< taken from the budget for the end-to-end phase (reserve_end_to_end)
+    std::atomic<bool> pool_abort_{false};      ///< the pool's abort: the budget's end (watcher_)
+    std::atomic<bool> finished_{false};
+    std::thread watcher_;
     std::string last_;    ///< the last candidate, for progress
 };
 
@@ -288,6 +302,15 @@ TuningRun::TuningRun(const Graph &g, TuningDb &db, const AutotuneOptions &opt)
     po.run_timeout_s = opt.timeout_s;
     po.compile_timeout_s = opt.compile_timeout_s > 0 ? opt.compile_timeout_s : opt.timeout_s;
     po.stop = opt.stop;
+    po.abort = &pool_abort_;
+    // the budget's end (plus 2% of it): every candidate in the pool is dropped, the one being
+    // timed included, so a slow compile or run cannot hold the run for its --timeout past it
+    watcher_ = std::thread([this] {
+        while (!finished_) {
+            if (opt_.budget_s > 0 && elapsed() > budget_s() + 0.02 * opt_.budget_s) pool_abort_ = true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    });
     pool_ = std::make_unique<WorkerPool>(opt.worker_exe, po);
 }
 
@@ -478,7 +501,7 @@ std::vector<size_t> TuningRun::drop_losing_plans(std::vector<size_t> searchable)
 }
 
 /** The plan phase, after the search and the confirm rounds: each region with other candidate
- * plans, heaviest first, gets time_region_plans; stopped by Ctrl-C, not by the budget (the
+ * plans, heaviest first, gets time_region_plans, until Ctrl-C or the end of the budget (the
  * search left kPlanReserve of it). */
 void TuningRun::time_plans() {
     std::vector<size_t> order;
@@ -491,6 +514,10 @@ void TuningRun::time_plans() {
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight[a] > weight[b]; });
     for (size_t i : order) {
         if (opt_.stop && *opt_.stop) return;
+        if (out_of_budget()) {
+            log("plans: the budget is spent; the regions not timed yet keep their default clusters");
+            return;
+        }
         if (regions_[i].plans.size() > 1 || regions_[i].plans[0].strategy == "user") time_region_plans(i);
     }
 }
@@ -590,7 +617,7 @@ void TuningRun::report(const TuningTask &t) const {
     p.best_ms = t.best_ms();
     p.elapsed_s = elapsed();
     if (opt_.budget_s > 0) {
-        p.eta_s = std::max(0.0, opt_.budget_s - p.elapsed_s);
+        p.eta_s = std::max(0.0, budget_s() - p.elapsed_s);
     } else if (measured_ > 0) {
         p.eta_s = p.elapsed_s / measured_ * (opt_.trials - measured_);
     }
@@ -786,7 +813,7 @@ void TuningRun::seed_heaviest() {
 
 /** One search trial's line in the log. */
 void TuningRun::log_trial(const TuningTask &t, int done, const Trial &trial) const {
-    std::string eta = opt_.budget_s > 0 ? fmt::format("{:.0f} s left", std::max(0.0, opt_.budget_s - elapsed()))
+    std::string eta = opt_.budget_s > 0 ? fmt::format("{:.0f} s left", std::max(0.0, budget_s() - elapsed()))
                                         : fmt::format("{} trials left", opt_.trials - measured_);
     std::string best = !t.best ? ""
                                : fmt::format("   best {:.3f} ms{}", t.best_ms(),
@@ -847,7 +874,27 @@ bool TuningRun::out_of_search_budget() const {
 
 double TuningRun::search_budget_s() const {
     double reserve = (opt_.confirm_rounds > 0 ? kConfirmReserve : 0) + (regions_.empty() ? 0 : kPlanReserve);
-    return opt_.budget_s * (1 - reserve);
+    return budget_s() * (1 - reserve);
+}
+
+/** After the model's own defaults: the end-to-end phase compiles the model twice (default and
+ * tuned; about the sum of their clusters' default compile times each, and more for fallback
+ * steps) and times it in rounds; what its share does not cover comes off this run's budget. */
+void TuningRun::reserve_end_to_end() {
+    if (opt_.budget_s <= 0 || opt_.end_to_end_share_s <= 0) return;
+    std::vector<bool> own = in_model();
+    double compile_s = 0, run_s = 0;
+    for (size_t i = 0; i < tasks_.size(); i++) {
+        if (!own[i]) continue;
+        compile_s += tasks_[i].default_compile_ms / 1000;
+        run_s += tasks_[i].result.default_ms * tasks_[i].copies / 1000;
+    }
+    double need = 2.5 * compile_s + 2 * 10 * run_s;  // two compiles and a half, 10 interleaved rounds
+    if (need <= opt_.end_to_end_share_s) return;
+    end_to_end_cut_s_ = std::min(need - opt_.end_to_end_share_s, 0.5 * opt_.budget_s);
+    log(fmt::format("end to end: the model compiles in about {:.0f} s and runs in {:.3f} s here; the search leaves that phase {:.0f} s "
+                    "more",
+                    compile_s, run_s, end_to_end_cut_s_));
 }
 
 /** The tasks only candidate plans have whose region carries kPlanRegionShare of the model's
@@ -975,7 +1022,7 @@ void TuningRun::confirm(TuningTask &t) {
     if (t.confirmed) return;
     t.confirmed = true;
     if (opt_.confirm_rounds <= 0 || exporting_ || timed_elsewhere_ || (opt_.stop && *opt_.stop)) return;
-    if (opt_.budget_s > 0 && elapsed() >= opt_.budget_s) {
+    if (opt_.budget_s > 0 && elapsed() >= budget_s()) {
         log(fmt::format("  {} confirm: skipped, the budget is spent", t.result.name));
         return;
     }
@@ -1061,6 +1108,7 @@ std::vector<ClusterTuning> TuningRun::run() {
     for (size_t i = 0; i < tasks_.size() && !out_of_budget() && measured_ < opt_.trials; i++) {
         if (own[i]) seed(i, heavy_only ? std::vector<std::string>{} : autoschedulers_);
     }
+    reserve_end_to_end();
     if (heavy_only) seed_heaviest();
     // first the model's own clusters, for half the search's budget; then the clusters of the
     // other plans of regions that matter; then all

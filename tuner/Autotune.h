@@ -44,6 +44,10 @@ struct ExportedCandidate {
 struct AutotuneOptions {
     int trials = 32;               ///< total candidates across the model's distinct clusters (each default included)
     double budget_s = 0;           ///< wall-time budget in seconds; 0 = none (then trials bounds the run)
+    /** The part of the caller's budget already kept for the end-to-end phase (tuner/EndToEnd.h),
+     * which compiles the model twice: when the model's own defaults' compile times say it needs
+     * more, the run leaves it more (at most half of budget_s). 0: no such phase follows. */
+    double end_to_end_share_s = 0;
     int threads = 0;               ///< Halide threads the candidates are timed with; 0 = all cores
     uint64_t seed = 1;
     /** "model" (evolve's draws ranked by the cost model; evolve until it has enough trials),

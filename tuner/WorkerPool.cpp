@@ -110,6 +110,9 @@ struct WorkerPool::State {
     bool stopped() const {
         return opt.stop && opt.stop->load();
     }
+    bool aborted() const {
+        return opt.abort && opt.abort->load();
+    }
     /** Whether compiles may run while a candidate of \p threads is timed: on the cores it leaves. */
     bool spare_cores(int threads) const {
         return threads > 0 && (size_t)threads < cores.size();
@@ -418,7 +421,10 @@ std::optional<std::pair<size_t, MeasureResult>> WorkerPool::next() {
             s.pending--;
             return r;
         }
-        if (s.stopped() && !s.find(SlotState::Timing)) {
+        if (s.aborted() || (s.stopped() && !s.find(SlotState::Timing))) {
+            if (s.aborted()) {
+                for (Slot &slot : s.slots) s.retire(slot);  // the timed one too
+            }
             s.cancel();
             return std::nullopt;
         }

@@ -38,6 +38,9 @@ struct PoolOptions {
     double compile_timeout_s = 120;  ///< per candidate, from handing it to a worker to compiled (autoschedulers included)
     double run_timeout_s = 120;      ///< per candidate, from the start of its timing to its result
     const std::atomic<bool> *stop = nullptr;  ///< when set: candidates not yet timed are cancelled
+    /** When set (a budget's end): every candidate, the one being timed included, is dropped with
+     * its worker, and next() returns nullopt once the finished results are taken. */
+    const std::atomic<bool> *abort = nullptr;
     /** Compile other candidates while one is timed (on other cores: see the file comment). Off:
      * compiles and timed runs never overlap. */
     bool overlap = true;
