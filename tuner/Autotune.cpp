@@ -196,6 +196,10 @@ private:
     bool out_of_budget() const {
         return (opt_.stop && *opt_.stop) || (opt_.budget_s > 0 && elapsed() >= budget_s());
     }
+    /** The confirm phase's part of the budget is spent: it leaves kPlanReserve to the plan phase. */
+    bool out_of_confirm_budget() const {
+        return out_of_budget() || (opt_.budget_s > 0 && elapsed() >= budget_s() * (1 - (regions_.empty() ? 0 : kPlanReserve)));
+    }
     /** opt_.budget_s, less what reserve_end_to_end() left the end-to-end phase. */
     double budget_s() const {
         return opt_.budget_s - end_to_end_cut_s_;
@@ -519,6 +523,10 @@ void TuningRun::time_plans() {
             return;
         }
         if (regions_[i].plans.size() > 1 || regions_[i].plans[0].strategy == "user") time_region_plans(i);
+        if (pool_abort_) {
+            log(fmt::format("  plan {}: cut at the budget's end; the regions not timed keep their default clusters", regions_[i].region.nodes.name));
+            return;
+        }
     }
 }
 
@@ -532,7 +540,10 @@ void TuningRun::time_region_plans(size_t i) {
     const RegionCandidates &rc = regions_[i];
     std::vector<PlanRecord> records;
     for (size_t k = 0; k < rc.plans.size(); k++) records.push_back(measured_plan(clustered_, rc, k, db_, target_, fingerprint_));
-    if (!records[0].ms) return;  // the default clusters are not all measured: nothing to compare with
+    if (!records[0].ms) {  // nothing to compare with
+        log(fmt::format("  plan {}: not timed: its default clusters are not all measured ({})", rc.region.nodes.name, records[0].error));
+        return;
+    }
     std::vector<size_t> finalists;
     for (size_t k = 1; k < rc.plans.size(); k++) {
         if (records[k].ms && *records[k].ms <= kPlanMargin * *records[0].ms) finalists.push_back(k);
@@ -544,7 +555,10 @@ void TuningRun::time_region_plans(size_t i) {
         bool listed = std::find(finalists.begin(), finalists.end(), k) != finalists.end();
         if (rc.plans[k].strategy == kUnfusedPlan && records[k].ms && !listed) finalists.push_back(k);
     }
-    if (finalists.empty() && rc.plans[0].strategy != "user") return;
+    if (finalists.empty() && rc.plans[0].strategy != "user") {
+        log(fmt::format("  plan {}: no other plan has every cluster measured: the default clusters stay", rc.region.nodes.name));
+        return;
+    }
     finalists.insert(finalists.begin(), 0);
     // the pool compiles the next jobs while one is timed: the first ones timed share the machine
     // with those compiles, so a second round in the reverse order times each after the other
@@ -1022,7 +1036,7 @@ void TuningRun::confirm(TuningTask &t) {
     if (t.confirmed) return;
     t.confirmed = true;
     if (opt_.confirm_rounds <= 0 || exporting_ || timed_elsewhere_ || (opt_.stop && *opt_.stop)) return;
-    if (opt_.budget_s > 0 && elapsed() >= budget_s()) {
+    if (out_of_confirm_budget()) {
         log(fmt::format("  {} confirm: skipped, the budget is spent", t.result.name));
         return;
     }
@@ -1041,7 +1055,7 @@ void TuningRun::confirm(TuningTask &t) {
     std::vector<std::string> confirmed;             // schedules re-timed, in the order first confirmed
     std::map<std::string, std::string> failed;      // schedule -> the statuses of its failed confirm runs
     int passes = 0;
-    for (int pass = 0; pass < kConfirmFinalists && !out_of_budget(); pass++) {
+    for (int pass = 0; pass < kConfirmFinalists && !out_of_confirm_budget(); pass++) {
         std::vector<RankedSchedule> finalists = finalists_of(ranked);
         if (finalists.size() < 2) break;  // nothing to compare
         std::map<std::string, int> attempts;  // schedule -> trials here, any status
@@ -1058,7 +1072,7 @@ void TuningRun::confirm(TuningTask &t) {
             if (std::find(confirmed.begin(), confirmed.end(), f.trial.schedule) == confirmed.end()) confirmed.push_back(f.trial.schedule);
         }
         passes++;
-        for (int round = 0; round < opt_.confirm_rounds && !out_of_budget(); round++) {
+        for (int round = 0; round < opt_.confirm_rounds && !out_of_confirm_budget(); round++) {
             std::vector<Candidate> batch;
             for (size_t k = 0; k < finalists.size(); k++) {
                 const RankedSchedule &f = finalists[(k + round) % finalists.size()];
@@ -1121,7 +1135,7 @@ std::vector<ClusterTuning> TuningRun::run() {
     search_all(/*model_only=*/false);
     // heaviest first, so a budget that runs out leaves the light ones unconfirmed
     for (size_t i : heaviest_tasks(tasks_, 1.0)) {
-        if (out_of_budget()) break;
+        if (out_of_confirm_budget()) break;
         if (unseeded_.count(i)) continue;
         current_ = i;
         confirm(tasks_[i]);
