@@ -126,13 +126,10 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     auto record = std::make_shared<std::optional<RecordDecisions>>();
                     if (plan_file->empty() && !o->unfused) {
                         ModelRecordChoice mc = choose_model(*db, model_signature(g), resolved, effective_threads(o->threads));
-                        for (const std::string &line : mc.passed_over) fmt::print("model {}\n", line);
-                        for (const std::string &line : mc.broken) plan_warnings.push_back("model " + line + "; the per-cluster lookup applies");
+                        for (const std::string &line : mc.passed_over) fmt::print("{}\n", line);
+                        plan_warnings.insert(plan_warnings.end(), mc.broken.begin(), mc.broken.end());
                         if (mc.record) {
-                            fmt::print("model record {}: default {:.3f} ms -> tuned {:.3f} ms ({:.2f}x) end to end at {} thread(s); "
-                                       "its plans and schedules apply\n",
-                                       mc.record->id.substr(0, 12), mc.record->default_ms, mc.record->tuned_ms,
-                                       mc.record->default_ms / mc.record->tuned_ms, mc.record->threads);
+                            fmt::print("{}\n", applied_record_line(*mc.record));
                             *record = record_decisions(*db, *mc.record, &plan_warnings);
                             plan_lines = apply_record_plan(g, **record, db->path(), &plan_warnings);
                             extra["model_record"] = mc.record->id;

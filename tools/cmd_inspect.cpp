@@ -46,15 +46,11 @@ std::vector<std::string> plans_from_db(Graph &fused, const std::vector<FusionReg
     TuningDb db(db_path, TuningDb::Mode::ReadOnly);
     std::string resolved = resolved_target(target);
     ModelRecordChoice mc = choose_model(db, model_signature(fused), resolved, effective_threads(threads));
-    std::vector<std::string> lines;
-    for (const std::string &line : mc.passed_over) lines.push_back("model " + line);
-    for (const std::string &line : mc.broken) warnings->push_back("model " + line + "; the per-cluster lookup applies");
+    std::vector<std::string> lines = mc.passed_over;
+    warnings->insert(warnings->end(), mc.broken.begin(), mc.broken.end());
     if (mc.record) {
-        const ModelRecord &m = *mc.record;
-        lines.push_back(fmt::format("model record {}: default {:.3f} ms -> tuned {:.3f} ms ({:.2f}x) end to end at {} thread(s); its "
-                                    "plans and schedules apply",
-                                    m.id.substr(0, 12), m.default_ms, m.tuned_ms, m.default_ms / m.tuned_ms, m.threads));
-        *record = record_decisions(db, m, warnings);
+        lines.push_back(applied_record_line(*mc.record));
+        *record = record_decisions(db, *mc.record, warnings);
         for (const FusionRegion &r : regions) {
             const RegionPlan *p = (*record)->plan.find(r.signature);
             lines.push_back(fmt::format("{} ({} cluster(s)): {}", r.nodes.name, r.clusters.size(),

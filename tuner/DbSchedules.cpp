@@ -180,19 +180,14 @@ void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<st
             state->decided = true;
             ModelRecordChoice mc = choose_model(*db, model_signature(g), resolved, threads);
             for (const std::string &line : mc.passed_over) {
-                if (log) log->push_back("model " + line);
+                if (log) log->push_back(line);
             }
             for (const std::string &line : mc.broken) {
-                if (warnings) warnings->push_back("model " + line + "; the per-cluster lookup applies");
+                if (warnings) warnings->push_back(line);
             }
             if (mc.record) {
                 const ModelRecord &m = *mc.record;
-                if (log) {
-                    log->push_back(fmt::format("model record {}: default {:.3f} ms -> tuned {:.3f} ms ({:.2f}x), end to end at {} thread{} "
-                                               "when stored; its plans and schedules apply",
-                                               m.id.substr(0, 12), m.default_ms, m.tuned_ms, m.default_ms / m.tuned_ms, m.threads,
-                                               m.threads == 1 ? "" : "s"));
-                }
+                if (log) log->push_back(applied_record_line(m));
                 state->record.emplace();
                 use_model_record(*state->record, *db, m, log, warnings);
                 if (applied) *applied = m;

@@ -71,6 +71,7 @@ ModelRecordChoice choose_model(const TuningDb &db, const std::string &model, con
     std::string fingerprint = machine_fingerprint();
     for (ModelRecord &m : db.models(model)) {  // newest first
         std::string why;
+        bool missing_rows = false;
         if (m.target != target) {
             why = "timed for target " + m.target + ", this load is for " + target;
         } else if (m.fingerprint != fingerprint) {
@@ -80,16 +81,23 @@ ModelRecordChoice choose_model(const TuningDb &db, const std::string &model, con
         } else if (std::vector<std::string> missing = db.missing_references(m); !missing.empty()) {
             for (std::string &id : missing) id = id.substr(0, 12);
             why = fmt::format("the database lacks {} of its records ({})", missing.size(), fmt::join(missing, ", "));
+            missing_rows = true;
         }
         if (why.empty() && !c.record) {
             c.record = std::move(m);
             continue;
         }
         if (why.empty()) continue;  // an older match
-        c.passed_over.push_back("record " + m.id.substr(0, 12) + ": " + why);
-        if (why.rfind("the database lacks", 0) == 0) c.broken.push_back(c.passed_over.back());
+        c.passed_over.push_back("model record " + m.id.substr(0, 12) + ": " + why);
+        if (missing_rows) c.broken.push_back(c.passed_over.back() + "; the per-cluster lookup applies");
     }
     return c;
+}
+
+std::string applied_record_line(const ModelRecord &m) {
+    return fmt::format("model record {}: default {:.3f} ms -> tuned {:.3f} ms ({:.2f}x), end to end at {} thread{} when stored; its "
+                       "plans and schedules apply",
+                       m.id.substr(0, 12), m.default_ms, m.tuned_ms, m.default_ms / m.tuned_ms, m.threads, m.threads == 1 ? "" : "s");
 }
 
 }  // namespace fusor

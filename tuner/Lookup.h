@@ -59,11 +59,11 @@ int effective_threads(int threads);
 
 struct ModelRecordChoice {
     std::optional<ModelRecord> record;     ///< the newest record that matches; absent: per-cluster lookup
-    /** Per record of this model passed over, why: "record 3f2a9c01b2de: timed at 1 thread, this
-     * load runs 2", another target or machine, or ids the database lacks. */
+    /** Per record of this model passed over, why: "model record 3f2a9c01b2de: timed at 1 thread,
+     * this load runs 2", another target or machine, or ids the database lacks. */
     std::vector<std::string> passed_over;
     /** The passed-over records that name trials or plans the database lacks (also in
-     * passed_over): a load warns about them. */
+     * passed_over), as the warning a load gives. */
     std::vector<std::string> broken;
 };
 
@@ -71,5 +71,9 @@ struct ModelRecordChoice {
  * fingerprint) at \p threads (effective_threads): the newest whose target, fingerprint and
  * threads match and whose trials and plans \p db holds (TuningDb::missing_references). */
 ModelRecordChoice choose_model(const TuningDb &db, const std::string &model, const std::string &target, int threads);
+
+/** What a load that applies \p m says: "model record 3f2a9c01b2de: default 9.650 ms -> tuned
+ * 8.900 ms (1.08x), end to end at 1 thread when stored; its plans and schedules apply". */
+std::string applied_record_line(const ModelRecord &m);
 
 }  // namespace fusor

@@ -882,10 +882,11 @@ TEST_CASE("autotune --budget 20s with plan search: every phase reported, a model
     // the shares, said first; then each phase: seeds, baselines, search, confirm, plans, end to end
     CHECK_THAT(text.substr(0, text.find('\n')), Catch::Contains("budget 20s: ") && Catch::Contains("to search") &&
                                                   Catch::Contains("end to end"));
-    for (const char *phase : {" default: ok", "baselines", " trial 1:", " confirm, ", "plan r0", "end to end: the model assembled",
-                              "model: default "}) {
+    for (const char *phase : {" default: ok", "baselines", " trial 1:", " confirm, ", "end to end: the model assembled", "model: default "}) {
         CHECK_THAT(text, Catch::Contains(phase));
     }
+    // the plan phase: timed, or said to be cut by the budget (a loaded machine)
+    CHECK_THAT(text, Catch::Contains("plan r0") || Catch::Contains("plans: the budget is spent"));
     TuningDb db(dir.file("t.db"), TuningDb::Mode::ReadOnly);
     std::vector<ModelRecord> records = db.all_models();
     REQUIRE(records.size() == 1);
