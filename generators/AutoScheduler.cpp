@@ -1,6 +1,9 @@
 #include "generators/AutoScheduler.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -72,13 +75,45 @@ std::string autoscheduler_text(const std::string &name, int threads) {
     return "autoscheduler " + name + (threads > 0 ? " threads=" + std::to_string(threads) : "") + "\n";
 }
 
+namespace {
+
+/** Halide 14's autoschedulers print their search to stderr (aslog(0)), and Halide its warnings
+ * about the schedules they apply: silenced while one runs in this process, unless
+ * HL_DEBUG_AUTOSCHEDULE or FUSOR_DEBUG (docs/cli.md) asks for them. The caller serializes (fd 2 is
+ * the process's). */
+class QuietStderr {
+public:
+    QuietStderr() {
+        const char *debug = getenv("FUSOR_DEBUG");
+        if (getenv("HL_DEBUG_AUTOSCHEDULE") || (debug && *debug)) return;
+        std::fflush(stderr);
+        saved_ = dup(2);
+        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (saved_ >= 0 && null >= 0) dup2(null, 2);
+        if (null >= 0) close(null);
+    }
+    ~QuietStderr() {
+        if (saved_ < 0) return;
+        std::fflush(stderr);
+        dup2(saved_, 2);
+        close(saved_);
+    }
+    QuietStderr(const QuietStderr &) = delete;
+    QuietStderr &operator=(const QuietStderr &) = delete;
+
+private:
+    int saved_ = -1;
+};
+
+}  // namespace
+
 std::string apply_autoscheduler(LoweredCluster &lc, const std::string &name, const Target &target, int threads) {
     const auto &names = autoscheduler_names();
     if (std::find(names.begin(), names.end(), name) == names.end()) return "unknown autoscheduler '" + name + "'";
-    static std::mutex mu;
+    static std::mutex mu;  // the plugins' global state, and fd 2 (QuietStderr)
     static std::set<std::string> loaded;
+    std::lock_guard<std::mutex> lock(mu);
     {
-        std::lock_guard<std::mutex> lock(mu);
         if (!loaded.count(name)) {
             std::string lib = name == "Mullapudi2016" ? "mullapudi2016" : name == "Adams2019" ? "adams2019" : "li2018";
             try {
@@ -101,6 +136,7 @@ std::string apply_autoscheduler(LoweredCluster &lc, const std::string &name, con
         // parallelism: the threads the schedule will run with; 0 means all cores, as in the tuner
         int parallelism = threads > 0 ? threads : std::max(1, (int)std::thread::hardware_concurrency());
         MachineParams params(parallelism, 32 * 1024 * 1024, 40);
+        QuietStderr quiet;
         lc.pipeline.auto_schedule(name, target, params);
     } catch (const Halide::Error &e) {
         return name + " failed: " + e.what();

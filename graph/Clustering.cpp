@@ -383,4 +383,30 @@ Cluster make_cluster(const Graph &g, const std::vector<NodeId> &nodes, const std
     return c;
 }
 
+namespace {
+
+/** \p text cut to at most \p max bytes on a UTF-8 character boundary, with "…" when cut. */
+std::string cut_text(const std::string &text, size_t max) {
+    if (text.size() <= max) return text;
+    size_t n = max;
+    while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) n--;
+    return text.substr(0, n) + "\u2026";
+}
+
+}  // namespace
+
+std::string cluster_label(const Graph &g, const Cluster &c) {
+    constexpr size_t kMaxKinds = 4, kMaxName = 24;
+    std::vector<std::string> kinds;
+    for (NodeId n : c.nodes) {
+        std::string k = op_name(g.nodes[n].op);
+        if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+    }
+    std::string ops;
+    for (size_t i = 0; i < kinds.size() && i < kMaxKinds; i++) ops += (i ? "+" : "") + kinds[i];
+    if (kinds.size() > kMaxKinds) ops += "+\u2026";
+    std::string first = c.nodes.empty() ? std::string() : " " + cut_text(g.nodes[c.nodes[0]].name, kMaxName);
+    return c.name + " " + ops + " (" + std::to_string(c.nodes.size()) + (c.nodes.size() == 1 ? " node)" : " nodes)") + first;
+}
+
 }  // namespace fusor

@@ -62,9 +62,9 @@ public:
         so.target = o.target;
         so.mode = o.unfused ? ExecMode::Unfused : ExecMode::Fused;
         Graph g = load_optimized_model(path, so);
-        if (o.db && !o.unfused) use_tuning_db(so, *o.db, &decisions_, &warnings_);
+        if (o.db && !o.unfused) use_tuning_db(so, *o.db, &notes_);
         session_ = std::make_unique<Session>(g, so);
-        cli::note_fallbacks(session_->executor(), decisions_, warnings_);
+        cli::note_fallbacks(session_->executor(), notes_);
     }
 
     /** (name, numpy dtype string, shape, has a default) per input or output, in graph order. */
@@ -122,17 +122,23 @@ public:
     size_t kernels() const {
         return session_->executor().num_kernels();
     }
-    const std::vector<std::string> &decisions() const {
-        return decisions_;
+    std::vector<std::string> decisions() const {
+        std::vector<std::string> out;
+        for (const DbNote &n : notes_) out.push_back(note_line(n));
+        return out;
     }
-    const std::vector<std::string> &warnings() const {
-        return warnings_;
+    std::vector<std::string> warnings() const {
+        std::vector<std::string> out;
+        for (const DbNote &n : notes_) {
+            if (n.warning) out.push_back(note_line(n));
+        }
+        return out;
     }
 
 private:
     std::unique_ptr<Session> session_;
     std::mutex mu_;
-    std::vector<std::string> decisions_, warnings_;  ///< from the tuning database (use_tuning_db)
+    DbNotes notes_;  ///< from the tuning database (use_tuning_db)
 };
 
 // SIGINT during autotune: stop after the candidate being timed, then raise KeyboardInterrupt.
@@ -174,6 +180,7 @@ std::string g_worker_exe;
 
 py::dict progress_dict(const AutotuneProgress &p) {
     py::dict d;
+    d["phase"] = p.phase;
     d["cluster"] = p.cluster, d["clusters"] = p.clusters, d["cluster_name"] = p.cluster_name;
     d["trials_done"] = p.trials_done, d["trials_total"] = p.trials_total;
     d["default_ms"] = p.default_ms, d["best_ms"] = p.best_ms;
@@ -183,8 +190,8 @@ py::dict progress_dict(const AutotuneProgress &p) {
 
 py::dict tuning_dict(const ClusterTuning &r) {
     py::dict d;
-    d["cluster"] = r.name, d["signature"] = r.signature, d["default_ms"] = r.default_ms, d["best_ms"] = r.best_ms;
-    d["trials"] = r.trials, d["confirmed"] = r.confirmed;
+    d["cluster"] = r.name, d["label"] = r.label, d["signature"] = r.signature, d["default_ms"] = r.default_ms, d["best_ms"] = r.best_ms;
+    d["trials"] = r.trials, d["confirmed"] = r.confirmed, d["copies"] = r.copies, d["in_model"] = r.in_model;
     return d;
 }
 

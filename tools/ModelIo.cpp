@@ -197,23 +197,25 @@ void save_outputs(const Executor &ex, const std::string &dir) {
     }
 }
 
-void note_fallbacks(const Executor &ex, std::vector<std::string> &decisions, std::vector<std::string> &warnings) {
+void note_fallbacks(const Executor &ex, DbNotes &notes) {
     for (size_t k = 0; k < ex.num_kernels(); k++) {
         if (ex.is_control_step(k) || ex.kernel(k).fallback_reason.empty()) continue;
-        std::string prefix = ex.cluster(k).name + ": ";
-        std::string line = prefix + "default schedule: the stored schedule was not used: " + ex.kernel(k).fallback_reason;
-        auto same = [&](const std::string &d) { return d.rfind(prefix, 0) == 0; };
-        decisions.erase(std::remove_if(decisions.begin(), decisions.end(), same), decisions.end());
-        decisions.push_back(line);
-        warnings.push_back(line);
+        const std::string &name = ex.cluster(k).name;
+        auto same = [&](const DbNote &n) { return n.kind == DbNote::Kind::Schedule && n.cluster == name; };
+        notes.erase(std::remove_if(notes.begin(), notes.end(), same), notes.end());
+        notes.push_back({DbNote::Kind::Schedule, name, "default schedule: the stored schedule was not used: " + ex.kernel(k).fallback_reason,
+                         true, false});
     }
 }
 
-void print_db_warnings(const std::string &db_path, const std::vector<std::string> &warnings, size_t clusters) {
+void print_db_warnings(const std::string &db_path, const DbNotes &notes, size_t clusters) {
     std::vector<std::string> plans, schedules;
-    for (const std::string &w : warnings) (w.rfind("plan ", 0) == 0 ? plans : schedules).push_back(w);
+    for (const DbNote &n : notes) {
+        if (n.warning) (n.kind == DbNote::Kind::Schedule ? schedules : plans).push_back(note_line(n));
+    }
     if (!plans.empty()) {
-        fmt::print(stderr, "warning: tuning db '{}': {} region(s) keep their default clusters:\n", redact_location(db_path), plans.size());
+        fmt::print(stderr, "warning: tuning db '{}': {} stored plan choice(s) not used (their regions keep their default clusters):\n",
+                   redact_location(db_path), plans.size());
         for (const std::string &w : plans) fmt::print(stderr, "  {}\n", w);
     }
     if (schedules.empty()) return;
@@ -222,11 +224,17 @@ void print_db_warnings(const std::string &db_path, const std::vector<std::string
     for (const std::string &w : schedules) fmt::print(stderr, "  {}\n", w);
 }
 
-void print_db_decisions(const std::vector<std::string> &decisions, const std::string &indent) {
-    for (const std::string &d : decisions) {
-        bool whole = d.rfind("plan ", 0) == 0 || d.rfind("model ", 0) == 0;  // a region's or the model's, not a cluster's
-        fmt::print("{}{}{}\n", indent, whole ? "" : "schedule ", d);
+void print_db_decisions(const DbNotes &notes, const std::string &indent, bool verbose) {
+    size_t tuned = 0, schedules = 0, plans = 0;
+    for (const DbNote &n : notes) {
+        if (n.kind == DbNote::Kind::Schedule) schedules++, tuned += n.tuned;
+        if (n.kind == DbNote::Kind::Plan) plans++;
+        bool shown = verbose || (n.kind == DbNote::Kind::Model && !n.warning);  // warnings: print_db_warnings
+        if (shown) fmt::print("{}{}{}\n", indent, n.kind == DbNote::Kind::Schedule ? "schedule " : "", note_line(n));
     }
+    if (verbose || notes.empty()) return;
+    fmt::print("{}tuning db: {} of {} cluster(s) run a tuned schedule{}{}\n", indent, tuned, schedules,
+               plans ? fmt::format(", {} fusion plan decision(s)", plans) : std::string(), " (-v: each one)");
 }
 
 }  // namespace fusor::cli

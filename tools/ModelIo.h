@@ -63,11 +63,10 @@ bool cuda_target_without_driver(const std::string &target);
  * exit 2). OpenCL targets are for `fusor compile`. */
 void check_jit_gpu_target(const Halide::Target &t, const std::string &text);
 
-/** Corrects the tuning database's \p decisions ("<cluster>: ...", db_schedules) with what \p ex
- * compiled: a stored schedule that could not be applied (unparsable, or illegal for its cluster)
- * left its cluster on the default schedule, so its decision says that instead, and the cluster
- * joins \p warnings. */
-void note_fallbacks(const Executor &ex, std::vector<std::string> &decisions, std::vector<std::string> &warnings);
+/** Corrects the tuning database's \p notes (use_tuning_db) with what \p ex compiled: a stored
+ * schedule that could not be applied (unparsable, or illegal for its cluster) left its cluster on
+ * the default schedule, so its note says that instead, as a warning. */
+void note_fallbacks(const Executor &ex, DbNotes &notes);
 
 /** A CPU target that `run`, `bench` and `autotune` (JIT) cannot run here: another arch, bits or
  * OS than the resolved host target's, or a CPU feature this machine lacks (UserError, exit 2,
@@ -81,15 +80,15 @@ Layout layout_flag(const std::string &text);
 /** Reads inputs `<dir>/<name>.npy` (name with '/' and ':' replaced by '_'); throws UserError naming
  * the file when one is missing or its dtype or shape differs from the graph's. */
 void load_inputs(Executor &ex, const std::string &dir);
-/** Prints use_tuning_db's \p decisions, one per line after \p indent: a region's plan as it
- * is ("plan r0 ..."), a cluster's schedule prefixed "schedule ". */
-void print_db_decisions(const std::vector<std::string> &decisions, const std::string &indent);
+/** Prints use_tuning_db's \p notes after \p indent: with \p verbose every one (a cluster's
+ * prefixed "schedule "); else the model record's and one line counting the tuned schedules. */
+void print_db_decisions(const DbNotes &notes, const std::string &indent, bool verbose);
 
-/** Prints, on stderr, the regions whose plan record did not fit (use_tuning_db's warnings
- * prefixed "plan ": they keep their default clusters), then the clusters a tuning database gave
- * no schedule for and why (db_schedules / why_untuned): they run with the default schedule,
- * never with a schedule tuned for another shape or target. Nothing when \p warnings is empty. */
-void print_db_warnings(const std::string &db_path, const std::vector<std::string> &warnings, size_t clusters);
+/** Prints, on stderr, the warnings among \p notes: the stored plan choices not used (a plan
+ * record that does not fit, a model record naming missing rows), then the clusters a tuning
+ * database gave no schedule for and why (why_untuned): they run with the default schedule, never
+ * with a schedule tuned for another shape or target. Nothing when there is no warning. */
+void print_db_warnings(const std::string &db_path, const DbNotes &notes, size_t clusters);
 /** Writes every output to `<dir>/<name>.npy`, creating dir. */
 void save_outputs(const Executor &ex, const std::string &dir);
 std::string file_stem(const std::string &tensor_name);

@@ -4,7 +4,6 @@
 #include <csignal>
 #include <cmath>
 #include <sstream>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
@@ -17,6 +16,7 @@
 #include "graph/Subprocess.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
+#include "tools/Output.h"
 #include "tuner/Autotune.h"
 #include "tuner/Bundle.h"
 #include "tuner/EndToEnd.h"
@@ -39,28 +39,11 @@ void on_stop_signal(int sig) {
     std::signal(sig, SIG_DFL);
 }
 
-/** 75 -> "1m15s". */
-std::string duration_text(double s) {
-    if (s < 0) return "?";
-    long t = std::lround(s);
-    if (t < 60) return std::to_string(t) + "s";
-    if (t < 3600) return fmt::format("{}m{:02}s", t / 60, t % 60);
-    return fmt::format("{}h{:02}m", t / 3600, (t % 3600) / 60);
-}
-
-/** The progress line: cluster i/n, trials, best so far vs default, elapsed, ETA. */
-std::string progress_text(const AutotuneProgress &p) {
-    std::string best = p.best_ms > 0 ? fmt::format("best {:.3f} ms", p.best_ms) : std::string("best -");
-    if (p.best_ms > 0 && p.default_ms > 0) best += fmt::format(" ({:.2f}x default)", p.default_ms / p.best_ms);
-    std::string trials = p.trials_total < 1000000 ? fmt::format("{}/{}", p.trials_done, p.trials_total) : std::to_string(p.trials_done);
-    return fmt::format("cluster {}/{} {} | trials {} | {} | {} elapsed, ETA {} | last: {}", p.cluster, p.clusters, p.cluster_name,
-                       trials, best, duration_text(p.elapsed_s), duration_text(p.eta_s), p.last);
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+constexpr size_t kSummaryClusters = 10;     ///< the result table without -v
 constexpr double kDefaultBudgetS = 600;        ///< without --trials and --budget
 constexpr double kMaxBudgetS = 7 * 24 * 3600;  ///< a week: a longer budget is a typo, or inf
 
@@ -84,26 +67,6 @@ double parse_duration(const std::string &text) {
  * 15 s (half of a budget under 30 s), at most 2 minutes. */
 double end_to_end_share(double budget_s) {
     return std::clamp(0.15 * budget_s, std::min(15.0, 0.5 * budget_s), 120.0);
-}
-
-/** The model line and the next steps, after the end-to-end phase stored \p id. */
-std::vector<std::string> model_result_lines(const EndToEndResult &r, const std::string &id, const std::string &next_args) {
-    const ModelRecord &m = r.record;
-    std::vector<std::string> out;
-    if (!r.fell_back.empty()) {
-        out.push_back(fmt::format("model: assembled whole, the tuned model ran at {:.2f}x the default ({:.3f} -> {:.3f} ms); {} region "
-                                  "signature(s) returned to their defaults:",
-                                  r.assembled.gain(), r.assembled.default_ms, r.assembled.tuned_ms, r.fell_back.size()));
-        for (const std::string &label : r.fell_back) out.push_back("  " + label);
-    }
-    out.push_back(fmt::format("model: default {:.3f} ms -> tuned {:.3f} ms ({:.2f}x), end to end, {} interleaved rounds at {} thread{}, "
-                              "spread {:.1f}%; record {}",
-                              m.default_ms, m.tuned_ms, m.default_ms / m.tuned_ms, m.rounds, m.threads, m.threads == 1 ? "" : "s",
-                              100 * m.spread, id.substr(0, 12)));
-    if (m.plans.empty() && m.clusters.empty()) out.push_back("  no tuned choice made the model faster: the default ships");
-    out.push_back("next: fusor bench " + next_args + "   (times it again beside the default)");
-    out.push_back("      fusor compile " + next_args + " -o DIR   (an AOT library of the tuned model)");
-    return out;
 }
 
 }  // namespace
@@ -162,6 +125,8 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     "CLUSTER=FILE: also measure this hand-written schedule of a cluster (as `fusor inspect` names it, e.g. c0), "
                     "right after its default, as strategy 'user'; stage names as `fusor db show` prints them (repeatable)");
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes");
+    auto verbose = add_verbose_flag(cmd, "every event: each cluster's seeds, baselines, trials and confirm rounds, each region's plans, "
+                                         "the end-to-end fallbacks, and every cluster in the result table");
     auto fixed_clusters = std::make_shared<bool>(false);
     cmd->add_flag("--no-plan-search", *fixed_clusters,
                   "tune the default clusters only: no search over fusion plans (each region's merges and cuts, docs/design.md)");
@@ -272,31 +237,14 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 g_stop = false;
                 ao.stop = hooks.stop ? hooks.stop : &g_stop;
                 auto stopped = [&] { return ao.stop->load(); };
-                // On a terminal the progress is one line on stderr, rewritten in place under the
-                // event lines; otherwise plain lines.
-                bool tty = isatty(2);
-                auto status = std::make_shared<std::string>();
-                ao.log = [tty, status](const std::string &line) {
-                    if (tty && !status->empty()) std::fputs("\r\033[K", stderr), std::fflush(stderr);
-                    fmt::print("{}\n", line);
-                    std::fflush(stdout);
-                    if (tty && !status->empty()) std::fputs(status->c_str(), stderr), std::fflush(stderr);
-                };
-                ao.progress = [tty, status](const AutotuneProgress &p) {
-                    *status = progress_text(p);
-                    if (tty) {
-                        struct winsize ws {};
-                        size_t width = ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 ? ws.ws_col - 1 : 119;
-                        if (status->size() > width) status->resize(width);
-                        std::fputs(("\r\033[K" + *status).c_str(), stderr);
-                    } else {
-                        std::fputs(("progress: " + *status + "\n").c_str(), stderr);
-                    }
-                    std::fflush(stderr);
-                };
+                // one live progress line; the event lines with -v only
+                auto line = std::make_shared<ProgressLine>(isatty(2));
+                ao.note = [line](const std::string &l) { line->print(l); };
+                if (*verbose) ao.log = ao.note;
+                ao.progress = [line](const AutotuneProgress &p) { line->update(p); };
                 if (hooks.progress) ao.progress = hooks.progress;
-                if (hooks.log) ao.log = hooks.log;
-                ao.log(first_line);
+                if (hooks.log) ao.log = ao.note = hooks.log;
+                ao.note(first_line);
                 if (!hooks.stop) std::signal(SIGINT, on_stop_signal), std::signal(SIGTERM, on_stop_signal);
                 auto restore_sigint = [&] {
                     if (!hooks.stop) std::signal(SIGINT, SIG_DFL), std::signal(SIGTERM, SIG_DFL);
@@ -304,7 +252,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 if (!o->export_batch.empty()) {
                     ExportBatchResult b = export_batch(g, db, ao, o->export_batch);
                     restore_sigint();
-                    if (tty && !status->empty()) std::fputs("\n", stderr);
+                    line->finish();
                     if (b.measure.empty()) {
                         fmt::print("no candidate passed its checks: nothing to measure (trials stored in {})\n", db_name);
                         return stopped() ? 1 : 0;
@@ -316,7 +264,6 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     return stopped() ? 1 : 0;
                 }
                 auto results = autotune(g, db, ao);
-                if (tty && !status->empty()) std::fputs("\n", stderr), status->clear();
                 std::optional<EndToEndResult> e2e;
                 std::string model_id;
                 if (assemble && !stopped()) {
@@ -327,33 +274,21 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     eo.budget_s = budget_s > 0 ? std::max(5.0, budget_s - seconds_since(started)) : 0;
                     eo.stop = ao.stop;
                     eo.log = ao.log;
-                    e2e = assemble_model(g, db, eo);
-                    if (!e2e->stopped) model_id = db.add_model(e2e->record);
+                    eo.progress = ao.progress;
+                    e2e = assemble_and_store(g, db, eo, model_id);
                 }
+                line->finish();
                 std::vector<std::string> model_lines;
-                if (!model_id.empty()) {
-                    std::string next_args = o->model;
-                    for (const std::string &b : *shapes) next_args += " --shape " + b;
-                    next_args += " --db " + db_name;
-                    if (o->threads > 0) next_args += " --threads " + std::to_string(o->threads);
-                    model_lines = model_result_lines(*e2e, model_id, next_args);
-                }
+                if (!model_id.empty()) model_lines = model_result_lines(*e2e, model_id, next_args(o->model, *shapes, db_name, o->threads));
                 restore_sigint();
                 if (hooks.tuned) {
-                    for (const std::string &line : model_lines) ao.log(line);
+                    for (const std::string &line : model_lines) ao.note(line);
                     hooks.tuned(results);
                     return stopped() ? 1 : 0;
                 }
                 // best and default: per schedule, the median of its measurements (confirm included)
-                fmt::print("\n{:<6} {:>12} {:>12} {:>8} {:>7} {:>8}  signature\n", "cluster", "default ms", "best ms", "gain", "trials",
-                           "confirm");
-                for (const ClusterTuning &r : results) {
-                    // "-": not timed (a CUDA target without a driver)
-                    auto ms = [](double v) { return v > 0 ? fmt::format("{:.3f}", v) : std::string("-"); };
-                    fmt::print("{:<6} {:>12} {:>12} {:>8} {:>7} {:>8}  {}\n", r.name, ms(r.default_ms), ms(r.best_ms),
-                               r.best_ms > 0 ? fmt::format("{:.2f}x", r.default_ms / r.best_ms) : std::string("-"), r.trials,
-                               r.confirmed, r.signature.substr(0, 12));
-                }
+                fmt::print("\n");
+                for (const std::string &l : cluster_table(results, *verbose ? 0 : kSummaryClusters)) fmt::print("{}\n", l);
                 if (untimed_cuda) {
                     fmt::print("no CUDA driver on this machine: candidates were compiled, checked with ptxas and stored as "
                                "'unmeasured' (with their resources) in {}; timing needs a GPU\n",

@@ -12,6 +12,7 @@
 #include "runtime/Session.h"
 #include "generators/CudaCheck.h"
 #include "tools/Commands.h"
+#include "tools/Output.h"
 #include "tools/ModelIo.h"
 #include "tuner/FusionPlan.h"
 #include "tuner/TuningRecords.h"
@@ -54,7 +55,8 @@ nlohmann::json kernel_json(Executor &ex, const std::vector<double> &ms, const st
             nodes += (nodes.empty() ? "" : ",") + name;
             if (node_ms && node_ms->count(name)) unfused += node_ms->at(name);
         }
-        out.push_back({{"name", ex.cluster(k).name}, {"nodes", nodes}, {"ms", ms[k]}, {"share", total > 0 ? ms[k] / total : 0}});
+        out.push_back({{"name", ex.cluster(k).name}, {"label", cluster_label(ex.graph(), ex.cluster(k))}, {"nodes", nodes}, {"ms", ms[k]},
+                       {"share", total > 0 ? ms[k] / total : 0}});
         if (node_ms) out.back()["unfused_ms"] = unfused;
     }
     return out;
@@ -126,7 +128,7 @@ nlohmann::json region_json(const Graph &g, const ClusterOptions &clustering, Exe
  * set as the other modes' are. */
 struct TunedRun {
     std::string db;
-    std::vector<std::string> decisions;
+    DbNotes notes;
     std::optional<ModelRecord> record;  ///< the model record applied, when one matched
     std::unique_ptr<Session> session;
 };
@@ -135,11 +137,10 @@ TunedRun tuned_run(const Graph &g, const SessionOptions &so, const std::string &
     TunedRun r;
     r.db = db;
     SessionOptions to = so;
-    std::vector<std::string> warnings;
-    use_tuning_db(to, db, &r.decisions, &warnings, &r.record);
+    use_tuning_db(to, db, &r.notes, &r.record);
     r.session = std::make_unique<Session>(g, to);
-    note_fallbacks(r.session->executor(), r.decisions, warnings);
-    print_db_warnings(db, warnings, r.session->executor().num_kernels());
+    note_fallbacks(r.session->executor(), r.notes);
+    print_db_warnings(db, r.notes, r.session->executor().num_kernels());
     set_random_inputs(r.session->executor(), 1);
     return r;
 }
@@ -167,6 +168,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
         int threads = 0, repeats = 10, warmup = 2;
     };
     auto o = std::make_shared<Opts>();
+    auto verbose = add_verbose_flag(cmd, "with --db: each tuning-database decision (the model record, each region's plan, each cluster's schedule) and why");
     cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
     auto shapes = add_shape_flag(cmd);
     auto plan_file = add_plan_flag(cmd);
@@ -235,7 +237,8 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                     }
                     j["tuned_vs_fused"] = f / t[2].median_ms;
                     j["tuned_kernels"] = tuned[0].session->executor().num_kernels();
-                    j["schedules"] = tuned[0].decisions;
+                    j["schedules"] = nlohmann::json::array();
+                    for (const DbNote &n : tuned[0].notes) j["schedules"].push_back(note_line(n));
                 }
                 if (tuned.size() > 1) {
                     j["compare_ms"] = t[3].median_ms;
@@ -283,7 +286,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                     }
                 }
                 if (tuned.size() > 1) fmt::print("  tuned from '{}' vs from '{}': {:.2f}x\n", tuned[0].db, tuned[1].db, t[3].median_ms / t[2].median_ms);
-                if (!tuned.empty()) print_db_decisions(tuned[0].decisions, "  ");
+                if (!tuned.empty()) print_db_decisions(tuned[0].notes, "  ", *verbose);
                 if (o->per_cluster) {
                     for (const char *key : {"clusters", "unfused_kernels_detail"}) {
                         fmt::print("{}:\n", std::string(key) == "clusters" ? "fused clusters" : "unfused kernels");
@@ -293,8 +296,8 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                                 double un = c["unfused_ms"].get<double>();
                                 unfused_sum = fmt::format("  (unfused {:.3f} ms, {:.2f}x)", un, un > 0 ? c["ms"].get<double>() / un : 0.0);
                             }
-                            fmt::print("  {:<5} {:>9.3f} ms {:>6.1f}%{}  {}\n", c["name"].get<std::string>(), c["ms"].get<double>(),
-                                       100 * c["share"].get<double>(), unfused_sum, c["nodes"].get<std::string>());
+                            fmt::print("  {:>9.3f} ms {:>6.1f}%{}  {}\n", c["ms"].get<double>(), 100 * c["share"].get<double>(), unfused_sum,
+                                       c["label"].get<std::string>());
                         }
                     }
                 }

@@ -13,6 +13,7 @@
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
 #include "tools/Commands.h"
+#include "tools/Output.h"
 #include "tools/ModelIo.h"
 #include "tuner/Autotune.h"
 #include "tuner/DbSchedules.h"
@@ -47,6 +48,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
         int threads = 0;
     };
     auto o = std::make_shared<Opts>();
+    auto verbose = add_verbose_flag(cmd, "with --db: each cluster's schedule and where it came from");
     cmd->add_option("model", o->model, "model file (.json)");
     cmd->add_option("-o,--out", o->out, "output folder")->required();
     auto shapes = add_shape_flag(cmd);
@@ -139,23 +141,31 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     }
                     for (const std::string &w : plan_warnings) fmt::print(stderr, "warning: {}\n", w);
                     auto records = std::make_shared<nlohmann::json>(nlohmann::json::array());
-                    auto misses = std::make_shared<std::map<std::string, std::string>>();  // cluster -> why untuned
-                    ao.schedule_for = [db, resolved, records, misses, record](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
+                    auto notes = std::make_shared<DbNotes>();
+                    ao.schedule_for = [db, resolved, records, notes, record](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
                         std::string sig = cluster_signature(gg, c);
+                        auto note = [&](const std::string &text, bool tuned) {
+                            notes->push_back({DbNote::Kind::Schedule, c.name, text, !tuned && !*record, tuned});
+                        };
                         if (*record) {
                             auto it = (*record)->schedules.find(sig);
-                            if (it == (*record)->schedules.end()) return std::nullopt;  // the record's choice: the default
+                            bool tuned = it != (*record)->schedules.end();
+                            note(tuned ? "the model record's schedule" : "default schedule (the model record's choice)", tuned);
+                            if (!tuned) return std::nullopt;
                             records->push_back({{"cluster", c.name}, {"signature", sig}, {"source", source_name(RecordSource::ModelRecord)}});
                             return it->second;
                         }
                         ScheduleChoice choice = choose_schedule(*db, sig, resolved);
                         if (choice.source == RecordSource::Default) {
                             // a database for other shapes or another target: the default schedule,
-                            // never a kernel scheduled for another workload; said once per cluster
-                            misses->emplace(c.name, choice.why_default);
+                            // never a kernel scheduled for another workload
+                            note("default schedule: " + choice.why_default, false);
                             return std::nullopt;
                         }
                         const Trial &t = choice.best->trial;
+                        note(fmt::format("tuned schedule {} from {} ({:.3f} ms when measured)", t.id.substr(0, 12), source_name(choice.source),
+                                         choice.best->ms),
+                             true);
                         records->push_back({{"cluster", c.name}, {"signature", sig}, {"record", t.id}, {"fingerprint", t.fingerprint},
                                             {"source", source_name(choice.source)}, {"median_ms", choice.best->ms}});
                         return t.schedule;
@@ -174,9 +184,8 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                         }
                     };
                     visit(g);
-                    std::vector<std::string> warnings;
-                    for (const auto &[cluster, why] : *misses) warnings.push_back(cluster + ": " + why);
-                    print_db_warnings(o->db, warnings, clusters_seen);
+                    print_db_decisions(*notes, "", *verbose);
+                    print_db_warnings(o->db, *notes, clusters_seen);
                     extra["records"] = *records;
                 }
                 for (const std::string &line : plan_lines) fmt::print("plan {}\n", line);

@@ -11,6 +11,7 @@
 #include "graph/File.h"
 #include "graph/Subprocess.h"
 #include "tools/Commands.h"
+#include "tools/Output.h"
 #include "tools/Conformance.h"
 #include "tools/ModelIo.h"
 
@@ -89,6 +90,7 @@ Verb add_conformance(CLI::App &app) {
         bool json = false, unfused = false, isolate = false, summary = false;
     };
     auto o = std::make_shared<Opts>();
+    auto verbose = add_verbose_flag(cmd, "also the largest error of each passing case");
     cmd->add_option("dirs", o->dirs, "test case folders, or folders holding test_* cases (e.g. /usr/share/libonnx-testdata/data)")->required();
     cmd->add_flag("--json", o->json, "machine-readable output: {\"cases\": [...], \"totals\": {...}}");
     cmd->add_flag("--unfused", o->unfused, "run one pipeline per node instead of fused clusters");
@@ -109,7 +111,9 @@ Verb add_conformance(CLI::App &app) {
                     CaseResult r = o->isolate ? run_isolated(d, opts) : conformance::run_case(d, opts);
                     totals[conformance::status_name(r.status)]++;
                     if (!o->json) {
-                        std::string detail = r.status == Status::Fail ? fmt::format("max error {:.3g}: {}", r.max_error, r.reason) : r.reason;
+                        std::string detail = r.status == Status::Fail ? fmt::format("max error {:.3g}: {}", r.max_error, r.reason)
+                                             : r.status == Status::Pass && *verbose ? fmt::format("max error {:.3g}", r.max_error)
+                                                                                     : r.reason;
                         fmt::print("{:<12} {:<60} {}\n", conformance::status_name(r.status), r.id, detail);
                         std::fflush(stdout);
                     }

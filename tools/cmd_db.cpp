@@ -11,17 +11,21 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <unistd.h>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "generators/HostTarget.h"
 #include "graph/Error.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
+#include "tools/Output.h"
 #include "tuner/Bundle.h"
 #include "tuner/CostModel.h"
+#include "tuner/EndToEnd.h"
 #include "tuner/Features.h"
 #include "tuner/FusionPlan.h"
 #include "tuner/Measure.h"
@@ -58,8 +62,16 @@ int with_db_for_writing(const std::string &path, const std::function<int(TuningD
     }
 }
 
+/** -v: ids and machine fingerprints in full; set for one verb's run (FullText). */
+thread_local bool t_full_text = false;
+
+struct FullText {
+    explicit FullText(bool on) { t_full_text = on; }
+    ~FullText() { t_full_text = false; }
+};
+
 std::string prefix(const std::string &s, size_t n = 12) {
-    return s.substr(0, n);
+    return t_full_text ? s : s.substr(0, n);
 }
 
 std::string first_line(const std::string &s) {
@@ -144,7 +156,7 @@ std::string missing_text(const ModelRecord &m, const std::vector<std::string> &m
 
 /** A fingerprint's machine part ("cpu:<model name>"), cut to 24 characters, for a column. */
 std::string short_fingerprint(const std::string &fp) {
-    return prefix(fp.substr(0, fp.find('|')), 24);
+    return t_full_text ? fp : prefix(fp.substr(0, fp.find('|')), 24);
 }
 
 void list_models(const TuningDb &db) {
@@ -245,7 +257,44 @@ Verb add_db(CLI::App &app) {
     quality->add_option("db", o->db, "tuning database")->required();
     quality->add_option("--seed", o->seed, "seed of the split")->check(seed_value())->capture_default_str();
 
+    CLI::App *assemble = cmd->add_subcommand(
+        "assemble", "Assemble a model from what the database holds for it on this machine (each region's fastest plan, each "
+                    "cluster's best schedule), time it end to end against the default, and store a model record: after "
+                    "`autotune --shard K/N` jobs, on the machine the record is for");
+    assemble->add_option("model", o->json, "model file (.json or .onnx)")->required();
+    assemble->add_option("--db", o->db, "tuning database")->required()->check(path_value());
+    auto assemble_threads = std::make_shared<int>(0);
+    assemble->add_option("--threads", *assemble_threads, "the threads the model is timed at, as the app will run it (default: all cores)")
+        ->check(CLI::Range(1, 1024));
+    auto assemble_shapes = add_shape_flag(assemble);
+    auto assemble_target = std::make_shared<std::string>("host");
+    assemble->add_option("--target", *assemble_target, "Halide target")->capture_default_str();
+    auto assemble_layout = std::make_shared<std::string>("auto");
+    assemble->add_option("--layout", *assemble_layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
+
+    auto verbose = std::make_shared<bool>(false);
+    for (CLI::App *sub : cmd->get_subcommands([](CLI::App *) { return true; })) sub->add_flag("-v,--verbose", *verbose, "ids and machine fingerprints in full; assemble: each event");
     return {cmd, [=]() -> int {
+                FullText full(*verbose);
+                if (assemble->parsed()) {
+                    check_jit_gpu_target(parse_target(*assemble_target), *assemble_target);
+                    check_jit_cpu_target(parse_target(*assemble_target), *assemble_target);
+                    Graph g = load_model_optimized(o->json, true, *assemble_layout, nullptr, shape_bindings(*assemble_shapes));
+                    TuningDb db = open_existing(o->db, TuningDb::Mode::ReadWrite);
+                    EndToEndOptions eo;
+                    eo.session.target = *assemble_target;
+                    eo.session.threads = *assemble_threads;
+                    ProgressLine line(isatty(2));
+                    eo.progress = [&line](const AutotuneProgress &p) { line.update(p); };
+                    if (*verbose) eo.log = [&line](const std::string &l) { line.print(l); };
+                    std::string id;
+                    EndToEndResult r = assemble_and_store(g, db, eo, id);
+                    line.finish();
+                    for (const std::string &l : model_result_lines(r, id, next_args(o->json, *assemble_shapes, db.path(), *assemble_threads))) {
+                        fmt::print("{}\n", l);
+                    }
+                    return 0;
+                }
                 if (list->parsed()) {
                     TuningDb db = open_existing(o->db);
                     fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", "signature", "target",

@@ -15,6 +15,7 @@
 #include "runtime/Executor.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
+#include "tools/Output.h"
 #include "tuner/Autotune.h"
 #include "tuner/DbSchedules.h"
 #include "tuner/FusionPlan.h"
@@ -93,6 +94,7 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
     auto devices = std::make_shared<int>(0);
     cmd->add_option("--devices", *devices, "split the clustered graph into N pipeline stages of balanced measured time")
         ->check(positive_integer());
+    auto verbose = add_verbose_flag(cmd, "also each rewrite pass: nodes before and after, time, rules fired");
     auto db = std::make_shared<std::string>();
     cmd->add_option("--db", *db,
                     "also say which schedule each cluster gets from this tuning database (a file or a postgresql:// URL), or why "
@@ -178,19 +180,18 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 };
                 std::vector<DbChoice> from_db;  // in cluster order
                 if (!db->empty()) {
-                    std::vector<std::string> log;  // "<cluster>: <decision>", one line per lookup
-                    ScheduleLookup lookup = db_schedules(*db, *target, &log);
+                    DbNotes notes;  // one per lookup
+                    ScheduleLookup lookup = db_schedules(*db, *target, &notes);
                     if (record) {
                         SessionOptions so;
-                        use_recorded_schedules(so, std::make_shared<const RecordDecisions>(*record), &log);
+                        use_recorded_schedules(so, std::make_shared<const RecordDecisions>(*record), &notes);
                         lookup = so.schedule_for;
                     }
                     for (const Cluster &c : fused.clusters) {
                         if (is_control_flow(fused.nodes[c.nodes[0]].op)) continue;
-                        log.clear();
+                        notes.clear();
                         std::optional<std::string> sched = lookup(fused, c);
-                        std::string line = log.empty() ? std::string() : log.back().substr(c.name.size() + 2);
-                        from_db.push_back({c.name, sched, line});
+                        from_db.push_back({c.name, sched, notes.empty() ? std::string() : notes.back().text});
                     }
                 }
                 auto memory_json = [](const MemoryPlan &p) {
@@ -227,6 +228,7 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                         model_flops += flops;
                         const ClusterTraffic &ct = fr.clusters[c.id];
                         j["clusters"].push_back({{"name", c.name},
+                                                 {"label", cluster_label(fused, c)},
                                                  {"pattern", pattern_name(c.pattern)},
                                                  {"anchor", c.anchor >= 0 ? fused.nodes[c.anchor].name : ""},
                                                  {"nodes", members},
@@ -282,6 +284,7 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 fmt::print("target: {}\n", t.to_string());
                 if (!*no_optimize) {
                     fmt::print("optimized: {} nodes -> {} nodes (--no-optimize to skip)\n", nodes_loaded, fused.nodes.size());
+                    if (*verbose) print_pass_table(passes);
                 }
                 fmt::print("{}\n", print_graph(fused));
                 fmt::print("clusters ({}):\n", fused.clusters.size());

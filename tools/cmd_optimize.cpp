@@ -7,6 +7,7 @@
 #include "graph/JsonFormat.h"
 #include "graph/Optimize.h"
 #include "tools/Commands.h"
+#include "tools/Output.h"
 #include "tools/ModelIo.h"
 
 #include "generators/ConstantEvaluator.h"
@@ -20,6 +21,7 @@ Verb add_optimize(CLI::App &app) {
         bool print_passes = false;
     };
     auto o = std::make_shared<Opts>();
+    auto verbose = add_verbose_flag(cmd, "print each pass: nodes before and after, time, rules fired (as --print-passes)");
     cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
     auto shapes = add_shape_flag(cmd);
     cmd->add_option("-o,--output", o->out, "where to write the optimized graph (.json)")->required();
@@ -39,15 +41,7 @@ Verb add_optimize(CLI::App &app) {
                 int before = (int)g.nodes.size();
                 std::vector<PassReport> reports = optimize_graph(g, opts);
                 write_file_atomically(o->out, to_json(g));
-                if (o->print_passes) {
-                    fmt::print("{:<16} {:>6} {:>6} {:>9}  {}\n", "pass", "before", "after", "ms", "events");
-                    for (const PassReport &r : reports) {
-                        std::string events;
-                        for (const auto &[k, v] : r.events) events += (events.empty() ? "" : ", ") + k + " x" + std::to_string(v);
-                        fmt::print("{:<16} {:>6} {:>6} {:>9.2f}  {}{}\n", r.name, r.nodes_before, r.nodes_after, r.ms,
-                                   r.skipped ? "(disabled) " : "", events);
-                    }
-                }
+                if (o->print_passes || *verbose) print_pass_table(reports);
                 fmt::print("{}: {} nodes -> {} nodes, wrote {}\n", o->model, before, g.nodes.size(), o->out);
                 return 0;
             }};

@@ -6,6 +6,7 @@
 #include "runtime/Session.h"
 #include "generators/CudaCheck.h"
 #include "tools/Commands.h"
+#include "tools/Output.h"
 #include "tools/ModelIo.h"
 
 namespace fusor::cli {
@@ -38,6 +39,7 @@ Verb add_run(CLI::App &app) {
         int threads = 0;
     };
     auto o = std::make_shared<Opts>();
+    auto verbose = add_verbose_flag(cmd, "each tuning-database decision: the model record, each region's plan and each cluster's schedule, and why");
     cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
     auto shapes = add_shape_flag(cmd);
     auto plan_file = add_plan_flag(cmd);
@@ -64,13 +66,13 @@ Verb add_run(CLI::App &app) {
                 std::vector<std::string> plan_lines;
                 if (!o->unfused) plan_lines = cluster_by_plan(g, so, *plan_file);
                 for (const std::string &line : plan_lines) fmt::print("plan {}\n", line);
-                std::vector<std::string> decisions, warnings;
-                if (!o->db.empty() && !o->unfused) use_tuning_db(so, o->db, &decisions, &warnings);
+                DbNotes notes;
+                if (!o->db.empty() && !o->unfused) use_tuning_db(so, o->db, &notes);
                 Session session(g, so);
                 Executor &ex = session.executor();
-                note_fallbacks(ex, decisions, warnings);
-                print_db_decisions(decisions, "");
-                print_db_warnings(o->db, warnings, ex.num_kernels());
+                note_fallbacks(ex, notes);
+                print_db_decisions(notes, "", *verbose);
+                print_db_warnings(o->db, notes, ex.num_kernels());
                 if (!o->inputs.empty()) load_inputs(ex, o->inputs);
                 else set_random_inputs(ex, o->seed);
                 session.run();

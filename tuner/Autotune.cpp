@@ -208,6 +208,11 @@ private:
     void log(const std::string &line) const {
         if (opt_.log) opt_.log(line);
     }
+    void note(const std::string &line) const {
+        if (opt_.note) opt_.note(line);
+        else log(line);
+    }
+    void check_seed_budget(double seeding_s, size_t seeded, size_t own) const;
     int64_t worker_memory_mb() const;
     /** A cluster to tune: of graph g, occurring copies times in the model. */
     struct ClusterRef {
@@ -224,6 +229,7 @@ private:
     void choose_autoschedulers();
     std::vector<RankedSchedule> refresh_best(TuningTask &t);
     void report(const TuningTask &t) const;
+    void report_region(size_t n, size_t of, const std::string &name) const;
     Trial trial_of(const TuningTask &t, const Candidate &c, const MeasureResult &r) const;
     void store(TuningTask &t, const Candidate &c, const MeasureJob &job, Trial &trial, bool again);
     std::optional<size_t> submit(TuningTask &t, Candidate c, bool again);
@@ -292,6 +298,7 @@ private:
     std::atomic<bool> finished_{false};
     std::thread watcher_;
     std::string last_;    ///< the last candidate, for progress
+    const char *phase_ = "defaults";  ///< AutotuneProgress::phase
 };
 
 TuningRun::TuningRun(const Graph &g, TuningDb &db, const AutotuneOptions &opt)
@@ -360,7 +367,7 @@ void TuningRun::make_tasks(const std::vector<ClusterRef> &clusters) {
         auto [it, fresh] = by_signature.emplace(sig, found.size());
         if (fresh) {
             found.push_back({r.g, r.c, sig, r.copies, static_cluster_cost(*r.g, *r.c)});
-        } else {
+        } else if (r.g != &clustered_) {  // copies in the model; the other plans' refs only say it exists
             found[it->second].copies += r.copies;
         }
     }
@@ -394,7 +401,7 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
     t.user = parsed_user_schedules(opt_, c.name, t.lc);
     t.vectors = vector_unit(htarget_, t.lc.outputs[0].output_types()[0]);
     t.features = std::make_shared<FeatureExtractor>(t.lc, t.vectors.lanes);
-    for (NodeId n : c.nodes) t.nodes += (t.nodes.empty() ? "" : ",") + cg.nodes[n].name;
+    t.result.label = cluster_label(cg, c);
     t.job.graph_json = job_graph_json(cg, c);
     t.job.target = target_;
     t.job.threads = opt_.threads;
@@ -516,8 +523,10 @@ void TuningRun::time_plans() {
         weight[i] = def.ms.value_or(0) * regions_[i].copies;
     }
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight[a] > weight[b]; });
-    for (size_t i : order) {
+    for (size_t n = 0; n < order.size(); n++) {
+        size_t i = order[n];
         if (opt_.stop && *opt_.stop) return;
+        report_region(n + 1, order.size(), regions_[i].region.nodes.name);
         if (out_of_budget()) {
             log("plans: the budget is spent; the regions not timed yet keep their default clusters");
             return;
@@ -624,7 +633,8 @@ void TuningRun::report(const TuningTask &t) const {
     AutotuneProgress p;
     p.cluster = (int)(&t - tasks_.data()) + 1;  // rounds overlap: t, not the round being filled
     p.clusters = (int)tasks_.size();
-    p.cluster_name = t.result.name;
+    p.phase = phase_;
+    p.cluster_name = t.result.label;
     p.trials_done = measured_;
     p.trials_total = opt_.trials;
     p.default_ms = t.result.default_ms;
@@ -635,6 +645,22 @@ void TuningRun::report(const TuningTask &t) const {
     } else if (measured_ > 0) {
         p.eta_s = p.elapsed_s / measured_ * (opt_.trials - measured_);
     }
+    p.last = last_;
+    opt_.progress(p);
+}
+
+/** Phase "plans": region \p n of \p of, named \p name, is being timed. */
+void TuningRun::report_region(size_t n, size_t of, const std::string &name) const {
+    if (!opt_.progress) return;
+    AutotuneProgress p;
+    p.phase = phase_;
+    p.cluster = (int)n;
+    p.clusters = (int)of;
+    p.cluster_name = name;
+    p.trials_done = measured_;
+    p.trials_total = opt_.trials;
+    p.elapsed_s = elapsed();
+    if (opt_.budget_s > 0) p.eta_s = std::max(0.0, budget_s() - p.elapsed_s);
     p.last = last_;
     opt_.progress(p);
 }
@@ -783,8 +809,8 @@ void TuningRun::seed(size_t i, const std::vector<std::string> &autoschedulers) {
             t.default_id = trial.id;
             t.default_compile_ms = trial.compile_ms.value_or(0);
             // the space's size here too: a run whose trials the seeds use up has no phase 2
-            log(fmt::format("cluster {}/{} {} ({}) default: {} {}; search space about {:.3g} schedules", i + 1, tasks_.size(),
-                            t.result.name, t.nodes, status_name(trial.status), ms_or_error(trial), space_size(t.lc, t.def)));
+            log(fmt::format("cluster {}/{} {} default: {} {}; search space about {:.3g} schedules", i + 1, tasks_.size(),
+                            t.result.label, status_name(trial.status), ms_or_error(trial), space_size(t.lc, t.def)));
             continue;
         }
         std::string how;
@@ -820,7 +846,7 @@ void TuningRun::seed_heaviest() {
                     heavy.size(), tasks_.size(), 100 * kBaselineShare, fmt::join(names, ", ")));
     for (size_t i : heavy) {
         if (out_of_budget() || measured_ >= opt_.trials) break;
-        log(fmt::format("cluster {} ({}) baselines", tasks_[i].result.name, tasks_[i].nodes));
+        log(fmt::format("cluster {} baselines", tasks_[i].result.label));
         seed(i, autoschedulers_);
     }
 }
@@ -846,7 +872,7 @@ void TuningRun::search_all(bool model_only) {
     for (size_t i = 0; i < tasks_.size(); i++) {
         bool listed = std::find(searchable.begin(), searchable.end(), i) != searchable.end();
         if (!listed && counted[i] && !model_only) {
-            log(fmt::format("cluster {} ({}): under {:.2g}% of the model's time: not searched", tasks_[i].result.name, tasks_[i].nodes,
+            log(fmt::format("cluster {}: under {:.2g}% of the model's time: not searched", tasks_[i].result.label,
                             100 * opt_.min_search_share));
         }
     }
@@ -960,7 +986,7 @@ TuningRun::Round TuningRun::open_round(size_t i, int trials) {
     if (t.curve.empty()) {
         std::vector<bool> counted = in_model();
         double model_ms = total_weight_ms(tasks_, &counted);
-        log(fmt::format("cluster {} ({}): {:.0f}% of the model's time; about {:.3g} schedules", t.result.name, t.nodes,
+        log(fmt::format("cluster {}: {:.0f}% of the model's time; about {:.3g} schedules", t.result.label,
                         100 * task_weight_ms(t) / model_ms, space_size(t.lc, t.def)));
     } else {
         log(fmt::format("cluster {}: round {}, expected gain {:.3g} ms per trial", t.result.name, t.curve.size() + 1, expected_gain(t)));
@@ -1000,6 +1026,19 @@ bool TuningRun::fill(Round &round, int want) {
         return true;
     }
     return false;
+}
+
+/** Says, once the first of \p own clusters is seeded in \p seeding_s, when the budget cannot
+ * cover the seeds of them all, and the budget that would (seeds, then twice as long to search). */
+void TuningRun::check_seed_budget(double seeding_s, size_t seeded, size_t own) const {
+    if (opt_.budget_s <= 0 || seeded == 0) return;
+    double per = seeding_s / seeded, need = elapsed() + per * (own - seeded);
+    if (need <= budget_s()) return;
+    double enough = std::ceil((elapsed() + 3 * per * own + end_to_end_cut_s_ + opt_.end_to_end_share_s) / 60);
+    note(fmt::format("the budget is too small: the seeds (default schedules) of the model's {} clusters take about {:.0f} s here "
+                     "({:.1f} s each), more than the {:.0f} s it leaves to search; nothing will be searched. --budget {}m would seed "
+                     "them and search",
+                     own, per * own, per, budget_s(), enough));
 }
 
 std::vector<bool> TuningRun::in_model() const {
@@ -1119,11 +1158,17 @@ std::vector<ClusterTuning> TuningRun::run() {
     for (size_t i = 0; i < tasks_.size(); i++) {
         if (!own[i]) unseeded_.insert(i);  // seed_plan_clusters' decision
     }
+    size_t own_count = std::count(own.begin(), own.end(), true), seeded = 0;
+    double seeding_from = elapsed();
     for (size_t i = 0; i < tasks_.size() && !out_of_budget() && measured_ < opt_.trials; i++) {
-        if (own[i]) seed(i, heavy_only ? std::vector<std::string>{} : autoschedulers_);
+        if (!own[i]) continue;
+        seed(i, heavy_only ? std::vector<std::string>{} : autoschedulers_);
+        if (++seeded == 1) check_seed_budget(elapsed() - seeding_from, seeded, own_count);
     }
     reserve_end_to_end();
+    phase_ = "baselines";
     if (heavy_only) seed_heaviest();
+    phase_ = "search";
     // first the model's own clusters, for half the search's budget; then the clusters of the
     // other plans of regions that matter; then all
     if (opt_.budget_s > 0 && !unseeded_.empty()) {
@@ -1134,18 +1179,22 @@ std::vector<ClusterTuning> TuningRun::run() {
     seed_plan_clusters();
     search_all(/*model_only=*/false);
     // heaviest first, so a budget that runs out leaves the light ones unconfirmed
+    phase_ = "confirm";
     for (size_t i : heaviest_tasks(tasks_, 1.0)) {
         if (out_of_confirm_budget()) break;
         if (unseeded_.count(i)) continue;
         current_ = i;
         confirm(tasks_[i]);
     }
+    phase_ = "plans";
     time_plans();
     std::vector<ClusterTuning> results;
     for (size_t i = 0; i < tasks_.size(); i++) {
         if (unseeded_.count(i)) continue;
         TuningTask &t = tasks_[i];
         t.result.best_ms = t.best ? t.best->ms : t.result.default_ms;
+        t.result.copies = t.copies;
+        t.result.in_model = own[i];
         results.push_back(t.result);
     }
     return results;

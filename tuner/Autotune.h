@@ -22,6 +22,8 @@ namespace fusor {
 
 /** Where the search stands, for a progress display (sent after every measured candidate). */
 struct AutotuneProgress {
+    /** "defaults", "baselines", "search", "confirm", "plans" or "end to end". */
+    std::string phase;
     int cluster = 0, clusters = 0;  ///< 1-based index of the cluster being measured, of the distinct clusters
     std::string cluster_name;
     int trials_done = 0;            ///< measured in this run, all clusters
@@ -89,7 +91,10 @@ struct AutotuneOptions {
      * model's time (heaviest_tasks over kBaselineShare of the weight, measured after every
      * task's default), not on every cluster. */
     bool autoschedulers_where_heavy = false;
-    std::function<void(const std::string &)> log;  ///< event lines (cluster started, baselines, trials)
+    std::function<void(const std::string &)> log;  ///< event lines (cluster started, baselines, trials): the detail
+    /** Lines a person must see whatever the detail shown (a budget too small for the seeds);
+     * unset: they go to log. */
+    std::function<void(const std::string &)> note;
     std::function<void(const AutotuneProgress &)> progress;  ///< after every measured candidate
     /** Set (e.g. by Ctrl-C) to stop after the candidate being timed; candidates of the batch not
      * yet timed are cancelled, not stored, and measured by the next run. */
@@ -155,6 +160,9 @@ constexpr double kSearchCompileTimeoutS = 20, kSearchCompileFactor = 10;
 
 struct ClusterTuning {
     std::string signature, name;  ///< name: the first cluster with this signature, e.g. "c2"
+    std::string label;            ///< cluster_label of that cluster (graph/Clustering.h)
+    int copies = 1;               ///< the model's clusters with this signature
+    bool in_model = true;         ///< false: a cluster only another fusion plan of a region has
     int trials = 0;               ///< search trials measured in this run (confirm measurements not included)
     int confirmed = 0;            ///< confirm measurements stored in this run
     /** The search phase alone (no seeds, baselines or confirm rounds): its trials in this run and

@@ -50,24 +50,28 @@ std::shared_ptr<TuningDb> open_for_lookups(const std::string &db_path) {
     return std::make_shared<TuningDb>(db_path, TuningDb::Mode::ReadOnly);  // checked whole: a damaged file is refused here
 }
 
-ScheduleLookup schedule_lookup(std::shared_ptr<TuningDb> db, const std::string &target, std::vector<std::string> *log,
-                               std::vector<std::string> *warnings) {
+/** Appends a Schedule note for \p c to \p notes, when given. */
+void note_schedule(DbNotes *notes, const Cluster &c, const std::string &text, bool tuned, bool warning = false) {
+    if (notes) notes->push_back({DbNote::Kind::Schedule, c.name, text, warning, tuned});
+}
+
+void note_other(DbNotes *notes, DbNote::Kind kind, const std::string &text, bool warning = false) {
+    if (notes) notes->push_back({kind, "", text, warning, false});
+}
+
+ScheduleLookup schedule_lookup(std::shared_ptr<TuningDb> db, const std::string &target, DbNotes *notes) {
     std::string resolved = resolved_target(target);
-    return [db, resolved, log, warnings](const Graph &g, const Cluster &c) -> std::optional<std::string> {
-        auto note = [&](const std::string &line) {
-            if (log) log->push_back(c.name + ": " + line);
-        };
+    return [db, resolved, notes](const Graph &g, const Cluster &c) -> std::optional<std::string> {
         std::string sig = cluster_signature(g, c);
         ScheduleChoice choice = choose_schedule(*db, sig, resolved);
         if (choice.source == RecordSource::Default) {
-            note("default schedule: " + choice.why_default);
-            if (warnings) warnings->push_back(c.name + ": " + choice.why_default);
+            note_schedule(notes, c, "default schedule: " + choice.why_default, false, true);
             return std::nullopt;
         }
         const RankedSchedule &here = *choice.best;
         if (choice.source == RecordSource::ExactMachine) {
-            note(fmt::format("tuned schedule {} ({:.3f} ms when measured on this machine, median of {} measurement{})",
-                             here.trial.id.substr(0, 12), here.ms, here.measurements, here.measurements == 1 ? "" : "s"));
+            note_schedule(notes, c, fmt::format("tuned schedule {} ({:.3f} ms when measured on this machine, median of {} measurement{})",
+                             here.trial.id.substr(0, 12), here.ms, here.measurements, here.measurements == 1 ? "" : "s"), true);
             return here.trial.schedule;
         }
         const Trial *other = &here.trial;
@@ -83,26 +87,26 @@ ScheduleLookup schedule_lookup(std::shared_ptr<TuningDb> db, const std::string &
         job.schedule.clear();
         MeasureResult mine = measure_here(job);
         bool ok = theirs.status == TrialStatus::Ok && mine.status == TrialStatus::Ok && *theirs.median_ms <= *mine.median_ms * 1.05;
-        note(fmt::format("schedule {} from {} (host {}): re-validated here, {} vs default {}: {}", other->id.substr(0, 12),
-                         source_name(choice.source), other->host,
-                         theirs.median_ms ? fmt::format("{:.3f} ms", *theirs.median_ms) : status_name(theirs.status),
-                         mine.median_ms ? fmt::format("{:.3f} ms", *mine.median_ms) : status_name(mine.status),
-                         ok ? "used" : "not used"));
-        if (!ok) {
-            if (warnings) {
-                warnings->push_back(c.name + ": the schedule tuned on " + source_name(choice.source) + " failed re-validation here");
-            }
-            return std::nullopt;
-        }
+        note_schedule(notes, c,
+                      fmt::format("schedule {} from {} (host {}): re-validated here, {} vs default {}: {}", other->id.substr(0, 12),
+                                  source_name(choice.source), other->host,
+                                  theirs.median_ms ? fmt::format("{:.3f} ms", *theirs.median_ms) : status_name(theirs.status),
+                                  mine.median_ms ? fmt::format("{:.3f} ms", *mine.median_ms) : status_name(mine.status),
+                                  ok ? "used" : "not used: it failed re-validation here"),
+                      ok, !ok);
+        if (!ok) return std::nullopt;
         return other->schedule;
     };
 }
 
 }  // namespace
 
-ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log,
-                            std::vector<std::string> *warnings) {
-    return schedule_lookup(open_for_lookups(db_path), target, log, warnings);
+std::string note_line(const DbNote &n) {
+    return n.kind == DbNote::Kind::Schedule ? n.cluster + ": " + n.text : n.text;
+}
+
+ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, DbNotes *notes) {
+    return schedule_lookup(open_for_lookups(db_path), target, notes);
 }
 
 RecordDecisions record_decisions(const TuningDb &db, const ModelRecord &m, std::vector<std::string> *warnings) {
@@ -138,58 +142,64 @@ std::vector<std::string> apply_record_plan(Graph &g, const RecordDecisions &d, c
     return apply_plan(g, here, origin, warnings);
 }
 
-void use_recorded_schedules(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, std::vector<std::string> *log) {
-    o.schedule_for = [d, log](const Graph &g, const Cluster &c) -> std::optional<std::string> {
+void use_recorded_schedules(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, DbNotes *notes) {
+    o.schedule_for = [d, notes](const Graph &g, const Cluster &c) -> std::optional<std::string> {
         auto it = d->schedules.find(cluster_signature(g, c));
-        if (log) log->push_back(c.name + ": " + (it == d->schedules.end() ? "default schedule (the model record's choice)" : "the model record's schedule"));
-        if (it == d->schedules.end()) return std::nullopt;
+        bool tuned = it != d->schedules.end();
+        note_schedule(notes, c, tuned ? "the model record's schedule" : "default schedule (the model record's choice)", tuned);
+        if (!tuned) return std::nullopt;
         return it->second;
     };
 }
 
 namespace {
 
+/** Appends \p warnings to \p notes as warnings of \p kind. */
+void note_warnings(DbNotes *notes, DbNote::Kind kind, const std::vector<std::string> &warnings) {
+    for (const std::string &w : warnings) note_other(notes, kind, w, true);
+}
+
 /** The hooks of \p d: recluster by its plan, schedule_for by its schedules. */
-void apply_decisions(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, const std::string &origin, std::vector<std::string> *log,
-                     std::vector<std::string> *warnings) {
-    o.recluster = [d, origin, warnings](Graph &g) { apply_record_plan(g, *d, origin, warnings); };
-    use_recorded_schedules(o, d, log);
+void apply_decisions(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, const std::string &origin, DbNotes *notes) {
+    o.recluster = [d, origin, notes](Graph &g) {
+        std::vector<std::string> misfits;
+        apply_record_plan(g, *d, origin, &misfits);
+        note_warnings(notes, DbNote::Kind::Plan, misfits);
+    };
+    use_recorded_schedules(o, d, notes);
 }
 
 }  // namespace
 
-void use_model_record(SessionOptions &o, const TuningDb &db, const ModelRecord &m, std::vector<std::string> *log,
-                      std::vector<std::string> *warnings) {
-    apply_decisions(o, std::make_shared<const RecordDecisions>(record_decisions(db, m, warnings)), db.path(), log, warnings);
+void use_model_record(SessionOptions &o, const TuningDb &db, const ModelRecord &m, DbNotes *notes) {
+    std::vector<std::string> unparsed;
+    auto d = std::make_shared<const RecordDecisions>(record_decisions(db, m, &unparsed));
+    note_warnings(notes, DbNote::Kind::Plan, unparsed);
+    apply_decisions(o, d, db.path(), notes);
 }
 
-void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log, std::vector<std::string> *warnings,
-                   std::optional<ModelRecord> *applied) {
+void use_tuning_db(SessionOptions &o, const std::string &db_path, DbNotes *notes, std::optional<ModelRecord> *applied) {
     std::shared_ptr<TuningDb> db = open_for_lookups(db_path);
     std::string resolved = resolved_target(o.target);
     int threads = effective_threads(o.threads);
-    ScheduleLookup per_cluster = schedule_lookup(db, o.target, log, warnings);
+    ScheduleLookup per_cluster = schedule_lookup(db, o.target, notes);
     // decided at the first recluster, the model's own graph (If branches come later)
     struct State {
         bool decided = false;
         std::optional<SessionOptions> record;  ///< the record's hooks, when one applies
     };
     auto state = std::make_shared<State>();
-    o.recluster = [db, resolved, threads, state, log, warnings, applied](Graph &g) {
+    o.recluster = [db, resolved, threads, state, notes, applied](Graph &g) {
         if (!state->decided) {
             state->decided = true;
             ModelRecordChoice mc = choose_model(*db, model_signature(g), resolved, threads);
-            for (const std::string &line : mc.passed_over) {
-                if (log) log->push_back(line);
-            }
-            for (const std::string &line : mc.broken) {
-                if (warnings) warnings->push_back(line);
-            }
+            for (const std::string &line : mc.passed_over) note_other(notes, DbNote::Kind::Model, line);
+            note_warnings(notes, DbNote::Kind::Model, mc.broken);
             if (mc.record) {
                 const ModelRecord &m = *mc.record;
-                if (log) log->push_back(applied_record_line(m));
+                note_other(notes, DbNote::Kind::Model, applied_record_line(m));
                 state->record.emplace();
-                use_model_record(*state->record, *db, m, log, warnings);
+                use_model_record(*state->record, *db, m, notes);
                 if (applied) *applied = m;
             }
         }
@@ -198,12 +208,8 @@ void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<st
             return;
         }
         std::vector<std::string> misfits;
-        for (const std::string &line : cluster_by_db(g, *db, resolved, &misfits)) {
-            if (log) log->push_back("plan " + line);
-        }
-        for (const std::string &w : misfits) {
-            if (warnings) warnings->push_back("plan " + w);
-        }
+        for (const std::string &line : cluster_by_db(g, *db, resolved, &misfits)) note_other(notes, DbNote::Kind::Plan, "plan " + line);
+        note_warnings(notes, DbNote::Kind::Plan, misfits);
     };
     o.schedule_for = [state, per_cluster](const Graph &g, const Cluster &c) {
         return state->record ? state->record->schedule_for(g, c) : per_cluster(g, c);

@@ -19,6 +19,25 @@ namespace fusor {
 
 using ScheduleLookup = std::function<std::optional<std::string>(const Graph &, const Cluster &)>;
 
+/** One decision a tuning database made for a load, for people (run, bench, inspect, Python):
+ * typed, so that no caller parses its text. */
+struct DbNote {
+    enum class Kind {
+        Model,     ///< a model record applied or passed over
+        Plan,      ///< a region's fusion plan
+        Schedule,  ///< a cluster's schedule
+    };
+    Kind kind = Kind::Schedule;
+    std::string cluster;   ///< Schedule: the cluster's name
+    std::string text;      ///< the decision and why, without the cluster's name
+    bool warning = false;  ///< a stored choice that is not used: the default runs instead
+    bool tuned = false;    ///< Schedule: a stored schedule runs
+};
+using DbNotes = std::vector<DbNote>;
+
+/** "<cluster>: <text>" for a schedule, the text otherwise. */
+std::string note_line(const DbNote &n);
+
 /** A schedule lookup from the tuning database \p db_path, in docs/design.md's order: the best
  * verified schedule measured on this exact machine; else the best one measured on a machine of the
  * same ISA family, re-validated here (verified against the reference and at most 5% slower than
@@ -27,8 +46,7 @@ using ScheduleLookup = std::function<std::optional<std::string>(const Graph &, c
  * schedule also gets a line in \p warnings ("<cluster>: <why_untuned>") when given. The database
  * is opened read-only (TuningDb::Mode::ReadOnly) before any lookup: throws UserError when the file
  * does not exist, DbError when it is not a fusor database, is damaged or holds a malformed record. */
-ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, std::vector<std::string> *log = nullptr,
-                            std::vector<std::string> *warnings = nullptr);
+ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, DbNotes *notes = nullptr);
 
 class TuningDb;
 
@@ -56,23 +74,21 @@ std::vector<std::string> apply_record_plan(Graph &g, const RecordDecisions &d, c
                                            std::vector<std::string> *warnings);
 
 /** Sets \p o.schedule_for to \p d's schedules: per cluster the schedule its signature names, the
- * default for any other; each decision appended to \p log when given. */
-void use_recorded_schedules(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, std::vector<std::string> *log = nullptr);
+ * default for any other; each decision appended to \p notes when given. */
+void use_recorded_schedules(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, DbNotes *notes = nullptr);
 
 /** Sets \p o.recluster and \p o.schedule_for to apply model record \p m whole
  * (record_decisions): its plans, and per cluster the schedule its signature names, the default for
  * any other. How autotune times an assembled model and how a load applies a stored record. */
-void use_model_record(SessionOptions &o, const TuningDb &db, const ModelRecord &m, std::vector<std::string> *log = nullptr,
-                      std::vector<std::string> *warnings = nullptr);
+void use_model_record(SessionOptions &o, const TuningDb &db, const ModelRecord &m, DbNotes *notes = nullptr);
 
 /** The one-call convenience, on one read-only handle of \p db_path. When the database holds a
  * model record for the loaded model on this machine at the load's threads (choose_model), it is
  * applied whole (use_model_record) and copied to \p applied when given; records passed over are
- * said in \p log, and one naming missing rows in \p warnings. Otherwise: \p o.schedule_for as
- * db_schedules does, and \p o.recluster to cluster_by_db (tuner/PlanSearch.h: each region's best
- * fusion plan measured on this machine), whose lines go to \p log and whose warnings (a plan
- * record that does not fit) to \p warnings, each prefixed "plan ". */
-void use_tuning_db(SessionOptions &o, const std::string &db_path, std::vector<std::string> *log = nullptr,
-                   std::vector<std::string> *warnings = nullptr, std::optional<ModelRecord> *applied = nullptr);
+ * noted, and one naming missing rows is a warning. Otherwise: \p o.schedule_for as db_schedules
+ * does, and \p o.recluster to cluster_by_db (tuner/PlanSearch.h: each region's best fusion plan
+ * measured on this machine), whose lines and warnings (a plan record that does not fit) are Plan
+ * notes. Every decision is appended to \p notes when given. */
+void use_tuning_db(SessionOptions &o, const std::string &db_path, DbNotes *notes = nullptr, std::optional<ModelRecord> *applied = nullptr);
 
 }  // namespace fusor

@@ -177,13 +177,29 @@ private:
     }
     /** The model with units \p keep tuned, compiled as a load applies its record, timed. */
     ModelTiming time(const std::vector<size_t> &keep) {
+        std::string what = keep.size() == tuned_.units.size() ? "assembled" : fmt::format("{} of {} tuned", keep.size(), tuned_.units.size());
+        report(what, ModelTiming{});
         SessionOptions so = o_.session;
         use_model_record(so, db_, record(keep));
         Session tuned(g_, so);
         set_random_inputs(tuned.executor(), 1);
         std::optional<Clock::time_point> deadline;
         if (o_.budget_s > 0) deadline = started_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.budget_s));
-        return time_against([this] { default_.executor().run(); }, [&tuned] { tuned.executor().run(); }, o_, deadline);
+        return time_against([this] { default_.executor().run(); }, [&tuned] { tuned.executor().run(); }, o_, deadline,
+                            [&](const ModelTiming &t) { report(what, t); });
+    }
+    void report(const std::string &what, const ModelTiming &t) const {
+        if (!o_.progress) return;
+        AutotuneProgress p;
+        p.phase = "end to end";
+        p.cluster_name = what;
+        p.cluster = t.rounds;
+        p.clusters = o_.max_rounds;
+        p.default_ms = t.default_ms;
+        p.best_ms = t.tuned_ms;
+        p.elapsed_s = ms_since(started_) / 1000;
+        if (o_.budget_s > 0) p.eta_s = std::max(0.0, o_.budget_s - p.elapsed_s);
+        o_.progress(p);
     }
     bool stopped() const {
         return o_.stop && *o_.stop;
@@ -247,8 +263,23 @@ EndToEndResult Assembler::run() {
 
 }  // namespace
 
+namespace {
+
+/** The timing of rounds \p b (default) and \p t (tuned). */
+ModelTiming timing_of(const std::vector<double> &b, const std::vector<double> &t) {
+    ModelTiming out;
+    out.default_ms = median(b);
+    out.tuned_ms = median(t);
+    out.default_spread = spread_of(b);
+    out.tuned_spread = spread_of(t);
+    out.rounds = (int)b.size();
+    return out;
+}
+
+}  // namespace
+
 ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o,
-                         std::optional<Clock::time_point> deadline) {
+                         std::optional<Clock::time_point> deadline, const std::function<void(const ModelTiming &)> &after_round) {
     auto once = [](const std::function<void()> &f) {
         Clock::time_point t0 = Clock::now();
         f();
@@ -268,19 +299,20 @@ ModelTiming time_against(const std::function<void()> &base, const std::function<
         b.push_back(base_first ? first : second);
         t.push_back(base_first ? second : first);
         ratio.push_back(t.back() / b.back());
+        if (after_round) after_round(timing_of(b, t));
         if ((int)ratio.size() >= o.min_rounds && (relative_interval(ratio) <= o.interval || (deadline && Clock::now() > *deadline))) break;
     }
-    ModelTiming out;
-    out.default_ms = median(b);
-    out.tuned_ms = median(t);
-    out.default_spread = spread_of(b);
-    out.tuned_spread = spread_of(t);
-    out.rounds = (int)ratio.size();
-    return out;
+    return timing_of(b, t);
 }
 
 EndToEndResult assemble_model(const Graph &g, const TuningDb &db, const EndToEndOptions &o) {
     return Assembler(g, db, o).run();
+}
+
+EndToEndResult assemble_and_store(const Graph &g, TuningDb &db, const EndToEndOptions &o, std::string &id) {
+    EndToEndResult r = assemble_model(g, db, o);
+    id = r.stopped ? std::string() : db.add_model(r.record);
+    return r;
 }
 
 }  // namespace fusor

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/Session.h"
+#include "tuner/Autotune.h"
 #include "tuner/TuningRecords.h"
 
 namespace fusor {
@@ -39,6 +40,9 @@ struct EndToEndOptions {
     double budget_s = 0;      ///< wall time of the phase (0: none); past it, timings stop after min_rounds and bisection falls back to the default
     const std::atomic<bool> *stop = nullptr;
     std::function<void(const std::string &)> log;
+    /** Phase "end to end": before each compile and after each round (cluster_name says what is
+     * timed, cluster/clusters the round of max_rounds, default_ms/best_ms the medians so far). */
+    std::function<void(const AutotuneProgress &)> progress;
 };
 
 /** Times \p tuned against \p base, each called once per run: a warm-up run each, then rounds
@@ -47,7 +51,8 @@ struct EndToEndOptions {
  * +-o.interval of its mean, at o.max_rounds, when o.stop is set, or after o.min_rounds once
  * \p deadline (when given) has passed. */
 ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o,
-                         std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
+                         std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt,
+                         const std::function<void(const ModelTiming &)> &after_round = {});
 
 struct EndToEndResult {
     ModelRecord record;                  ///< to store (id unset); no plans and clusters: the default ships
@@ -60,5 +65,9 @@ struct EndToEndResult {
  * machine (exact fingerprint) for o.session's target, times it against the default and falls
  * back by regions (regions of one signature together) until it is no slower. */
 EndToEndResult assemble_model(const Graph &g, const TuningDb &db, const EndToEndOptions &o);
+
+/** assemble_model, then the record stored in \p db unless o.stop was set (Ctrl-C stores no
+ * partial record); its id in \p id (empty when not stored). */
+EndToEndResult assemble_and_store(const Graph &g, TuningDb &db, const EndToEndOptions &o, std::string &id);
 
 }  // namespace fusor

@@ -31,7 +31,7 @@ struct TuningTask {
     std::vector<ClusterSchedule> user;   ///< hand-written seeds (AutotuneOptions::user_schedules)
     std::optional<RankedSchedule> best;  ///< the best schedule so far on this machine (per schedule)
     bool confirmed = false;              ///< the confirm phase ran (or was decided against) in this run
-    std::string default_id, nodes;       ///< nodes: the node names, for the log
+    std::string default_id;
     double default_compile_ms = 0;       ///< the default schedule's compile time here; 0: not known
     std::string canonical;               ///< canonical_cluster_text
     VectorUnit vectors;                  ///< the target's vector unit for the first output's type

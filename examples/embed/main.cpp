@@ -17,10 +17,10 @@ int main(int argc, char **argv) {
         fusor::SessionOptions options;
         options.threads = 2;
         // options.shapes = {{"images", {1, 3, 320, 320}}};  // for ONNX inputs with symbolic dims
-        std::vector<std::string> log;
-        if (argc > 2) fusor::use_tuning_db(options, argv[2], &log);
+        fusor::DbNotes notes;  // what the database decided, and why
+        if (argc > 2) fusor::use_tuning_db(options, argv[2], &notes);
         fusor::Session session(argv[1], options);  // load, optimize, compile: once
-        for (const std::string &line : log) std::printf("schedule %s\n", line.c_str());
+        for (const fusor::DbNote &n : notes) std::printf("%s%s\n", n.warning ? "warning: " : "", fusor::note_line(n).c_str());
 
         // caller-owned memory, dense row-major; this example assumes f32 tensors
         std::vector<std::vector<float>> in(session.num_inputs()), out(session.num_outputs());

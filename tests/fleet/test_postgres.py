@@ -15,7 +15,7 @@ import pytest
 from conftest import BENCH_DB, CLI, cli, config_model, data_model, export
 
 # (the default clusters only: these tests count clusters and trials, and plans have tests of their own)
-QUICK = ["--threads", "1", "--autoschedulers", "none", "--confirm-rounds", "0", "--no-plan-search"]
+QUICK = ["--threads", "1", "--autoschedulers", "none", "--confirm-rounds", "0", "--no-plan-search", "-v"]  # -v: the event lines the tests wait for
 
 
 def trials_by_workload(doc):

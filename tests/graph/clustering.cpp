@@ -396,3 +396,27 @@ TEST_CASE("set_clusters: a given clustering gets form_clusters' inputs and outpu
     CHECK(set_clusters(g, {0, 0, 0, 7}) == "node d is in cluster 7, out of range");
     CHECK(members(g) == before);  // a refused clustering leaves the graph's as it was
 }
+
+TEST_CASE("clustering: a cluster's label names its op kinds once each, its node count and its first node's name, cut", "[graph][clustering]") {
+    // an exporter's name whose 24-byte cut falls inside a 3-byte character (bytes 22-24)
+    std::string long_name = "/backbone/stage1/abcde\xE2\x82\xAC/block0/conv/Relu_12";
+    Graph g = graph(R"(
+      "inputs": [{"name": "x", "dtype": "f32", "shape": [4, 8]}],
+      "outputs": ["y"],
+      "initializers": [{"name": "half", "dtype": "f32", "shape": [], "data": [0.5]}],
+      "nodes": [
+        {"name": ")" + long_name + R"(", "op": "Relu", "inputs": ["x"], "outputs": ["a"]},
+        {"name": "sig", "op": "Sigmoid", "inputs": ["a"], "outputs": ["b"]},
+        {"name": "relu2", "op": "Relu", "inputs": ["b"], "outputs": ["b2"]},
+        {"name": "mul", "op": "Mul", "inputs": ["b2", "half"], "outputs": ["c"]},
+        {"name": "tanh", "op": "Tanh", "inputs": ["c"], "outputs": ["d"]},
+        {"name": "exp", "op": "Exp", "inputs": ["d"], "outputs": ["y"]}
+      ])");
+    form_clusters(g);
+    REQUIRE(g.clusters.size() == 1);
+    std::string label = cluster_label(g, g.clusters[0]);
+    // five kinds: four, then "+…"; the name cut before the character, never inside it
+    CHECK(label == "c0 Relu+Sigmoid+Mul+Tanh+\xE2\x80\xA6 (6 nodes) /backbone/stage1/abcde\xE2\x80\xA6");
+    g.nodes[g.clusters[0].nodes[0]].name = "r";
+    CHECK(cluster_label(g, g.clusters[0]) == "c0 Relu+Sigmoid+Mul+Tanh+\xE2\x80\xA6 (6 nodes) r");
+}

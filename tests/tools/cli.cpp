@@ -438,31 +438,31 @@ TEST_CASE("cli: inspect shows the ResNet block's BatchNormalizations folded away
 TEST_CASE("cli: autotune rejects bad input with exit status 2 and leaves databases alone", "[tools][cli]") {
     TempDir dir;
     std::string model = data("models/eltwise_chain.json");
-    Result zero = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --trials 0");
+    Result zero = run_fusor("autotune -v '" + model + "' --db '" + dir.file("a.db") + "' --trials 0");
     check_one_line_error(zero);
     CHECK_THAT(zero.err, Contains("--trials"));
-    Result target = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --target x86-64-linux-bogus");
+    Result target = run_fusor("autotune -v '" + model + "' --db '" + dir.file("a.db") + "' --target x86-64-linux-bogus");
     check_one_line_error(target);
     CHECK_THAT(target.err, Contains("x86-64-linux-bogus"));
     for (const char *bad : {"0", "-5m", "abc", "10x", "inf", "infinity", "nan", "1e400", "169h", "604801"}) {
-        Result budget = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --budget " + bad);
+        Result budget = run_fusor("autotune -v '" + model + "' --db '" + dir.file("a.db") + "' --budget " + bad);
         INFO("--budget " << bad);
         check_one_line_error(budget);
         CHECK_THAT(budget.err, Contains("--budget is '" + std::string(bad) + "'") && Contains("at most a week"));
     }
-    Result frob = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --autoschedulers Mullapudi2016,Frob");
+    Result frob = run_fusor("autotune -v '" + model + "' --db '" + dir.file("a.db") + "' --autoschedulers Mullapudi2016,Frob");
     check_one_line_error(frob);
     CHECK_THAT(frob.err, Contains("--autoschedulers") && Contains("Frob"));
     // a schedule file that is a FIFO or missing is refused unread
     fusor::test::Fifo fifo(dir.file("fifo.sched"));
     for (const std::string &file : {dir.file("fifo.sched"), dir.file("missing.sched")}) {
-        Result r = run_fusor("autotune '" + model + "' --db '" + dir.file("a.db") + "' --schedule c0='" + file + "'");
+        Result r = run_fusor("autotune -v '" + model + "' --db '" + dir.file("a.db") + "' --schedule c0='" + file + "'");
         check_one_line_error(r);
         CHECK_THAT(r.err, Contains("--schedule") && Contains(file));
     }
     CHECK_FALSE(fs::exists(dir.file("a.db")));  // nothing created on bad input
     std::ofstream(dir.file("foreign.db")) << "not a database";
-    Result foreign = run_fusor("autotune '" + model + "' --db '" + dir.file("foreign.db") + "' --trials 2");
+    Result foreign = run_fusor("autotune -v '" + model + "' --db '" + dir.file("foreign.db") + "' --trials 2");
     check_one_line_error(foreign);
     CHECK_THAT(foreign.err, Contains("foreign.db"));
     CHECK(slurp(dir.file("foreign.db")) == "not a database");
@@ -471,7 +471,7 @@ TEST_CASE("cli: autotune rejects bad input with exit status 2 and leaves databas
 TEST_CASE("cli: autotune, then run and bench from the database", "[tools][cli]") {
     TempDir dir;
     std::string model = data("models/transformer_mlp.json"), db = dir.file("t.db");
-    Result tune = run_fusor("autotune '" + model + "' --db '" + db + "' --trials 4 --threads 1 --confirm-rounds 1 --no-plan-search");
+    Result tune = run_fusor("autotune -v '" + model + "' --db '" + db + "' --trials 4 --threads 1 --confirm-rounds 1 --no-plan-search");
     INFO(tune.out << tune.err);
     REQUIRE(tune.status == 0);
     CHECK_THAT(tune.out, Contains("cluster 1/2") && Contains("default"));
@@ -639,10 +639,10 @@ TEST_CASE("cli: inspect --print-plan writes a plan that --plan reads back, and r
     CHECK_FALSE(fs::exists(db));
     // autotune tunes the planned clusters: the cut block has 5 distinct ones (conv1 and conv2 are
     // equal, so are the ReLUs); its default clusters are 3
-    Result tune = run_fusor("autotune '" + model + "' --plan '" + dir.file("cut.plan") + "' --trials 2 --jobs 1 --autoschedulers none --confirm-rounds 0 --db '" + db + "'");
+    Result tune = run_fusor("autotune -v '" + model + "' --plan '" + dir.file("cut.plan") + "' --trials 2 --jobs 1 --autoschedulers none --confirm-rounds 0 --db '" + db + "'");
     INFO(tune.out << tune.err);
     REQUIRE(tune.status == 0);
-    CHECK_THAT(tune.out, Contains("cluster 1/5 c0 (x_to_nhwc)"));
+    CHECK_THAT(tune.out, Contains("cluster 1/5 c0 Transpose (1 node) x_to_nhwc default"));
 }
 
 TEST_CASE("cli: autotune searches fusion plans, inspect --db names each region's plan and ignores a region the model lacks, "
@@ -652,7 +652,7 @@ TEST_CASE("cli: autotune searches fusion plans, inspect --db names each region's
     std::string db = dir.file("t.db");
     std::string block = std::string(FUSOR_SOURCE_DIR) + "/configs/models/resnet_block.json", chain = data("models/eltwise_chain.json");
     const std::string quick = " --jobs 1 --autoschedulers none --confirm-rounds 0 --db '" + db + "'";
-    Result tune = run_fusor("autotune '" + block + "' --trials 12" + quick);
+    Result tune = run_fusor("autotune -v '" + block + "' --trials 12" + quick);
     INFO(tune.out << tune.err);
     REQUIRE(tune.status == 0);
     CHECK_THAT(tune.out, Contains("fusion plans: 1 region(s)"));
@@ -662,7 +662,7 @@ TEST_CASE("cli: autotune searches fusion plans, inspect --db names each region's
         REQUIRE(shown.status == 0);
         std::string plan = dir.file(model == block ? "block.plan" : "chain.plan");
         std::ofstream(plan) << shown.out.substr(shown.out.find("fusion plan:\n") + 13);
-        Result given = run_fusor("autotune '" + model + "' --trials 12 --plan '" + plan + "'" + quick);
+        Result given = run_fusor("autotune -v '" + model + "' --trials 12 --plan '" + plan + "'" + quick);
         INFO(given.out << given.err);
         REQUIRE(given.status == 0);
         CHECK_THAT(given.out, Contains("plan r0 (") && Contains("timed as the region runs"));
@@ -701,7 +701,7 @@ TEST_CASE("cli: autotune searches fusion plans, inspect --db names each region's
     REQUIRE(list.status == 0);
     CHECK_THAT(list.out, Contains("region"));
     // a database without plans: the default clusters, and why
-    Result fixed = run_fusor("autotune '" + block + "' --trials 4 --jobs 1 --autoschedulers none --confirm-rounds 0 --no-plan-search --db '" +
+    Result fixed = run_fusor("autotune -v '" + block + "' --trials 4 --jobs 1 --autoschedulers none --confirm-rounds 0 --no-plan-search --db '" +
                              dir.file("fixed.db") + "'");
     REQUIRE(fixed.status == 0);
     CHECK_THAT(fixed.out, !Contains("fusion plans:"));
@@ -892,7 +892,7 @@ TEST_CASE("cli cuda: a --schedule chunk= that does not divide the reduction or o
         return file;
     };
     auto tune = [&](const std::string &file) {
-        return run_fusor("autotune '" + config_model("transformer_mlp") + "' --target host-cuda-cuda_capability_80 --no-plan-search --db '" +
+        return run_fusor("autotune -v '" + config_model("transformer_mlp") + "' --target host-cuda-cuda_capability_80 --no-plan-search --db '" +
                          dir.file("t.db") + "' --schedule c0='" + file + "'");
     };
     Result divide = tune(schedule(100));
@@ -942,7 +942,7 @@ TEST_CASE("cli: a seed below 0 or from 2^64 on is refused, not wrapped, by every
     TempDir dir;
     std::string model = dir.file("relu.json");
     std::ofstream(model) << kRelu64;
-    for (const std::string &flags : {"run '" + model + "' --random", "autotune '" + model + "' --db '" + dir.file("a.db") + "' --seed",
+    for (const std::string &flags : {"run '" + model + "' --random", "autotune -v '" + model + "' --db '" + dir.file("a.db") + "' --seed",
                                      "db model-quality '" + dir.file("a.db") + "' --seed"}) {
         for (const char *seed : {"-1", "18446744073709551616", "1e3", "0x10"}) {
             Result r = run_fusor(flags + " " + seed);

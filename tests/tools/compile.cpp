@@ -437,7 +437,7 @@ TEST_CASE("compile: a database tuned for other shapes or another target gives th
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
     auto fusor = [&](const std::string &args) { return shell(std::string("'") + FUSOR_BINARY + "' " + args, d); };
     // a database with a verified record of the chain's one cluster at 37x70 on this machine
-    Result tune = fusor("autotune '" + model + "' --db '" + d.file("t.db") + "' --trials 1 --threads 2");
+    Result tune = fusor("autotune -v '" + model + "' --db '" + d.file("t.db") + "' --trials 1 --threads 2");
     INFO(tune.out);
     REQUIRE(tune.status == 0);
     std::vector<uint8_t> db_before = slurp(d.file("t.db"));

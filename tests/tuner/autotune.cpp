@@ -406,7 +406,7 @@ TEST_CASE("run --db: a schedule from another machine of the same ISA is re-valid
         }
     }
     std::string out = dir.file("out.txt");
-    std::string cmd = std::string("'") + FUSOR_BINARY + "' run '" + model + "' --db '" + dir.file("there.db") + "' > '" + out + "' 2>&1";
+    std::string cmd = std::string("'") + FUSOR_BINARY + "' run '" + model + "' -v --db '" + dir.file("there.db") + "' > '" + out + "' 2>&1";
     REQUIRE(std::system(cmd.c_str()) == 0);
     std::ifstream f(out);
     std::stringstream text;
@@ -807,7 +807,7 @@ TEST_CASE("autotune: Ctrl-C or SIGTERM stops cleanly, keeps what was measured an
         INFO("signal " << sig);
         TempDir dir;
         std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json", out = dir.file("out.txt");
-        pid_t pid = spawn_fusor({"autotune", model, "--db", dir.file("t.db"), "--trials", "200", "--jobs", "2", "--threads", "1",
+        pid_t pid = spawn_fusor({"autotune", "-v", model, "--db", dir.file("t.db"), "--trials", "200", "--jobs", "2", "--threads", "1",
                                  "--autoschedulers", "none"},
                                 out, dir.file("err.txt"), /*own_group=*/true);
         using fusor::test::slurp;
@@ -841,7 +841,7 @@ TEST_CASE("autotune: with neither --trials nor --budget it searches on a 10-minu
           "[tuner][autotune]") {
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json", out = dir.file("out.txt");
-    pid_t pid = spawn_fusor({"autotune", model, "--db", dir.file("t.db"), "--jobs", "2", "--threads", "1", "--autoschedulers", "none",
+    pid_t pid = spawn_fusor({"autotune", "-v", model, "--db", dir.file("t.db"), "--jobs", "2", "--threads", "1", "--autoschedulers", "none",
                              "--no-plan-search"},
                             out, dir.file("err.txt"), /*own_group=*/true);
     using fusor::test::slurp;
@@ -870,12 +870,16 @@ TEST_CASE("autotune --budget 20s with plan search: every phase reported, a model
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/mobilenet_v2_block.json", out = dir.file("out.txt");
     auto t0 = std::chrono::steady_clock::now();
-    pid_t pid = spawn_fusor({"autotune", model, "--db", dir.file("t.db"), "--budget", "20s", "--jobs", "2"}, out, dir.file("err.txt"), true);
+    pid_t pid = spawn_fusor({"autotune", "-v", model, "--db", dir.file("t.db"), "--budget", "20s", "--jobs", "2"}, out, dir.file("err.txt"), true);
     int status = 0;
     waitpid(pid, &status, 0);
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::string text = fusor::test::slurp(out);
-    INFO(text << fusor::test::slurp(dir.file("err.txt")));
+    std::string text = fusor::test::slurp(out), err = fusor::test::slurp(dir.file("err.txt"));
+    INFO(text << err);
+    // the progress line, plain off a terminal, names each phase as it starts
+    for (const char *phase : {"progress: defaults: cluster 1/", "progress: search: ", "progress: end to end, assembled: round "}) {
+        CHECK_THAT(err, Catch::Contains(phase));
+    }
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
     CHECK(took < 25);
@@ -913,7 +917,7 @@ TEST_CASE("autotune --budget 20s with plan search: every phase reported, a model
 TEST_CASE("autotune: Ctrl-C during the end-to-end phase stores no model record, and the trials stay", "[tuner][autotune][budget]") {
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/transformer_mlp.json", out = dir.file("out.txt");
-    pid_t pid = spawn_fusor({"autotune", model, "--db", dir.file("t.db"), "--trials", "4", "--jobs", "2", "--autoschedulers", "none",
+    pid_t pid = spawn_fusor({"autotune", "-v", model, "--db", dir.file("t.db"), "--trials", "4", "--jobs", "2", "--autoschedulers", "none",
                              "--no-plan-search", "--confirm-rounds", "0"},
                             out, dir.file("err.txt"), /*own_group=*/true);
     auto t0 = std::chrono::steady_clock::now();
@@ -935,6 +939,35 @@ TEST_CASE("autotune: Ctrl-C during the end-to-end phase stores no model record, 
     size_t trials = 0;
     for (const Workload &w : db.workloads()) trials += db.trials(w.signature, w.target).size();
     CHECK(trials >= 4);
+}
+
+TEST_CASE("db assemble: shards store no model record, and the one assembled afterwards from what they stored is what run applies",
+          "[tuner][autotune][e2e]") {
+    TempDir dir;
+    std::string model = std::string(FUSOR_TEST_DATA) + "/models/transformer_mlp.json", db = dir.file("t.db");
+    for (const char *shard : {"0/2", "1/2"}) {
+        fusor::test::ShellResult r = fusor::test::run_fusor("autotune '" + model + "' --db '" + db + "' --shard " + shard +
+                                                            " --trials 3 --jobs 1 --threads 1 --autoschedulers none --no-plan-search");
+        INFO(r.out << r.err);
+        REQUIRE(r.status == 0);
+        CHECK_THAT(r.out, !Catch::Contains("model: default"));
+    }
+    CHECK(TuningDb(db, TuningDb::Mode::ReadOnly).all_models().empty());
+    fusor::test::ShellResult a = fusor::test::run_fusor("db assemble '" + model + "' --db '" + db + "' --threads 1");
+    INFO(a.out << a.err);
+    REQUIRE(a.status == 0);
+    CHECK_THAT(a.out, Catch::Contains("model: default ") && Catch::Contains("at 1 thread") && Catch::Contains("next: fusor bench"));
+    std::vector<ModelRecord> records = TuningDb(db, TuningDb::Mode::ReadOnly).all_models();
+    REQUIRE(records.size() == 1);
+    CHECK(records[0].threads == 1);
+    CHECK(records[0].tuned_ms <= 1.01 * records[0].default_ms);
+    fusor::test::ShellResult r = fusor::test::run_fusor("run '" + model + "' --db '" + db + "' --threads 1 --random 1");
+    INFO(r.out << r.err);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Catch::Contains("model record " + records[0].id.substr(0, 12)));
+    // bad input: a model file that is not there, a database that is not there
+    CHECK(fusor::test::run_fusor("db assemble '" + dir.file("none.json") + "' --db '" + db + "'").status == 2);
+    CHECK(fusor::test::run_fusor("db assemble '" + model + "' --db '" + dir.file("none.db") + "'").status == 2);
 }
 
 TEST_CASE("autotune: two databases tuned with different seeds merge into one whose best is the best over both",
@@ -1017,7 +1050,7 @@ TEST_CASE("autotune: --jobs 0, --threads 0, --timeout 0 and a negative --confirm
                                  std::pair{"--timeout -5", "--timeout is -5"}, std::pair{"--worker-memory -2", "--worker-memory is -2"}}) {
         INFO(flag);
         TempDir dir;
-        fusor::test::ShellResult r = fusor::test::run_fusor("autotune '" + model + "' --db '" + dir.file("t.db") + "' " + flag);
+        fusor::test::ShellResult r = fusor::test::run_fusor("autotune -v '" + model + "' --db '" + dir.file("t.db") + "' " + flag);
         CHECK(r.status == 2);
         CHECK_THAT(r.err, Catch::Contains(message));
         CHECK_FALSE(std::ifstream(dir.file("t.db")).good());
@@ -1029,7 +1062,7 @@ TEST_CASE("autotune --schedule: a hand-written schedule is measured as strategy 
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
     std::string text = "k_n0 inline\nk_n1 inline\nk_n2 inline\nk_n3 inline\nk_n4 inline\nk_n5 root tile=16x8 vec=8 parallel\n";
     std::ofstream(dir.file("mine.sched")) << text;
-    fusor::test::ShellResult r = fusor::test::run_fusor("autotune '" + model + "' --db '" + dir.file("t.db") +
+    fusor::test::ShellResult r = fusor::test::run_fusor("autotune -v '" + model + "' --db '" + dir.file("t.db") +
                                                         "' --trials 3 --jobs 2 --autoschedulers none --confirm-rounds 0 --schedule 'c0=" +
                                                         dir.file("mine.sched") + "'");
     INFO(r.out << r.err);
@@ -1052,7 +1085,7 @@ TEST_CASE("autotune --schedule: a missing stage, an unknown cluster, bad syntax 
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
     std::string db = dir.file("t.db");
-    REQUIRE(fusor::test::run_fusor("autotune '" + model + "' --db '" + db + "' --trials 2 --autoschedulers none --confirm-rounds 0").status == 0);
+    REQUIRE(fusor::test::run_fusor("autotune -v '" + model + "' --db '" + db + "' --trials 2 --autoschedulers none --confirm-rounds 0").status == 0);
     std::string before = fusor::test::slurp(db);
     REQUIRE_FALSE(before.empty());
     std::ofstream(dir.file("missing_stage.sched")) << "k_n0 inline\nk_nothing root\n";
@@ -1067,13 +1100,13 @@ TEST_CASE("autotune --schedule: a missing stage, an unknown cluster, bad syntax 
                           Case{"c0", "expected CLUSTER=FILE"}}) {
         INFO(c.spec);
         fusor::test::ShellResult r =
-            fusor::test::run_fusor("autotune '" + model + "' --db '" + db + "' --trials 3 --autoschedulers none --schedule '" + c.spec + "'");
+            fusor::test::run_fusor("autotune -v '" + model + "' --db '" + db + "' --trials 3 --autoschedulers none --schedule '" + c.spec + "'");
         CHECK(r.status == 2);
         CHECK_THAT(r.err, Catch::Contains(c.message));
         if (c.spec.find('=') != std::string::npos) CHECK_THAT(r.err, Catch::Contains(c.spec.substr(c.spec.find('=') + 1)));  // names the file
         CHECK(fusor::test::slurp(db) == before);
     }
-    CHECK_THAT(fusor::test::run_fusor("autotune '" + model + "' --db '" + db + "' --trials 3 --schedule 'c0=" + dir.file("missing_stage.sched") + "'").err,
+    CHECK_THAT(fusor::test::run_fusor("autotune -v '" + model + "' --db '" + db + "' --trials 3 --schedule 'c0=" + dir.file("missing_stage.sched") + "'").err,
                Catch::Contains("its stages are k_n0, k_n1"));
 }
 
@@ -1092,7 +1125,7 @@ TEST_CASE("autotune --schedule: prepack panels that do not fit the operand, or a
     for (const Case &c : {Case{"misfit.sched", "stage 'k_n0_packb': prepack=24 does not fit the operand: panels of 24 do not divide dim 0 (x, extent 128)"},
                           Case{"not_packing.sched", "stage 'k_n1': prepack applies only to a packing stage"}}) {
         INFO(c.file);
-        fusor::test::ShellResult r = fusor::test::run_fusor("autotune '" + model + "' --db '" + db +
+        fusor::test::ShellResult r = fusor::test::run_fusor("autotune -v '" + model + "' --db '" + db +
                                                             "' --trials 3 --autoschedulers none --schedule 'c0=" + dir.file(c.file) + "'");
         CHECK(r.status == 2);
         CHECK_THAT(r.err, Catch::Contains(c.message) && Catch::Contains(c.file));
@@ -1104,7 +1137,7 @@ TEST_CASE("autotune --schedule: prepack panels that do not fit the operand, or a
         "outputs": ["y"], "nodes": [{"name": "fc", "op": "Gemm", "inputs": ["x", "w"], "outputs": ["y"], "attrs": {"transB": 1}}]})";
     std::string text = "k_n0_acc at=k_n0.xo vec=8 unroll=0,1\nk_n0_packb at=k_n0.xo vec=8 prepack=16\nk_n0 root tile=32x1 vec=8\n";
     std::ofstream(dir.file("runtime.sched")) << text;
-    fusor::test::ShellResult r = fusor::test::run_fusor("autotune '" + dir.file("fc.json") + "' --db '" + db +
+    fusor::test::ShellResult r = fusor::test::run_fusor("autotune -v '" + dir.file("fc.json") + "' --db '" + db +
                                                         "' --trials 3 --jobs 1 --autoschedulers none --confirm-rounds 0 --schedule 'c0=" +
                                                         dir.file("runtime.sched") + "'");
     INFO(r.out << r.err);
@@ -1126,7 +1159,7 @@ TEST_CASE("autotune: kill -9 mid-run keeps every trial it logged, and a rerun re
           "[tuner][autotune]") {
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json", out = dir.file("out.txt");
-    pid_t pid = spawn_fusor({"autotune", model, "--db", dir.file("t.db"), "--trials", "200", "--jobs", "2", "--threads", "1",
+    pid_t pid = spawn_fusor({"autotune", "-v", model, "--db", dir.file("t.db"), "--trials", "200", "--jobs", "2", "--threads", "1",
                              "--autoschedulers", "none", "--confirm-rounds", "0"},
                             out, dir.file("err.txt"), /*own_group=*/false);
     auto t0 = std::chrono::steady_clock::now();
@@ -1152,7 +1185,7 @@ TEST_CASE("autotune: kill -9 mid-run keeps every trial it logged, and a rerun re
         }
     }
     CHECK(before.size() >= logged + 1);  // the phase-2 trials logged, and the default
-    fusor::test::ShellResult again = fusor::test::run_fusor("autotune '" + model + "' --db '" + dir.file("t.db") +
+    fusor::test::ShellResult again = fusor::test::run_fusor("autotune -v '" + model + "' --db '" + dir.file("t.db") +
                                                             "' --trials 6 --jobs 2 --threads 1 --autoschedulers none --confirm-rounds 0");
     INFO(again.out << again.err);
     REQUIRE(again.status == 0);
@@ -1182,10 +1215,10 @@ TEST_CASE("autotune: two fusor autotune processes write one database at once", "
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
     fusor::test::ShellResult r[2];
     std::thread other([&] {
-        r[1] = fusor::test::run_fusor("autotune '" + model + "' --db '" + dir.file("t.db") +
+        r[1] = fusor::test::run_fusor("autotune -v '" + model + "' --db '" + dir.file("t.db") +
                                       "' --trials 6 --jobs 1 --threads 1 --seed 2 --autoschedulers none --confirm-rounds 0");
     });
-    r[0] = fusor::test::run_fusor("autotune '" + model + "' --db '" + dir.file("t.db") +
+    r[0] = fusor::test::run_fusor("autotune -v '" + model + "' --db '" + dir.file("t.db") +
                                   "' --trials 6 --jobs 1 --threads 1 --seed 1 --autoschedulers none --confirm-rounds 0");
     other.join();
     for (int i = 0; i < 2; i++) {
@@ -1229,10 +1262,10 @@ TEST_CASE("autotune: after kill -9 of a model-guided run no worker remains, and 
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/resnet_block.json", db_path = dir.file("t.db");
     // enough trials first for the cost model to train on, so the killed run is model-guided
-    fusor::test::ShellResult first = fusor::test::run_fusor("autotune '" + model + "' --db '" + db_path +
+    fusor::test::ShellResult first = fusor::test::run_fusor("autotune -v '" + model + "' --db '" + db_path +
                                                             "' --trials 40 --jobs 2 --threads 1 --autoschedulers none --confirm-rounds 0");
     REQUIRE(first.status == 0);
-    std::vector<std::string> args = {FUSOR_BINARY, "autotune", model, "--db", db_path, "--trials", "400", "--jobs", "2", "--threads", "1",
+    std::vector<std::string> args = {FUSOR_BINARY, "autotune", "-v", model, "--db", db_path, "--trials", "400", "--jobs", "2", "--threads", "1",
                                      "--autoschedulers", "none"};
     ProcessOptions po;
     po.stdout_path = dir.file("out.txt");
@@ -1269,7 +1302,7 @@ TEST_CASE("autotune: after kill -9 of a model-guided run no worker remains, and 
     size_t before = stored();
     REQUIRE(before >= 48);
     // the rerun resumes: every earlier trial is kept, and no schedule gets a second search trial
-    fusor::test::ShellResult again = fusor::test::run_fusor("autotune '" + model + "' --db '" + db_path +
+    fusor::test::ShellResult again = fusor::test::run_fusor("autotune -v '" + model + "' --db '" + db_path +
                                                "' --trials 12 --jobs 2 --threads 1 --autoschedulers none --confirm-rounds 0");
     INFO(again.out << again.err);
     REQUIRE(again.status == 0);

@@ -52,7 +52,7 @@ json read_json(const std::string &path) {
  * returns the output. */
 Result export_batch(const TempDir &d, const std::string &model_path, const std::string &target, int trials,
                     const std::string &extra = "", const char *exe = FUSOR_BINARY) {
-    return shell(fusor_cmd("autotune '" + model_path + "' --db '" + d.file("t.db") + "' --export-batch '" + d.file("b") + "' --target " +
+    return shell(fusor_cmd("autotune -v '" + model_path + "' --db '" + d.file("t.db") + "' --export-batch '" + d.file("b") + "' --target " +
                                target + " --trials " + std::to_string(trials) + " --jobs 2 " + extra,
                            exe),
                  d);
@@ -238,7 +238,7 @@ TEST_CASE("bundle: the GPU search's candidates, chunked staging included, run th
     Result run = shell(fusor_cmd("run '" + path + "' --target host-opencl"), d);
     CHECK(run.status == 2);
     CHECK_THAT(run.out, Contains("CUDA only") && Contains("fusor compile"));
-    Result tune = shell(fusor_cmd("autotune '" + path + "' --db '" + d.file("j.db") + "' --target host-opencl --trials 2"), d);
+    Result tune = shell(fusor_cmd("autotune -v '" + path + "' --db '" + d.file("j.db") + "' --target host-opencl --trials 2"), d);
     CHECK(tune.status == 2);
     CHECK_FALSE(std::filesystem::exists(d.file("j.db")));
 }
@@ -401,8 +401,8 @@ TEST_CASE("bundle: a CUDA bundle's results are keyed by GPU name and compute cap
 
     // the next batch evolves from what the GPU measured: its parents are the imported results'
     // schedules (the fastest most often), not only the default, and it measures none of them again
-    Result next = shell(fusor_cmd("autotune '" + model("eltwise_chain") + "' --db '" + d.file("fresh.db") + "' --export-batch '" +
-                                  d.file("b2") + "' --target " + target + " --trials 8 --jobs 2 --seed 3"),
+    Result next = shell(fusor_cmd("autotune -v '" + model("eltwise_chain") + "' --db '" + d.file("fresh.db") + "' --export-batch '" +
+                                  d.file("b2") + "' --target " + target + " --trials 8 --jobs 2 --seed 3 -v"),
                         d);
     INFO(next.out);
     REQUIRE(next.status == 0);

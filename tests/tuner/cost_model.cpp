@@ -319,7 +319,7 @@ TEST_CASE("autotune --strategy model: without enough trials it evolves, says so,
 TEST_CASE("autotune --strategy: an unknown strategy exits 2 naming the flag, and no database is written", "[tuner][cost_model]") {
     TempDir dir;
     std::string model = std::string(FUSOR_TEST_DATA) + "/models/eltwise_chain.json";
-    fusor::test::ShellResult r = fusor::test::run_fusor("autotune '" + model + "' --db '" + dir.file("t.db") + "' --strategy greedy");
+    fusor::test::ShellResult r = fusor::test::run_fusor("autotune -v '" + model + "' --db '" + dir.file("t.db") + "' --strategy greedy");
     INFO(r.out << r.err);
     CHECK(r.status == 2);
     CHECK_THAT(r.err, Contains("--strategy"));

@@ -115,10 +115,11 @@ TEST_CASE("end to end: the stored model record is what run --db applies, at its 
     auto load = [&](int threads, std::vector<std::string> &log) {
         SessionOptions so = one_thread();
         so.threads = threads;
-        std::vector<std::string> warnings;
+        DbNotes notes;
         std::optional<ModelRecord> applied;
-        use_tuning_db(so, dir.file("t.db"), &log, &warnings, &applied);
+        use_tuning_db(so, dir.file("t.db"), &notes, &applied);
         Session s(g, so);
+        for (const DbNote &n : notes) log.push_back(note_line(n));
         return applied;
     };
     std::vector<std::string> log1, log2;

@@ -239,7 +239,7 @@ TEST_CASE("gpu autotune: --target host-cuda-cuda_capability_80 without a driver 
     std::string db = dir.file("t.db");
     std::string cmd = std::string("'") + FUSOR_BINARY + "' autotune '" + FUSOR_TEST_DATA +
                       "/models/eltwise_chain.json' --db '" + db + "' --target " + kCudaTarget +
-                      " --trials 6 --jobs 2 >'" + dir.file("out") + "' 2>'" + dir.file("err") + "'";
+                      " --trials 6 --jobs 2 -v >'" + dir.file("out") + "' 2>'" + dir.file("err") + "'";
     int raw = std::system(cmd.c_str());
     std::string out = slurp(dir.file("out"));
     INFO(out << slurp(dir.file("err")));

@@ -54,7 +54,7 @@ TEST_CASE("run and bench: Halide's compile-time warnings reach stderr only with 
     write_mullapudi_db(model, dir.file("t.db"));
     for (std::string verb : {"run '" + model + "' --random 0", "bench '" + model + "' --repeats 1"}) {
         INFO(verb);
-        std::string cmd = std::string("'") + FUSOR_BINARY + "' " + verb + " --db '" + dir.file("t.db") + "'";
+        std::string cmd = std::string("'") + FUSOR_BINARY + "' " + verb + " -v --db '" + dir.file("t.db") + "'";
         fusor::test::ShellResult quiet = fusor::test::shell("env -u FUSOR_DEBUG " + cmd, dir);
         INFO(quiet.out);
         REQUIRE(quiet.status == 0);

@@ -253,15 +253,15 @@ TEST_CASE("plan search: a Session given the database runs each region's fastest 
         db.add_plan(fast);
     }
     SessionOptions o;
-    std::vector<std::string> log, warnings;
-    use_tuning_db(o, dir.file("t.db"), &log, &warnings);
+    DbNotes notes;
+    use_tuning_db(o, dir.file("t.db"), &notes);
     Session s(model_path("resnet_block"), o);
     CHECK(s.executor().num_kernels() == rc.plans[unfused].plan.clusters.size());
     CHECK(s.executor().num_kernels() > g.clusters.size());
     bool said = false;
-    for (const std::string &line : log) said |= line.rfind("plan r0", 0) == 0 && line.find("unfused plan") != std::string::npos;
+    for (const DbNote &n : notes) said |= n.kind == DbNote::Kind::Plan && n.text.rfind("plan r0", 0) == 0 && Contains("unfused plan").match(n.text);
     CHECK(said);
-    for (const std::string &w : warnings) CHECK_THAT(w, !Contains("plan"));  // only the untuned schedules'
+    for (const DbNote &n : notes) CHECK_FALSE((n.warning && n.kind != DbNote::Kind::Schedule));  // only the untuned schedules'
 
     CHECK(against_plain(s, model_path("resnet_block")) < 1e-4);
 }
@@ -293,13 +293,13 @@ TEST_CASE("plan search: a plan record that does not parse or does not fit its re
             db.add_plan(bad);
         }
         SessionOptions o;
-        std::vector<std::string> log, warnings;
-        use_tuning_db(o, path, &log, &warnings);
+        DbNotes notes;
+        use_tuning_db(o, path, &notes);
         Session s(model_path("resnet_block"), o);
         CHECK(s.executor().num_kernels() == g.clusters.size());
         std::vector<std::string> about_plans;  // the others: the clusters have no schedules in it
-        for (const std::string &w : warnings) {
-            if (w.find("plan") != std::string::npos) about_plans.push_back(w);
+        for (const DbNote &n : notes) {
+            if (n.warning && n.kind == DbNote::Kind::Plan) about_plans.push_back(n.text);
         }
         REQUIRE(about_plans.size() == 1);
         CHECK_THAT(about_plans[0], Contains(sig) && Contains(c.expected));

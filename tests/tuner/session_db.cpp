@@ -36,20 +36,23 @@ TEST_CASE("session: use_tuning_db compiles the schedules this machine measured",
         autotune(load_optimized_model(model, SessionOptions{}), db, ao);
     }
     SessionOptions o;
-    std::vector<std::string> log;
-    use_tuning_db(o, dir.file("t.db"), &log);
+    DbNotes notes;
+    use_tuning_db(o, dir.file("t.db"), &notes);
     Session tuned(model, o);
     Session plain(model);
     REQUIRE(tuned.executor().num_kernels() == 1);
-    // one line per cluster, and one per region for its fusion plan
-    std::vector<std::string> schedules;
-    for (const std::string &line : log) {
-        if (line.rfind("plan r0", 0) != 0) schedules.push_back(line);
+    // one note per cluster, and one per region for its fusion plan
+    std::vector<DbNote> schedules;
+    for (const DbNote &n : notes) {
+        if (n.kind == DbNote::Kind::Schedule) schedules.push_back(n);
+        else CHECK(n.kind == DbNote::Kind::Plan);
     }
-    INFO((log.empty() ? std::string("no log") : log[0]));
-    REQUIRE(log.size() == 2);
+    INFO((notes.empty() ? std::string("no notes") : note_line(notes[0])));
+    REQUIRE(notes.size() == 2);
     REQUIRE(schedules.size() == 1);
-    CHECK_THAT(schedules[0], Contains("tuned schedule"));
+    CHECK(schedules[0].tuned);
+    CHECK_FALSE(schedules[0].warning);
+    CHECK_THAT(schedules[0].text, Contains("tuned schedule"));
     CHECK(tuned.executor().kernel(0).tuned);
     CHECK_FALSE(plain.executor().kernel(0).tuned);
 
@@ -98,7 +101,7 @@ TEST_CASE("run and bench --db: a stored best schedule that cannot be applied is 
         }
         for (const char *verb : {"run", "bench"}) {
             INFO(verb);
-            test::ShellResult r = test::run_fusor(std::string(verb) + " '" + model + "' --db '" + dir.file("t.db") + "'");
+            test::ShellResult r = test::run_fusor(std::string(verb) + " '" + model + "' -v --db '" + dir.file("t.db") + "'");
             INFO(r.out << r.err);
             REQUIRE(r.status == 0);
             CHECK_THAT(r.out, Contains(c.reason));

@@ -1260,7 +1260,7 @@ TEST_CASE("tuning db: a bad row of an older file is refused by every verb that r
         // the verbs that use a database's best schedules refuse it too, before they write anything
         std::string model = test_data("models/eltwise_chain.json");
         for (std::string verb : {std::string("run '") + model + "' --random 0", "bench '" + model + "' --repeats 1",
-                                 "autotune '" + model + "' --trials 1", "compile '" + model + "' -o '" + dir.file("lib") + "'"}) {
+                                 "autotune -v '" + model + "' --trials 1", "compile '" + model + "' -o '" + dir.file("lib") + "'"}) {
             INFO(verb);
             check_named(run_fusor(verb + " --db '" + path + "'"));
         }
@@ -1432,7 +1432,7 @@ TEST_CASE("fusor db and run --db: a bit-flipped file is malformed, and run, benc
         for (std::string args : {"db list '" + path + "'", "db show '" + path + "'", "run '" + model + "' --random 0 --db '" + path + "'",
                                  "bench '" + model + "' --repeats 1 --db '" + path + "'",
                                  "compile '" + model + "' --db '" + path + "' -o '" + dir.file("lib") + "'",
-                                 "autotune '" + model + "' --trials 1 --db '" + path + "'"}) {
+                                 "autotune -v '" + model + "' --trials 1 --db '" + path + "'"}) {
             INFO(args);
             Result r = run_fusor(args);
             check_user_error(r, "flipped.db");
@@ -2466,7 +2466,7 @@ TEST_CASE("tuning db rules: an empty name is refused by every verb and by the li
     write_file(model, kReluModel);
     CHECK_THROWS_WITH(TuningDb(""), Contains("empty name"));
     CHECK_THROWS_WITH(TuningDb("", TuningDb::Mode::ReadOnly), Contains("empty name"));
-    for (const std::string &args : std::vector<std::string>{"autotune '" + model + "' --db '' --trials 2", "db import '' '" + json + "'",
+    for (const std::string &args : std::vector<std::string>{"autotune -v '" + model + "' --db '' --trials 2", "db import '' '" + json + "'",
                                     "db merge --into '' '" + db + "'", "db list ''", "run '" + model + "' --db ''",
                                     "db import-results '" + json + "' --db ''"}) {
         Result r = run_fusor(args);
@@ -2556,7 +2556,7 @@ TEST_CASE("tuning db rules: a FIFO as a database or an imported file is refused 
     fusor::test::Fifo fifo(dir.file("f"));
     for (const std::string &args : std::vector<std::string>{"db list '" + fifo.path() + "'", "db import '" + db + "' '" + fifo.path() + "'", "db import-results '" + fifo.path() + "' --db '" + db + "'",
           "db merge --into '" + db + "' '" + fifo.path() + "'", "run '" + model + "' --db '" + fifo.path() + "'",
-          "bench '" + model + "' --repeats 1 --db '" + fifo.path() + "'", "autotune '" + model + "' --trials 1 --db '" + fifo.path() + "'"}) {
+          "bench '" + model + "' --repeats 1 --db '" + fifo.path() + "'", "autotune -v '" + model + "' --trials 1 --db '" + fifo.path() + "'"}) {
         Result r = run_fusor(args);
         INFO(args << "\n" << r.err);
         CHECK(r.status == 2);
@@ -2589,7 +2589,7 @@ TEST_CASE("tuning db rules: autotune checks a --plan against the model before it
                                            std::to_string(nodes - 1) + " |" + middle + "\n");
     write_file(dir.file("other.plan"), "fusor-plan 1\nregion 0123456789abcdef0123456789abcdef nodes 2: 0 | 1\n");
     for (const char *plan : {"apart.plan", "other.plan"}) {
-        Result r = run_fusor("autotune '" + model + "' --trials 1 --db '" + db + "' --plan '" + dir.file(plan) + "'");
+        Result r = run_fusor("autotune -v '" + model + "' --trials 1 --db '" + db + "' --plan '" + dir.file(plan) + "'");
         INFO(r.err);
         CHECK(r.status == 2);
         CHECK_THAT(r.err, Contains(plan));
@@ -2601,7 +2601,7 @@ TEST_CASE("tuning db rules: a default that only timed out is measured again by t
     TempDir dir;
     std::string model = dir.file("relu.json"), db = dir.file("to.db");
     write_file(model, kReluModel);
-    REQUIRE(run_fusor("autotune '" + model + "' --db '" + db + "' --trials 1 --timeout 0.000001").status == 0);
+    REQUIRE(run_fusor("autotune -v '" + model + "' --db '" + db + "' --trials 1 --timeout 0.000001").status == 0);
     auto default_statuses = [&] {
         std::multiset<std::string> out;
         TuningDb d(db, TuningDb::Mode::ReadOnly);
@@ -2613,7 +2613,7 @@ TEST_CASE("tuning db rules: a default that only timed out is measured again by t
         return out;
     };
     REQUIRE(default_statuses() == std::multiset<std::string>{"timeout"});
-    Result again = run_fusor("autotune '" + model + "' --db '" + db + "' --trials 1");
+    Result again = run_fusor("autotune -v '" + model + "' --db '" + db + "' --trials 1");
     INFO(again.out << again.err);
     REQUIRE(again.status == 0);
     CHECK(default_statuses().count("ok") == 1);
