@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "tuner/ContentHash.h"
-#include "tuner/TuningDb.h"
+#include "tuner/db/ContentHash.h"
+#include "tuner/db/TuningDb.h"
 
 using namespace fusor;
 

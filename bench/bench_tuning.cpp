@@ -53,16 +53,17 @@
 #include "bench/Plot.h"
 #include "generators/AutoScheduler.h"
 #include "generators/ConstantEvaluator.h"
+#include "generators/HostTarget.h"
 #include "graph/Clustering.h"
 #include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "graph/Optimize.h"
 #include "runtime/Benchmark.h"
 #include "tuner/Autotune.h"
-#include "tuner/Measure.h"
-#include "tuner/WorkerPool.h"
-#include "tuner/Signature.h"
-#include "tuner/TuningDb.h"
+#include "tuner/measure/Measure.h"
+#include "tuner/measure/WorkerPool.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 
 using namespace fusor;
 using nlohmann::json;
@@ -528,7 +529,7 @@ void write_charts(const std::string &out, const json &results) {
     if (!bench::plot(out, "tuning.gp", gp.str(), pngs)) fmt::print("gnuplot failed or is missing: charts not written (data files are)\n");
 }
 
-/** Compile overlap (tuner/WorkerPool.h): the default and the tuned best timed in \p rounds
+/** Compile overlap (tuner/measure/WorkerPool.h): the default and the tuned best timed in \p rounds
  * interleaved rounds with overlap on and off (which goes first alternates). Each timed entry
  * shares its batch with a filler compile of the default, so that with overlap on a compile runs
  * beside it. Per entry the median ms of each mode and on / off. */
@@ -578,7 +579,7 @@ int main(int argc, char **argv) {
     bool reduced = false;
     std::vector<std::string> only;
     std::string strategy = "model";
-    app.add_option("--strategy", strategy, "the search's strategy: model, evolve or random (tuner/Search.h)")->capture_default_str();
+    app.add_option("--strategy", strategy, "the search's strategy: model, evolve or random (tuner/search/Search.h)")->capture_default_str();
     app.add_option("--trials", trials, "trials per cluster for the search and for random search")->capture_default_str();
     app.add_option("--budget", budget, "seconds per cluster for the search instead (random search gets as many trials)");
     app.add_option("--threads", threads, "Halide threads candidates are timed with (default: all cores)");

@@ -176,6 +176,10 @@ Target parse_target(const std::string &text, const std::string &flag) {
     return Target(full);
 }
 
+std::string resolved_target(const std::string &target) {
+    return parse_target(target).to_string();
+}
+
 namespace {
 
 /** Halide's CPU instruction-set features, of every architecture. */

@@ -66,6 +66,10 @@ std::string describe_host_target();
  * was expected otherwise. */
 Halide::Target parse_target(const std::string &text, const std::string &flag = "--target");
 
+/** \p target as parse_target resolves it, as a string: the target trials are stored under and
+ * looked up by (host resolved to this machine's features). */
+std::string resolved_target(const std::string &target);
+
 /** Why code for \p t cannot run on a machine whose resolved host target is \p host; empty when it
  * can. It can when t's arch, bits and OS are host's and every CPU instruction-set feature t asks
  * for (sse41, avx2, avx512_skylake, arm_dot_prod, ...) is one host has, and it asks for no

@@ -110,14 +110,34 @@ private:
             return !heavy_G && M.anchor < 0 && M.reduction < 0;
         case OpPattern::OutFusable:
             // prologue: data movement only, since arithmetic in a prologue is recomputed for every
-            // window tap (conv) or output tile (matmul)
-            return !heavy_G && std::all_of(G.nodes.begin(), G.nodes.end(), [&](NodeId m) { return moves_data_only(g_.nodes[m]); });
+            // window tap (conv) or output tile (matmul); and none into a spatial window
+            return !heavy_G && !has_window(n) &&
+                   std::all_of(G.nodes.begin(), G.nodes.end(), [&](NodeId m) { return moves_data_only(g_.nodes[m]); });
         case OpPattern::Reduction:
-            return !heavy_G && G.pattern <= OpPattern::Injective;
+            return !heavy_G && G.pattern <= OpPattern::Injective && (G.pattern <= OpPattern::Broadcast || !has_window(n));
         case OpPattern::Opaque:
             return false;
         }
         return false;
+    }
+
+    /** A conv or pool whose window spans more than one input point: it reads each input point
+     * several times, and a prologue runs again for each (a row band's halo, a pool's overlap).
+     * Measured (bench --per-cluster, 1 thread): three nearest Resizes and a Concat inlined into
+     * a DBNet head's 3x3 conv took 1.32x their own kernels; an NHWC->NCHW Transpose in front of a
+     * ConvTranspose 1.34x, in front of a 3x3 MaxPool 2x. */
+    bool has_window(const Node &n) const {
+        std::vector<int64_t> kernel;
+        if (n.op == OpKind::MaxPool || n.op == OpKind::AveragePool) {
+            kernel = attr_ints(g_, n, "kernel_shape").value_or(std::vector<int64_t>{});
+        } else if (n.op == OpKind::Conv || n.op == OpKind::ConvTranspose || n.op == OpKind::ConvNhwc) {
+            const std::vector<int64_t> &w = g_.type(n.inputs[1]).shape;  // OIHW / IOHW; ConvNhwc: HWIO
+            if (w.size() >= 3) kernel = n.op == OpKind::ConvNhwc ? std::vector<int64_t>(w.begin(), w.end() - 2)
+                                                                 : std::vector<int64_t>(w.begin() + 2, w.end());
+        }
+        int64_t area = 1;
+        for (int64_t k : kernel) area *= k;
+        return area > 1;
     }
 
     /** An injective op that does no arithmetic per element: its copies in a prologue cost index

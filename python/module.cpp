@@ -26,7 +26,7 @@
 #include "graph/Error.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
-#include "tuner/DbSchedules.h"
+#include "tuner/lookup/DbSchedules.h"
 
 namespace py = pybind11;
 

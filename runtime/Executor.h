@@ -34,7 +34,7 @@ struct ExecutorOptions {
      * region job) instead of forming them; ignored when it has none. */
     bool keep_clusters = false;
     /** Fused mode, when the executor forms the clusters itself: called after form_clusters, it
-     * may re-cluster the graph (tuner/PlanSearch.h: a tuning database's best fusion plans). */
+     * may re-cluster the graph (tuner/plan/PlanSearch.h: a tuning database's best fusion plans). */
     std::function<void(Graph &)> recluster;
     /** Tuned schedules: given a cluster, the text of a schedule for its extracted form
      * (extract_cluster: canonical names), or nullopt for the default schedule. The tools build

@@ -6,7 +6,7 @@
  * Placement: dependencies point one way (tools -> tuner -> runtime -> generators -> graph). A
  * Session is the JIT engine (load + optimize + compile + run), so it lives in runtime/ and does not
  * depend on the tuner: tuned schedules come in through SessionOptions::schedule_for, a callback.
- * The callback that reads a tuning database (tuner/DbSchedules.h: db_schedules, and the one-call
+ * The callback that reads a tuning database (tuner/lookup/DbSchedules.h: db_schedules, and the one-call
  * use_tuning_db) lives in tuner/, which may depend on runtime/. The CLI verbs run and bench load
  * and run models through this API.
  *
@@ -50,7 +50,7 @@ struct SessionOptions {
      * use_tuning_db sets it to apply the database's best fusion plans. */
     std::function<void(Graph &)> recluster;
     /** Tuned schedules per cluster, or nullopt for the default (ExecutorOptions::schedule_for).
-     * tuner/DbSchedules.h builds one from a tuning database. Ignored in Unfused mode. */
+     * tuner/lookup/DbSchedules.h builds one from a tuning database. Ignored in Unfused mode. */
     std::function<std::optional<std::string>(const Graph &, const Cluster &)> schedule_for;
 };
 

@@ -18,8 +18,8 @@
 #include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
-#include "tuner/FusionPlan.h"
-#include "tuner/TuningDb.h"
+#include "tuner/plan/FusionPlan.h"
+#include "tuner/db/TuningDb.h"
 
 namespace fusor::cli {
 

@@ -12,7 +12,7 @@
 #include "graph/Optimize.h"
 #include "runtime/Executor.h"
 #include "runtime/Session.h"
-#include "tuner/DbSchedules.h"
+#include "tuner/lookup/DbSchedules.h"
 
 namespace fusor::cli {
 
@@ -27,7 +27,7 @@ Graph load_model_optimized(const std::string &path, bool optimize, const std::st
  * parse time (shape_bindings turns them into InputShapes). */
 std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd);
 
-/** Adds --plan FILE (a fusion plan, tuner/FusionPlan.h) to \p cmd; the path stays empty when absent. */
+/** Adds --plan FILE (a fusion plan, tuner/plan/FusionPlan.h) to \p cmd; the path stays empty when absent. */
 std::shared_ptr<std::string> add_plan_flag(CLI::App *cmd);
 
 /** Adds --gpu-max-registers N (generators/CudaBudget.h) to \p cmd; a value outside 24..255 or
@@ -51,7 +51,7 @@ CLI::Validator seed_value();
 /** Parses --shape values; throws UserError naming the malformed one. */
 InputShapes shape_bindings(const std::vector<std::string> &flags);
 
-/** Moved to tuner/DbSchedules.h (the embedding API uses it too). */
+/** Moved to tuner/lookup/DbSchedules.h (the embedding API uses it too). */
 using fusor::db_schedules;
 
 /** For run, bench and autotune: parses \p target (UserError when it is not a target string) and,

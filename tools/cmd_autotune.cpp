@@ -20,8 +20,8 @@
 #include "tuner/Autotune.h"
 #include "tuner/Bundle.h"
 #include "tuner/EndToEnd.h"
-#include "tuner/TuningDb.h"
-#include "tuner/Measure.h"
+#include "tuner/db/TuningDb.h"
+#include "tuner/measure/Measure.h"
 
 namespace fusor::cli {
 

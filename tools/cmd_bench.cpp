@@ -14,8 +14,8 @@
 #include "tools/Commands.h"
 #include "tools/Output.h"
 #include "tools/ModelIo.h"
-#include "tuner/FusionPlan.h"
-#include "tuner/TuningRecords.h"
+#include "tuner/plan/FusionPlan.h"
+#include "tuner/db/TuningRecords.h"
 
 namespace fusor::cli {
 

@@ -7,6 +7,7 @@
 #include "generators/AotCompile.h"
 #include "generators/AutoScheduler.h"
 #include "generators/CudaCheck.h"
+#include "generators/HostTarget.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/Partitioning.h"
@@ -16,12 +17,12 @@
 #include "tools/Output.h"
 #include "tools/ModelIo.h"
 #include "tuner/Autotune.h"
-#include "tuner/DbSchedules.h"
-#include "tuner/Lookup.h"
-#include "tuner/FusionPlan.h"
-#include "tuner/PlanSearch.h"
-#include "tuner/Signature.h"
-#include "tuner/TuningDb.h"
+#include "tuner/lookup/DbSchedules.h"
+#include "tuner/lookup/Lookup.h"
+#include "tuner/plan/FusionPlan.h"
+#include "tuner/plan/PlanSearch.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 
 namespace fusor::cli {
 
@@ -118,7 +119,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 ao.out_dir = o->out;
                 nlohmann::json extra = {{"records", nlohmann::json::array()}};
                 if (!o->db.empty()) {
-                    // in lookup order (tuner/Lookup.h), without timing here: the library records which
+                    // in lookup order (tuner/lookup/Lookup.h), without timing here: the library records which
                     // record and machine each schedule came from
                     if (!database_exists(o->db)) throw UserError("tuning db '" + o->db + "' does not exist");
                     auto db = std::make_shared<TuningDb>(o->db, TuningDb::Mode::ReadOnly);

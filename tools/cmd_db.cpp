@@ -24,13 +24,13 @@
 #include "tools/ModelIo.h"
 #include "tools/Output.h"
 #include "tuner/Bundle.h"
-#include "tuner/CostModel.h"
+#include "tuner/search/CostModel.h"
 #include "tuner/EndToEnd.h"
-#include "tuner/Features.h"
-#include "tuner/FusionPlan.h"
-#include "tuner/Measure.h"
-#include "tuner/Signature.h"
-#include "tuner/TuningDb.h"
+#include "tuner/search/Features.h"
+#include "tuner/plan/FusionPlan.h"
+#include "tuner/measure/Measure.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 
 namespace fusor::cli {
 

@@ -5,6 +5,7 @@
 
 #include "generators/CudaCheck.h"
 #include "generators/FusionReport.h"
+#include "generators/HostTarget.h"
 #include "graph/Clustering.h"
 #include "graph/Flops.h"
 #include "graph/JsonFormat.h"
@@ -17,12 +18,12 @@
 #include "tools/ModelIo.h"
 #include "tools/Output.h"
 #include "tuner/Autotune.h"
-#include "tuner/DbSchedules.h"
-#include "tuner/FusionPlan.h"
-#include "tuner/Lookup.h"
-#include "tuner/PlanSearch.h"
-#include "tuner/Signature.h"
-#include "tuner/TuningDb.h"
+#include "tuner/lookup/DbSchedules.h"
+#include "tuner/plan/FusionPlan.h"
+#include "tuner/lookup/Lookup.h"
+#include "tuner/plan/PlanSearch.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 
 namespace fusor::cli {
 

@@ -1,17 +1,17 @@
 /** \file
  * The autotuning loop: autotune() wires the parts together, one TuningRun per call.
- *  - tasks (tuner/TuningTask.h): one per distinct cluster signature, extracted with canonical
+ *  - tasks (tuner/search/TuningTask.h): one per distinct cluster signature, extracted with canonical
  *    names so schedule texts are portable;
  *  - seeds: per task, in one batch, the default schedule (strategy "default"), hand-written
  *    schedules (strategy "user") and Halide's autoschedulers (fixed baselines, schedule text
  *    "autoscheduler <Name>"); a baseline whose decisions map into fusor's form is measured again
  *    as that schedule (strategy "from <Name>", parent: the baseline) and can be mutated;
  *  - search: rounds of kRoundTrialsPerJob * --jobs trials, each given by the task scheduler
- *    (tuner/TaskScheduler.h) to a task: first each task once, heaviest first, then the task of
+ *    (tuner/search/TaskScheduler.h) to a task: first each task once, heaviest first, then the task of
  *    largest expected gain (the slope of its best-so-far curve); tasks under min_search_share of
- *    the model's time get none. The search strategies (tuner/Search.h) draw untried candidates as the measurer's workers free
- *    up (tuner/WorkerPool.h: long-lived workers; compiles overlap the timed runs, which run one
- *    at a time); the model strategy scores them with the cost model (tuner/CostModel.h), trained
+ *    the model's time get none. The search strategies (tuner/search/Search.h) draw untried candidates as the measurer's workers free
+ *    up (tuner/measure/WorkerPool.h: long-lived workers; compiles overlap the timed runs, which run one
+ *    at a time); the model strategy scores them with the cost model (tuner/search/CostModel.h), trained
  *    when the search starts and again after every kRetrainEvery trials. No schedule is
  *    measured twice on a machine; a rerun resumes from the three best schedules of earlier runs.
  *    A CUDA target this machine cannot time ranks by the GPU results imported from bundles;
@@ -19,7 +19,7 @@
  *    timed again side by side in confirm_rounds rounds (strategy "confirm"). One measurement on a
  *    shared machine can be 20-40% off; several side by side make the best a schedule, not a
  *    lucky run.
- * Every trial is committed as soon as it is measured (the database: tuner/TuningDb.h).
+ * Every trial is committed as soon as it is measured (the database: tuner/db/TuningDb.h).
  * AutotuneOptions::progress gets the state after each one; AutotuneOptions::stop cancels the
  * candidates not yet timed. */
 #include "tuner/Autotune.h"
@@ -43,27 +43,24 @@
 #include "generators/AutoScheduler.h"
 #include "generators/CudaCheck.h"
 #include "generators/DefaultSchedule.h"
+#include "generators/HostTarget.h"
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/File.h"
 #include "graph/Printer.h"
-#include "tuner/CostModel.h"
-#include "tuner/PlanSearch.h"
-#include "tuner/Measure.h"
-#include "tuner/Search.h"
+#include "tuner/search/CostModel.h"
+#include "tuner/plan/PlanSearch.h"
+#include "tuner/measure/Measure.h"
+#include "tuner/search/Search.h"
 #include "tuner/Shard.h"
-#include "tuner/TaskScheduler.h"
-#include "tuner/TuningTask.h"
-#include "tuner/ScheduleSpace.h"
-#include "tuner/Signature.h"
-#include "tuner/WorkerPool.h"
+#include "tuner/search/TaskScheduler.h"
+#include "tuner/search/TuningTask.h"
+#include "tuner/search/ScheduleSpace.h"
+#include "tuner/db/Signature.h"
+#include "tuner/measure/WorkerPool.h"
 
 namespace fusor {
-
-std::string resolved_target(const std::string &target) {
-    return parse_target(target).to_string();
-}
 
 namespace {
 
@@ -128,9 +125,27 @@ void check_user_shared_memory(const AutotuneOptions &opt, const std::string &nam
 
 }  // namespace
 
-void check_user_schedules(const Graph &g, const AutotuneOptions &opt) {
+namespace {
+
+/** The model's clustered graph (by form_clusters, then by \p plan when given: apply_plan, naming
+ * \p plan_file) and those of every If branch (recursively, each branch clustered on its own as the
+ * executor does): branch clusters are tuned like any other, and the executor finds their
+ * schedules by signature. */
+std::vector<Graph> tuning_graphs(const Graph &g, const FusionPlan *plan, const std::string &plan_file) {
+    std::vector<Graph> graphs = {g};
+    for (size_t i = 0; i < graphs.size(); i++) {
+        form_clusters(graphs[i]);
+        if (i == 0 && plan) apply_plan(graphs[i], *plan, plan_file);
+        std::vector<Graph> branches;
+        for (const Node &n : graphs[i].nodes) branches.insert(branches.end(), n.subgraphs.begin(), n.subgraphs.end());
+        for (Graph &b : branches) graphs.push_back(std::move(b));
+    }
+    return graphs;
+}
+
+/** check_user_schedules on the model's clustered \p graphs (tuning_graphs). */
+void check_user_schedules_in(const std::vector<Graph> &graphs, const AutotuneOptions &opt) {
     if (opt.user_schedules.empty()) return;
-    std::vector<Graph> graphs = tuning_graphs(g, opt.plan ? &*opt.plan : nullptr, opt.plan_file);
     std::set<std::string> seen;
     std::vector<std::string> names;
     for (const Graph &cg : graphs) {
@@ -150,11 +165,18 @@ void check_user_schedules(const Graph &g, const AutotuneOptions &opt) {
     }
 }
 
+}  // namespace
+
+void check_user_schedules(const Graph &g, const AutotuneOptions &opt) {
+    if (opt.user_schedules.empty()) return;
+    check_user_schedules_in(tuning_graphs(g, opt.plan ? &*opt.plan : nullptr, opt.plan_file), opt);
+}
+
 namespace {
 
 /** One autotune() call: the tasks of a model and the state shared by its phases. Phases: seed
  * (each task's default, hand-written schedules and autoscheduler baselines), search (the task
- * scheduler's order, candidates from tuner/Search.h) and confirm. measure() is the one way a
+ * scheduler's order, candidates from tuner/search/Search.h) and confirm. measure() is the one way a
  * candidate reaches the workers and the database. */
 class TuningRun {
 public:
@@ -453,8 +475,13 @@ std::vector<TuningRun::ClusterRef> TuningRun::plan_search(const std::vector<Grap
         }
     }
     if (!opt_.search_plans || exporting_ || htarget_.has_gpu_feature()) return refs;
-    clustered_ = g_;
-    form_clusters(clustered_);
+    // the default clusters: the model's own unless a --plan re-clustered them
+    if (opt_.plan) {
+        clustered_ = g_;
+        form_clusters(clustered_);
+    } else {
+        clustered_ = graphs[0];
+    }
     regions_ = region_candidates(clustered_, opt_.plan ? 1 : kRegionPlans);
     size_t added = 0, plans = 0;
     for (RegionCandidates &rc : regions_) {
@@ -862,7 +889,7 @@ void TuningRun::log_trial(const TuningTask &t, int done, const Trial &trial) con
                     elapsed(), eta));
 }
 
-/** Phase 2: rounds of search, each given by the task scheduler (tuner/TaskScheduler.h) to the
+/** Phase 2: rounds of search, each given by the task scheduler (tuner/search/TaskScheduler.h) to the
  * task it expects the most from, until the trials or the search's part of the budget are spent
  * or every task's space near its parents is exhausted. Rounds do not wait for each other: the
  * next round's candidates go to the workers as the last round's are still measured. */
@@ -1149,8 +1176,9 @@ void TuningRun::log_confirm(const TuningTask &t, const std::vector<RankedSchedul
 }
 
 std::vector<ClusterTuning> TuningRun::run() {
-    check_user_schedules(g_, opt_);  // before anything is stored
+    // the model clustered once for the run: the tasks, the user schedules' check and the plans
     std::vector<Graph> graphs = tuning_graphs(g_, opt_.plan ? &*opt_.plan : nullptr, opt_.plan_file);
+    check_user_schedules_in(graphs, opt_);  // before anything is stored
     make_tasks(plan_search(graphs));
     choose_autoschedulers();
     bool heavy_only = opt_.autoschedulers_where_heavy && !autoschedulers_.empty();

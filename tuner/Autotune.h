@@ -14,9 +14,10 @@
 
 #include "generators/CudaBudget.h"
 #include "graph/Graph.h"
-#include "tuner/FusionPlan.h"
+#include "tuner/plan/FusionPlan.h"
+#include "tuner/search/ClusterTuning.h"
 #include "tuner/Shard.h"
-#include "tuner/TuningDb.h"
+#include "tuner/db/TuningDb.h"
 
 namespace fusor {
 
@@ -53,7 +54,7 @@ struct AutotuneOptions {
     int threads = 0;               ///< Halide threads the candidates are timed with; 0 = all cores
     uint64_t seed = 1;
     /** "model" (evolve's draws ranked by the cost model; evolve until it has enough trials),
-     * "evolve" (mutate the best so far) or "random" (mutate the default): tuner/Search.h. */
+     * "evolve" (mutate the best so far) or "random" (mutate the default): tuner/search/Search.h. */
     std::string strategy = "model";
     std::string target = "host";
     int gpu_max_registers = kDefaultGpuMaxRegisters;  ///< CUDA: generators/CudaBudget.h
@@ -61,7 +62,7 @@ struct AutotuneOptions {
     double compile_timeout_s = 0;  ///< per candidate: limit of its compile; 0 = timeout_s
     int jobs = 0;                  ///< candidates compiled at once in workers; 0 = number of cores
     int repeats = 7;
-    /** Search fusion plans (tuner/PlanSearch.h): tune the clusters of every region's candidate
+    /** Search fusion plans (tuner/plan/PlanSearch.h): tune the clusters of every region's candidate
      * plans too, time the finalist plans as their regions run, and store each as a plan record.
      * CPU targets only; not in export mode. */
     bool search_plans = true;
@@ -158,40 +159,19 @@ constexpr int kPlanRounds = 2;
  * it keeps a schedule whose compile explodes (say a huge unroll) from holding a worker. */
 constexpr double kSearchCompileTimeoutS = 20, kSearchCompileFactor = 10;
 
-struct ClusterTuning {
-    std::string signature, name;  ///< name: the first cluster with this signature, e.g. "c2"
-    std::string label;            ///< cluster_label of that cluster (graph/Clustering.h)
-    int copies = 1;               ///< the model's clusters with this signature
-    bool in_model = true;         ///< false: a cluster only another fusion plan of a region has
-    int trials = 0;               ///< search trials measured in this run (confirm measurements not included)
-    int confirmed = 0;            ///< confirm measurements stored in this run
-    /** The search phase alone (no seeds, baselines or confirm rounds): its trials in this run and
-     * its wall time, cost model included; their ratio is the search's throughput. */
-    int search_trials = 0;
-    double search_s = 0;
-    /** Workers that computed the unfused reference in this run; 1 when every later candidate
-     * verified against the one kept (MeasureJob::reference_path). */
-    int references_computed = 0;
-    /** Per schedule: the median of its measurements on this machine (TuningDb::ranked_schedules);
-     * best_ms is the best schedule's, default_ms the default schedule's. */
-    double default_ms = 0, best_ms = 0;
-};
 
 /** Tunes every distinct cluster of \p g (clustered here) into \p db. First every cluster's default
  * schedule and the autoschedulers' baselines are measured (a baseline whose decisions map into
  * fusor's schedule form is measured again as that schedule, strategy "from <Name>", and becomes a
  * mutation parent). Then the search runs in rounds (kRoundTrialsPerJob trials per job), each
- * given by the task scheduler (tuner/TaskScheduler.h): first one per cluster, heaviest first, then
+ * given by the task scheduler (tuner/search/TaskScheduler.h): first one per cluster, heaviest first, then
  * to the cluster of largest expected gain, until the trials or the budget (less kConfirmReserve)
- * are spent. Candidates stream through the worker pool (tuner/WorkerPool.h). Finally the confirm
+ * are spent. Candidates stream through the worker pool (tuner/measure/WorkerPool.h). Finally the confirm
  * phase re-times each cluster's finalists side by side (AutotuneOptions::confirm_rounds), heaviest
  * cluster first, unless an earlier run already did for the same finalists. The best is always per
  * schedule (TuningDb::ranked_schedules). With search_plans, the clusters of every region's other
  * candidate plans are tasks too, and a last phase times each region's finalist plans as the
- * region runs and stores them as plan records (tuner/PlanSearch.h). */
+ * region runs and stores them as plan records (tuner/plan/PlanSearch.h). */
 std::vector<ClusterTuning> autotune(const Graph &g, TuningDb &db, const AutotuneOptions &options);
-
-/** Trial bookkeeping shared with `fusor run/bench --db`: the target string with host resolved. */
-std::string resolved_target(const std::string &target);
 
 }  // namespace fusor

@@ -14,14 +14,15 @@
 
 #include "Halide.h"
 #include "generators/AotCompile.h"
+#include "generators/HostTarget.h"
 #include "generators/LowerCluster.h"
 #include "generators/Lowering.h"
 #include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "graph/Random.h"
-#include "tuner/Measure.h"
-#include "tuner/Signature.h"
-#include "tuner/bundle/bundle_data.h"
+#include "tuner/measure/Measure.h"
+#include "tuner/db/Signature.h"
+#include "tuner/measure/bundle/bundle_data.h"
 #include "tuner/bundle_embedded_sources.h"  // generated: kMeasureHarness, kBundleData
 
 namespace fusor {

@@ -3,7 +3,7 @@
  * Compile here, measure there (docs/cuda.md, "The measurement bundle"). export_batch runs the
  * tuner's search in export mode: candidates are generated, compiled and (CUDA) checked with
  * ptxas exactly as the search without a driver does, stored as unmeasured, and written as AOT
- * objects that are linked here, with the measurement harness (tuner/bundle/measure_harness.cpp),
+ * objects that are linked here, with the measurement harness (tuner/measure/bundle/measure_harness.cpp),
  * the Halide runtime, seeded inputs and the unfused CPU reference's outputs, into DIR/measure: a
  * static program that needs only glibc and (CUDA) the driver. Its results.json comes back
  * through import_results, which stores each candidate's measured trial keyed by the measuring
@@ -14,7 +14,7 @@
 
 #include "graph/Graph.h"
 #include "tuner/Autotune.h"
-#include "tuner/TuningDb.h"
+#include "tuner/db/TuningDb.h"
 
 namespace fusor {
 

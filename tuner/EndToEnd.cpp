@@ -10,16 +10,17 @@
 #include <fmt/core.h>
 #include <fmt/format.h>
 
+#include "generators/HostTarget.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
 #include "tuner/Autotune.h"
-#include "tuner/DbSchedules.h"
-#include "tuner/Lookup.h"
-#include "tuner/PlanSearch.h"
-#include "tuner/Signature.h"
-#include "tuner/TuningDb.h"
+#include "tuner/lookup/DbSchedules.h"
+#include "tuner/lookup/Lookup.h"
+#include "tuner/plan/PlanSearch.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 
 namespace fusor {
 

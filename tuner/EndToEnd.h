@@ -17,7 +17,7 @@
 
 #include "runtime/Session.h"
 #include "tuner/Autotune.h"
-#include "tuner/TuningRecords.h"
+#include "tuner/db/TuningRecords.h"
 
 namespace fusor {
 

@@ -6,7 +6,7 @@
 
 #include "graph/Error.h"
 #include "runtime/Session.h"
-#include "tuner/DbSchedules.h"
+#include "tuner/lookup/DbSchedules.h"
 
 int main(int argc, char **argv) {
     if (argc < 2) {

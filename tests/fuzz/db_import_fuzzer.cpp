@@ -1,4 +1,4 @@
-// libFuzzer target for the tuning database's JSON import (parse_export, tuner/TuningRecords.h):
+// libFuzzer target for the tuning database's JSON import (parse_export, tuner/db/TuningRecords.h):
 // any bytes must give records or a UserError (exit 2 in the CLI), never a crash, a sanitizer
 // report or an InternalError; and the records read must come back unchanged through the export
 // writer (export_document), which `db import` must accept. No SQLite and no Halide: it links the
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "tuner/TuningRecords.h"
+#include "tuner/db/TuningRecords.h"
 
 namespace {
 

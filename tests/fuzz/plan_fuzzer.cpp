@@ -1,4 +1,4 @@
-// libFuzzer target for the fusion plan parser (tuner/FusionPlan.h), both forms: any text must
+// libFuzzer target for the fusion plan parser (tuner/plan/FusionPlan.h), both forms: any text must
 // parse or be a UserError, and what parses must print (text and JSON) to a plan that parses back
 // and prints the same. Run with tests/fuzz/run_fuzzers.sh (docs/fuzzing.md).
 #include <cstddef>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "graph/Error.h"
-#include "tuner/FusionPlan.h"
+#include "tuner/plan/FusionPlan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fusor::FusionPlan plan;

@@ -243,24 +243,53 @@ TEST_CASE("clustering: an elementwise producer does not join a conv", "[graph][c
     CHECK(tensor_names(g, g.clusters[0].outputs) == Names{"r"});
 }
 
-TEST_CASE("clustering: a nearest Resize joins a conv as its prologue, an interpolating one does not",
+TEST_CASE("clustering: a nearest Resize joins a 1x1 conv as its prologue, an interpolating one does not, and none joins a 3x3 conv",
           "[graph][clustering]") {
     for (const char *mode : {"nearest", "linear", "cubic"}) {
-        INFO(mode);
+      for (int k : {1, 3}) {
+        INFO(mode << ", " << k << "x" << k);
         Graph g = graph(std::string(R"(
           "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 2, 4, 4]}],
           "outputs": ["y"],
-          "initializers": [{"name": "w", "dtype": "f32", "shape": [4, 2, 3, 3], "random": {"seed": 1}},
+          "initializers": [{"name": "w", "dtype": "f32", "shape": [4, 2, )") + std::to_string(k) + ", " + std::to_string(k) + R"(], "random": {"seed": 1}},
                            {"name": "scales", "dtype": "f32", "shape": [4], "data": [1, 1, 2, 2]}],
           "nodes": [
-            {"name": "up", "op": "Resize", "inputs": ["x", "", "scales"], "outputs": ["u"], "attrs": {"mode": ")") +
+            {"name": "up", "op": "Resize", "inputs": ["x", "", "scales"], "outputs": ["u"], "attrs": {"mode": ")" +
                         mode + R"("}},
             {"name": "conv", "op": "Conv", "inputs": ["u", "w"], "outputs": ["y"]}
           ])");
         form_clusters(g);
         check_valid(g);
-        bool nearest = std::string(mode) == "nearest";
-        CHECK(members(g) == (nearest ? std::vector<Names>{{"up", "conv"}} : std::vector<Names>{{"up"}, {"conv"}}));
+        bool joins = std::string(mode) == "nearest" && k == 1;
+        CHECK(members(g) == (joins ? std::vector<Names>{{"up", "conv"}} : std::vector<Names>{{"up"}, {"conv"}}));
+      }
+    }
+}
+
+TEST_CASE("clustering: a windowed conv, ConvTranspose or pool takes no data-movement prologue, a global pool and a 1x1 conv do",
+          "[graph][clustering]") {
+    struct Case {
+        std::string op, weight, attrs;
+        bool joins;
+    };
+    // x [1,4,6,6] -> Transpose (spatial swap, data movement only) -> op
+    for (const Case &c : {Case{"Conv", "[8, 4, 3, 3]", "", false}, Case{"Conv", "[8, 4, 1, 1]", "", true},
+                          Case{"ConvTranspose", "[4, 8, 2, 2]", "", false}, Case{"MaxPool", "", R"("kernel_shape": [3, 3])", false},
+                          Case{"MaxPool", "", R"("kernel_shape": [1, 1])", true}, Case{"GlobalAveragePool", "", "", true}}) {
+        INFO(c.op << " " << c.weight << c.attrs);
+        std::string inits = c.weight.empty() ? "" : R"({"name": "w", "dtype": "f32", "shape": )" + c.weight + R"(, "random": {"seed": 1}})";
+        std::string inputs = c.weight.empty() ? R"(["t"])" : R"(["t", "w"])";
+        Graph g = graph(R"(
+          "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 4, 6, 6]}],
+          "outputs": ["y"],
+          "initializers": [)" + inits + R"(],
+          "nodes": [
+            {"name": "tr", "op": "Transpose", "inputs": ["x"], "outputs": ["t"], "attrs": {"perm": [0, 1, 3, 2]}},
+            {"name": "op", "op": ")" + c.op + R"(", "inputs": )" + inputs + R"(, "outputs": ["y"], "attrs": {)" + c.attrs + R"(}}
+          ])");
+        form_clusters(g);
+        check_valid(g);
+        CHECK(members(g) == (c.joins ? std::vector<Names>{{"tr", "op"}} : std::vector<Names>{{"tr"}, {"op"}}));
     }
 }
 

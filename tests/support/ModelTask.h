@@ -12,8 +12,8 @@
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
 #include "tuner/Autotune.h"
-#include "tuner/Features.h"
-#include "tuner/TuningTask.h"
+#include "tuner/search/Features.h"
+#include "tuner/search/TuningTask.h"
 
 namespace fusor::test {
 

@@ -25,7 +25,7 @@
 
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
-#include "tuner/TuningDb.h"
+#include "tuner/db/TuningDb.h"
 
 using Catch::Contains;
 namespace fs = std::filesystem;

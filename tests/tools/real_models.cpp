@@ -19,8 +19,8 @@
 #include "support/Shell.h"
 #include "support/Skip.h"
 #include "support/TempDir.h"
-#include "tuner/Measure.h"
-#include "tuner/bundle/bundle_data.h"
+#include "tuner/measure/Measure.h"
+#include "tuner/measure/bundle/bundle_data.h"
 
 using fusor::test::TempDir;
 namespace fs = std::filesystem;

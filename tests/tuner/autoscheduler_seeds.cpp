@@ -14,7 +14,7 @@
 #include "graph/JsonFormat.h"
 #include "graph/Random.h"
 #include "runtime/Executor.h"
-#include "tuner/Measure.h"
+#include "tuner/measure/Measure.h"
 
 using namespace fusor;
 

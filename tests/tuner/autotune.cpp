@@ -2,6 +2,7 @@
 // worker isolation that turns crashes and hangs into typed statuses.
 #include <catch2/catch.hpp>
 
+#include "generators/HostTarget.h"
 #include "support/Shell.h"
 
 #include <algorithm>
@@ -30,9 +31,9 @@
 #include "support/TempDir.h"
 #include "support/TestOps.h"
 #include "tuner/Autotune.h"
-#include "tuner/Measure.h"
-#include "tuner/WorkerPool.h"
-#include "tuner/Signature.h"
+#include "tuner/measure/Measure.h"
+#include "tuner/measure/WorkerPool.h"
+#include "tuner/db/Signature.h"
 
 using namespace fusor;
 using fusor::test::TempDir;

@@ -17,10 +17,10 @@
 #include "generators/CudaCheck.h"
 #include "support/Shell.h"
 #include "support/TempDir.h"
-#include "tuner/Measure.h"
-#include "tuner/Signature.h"
-#include "tuner/bundle/bundle_data.h"
-#include "tuner/TuningDb.h"
+#include "tuner/measure/Measure.h"
+#include "tuner/db/Signature.h"
+#include "tuner/measure/bundle/bundle_data.h"
+#include "tuner/db/TuningDb.h"
 
 using Catch::Contains;
 using fusor::test::TempDir;

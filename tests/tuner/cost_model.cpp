@@ -1,5 +1,5 @@
-// The cost model and what feeds it: schedule features (tuner/Features.h) are deterministic and
-// tell schedules apart; the model (tuner/CostModel.h) learns the order of schedules whose times
+// The cost model and what feeds it: schedule features (tuner/search/Features.h) are deterministic and
+// tell schedules apart; the model (tuner/search/CostModel.h) learns the order of schedules whose times
 // follow a known rule and ranks held-out ones; too little data gives no model and the model
 // strategy still proposes candidates; training leaves out other feature versions and trials
 // without a finite time; `fusor db model-quality`; `autotune --strategy`.
@@ -18,12 +18,12 @@
 #include "support/ModelTask.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
-#include "tuner/CostModel.h"
-#include "tuner/Features.h"
-#include "tuner/ScheduleSpace.h"
-#include "tuner/Search.h"
-#include "tuner/Signature.h"
-#include "tuner/TuningDb.h"
+#include "tuner/search/CostModel.h"
+#include "tuner/search/Features.h"
+#include "tuner/search/ScheduleSpace.h"
+#include "tuner/search/Search.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 
 using namespace fusor;
 using Catch::Contains;

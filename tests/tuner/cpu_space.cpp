@@ -13,8 +13,8 @@
 #include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
-#include "tuner/Measure.h"
-#include "tuner/ScheduleSpace.h"
+#include "tuner/measure/Measure.h"
+#include "tuner/search/ScheduleSpace.h"
 
 using namespace fusor;
 

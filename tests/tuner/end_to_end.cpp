@@ -17,11 +17,11 @@
 #include "runtime/Session.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
-#include "tuner/DbSchedules.h"
+#include "tuner/lookup/DbSchedules.h"
 #include "tuner/EndToEnd.h"
-#include "tuner/Lookup.h"
-#include "tuner/Signature.h"
-#include "tuner/TuningDb.h"
+#include "tuner/lookup/Lookup.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 
 using namespace fusor;
 using fusor::test::TempDir;

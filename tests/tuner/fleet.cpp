@@ -11,8 +11,8 @@
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
 #include "tuner/Shard.h"
-#include "tuner/Signature.h"
-#include "tuner/TuningDb.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 
 using namespace fusor;
 

@@ -14,7 +14,7 @@
 #include "graph/Random.h"
 #include "reference/Reference.h"
 #include "runtime/Executor.h"
-#include "tuner/FusionPlan.h"
+#include "tuner/plan/FusionPlan.h"
 
 using namespace fusor;
 

@@ -21,9 +21,9 @@
 #include "support/Skip.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
-#include "tuner/Measure.h"
-#include "tuner/ScheduleSpace.h"
-#include "tuner/Signature.h"
+#include "tuner/measure/Measure.h"
+#include "tuner/search/ScheduleSpace.h"
+#include "tuner/db/Signature.h"
 
 using namespace fusor;
 using Catch::Contains;

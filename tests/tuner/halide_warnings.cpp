@@ -4,6 +4,7 @@
 // autoscheduler's makes `fusor run --db` and `fusor bench --db` compile such kernels on every call.
 #include <catch2/catch.hpp>
 
+#include "generators/HostTarget.h"
 #include "support/Shell.h"
 #include "support/TempDir.h"
 
@@ -12,8 +13,8 @@
 #include "graph/Optimize.h"
 #include "graph/Printer.h"
 #include "tuner/Autotune.h"
-#include "tuner/Signature.h"
-#include "tuner/TuningDb.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 
 using namespace fusor;
 using Catch::Contains;

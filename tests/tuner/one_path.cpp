@@ -17,7 +17,7 @@
 #include "runtime/Executor.h"
 #include "support/Shell.h"
 #include "support/TempDir.h"
-#include "tuner/Measure.h"
+#include "tuner/measure/Measure.h"
 
 using namespace fusor;
 namespace fs = std::filesystem;

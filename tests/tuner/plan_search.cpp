@@ -1,4 +1,4 @@
-// The tuner's search over fusion plans (tuner/PlanSearch.h): every candidate plan of every region
+// The tuner's search over fusion plans (tuner/plan/PlanSearch.h): every candidate plan of every region
 // is stored as a record timed by its clusters' best schedules, and run, bench and the embedding
 // API apply each region's fastest record, or say why not and keep the default clusters.
 #include <catch2/catch.hpp>
@@ -10,16 +10,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "generators/HostTarget.h"
 #include "graph/Clustering.h"
 #include "graph/Random.h"
 #include "runtime/Session.h"
 #include "support/ModelTask.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
-#include "tuner/DbSchedules.h"
-#include "tuner/PlanSearch.h"
-#include "tuner/Signature.h"
-#include "tuner/TuningDb.h"
+#include "tuner/lookup/DbSchedules.h"
+#include "tuner/plan/PlanSearch.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 
 using namespace fusor;
 using Catch::Contains;

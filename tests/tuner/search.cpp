@@ -1,5 +1,5 @@
-// The tuner's parts apart from the loop: the search strategies (tuner/Search.h) draw distinct,
-// legal, untried candidates; the task scheduler (tuner/TaskScheduler.h) orders tasks by weight
+// The tuner's parts apart from the loop: the search strategies (tuner/search/Search.h) draw distinct,
+// legal, untried candidates; the task scheduler (tuner/search/TaskScheduler.h) orders tasks by weight
 // and picks the heaviest; `--autoschedulers auto` gives baselines only to those.
 #include <catch2/catch.hpp>
 
@@ -18,9 +18,9 @@
 #include "support/ModelTask.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
-#include "tuner/Search.h"
-#include "tuner/TaskScheduler.h"
-#include "tuner/TuningDb.h"
+#include "tuner/search/Search.h"
+#include "tuner/search/TaskScheduler.h"
+#include "tuner/db/TuningDb.h"
 
 using namespace fusor;
 using fusor::test::TempDir;

@@ -1,10 +1,11 @@
-// The embedding API with a tuning database (tuner/DbSchedules.h): a session compiled under the
+// The embedding API with a tuning database (tuner/lookup/DbSchedules.h): a session compiled under the
 // schedules this machine measured runs them (the log says so) and computes what the default
 // schedules compute, on caller-owned memory.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 
+#include "generators/HostTarget.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/Printer.h"
@@ -13,9 +14,9 @@
 #include "support/Shell.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
-#include "tuner/DbSchedules.h"
-#include "tuner/Signature.h"
-#include "tuner/TuningDb.h"
+#include "tuner/lookup/DbSchedules.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 
 using namespace fusor;
 using Catch::Contains;

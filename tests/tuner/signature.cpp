@@ -4,7 +4,7 @@
 
 #include "graph/Clustering.h"
 #include "graph/JsonFormat.h"
-#include "tuner/Signature.h"
+#include "tuner/db/Signature.h"
 
 using namespace fusor;
 

@@ -29,8 +29,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tuner/ContentHash.h"
-#include "tuner/TuningDb.h"
+#include "tuner/db/ContentHash.h"
+#include "tuner/db/TuningDb.h"
 
 using Catch::Contains;
 using fusor::DbError;

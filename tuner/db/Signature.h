@@ -1,0 +1,36 @@
+#pragma once
+/** \file
+ * Workload identity for the tuner: the cluster signature (content_hash, tuner/db/ContentHash.h, of the
+ * cluster's canonical text), the resolved target string and the machine fingerprint. */
+
+#include <string>
+
+#include "graph/Graph.h"
+#include "tuner/db/ContentHash.h"
+
+namespace fusor {
+
+/** The workload signature of cluster \p c: content_hash of canonical_cluster_text (ops,
+ * attributes, shapes, dtypes, topology and baked constants; node names normalized; weight values
+ * excluded). Renaming nodes or changing weights keeps it; changing a shape, attribute or baked
+ * constant changes it. */
+std::string cluster_signature(const Graph &g, const Cluster &c);
+
+/** The model signature of \p g (optimized, shapes bound, before clustering): content_hash of
+ * canonical_cluster_text over all of its nodes, so the same graph at the same shapes gives the
+ * same signature whatever its node names and weights; a model record (TuningRecords.h) is used
+ * only for a model of its signature. */
+std::string model_signature(const Graph &g);
+
+/** This machine, for provenance and lookups: "cpu:<model name>|isa:<features>" from
+ * /proc/cpuinfo and the resolved host target (host_target()). \p family_only drops the model name and keeps the ISA
+ * (the "same hardware family" level of lookups). */
+std::string machine_fingerprint(bool family_only = false);
+
+/** The host name, for provenance. */
+std::string host_name();
+
+/** The current UTC time as ISO 8601 ("2026-11-30T09:12:03Z"). */
+std::string utc_now();
+
+}  // namespace fusor
