@@ -1,6 +1,7 @@
 #include "generators/DefaultSchedule.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
@@ -77,13 +78,34 @@ std::vector<OutputFeeds> output_feeds(const Graph &g, const LoweredCluster &lc, 
     return feeds;
 }
 
-/** Outputs smaller than this run on the calling thread. */
-constexpr int64_t kMinParallelElements = 16384;
-/** Reductions with fewer points than this (output elements x reduction extent, e.g. a matmul's
- * multiply-adds) run on the calling thread: waking the pool and joining it cost more than
- * splitting saves. Measured: the batch-1 MLP head's first Gemm (196608 points, about 5 us) took
- * 5.7 us split over 2 threads against 5.3 us on one (autotune --confirm-rounds 5, 2-core Xeon). */
-constexpr int64_t kMinParallelReduction = 1 << 19;
+/** A kernel's work in multiply-add equivalents: its reductions' points (output elements x
+ * reduction extent) plus this much per output element (a memory-bound pass). */
+constexpr int64_t kElementWork = 8;
+/** Work below this runs on the calling thread, for every kind of kernel: waking the pool and
+ * joining it cost more than splitting saves. Timed alone (bench --per-cluster, 2-core EPYC VM), a
+ * 0.016-GFLOP CNN's 10-50 us kernels each ran slower split (a 27648-element Transpose 3 -> 24
+ * us). Set by the whole models' time at 1 and 2 threads (fusor bench, 2 runs each; docs/
+ * benchmarks.md, "Threads"): at 2^19 the small CNN and the audio front end were at times slower
+ * at 2 threads; at 2^22 a BlazeFace gave up most of its gain (0.68x -> 0.94-1.05x); at 2^20
+ * every one was faster or even. FUSOR_MIN_PARALLEL_WORK overrides it, to measure another cutoff. */
+constexpr int64_t kMinParallelWork = 1 << 20;
+
+namespace {
+
+int64_t min_parallel_work() {
+    static const int64_t value = [] {
+        const char *env = getenv("FUSOR_MIN_PARALLEL_WORK");
+        return env && *env ? std::max<int64_t>(0, std::atoll(env)) : kMinParallelWork;
+    }();
+    return value;
+}
+
+/** Whether a kernel of \p reduced reduction points and \p elements outputs pays for the pool. */
+bool pays_for_pool(int64_t reduced, int64_t elements) {
+    return reduced + kElementWork * elements >= min_parallel_work();
+}
+
+}  // namespace
 
 namespace {
 
@@ -242,15 +264,13 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         const StageInfo &o = lc.output_stage(i);
         plans[i].s.stage = o.name;
         plans[i].s.level = ComputeLevel::Root;
-        // Waking the thread pool costs about a microsecond: a small output that no reduction feeds
-        // is done sooner on the calling thread (64 floats: 0.7 -> 0.2 us per call, bench_dispatch).
         int64_t elements = 1;
         for (int64_t e : o.extents) elements *= e;
         int64_t reduced = 0;
         for (const StageInfo &st : lc.stages) {
             if (st.role == StageRole::Accumulator && reach[st.node].count((int)i)) reduced += reduction_points(st);
         }
-        plans[i].s.parallel = reduced >= kMinParallelReduction || elements >= kMinParallelElements;
+        plans[i].s.parallel = pays_for_pool(reduced, elements);
         int rank = (int)o.extents.size();
         plans[i].at_dim = rank >= 2 ? 1 : 0;
     }
@@ -411,7 +431,9 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         if (st.gpu_copy) continue;
         auto make_root = [&](const std::string &why) {
             s.level = ComputeLevel::Root;
-            s.parallel = true;
+            int64_t points = 1;
+            for (int64_t e : st.extents) points *= e;
+            s.parallel = pays_for_pool(st.role == StageRole::Accumulator ? reduction_points(st) : 0, points);
             if (rank > 0 && st.extents[0] >= lanes) s.vector_width = lanes;
             s.note = why;
         };

@@ -61,12 +61,16 @@ Buffer<> make_buffer(const TensorType &type) {
 void set_num_threads(int n) {
     if (n <= 0) return;
     setenv("HL_NUM_THREADS", std::to_string(n).c_str(), 1);
-    // If the JIT runtime already started its thread pool, resize it through the runtime itself.
+    // If the JIT runtime already started its thread pool, resize it through the runtime itself:
+    // shut down first, since workers already awake keep taking tasks past a lower count (a pool
+    // started at 2 threads and set to 1 still ran resnet18 at its 2-thread time)
     auto modules = Internal::JITSharedRuntime::get(nullptr, jit_target(), false);
     for (const Internal::JITModule &m : modules) {
-        auto sym = m.find_symbol_by_name("halide_set_num_threads");
-        if (sym.address) {
-            ((int (*)(int))sym.address)(n);
+        auto set = m.find_symbol_by_name("halide_set_num_threads");
+        auto shutdown = m.find_symbol_by_name("halide_shutdown_thread_pool");
+        if (set.address) {
+            if (shutdown.address) ((void (*)())shutdown.address)();
+            ((int (*)(int))set.address)(n);
             return;
         }
     }

@@ -20,10 +20,10 @@ using namespace fusor;
 
 namespace {
 
-/** Conv 3x3 16->16 on 16x16 + bias + ReLU, NCHW (a reduced bench_tuning conv cluster, large enough that
- * the default splits it across threads: 589824 points). */
+/** Conv 3x3 16->16 on 32x32 + bias + ReLU, NCHW (a reduced bench_tuning conv cluster, large enough that
+ * the default splits it across threads: 2359296 points). */
 Graph conv_relu() {
-    return parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 16, 16, 16]}],
+    return parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 16, 32, 32]}],
         "outputs": ["y"], "initializers": [
             {"name": "w", "dtype": "f32", "shape": [16, 16, 3, 3], "random": {"seed": 1, "low": -0.1, "high": 0.1}},
             {"name": "b", "dtype": "f32", "shape": [16], "random": {"seed": 2}}],
@@ -34,7 +34,7 @@ Graph conv_relu() {
 
 /** LayerNorm over the last axis of 512x96. */
 Graph layernorm() {
-    return parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [512, 96]}],
+    return parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [2048, 96]}],
         "outputs": ["y"], "initializers": [
             {"name": "g", "dtype": "f32", "shape": [96], "random": {"seed": 1}},
             {"name": "b", "dtype": "f32", "shape": [96], "random": {"seed": 2}}],
@@ -136,8 +136,9 @@ TEST_CASE("cpu space: LayerNorm's default tiles rows per parallel task and compu
     REQUIRE(why_illegal(l.def, l.lc) == "");
     const StageSchedule *out = l.def.find("k_n0");
     REQUIRE(out);
-    // 16384 / 96 -> 128 rows, capped so at least 16 tasks remain: 512 / 16 = 32
-    CHECK(out->tile == std::vector<int>{96, 32});
+    // 16384 / 96 -> 128 rows, capped so at least 16 tasks remain: 2048 / 16 = 128 (the rows
+    // enough work to pay for the thread pool, kMinParallelWork)
+    CHECK(out->tile == std::vector<int>{96, 128});
     CHECK(out->parallel);
     for (const char *stage : {"k_n0_sum", "k_n0_var"}) {
         const StageSchedule *s = l.def.find(stage);
