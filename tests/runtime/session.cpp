@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -239,4 +240,31 @@ TEST_CASE("session: a target this machine cannot run is a user error saying whic
     } catch (const UserError &e) {
         CHECK_THAT(e.what(), Contains("target '" + o.target + "'") && Contains(host_target().to_string()));
     }
+}
+
+namespace {
+
+/** Threads of this process (/proc/self/task). */
+size_t process_threads() {
+    size_t n = 0;
+    for (const auto &entry : std::filesystem::directory_iterator("/proc/self/task")) n += entry.is_directory();
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("session: set_threads lowers the thread count after the pool ran at a higher one", "[runtime][session]") {
+    // the full-size chain: every kernel large enough to run in parallel
+    Session s(std::string(FUSOR_CONFIG_DIR) + "/models/eltwise_chain.json");
+    set_random_inputs(s.executor(), 1);
+    s.set_threads(1);
+    s.run();
+    size_t one = process_threads();
+    s.set_threads(4);
+    s.run();
+    REQUIRE(process_threads() > one);  // the pool's workers woke
+    // back to one: the pool's workers are gone, not left running the next kernels
+    s.set_threads(1);
+    s.run();
+    CHECK(process_threads() == one);
 }
