@@ -11,12 +11,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <unistd.h>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "generators/HostTarget.h"
 #include "graph/Error.h"

@@ -234,7 +234,7 @@ private:
         if (opt_.note) opt_.note(line);
         else log(line);
     }
-    void check_seed_budget(double seeding_s, size_t seeded, size_t own) const;
+    void check_seed_budget(double first_s, size_t own) const;
     int64_t worker_memory_mb() const;
     /** A cluster to tune: of graph g, occurring copies times in the model. */
     struct ClusterRef {
@@ -250,6 +250,7 @@ private:
     TuningTask make_task(const Graph &cg, const Cluster &c, const std::string &sig);
     void choose_autoschedulers();
     std::vector<RankedSchedule> refresh_best(TuningTask &t);
+    AutotuneProgress progress_now() const;
     void report(const TuningTask &t) const;
     void report_region(size_t n, size_t of, const std::string &name) const;
     Trial trial_of(const TuningTask &t, const Candidate &c, const MeasureResult &r) const;
@@ -657,15 +658,31 @@ void TuningRun::choose_autoschedulers() {
 
 void TuningRun::report(const TuningTask &t) const {
     if (!opt_.progress) return;
-    AutotuneProgress p;
+    AutotuneProgress p = progress_now();
     p.cluster = (int)(&t - tasks_.data()) + 1;  // rounds overlap: t, not the round being filled
     p.clusters = (int)tasks_.size();
-    p.phase = phase_;
     p.cluster_name = t.result.label;
-    p.trials_done = measured_;
-    p.trials_total = opt_.trials;
     p.default_ms = t.result.default_ms;
     p.best_ms = t.best_ms();
+    opt_.progress(p);
+}
+
+/** Phase "plans": region \p n of \p of, named \p name, is being timed. */
+void TuningRun::report_region(size_t n, size_t of, const std::string &name) const {
+    if (!opt_.progress) return;
+    AutotuneProgress p = progress_now();
+    p.cluster = (int)n;
+    p.clusters = (int)of;
+    p.cluster_name = name;
+    opt_.progress(p);
+}
+
+/** The run's part of a progress report: phase, trials, elapsed time, ETA, the last candidate. */
+AutotuneProgress TuningRun::progress_now() const {
+    AutotuneProgress p;
+    p.phase = phase_;
+    p.trials_done = measured_;
+    p.trials_total = opt_.trials;
     p.elapsed_s = elapsed();
     if (opt_.budget_s > 0) {
         p.eta_s = std::max(0.0, budget_s() - p.elapsed_s);
@@ -673,23 +690,7 @@ void TuningRun::report(const TuningTask &t) const {
         p.eta_s = p.elapsed_s / measured_ * (opt_.trials - measured_);
     }
     p.last = last_;
-    opt_.progress(p);
-}
-
-/** Phase "plans": region \p n of \p of, named \p name, is being timed. */
-void TuningRun::report_region(size_t n, size_t of, const std::string &name) const {
-    if (!opt_.progress) return;
-    AutotuneProgress p;
-    p.phase = phase_;
-    p.cluster = (int)n;
-    p.clusters = (int)of;
-    p.cluster_name = name;
-    p.trials_done = measured_;
-    p.trials_total = opt_.trials;
-    p.elapsed_s = elapsed();
-    if (opt_.budget_s > 0) p.eta_s = std::max(0.0, budget_s() - p.elapsed_s);
-    p.last = last_;
-    opt_.progress(p);
+    return p;
 }
 
 /** The trial of candidate \p c of \p t as measured (\p r), with this machine's provenance. */
@@ -1055,11 +1056,11 @@ bool TuningRun::fill(Round &round, int want) {
     return false;
 }
 
-/** Says, once the first of \p own clusters is seeded in \p seeding_s, when the budget cannot
- * cover the seeds of them all, and the budget that would (seeds, then twice as long to search). */
-void TuningRun::check_seed_budget(double seeding_s, size_t seeded, size_t own) const {
-    if (opt_.budget_s <= 0 || seeded == 0) return;
-    double per = seeding_s / seeded, need = elapsed() + per * (own - seeded);
+/** Says, once the first of the model's \p own clusters is seeded in \p first_s, when the budget
+ * cannot cover the seeds of them all, and the budget that would (seeds, then twice as long to search). */
+void TuningRun::check_seed_budget(double first_s, size_t own) const {
+    if (opt_.budget_s <= 0) return;
+    double per = first_s, need = elapsed() + per * (own - 1);
     if (need <= budget_s()) return;
     double enough = std::ceil((elapsed() + 3 * per * own + end_to_end_cut_s_ + opt_.end_to_end_share_s) / 60);
     note(fmt::format("the budget is too small: the seeds (default schedules) of the model's {} clusters take about {:.0f} s here "
@@ -1186,12 +1187,13 @@ std::vector<ClusterTuning> TuningRun::run() {
     for (size_t i = 0; i < tasks_.size(); i++) {
         if (!own[i]) unseeded_.insert(i);  // seed_plan_clusters' decision
     }
-    size_t own_count = std::count(own.begin(), own.end(), true), seeded = 0;
-    double seeding_from = elapsed();
+    bool first = true;
     for (size_t i = 0; i < tasks_.size() && !out_of_budget() && measured_ < opt_.trials; i++) {
         if (!own[i]) continue;
+        double from = elapsed();
         seed(i, heavy_only ? std::vector<std::string>{} : autoschedulers_);
-        if (++seeded == 1) check_seed_budget(elapsed() - seeding_from, seeded, own_count);
+        if (first) check_seed_budget(elapsed() - from, std::count(own.begin(), own.end(), true));
+        first = false;
     }
     reserve_end_to_end();
     phase_ = "baselines";
