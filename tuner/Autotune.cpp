@@ -10,7 +10,7 @@
  *    (tuner/search/TaskScheduler.h) to a task: first each task once, heaviest first, then the task of
  *    largest expected gain (the slope of its best-so-far curve); tasks under min_search_share of
  *    the model's time get none. The search strategies (tuner/search/Search.h) draw untried candidates as the measurer's workers free
- *    up (tuner/measure/WorkerPool.h: long-lived workers; compiles overlap the timed runs, which run one
+ *    up (tuner/measure/Measurer.h: the worker pool, tuner/measure/WorkerPool.h, long-lived workers; compiles overlap the timed runs, which run one
  *    at a time); the model strategy scores them with the cost model (tuner/search/CostModel.h), trained
  *    when the search starts and again after every kRetrainEvery trials. No schedule is
  *    measured twice on a machine; a rerun resumes from the three best schedules of earlier runs.
@@ -19,7 +19,9 @@
  *    timed again side by side in confirm_rounds rounds (strategy "confirm"). One measurement on a
  *    shared machine can be 20-40% off; several side by side make the best a schedule, not a
  *    lucky run.
- * Every trial is committed as soon as it is measured (the database: tuner/db/TuningDb.h).
+ * Every phase hands its candidates to one Measurer (tuner/measure/Measurer.h: submit, then
+ * collect) and commits each trial as soon as it is collected (tuner/db/TuningDb.h); export mode is
+ * the export measurer, not a branch of the run.
  * AutotuneOptions::progress gets the state after each one; AutotuneOptions::stop cancels the
  * candidates not yet timed. */
 #include "tuner/Autotune.h"
@@ -201,7 +203,6 @@ private:
     struct InFlight {
         TuningTask *task;
         Candidate cand;
-        MeasureJob job;
         bool again;
     };
     /** What collect() returns: the candidate, its stored trial and the worker's result. */
@@ -236,6 +237,7 @@ private:
     }
     void check_seed_budget(double first_s, size_t own) const;
     int64_t worker_memory_mb() const;
+    std::unique_ptr<Measurer> make_measurer(const PoolOptions &po) const;
     /** A cluster to tune: of graph g, occurring copies times in the model. */
     struct ClusterRef {
         const Graph *g;
@@ -254,7 +256,7 @@ private:
     void report(const TuningTask &t) const;
     void report_region(size_t n, size_t of, const std::string &name) const;
     Trial trial_of(const TuningTask &t, const Candidate &c, const MeasureResult &r) const;
-    void store(TuningTask &t, const Candidate &c, const MeasureJob &job, Trial &trial, bool again);
+    void store(size_t ticket, TuningTask &t, const Candidate &c, Trial &trial, bool again);
     std::optional<size_t> submit(TuningTask &t, Candidate c, bool again);
     std::optional<Outcome> collect();
     Measured measure(TuningTask &t, std::vector<Candidate> cands, bool again = false);
@@ -293,26 +295,24 @@ private:
     std::string target_;
     Halide::Target htarget_;
     std::string fingerprint_;
-    /** A CUDA target this machine cannot time (exporting a bundle, or no driver): the search
-     * follows what GPUs measured, the results imported from earlier bundles (fingerprints
-     * gpu:<name>|cc:<x.y>), so each batch evolves from the GPU's best rather than the default. */
-    bool timed_elsewhere_ = false;
     std::string rank_fingerprint_;
-    bool exporting_ = false;
     int jobs_ = 1;
     std::vector<std::string> autoschedulers_;
     std::vector<TuningTask> tasks_;
     Graph clustered_;                        ///< the model by form_clusters: the regions' graph
     std::set<std::string> fixed_signatures_;  ///< the clusters of the model as tuning_graphs clusters it
     std::vector<RegionCandidates> regions_;  ///< the plans measured per region (plan_search)
-    std::unique_ptr<WorkerPool> pool_;
+    /** Where candidates go. One that does not time here (a bundle's export, or CUDA with no
+     * driver): the search follows what GPUs measured, the results imported from earlier bundles
+     * (fingerprints gpu:<name>|cc:<x.y>), so each batch evolves from the GPU's best rather than
+     * the default. */
+    std::unique_ptr<Measurer> measurer_;
     std::map<size_t, InFlight> in_flight_;  ///< by the pool's ticket
     size_t tickets_ = 0;
     SplitMix64 rng_;
     std::optional<CostModel> model_;  ///< the model strategy's, when trained
     int untrained_ = -1;              ///< trials measured since the model was trained (-1: never tried)
     int measured_ = 0;    ///< search and seed trials stored in this run (confirm not included)
-    int exported_ = 0;    ///< objects written so far in export mode: fusor_cand_<n>
     size_t current_ = 0;  ///< index into tasks_ of the task being measured, for progress
     std::set<size_t> unseeded_;  ///< tasks only candidate plans have, left unmeasured (seed_plan_clusters)
     double search_until_s_ = 0;  ///< with a budget: the current search stage ends here (out_of_search_budget)
@@ -327,9 +327,6 @@ private:
 TuningRun::TuningRun(const Graph &g, TuningDb &db, const AutotuneOptions &opt)
     : g_(g), db_(db), opt_(opt), target_(resolved_target(opt.target)), htarget_(target_), fingerprint_(machine_fingerprint()),
       rng_(opt.seed) {
-    timed_elsewhere_ = htarget_.has_feature(Halide::Target::CUDA) && (!opt.export_dir.empty() || !cuda_driver_available());
-    rank_fingerprint_ = timed_elsewhere_ ? "gpu:" : fingerprint_;
-    exporting_ = !opt.export_dir.empty();
     jobs_ = opt.jobs > 0 ? opt.jobs : std::max(1, (int)std::thread::hardware_concurrency());
     PoolOptions po;
     po.workers = jobs_;
@@ -345,7 +342,15 @@ TuningRun::TuningRun(const Graph &g, TuningDb &db, const AutotuneOptions &opt)
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
     });
-    pool_ = std::make_unique<WorkerPool>(opt.worker_exe, po);
+    measurer_ = make_measurer(po);
+    rank_fingerprint_ = measurer_->times_here() ? fingerprint_ : "gpu:";
+}
+
+std::unique_ptr<Measurer> TuningRun::make_measurer(const PoolOptions &po) const {
+    if (opt_.measurer) return opt_.measurer(po);
+    if (!opt_.export_dir.empty()) return std::make_unique<ExportMeasurer>(opt_.worker_exe, po, opt_.export_dir, opt_.on_export);
+    bool runs_here = !htarget_.has_feature(Halide::Target::CUDA) || cuda_driver_available();
+    return std::make_unique<PoolMeasurer>(opt_.worker_exe, po, runs_here);
 }
 
 int64_t TuningRun::worker_memory_mb() const {
@@ -359,7 +364,7 @@ int64_t TuningRun::worker_memory_mb() const {
 }
 
 /** The best schedule so far (per schedule, over every measurement on this machine, or on the
- * GPUs for timed_elsewhere_) and the default's time (the median of its measurements), from the
+ * GPUs when the measurer does not time here) and the default's time (the median of its measurements), from the
  * database. Returns the ranking. */
 std::vector<RankedSchedule> TuningRun::refresh_best(TuningTask &t) {
     std::vector<RankedSchedule> ranked = db_.ranked_schedules(t.result.signature, target_, rank_fingerprint_);
@@ -455,7 +460,7 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
         std::string err;
         if (auto parsed = parse_schedule(earlier[r].trial.schedule, &err)) t.rank(*parsed, earlier[r].first_id, earlier[r].ms);
     }
-    if (timed_elsewhere_ && t.best) {
+    if (!measurer_->times_here() && t.best) {
         log(fmt::format("  {}: the search evolves from {} schedules measured on GPUs (best {:.3f} ms on {})", c.name, earlier.size(),
                         t.best->ms, t.best->trial.fingerprint));
     }
@@ -475,7 +480,7 @@ std::vector<TuningRun::ClusterRef> TuningRun::plan_search(const std::vector<Grap
             if (!is_control_flow(cg.nodes[c.nodes[0]].op)) fixed_signatures_.insert(cluster_signature(cg, c));
         }
     }
-    if (!opt_.search_plans || exporting_ || htarget_.has_gpu_feature()) return refs;
+    if (!opt_.search_plans || !measurer_->times_here() || htarget_.has_gpu_feature()) return refs;
     // the default clusters: the model's own unless a --plan re-clustered them
     if (opt_.plan) {
         clustered_ = g_;
@@ -611,10 +616,10 @@ void TuningRun::time_region_plans(size_t i) {
             job.memory_limit_mb = worker_memory_mb();
             job.reference_path = scratch_.path() + "/plan_reference_" + std::to_string(i) + ".bin";
             plan_of[tickets_] = k;
-            pool_->submit(tickets_++, std::move(job));
+            measurer_->submit(tickets_++, std::move(job));
         }
         for (size_t got = 0; got < plan_of.size(); got++) {
-            std::optional<std::pair<size_t, MeasureResult>> r = pool_->next();
+            std::optional<std::pair<size_t, MeasureResult>> r = measurer_->next();
             if (!r) return;  // stopped: nothing of this region stored
             size_t k = plan_of.at(r->first);
             auto it = results.find(k);
@@ -646,7 +651,7 @@ void TuningRun::time_region_plans(size_t i) {
  * unfused baseline). Export mode: only fusor schedules can be exported. */
 void TuningRun::choose_autoschedulers() {
     autoschedulers_ = opt_.autoschedulers;
-    if (exporting_ && !autoschedulers_.empty()) {
+    if (!measurer_->takes_autoschedulers() && !autoschedulers_.empty()) {
         log("export mode: no autoscheduler baselines (only fusor schedules can be exported to a bundle)");
         autoschedulers_.clear();
     }
@@ -723,9 +728,9 @@ Trial TuningRun::trial_of(const TuningTask &t, const Candidate &c, const Measure
     return trial;
 }
 
-/** Commits \p trial (sets its id), counts it, and updates \p t's best and pool; in export mode
- * hands a compiled candidate to on_export. */
-void TuningRun::store(TuningTask &t, const Candidate &c, const MeasureJob &job, Trial &trial, bool again) {
+/** Commits \p trial (sets its id), the result under \p ticket, counts it, updates \p t's best
+ * and pool, and tells the measurer. */
+void TuningRun::store(size_t ticket, TuningTask &t, const Candidate &c, Trial &trial, bool again) {
     std::optional<TrialFeatures> features;
     if (!c.features.empty()) features = TrialFeatures{"", kFeatureVersion, c.features};
     db_.add_trial(trial, features);
@@ -739,10 +744,7 @@ void TuningRun::store(TuningTask &t, const Candidate &c, const MeasureJob &job, 
     if (trial.status == TrialStatus::Ok && c.sched && trial.median_ms) t.rank(*c.sched, trial.id, *trial.median_ms);
     last_ = fmt::format("{} {} {}", c.strategy, status_name(trial.status),
                         trial.median_ms ? fmt::format("{:.3f} ms", *trial.median_ms) : one_line(trial.error, 60));
-    if (exporting_ && trial.status == TrialStatus::Unmeasured && opt_.on_export && std::ifstream(job.export_object)) {
-        opt_.on_export(ExportedCandidate{t.result.name, t.job.graph_json, Workload{t.result.signature, target_, t.canonical}, trial,
-                                         job.export_object, job.export_function});
-    }
+    measurer_->stored(ticket, t.result.name, Workload{t.result.signature, target_, t.canonical}, t.job.graph_json, trial);
     report(t);
 }
 
@@ -758,20 +760,16 @@ std::optional<size_t> TuningRun::submit(TuningTask &t, Candidate c, bool again) 
     if (c.sched && !again && c.strategy != "default" && c.strategy != "user") {
         job.compile_timeout_s = std::max(kSearchCompileTimeoutS, kSearchCompileFactor * t.default_compile_ms / 1000);
     }
-    if (exporting_) {
-        job.export_function = "fusor_cand_" + std::to_string(exported_++);
-        job.export_object = opt_.export_dir + "/" + job.export_function + ".o";
-    }
     size_t ticket = tickets_++;
-    pool_->submit(ticket, job);
-    in_flight_.emplace(ticket, InFlight{&t, std::move(c), std::move(job), again});
+    measurer_->submit(ticket, std::move(job));
+    in_flight_.emplace(ticket, InFlight{&t, std::move(c), again});
     return ticket;
 }
 
-/** Waits for the pool's next result and stores it; nullopt when nothing is in flight or the run
+/** Waits for the measurer's next result and stores it; nullopt when nothing is in flight or the run
  * was stopped (the candidates not yet timed are then cancelled: a rerun measures them). */
 std::optional<TuningRun::Outcome> TuningRun::collect() {
-    std::optional<std::pair<size_t, MeasureResult>> r = pool_->next();
+    std::optional<std::pair<size_t, MeasureResult>> r = measurer_->next();
     if (!r) {
         in_flight_.clear();
         return std::nullopt;
@@ -782,7 +780,7 @@ std::optional<TuningRun::Outcome> TuningRun::collect() {
     TuningTask &t = *o.sent.task;
     t.result.references_computed += o.result.reference_computed;
     o.trial = trial_of(t, o.sent.cand, o.result);
-    store(t, o.sent.cand, o.sent.job, o.trial, o.sent.again);
+    store(o.ticket, t, o.sent.cand, o.trial, o.sent.again);
     return o;
 }
 
@@ -1038,7 +1036,7 @@ bool TuningRun::fill(Round &round, int want) {
     want = std::min(want, round.left);
     // evolve's first generation: the task's first round; a run that resumes has its population
     bool first_generation = !t.resumed && t.curve.empty();
-    bool guided = opt_.strategy == "model" && !timed_elsewhere_;
+    bool guided = opt_.strategy == "model" && measurer_->times_here();
     for (int stale = 0; stale < 8; stale++) {
         if (guided && (untrained_ < 0 || untrained_ >= kRetrainEvery)) train_model();
         std::string why;
@@ -1102,7 +1100,7 @@ void TuningRun::train_model() {
 void TuningRun::confirm(TuningTask &t) {
     if (t.confirmed) return;
     t.confirmed = true;
-    if (opt_.confirm_rounds <= 0 || exporting_ || timed_elsewhere_ || (opt_.stop && *opt_.stop)) return;
+    if (opt_.confirm_rounds <= 0 || !measurer_->times_here() || (opt_.stop && *opt_.stop)) return;
     if (out_of_confirm_budget()) {
         log(fmt::format("  {} confirm: skipped, the budget is spent", t.result.name));
         return;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "tuner/search/ClusterTuning.h"
 #include "tuner/Shard.h"
 #include "tuner/db/TuningDb.h"
+#include "tuner/measure/Measurer.h"
 
 namespace fusor {
 
@@ -33,15 +35,6 @@ struct AutotuneProgress {
     double elapsed_s = 0;
     double eta_s = -1;              ///< estimated seconds left; -1 = unknown
     std::string last;               ///< the last candidate: strategy, status, time
-};
-
-/** A candidate written as an AOT object in export mode (AutotuneOptions::export_dir). */
-struct ExportedCandidate {
-    std::string cluster_name;  ///< the first cluster with this signature, e.g. "c2"
-    std::string graph_json;    ///< the standalone cluster graph it was compiled from (job_graph_json)
-    Workload workload;
-    Trial trial;               ///< as stored: status unmeasured
-    std::string object, function;  ///< the object file and its entry point (plus `<function>_argv`)
 };
 
 struct AutotuneOptions {
@@ -106,6 +99,9 @@ struct AutotuneOptions {
      * are not run (their schedules are not fusor's form). */
     std::string export_dir;
     std::function<void(const ExportedCandidate &)> on_export;
+    /** Where candidates are measured (tuner/measure/Measurer.h); unset: the worker pool, or with
+     * export_dir the export measurer. Tests give a stub. */
+    std::function<std::unique_ptr<Measurer>(const PoolOptions &)> measurer;
     /** Hand-written seeds (`autotune --schedule CLUSTER=FILE`): cluster name, as `fusor inspect`
      * and this run's log print it (e.g. "c0"), -> schedules of its extracted form (stage names
      * as `fusor db show` prints them: prefix k_). Each is measured right after the default, as

@@ -32,6 +32,7 @@
 #include "support/TestOps.h"
 #include "tuner/Autotune.h"
 #include "tuner/measure/Measure.h"
+#include "tuner/measure/Measurer.h"
 #include "tuner/measure/WorkerPool.h"
 #include "tuner/db/Signature.h"
 
@@ -144,6 +145,74 @@ TEST_CASE("autotune: every trial is stored with its schedule, parent and provena
     CHECK(confirms == 0);  // confirm_rounds 0: no confirm phase
     CHECK(results[0].confirmed == 0);
     REQUIRE(db.workload(results[0].signature, target));
+}
+
+namespace {
+
+/** A measurer that times nothing: each schedule text gets a made-up time (1 to 2 ms, from its
+ * hash), and every job is logged. */
+class StubMeasurer : public Measurer {
+public:
+    StubMeasurer(bool here, std::vector<MeasureJob> &log) : here_(here), log_(log) {}
+    static double ms_of(const std::string &schedule) {
+        return 1 + double(std::hash<std::string>()(schedule) % 1000) / 1000;
+    }
+    void submit(size_t ticket, MeasureJob job) override {
+        log_.push_back(job);
+        queue_.emplace_back(ticket, std::move(job));
+    }
+    std::optional<std::pair<size_t, MeasureResult>> next() override {
+        if (queue_.empty()) return std::nullopt;
+        auto [ticket, job] = std::move(queue_.front());
+        queue_.erase(queue_.begin());
+        MeasureResult r;
+        r.status = here_ ? TrialStatus::Ok : TrialStatus::Unmeasured;
+        if (here_) r.median_ms = r.min_ms = r.max_ms = ms_of(job.schedule);
+        return std::make_pair(ticket, r);
+    }
+    bool times_here() const override {
+        return here_;
+    }
+
+private:
+    bool here_;
+    std::vector<MeasureJob> &log_;
+    std::vector<std::pair<size_t, MeasureJob>> queue_;
+};
+
+}  // namespace
+
+TEST_CASE("autotune: every phase measures through the run's measurer, which alone decides what is timed", "[tuner][autotune]") {
+    TempDir dir;
+    TuningDb db(dir.file("t.db"));
+    Graph g = model("eltwise_chain");  // one cluster
+    std::string target = resolved_target("host");
+    std::vector<MeasureJob> sent;
+    AutotuneOptions o = tuning_options(6);
+    o.confirm_rounds = 1;
+    o.worker_exe = "/nonexistent";  // nothing may start a worker
+    bool here = GENERATE(true, false);
+    o.measurer = [&](const PoolOptions &) { return std::make_unique<StubMeasurer>(here, sent); };
+    auto results = autotune(g, db, o);
+    REQUIRE(results.size() == 1);
+    std::vector<Trial> trials = db.trials(results[0].signature, target);
+    CHECK(trials.size() == sent.size());  // every job collected was stored, and nothing else
+    size_t confirms = std::count_if(trials.begin(), trials.end(), [](const Trial &t) { return t.strategy == "confirm"; });
+    if (here) {
+        CHECK(trials.size() - confirms == 6);
+        CHECK(confirms > 0);  // the confirm phase went through it too
+        double best = 1e9;
+        for (const Trial &t : trials) {
+            REQUIRE(t.median_ms);
+            CHECK(*t.median_ms == StubMeasurer::ms_of(t.schedule));
+            best = std::min(best, *t.median_ms);
+        }
+        CHECK(results[0].best_ms == best);
+    } else {
+        CHECK(trials.size() == 6);
+        CHECK(confirms == 0);  // nothing to confirm without times taken here
+        for (const Trial &t : trials) CHECK(t.status == TrialStatus::Unmeasured);
+    }
 }
 
 TEST_CASE("autotune: a second run resumes and never re-measures a stored schedule", "[tuner][autotune]") {
