@@ -33,22 +33,39 @@ static Timing summarize(std::vector<double> samples) {
     return t;
 }
 
-std::vector<Timing> time_interleaved(const std::vector<std::function<void()>> &fns, int warmup, int rounds) {
-    for (int w = 0; w < warmup; w++) {
-        for (const auto &f : fns) f();
+namespace {
+
+double ms_of(const std::function<void()> &fn, int calls) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; i++) fn();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / calls;
+}
+
+}  // namespace
+
+std::vector<Timing> time_blocks(const std::vector<std::function<void()>> &fns, int warmup,
+                                const std::function<bool(const std::vector<std::vector<double>> &)> &more, double block_ms) {
+    std::vector<int> calls(fns.size(), 1);
+    for (int w = 0; w < std::max(1, warmup); w++) {
+        for (size_t i = 0; i < fns.size(); i++) {
+            calls[i] = (int)std::clamp(std::ceil(block_ms / std::max(ms_of(fns[i], 1), 1e-3)), 1.0, 1000.0);
+        }
     }
     std::vector<std::vector<double>> samples(fns.size());
-    for (int r = 0; r < rounds; r++) {
-        for (size_t i = 0; i < fns.size(); i++) {
-            auto t0 = std::chrono::steady_clock::now();
-            fns[i]();
-            auto t1 = std::chrono::steady_clock::now();
-            samples[i].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    for (size_t r = 0; more(samples); r++) {
+        for (size_t k = 0; k < fns.size(); k++) {
+            size_t i = r % 2 ? fns.size() - 1 - k : k;
+            samples[i].push_back(ms_of(fns[i], calls[i]));
         }
     }
     std::vector<Timing> out;
     for (auto &s : samples) out.push_back(summarize(s));
     return out;
+}
+
+std::vector<Timing> time_interleaved(const std::vector<std::function<void()>> &fns, int warmup, int rounds, double block_ms) {
+    return time_blocks(
+        fns, warmup, [rounds](const std::vector<std::vector<double>> &s) { return (int)s[0].size() < rounds; }, block_ms);
 }
 
 Timing time_runs(const std::function<void()> &fn, int warmup, int repeats) {

@@ -24,9 +24,22 @@ Timing time_runs(const std::function<void()> &fn, int warmup, int repeats);
  * is the result (a candidate hopeless from its first run is not run again). */
 Timing time_while(const std::function<void()> &fn, int warmup, const std::function<bool(const std::vector<double> &)> &more);
 
-/** Times several functions side by side: each round runs every function once in turn, so slow
- * drifts of a shared machine affect all of them alike. Returns one Timing per function. */
-std::vector<Timing> time_interleaved(const std::vector<std::function<void()>> &fns, int warmup, int rounds);
+/** The time a block of back-to-back calls of a model takes at least, in side-by-side reports. */
+constexpr double kBlockMs = 5;
+
+/** The one timing rule of fusor's side-by-side reports (bench, autotune's end-to-end phase):
+ * rounds, each running every function in turn (forward in even rounds, backward in odd ones),
+ * each as a block of back-to-back calls that take about \p block_ms (the count per function set
+ * by its last warm-up call; 0: one call), recording the block's time per call. Blocks keep a function's data warm
+ * in cache, as a caller that runs a model repeatedly sees it; interleaving makes slow drifts of a
+ * shared machine affect every function alike. \p warmup calls each (at least one) first; then
+ * rounds while \p more, given the samples so far per function, says so. One Timing per function. */
+std::vector<Timing> time_blocks(const std::vector<std::function<void()>> &fns, int warmup,
+                                const std::function<bool(const std::vector<std::vector<double>> &)> &more, double block_ms = kBlockMs);
+
+/** time_blocks for a fixed number of \p rounds; by default one call per block (a kernel each,
+ * as profiles take them). */
+std::vector<Timing> time_interleaved(const std::vector<std::function<void()>> &fns, int warmup, int rounds, double block_ms = 0);
 
 /** The measured time (median ms) of each fused cluster of \p g run on its own, in cluster order,
  * with random inputs: the cost that partition_by_cost balances across devices. \p g is clustered

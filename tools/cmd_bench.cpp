@@ -177,8 +177,8 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     cmd->add_flag("--per-region", o->per_region,
                   "also time each region of the fusion plan (its kernels, each timed on its own) fused, unfused and, with --db, tuned");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
-    cmd->add_option("--repeats", o->repeats, "timed rounds (each runs unfused then fused)")->check(CLI::Range(1, 100000))->capture_default_str();
-    cmd->add_option("--warmup", o->warmup, "untimed rounds first")->check(CLI::Range(0, 1000))->capture_default_str();
+    cmd->add_option("--repeats", o->repeats, "timed rounds (each runs unfused, fused and tuned, each model for a block of back-to-back runs of about 5 ms; the order reverses every round)")->check(CLI::Range(1, 100000))->capture_default_str();
+    cmd->add_option("--warmup", o->warmup, "untimed rounds first (at least one, which sets each model's block)")->check(CLI::Range(0, 1000))->capture_default_str();
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
     cmd->add_option("--db", o->db, "also time the model under the best schedules this machine measured in this tuning database")
         ->check(path_value());
@@ -213,7 +213,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 }
                 std::vector<std::function<void()>> fns = {[&] { unfused.run(); }, [&] { fused.run(); }};
                 for (TunedRun &r : tuned) fns.push_back([&r] { r.session->executor().run(); });
-                auto t = time_interleaved(fns, o->warmup, o->repeats);
+                auto t = time_interleaved(fns, o->warmup, o->repeats, kBlockMs);
                 double u = t[0].median_ms, f = t[1].median_ms;
                 // the same kernel count: nothing was fused, and the ratio measures only the executors'
                 // fixed cost per run (about 10 us), which dominates a tiny model

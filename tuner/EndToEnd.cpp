@@ -281,29 +281,17 @@ ModelTiming timing_of(const std::vector<double> &b, const std::vector<double> &t
 
 ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o,
                          std::optional<Clock::time_point> deadline, const std::function<void(const ModelTiming &)> &after_round) {
-    auto once = [](const std::function<void()> &f) {
-        Clock::time_point t0 = Clock::now();
-        f();
-        return ms_since(t0);
+    auto more = [&](const std::vector<std::vector<double>> &s) {
+        const std::vector<double> &b = s[0], &t = s[1];
+        if (!b.empty() && after_round) after_round(timing_of(b, t));
+        if ((int)b.size() >= o.max_rounds || (o.stop && *o.stop)) return false;
+        if ((int)b.size() < o.min_rounds) return true;
+        std::vector<double> ratio;
+        for (size_t i = 0; i < b.size(); i++) ratio.push_back(t[i] / b[i]);
+        return relative_interval(ratio) > o.interval && !(deadline && Clock::now() > *deadline);
     };
-    double probe = std::max(once(base), once(tuned));  // also the warm-up
-    int reps = (int)std::clamp(std::ceil(5.0 / std::max(probe, 1e-3)), 1.0, 1000.0);
-    auto side = [&](const std::function<void()> &f) {
-        Clock::time_point t0 = Clock::now();
-        for (int i = 0; i < reps; i++) f();
-        return ms_since(t0) / reps;
-    };
-    std::vector<double> b, t, ratio;
-    while ((int)ratio.size() < o.max_rounds && !(o.stop && *o.stop)) {
-        bool base_first = ratio.size() % 2 == 0;
-        double first = side(base_first ? base : tuned), second = side(base_first ? tuned : base);
-        b.push_back(base_first ? first : second);
-        t.push_back(base_first ? second : first);
-        ratio.push_back(t.back() / b.back());
-        if (after_round) after_round(timing_of(b, t));
-        if ((int)ratio.size() >= o.min_rounds && (relative_interval(ratio) <= o.interval || (deadline && Clock::now() > *deadline))) break;
-    }
-    return timing_of(b, t);
+    std::vector<Timing> r = time_blocks({base, tuned}, 1, more);
+    return timing_of(r[0].samples_ms, r[1].samples_ms);
 }
 
 EndToEndResult assemble_model(const Graph &g, const TuningDb &db, const EndToEndOptions &o) {

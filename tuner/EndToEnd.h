@@ -45,9 +45,8 @@ struct EndToEndOptions {
     std::function<void(const AutotuneProgress &)> progress;
 };
 
-/** Times \p tuned against \p base, each called once per run: a warm-up run each, then rounds
- * that run both, the first alternating, each side as many runs as take about 5 ms (its time per
- * run). Stops after o.min_rounds once the 95% interval of the per-round ratio tuned/base is within
+/** Times \p tuned against \p base, each called once per run, by bench's rule (time_blocks,
+ * runtime/Benchmark.h). Stops after o.min_rounds once the 95% interval of the per-round ratio tuned/base is within
  * +-o.interval of its mean, at o.max_rounds, when o.stop is set, or after o.min_rounds once
  * \p deadline (when given) has passed. */
 ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o,
