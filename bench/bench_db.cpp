@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "tuner/db/ContentHash.h"
+#include "graph/ContentHash.h"
 #include "tuner/db/TuningDb.h"
 
 using namespace fusor;

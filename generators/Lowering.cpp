@@ -388,6 +388,10 @@ void prepare_jit(Pipeline &p) {
     if (!jit_externs().empty()) p.set_jit_externs(jit_externs());
 }
 
+bool has_jit_externs() {
+    return !jit_externs().empty();
+}
+
 void set_test_fault_armed(bool armed) {
     g_test_fault_armed = armed;
 }

@@ -212,6 +212,9 @@ using LowerFn = std::vector<Halide::Func> (*)(LowerContext &ctx);
 /** Registers the extern functions lowered code may call (those added by add_jit_extern) with a
  * pipeline about to be JIT-compiled. Every place that JIT-compiles a lowered pipeline calls it. */
 void prepare_jit(Halide::Pipeline &p);
+/** Whether extern functions were registered (test ops): lowered code may then call functions that
+ * only this process defines, so it is JIT-compiled, never cached (runtime/KernelCache.h). */
+bool has_jit_externs();
 
 /** Registration hooks for the test-only ops (graph/Op.h, FUSOR_OPS_TEST), which production
  * programs never call: a test program calls them at startup, before any compile

@@ -42,7 +42,7 @@ struct LoadOptions {
     std::optional<std::string> db;
     std::optional<int> threads;
     std::string target = "host", layout = "auto";
-    bool unfused = false, optimize = true;
+    bool unfused = false, optimize = true, cache = true;
 };
 
 /** A compiled model. Runs are serialized by a mutex, so two Python threads sharing one model
@@ -61,6 +61,7 @@ public:
         so.threads = o.threads.value_or(0);
         so.target = o.target;
         so.mode = o.unfused ? ExecMode::Unfused : ExecMode::Fused;
+        so.kernel_cache = o.cache;
         Graph g = load_optimized_model(path, so);
         if (o.db && !o.unfused) use_tuning_db(so, *o.db, &notes_);
         session_ = std::make_unique<Session>(g, so);
@@ -286,7 +287,8 @@ PYBIND11_MODULE(_core, m) {
         .def_readwrite("target", &LoadOptions::target)
         .def_readwrite("layout", &LoadOptions::layout)
         .def_readwrite("unfused", &LoadOptions::unfused)
-        .def_readwrite("optimize", &LoadOptions::optimize);
+        .def_readwrite("optimize", &LoadOptions::optimize)
+        .def_readwrite("cache", &LoadOptions::cache);
 
     py::class_<PySession>(m, "Session")
         .def(py::init([](const std::string &path, const LoadOptions &o) {

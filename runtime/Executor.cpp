@@ -6,6 +6,7 @@
 #include <new>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "generators/ApplySchedule.h"
 #include "generators/CudaBudget.h"
@@ -65,6 +66,7 @@ void set_num_threads(int n) {
     // shut down first, since workers already awake keep taking tasks past a lower count (a pool
     // started at 2 threads and set to 1 still ran resnet18 at its 2-thread time)
     auto modules = Internal::JITSharedRuntime::get(nullptr, jit_target(), false);
+    set_cached_runtime_threads(n);
     for (const Internal::JITModule &m : modules) {
         auto set = m.find_symbol_by_name("halide_set_num_threads");
         auto shutdown = m.find_symbol_by_name("halide_shutdown_thread_pool");
@@ -83,8 +85,9 @@ void jit_compile(Pipeline &p, const Target &target) {
     p.compile_jit(target);
 }
 
-std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule) {
-    std::string key = target.to_string() + "\n" + canonical_cluster_text(g, c) + "\n" + schedule;
+std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule) {
+    std::string canonical = canonical_cluster_text(g, c);
+    std::string key = target.to_string() + "\n" + canonical + "\n" + schedule;
     KernelCache &cache = kernel_cache();
     {
         std::lock_guard<std::mutex> lock(cache.mu);
@@ -93,13 +96,14 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
     }
     auto k = std::make_shared<Kernel>();
     k->key = key;
+    k->cache_key = kernel_cache_key(canonical, schedule, target);
     ScheduledCluster sc = schedule_cluster(g, c, target, schedule);
     k->lowered = std::move(sc.lowered);
     k->schedule = std::move(sc.schedule);
     k->tuned = sc.tuned;
     k->fallback_reason = std::move(sc.fallback_reason);
     if (const char *dir = getenv("FUSOR_DUMP_STMT")) {
-        // developer aid: the lowered loop nest of every kernel compiled, one file per kernel
+        // developer aid: the lowered loop nest of every kernel prepared, one file per kernel
         std::string path = std::string(dir) + "/" + c.name + "_" + std::to_string(std::hash<std::string>()(key) % 100000) + ".stmt";
         k->lowered.pipeline.compile_to_lowered_stmt(path, k->lowered.pipeline.infer_arguments(), Halide::Text, target);
         if (getenv("FUSOR_DUMP_ASM")) {
@@ -107,9 +111,56 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
                                                     c.name, target.with_feature(Halide::Target::NoRuntime));
         }
     }
-    jit_compile(k->lowered.pipeline, target);
     std::lock_guard<std::mutex> lock(cache.mu);
     return cache.kernels.emplace(key, k).first->second;
+}
+
+namespace {
+
+/** \p k as a kernel cache job: its params and prepared buffers are the arguments; nullopt when
+ * its pipeline reads another (it is then JIT-compiled). */
+std::optional<CacheJob> cache_job(Kernel &k) {
+    CacheJob job{k.cache_key, k.lowered.pipeline, {}};
+    std::set<std::string> names;
+    for (const ImageParam &p : k.lowered.params) job.args.push_back(p), names.insert(p.name());
+    for (const PreparedStage &p : k.lowered.prepared) job.args.push_back(p.buffer), names.insert(p.buffer.name());
+    for (const Argument &a : k.lowered.pipeline.infer_arguments()) {
+        if (!names.count(a.name)) return std::nullopt;
+    }
+    return job;
+}
+
+}  // namespace
+
+void compile_kernels(const std::vector<std::shared_ptr<Kernel>> &kernels, const Target &target, bool use_cache) {
+    static std::mutex *compiling = new std::mutex;
+    std::lock_guard<std::mutex> lock(*compiling);
+    std::vector<Kernel *> todo, jit;
+    std::vector<CacheJob> jobs;
+    std::set<Kernel *> seen;
+    for (const std::shared_ptr<Kernel> &k : kernels) {
+        if (!k || k->compiled || !seen.insert(k.get()).second) continue;
+        if (std::optional<CacheJob> job = use_cache ? cache_job(*k) : std::nullopt) {
+            todo.push_back(k.get());
+            jobs.push_back(std::move(*job));
+        } else {
+            jit.push_back(k.get());
+        }
+    }
+    std::vector<KernelEntry> entries = load_cached_kernels(jobs, target);
+    for (size_t i = 0; i < todo.size(); i++) {
+        todo[i]->entry = entries[i];
+        if (!entries[i]) jit.push_back(todo[i]);
+    }
+    for (Kernel *k : jit) jit_compile(k->lowered.pipeline, target);
+    for (Kernel *k : todo) k->compiled = true;
+    for (Kernel *k : jit) k->compiled = true;
+}
+
+std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule) {
+    std::shared_ptr<Kernel> k = prepare_kernel(g, c, target, schedule);
+    compile_kernels({k}, target);
+    return k;
 }
 
 size_t kernel_cache_size() {
@@ -184,7 +235,7 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         }
         std::optional<std::string> tuned = options.schedule_for ? options.schedule_for(g_, c) : std::nullopt;
         if_steps_.push_back(nullptr);
-        kernels_.push_back(compile_kernel(g_, c, target_, tuned.value_or("")));
+        kernels_.push_back(prepare_kernel(g_, c, target_, tuned.value_or("")));
         std::vector<TensorId> params;
         for (TensorId t : c.inputs) {
             if (!is_baked_constant(g_.tensor(t))) params.push_back(t);
@@ -196,6 +247,7 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         prepared_.emplace_back();
         for (PreparedStage &p : kernels_.back()->lowered.prepared) prepared_.back().push_back(realize_prepared(p, param_buffers));
     }
+    compile_kernels(kernels_, target_, options.kernel_cache);
     // Intermediates live in one arena planned by liveness (graph/MemoryPlanning.h). An elementwise
     // cluster may write over an input that dies there only when its kernel has no overlapping
     // tails: Halide's ShiftInwards recomputes the last vector or tile of a loop, which would read
@@ -225,6 +277,20 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         std::vector<Buffer<>> outs;
         for (TensorId t : c.outputs) outs.push_back(buffers_[t]);
         realizations_.emplace_back(outs);
+    }
+    bind_cached_args();
+}
+
+/** Every copy of a Halide::Buffer shares its halide_buffer_t, so these stay valid when a buffer
+ * is rebound (bind) or the executor moves. */
+void Executor::bind_cached_args() {
+    cached_args_.resize(kernels_.size());
+    for (size_t k = 0; k < kernels_.size(); k++) {
+        if (!kernels_[k] || !kernels_[k]->entry) continue;
+        std::vector<halide_buffer_t *> &args = cached_args_[k];
+        for (TensorId t : param_tensors_[k]) args.push_back(buffers_[t].raw_buffer());
+        for (Buffer<> &b : prepared_[k]) args.push_back(b.raw_buffer());
+        for (size_t i = 0; i < realizations_[k].size(); i++) args.push_back(realizations_[k][i].raw_buffer());
     }
 }
 
@@ -305,6 +371,10 @@ void Executor::run_kernel(size_t k) {
         return;
     }
     Kernel &kn = *kernels_[k];
+    if (kn.entry) {
+        call_cached_kernel(kn.entry, cached_args_[k].data(), cached_args_[k].size());
+        return;
+    }
     // Kernels may be shared with other executors: bind this executor's buffers on every call.
     for (size_t i = 0; i < kn.lowered.params.size(); i++) {
         kn.lowered.params[i].set(buffers_[param_tensors_[k][i]]);

@@ -17,6 +17,7 @@
 #include "graph/Error.h"
 #include "graph/Graph.h"
 #include "graph/MemoryPlanning.h"
+#include "runtime/KernelCache.h"
 
 namespace fusor {
 
@@ -30,6 +31,9 @@ struct ExecutorOptions {
     int threads = 0;             ///< Halide worker threads; 0 = leave as is (HL_NUM_THREADS or all cores)
     std::string target = "host"; ///< Halide target string
     ClusterOptions clustering;   ///< ignored (singletons) in Unfused mode
+    /** Take kernels from the persistent kernel cache and store what is compiled (KernelCache.h);
+     * false: JIT-compile them in memory, as with the cache off. */
+    bool kernel_cache = true;
     /** Fused mode: run the graph's own clusters (Graph::clusters, e.g. set_clusters' of a tuner's
      * region job) instead of forming them; ignored when it has none. */
     bool keep_clusters = false;
@@ -42,20 +46,33 @@ struct ExecutorOptions {
     std::function<std::optional<std::string>(const Graph &, const Cluster &)> schedule_for;
 };
 
-/** A compiled cluster: its lowering, the schedule applied to it, and the JIT-compiled pipeline.
- * Shared between executors through a process-wide cache keyed by canonical cluster text and
- * target, so equal clusters compile once. */
+/** A cluster's kernel: its lowering, the schedule applied to it, and its code: an entry point
+ * loaded from the persistent kernel cache (runtime/KernelCache.h) or the JIT-compiled pipeline.
+ * Shared between executors through a process-wide map keyed by canonical cluster text, schedule
+ * and target, so equal clusters compile once per process. */
 struct Kernel {
     LoweredCluster lowered;
     ClusterSchedule schedule;
     std::string key;
+    std::string cache_key;        ///< kernel_cache_key (KernelCache.h)
     bool tuned = false;           ///< compiled under a schedule from schedule_for
     std::string fallback_reason;  ///< why a stored schedule was not used; empty otherwise
+    bool compiled = false;        ///< compile_kernels ran for it
+    KernelEntry entry = nullptr;  ///< from the kernel cache; null: lowered.pipeline is JIT-compiled
 };
 
-/** Compiles (or fetches from the cache) the kernel of cluster \p c of \p g, under the default
- * schedule or, when \p schedule is not empty, under that schedule of the extracted cluster. An
- * illegal stored schedule falls back to the default (Kernel::fallback_reason says why). */
+/** The kernel of cluster \p c of \p g, lowered and scheduled (not compiled unless this process
+ * compiled it before), under the default schedule or, when \p schedule is not empty, under that
+ * schedule of the extracted cluster. An illegal stored schedule falls back to the default
+ * (Kernel::fallback_reason says why). */
+std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const Halide::Target &target,
+                                       const std::string &schedule = "");
+
+/** Compiles those of \p kernels not compiled yet, all at once: through the persistent kernel cache
+ * (one shared object per call) where it serves them and \p use_cache, JIT-compiled otherwise. */
+void compile_kernels(const std::vector<std::shared_ptr<Kernel>> &kernels, const Halide::Target &target, bool use_cache = true);
+
+/** prepare_kernel, then compile_kernels of that one. */
 std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Halide::Target &target,
                                        const std::string &schedule = "");
 
@@ -153,6 +170,7 @@ private:
     std::vector<Halide::Buffer<>> buffers_;  ///< by TensorId; undefined for non-materialized tensors
     std::vector<void *> own_host_;           ///< by TensorId: the host pointer allocated here (for unbinding)
     void bind(TensorId t, const char *role, void *host, size_t bytes);
+    void bind_cached_args();
     MemoryPlan plan_;                        ///< where each intermediate lives in arena_
     std::vector<uint8_t> arena_;             ///< every intermediate; graph inputs/outputs have their own
     std::vector<Halide::Realization> realizations_;  ///< per kernel, over its output buffers
@@ -163,6 +181,8 @@ private:
     /** Per kernel: its prepared stages' buffers (LoweredCluster::prepared order), computed from
      * this executor's weights once, at construction (generators/Prepack.h). */
     std::vector<std::vector<Halide::Buffer<>>> prepared_;
+    /** Per kernel served by the kernel cache: its arguments (params, prepared, outputs). */
+    std::vector<std::vector<halide_buffer_t *>> cached_args_;
 };
 
 /** Fills every input of \p ex from \p seed (see random_inputs in graph/Random.h): the same seed

@@ -45,6 +45,7 @@ ExecutorOptions executor_options(const SessionOptions &o) {
     eo.target = o.target;
     eo.clustering = o.clustering;
     eo.keep_clusters = o.keep_clusters;
+    eo.kernel_cache = o.kernel_cache;
     if (o.mode == ExecMode::Fused) eo.schedule_for = o.schedule_for, eo.recluster = o.recluster;
     return eo;
 }

@@ -42,6 +42,7 @@ struct SessionOptions {
      * resolved host's, or a CPU feature it lacks) is a UserError when the Session is made. */
     std::string target = "host";
     ExecMode mode = ExecMode::Fused;
+    bool kernel_cache = true;    ///< ExecutorOptions::kernel_cache
     ClusterOptions clustering;
     /** Fused mode: run the given graph's own clusters (Graph::clusters, e.g. a fusion plan's)
      * instead of forming them (ExecutorOptions::keep_clusters). */

@@ -50,6 +50,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks = {});
 Verb add_worker(CLI::App &app);
 Verb add_compile(CLI::App &app, const CliHooks &hooks = {});
 Verb add_conformance(CLI::App &app);
+Verb add_cache(CLI::App &app);
 
 /** The whole CLI: parses argv, runs the verb, and returns the exit status (0 success, 1 the work
  * failed, 2 bad usage or bad input). `fusor` is this and nothing else (tools/main.cpp). */

@@ -8,6 +8,8 @@
 
 #include <fmt/core.h>
 
+#include "runtime/KernelCache.h"
+
 namespace fusor::cli {
 
 std::shared_ptr<bool> add_verbose_flag(CLI::App *cmd, const std::string &detail) {
@@ -166,6 +168,25 @@ std::string next_args(const std::string &model, const std::vector<std::string> &
     out += " --db " + db;
     if (threads > 0) out += " --threads " + std::to_string(threads);
     return out;
+}
+
+nlohmann::json kernel_cache_json() {
+    const KernelCacheConfig &c = kernel_cache_config();
+    KernelCacheStats s = kernel_cache_stats();
+    const char *mode = c.mode == CacheMode::ReadWrite ? "read-write" : c.mode == CacheMode::ReadOnly ? "read-only" : "off";
+    nlohmann::json j = {{"dir", c.dir},        {"mode", mode},          {"hits", s.hits},      {"misses", s.misses},
+                        {"uncached", s.uncached}, {"links", s.links}, {"corrupt", s.corrupt}};
+    if (!c.why_off.empty()) j["why_off"] = c.why_off;
+    return j;
+}
+
+std::string kernel_cache_line() {
+    const KernelCacheConfig &c = kernel_cache_config();
+    KernelCacheStats s = kernel_cache_stats();
+    if (c.mode == CacheMode::Off) return "kernel cache: off" + (c.why_off.empty() ? std::string() : " (" + c.why_off + ")");
+    return fmt::format("kernel cache {}{}: {} kernel(s) loaded, {} compiled into it, {} compiled in memory, {} link(s){}", c.dir,
+                       c.mode == CacheMode::ReadOnly ? " (read-only)" : "", s.hits, s.misses, s.uncached, s.links,
+                       s.corrupt ? fmt::format(", {} bad entr{} rebuilt", s.corrupt, s.corrupt == 1 ? "y" : "ies") : "");
 }
 
 }  // namespace fusor::cli

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "graph/Optimize.h"
 #include "tuner/Autotune.h"
@@ -72,5 +73,12 @@ std::vector<std::string> model_result_lines(const EndToEndResult &r, const std::
 
 /** "MODEL [--shape B]... --db DB [--threads N]": how the next steps name what was tuned. */
 std::string next_args(const std::string &model, const std::vector<std::string> &shapes, const std::string &db, int threads);
+
+/** The kernel cache (runtime/KernelCache.h) as `--json` documents report it: folder, mode, and
+ * this process's hits, misses, kernels not served, links and rebuilt entries. */
+nlohmann::json kernel_cache_json();
+/** One line for -v: "kernel cache DIR: 12 kernels loaded, 3 compiled into it, 1 link", or why
+ * it is off. */
+std::string kernel_cache_line();
 
 }  // namespace fusor::cli

@@ -1,3 +1,4 @@
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -191,6 +192,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     return {cmd, [=] {
                 if (cuda_target_without_driver(o->target)) return 1;  // said so in one line, before any Halide call
                 layout_flag(o->layout);  // the CLI's wording of a bad --layout
+                auto started = std::chrono::steady_clock::now();
                 SessionOptions so;
                 so.shapes = shape_bindings(*shapes);
                 so.optimize = !o->no_optimize;
@@ -211,6 +213,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 for (const std::string &path : {o->db, o->compare_db}) {
                     if (!path.empty()) tuned.push_back(tuned_run(g, so, path));
                 }
+                double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
                 std::vector<std::function<void()>> fns = {[&] { unfused.run(); }, [&] { fused.run(); }};
                 for (TunedRun &r : tuned) fns.push_back([&r] { r.session->executor().run(); });
                 auto t = time_interleaved(fns, o->warmup, o->repeats, kBlockMs);
@@ -222,6 +225,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                                     {"unfused_kernels", unfused.num_kernels()}, {"fused_kernels", fused.num_kernels()},
                                     {"same_kernels", same_kernels}, {"repeats", o->repeats}};
                 if (!plan_file->empty()) j["plan_applied"] = plan_lines;
+                j["load"] = {{"ms", load_ms}, {"kernel_cache", kernel_cache_json()}};  // every model of the run
                 double flops = 0;
                 for (const Node &n : g.nodes) flops += node_flops(g, n);
                 j["flops"] = flops;

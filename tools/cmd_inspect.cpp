@@ -273,6 +273,7 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                         }
                         j["db"] = {{"location", redact_location(*db)}, {"clusters", clusters}};
                     }
+                    j["kernel_cache"] = kernel_cache_json();
                     j["optimized"] = !*no_optimize;
                     j["nodes_before_optimize"] = nodes_loaded;
                     j["nodes_after_optimize"] = (int)fused.nodes.size();

@@ -81,6 +81,7 @@ Verb add_run(CLI::App &app) {
                     fmt::print("  {}\n", summarize(ex.graph().tensor(ex.graph().outputs[i]), ex.output(i)));
                 }
                 if (!o->outputs.empty()) save_outputs(ex, o->outputs);
+                if (*verbose) fmt::print("{}\n", kernel_cache_line());
                 return 0;
             }};
 }

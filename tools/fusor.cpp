@@ -2,12 +2,14 @@
  * The `fusor` CLI: one binary, git-style verbs. Exit status: 0 success, 1 the work failed, 2 bad
  * usage or bad input (a malformed model, flag or data file). */
 #include <algorithm>
+#include <set>
 #include <cstdio>
 #include <vector>
 
 #include "Halide.h"
 #include "generators/HostTarget.h"
 #include "graph/Error.h"
+#include "runtime/KernelCache.h"
 #include "tools/Commands.h"
 
 namespace fusor::cli {
@@ -17,8 +19,18 @@ namespace {
 /** Registers every verb on \p app. */
 std::vector<Verb> add_verbs(CLI::App &app, const CliHooks &hooks) {
     app.require_subcommand(1);
-    return {add_inspect(app, hooks), add_run(app),     add_bench(app, hooks),    add_optimize(app), add_ops(app),
-            add_db(app),             add_autotune(app, hooks), add_compile(app, hooks), add_worker(app),   add_conformance(app)};
+    std::vector<Verb> verbs = {add_inspect(app, hooks), add_run(app), add_bench(app, hooks), add_optimize(app), add_ops(app), add_db(app),
+                               add_autotune(app, hooks), add_compile(app, hooks), add_worker(app), add_conformance(app), add_cache(app)};
+    // the verbs that load models: their kernels come from the kernel cache unless told otherwise
+    static const std::set<std::string> loading = {"inspect", "run", "bench", "autotune", "compile", "conformance"};
+    auto no_cache = [](CLI::App *cmd) {
+        cmd->add_flag_callback("--no-cache", disable_kernel_cache, "compile every kernel in memory: neither read nor fill the kernel cache");
+    };
+    for (const Verb &v : verbs) {
+        if (loading.count(v.sub->get_name())) no_cache(v.sub);
+        if (v.sub->get_name() == "db") no_cache(v.sub->get_subcommand("assemble"));
+    }
+    return verbs;
 }
 
 int run_parsed(const std::vector<Verb> &verbs) {

@@ -271,7 +271,7 @@ class Model:
     """
 
     def __init__(self, path, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True,
-                 unfused=False):
+                 unfused=False, cache=True):
         self.path = _path(path, "path")
         options = _core.LoadOptions()
         options.shapes = _shape_bindings(shapes)
@@ -281,6 +281,7 @@ class Model:
             options.threads = _int_arg(threads, "threads", 1, _MAX_THREADS)
         options.target, options.layout = _str_arg(target, "target"), _str_arg(layout, "layout", _LAYOUTS)
         options.optimize, options.unfused = _bool_arg(optimize, "optimize"), _bool_arg(unfused, "unfused")
+        options.cache = _bool_arg(cache, "cache")
         self._session = _core.Session(self.path, options)
         # the same model as the CLI sees it, for inspect()
         self._flags = _shape_flags(shapes) + _flags(
@@ -389,7 +390,8 @@ class Model:
         return f"<fusor.Model {self.path}: {len(self.inputs)} inputs, {len(self.outputs)} outputs, {self.kernels} kernels>"
 
 
-def load(path, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True, unfused=False):
+def load(path, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True, unfused=False,
+         cache=True):
     """Loads a model (.onnx or .json), runs the rewrite passes and compiles it: a Model.
 
     shapes: {input name: shape} binding ONNX symbolic dims (the CLI's --shape).
@@ -397,9 +399,11 @@ def load(path, shapes=None, db=None, threads=None, target="host", layout="auto",
     threads: Halide's worker threads. The count is process-wide: it applies to every model in
         this process (set_process_threads). None leaves it as it is (all cores by default).
     unfused: one kernel per node, the reference baseline.
+    cache: take compiled kernels from the kernel cache, and store those compiled (docs/kernel_cache.md);
+        False compiles them in memory and writes nothing.
     """
     return Model(path, shapes=shapes, db=db, threads=threads, target=target, layout=layout, optimize=optimize,
-                 unfused=unfused)
+                 unfused=unfused, cache=cache)
 
 
 def set_process_threads(n):

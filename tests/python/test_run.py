@@ -146,3 +146,27 @@ def test_an_input_with_a_default_may_be_left_out_and_a_feed_overrides_it(tmp_pat
         np.testing.assert_array_equal(m.random_inputs(0)["scale"], [3, 4])
         with pytest.raises(fusor.BadInput, match="missing input 'x'"):
             m.run({"scale": x})
+
+
+def _load_in_fresh_process(cache_dir, cache):
+    """Loads and runs a model in a new interpreter whose kernel cache is cache_dir; its outputs' bytes."""
+    import subprocess
+    import sys
+    code = ("import sys, fusor; m = fusor.load(sys.argv[1], cache=sys.argv[2] == '1'); "
+            "out = m.run(m.random_inputs(2)); sys.stdout.buffer.write(b''.join(a.tobytes() for a in out.values()))")
+    env = dict(os.environ, FUSOR_CACHE_DIR=str(cache_dir))
+    r = subprocess.run([sys.executable, "-c", code, config_model("mobilenet_v2_block"), "1" if cache else "0"],
+                       env=env, capture_output=True, check=True)
+    return r.stdout
+
+
+def test_kernel_cache_fills_and_serves_and_cache_false_writes_nothing(tmp_path):
+    off = _load_in_fresh_process(tmp_path / "off", cache=False)
+    assert not any(p.is_file() for p in (tmp_path / "off").rglob("*"))
+    first = _load_in_fresh_process(tmp_path / "on", cache=True)
+    libs = sorted((tmp_path / "on" / "libs").glob("*.so"))
+    assert len(libs) == 1
+    stamp = libs[0].stat().st_mtime_ns
+    assert _load_in_fresh_process(tmp_path / "on", cache=True) == first == off
+    assert sorted((tmp_path / "on" / "libs").glob("*.so")) == libs  # served, not linked again
+    assert libs[0].stat().st_mtime_ns >= stamp

@@ -29,7 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tuner/db/ContentHash.h"
+#include "graph/ContentHash.h"
 #include "tuner/db/TuningDb.h"
 
 using Catch::Contains;

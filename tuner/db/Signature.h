@@ -1,12 +1,12 @@
 #pragma once
 /** \file
- * Workload identity for the tuner: the cluster signature (content_hash, tuner/db/ContentHash.h, of the
+ * Workload identity for the tuner: the cluster signature (content_hash, graph/ContentHash.h, of the
  * cluster's canonical text), the resolved target string and the machine fingerprint. */
 
 #include <string>
 
 #include "graph/Graph.h"
-#include "tuner/db/ContentHash.h"
+#include "graph/ContentHash.h"
 
 namespace fusor {
 

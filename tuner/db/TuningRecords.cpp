@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tuner/db/ContentHash.h"
+#include "graph/ContentHash.h"
 
 namespace fusor {
 

@@ -37,7 +37,7 @@
 #include "graph/Subprocess.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
-#include "tuner/db/ContentHash.h"
+#include "graph/ContentHash.h"
 #include "tuner/measure/bundle/bundle_data.h"
 
 

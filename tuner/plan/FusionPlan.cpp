@@ -13,7 +13,7 @@
 #include "graph/File.h"
 #include "graph/Printer.h"
 #include "graph/ShapeInference.h"
-#include "tuner/db/ContentHash.h"
+#include "graph/ContentHash.h"
 
 namespace fusor {
 

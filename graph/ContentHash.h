@@ -1,6 +1,7 @@
 #pragma once
 /** \file
- * Content hashes: the ids of tuning records (trial ids, workload signatures). No Halide, no
+ * Content hashes, the project's one hash: the ids of tuning records (trial ids, workload
+ * signatures), the kernel cache's keys and checksums (runtime/KernelCache.h). No Halide, no
  * SQLite: the tuning database's JSON reader (tuner/db/TuningRecords.h) and its fuzzer use it alone. */
 
 #include <string>

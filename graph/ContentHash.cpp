@@ -1,4 +1,4 @@
-#include "tuner/db/ContentHash.h"
+#include "graph/ContentHash.h"
 
 #include <cstdint>
 #include <cstdio>
