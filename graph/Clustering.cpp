@@ -67,10 +67,18 @@ private:
         OpPattern p = node_pattern(g_, n);
         int mine = new_group(n, p);
         if (opts_.singleton || p == OpPattern::Opaque) return;
+        // producers in heavy groups first: an elementwise node is first the epilogue of its
+        // anchor or reduction, then the rest may join that (can_join's Concat rule needs it)
+        std::vector<TensorId> inputs;
         for (TensorId t : n.inputs) {
-            if (t == kNoTensor) continue;
+            if (t != kNoTensor && g_.tensor(t).producer >= 0) inputs.push_back(t);
+        }
+        std::stable_partition(inputs.begin(), inputs.end(), [&](TensorId t) {
+            const Group &gr = groups_[group_of_[g_.tensor(t).producer]];
+            return gr.anchor >= 0 || gr.reduction >= 0;
+        });
+        for (TensorId t : inputs) {
             NodeId m = g_.tensor(t).producer;
-            if (m < 0) continue;
             int other = group_of_[m];
             if (other == mine) continue;
             if (can_join(other, mine, n, p, t) && !creates_cycle(other, mine)) merge(other, mine);
@@ -99,11 +107,16 @@ private:
         int reductions = (G.reduction >= 0) + (M.reduction >= 0);
         if (anchors > 1 || reductions > 1 || (anchors && reductions)) return false;
         bool same_shape = g_.type(t).shape == g_.type(n.outputs[0]).shape;
-        bool heavy_G = G.anchor >= 0 || G.reduction >= 0;
+        bool heavy_G = G.anchor >= 0 || G.reduction >= 0, heavy_M = M.anchor >= 0 || M.reduction >= 0;
         switch (p) {
         case OpPattern::ElemWise:
         case OpPattern::Broadcast:
-            // chain of light ops, or the epilogue of an anchor/reduction at its output's shape
+            // chain of light ops, or the epilogue of an anchor/reduction at its output's shape;
+            // a Concat stays out of an epilogue (light side of a join with a heavy group): inlined,
+            // it selects among its sources per element in the vector loop (BlazeFace's
+            // channel-padding Concats into the residual Add: 1.45x their own kernels, bench
+            // --per-cluster, 1 thread)
+            if (heavy_G != heavy_M && has_concat(heavy_G ? M : G)) return false;
             return !heavy_G || same_shape;
         case OpPattern::Injective:
             // injective ops chain with light ops; they are not epilogues of heavy ops
@@ -119,6 +132,10 @@ private:
             return false;
         }
         return false;
+    }
+
+    bool has_concat(const Group &gr) const {
+        return std::any_of(gr.nodes.begin(), gr.nodes.end(), [&](NodeId m) { return g_.nodes[m].op == OpKind::Concat; });
     }
 
     /** A conv or pool whose window spans more than one input point: it reads each input point

@@ -293,6 +293,39 @@ TEST_CASE("clustering: a windowed conv, ConvTranspose or pool takes no data-move
     }
 }
 
+TEST_CASE("clustering: a Concat stays out of a conv's epilogue in either input order, and a Transpose joins it",
+          "[graph][clustering]") {
+    for (const std::string side : {"Concat", "Transpose"}) {
+      for (bool conv_first : {true, false}) {
+        INFO(side << (conv_first ? ", conv output first" : ", side input first"));
+        // y = relu(conv1x1(x) + side), side = Concat(a, b) along channels, or a Transpose of a
+        std::string side_node = side == "Concat"
+                                    ? R"({"name": "side", "op": "Concat", "inputs": ["a", "b"], "outputs": ["s"], "attrs": {"axis": 1}})"
+                                    : R"({"name": "side", "op": "Transpose", "inputs": ["a8"], "outputs": ["s"], "attrs": {"perm": [0, 1, 3, 2]}})";
+        std::string add_inputs = conv_first ? R"(["c", "s"])" : R"(["s", "c"])";
+        Graph g = graph(R"(
+          "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 4, 6, 6]}, {"name": "a", "dtype": "f32", "shape": [1, 4, 6, 6]},
+                     {"name": "b", "dtype": "f32", "shape": [1, 4, 6, 6]}, {"name": "a8", "dtype": "f32", "shape": [1, 8, 6, 6]}],
+          "outputs": ["y"],
+          "initializers": [{"name": "w", "dtype": "f32", "shape": [8, 4, 1, 1], "random": {"seed": 1}}],
+          "nodes": [
+            )" + side_node + R"(,
+            {"name": "conv", "op": "Conv", "inputs": ["x", "w"], "outputs": ["c"]},
+            {"name": "add", "op": "Add", "inputs": )" + add_inputs + R"(, "outputs": ["z"]},
+            {"name": "relu", "op": "Relu", "inputs": ["z"], "outputs": ["y"]}
+          ])");
+        form_clusters(g);
+        check_valid(g);
+        bool joins = side == "Transpose";
+        for (const Cluster &c : g.clusters) {
+            std::set<std::string> names;
+            for (NodeId n : c.nodes) names.insert(g.nodes[n].name);
+            if (names.count("add")) CHECK(names.count("side") == (joins ? 1u : 0u));
+        }
+      }
+    }
+}
+
 TEST_CASE("clustering: an injective consumer is not an epilogue of a matmul", "[graph][clustering]") {
     Graph g = graph(R"(
       "inputs": [{"name": "x", "dtype": "f32", "shape": [4, 8]}],

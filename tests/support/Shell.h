@@ -37,11 +37,12 @@ inline ShellResult shell(const std::string &cmd, const TempDir &scratch) {
 }
 
 #ifdef FUSOR_BINARY
-/** Runs `fusor <args>` through the shell; stdout and stderr are captured apart. */
-inline ShellResult run_fusor(const std::string &args) {
+/** Runs `fusor <args>` through the shell, with the environment assignments \p env when given
+ * (e.g. "FUSOR_CACHE_DIR=/x"); stdout and stderr are captured apart. */
+inline ShellResult run_fusor(const std::string &args, const std::string &env = "") {
     TempDir capture;
-    std::string cmd = std::string("'") + FUSOR_BINARY + "' " + args + " >'" + capture.file("out") + "' 2>'" +
-                      capture.file("err") + "'";
+    std::string cmd = (env.empty() ? std::string() : "env " + env + " ") + "'" + FUSOR_BINARY + "' " + args + " >'" +
+                      capture.file("out") + "' 2>'" + capture.file("err") + "'";
     int raw = std::system(cmd.c_str());
     ShellResult r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;

@@ -28,15 +28,15 @@ const std::string kModel = std::string(FUSOR_TEST_DATA) + "/models/mobilenet_v2_
 
 /** `fusor <args>` with environment assignments \p env (e.g. "FUSOR_CACHE_DIR=/x"). */
 ShellResult fusor_env(const std::string &env, const std::string &args) {
-    TempDir capture;
-    std::string cmd = "env " + env + " '" + FUSOR_BINARY + "' " + args + " >'" + capture.file("out") + "' 2>'" + capture.file("err") + "'";
-    int raw = std::system(cmd.c_str());
-    ShellResult r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(capture.file("out"));
-    r.err = slurp(capture.file("err"));
-    return r;
+    return run_fusor(args, env);
 }
+
+/** A cache folder of the test's own, filled by one load of the model. */
+struct FilledCache {
+    TempDir dir;
+    std::string cache = dir.file("cache"), env = "FUSOR_CACHE_DIR='" + cache + "'";
+    FilledCache();
+};
 
 /** The kernel cache counts of one `bench --json` load of the model (unfused and fused). */
 nlohmann::json load_counts(const std::string &env, const std::string &extra = "") {
@@ -57,6 +57,10 @@ std::vector<std::string> outputs(const std::string &env, const std::string &dir,
     std::vector<std::string> out;
     for (const fs::path &f : files) out.push_back(slurp(f.string()));
     return out;
+}
+
+FilledCache::FilledCache() {
+    load_counts(env);
 }
 
 std::vector<fs::path> entries(const std::string &dir, const std::string &sub) {
@@ -159,9 +163,8 @@ TEST_CASE("kernel cache: eight processes fill an empty cache at once, all output
 }
 
 TEST_CASE("kernel cache: past FUSOR_CACHE_MAX the least recently used entries go", "[tools][kernel_cache]") {
-    TempDir dir;
-    std::string cache = dir.file("cache"), env = "FUSOR_CACHE_DIR='" + cache + "'";
-    load_counts(env);
+    FilledCache f;
+    const std::string &cache = f.cache, &env = f.env;
     ShellResult full = fusor_env(env, "cache info --json");
     REQUIRE(full.status == 0);
     uint64_t bytes = nlohmann::json::parse(full.out)["bytes"];
@@ -215,9 +218,8 @@ TEST_CASE("kernel cache: FUSOR_CACHE=0 and --no-cache write nothing", "[tools][k
 }
 
 TEST_CASE("fusor cache: info, list, clear, and bad sub-verbs or sizes exit 2", "[tools][kernel_cache]") {
-    TempDir dir;
-    std::string cache = dir.file("cache"), env = "FUSOR_CACHE_DIR='" + cache + "'";
-    load_counts(env);
+    FilledCache f;
+    const std::string &cache = f.cache, &env = f.env;
     ShellResult info = fusor_env(env, "cache info");
     CHECK(info.status == 0);
     CHECK(info.out.find(cache) != std::string::npos);
@@ -238,9 +240,9 @@ TEST_CASE("fusor cache: info, list, clear, and bad sub-verbs or sizes exit 2", "
 }
 
 TEST_CASE("fusor cache clear while another process runs from the cache: that run finishes", "[tools][kernel_cache]") {
-    TempDir dir;
-    std::string cache = dir.file("cache"), env = "FUSOR_CACHE_DIR='" + cache + "'";
-    load_counts(env);  // filled
+    FilledCache f;
+    const std::string &env = f.env;
+    TempDir &dir = f.dir;
     std::string cmd = "env " + env + " '" + FUSOR_BINARY + "' bench '" + kModel + "' --repeats 300 --threads 1 >'" + dir.file("out") +
                       "' 2>&1 & echo $! > '" + dir.file("pid") + "'; wait";
     std::thread runner([&] { std::system(cmd.c_str()); });
