@@ -9,8 +9,7 @@
 
 namespace fusor {
 
-std::vector<std::vector<uint8_t>> HalideConstantEvaluator::evaluate(const Graph &g, const Node &n) const {
-    // A one-node cluster whose inputs are the node's constant inputs.
+Cluster fold_cluster(const Node &n) {
     Cluster c;
     c.id = 0;
     c.name = "fold";
@@ -19,6 +18,11 @@ std::vector<std::vector<uint8_t>> HalideConstantEvaluator::evaluate(const Graph 
         if (t != kNoTensor && std::find(c.inputs.begin(), c.inputs.end(), t) == c.inputs.end()) c.inputs.push_back(t);
     }
     c.outputs = n.outputs;
+    return c;
+}
+
+std::vector<std::vector<uint8_t>> HalideConstantEvaluator::evaluate(const Graph &g, const Node &n) const {
+    Cluster c = fold_cluster(n);
     Halide::Target target = host_target();
     LoweredCluster lc = lower_cluster(g, c, "fold_");
     apply_schedule(default_schedule(g, c, lc, target), lc);

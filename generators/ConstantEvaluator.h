@@ -15,4 +15,8 @@ public:
 /** A process-wide instance. */
 const ConstantEvaluator &halide_constant_evaluator();
 
+/** The one-node cluster "fold" that evaluates node \p n: its inputs are the node's (constant)
+ * inputs, its outputs the node's. */
+Cluster fold_cluster(const Node &n);
+
 }  // namespace fusor

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "graph/Error.h"
@@ -72,73 +73,99 @@ bool sink_constants_into_branches(Graph &g, Node &n) {
 
 }  // namespace
 
+namespace {
+
+/** Sets output \p i of \p n to \p bytes, as an initializer. */
+void make_constant(Graph &g, const Node &n, size_t i, std::vector<uint8_t> bytes) {
+    Tensor &t = g.tensor(n.outputs[i]);
+    FUSOR_INTERNAL_ASSERT(bytes.size() == t.type.num_bytes()) << "evaluated " << t.name;
+    t.is_initializer = true;
+    t.data = std::move(bytes);
+    t.producer = -1;
+}
+
+/** Folds a Shape or Size node \p n from its input's static shape, whatever the input's data. */
+void fold_shape(Graph &g, const Node &n) {
+    const TensorType &in = g.type(n.inputs[0]);
+    std::vector<uint8_t> bytes;
+    if (n.op == OpKind::Shape) {
+        auto [start, end] = shape_range(g, n);
+        bytes.resize(8 * (end - start));
+        for (int d = start; d < end; d++) std::memcpy(bytes.data() + 8 * (d - start), &in.shape[d], 8);
+    } else {
+        int64_t count = in.num_elements();
+        bytes.resize(8);
+        std::memcpy(bytes.data(), &count, 8);
+    }
+    make_constant(g, n, 0, std::move(bytes));
+    count_event("fold-" + std::string(op_name(n.op)));
+}
+
+/** Whether \p n, whose inputs are all constants, folds: no output holds more than
+ * max(\p max_elements, its largest input's elements). */
+bool small_enough(const Graph &g, const Node &n, int64_t max_elements) {
+    int64_t largest_input = 0;
+    for (TensorId t : n.inputs) {
+        if (t != kNoTensor) largest_input = std::max(largest_input, g.type(t).num_elements());
+    }
+    int64_t cap = std::max(max_elements, largest_input);
+    return std::all_of(n.outputs.begin(), n.outputs.end(), [&](TensorId t) { return g.type(t).num_elements() <= cap; });
+}
+
+}  // namespace
+
 bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_elements) {
     std::set<NodeId> folded;
     std::set<TensorId> made_constant;
+    std::map<NodeId, long> inferred_with;  // per node: its inputs folded when it was last re-inferred
     std::vector<NodeId> taken_ifs;  // If nodes with a constant condition: inlined after the scan
-    for (const Node &n : g.nodes) {
-        // a rule may check constant inputs (Gather's indices): an input folded just now is a
-        // constant of the model, and a bad one is the model's error, reported as at load
-        if (std::any_of(n.inputs.begin(), n.inputs.end(), [&](TensorId t) { return made_constant.count(t) > 0; })) {
-            infer_types(g, n);
+    for (bool more = true; more;) {
+        more = false;
+        std::vector<NodeId> wave;
+        for (const Node &n : g.nodes) {
+            if (folded.count(n.id)) continue;
+            // a rule may check constant inputs (Gather's indices): an input folded just now is a
+            // constant of the model, and a bad one is the model's error, reported as at load
+            long reads_folded = std::count_if(n.inputs.begin(), n.inputs.end(), [&](TensorId t) { return made_constant.count(t) > 0; });
+            if (reads_folded > inferred_with[n.id]) {
+                inferred_with[n.id] = reads_folded;
+                infer_types(g, n);
+            }
+            if (is_control_flow(n.op)) {
+                bool constant_cond = g.tensor(n.inputs[0]).is_initializer;
+                if (constant_cond && std::find(taken_ifs.begin(), taken_ifs.end(), n.id) == taken_ifs.end()) taken_ifs.push_back(n.id);
+                continue;  // never evaluated as a whole: its branches are folded by their own passes
+            }
+            if (n.op == OpKind::Shape || n.op == OpKind::Size) {
+                fold_shape(g, n);
+                made_constant.insert(n.outputs[0]);
+                folded.insert(n.id);
+                more = true;
+                continue;
+            }
+            bool all_constant = std::all_of(n.inputs.begin(), n.inputs.end(),
+                                            [&](TensorId t) { return t == kNoTensor || g.tensor(t).is_initializer; });
+            if (all_constant && small_enough(g, n, max_elements)) wave.push_back(n.id);
         }
-        if (is_control_flow(n.op)) {
-            if (g.tensor(n.inputs[0]).is_initializer) taken_ifs.push_back(n.id);
-            continue;  // never evaluated as a whole: its branches are folded by their own passes
+        if (wave.empty()) break;
+        for (NodeId id : wave) {
+            for (TensorId t : g.nodes[id].inputs) {
+                if (t != kNoTensor) build_data(g.tensor(t));  // folding reads the values
+            }
         }
-        bool all_constant = true;
-        int64_t largest_input = 0;
-        for (TensorId t : n.inputs) {
-            if (t == kNoTensor) continue;
-            all_constant &= g.tensor(t).is_initializer;
-            largest_input = std::max(largest_input, g.type(t).num_elements());
-        }
-        if (n.op == OpKind::Shape) {
-            // a Shape's value is its input's static shape, whatever the input's data
-            auto [start, end] = shape_range(g, n);
-            const TensorType &in = g.type(n.inputs[0]);
-            Tensor &out = g.tensor(n.outputs[0]);
-            out.data.resize(8 * (end - start));
-            for (int d = start; d < end; d++) std::memcpy(out.data.data() + 8 * (d - start), &in.shape[d], 8);
-            out.is_initializer = true;
-            out.producer = -1;
-            made_constant.insert(n.outputs[0]);
+        std::vector<std::vector<std::vector<uint8_t>>> values = eval.evaluate_all(g, wave);
+        FUSOR_INTERNAL_ASSERT(values.size() == wave.size()) << "evaluator returned " << values.size() << " nodes of " << wave.size();
+        for (size_t k = 0; k < wave.size(); k++) {
+            const Node &n = g.nodes[wave[k]];
+            FUSOR_INTERNAL_ASSERT(values[k].size() == n.outputs.size()) << "evaluator returned " << values[k].size() << " outputs for " << n.name;
+            for (size_t i = 0; i < n.outputs.size(); i++) {
+                make_constant(g, n, i, std::move(values[k][i]));
+                made_constant.insert(n.outputs[i]);
+            }
             folded.insert(n.id);
-            count_event("fold-Shape");
-            continue;
+            count_event("fold-" + std::string(op_name(n.op)));
         }
-        if (n.op == OpKind::Size) {
-            // so is a Size's
-            int64_t count = g.type(n.inputs[0]).num_elements();
-            Tensor &out = g.tensor(n.outputs[0]);
-            out.data.resize(8);
-            std::memcpy(out.data.data(), &count, 8);
-            out.is_initializer = true;
-            out.producer = -1;
-            made_constant.insert(n.outputs[0]);
-            folded.insert(n.id);
-            count_event("fold-Size");
-            continue;
-        }
-        if (!all_constant) continue;
-        int64_t cap = std::max(max_elements, largest_input);
-        bool small = std::all_of(n.outputs.begin(), n.outputs.end(), [&](TensorId t) { return g.type(t).num_elements() <= cap; });
-        if (!small) continue;
-        for (TensorId t : n.inputs) {
-            if (t != kNoTensor) build_data(g.tensor(t));  // folding reads the values
-        }
-        std::vector<std::vector<uint8_t>> values = eval.evaluate(g, n);
-        FUSOR_INTERNAL_ASSERT(values.size() == n.outputs.size()) << "evaluator returned " << values.size() << " outputs for " << n.name;
-        for (size_t i = 0; i < n.outputs.size(); i++) {
-            Tensor &t = g.tensor(n.outputs[i]);
-            FUSOR_INTERNAL_ASSERT(values[i].size() == t.type.num_bytes()) << "evaluated " << t.name;
-            t.is_initializer = true;
-            t.data = std::move(values[i]);
-            t.producer = -1;
-            made_constant.insert(n.outputs[i]);
-        }
-        folded.insert(n.id);
-        count_event("fold-" + std::string(op_name(n.op)));
+        more = true;
     }
     bool sunk = false;
     for (Node &n : g.nodes) {

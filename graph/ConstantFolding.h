@@ -18,10 +18,18 @@ public:
     /** The outputs of node \p n of \p g, whose inputs are all initializers (or omitted), as raw
      * bytes of each output's type, in output order. */
     virtual std::vector<std::vector<uint8_t>> evaluate(const Graph &g, const Node &n) const = 0;
+    /** evaluate() of each of \p nodes, which read no output of each other: one batch, so an
+     * evaluator may compile them together. */
+    virtual std::vector<std::vector<std::vector<uint8_t>>> evaluate_all(const Graph &g, const std::vector<NodeId> &nodes) const {
+        std::vector<std::vector<std::vector<uint8_t>>> out;
+        for (NodeId n : nodes) out.push_back(evaluate(g, g.nodes[n]));
+        return out;
+    }
 };
 
 /** Replaces each node whose inputs are all constants by constants holding its outputs, in
- * topological order, so whole constant subgraphs fold (shape arithmetic, weight preprocessing,
+ * waves (every node whose inputs are constant now, evaluated in one evaluate_all; then those
+ * that read them), so whole constant subgraphs fold (shape arithmetic, weight preprocessing,
  * constants that would otherwise be recomputed inside a fused block). A node is left alone when
  * an output would hold more than max(\p max_elements, its largest input's elements): folding
  * never makes the model much larger. An If whose condition is constant is replaced by the nodes

@@ -163,6 +163,23 @@ std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const T
     return k;
 }
 
+void run_kernel_with(Kernel &k, std::vector<Buffer<>> &params, std::vector<Buffer<>> &prepared, Realization &outputs,
+                     const Target &target) {
+    FUSOR_INTERNAL_ASSERT(params.size() == k.lowered.params.size() && prepared.size() == k.lowered.prepared.size())
+        << "arguments of kernel " << k.lowered.name;
+    if (k.entry) {
+        std::vector<halide_buffer_t *> args;
+        for (Buffer<> &b : params) args.push_back(b.raw_buffer());
+        for (Buffer<> &b : prepared) args.push_back(b.raw_buffer());
+        for (size_t i = 0; i < outputs.size(); i++) args.push_back(outputs[i].raw_buffer());
+        call_cached_kernel(k.entry, args.data(), args.size());
+        return;
+    }
+    for (size_t i = 0; i < params.size(); i++) k.lowered.params[i].set(params[i]);
+    for (size_t i = 0; i < prepared.size(); i++) k.lowered.prepared[i].buffer.set(prepared[i]);
+    k.lowered.pipeline.realize(outputs, target);
+}
+
 size_t kernel_cache_size() {
     std::lock_guard<std::mutex> lock(kernel_cache().mu);
     return kernel_cache().kernels.size();

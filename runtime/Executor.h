@@ -72,6 +72,12 @@ std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const H
  * (one shared object per call) where it serves them and \p use_cache, JIT-compiled otherwise. */
 void compile_kernels(const std::vector<std::shared_ptr<Kernel>> &kernels, const Halide::Target &target, bool use_cache = true);
 
+/** Runs \p k once: its params bound to \p params (LoweredCluster::params order), its prepared
+ * stages to \p prepared, its outputs written to \p outputs; through its cached entry or its JIT
+ * pipeline. For a kernel outside an executor (the constant folder's). */
+void run_kernel_with(Kernel &k, std::vector<Halide::Buffer<>> &params, std::vector<Halide::Buffer<>> &prepared,
+                     Halide::Realization &outputs, const Halide::Target &target);
+
 /** prepare_kernel, then compile_kernels of that one. */
 std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Halide::Target &target,
                                        const std::string &schedule = "");

@@ -1,11 +1,11 @@
 #include "runtime/Session.h"
 
-#include "generators/ConstantEvaluator.h"
 #include "generators/HostTarget.h"
 #include "generators/Lowering.h"
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
 #include "graph/LayoutTransform.h"
+#include "runtime/ConstantFolder.h"
 
 namespace fusor {
 
@@ -13,10 +13,10 @@ Graph load_optimized_model(const std::string &path, const SessionOptions &o, std
                            InitializerData data) {
     std::optional<Layout> layout = parse_layout(o.layout);
     if (!layout) throw UserError("layout is '" + o.layout + "'; expected auto, nchw or nhwc");
-    Graph g = load_model(path, &halide_constant_evaluator(), o.shapes, data);
+    Graph g = load_model(path, &cached_constant_evaluator(), o.shapes, data);
     if (!o.optimize) return g;
     OptimizeOptions oo;
-    oo.evaluator = &halide_constant_evaluator();
+    oo.evaluator = &cached_constant_evaluator();
     oo.layout = *layout;
     std::vector<PassReport> r = optimize_graph(g, oo);
     if (reports) *reports = std::move(r);
