@@ -1,7 +1,8 @@
 #pragma once
 /** \file
- * The JIT executor: compiles a graph's clusters (fused) or nodes (unfused) to Halide pipelines
- * and runs them in order over buffers allocated once. */
+ * The executor: compiles a graph's clusters (fused) or nodes (unfused) to Halide pipelines, their
+ * code from the kernel cache (KernelCache.h) or JIT-compiled, and runs them in order over
+ * buffers allocated once. */
 
 #include <functional>
 #include <memory>
