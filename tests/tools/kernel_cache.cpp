@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/Shell.h"
+#include "support/Skip.h"
 #include "support/TempDir.h"
 
 using namespace fusor::test;
@@ -203,6 +204,27 @@ TEST_CASE("kernel cache: a folder others can write, a file for a folder or a bad
     CHECK(warning != std::string::npos);
     CHECK(r.err.find("kernel cache not used", warning + 1) == std::string::npos);  // once
     if (how != "file") CHECK(file_count(cache) == 0);
+}
+
+TEST_CASE("kernel cache: another user's folder that only they can write is used read-only: hits, and misses in memory",
+          "[tools][kernel_cache]") {
+    if (geteuid() != 0) FUSOR_SKIP("needs root, to give the cache folder to another user");
+    FilledCache f;
+    const std::string &cache = f.cache, &env = f.env;
+    // the fleet's prebuilt cache: owned by another user, writable by no one else
+    for (const fs::directory_entry &e : fs::recursive_directory_iterator(cache)) REQUIRE(lchown(e.path().c_str(), 65534, 65534) == 0);
+    REQUIRE(chown(cache.c_str(), 65534, 65534) == 0);
+    size_t files = file_count(cache);
+    nlohmann::json hit = load_counts(env);
+    CHECK(hit["mode"] == "read-only");
+    CHECK(hit["hits"].get<int>() > 0);
+    CHECK(hit["misses"] == 0);
+    CHECK(hit["uncached"] == 0);
+    nlohmann::json miss = load_counts(env, "--no-optimize");  // other kernels: compiled in memory
+    CHECK(miss["misses"] == 0);
+    CHECK(miss["uncached"].get<int>() > 0);
+    CHECK(file_count(cache) == files);  // nothing written
+    CHECK(fusor_env(env, "cache prune --max 0").status == 2);  // and nothing removed
 }
 
 TEST_CASE("kernel cache: FUSOR_CACHE=0 and --no-cache write nothing", "[tools][kernel_cache]") {
