@@ -152,7 +152,12 @@ void compile_kernels(const std::vector<std::shared_ptr<Kernel>> &kernels, const 
         todo[i]->entry = entries[i];
         if (!entries[i]) jit.push_back(todo[i]);
     }
-    for (Kernel *k : jit) jit_compile(k->lowered.pipeline, target);
+    LoadProgress progress{0, (int)jit.size(), 0};
+    for (Kernel *k : jit) {
+        jit_compile(k->lowered.pipeline, target);
+        progress.done++;
+        report_load_progress(progress);
+    }
     for (Kernel *k : todo) k->compiled = true;
     for (Kernel *k : jit) k->compiled = true;
 }

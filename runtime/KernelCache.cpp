@@ -43,6 +43,16 @@ std::mutex &cache_mutex() {
     return *mu;
 }
 
+std::function<void(const LoadProgress &)> &load_progress() {
+    static auto *f = new std::function<void(const LoadProgress &)>;
+    return *f;
+}
+
+std::mutex &load_progress_mutex() {
+    static auto *mu = new std::mutex;
+    return *mu;
+}
+
 KernelCacheStats &stats() {
     static KernelCacheStats s;
     return s;
@@ -258,8 +268,10 @@ void compile_object(const CacheJob &job, const Halide::Target &target, const std
 /** Compiles \p jobs, each into \p stage/k<key>.o, on every core: threads that share no Func,
  * Expr, Param or Buffer (each cluster is lowered on its own), so each object is what a sequential
  * compile writes. Rethrows the first failure. */
-void compile_objects(const std::vector<const CacheJob *> &jobs, const Halide::Target &target, const std::string &stage) {
+void compile_objects(const std::vector<const CacheJob *> &jobs, const Halide::Target &target, const std::string &stage,
+                     LoadProgress progress) {
     std::atomic<size_t> next{0};
+    std::mutex mu;
     std::vector<std::exception_ptr> failed(jobs.size());
     auto work = [&] {
         for (size_t i = next++; i < jobs.size(); i = next++) {
@@ -268,6 +280,9 @@ void compile_objects(const std::vector<const CacheJob *> &jobs, const Halide::Ta
             } catch (...) {
                 failed[i] = std::current_exception();
             }
+            std::lock_guard<std::mutex> lock(mu);
+            progress.done++;
+            report_load_progress(progress);
         }
     };
     size_t n = std::min<size_t>(jobs.size(), std::max(1u, std::thread::hardware_concurrency()));
@@ -296,7 +311,9 @@ std::vector<std::string> objects_for(const std::vector<CacheJob> &jobs, const Ha
             missing.push_back(&j);
         }
     }
-    compile_objects(missing, target, stage);
+    LoadProgress progress{(int)(paths.size() - missing.size()), (int)paths.size(), (int)(paths.size() - missing.size())};
+    report_load_progress(progress);
+    compile_objects(missing, target, stage, progress);
     for (const CacheJob *j : missing) store(stage + "/k" + j->key + ".o", object_path(*j));
     stats().misses += (int)missing.size();
     return paths;
@@ -423,6 +440,16 @@ void set_cached_runtime_threads(int n) {
         rt.shutdown();  // workers already awake would keep taking tasks past a lower count
         rt.set_threads(n);
     }
+}
+
+void set_load_progress(std::function<void(const LoadProgress &)> f) {
+    std::lock_guard<std::mutex> lock(load_progress_mutex());
+    load_progress() = std::move(f);
+}
+
+void report_load_progress(const LoadProgress &p) {
+    std::lock_guard<std::mutex> lock(load_progress_mutex());
+    if (load_progress()) load_progress()(p);
 }
 
 KernelCacheStats kernel_cache_stats() {

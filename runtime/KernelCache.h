@@ -27,6 +27,7 @@
  * that user can write is used read-only: hits only, no touch, misses compiled in memory. */
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,6 +94,17 @@ void call_cached_kernel(KernelEntry entry, halide_buffer_t *const *buffers, size
 
 /** Sizes the thread pool of the cached kernels' runtime, when it is loaded (set_num_threads). */
 void set_cached_runtime_threads(int n);
+
+/** Where one compile of a load stands (compile_kernels, Executor.h): kernels done of total, of
+ * which cached were loaded from the cache. */
+struct LoadProgress {
+    int done = 0, total = 0, cached = 0;
+};
+/** Sets the process's load-progress callback (the CLI's live line; unset: none). It is called
+ * from compile threads, one call at a time. */
+void set_load_progress(std::function<void(const LoadProgress &)> f);
+/** Reports \p p to the callback, if any. Thread-safe. */
+void report_load_progress(const LoadProgress &p);
 
 struct KernelCacheStats {
     int hits = 0;         ///< kernels loaded without compiling

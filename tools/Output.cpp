@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <numeric>
 #include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <fmt/core.h>
 
@@ -168,6 +169,25 @@ std::string next_args(const std::string &model, const std::vector<std::string> &
     out += " --db " + db;
     if (threads > 0) out += " --threads " + std::to_string(threads);
     return out;
+}
+
+LoadProgressLine::LoadProgressLine() : on_(isatty(2) != 0) {
+    if (!on_) return;
+    set_load_progress([this](const LoadProgress &p) {
+        if (std::chrono::steady_clock::now() - started_ < std::chrono::seconds(1)) return;
+        bool last = p.done >= p.total;  // cleared at once: the verb's own output follows
+        if (last && !shown_) return;
+        if (last) std::fprintf(stderr, "\r\033[K");
+        else std::fprintf(stderr, "\r\033[Kcompiling kernels %d/%d (%d cached)", p.done, p.total, p.cached);
+        std::fflush(stderr);
+        shown_ = !last;
+    });
+}
+
+LoadProgressLine::~LoadProgressLine() {
+    if (!on_) return;
+    set_load_progress(nullptr);
+    if (shown_) std::fprintf(stderr, "\r\033[K");
 }
 
 nlohmann::json kernel_cache_json() {

@@ -62,6 +62,21 @@ private:
     std::thread ticker_;
 };
 
+/** While alive, on a terminal: a live line on stderr once the verb has run a second, saying
+ * where the load's compile stands ("compiling kernels 37/56 (12 cached)"), cleared at the end.
+ * Off a terminal: nothing. */
+class LoadProgressLine {
+public:
+    LoadProgressLine();
+    ~LoadProgressLine();
+    LoadProgressLine(const LoadProgressLine &) = delete;
+    LoadProgressLine &operator=(const LoadProgressLine &) = delete;
+
+private:
+    std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+    bool on_ = false, shown_ = false;
+};
+
 /** The result table's lines: the model's own clusters that carry the most time (default time x
  * copies), at most \p top of them (0: every cluster, those of other plans included), then one line
  * for the rest. */

@@ -2,6 +2,7 @@
  * The `fusor` CLI: one binary, git-style verbs. Exit status: 0 success, 1 the work failed, 2 bad
  * usage or bad input (a malformed model, flag or data file). */
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <cstdio>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "graph/Error.h"
 #include "runtime/KernelCache.h"
 #include "tools/Commands.h"
+#include "tools/Output.h"
 
 namespace fusor::cli {
 
@@ -61,6 +63,11 @@ int run_cli(int argc, char **argv) {
         return 2;
     }
     try {
+        static const std::set<std::string> loading = {"inspect", "run", "bench", "compile", "conformance", "db"};
+        std::optional<LoadProgressLine> line;  // autotune draws its own progress line
+        for (const Verb &v : verbs) {
+            if (v.sub->parsed() && loading.count(v.sub->get_name())) line.emplace();
+        }
         return run_parsed(verbs);
     } catch (const UserError &e) {
         std::fprintf(stderr, "error: %s\n", e.what());

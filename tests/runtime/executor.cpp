@@ -190,3 +190,30 @@ TEST_CASE("executor: an elementwise cluster writes over the input it is the last
     // re-read overwritten inputs, so the planner keeps the buffers apart
     CHECK(in_place_slots_and_compare(chain_with_cols(70)) == 0);
 }
+
+TEST_CASE("load progress: a load's compile reports each kernel done, up to its total, and none that was already loaded",
+          "[runtime][kernel_cache]") {
+    // shapes no other test uses, so this process has compiled none of its kernels yet
+    Graph g = parse_graph_json(R"({"format_version": 1, "name": "progress",
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [3, 37]}], "outputs": ["z"],
+        "nodes": [{"name": "e", "op": "Exp", "inputs": ["x"], "outputs": ["y"]},
+                  {"name": "r", "op": "Relu", "inputs": ["y"], "outputs": ["z"]}]})",
+                               "progress.json");
+    std::vector<LoadProgress> seen;
+    set_load_progress([&](const LoadProgress &p) { seen.push_back(p); });
+    ExecutorOptions o;
+    o.mode = ExecMode::Unfused;  // two kernels
+    Executor first(g, o);
+    Executor again(g, o);  // the same kernels: nothing to compile, nothing reported
+    set_load_progress(nullptr);
+    REQUIRE_FALSE(seen.empty());
+    CHECK(seen.back().done == seen.back().total);
+    CHECK(seen.back().total == 2);
+    for (size_t i = 0; i < seen.size(); i++) {
+        CHECK(seen[i].done <= seen[i].total);
+        CHECK(seen[i].cached <= seen[i].done);
+        if (i) CHECK(seen[i].done >= seen[i - 1].done);
+    }
+    KernelCacheStats s = kernel_cache_stats();
+    if (kernel_cache_config().mode == CacheMode::ReadWrite) CHECK(s.misses + s.hits >= 2);
+}
