@@ -74,17 +74,11 @@ Timing time_runs(const std::function<void()> &fn, int warmup, int repeats) {
 
 Timing time_while(const std::function<void()> &fn, int warmup, const std::function<bool(const std::vector<double> &)> &more) {
     for (int w = 0; w < warmup; w++) {
-        auto t0 = std::chrono::steady_clock::now();
-        fn();
-        std::vector<double> first = {std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()};
+        std::vector<double> first = {ms_of(fn, 1)};
         if (w == 0 && !more(first)) return summarize(first);  // hopeless on its first run
     }
     std::vector<double> samples;
-    while (more(samples)) {
-        auto t0 = std::chrono::steady_clock::now();
-        fn();
-        samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
+    while (more(samples)) samples.push_back(ms_of(fn, 1));
     return summarize(samples);
 }
 

@@ -12,7 +12,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <dlfcn.h>
@@ -130,8 +129,13 @@ void warn_once(const std::string &why) {
     std::fprintf(stderr, "fusor: kernel cache not used: %s; kernels compile in memory\n", why.c_str());
 }
 
+/** What every key and sidecar starts with: the entry format, the Halide version, the build id. */
+std::string versions() {
+    return std::string(kFormat) + "\n" + FUSOR_HALIDE_VERSION + "\n" + kFusorBuildId + "\n";
+}
+
 std::string sum_text(const std::string &bytes) {
-    return std::string(kFormat) + "\n" + FUSOR_HALIDE_VERSION + "\n" + kFusorBuildId + "\n" + content_hash(bytes) + "\n";
+    return versions() + content_hash(bytes) + "\n";
 }
 
 /** Whether \p path is an entry that may be loaded: a regular file (no symlink) of the folder's
@@ -247,7 +251,7 @@ Runtime &runtime_for(const Halide::Target &target) {
     auto it = runtimes().find(t.to_string());
     if (it != runtimes().end()) return it->second;
     Runtime rt;
-    rt.key = content_hash(std::string(kFormat) + "\nruntime\n" + FUSOR_HALIDE_VERSION + "\n" + kFusorBuildId + "\n" + t.to_string());
+    rt.key = content_hash(versions() + "runtime\n" + t.to_string());
     rt.path = config().dir + "/runtime/fusor_rt_" + rt.key + ".so";
     ensure_runtime_file(rt, t);
     open_runtime(rt);
@@ -397,8 +401,7 @@ std::optional<uint64_t> parse_cache_size(const std::string &text) {
 
 std::string kernel_cache_key(const std::string &canonical, const std::string &schedule, const Halide::Target &target,
                              const std::string &options) {
-    std::string text = std::string(kFormat) + "\n" + FUSOR_HALIDE_VERSION + "\n" + kFusorBuildId + "\n" + target.to_string() + "\n" +
-                       options + "\n";
+    std::string text = versions() + target.to_string() + "\n" + options + "\n";
     for (const char *name : kCodeEnv) text += std::string(name) + "=" + env_or_empty(name) + "\n";
     return content_hash(text + canonical + "\n" + schedule);
 }

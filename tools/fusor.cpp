@@ -18,18 +18,23 @@ namespace fusor::cli {
 
 namespace {
 
+/** Whether \p v loads models (db: its assemble), so it compiles kernels. */
+bool loads_models(const Verb &v) {
+    static const std::set<std::string> loading = {"inspect", "run", "bench", "autotune", "compile", "conformance", "db"};
+    return loading.count(v.sub->get_name()) > 0;
+}
+
 /** Registers every verb on \p app. */
 std::vector<Verb> add_verbs(CLI::App &app, const CliHooks &hooks) {
     app.require_subcommand(1);
     std::vector<Verb> verbs = {add_inspect(app, hooks), add_run(app), add_bench(app, hooks), add_optimize(app), add_ops(app), add_db(app),
                                add_autotune(app, hooks), add_compile(app, hooks), add_worker(app), add_conformance(app), add_cache(app)};
     // the verbs that load models: their kernels come from the kernel cache unless told otherwise
-    static const std::set<std::string> loading = {"inspect", "run", "bench", "autotune", "compile", "conformance"};
     auto no_cache = [](CLI::App *cmd) {
         cmd->add_flag_callback("--no-cache", disable_kernel_cache, "compile every kernel in memory: neither read nor fill the kernel cache");
     };
     for (const Verb &v : verbs) {
-        if (loading.count(v.sub->get_name())) no_cache(v.sub);
+        if (loads_models(v) && v.sub->get_name() != "db") no_cache(v.sub);
         if (v.sub->get_name() == "db") no_cache(v.sub->get_subcommand("assemble"));
     }
     return verbs;
@@ -63,10 +68,9 @@ int run_cli(int argc, char **argv) {
         return 2;
     }
     try {
-        static const std::set<std::string> loading = {"inspect", "run", "bench", "compile", "conformance", "db"};
         std::optional<LoadProgressLine> line;  // autotune draws its own progress line
         for (const Verb &v : verbs) {
-            if (v.sub->parsed() && loading.count(v.sub->get_name())) line.emplace();
+            if (v.sub->parsed() && loads_models(v) && v.sub->get_name() != "autotune") line.emplace();
         }
         return run_parsed(verbs);
     } catch (const UserError &e) {
