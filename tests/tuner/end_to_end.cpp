@@ -4,6 +4,9 @@
 // what run --db applies, and only at the threads and on the machine it was timed for.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include <string>
 
 #include "generators/ApplySchedule.h"
@@ -143,13 +146,13 @@ TEST_CASE("end to end: time_against stops once the ratio's interval is tight, an
     EndToEndOptions o;
     o.min_rounds = 3;
     o.max_rounds = 12;
-    volatile double sink = 0;
-    auto work = [&sink](int n) {
-        for (int i = 0; i < n; i++) sink = sink + i * 0.5;
-    };
-    ModelTiming t = time_against([&] { work(200000); }, [&] { work(400000); }, o);
+    // sleeps, not arithmetic: their lengths hold on a machine busy with other tests (a sleep only
+    // overshoots, by far less than the 3 ms between them)
+    auto sleep_ms = [](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+    ModelTiming t = time_against([&] { sleep_ms(1); }, [&] { sleep_ms(4); }, o);
     CHECK(t.rounds >= 3);
     CHECK(t.rounds <= 12);
-    CHECK(t.tuned_ms > 1.3 * t.default_ms);  // twice the work
+    CHECK(t.default_ms >= 1);
+    CHECK(t.tuned_ms > 1.3 * t.default_ms);  // four times as long
     CHECK(t.gain() < 0.8);
 }
