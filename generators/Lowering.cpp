@@ -369,6 +369,7 @@ std::map<std::string, JITExtern> &jit_externs() {
 }
 
 std::atomic<bool> g_test_fault_armed{false};
+std::atomic<uint64_t> g_jit_compiles{0};
 
 }  // namespace
 
@@ -385,7 +386,12 @@ void add_jit_extern(const std::string &name, const JITExtern &fn) {
 }
 
 void prepare_jit(Pipeline &p) {
+    g_jit_compiles++;
     if (!jit_externs().empty()) p.set_jit_externs(jit_externs());
+}
+
+uint64_t jit_compiles() {
+    return g_jit_compiles;
 }
 
 bool has_jit_externs() {

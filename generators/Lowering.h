@@ -72,6 +72,11 @@ struct PreparedStage {
      * its params, in LoweredCluster::params order, are inputs. */
     Halide::Pipeline pipeline;
     std::vector<Halide::ImageParam> inputs;
+    std::vector<size_t> reads;  ///< the inputs the pipeline reads, in its argument order
+    /** Set when the pipeline's code came from the kernel cache (runtime/Executor.h): called with
+     * the buffers of `reads`, then the output. Unset: the pipeline is JIT-compiled on first use. */
+    std::function<void(halide_buffer_t *const *args, size_t count)> compiled;
+    bool jit_prepared = false;  ///< prepare_jit ran for the pipeline
 };
 
 /** A prepared buffer's extents (Halide order) for a stage of \p extents stored in panels of
@@ -212,6 +217,9 @@ using LowerFn = std::vector<Halide::Func> (*)(LowerContext &ctx);
 /** Registers the extern functions lowered code may call (those added by add_jit_extern) with a
  * pipeline about to be JIT-compiled. Every place that JIT-compiles a lowered pipeline calls it. */
 void prepare_jit(Halide::Pipeline &p);
+/** Pipelines prepared for a JIT compile in this process so far (prepare_jit calls): what a load
+ * compiled outside the kernel cache. */
+uint64_t jit_compiles();
 /** Whether extern functions were registered (test ops): lowered code may then call functions that
  * only this process defines, so it is JIT-compiled, never cached (runtime/KernelCache.h). */
 bool has_jit_externs();

@@ -1,5 +1,6 @@
 #include "generators/Prepack.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -65,22 +66,35 @@ void add_prepare_pipelines(const Graph &g, const Cluster &c, const std::string &
         }
         if (p.extents[0] >= 8) out.vectorize(args[0], 8);
         p.pipeline = Pipeline(out);
-        prepare_jit(p.pipeline);  // once: realize_prepared JIT-compiles it on first use
         p.inputs = fresh.params;
+        p.reads.clear();
+        for (const Argument &a : p.pipeline.infer_arguments()) {
+            auto it = std::find_if(p.inputs.begin(), p.inputs.end(), [&](const ImageParam &in) { return in.name() == a.name; });
+            FUSOR_INTERNAL_ASSERT(it != p.inputs.end()) << "prepared stage " << p.stage << " reads " << a.name << ", not a param";
+            p.reads.push_back(size_t(it - p.inputs.begin()));
+        }
     }
 }
 
 Halide::Buffer<> realize_prepared(PreparedStage &p, const std::vector<Halide::Buffer<>> &params) {
     FUSOR_INTERNAL_ASSERT(params.size() == p.inputs.size()) << "params of prepared stage " << p.stage;
+    std::vector<int> sizes(p.extents.begin(), p.extents.end());
+    Buffer<> out(p.buffer.type(), sizes);
+    g_prepared_runs++;
+    if (p.compiled) {
+        std::vector<halide_buffer_t *> args;
+        for (size_t i : p.reads) args.push_back(const_cast<Buffer<> &>(params.at(i)).raw_buffer());
+        args.push_back(out.raw_buffer());
+        p.compiled(args.data(), args.size());
+        return out;
+    }
     std::lock_guard<std::mutex> lock(prepare_mutex());
     ParamMap map;
     for (size_t i = 0; i < params.size(); i++) {
         if (params[i].defined()) map.set(p.inputs[i], params[i]);
     }
-    std::vector<int> sizes(p.extents.begin(), p.extents.end());
-    Buffer<> out(p.buffer.type(), sizes);
+    if (!p.jit_prepared) prepare_jit(p.pipeline), p.jit_prepared = true;  // compiled by this first realize
     p.pipeline.realize(out, host_target(), map);
-    g_prepared_runs++;
     return out;
 }
 

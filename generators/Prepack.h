@@ -37,9 +37,10 @@ void lower_prepacked(const Graph &g, const Cluster &c, const std::string &prefix
 void add_prepare_pipelines(const Graph &g, const Cluster &c, const std::string &prefix, LoweredCluster &lc);
 
 /** Runs \p p's pipeline over the cluster's param buffers \p params (LoweredCluster::params order;
- * buffers of run-time inputs may be undefined: a prepare pipeline reads constants only), JIT-
- * compiling it on first use for this machine's CPU (host_target(): also for a GPU or a cross
- * target, since the result is data). Returns the new prepared buffer, on the host. Thread-safe. */
+ * buffers of run-time inputs may be undefined: a prepare pipeline reads constants only): through
+ * PreparedStage::compiled when set, else JIT-compiling it on first use for this machine's CPU
+ * (host_target(): also for a GPU or a cross target, since the result is data). Returns the new
+ * prepared buffer, on the host. Thread-safe. */
 Halide::Buffer<> realize_prepared(PreparedStage &p, const std::vector<Halide::Buffer<>> &params);
 
 /** Calls of realize_prepared so far in this process: the tests' hook to see that weights are

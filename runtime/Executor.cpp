@@ -42,7 +42,23 @@ KernelCache &kernel_cache() {
     return *c;
 }
 
+/** The params of \p lc its pipeline reads (Kernel::param_reads). */
+std::vector<size_t> param_reads(LoweredCluster &lc) {
+    std::set<std::string> args;
+    for (const Argument &a : lc.pipeline.infer_arguments()) args.insert(a.name);
+    std::vector<size_t> reads;
+    for (size_t i = 0; i < lc.params.size(); i++) {
+        if (args.count(lc.params[i].name())) reads.push_back(i);
+    }
+    return reads;
+}
+
 }  // namespace
+
+Buffer<> view_of(const TensorType &type, void *host) {
+    std::vector<int> sizes(type.shape.rbegin(), type.shape.rend());
+    return Buffer<>(halide_type(type.dtype), host, sizes);
+}
 
 Buffer<> make_buffer(const TensorType &type) {
     std::vector<int> sizes(type.shape.rbegin(), type.shape.rend());
@@ -102,6 +118,7 @@ std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const T
     k->schedule = std::move(sc.schedule);
     k->tuned = sc.tuned;
     k->fallback_reason = std::move(sc.fallback_reason);
+    k->param_reads = param_reads(k->lowered);
     if (const char *dir = getenv("FUSOR_DUMP_STMT")) {
         // developer aid: the lowered loop nest of every kernel prepared, one file per kernel
         std::string path = std::string(dir) + "/" + c.name + "_" + std::to_string(std::hash<std::string>()(key) % 100000) + ".stmt";
@@ -122,12 +139,42 @@ namespace {
 std::optional<CacheJob> cache_job(Kernel &k) {
     CacheJob job{k.cache_key, k.lowered.pipeline, {}};
     std::set<std::string> names;
-    for (const ImageParam &p : k.lowered.params) job.args.push_back(p), names.insert(p.name());
+    for (size_t i : k.param_reads) job.args.push_back(k.lowered.params[i]), names.insert(k.lowered.params[i].name());
     for (const PreparedStage &p : k.lowered.prepared) job.args.push_back(p.buffer), names.insert(p.buffer.name());
     for (const Argument &a : k.lowered.pipeline.infer_arguments()) {
         if (!names.count(a.name)) return std::nullopt;
     }
     return job;
+}
+
+/** The prepare pipeline \p p of kernel \p k as a kernel cache job, for this machine's CPU
+ * (realize_prepared runs it there whatever the kernel's target). */
+CacheJob prepare_job(const Kernel &k, const PreparedStage &p) {
+    CacheJob job{kernel_cache_key(k.cache_key, "prepare " + p.stage, host_target()), p.pipeline, {}};
+    for (size_t i : p.reads) job.args.push_back(p.inputs[i]);
+    return job;
+}
+
+/** Serves \p jobs from the kernel cache, for \p target; the prepared stages \p stages (their
+ * jobs in \p prepare_jobs) for the host in the same shared object when \p target is the host.
+ * Returns the entries of \p jobs; sets PreparedStage::compiled of those stages served. */
+std::vector<KernelEntry> load_with_prepares(std::vector<CacheJob> jobs, const Target &target, std::vector<CacheJob> prepare_jobs,
+                                            const std::vector<PreparedStage *> &stages) {
+    size_t n = jobs.size();
+    std::vector<KernelEntry> entries, prepared;
+    if (target == host_target()) {
+        jobs.insert(jobs.end(), prepare_jobs.begin(), prepare_jobs.end());
+        entries = load_cached_kernels(jobs, target);
+        prepared.assign(entries.begin() + (long)n, entries.end());
+        entries.resize(n);
+    } else {
+        entries = load_cached_kernels(jobs, target);
+        prepared = load_cached_kernels(prepare_jobs, host_target());
+    }
+    for (size_t i = 0; i < stages.size(); i++) {
+        if (KernelEntry e = prepared[i]) stages[i]->compiled = [e](halide_buffer_t *const *args, size_t count) { call_cached_kernel(e, args, count); };
+    }
+    return entries;
 }
 
 }  // namespace
@@ -136,7 +183,8 @@ void compile_kernels(const std::vector<std::shared_ptr<Kernel>> &kernels, const 
     static std::mutex *compiling = new std::mutex;
     std::lock_guard<std::mutex> lock(*compiling);
     std::vector<Kernel *> todo, jit;
-    std::vector<CacheJob> jobs;
+    std::vector<CacheJob> jobs, prepare_jobs;
+    std::vector<PreparedStage *> stages;
     std::set<Kernel *> seen;
     for (const std::shared_ptr<Kernel> &k : kernels) {
         if (!k || k->compiled || !seen.insert(k.get()).second) continue;
@@ -146,8 +194,11 @@ void compile_kernels(const std::vector<std::shared_ptr<Kernel>> &kernels, const 
         } else {
             jit.push_back(k.get());
         }
+        for (PreparedStage &p : k->lowered.prepared) {
+            if (use_cache) prepare_jobs.push_back(prepare_job(*k, p)), stages.push_back(&p);
+        }
     }
-    std::vector<KernelEntry> entries = load_cached_kernels(jobs, target);
+    std::vector<KernelEntry> entries = load_with_prepares(std::move(jobs), target, std::move(prepare_jobs), stages);
     for (size_t i = 0; i < todo.size(); i++) {
         todo[i]->entry = entries[i];
         if (!entries[i]) jit.push_back(todo[i]);
@@ -174,13 +225,13 @@ void run_kernel_with(Kernel &k, std::vector<Buffer<>> &params, std::vector<Buffe
         << "arguments of kernel " << k.lowered.name;
     if (k.entry) {
         std::vector<halide_buffer_t *> args;
-        for (Buffer<> &b : params) args.push_back(b.raw_buffer());
+        for (size_t i : k.param_reads) args.push_back(params[i].raw_buffer());
         for (Buffer<> &b : prepared) args.push_back(b.raw_buffer());
         for (size_t i = 0; i < outputs.size(); i++) args.push_back(outputs[i].raw_buffer());
         call_cached_kernel(k.entry, args.data(), args.size());
         return;
     }
-    for (size_t i = 0; i < params.size(); i++) k.lowered.params[i].set(params[i]);
+    for (size_t i : k.param_reads) k.lowered.params[i].set(params[i]);
     for (size_t i = 0; i < prepared.size(); i++) k.lowered.prepared[i].buffer.set(prepared[i]);
     k.lowered.pipeline.realize(outputs, target);
 }
@@ -205,8 +256,8 @@ Executor::~Executor() = default;
 Executor::Executor(Executor &&) noexcept = default;
 Executor &Executor::operator=(Executor &&) noexcept = default;
 
-Executor::Executor(const Graph &g, const ExecutorOptions &options)
-    : g_(g), options_(options) {
+Executor::Executor(Graph g, const ExecutorOptions &options)
+    : g_(std::move(g)), options_(options) {
     target_ = parse_target(options.target);
     // the budget ptxas checks and autotune tune with, unless the environment sets another
     if (target_.has_feature(Halide::Target::CUDA)) set_cuda_jit_max_registers(kDefaultGpuMaxRegisters, false);
@@ -227,8 +278,7 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         const Tensor &t = g_.tensors[i];
         if (!t.is_initializer) continue;
         FUSOR_INTERNAL_ASSERT(!t.deferred) << "initializer '" << t.name << "' was loaded without its data";
-        buffers_[i] = make_buffer(t.type);
-        if (!t.data.empty()) std::memcpy(buffers_[i].data(), t.data.data(), t.data.size());
+        buffers_[i] = t.data.empty() ? make_buffer(t.type) : view_of(t.type, const_cast<uint8_t *>(t.data.data()));
     }
     for (const Cluster &c : g_.clusters) {
         const Node &first = g_.nodes[c.nodes[0]];
@@ -264,12 +314,11 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
         }
         FUSOR_INTERNAL_ASSERT(params.size() == kernels_.back()->lowered.params.size()) << "kernel params of " << c.name;
         param_tensors_.push_back(params);
-        std::vector<Buffer<>> param_buffers;
-        for (TensorId t : params) param_buffers.push_back(g_.tensor(t).is_initializer ? buffers_[t] : Buffer<>());
         prepared_.emplace_back();
-        for (PreparedStage &p : kernels_.back()->lowered.prepared) prepared_.back().push_back(realize_prepared(p, param_buffers));
     }
     compile_kernels(kernels_, target_, options.kernel_cache);
+    prepare_constants();
+    release_packed_weights();
     // Intermediates live in one arena planned by liveness (graph/MemoryPlanning.h). An elementwise
     // cluster may write over an input that dies there only when its kernel has no overlapping
     // tails: Halide's ShiftInwards recomputes the last vector or tile of a loop, which would read
@@ -291,8 +340,7 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
                 buffers_[t] = make_buffer(type);
                 continue;
             }
-            std::vector<int> sizes(type.shape.rbegin(), type.shape.rend());
-            buffers_[t] = Buffer<>(halide_type(type.dtype), base + slot->offset, sizes);
+            buffers_[t] = view_of(type, base + slot->offset);
         }
     }
     for (const Cluster &c : g_.clusters) {
@@ -303,6 +351,54 @@ Executor::Executor(const Graph &g, const ExecutorOptions &options)
     bind_cached_args();
 }
 
+void Executor::prepare_constants() {
+    for (size_t k = 0; k < kernels_.size(); k++) {
+        if (!kernels_[k]) continue;
+        std::vector<Buffer<>> params;
+        for (TensorId t : param_tensors_[k]) params.push_back(g_.tensor(t).is_initializer ? buffers_[t] : Buffer<>());
+        for (PreparedStage &p : kernels_[k]->lowered.prepared) prepared_[k].push_back(realize_prepared(p, params));
+    }
+}
+
+void Executor::release_packed_weights() {
+    std::vector<bool> read(g_.tensors.size()), packed(g_.tensors.size());
+    for (TensorId t : g_.outputs) read[t] = true;
+    for (size_t k = 0; k < kernels_.size(); k++) {
+        if (const IfStep *s = if_steps_[k].get()) {
+            read[s->cond] = true;
+            for (TensorId t : s->inputs) read[t] = true;
+            continue;
+        }
+        for (size_t i : kernels_[k]->param_reads) read[param_tensors_[k][i]] = true;
+        if (!prepared_[k].empty()) {
+            for (TensorId t : param_tensors_[k]) packed[t] = true;
+        }
+    }
+    for (size_t t = 0; t < g_.tensors.size(); t++) {
+        Tensor &w = g_.tensors[t];
+        if (!w.is_initializer || read[t] || !packed[t]) continue;
+        released_bytes_ += w.data.size();
+        std::vector<uint8_t>().swap(w.data);
+        buffers_[t] = Buffer<>();
+    }
+}
+
+Executor::WeightBytes Executor::weight_bytes() const {
+    WeightBytes w;
+    w.released = released_bytes_;
+    for (size_t t = 0; t < g_.tensors.size(); t++) {
+        const Tensor &x = g_.tensors[t];
+        if (!x.is_initializer) continue;
+        w.loaded += x.data.size();
+        const Buffer<> &b = buffers_[t];
+        if (b.defined() && (const void *)b.data() != (const void *)x.data.data()) w.loaded += b.size_in_bytes();
+    }
+    for (const std::vector<Buffer<>> &bs : prepared_) {
+        for (const Buffer<> &b : bs) w.packed += b.size_in_bytes();
+    }
+    return w;
+}
+
 /** Every copy of a Halide::Buffer shares its halide_buffer_t, so these stay valid when a buffer
  * is rebound (bind) or the executor moves. */
 void Executor::bind_cached_args() {
@@ -310,7 +406,7 @@ void Executor::bind_cached_args() {
     for (size_t k = 0; k < kernels_.size(); k++) {
         if (!kernels_[k] || !kernels_[k]->entry) continue;
         std::vector<halide_buffer_t *> &args = cached_args_[k];
-        for (TensorId t : param_tensors_[k]) args.push_back(buffers_[t].raw_buffer());
+        for (size_t i : kernels_[k]->param_reads) args.push_back(buffers_[param_tensors_[k][i]].raw_buffer());
         for (Buffer<> &b : prepared_[k]) args.push_back(b.raw_buffer());
         for (size_t i = 0; i < realizations_[k].size(); i++) args.push_back(realizations_[k][i].raw_buffer());
     }
@@ -398,9 +494,7 @@ void Executor::run_kernel(size_t k) {
         return;
     }
     // Kernels may be shared with other executors: bind this executor's buffers on every call.
-    for (size_t i = 0; i < kn.lowered.params.size(); i++) {
-        kn.lowered.params[i].set(buffers_[param_tensors_[k][i]]);
-    }
+    for (size_t i : kn.param_reads) kn.lowered.params[i].set(buffers_[param_tensors_[k][i]]);
     for (size_t i = 0; i < kn.lowered.prepared.size(); i++) kn.lowered.prepared[i].buffer.set(prepared_[k][i]);
     kn.lowered.pipeline.realize(realizations_[k], target_);
 }

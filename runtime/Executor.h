@@ -60,6 +60,9 @@ struct Kernel {
     std::string fallback_reason;  ///< why a stored schedule was not used; empty otherwise
     bool compiled = false;        ///< compile_kernels ran for it
     KernelEntry entry = nullptr;  ///< from the kernel cache; null: lowered.pipeline is JIT-compiled
+    /** The params (LoweredCluster::params indexes, ascending) the pipeline reads: a
+     * param read only through a prepared stage is not among them. */
+    std::vector<size_t> param_reads;
 };
 
 /** The kernel of cluster \p c of \p g, lowered and scheduled (not compiled unless this process
@@ -105,9 +108,10 @@ void set_num_threads(int n);
  * is one of its inputs or repeats another output is copied instead). */
 class Executor {
 public:
-    /** Clusters a copy of \p g (singletons in Unfused mode), lowers, schedules and compiles every
-     * cluster. Throws UserError for ops or attributes the lowering does not support. */
-    Executor(const Graph &g, const ExecutorOptions &options = {});
+    /** Clusters \p g (singletons in Unfused mode), lowers, schedules and compiles every cluster.
+     * Its weights are read in place, never copied; a weight that only prepack pipelines read is
+     * released once packed. Throws UserError for ops or attributes the lowering does not support. */
+    Executor(Graph g, const ExecutorOptions &options = {});
     ~Executor();
     Executor(Executor &&) noexcept;
     Executor &operator=(Executor &&) noexcept;
@@ -165,6 +169,13 @@ public:
     /** Kernel launches and intermediate traffic under the schedules applied. */
     TrafficReport traffic() const;
 
+    /** The bytes of constant weights this executor holds: as loaded (every copy counted), as
+     * packed (prepared buffers), and as loaded but released once packed. */
+    struct WeightBytes {
+        uint64_t loaded = 0, packed = 0, released = 0;
+    };
+    WeightBytes weight_bytes() const;
+
 private:
     struct IfStep;
     void run_if(IfStep &step);
@@ -178,6 +189,12 @@ private:
     std::vector<void *> own_host_;           ///< by TensorId: the host pointer allocated here (for unbinding)
     void bind(TensorId t, const char *role, void *host, size_t bytes);
     void bind_cached_args();
+    /** Fills prepared_ from this executor's weights, once the kernels are compiled (their prepare
+     * pipelines come from the kernel cache with them). */
+    void prepare_constants();
+    /** Releases the weights that only prepare pipelines read (WeightBytes::released). */
+    void release_packed_weights();
+    uint64_t released_bytes_ = 0;
     MemoryPlan plan_;                        ///< where each intermediate lives in arena_
     std::vector<uint8_t> arena_;             ///< every intermediate; graph inputs/outputs have their own
     std::vector<Halide::Realization> realizations_;  ///< per kernel, over its output buffers
@@ -199,5 +216,7 @@ void set_random_inputs(Executor &ex, uint64_t seed);
 /** A Halide buffer of \p type's shape (Halide dim order), dense, zeroed. Throws std::bad_alloc
  * when the allocation fails. */
 Halide::Buffer<> make_buffer(const TensorType &type);
+/** A Halide buffer of \p type's shape over \p host's bytes (dense), which it does not own. */
+Halide::Buffer<> view_of(const TensorType &type, void *host);
 
 }  // namespace fusor

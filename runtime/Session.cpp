@@ -55,8 +55,8 @@ ExecutorOptions executor_options(const SessionOptions &o) {
 Session::Session(const std::string &model_path, const SessionOptions &options)
     : Session(load_optimized_model(model_path, options), options) {}
 
-Session::Session(const Graph &graph, const SessionOptions &options)
-    : options_(options), ex_(std::make_unique<Executor>(graph, executor_options(options))) {}
+Session::Session(Graph graph, const SessionOptions &options)
+    : options_(options), ex_(std::make_unique<Executor>(std::move(graph), executor_options(options))) {}
 
 const Graph &Session::graph() const {
     return ex_->graph();

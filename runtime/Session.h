@@ -68,7 +68,7 @@ public:
     /** Loads \p model_path (load_optimized_model) and compiles it. */
     explicit Session(const std::string &model_path, const SessionOptions &options = {});
     /** Compiles an already loaded graph (no load, no rewrite passes). */
-    explicit Session(const Graph &graph, const SessionOptions &options = {});
+    explicit Session(Graph graph, const SessionOptions &options = {});
 
     size_t num_inputs() const;
     size_t num_outputs() const;

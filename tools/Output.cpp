@@ -9,6 +9,7 @@
 
 #include <fmt/core.h>
 
+#include "generators/Lowering.h"
 #include "runtime/KernelCache.h"
 
 namespace fusor::cli {
@@ -194,8 +195,8 @@ nlohmann::json kernel_cache_json() {
     const KernelCacheConfig &c = kernel_cache_config();
     KernelCacheStats s = kernel_cache_stats();
     const char *mode = c.mode == CacheMode::ReadWrite ? "read-write" : c.mode == CacheMode::ReadOnly ? "read-only" : "off";
-    nlohmann::json j = {{"dir", c.dir},        {"mode", mode},          {"hits", s.hits},      {"misses", s.misses},
-                        {"uncached", s.uncached}, {"links", s.links}, {"corrupt", s.corrupt}};
+    nlohmann::json j = {{"dir", c.dir},          {"mode", mode},   {"hits", s.hits},          {"misses", s.misses},
+                        {"uncached", s.uncached}, {"links", s.links}, {"corrupt", s.corrupt}, {"jit_compiles", jit_compiles()}};
     if (!c.why_off.empty()) j["why_off"] = c.why_off;
     return j;
 }

@@ -225,7 +225,10 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                                     {"unfused_kernels", unfused.num_kernels()}, {"fused_kernels", fused.num_kernels()},
                                     {"same_kernels", same_kernels}, {"repeats", o->repeats}};
                 if (!plan_file->empty()) j["plan_applied"] = plan_lines;
-                j["load"] = {{"ms", load_ms}, {"kernel_cache", kernel_cache_json()}};  // every model of the run
+                Executor::WeightBytes w = fused.weight_bytes();
+                j["load"] = {{"ms", load_ms},
+                             {"kernel_cache", kernel_cache_json()},  // every model of the run
+                             {"weights", {{"loaded", w.loaded}, {"packed", w.packed}, {"released", w.released}}}};  // the fused model's
                 double flops = 0;
                 for (const Node &n : g.nodes) flops += node_flops(g, n);
                 j["flops"] = flops;

@@ -85,6 +85,33 @@ TEST_CASE("prepack: a constant weight is packed once per load, not once per call
     CHECK(prepared_stage_runs() - before == 2 * stages);
 }
 
+TEST_CASE("prepack: each weight is held once: read in place, and released once packed when nothing else reads it",
+          "[runtime][prepack]") {
+    Graph g = test_model("mlp_head");
+    auto inputs = random_inputs(g, 4);
+    std::vector<ref::Value> expected = ref::evaluate(g, inputs);
+    uint64_t total = 0;
+    for (const Tensor &t : g.tensors) total += t.is_initializer ? t.data.size() : 0;
+    REQUIRE(total > 0);
+    for (bool prepack : {false, true}) {
+        INFO("prepack " << prepack);
+        ExecutorOptions eo;
+        if (!prepack) eo.schedule_for = defaults_with([](StageSchedule &st, const StageInfo &) { st.prepack = -1; });
+        Executor ex(g, eo);
+        Executor::WeightBytes w = ex.weight_bytes();
+        CHECK(w.loaded + w.released == total);  // a copy of any weight would count twice
+        if (prepack) {
+            CHECK(w.released > 0);  // the Gemms' weights, read only by their prepare pipelines
+            CHECK(w.packed >= w.released);
+        } else {
+            CHECK(w.released == 0);
+            CHECK(w.packed == 0);
+        }
+        run_with(ex, inputs);
+        check_against(ex, expected);
+    }
+}
+
 TEST_CASE("prepack: outputs equal the reference and the unfused mode with and without prepacking on every config model",
           "[runtime][prepack]") {
     auto name = GENERATE(as<std::string>{}, "eltwise_chain", "resnet_block", "mobilenet_v2_block", "transformer_mlp",
