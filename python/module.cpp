@@ -25,7 +25,9 @@
 #include "generators/HostTarget.h"
 #include "graph/Error.h"
 #include "tools/Commands.h"
+#include "runtime/KernelCache.h"
 #include "tools/ModelIo.h"
+#include "tools/Output.h"
 #include "tuner/lookup/DbSchedules.h"
 
 namespace py = pybind11;
@@ -43,6 +45,47 @@ struct LoadOptions {
     std::optional<int> threads;
     std::string target = "host", layout = "auto";
     bool unfused = false, optimize = true, cache = true;
+};
+
+/** While alive, where a load's compile stands goes to \p progress: True, the CLI's live line
+ * (a terminal only); a callable, a dict {done, total, cached} per report, called from compile
+ * threads with the GIL taken; None, nowhere. The first exception the callable raises ends the
+ * reports; rethrow() raises it once the load is done. One load reports at a time (the hook is
+ * process-wide). */
+class LoadProgressHook {
+public:
+    explicit LoadProgressHook(py::object progress) : fn_(std::move(progress)) {
+        if (fn_.is_none() || (py::isinstance<py::bool_>(fn_) && !fn_.cast<bool>())) return;
+        if (py::isinstance<py::bool_>(fn_)) {
+            line_.emplace();
+            return;
+        }
+        set_load_progress([this](const LoadProgress &p) {
+            py::gil_scoped_acquire gil;
+            if (failed_) return;
+            try {
+                py::dict d;
+                d["done"] = p.done, d["total"] = p.total, d["cached"] = p.cached;
+                fn_(d);
+            } catch (py::error_already_set &e) {
+                failed_ = std::move(e);
+            }
+        });
+        set_ = true;
+    }
+    ~LoadProgressHook() {
+        if (set_) set_load_progress(nullptr);
+    }
+    void rethrow() {
+        if (set_) set_load_progress(nullptr), set_ = false;
+        if (failed_) throw std::move(*failed_);
+    }
+
+private:
+    py::object fn_;
+    std::optional<cli::LoadProgressLine> line_;
+    bool set_ = false;
+    std::optional<py::error_already_set> failed_;
 };
 
 /** A compiled model. Runs are serialized by a mutex, so two Python threads sharing one model
@@ -64,7 +107,7 @@ public:
         so.kernel_cache = o.cache;
         Graph g = load_optimized_model(path, so);
         if (o.db && !o.unfused) use_tuning_db(so, *o.db, &notes_);
-        session_ = std::make_unique<Session>(g, so);
+        session_ = std::make_unique<Session>(std::move(g), so);
         cli::note_fallbacks(session_->executor(), notes_);
     }
 
@@ -291,11 +334,17 @@ PYBIND11_MODULE(_core, m) {
         .def_readwrite("cache", &LoadOptions::cache);
 
     py::class_<PySession>(m, "Session")
-        .def(py::init([](const std::string &path, const LoadOptions &o) {
-                 py::gil_scoped_release release;  // loading compiles every kernel
-                 return std::make_unique<PySession>(path, o);
+        .def(py::init([](const std::string &path, const LoadOptions &o, py::object progress) {
+                 LoadProgressHook hook(progress);
+                 std::unique_ptr<PySession> s;
+                 {
+                     py::gil_scoped_release release;  // loading compiles every kernel
+                     s = std::make_unique<PySession>(path, o);
+                 }
+                 hook.rethrow();
+                 return s;
              }),
-             py::arg("path"), py::arg("options"))
+             py::arg("path"), py::arg("options"), py::arg("progress") = py::none())
         .def("tensors", &PySession::tensors, py::arg("inputs"))
         .def("run", &PySession::run, py::arg("inputs"), py::arg("outputs"))
         .def("random_inputs", &PySession::random_inputs, py::arg("seed"))

@@ -347,6 +347,7 @@ std::vector<KernelEntry> load_locked(const std::vector<CacheJob> &jobs, const Ha
         std::vector<KernelEntry> e = entries_in(lib, jobs);
         if (!e.empty()) {
             stats().hits += (int)jobs.size();
+            report_load_progress({(int)keys.size(), (int)keys.size(), (int)keys.size()});
             touch(lib);
             return e;
         }

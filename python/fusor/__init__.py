@@ -172,7 +172,7 @@ def _registers(value):
 
 
 def _progress_arg(value):
-    """autotune's progress: True, False or a callable."""
+    """load's and autotune's progress: True, False or a callable."""
     if callable(value):
         return value
     if isinstance(value, (bool, _np.bool_)):
@@ -271,7 +271,7 @@ class Model:
     """
 
     def __init__(self, path, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True,
-                 unfused=False, cache=True):
+                 unfused=False, cache=True, progress=False):
         self.path = _path(path, "path")
         options = _core.LoadOptions()
         options.shapes = _shape_bindings(shapes)
@@ -282,7 +282,7 @@ class Model:
         options.target, options.layout = _str_arg(target, "target"), _str_arg(layout, "layout", _LAYOUTS)
         options.optimize, options.unfused = _bool_arg(optimize, "optimize"), _bool_arg(unfused, "unfused")
         options.cache = _bool_arg(cache, "cache")
-        self._session = _core.Session(self.path, options)
+        self._session = _core.Session(self.path, options, _progress_arg(progress))
         # the same model as the CLI sees it, for inspect()
         self._flags = _shape_flags(shapes) + _flags(
             target=target, layout=layout, no_optimize=not optimize)
@@ -391,7 +391,7 @@ class Model:
 
 
 def load(path, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True, unfused=False,
-         cache=True):
+         cache=True, progress=False):
     """Loads a model (.onnx or .json), runs the rewrite passes and compiles it: a Model.
 
     shapes: {input name: shape} binding ONNX symbolic dims (the CLI's --shape).
@@ -401,9 +401,13 @@ def load(path, shapes=None, db=None, threads=None, target="host", layout="auto",
     unfused: one kernel per node, the reference baseline.
     cache: take compiled kernels from the kernel cache, and store those compiled (docs/kernel_cache.md);
         False compiles them in memory and writes nothing.
+    progress: where the compile stands: True, the CLI's live line on stderr when it is a terminal
+        ("compiling kernels 37/56 (12 cached)", once the load passes a second); a callable, a dict
+        {"done", "total", "cached"} per kernel compiled or loaded (from compile threads, one call at
+        a time; an exception it raises is raised once the load ends); False, nothing.
     """
     return Model(path, shapes=shapes, db=db, threads=threads, target=target, layout=layout, optimize=optimize,
-                 unfused=unfused, cache=cache)
+                 unfused=unfused, cache=cache, progress=progress)
 
 
 def set_process_threads(n):

@@ -170,3 +170,27 @@ def test_kernel_cache_fills_and_serves_and_cache_false_writes_nothing(tmp_path):
     assert _load_in_fresh_process(tmp_path / "on", cache=True) == first == off
     assert sorted((tmp_path / "on" / "libs").glob("*.so")) == libs  # served, not linked again
     assert libs[0].stat().st_mtime_ns >= stamp
+
+
+def test_load_progress_reports_to_a_callable_and_raises_what_it_raises(tmp_path):
+    import json
+    import subprocess
+    import sys
+    code = ("import sys, json, fusor\nseen = []\n"
+            "fusor.load(sys.argv[1], progress=lambda p: seen.append(p))\nprint(json.dumps(seen))\n"
+            "def bad(p):\n    raise ValueError('stop reporting')\n"
+            "try:\n    fusor.load(sys.argv[1], unfused=True, progress=bad)\nexcept ValueError as e:\n    print(e)\n")
+    for run in ("cold", "warm"):
+        env = dict(os.environ, FUSOR_CACHE_DIR=str(tmp_path / "cache"))
+        r = subprocess.run([sys.executable, "-c", code, config_model("mlp_head")], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        seen = json.loads(lines[0])
+        assert seen, run
+        assert all(set(p) == {"done", "total", "cached"} and 0 <= p["cached"] <= p["done"] <= p["total"] for p in seen)
+        assert seen[-1]["done"] == seen[-1]["total"]
+        # cold: every kernel compiled; warm: every kernel loaded from the cache
+        assert (seen[-1]["cached"] == seen[-1]["total"]) == (run == "warm")
+        assert lines[1] == "stop reporting"
+    with pytest.raises(fusor.BadInput, match="progress"):
+        fusor.load(config_model("mlp_head"), progress="yes")
