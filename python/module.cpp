@@ -298,6 +298,18 @@ py::tuple run_cli_verb(const std::vector<std::string> &args, py::object progress
 
 }  // namespace fusor::python
 
+namespace {
+
+/** Raises \p type with \p message, its bytes decoded as UTF-8 with replacement: a message that
+ * quotes a binary file's bytes is never lost (PyErr_SetString would leave it empty). */
+void set_error(PyObject *type, const std::string &message) {
+    PyObject *text = PyUnicode_DecodeUTF8(message.data(), (Py_ssize_t)message.size(), "replace");
+    PyErr_SetObject(type, text);
+    Py_XDECREF(text);
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_core, m) {
     using namespace fusor;
     using namespace fusor::python;
@@ -314,11 +326,11 @@ PYBIND11_MODULE(_core, m) {
         } catch (const py::builtin_exception &) {
             throw;
         } catch (const UserError &e) {
-            PyErr_SetString(g_bad_input, e.what());
+            set_error(g_bad_input, e.what());
         } catch (const Halide::Error &e) {
-            PyErr_SetString(g_error, (std::string("Halide: ") + e.what()).c_str());
+            set_error(g_error, std::string("Halide: ") + e.what());
         } catch (const std::exception &e) {
-            PyErr_SetString(g_error, e.what());
+            set_error(g_error, e.what());
         }
     });
 
