@@ -1,9 +1,12 @@
 # fusor_add_model(<target> MODEL <file> [DB <file>] [TARGET <halide target>] [NAME <c name>]
-#                 [OPTIONS <extra fusor compile flags>...])
+#                 [SHAPES <input>=<d1>x<d2>... ...] [OPTIONS <extra fusor compile flags>...])
 #
 # Compiles a model ahead of time at build time (`fusor compile`) and gives <target>: a library
-# target to link, carrying the generated header's folder and the Halide runtime. The header is
-# <NAME>.h (NAME defaults to <target>); its functions are <NAME>_run, <NAME>_run_raw, ...
+# target to link, carrying the generated header's folder, the Halide runtime and what the model's
+# C++ glue needs (libstdc++, libm), so a C-only project links it with no extra flags. The header
+# is <NAME>.h (NAME defaults to <target>); its functions are <NAME>_run, <NAME>_run_raw, ...
+# SHAPES binds an ONNX model's symbolic input dims (`--shape`). TARGET defaults to the cache
+# variable FUSOR_TARGET (default `host`: the building machine's CPU).
 #
 # Every model compiled for the same Halide target shares one runtime library target
 # (fusor_halide_runtime_<hash of the target>), so two models link into one app with one runtime.
@@ -13,6 +16,7 @@
 include_guard(GLOBAL)
 
 find_package(Threads REQUIRED)
+set(FUSOR_TARGET host CACHE STRING "the Halide target fusor_add_model compiles for when a call names none")
 
 function(_fusor_runtime_target halide_target out_var)
     string(MD5 hash "${halide_target}")
@@ -39,7 +43,7 @@ function(_fusor_runtime_target halide_target out_var)
 endfunction()
 
 function(fusor_add_model target)
-    cmake_parse_arguments(ARG "" "MODEL;DB;TARGET;NAME" "OPTIONS" ${ARGN})
+    cmake_parse_arguments(ARG "" "MODEL;DB;TARGET;NAME" "OPTIONS;SHAPES" ${ARGN})
     if (NOT ARG_MODEL)
         message(FATAL_ERROR "fusor_add_model(${target}): MODEL <file> is required")
     endif ()
@@ -47,7 +51,7 @@ function(fusor_add_model target)
         message(FATAL_ERROR "fusor_add_model(${target}): FUSOR_EXECUTABLE is not set (find_package(fusor) sets it)")
     endif ()
     if (NOT ARG_TARGET)
-        set(ARG_TARGET host)
+        set(ARG_TARGET ${FUSOR_TARGET})
     endif ()
     if (NOT ARG_NAME)
         set(ARG_NAME ${target})
@@ -55,6 +59,9 @@ function(fusor_add_model target)
     get_filename_component(model ${ARG_MODEL} ABSOLUTE)
     set(dir ${CMAKE_CURRENT_BINARY_DIR}/fusor_${target})
     set(args compile ${model} -o ${dir} --name ${ARG_NAME} --target ${ARG_TARGET} --no-runtime ${ARG_OPTIONS})
+    foreach (binding IN LISTS ARG_SHAPES)
+        list(APPEND args --shape ${binding})
+    endforeach ()
     set(deps ${model} ${FUSOR_EXECUTABLE})
     if (ARG_DB)
         get_filename_component(db ${ARG_DB} ABSOLUTE)
@@ -75,5 +82,5 @@ function(fusor_add_model target)
     add_library(${target} INTERFACE)
     add_dependencies(${target} ${target}_gen)
     target_include_directories(${target} INTERFACE ${dir})
-    target_link_libraries(${target} INTERFACE ${dir}/lib${ARG_NAME}.a ${runtime})
+    target_link_libraries(${target} INTERFACE ${dir}/lib${ARG_NAME}.a ${runtime} stdc++ m)
 endfunction()

@@ -456,7 +456,9 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     for (size_t i = 0; i < g.outputs.size(); i++) {
         h << " *   " << i << ": " << g.tensor(g.outputs[i]).name << " " << shape_text(g.type(g.outputs[i])) << "\n";
     }
-    h << " *\n * Link lib" << name << ".a and libfusor_halide_runtime.a (one per app and target), -lpthread -ldl.\n"
+    h << " *\n * Link, in this order: lib" << name << ".a, libfusor_halide_runtime.a (one per app and target),\n"
+      << " * -lstdc++ -lm -lpthread -ldl (this glue is C++: a C app links the C++ runtime too).\n"
+      << " * CMake's fusor_add_model() gives a target that carries all of these.\n"
       << " * Calls are not reentrant: one run at a time per model (kernels run multi-threaded inside). */\n"
       << "#ifndef " << guard << "\n#define " << guard << "\n\n"
       << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\nstruct halide_buffer_t;\n\n"

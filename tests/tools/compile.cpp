@@ -663,6 +663,90 @@ TEST_CASE("compile: the example app links two models through find_package(fusor)
 
 namespace {
 
+/** \p model's outputs from the CLI's JIT `run` on \p inputs (bytes per input), one buffer per
+ * output, in graph order. */
+std::vector<std::vector<uint8_t>> jit_outputs(const std::string &model, const Graph &g, const std::vector<std::vector<uint8_t>> &inputs,
+                                              const TempDir &d) {
+    std::string in = d.file("jit_in"), out = d.file("jit_out");
+    fs::create_directories(in);
+    for (size_t i = 0; i < g.inputs.size(); i++) write_npy(in + "/" + stem(g.tensor(g.inputs[i]).name) + ".npy", g.type(g.inputs[i]), inputs[i].data());
+    Result r = shell(std::string("'") + FUSOR_BINARY + "' run '" + model + "' --inputs '" + in + "' --outputs '" + out + "'", d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    std::vector<std::vector<uint8_t>> values;
+    for (TensorId t : g.outputs) values.push_back(read_npy(out + "/" + stem(g.tensor(t).name) + ".npy").data);
+    return values;
+}
+
+/** Runs \p app on \p inputs written to DIR/in<i>.bin; checks DIR/out<i>.bin against \p expected
+ * (float32, within 1e-4). */
+void check_c_app(const std::string &app, const std::vector<std::vector<uint8_t>> &inputs, const std::vector<std::vector<uint8_t>> &expected,
+                 const TempDir &d) {
+    std::string data = d.file("c_data");
+    fs::remove_all(data);
+    fs::create_directories(data);
+    for (size_t i = 0; i < inputs.size(); i++) {
+        std::ofstream(data + "/in" + std::to_string(i) + ".bin", std::ios::binary).write((const char *)inputs[i].data(), (std::streamsize)inputs[i].size());
+    }
+    Result r = shell("'" + app + "' '" + data + "'", d);
+    INFO(app << "\n" << r.out);
+    REQUIRE(r.status == 0);
+    for (size_t k = 0; k < expected.size(); k++) {
+        std::vector<uint8_t> got = slurp(data + "/out" + std::to_string(k) + ".bin");
+        REQUIRE(got.size() == expected[k].size());
+        const float *a = (const float *)got.data(), *b = (const float *)expected[k].data();
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size() / 4; i++) bad += !(std::abs(a[i] - b[i]) <= 1e-4f * (1 + std::abs(b[i])));
+        INFO("output " << k);
+        CHECK(bad == 0);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("compile: a C-only app links a model through find_package(fusor), and by the header's link line",
+          "[tools][compile][install]") {
+    TempDir d;
+    std::string prefix = d.file("prefix"), build = d.file("c-build");
+    Result r = shell(std::string("cmake --install '") + FUSOR_BUILD_DIR + "' --prefix '" + prefix + "'", d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    r = shell(std::string("cmake -S '") + FUSOR_SOURCE_DIR + "/examples/c_app' -B '" + build + "' -G '" + FUSOR_CMAKE_GENERATOR +
+                  "' -DCMAKE_PREFIX_PATH='" + prefix + "' -DCMAKE_BUILD_TYPE=Release",
+              d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(fusor::test::slurp(build + "/CMakeCache.txt"), !Contains("CMAKE_CXX_COMPILER:"));  // C only: no C++ enabled
+    r = shell("cmake --build '" + build + "'", d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    std::string model = std::string(FUSOR_SOURCE_DIR) + "/configs/models/transformer_mlp.json";
+    Graph g = load_graph_json(model);
+    auto inputs = random_inputs(g, 5);
+    auto expected = jit_outputs(model, g, inputs, d);
+    check_c_app(build + "/c_app", inputs, expected, d);
+
+    // by hand: the C compiler, the two libraries and the link line the header gives, nothing else
+    std::string header = fusor::test::slurp(build + "/fusor_model/model.h");
+    size_t at = header.find("-lstdc++");
+    REQUIRE(at != std::string::npos);
+    std::string line = header.substr(at, header.find(" (", at) - at);
+    CHECK(line == "-lstdc++ -lm -lpthread -ldl");
+    std::string runtime;
+    for (const fs::directory_entry &e : fs::directory_iterator(build)) {
+        if (e.path().filename().string().rfind("fusor_runtime_", 0) == 0) runtime = (e.path() / "libfusor_halide_runtime.a").string();
+    }
+    REQUIRE(fs::exists(runtime));
+    r = shell("cc -std=c11 -I'" + build + "/fusor_model' '" + FUSOR_SOURCE_DIR + "/examples/c_app/main.c' '" + build +
+                  "/fusor_model/libmodel.a' '" + runtime + "' " + line + " -o '" + d.file("by_hand") + "'",
+              d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    check_c_app(d.file("by_hand"), inputs, expected, d);
+}
+
+namespace {
+
 /** The text between "<model>=[" and the matching "]" on the driver's line "step <step>: ...". */
 std::string step_error(const std::string &out, const std::string &step, const std::string &model) {
     size_t line = out.find("step " + step + ": ");
