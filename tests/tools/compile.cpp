@@ -704,6 +704,28 @@ void check_c_app(const std::string &app, const std::vector<std::vector<uint8_t>>
 
 }  // namespace
 
+TEST_CASE("embedding: an app outside the tree links fusor::jit and fusor::tuner through find_package(fusor COMPONENTS jit)",
+          "[tools][compile][install]") {
+    TempDir d;
+    std::string prefix = d.file("prefix"), build = d.file("embed-build");
+    Result r = shell(std::string("cmake --install '") + FUSOR_BUILD_DIR + "' --prefix '" + prefix + "'", d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK(fs::exists(prefix + "/include/fusor/runtime/Session.h"));
+    r = shell(std::string("cmake -S '") + FUSOR_SOURCE_DIR + "/examples/embed' -B '" + build + "' -G '" + FUSOR_CMAKE_GENERATOR +
+                  "' -DCMAKE_PREFIX_PATH='" + prefix + "' -DCMAKE_BUILD_TYPE=Release && cmake --build '" + build + "'",
+              d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    std::string model = std::string(FUSOR_SOURCE_DIR) + "/tests/data/models/eltwise_chain.json";
+    Result outside = shell("'" + build + "/embed' '" + model + "'", d);
+    Result inside = shell("'" + (fs::path(FUSOR_BINARY).parent_path() / "fusor_embed_example").string() + "' '" + model + "'", d);
+    INFO(outside.out);
+    REQUIRE(outside.status == 0);
+    CHECK_THAT(outside.out, Contains("round 1: y[0] = "));
+    CHECK(outside.out == inside.out);  // the same program, built outside the tree against the install
+}
+
 TEST_CASE("compile: a C-only app links a model through find_package(fusor), and by the header's link line",
           "[tools][compile][install]") {
     TempDir d;
