@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <filesystem>
 #include <new>
 #include <cstring>
 #include <map>
@@ -490,6 +491,22 @@ Graph load_graph_json(const std::string &path, const ConstantEvaluator *eval, In
     return parse_graph_json(text, path, dir, eval, data);
 }
 
+namespace {
+
+/** Refuses \p path unless it names a .json file or holds a JSON object: a model of another
+ * extension (an .npy given by mistake) is not parsed as JSON, whose error would quote its bytes. */
+void check_json_model_name(const std::string &path) {
+    std::string ext = std::filesystem::path(path).extension().string();
+    if (ext == ".json") return;
+    std::string head = InputFile(path).read_all().substr(0, 4096);
+    size_t first = head.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && head[first] == '{') return;  // a JSON graph under another name
+    throw UserError(path + ": not a model fusor reads: " + (ext.empty() ? std::string("the name has no extension") : "'" + ext + "'") +
+                    " files are neither ONNX (.onnx) nor fusor's JSON graph format (.json)");
+}
+
+}  // namespace
+
 Graph load_model(const std::string &path, const ConstantEvaluator *eval, const InputShapes &shapes, InitializerData data) {
     if (path.size() >= 5 && path.substr(path.size() - 5) == ".onnx") {
         OnnxImportOptions o;
@@ -497,6 +514,7 @@ Graph load_model(const std::string &path, const ConstantEvaluator *eval, const I
         o.eval = eval;
         return load_onnx(path, o);
     }
+    check_json_model_name(path);
     Graph g = load_graph_json(path, eval, data);
     for (const auto &[name, shape] : shapes) {
         TensorId t = g.find_tensor(name);

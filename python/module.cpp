@@ -13,8 +13,12 @@
  * C++ exception is fusor.Error. */
 #include <atomic>
 #include <csignal>
+#include <cstdio>
+#include <iostream>
 #include <mutex>
 #include <optional>
+
+#include <unistd.h>
 
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
@@ -41,7 +45,7 @@ PyObject *g_error = nullptr, *g_bad_input = nullptr;
 /** Options of load() as the CLI spells them (flags), parsed by the CLI's own functions. */
 struct LoadOptions {
     std::vector<std::string> shapes;  ///< NAME=D1xD2x...
-    std::optional<std::string> db;
+    std::optional<std::string> db, plan;
     std::optional<int> threads;
     std::string target = "host", layout = "auto";
     bool unfused = false, optimize = true, cache = true;
@@ -106,6 +110,7 @@ public:
         so.mode = o.unfused ? ExecMode::Unfused : ExecMode::Fused;
         so.kernel_cache = o.cache;
         Graph g = load_optimized_model(path, so);
+        if (o.plan && !o.unfused) cli::cluster_by_plan(g, so, *o.plan);
         if (o.db && !o.unfused) use_tuning_db(so, *o.db, &notes_);
         session_ = std::make_unique<Session>(std::move(g), so);
         cli::note_fallbacks(session_->executor(), notes_);
@@ -170,6 +175,11 @@ public:
         std::vector<std::string> out;
         for (const DbNote &n : notes_) out.push_back(note_line(n));
         return out;
+    }
+    int tuned() const {
+        int n = 0;
+        for (const DbNote &note : notes_) n += note.tuned;
+        return n;
     }
     std::vector<std::string> warnings() const {
         std::vector<std::string> out;
@@ -239,12 +249,78 @@ py::dict tuning_dict(const ClusterTuning &r) {
     return d;
 }
 
+/** From start(true) to finish(), what this process writes to file descriptors 1 and 2 goes to
+ * temporary files instead, C stdio and C++ streams flushed at each switch, so that output printed
+ * below Python reaches Python: finish() gives (stdout, stderr). Process-wide: another thread's
+ * output in that time is captured too, except while a Paused lives (a Python callback's own
+ * prints reach the real streams at once). */
+class OutputCapture {
+public:
+    void start(bool on) {
+        if (!on) return;
+        for (int i = 0; i < 2; i++) {
+            files_[i] = std::tmpfile();
+            saved_[i] = files_[i] ? dup(i + 1) : -1;
+            if (saved_[i] < 0) return restore();
+        }
+        redirect();
+    }
+    ~OutputCapture() {
+        restore();
+    }
+    /** Output goes to the real streams while it lives. */
+    struct Paused {
+        explicit Paused(OutputCapture &c) : c(c) {
+            if (c.saved_[1] >= 0) flush_all(), dup2(c.saved_[0], 1), dup2(c.saved_[1], 2);
+        }
+        ~Paused() {
+            if (c.saved_[1] >= 0) c.redirect();
+        }
+        OutputCapture &c;
+    };
+    std::pair<std::string, std::string> finish() {
+        restore();
+        std::string text[2];
+        for (int i = 0; i < 2; i++) {
+            if (!files_[i]) continue;
+            std::rewind(files_[i]);
+            char buf[4096];
+            for (size_t n; (n = std::fread(buf, 1, sizeof buf, files_[i])) > 0;) text[i].append(buf, n);
+            std::fclose(files_[i]);
+            files_[i] = nullptr;
+        }
+        return {text[0], text[1]};
+    }
+
+private:
+    void redirect() {
+        flush_all();
+        for (int i = 0; i < 2; i++) dup2(fileno(files_[i]), i + 1);
+    }
+    static void flush_all() {
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::cout.flush();
+        std::cerr.flush();
+    }
+    void restore() {
+        flush_all();
+        for (int i = 0; i < 2; i++) {
+            if (saved_[i] >= 0) dup2(saved_[i], i + 1), close(saved_[i]);
+            saved_[i] = -1;
+        }
+    }
+    FILE *files_[2] = {nullptr, nullptr};
+    int saved_[2] = {-1, -1};
+};
+
 /** Runs one CLI verb (run_verb) with the GIL released. \p progress and \p log, when not None,
  * receive autotune's progress (a dict) and event lines instead of stderr and stdout. \p
  * stoppable: Ctrl-C on the main thread stops the verb's work (autotune: after the candidate being
- * timed) and raises KeyboardInterrupt once it has returned. Returns (status, the --json
- * document or None, autotune's per-cluster results or None). */
-py::tuple run_cli_verb(const std::vector<std::string> &args, py::object progress, py::object log, bool stoppable) {
+ * timed) and raises KeyboardInterrupt once it has returned. \p capture: what the verb prints
+ * on stdout and stderr is returned instead (OutputCapture). Returns (status, the --json document
+ * or None, autotune's per-cluster results or None, stdout, stderr). */
+py::tuple run_cli_verb(const std::vector<std::string> &args, py::object progress, py::object log, bool stoppable, bool capture) {
     cli::CliHooks hooks;
     hooks.worker_exe = g_worker_exe;
     std::atomic<bool> stop{false};
@@ -254,10 +330,12 @@ py::tuple run_cli_verb(const std::vector<std::string> &args, py::object progress
     std::optional<std::vector<ClusterTuning>> tuned;
     hooks.tuned = [&](const std::vector<ClusterTuning> &r) { tuned = r; };
     std::optional<py::error_already_set> failed;  // the first exception a Python callback raised
+    OutputCapture output;
     // called on the tuner's side without the GIL: every Python object is made after taking it
     auto call = [&](const py::object &fn, const std::function<py::object()> &arg) {
         py::gil_scoped_acquire gil;
         if (failed) return;
+        OutputCapture::Paused paused(output);
         try {
             fn(arg());
         } catch (py::error_already_set &e) {
@@ -271,11 +349,14 @@ py::tuple run_cli_verb(const std::vector<std::string> &args, py::object progress
     bool main_thread = threading.attr("current_thread")().is(threading.attr("main_thread")());
     int status;
     bool interrupted;
+    std::pair<std::string, std::string> printed;
     {
         SigintToStop guard(stop, stoppable && main_thread);
         {
             py::gil_scoped_release release;
+            output.start(capture);
             status = cli::run_verb(args, hooks);
+            printed = output.finish();
         }
         interrupted = guard.fired();
     }
@@ -291,7 +372,9 @@ py::tuple run_cli_verb(const std::vector<std::string> &args, py::object progress
         for (const ClusterTuning &r : *tuned) l.append(tuning_dict(r));
         results = l;
     }
-    return py::make_tuple(status, json ? py::object(py::str(*json)) : py::object(py::none()), results);
+    auto text = [](const std::string &s) { return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), (Py_ssize_t)s.size(), "replace")); };
+    return py::make_tuple(status, json ? py::object(py::str(*json)) : py::object(py::none()), results, text(printed.first),
+                          text(printed.second));
 }
 
 }  // namespace
@@ -338,6 +421,7 @@ PYBIND11_MODULE(_core, m) {
         .def(py::init<>())
         .def_readwrite("shapes", &LoadOptions::shapes)
         .def_readwrite("db", &LoadOptions::db)
+        .def_readwrite("plan", &LoadOptions::plan)
         .def_readwrite("threads", &LoadOptions::threads)
         .def_readwrite("target", &LoadOptions::target)
         .def_readwrite("layout", &LoadOptions::layout)
@@ -363,9 +447,11 @@ PYBIND11_MODULE(_core, m) {
         .def("run_in_place", &PySession::run_in_place)
         .def_property_readonly("kernels", &PySession::kernels)
         .def_property_readonly("decisions", &PySession::decisions)
-        .def_property_readonly("warnings", &PySession::warnings);
+        .def_property_readonly("warnings", &PySession::warnings)
+        .def_property_readonly("tuned", &PySession::tuned);
 
-    m.def("cli", &run_cli_verb, py::arg("args"), py::arg("progress") = py::none(), py::arg("log") = py::none(), py::arg("stoppable") = false);
+    m.def("cli", &run_cli_verb, py::arg("args"), py::arg("progress") = py::none(), py::arg("log") = py::none(), py::arg("stoppable") = false,
+          py::arg("capture") = true);
     m.def("set_worker_executable", [](const std::string &path) { g_worker_exe = path; });
     m.def("set_process_threads", [](int n) {
         if (n < 1) throw UserError("threads is " + std::to_string(n) + "; expected at least 1");

@@ -14,6 +14,9 @@ import logging as _logging
 import operator as _operator
 import os as _os
 import re as _re
+import sys as _sys
+import tempfile as _tempfile
+import warnings as _warnings
 from collections.abc import Mapping as _Mapping
 from typing import NamedTuple as _NamedTuple
 
@@ -213,6 +216,20 @@ def _shape_bindings(shapes):
     return out
 
 
+def _schedule_flags(schedules):
+    """{"c0": "c0.sched"} -> ["--schedule", "c0=c0.sched"]."""
+    if schedules is None:
+        return []
+    if not isinstance(schedules, _Mapping):
+        raise BadInput(f"schedules is a {type(schedules).__name__}; expected a dict of cluster name -> schedule file")
+    out = []
+    for cluster, path in schedules.items():
+        if not isinstance(cluster, str) or not cluster or "=" in cluster:
+            raise BadInput(f"schedules has the key {_show(cluster)}; expected cluster names as `fusor inspect` prints them")
+        out += ["--schedule", f"{_text(cluster, 'a schedules key', 'a cluster name')}={_path(path, f'schedules[{cluster!r}]', 'a schedule file')}"]
+    return out
+
+
 def _shape_flags(shapes):
     """{"x": (1, 3)} -> ["--shape", "x=1x3"]."""
     return [flag for binding in _shape_bindings(shapes) for flag in ("--shape", binding)]
@@ -234,11 +251,45 @@ def _flags(**options):
     return out
 
 
-def _verb(args, progress=None, log=None, stoppable=False):
-    """Runs `fusor ARGS` in this process: (--json document or None, autotune's results or None)."""
-    status, document, results = _core.cli([_os.fspath(a) for a in args], progress, log, stoppable)
+# CLI flags whose Python keyword is not the flag's name with "_" for "-"
+_FLAG_WORDS = {"--shape": "shapes", "--no-optimize": "optimize=False", "--no-cache": "cache=False",
+               "--no-plan-search": "plan_search=False", "--out": "out_dir", "--schedule": "schedules"}
+
+
+def _python_words(message):
+    """A CLI message in Python's words: each --flag-name becomes the keyword flag_name that
+    passes it (messages name Python arguments, not CLI flags)."""
+    def word(match):
+        flag = match.group(0)
+        return _FLAG_WORDS.get(flag, flag[2:].replace("-", "_"))
+    return _re.sub(r"(?<![\w-])--[a-z][a-z0-9-]*", word, message)
+
+
+def _emit(text, verbose):
+    """What a verb printed: to sys.stdout under verbose, else to the "fusor" logger, line by line."""
+    if verbose:
+        _sys.stdout.write(text)
+        return
+    for line in text.splitlines():
+        _log.info(line)
+
+
+def _verb(args, progress=None, log=None, stoppable=False, verbose=False, capture=True):
+    """Runs `fusor ARGS` in this process: (--json document or None, autotune's results or None).
+    With capture, what it prints goes through Python (_emit; warnings to the logger), and a
+    failure raises BadInput (exit status 2) or Error with its messages in Python's words."""
+    try:
+        status, document, results, out, err = _core.cli([_os.fspath(a) for a in args], progress, log, stoppable, capture)
+    except BadInput as e:
+        raise BadInput(_python_words(str(e))) from None
+    _emit(out, verbose)
+    errors = [line[len("error: "):] for line in err.splitlines() if line.startswith("error: ")]
+    for line in err.splitlines():
+        if line and not line.startswith("error: "):
+            _log.warning(line)
     if status != 0:
-        raise Error(f"fusor {args[0]} failed (exit status {status}); its messages are on stderr")
+        message = _python_words("\n".join(errors)) if errors else f"fusor {args[0]} failed (exit status {status})"
+        raise (BadInput if status == 2 else Error)(message)
     return (_json.loads(document) if document is not None else None), results
 
 
@@ -263,16 +314,32 @@ def _feed(t, value):
     return value
 
 
+def _model_source(model):
+    """(path, temporary folder or None) of a model given as a path, or as the bytes of an ONNX
+    (or JSON) model, which are written to a temporary file the Model keeps until close()."""
+    if not isinstance(model, (bytes, bytearray, memoryview)):
+        return _path(model, "path", "a model path, or the bytes of an ONNX or JSON model"), None
+    data = bytes(model)
+    if not data:
+        raise BadInput("path is b''; expected a model path, or the bytes of an ONNX or JSON model")
+    folder = _tempfile.TemporaryDirectory(prefix="fusor-model-")
+    path = _os.path.join(folder.name, "model.json" if data.lstrip()[:1] == b"{" else "model.onnx")
+    with open(path, "wb") as f:
+        f.write(data)
+    return path, folder
+
+
 class Model:
     """A model loaded and compiled once (fusor.load), run many times on numpy arrays.
 
     inputs, outputs: lists of TensorInfo in graph order. run() is thread-safe: calls on one model
-    from several threads take turns; different models run at the same time.
+    from several threads take turns; different models run at the same time. model(feeds) is
+    model.run(feeds); close() (or leaving a `with` block) frees the compiled model at once.
     """
 
     def __init__(self, path, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True,
-                 unfused=False, cache=True, progress=False):
-        self.path = _path(path, "path")
+                 unfused=False, cache=True, progress=False, plan=None):
+        self.path, self._tmp = _model_source(path)
         options = _core.LoadOptions()
         options.shapes = _shape_bindings(shapes)
         if db is not None:
@@ -282,32 +349,97 @@ class Model:
         options.target, options.layout = _str_arg(target, "target"), _str_arg(layout, "layout", _LAYOUTS)
         options.optimize, options.unfused = _bool_arg(optimize, "optimize"), _bool_arg(unfused, "unfused")
         options.cache = _bool_arg(cache, "cache")
-        self._session = _core.Session(self.path, options, _progress_arg(progress))
-        # the same model as the CLI sees it, for inspect()
+        if plan is not None:
+            options.plan = _path(plan, "plan", "a fusion plan file")
+        try:
+            self._session = _core.Session(self.path, options, _progress_arg(progress))
+        except BadInput as e:
+            message = str(e)
+            if self._tmp is not None:
+                message = message.replace(self.path, "<bytes>")
+                if "external data" in message:
+                    message += "; a model given as bytes must hold its weights (load it by its path instead)"
+                self.close()
+            raise BadInput(_python_words(message)) from None
+        # the load's options, for inspect(), bench() and compile()
+        self._options = dict(shapes=shapes, db=db, threads=threads, target=target, layout=layout, optimize=optimize,
+                             cache=cache, plan=plan)
         self._flags = _shape_flags(shapes) + _flags(
-            target=target, layout=layout, no_optimize=not optimize)
+            target=target, layout=layout, no_optimize=not optimize, plan=plan)
         self.inputs = [TensorInfo(n, _np.dtype(d), tuple(s), dflt) for n, d, s, dflt in self._session.tensors(True)]
         self.outputs = [TensorInfo(n, _np.dtype(d), tuple(s)) for n, d, s, _ in self._session.tensors(False)]
         self._input_names = frozenset(t.name for t in self.inputs)
+        if db is not None and not unfused and self._session.tuned == 0:
+            why = self._session.warnings[:1] or self._session.decisions[:1]
+            _warnings.warn(f"db={_os.fspath(db)!r} gives no tuned schedule for {self.path}: every cluster runs its default"
+                           + (f" ({why[0]})" if why else ""), stacklevel=3)
+
+    def close(self):
+        """Frees the compiled model (and the temporary file of one loaded from bytes). Running
+        it afterwards raises Error; closing twice does nothing."""
+        self._session = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __call__(self, feeds, outputs=None, out=None):
+        """model(feeds) is model.run(feeds)."""
+        return self.run(feeds, outputs=outputs, out=out)
+
+    @property
+    def _live(self):
+        if self._session is None:
+            raise Error(f"the model {self.path} is closed")
+        return self._session
+
+    def bench(self, repeats=None, warmup=None, per_cluster=False, per_region=False, compare_db=None, verbose=False):
+        """`fusor bench` of this model with the options it was loaded with, as a dict (fusor.bench)."""
+        self._live
+        return bench(self.path, repeats=repeats, warmup=warmup, per_cluster=per_cluster, per_region=per_region,
+                     compare_db=compare_db, verbose=verbose, **self._options)
+
+    def compile(self, out_dir, name=None, verbose=False, **options):
+        """`fusor compile` of this model with the options it was loaded with (fusor.compile); other
+        keywords of fusor.compile may be added."""
+        self._live
+        given = dict(self._options)
+        given.update(options)
+        return compile(self.path, out_dir, name=name, verbose=verbose, **given)
 
     @property
     def kernels(self):
         """Kernel launches per run (clusters, or nodes when loaded with unfused=True)."""
-        return self._session.kernels
+        return self._live.kernels
 
     @property
     def schedules(self):
         """Per cluster, the schedule the tuning database gave it (or why it has the default)."""
-        return list(self._session.decisions)
+        return list(self._live.decisions)
 
     def run(self, feeds, outputs=None, out=None):
-        """Runs the model. feeds: {input name: numpy.ndarray}. Returns {output name: numpy.ndarray}
+        """Runs the model. feeds: {input name: numpy.ndarray}, or one array for a model with one
+        input (besides inputs with defaults). Returns {output name: numpy.ndarray}
         for every output, or for the names in outputs. The arrays are new and own their memory,
         except those given in out: {output name: numpy.ndarray}, C-contiguous arrays of the
         output's dtype and shape that the kernels write into (no allocation per call). An out
         array may not share memory with an input or with another out array."""
+        session = self._live
+        if isinstance(feeds, _np.ndarray):
+            needed = [t for t in self.inputs if not t.has_default]
+            if len(needed) != 1:
+                raise BadInput(f"feeds is one array, but the model takes {len(needed)} inputs ({_names(needed or self.inputs)}); "
+                               "pass a dict of input name -> numpy.ndarray")
+            feeds = {needed[0].name: feeds}
         if not isinstance(feeds, _Mapping):
-            raise BadInput(f"feeds is a {type(feeds).__name__}; expected a dict of input name -> numpy.ndarray")
+            raise BadInput(f"feeds is a {type(feeds).__name__}; expected a dict of input name -> numpy.ndarray"
+                           " (or one array, for a model of one input)")
         if len(feeds) != len(self.inputs) or any(name not in self._input_names for name in feeds):
             for name in feeds:
                 if name not in self._input_names:
@@ -324,12 +456,12 @@ class Model:
         results = self._results(out)
         if out:
             self._check_overlap(arrays, results, out)
-        self._session.run(arrays, results)
+        session.run(arrays, results)
         return {self.outputs[i].name: results[i] for i in wanted}
 
     def random_inputs(self, seed=0):
         """The inputs `fusor run --random SEED` feeds this model, as {name: numpy.ndarray}."""
-        arrays = self._session.random_inputs(_int_arg(seed, "seed", 0, _SEED_MAX))
+        arrays = self._live.random_inputs(_int_arg(seed, "seed", 0, _SEED_MAX))
         return {t.name: a for t, a in zip(self.inputs, arrays)}
 
     def inspect(self):
@@ -387,12 +519,15 @@ class Model:
         return [index[name] for name in outputs]
 
     def __repr__(self):
+        if self._session is None:
+            return f"<fusor.Model {self.path}: closed>"
         return f"<fusor.Model {self.path}: {len(self.inputs)} inputs, {len(self.outputs)} outputs, {self.kernels} kernels>"
 
 
 def load(path, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True, unfused=False,
-         cache=True, progress=False):
-    """Loads a model (.onnx or .json), runs the rewrite passes and compiles it: a Model.
+         cache=True, progress=False, plan=None):
+    """Loads a model (.onnx or .json, a path or the file's bytes), runs the rewrite passes and
+    compiles it: a Model. A model given as bytes must hold its weights (no external data files).
 
     shapes: {input name: shape} binding ONNX symbolic dims (the CLI's --shape).
     db: a tuning database; each cluster gets the best schedule this machine measured.
@@ -405,9 +540,10 @@ def load(path, shapes=None, db=None, threads=None, target="host", layout="auto",
         ("compiling kernels 37/56 (12 cached)", once the load passes a second); a callable, a dict
         {"done", "total", "cached"} per kernel compiled or loaded (from compile threads, one call at
         a time; an exception it raises is raised once the load ends); False, nothing.
+    plan: a fusion plan file; the regions it names are clustered as it says (docs/design.md).
     """
     return Model(path, shapes=shapes, db=db, threads=threads, target=target, layout=layout, optimize=optimize,
-                 unfused=unfused, cache=cache, progress=progress)
+                 unfused=unfused, cache=cache, progress=progress, plan=plan)
 
 
 def set_process_threads(n):
@@ -420,19 +556,35 @@ def host_target():
     return _core.host_target()
 
 
-def inspect(model, shapes=None, target="host", layout="auto", optimize=True, gpu_max_registers=None):
+def _common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose):
+    """The flags every model verb shares, checked, as CLI arguments."""
+    return [*_shape_flags(shapes),
+            *_flags(db=_optional(db, _path, "db", _DB), threads=_optional(threads, _int_arg, "threads", 1, _MAX_THREADS),
+                    target=_optional(target, _str_arg, "target"), layout=_optional(layout, _str_arg, "layout", _LAYOUTS),
+                    no_optimize=not _bool_arg(optimize, "optimize"), no_cache=not _bool_arg(cache, "cache"),
+                    plan=_optional(plan, _path, "plan", "a fusion plan file"), verbose=_bool_arg(verbose, "verbose"))]
+
+
+def _parts(memory_budget, devices):
+    return _flags(memory_budget=_optional(memory_budget, _int_arg, "memory_budget", 1, 2**62),
+                  devices=_optional(devices, _int_arg, "devices", 1, 4096))
+
+
+def inspect(model, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True, cache=True, plan=None,
+            memory_budget=None, devices=None, gpu_max_registers=None, verbose=False):
     """`fusor inspect MODEL --json` as a dict: nodes, clusters, schedules, kernels, traffic.
 
-    gpu_max_registers: CUDA targets, the register budget ptxas checks each kernel with (docs/cuda.md)."""
-    return _verb(["inspect", _path(model, "model"), *_shape_flags(shapes),
-                  *_flags(target=_str_arg(target, "target"), layout=_str_arg(layout, "layout", _LAYOUTS),
-                          no_optimize=not _bool_arg(optimize, "optimize"), gpu_max_registers=_registers(gpu_max_registers)),
-                  "--json"])[0]
+    memory_budget, devices: the partition inspect reports (docs/cli.md). gpu_max_registers: CUDA
+    targets, the register budget ptxas checks each kernel with (docs/cuda.md)."""
+    return _verb(["inspect", _path(model, "model"), *_common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose),
+                  *_parts(memory_budget, devices), *_flags(gpu_max_registers=_registers(gpu_max_registers)), "--json"],
+                 verbose=verbose)[0]
 
 
 def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, jobs=None, strategy=None, seed=None,
              target=None, autoschedulers=None, timeout=None, confirm_rounds=None, layout=None, shard=None, plan_search=True,
-             gpu_max_registers=None, progress=False):
+             gpu_max_registers=None, progress=False, optimize=True, cache=True, plan=None, worker_memory=None,
+             schedules=None, export_batch=None, verbose=False):
     """`fusor autotune MODEL --db DB ...`: searches schedules and stores every trial in db.
 
     db: a file, or a postgresql:// URL that many tuners share. shard: "K/N", tune only shard K of
@@ -451,8 +603,13 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
     Returns one dict per distinct cluster tuned (the default clusters', then those only other plans
     have that were measured): cluster, signature, default_ms, best_ms, trials, confirmed. A time not measured is None,
     in these dicts and in the progress dicts (as is an eta_s not known yet).
+
+    worker_memory: MB of address space per worker (0: 80% of memory split across jobs; -1: no
+    limit). schedules: {cluster: schedule file}, hand-written schedules also measured (strategy
+    'user'). export_batch: a folder; compile and check the candidates without timing them and
+    write a measurement bundle there (docs/tuning_db.md).
     """
-    args = ["autotune", _path(model, "model"), "--db", _path(db, "db", _DB), *_shape_flags(shapes),
+    args = ["autotune", _path(model, "model"), "--db", _path(db, "db", _DB), *_shape_flags(shapes), *_schedule_flags(schedules),
             *_flags(budget=_optional(budget, _budget_arg), trials=_optional(trials, _int_arg, "trials", 1, _INT_MAX),
                     threads=_optional(threads, _int_arg, "threads", 1, _MAX_THREADS),
                     jobs=_optional(jobs, _int_arg, "jobs", 1, _INT_MAX),
@@ -462,40 +619,51 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
                     timeout=_optional(timeout, _seconds_arg, "timeout"),
                     confirm_rounds=_optional(confirm_rounds, _int_arg, "confirm_rounds", 0, _INT_MAX),
                     layout=_optional(layout, _str_arg, "layout", _LAYOUTS), shard=_optional(shard, _shard_arg),
-                    no_plan_search=not _bool_arg(plan_search, "plan_search"), gpu_max_registers=_registers(gpu_max_registers))]
+                    no_plan_search=not _bool_arg(plan_search, "plan_search"), gpu_max_registers=_registers(gpu_max_registers),
+                    no_optimize=not _bool_arg(optimize, "optimize"), no_cache=not _bool_arg(cache, "cache"),
+                    plan=_optional(plan, _path, "plan", "a fusion plan file"),
+                    worker_memory=_optional(worker_memory, _int_arg, "worker_memory", -1, _INT_MAX),
+                    export_batch=_optional(export_batch, _path, "export_batch", "a folder"), verbose=_bool_arg(verbose, "verbose"))]
     progress = _progress_arg(progress)
     if not _os.access(WORKER_EXECUTABLE, _os.X_OK):
         raise Error(f"fusor's worker executable is missing: {WORKER_EXECUTABLE} (the package is incomplete)")
-    if progress is True:
-        results = _verb(args, stoppable=True)[1]
+    if progress is True:  # the CLI's own live line and events, on the terminal
+        results = _verb(args, stoppable=True, capture=False)[1]
     else:
         report = (lambda p: progress(_unknown_as_none(p))) if callable(progress) else (lambda p: None)
-        results = _verb(args, progress=report, log=_log.info, stoppable=True)[1]
+        log = (lambda line: print(line, file=_sys.stdout)) if verbose else _log.info
+        results = _verb(args, progress=report, log=log, stoppable=True, verbose=verbose)[1]
     return results if results is None else [_unknown_as_none(r) for r in results]
 
 
-def compile(model, out_dir, db=None, name=None, shapes=None, target=None, layout=None, gpu_max_registers=None):
+def compile(model, out_dir, db=None, name=None, shapes=None, threads=None, target=None, layout=None, optimize=True,
+            cache=True, plan=None, memory_budget=None, devices=None, unfused=False, autoscheduler=None,
+            gpu_max_registers=None, runtime=True, runtime_only=False, verbose=False):
     """`fusor compile MODEL -o OUT_DIR ...`: a static library and C header (docs/aot.md).
 
-    gpu_max_registers: CUDA targets, the registers per thread the library's kernels load with.
-    Returns the paths written: {"libraries": [...], "header": ..., "runtime": ...}."""
+    runtime=False leaves out libfusor_halide_runtime.a (an app links one per target);
+    runtime_only=True writes only it. gpu_max_registers: CUDA targets, the registers per thread
+    the library's kernels load with. What compile prints goes to the "fusor" logger, or to
+    sys.stdout with verbose=True. Returns the paths written: {"libraries": [...], "header": ...,
+    "runtime": ...}."""
     model = _path(model, "model")
     out_dir = _path(out_dir, "out_dir", "a folder")
-    return _verb(["compile", model, "-o", out_dir, *_shape_flags(shapes),
-                  *_flags(db=_optional(db, _path, "db", _DB), name=_optional(name, _str_arg, "name"),
-                          target=_optional(target, _str_arg, "target"),
-                          layout=_optional(layout, _str_arg, "layout", _LAYOUTS),
-                          gpu_max_registers=_registers(gpu_max_registers))])[0]
+    return _verb(["compile", model, "-o", out_dir, *_common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose),
+                  *_parts(memory_budget, devices),
+                  *_flags(name=_optional(name, _str_arg, "name"), unfused=_bool_arg(unfused, "unfused"),
+                          autoscheduler=_optional(autoscheduler, _str_arg, "autoscheduler", _AUTOSCHEDULERS),
+                          gpu_max_registers=_registers(gpu_max_registers), no_runtime=not _bool_arg(runtime, "runtime"),
+                          runtime_only=_bool_arg(runtime_only, "runtime_only"))],
+                 verbose=verbose)[0]
 
 
-def bench(model, shapes=None, db=None, threads=None, repeats=None, warmup=None, per_cluster=False, target=None,
-          layout=None):
-    """`fusor bench MODEL --json`: unfused, fused (and tuned, with db) medians, as a dict."""
-    return _verb(["bench", _path(model, "model"), *_shape_flags(shapes), "--json",
-                  *_flags(db=_optional(db, _path, "db", _DB),
-                          threads=_optional(threads, _int_arg, "threads", 1, _MAX_THREADS),
-                          repeats=_optional(repeats, _int_arg, "repeats", 1, 100000),
+def bench(model, shapes=None, db=None, threads=None, repeats=None, warmup=None, per_cluster=False, per_region=False,
+          compare_db=None, target=None, layout=None, optimize=True, cache=True, plan=None, verbose=False):
+    """`fusor bench MODEL --json`: unfused, fused (and tuned, with db; and compare_db's) medians, as a dict."""
+    return _verb(["bench", _path(model, "model"), "--json",
+                  *_common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose),
+                  *_flags(repeats=_optional(repeats, _int_arg, "repeats", 1, 100000),
                           warmup=_optional(warmup, _int_arg, "warmup", 0, 1000),
-                          per_cluster=_bool_arg(per_cluster, "per_cluster"),
-                          target=_optional(target, _str_arg, "target"),
-                          layout=_optional(layout, _str_arg, "layout", _LAYOUTS))])[0]
+                          per_cluster=_bool_arg(per_cluster, "per_cluster"), per_region=_bool_arg(per_region, "per_region"),
+                          compare_db=_optional(compare_db, _path, "compare_db", _DB))],
+                 verbose=verbose)[0]

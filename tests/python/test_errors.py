@@ -157,7 +157,7 @@ def test_paths_with_a_nul_byte_or_empty(tmp_path, monkeypatch):
     cases = [
         (lambda: fusor.load(model + "\0evil"), "path is", "NUL byte"),
         (lambda: fusor.load(""), "path is ''"),
-        (lambda: fusor.load(7), "path is 7; expected a path"),
+        (lambda: fusor.load(7), "path is 7; expected a model path, or the bytes of an ONNX or JSON model"),
         (lambda: fusor.load(model, db=""), "db is ''"),
         (lambda: fusor.load(model, db=db + "\0x"), "db is", "NUL byte"),
         (lambda: fusor.autotune(model, db=""), "db is ''"),
