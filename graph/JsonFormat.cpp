@@ -507,12 +507,18 @@ void check_json_model_name(const std::string &path) {
 
 }  // namespace
 
+std::string model_name(const std::string &path) {
+    return std::filesystem::path(path).stem().string();
+}
+
 Graph load_model(const std::string &path, const ConstantEvaluator *eval, const InputShapes &shapes, InitializerData data) {
     if (path.size() >= 5 && path.substr(path.size() - 5) == ".onnx") {
         OnnxImportOptions o;
         o.shapes = shapes;
         o.eval = eval;
-        return load_onnx(path, o);
+        Graph g = load_onnx(path, o);
+        g.name = model_name(path);
+        return g;
     }
     check_json_model_name(path);
     Graph g = load_graph_json(path, eval, data);
@@ -526,6 +532,7 @@ Graph load_model(const std::string &path, const ConstantEvaluator *eval, const I
                             name + "' as " + to_string(g.type(t)) + " (JSON graphs have static shapes)");
         }
     }
+    g.name = model_name(path);
     return g;
 }
 

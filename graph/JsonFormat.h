@@ -34,9 +34,15 @@ Graph parse_graph_json(const std::string &text, const std::string &source = "<js
  * reference when they came from one, inline data otherwise. */
 std::string to_json(const Graph &g);
 
-/** Loads a model by extension: `.onnx` through the ONNX importer (OnnxImport.h), anything else as
- * fusor's JSON. \p shapes binds ONNX inputs' symbolic dims; for a JSON model each named input
- * must exist and have exactly that shape (a UserError otherwise). */
+/** A model's name: its file name without the extension (what `bench`, `inspect` and `compile`
+ * call it, never the exporter's graph name). */
+std::string model_name(const std::string &path);
+
+/** Loads a model by extension: `.onnx` through the ONNX importer (OnnxImport.h); `.json`, or a
+ * file of another name that holds a JSON object, as fusor's JSON; anything else is a UserError
+ * naming the extension. \p shapes binds ONNX inputs' symbolic dims; for a JSON model each named
+ * input must exist and have exactly that shape (a UserError otherwise). The graph is named
+ * model_name(path). */
 Graph load_model(const std::string &path, const ConstantEvaluator *eval = nullptr, const InputShapes &shapes = {},
                  InitializerData data = InitializerData::Built);
 

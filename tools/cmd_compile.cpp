@@ -30,7 +30,7 @@ namespace {
 
 /** A C identifier from a file stem: other characters become '_', a leading digit gets a '_'. */
 std::string default_name(const std::string &model) {
-    std::string s = std::filesystem::path(model).stem().string();
+    std::string s = model_name(model);
     for (char &c : s) {
         if (!std::isalnum((unsigned char)c) && c != '_') c = '_';
     }

@@ -34,6 +34,29 @@ std::string mib(int64_t bytes) {
     return fmt::format("{:.2f} MiB", bytes / 1048576.0);
 }
 
+/** The lines a person reads first: the model (named after its file), the target, each input and
+ * output with its dtype and shape, and the weights. */
+void print_model_summary(const std::string &path, const Graph &g, const Halide::Target &t) {
+    fmt::print("model:   {} ({})\n", model_name(path), path);
+    fmt::print("target:  {}\n", t.to_string());
+    size_t width = 0;
+    for (const std::vector<TensorId> *list : {&g.inputs, &g.outputs}) {
+        for (TensorId id : *list) width = std::max(width, g.tensor(id).name.size());
+    }
+    for (const auto &[label, list] : {std::pair<const char *, const std::vector<TensorId> *>{"inputs: ", &g.inputs}, {"outputs:", &g.outputs}}) {
+        for (size_t i = 0; i < list->size(); i++) {
+            const Tensor &x = g.tensor((*list)[i]);
+            fmt::print("{} {:<{}}  {}\n", i == 0 ? label : "        ", x.name, width, to_string(x.type));
+        }
+    }
+    int64_t weights = 0;
+    int count = 0;
+    for (const Tensor &x : g.tensors) {
+        if (x.is_initializer) weights += (int64_t)x.type.num_bytes(), count++;
+    }
+    fmt::print("weights: {} in {} initializer{}\n", mib(weights), count, count == 1 ? "" : "s");
+}
+
 }  // namespace
 
 namespace {
@@ -101,6 +124,8 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                     "also say which schedule each cluster gets from this tuning database (a file or a postgresql:// URL), or why "
                     "it keeps the default")
         ->check(path_value());
+    auto nodes_flag = std::make_shared<bool>(false);
+    cmd->add_flag("--nodes", *nodes_flag, "also list every node, and each cluster's nodes, inputs, outputs and schedule");
     auto print_plan = std::make_shared<bool>(false);
     cmd->add_flag("--print-plan", *print_plan,
                   "print the fusion plan: the model's regions of clusters and, per region, which of its nodes share a kernel");
@@ -283,22 +308,30 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                     else fmt::print("{}\n", j.dump(2));
                     return 0;
                 }
-                fmt::print("target: {}\n", t.to_string());
-                if (!*no_optimize) {
-                    fmt::print("optimized: {} nodes -> {} nodes (--no-optimize to skip)\n", nodes_loaded, fused.nodes.size());
-                    if (*verbose) print_pass_table(passes);
-                }
-                fmt::print("{}\n", print_graph(fused));
-                fmt::print("clusters ({}):\n", fused.clusters.size());
+                print_model_summary(*model, fused, t);
+                fmt::print("nodes:   {}", fused.nodes.size());
+                if (!*no_optimize) fmt::print(" after the rewrite passes, {} loaded (--no-optimize to skip)", nodes_loaded);
+                fmt::print("\n");
+                if (*verbose && !*no_optimize) print_pass_table(passes);
+                fmt::print("\nkernel launches:        unfused {:>4}   fused {:>4}\n", ur.kernels, fr.kernels);
+                fmt::print("intermediate written:   unfused {:>12}   fused {:>12}\n", mib(ur.bytes_written), mib(fr.bytes_written));
+                fmt::print("intermediate read:      unfused {:>12}   fused {:>12}\n", mib(ur.bytes_read), mib(fr.bytes_read));
+                fmt::print("arena (planned):        unfused {:>12}   fused {:>12}\n", mib(uplan.arena_bytes), mib(fplan.arena_bytes));
+                fmt::print("  naive sum:            unfused {:>12}   fused {:>12}\n", mib(uplan.naive_bytes), mib(fplan.naive_bytes));
+                fmt::print("  lower bound:          unfused {:>12}   fused {:>12}   (largest live set)\n", mib(uplan.lower_bound),
+                           mib(fplan.lower_bound));
+                fmt::print("\nclusters ({}){}:\n", fused.clusters.size(), *nodes_flag ? "" : ", one line each (--nodes: every node, and each cluster's schedule)");
                 for (const Cluster &c : fused.clusters) {
-                    fmt::print("{}", print_clusters_one(fused, c));
-                    fmt::print("  schedule:\n");
-                    std::string text = to_text(schedules[c.id]);
-                    size_t pos = 0;
-                    while (pos < text.size()) {
-                        size_t nl = text.find('\n', pos);
-                        fmt::print("    {}\n", text.substr(pos, nl - pos));
-                        pos = nl + 1;
+                    if (*nodes_flag) {
+                        fmt::print("{}", print_clusters_one(fused, c));
+                        fmt::print("  schedule:\n");
+                        std::string text = to_text(schedules[c.id]);
+                        for (size_t pos = 0, nl; pos < text.size(); pos = nl + 1) {
+                            nl = std::min(text.find('\n', pos), text.size());
+                            fmt::print("    {}\n", text.substr(pos, nl - pos));
+                        }
+                    } else {
+                        fmt::print("  {}\n", cluster_label(fused, c));
                     }
                     if (!is_cuda) continue;
                     const CudaCheck &k = cuda[c.id];
@@ -320,13 +353,7 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                     std::string v = cuda_resource_violation(k);
                     if (!v.empty()) fmt::print("  over the limits: {}\n", v);
                 }
-                fmt::print("\nkernel launches:        unfused {:>4}   fused {:>4}\n", ur.kernels, fr.kernels);
-                fmt::print("intermediate written:   unfused {:>12}   fused {:>12}\n", mib(ur.bytes_written), mib(fr.bytes_written));
-                fmt::print("intermediate read:      unfused {:>12}   fused {:>12}\n", mib(ur.bytes_read), mib(fr.bytes_read));
-                fmt::print("arena (planned):        unfused {:>12}   fused {:>12}\n", mib(uplan.arena_bytes), mib(fplan.arena_bytes));
-                fmt::print("  naive sum:            unfused {:>12}   fused {:>12}\n", mib(uplan.naive_bytes), mib(fplan.naive_bytes));
-                fmt::print("  lower bound:          unfused {:>12}   fused {:>12}   (largest live set)\n", mib(uplan.lower_bound),
-                           mib(fplan.lower_bound));
+                if (*nodes_flag) fmt::print("\n{}\n", print_graph(fused));
                 if (partition) fmt::print("\n{}", print_partition(fused, *partition));
                 if (plan) {
                     fmt::print("\nfusion plan '{}':\n", *plan_file);

@@ -28,6 +28,8 @@
 #include "tuner/db/TuningDb.h"
 
 using Catch::Contains;
+using Catch::EndsWith;
+using Catch::StartsWith;
 namespace fs = std::filesystem;
 using fusor::test::TempDir;
 using Result = fusor::test::ShellResult;
@@ -402,6 +404,30 @@ TEST_CASE("cli: optimize rejects an unknown pass with exit status 2", "[tools][c
     Result r = run_fusor("optimize '" + data("models/eltwise_chain.json") + "' -o '" + dir.file("o.json") + "' --passes dce,unroll");
     check_one_line_error(r);
     CHECK_THAT(r.err, Contains("unknown pass 'unroll'"));
+}
+
+TEST_CASE("cli: inspect opens with the model, its inputs and outputs with shapes, and the totals, and lists nodes only with --nodes",
+          "[tools][cli]") {
+    std::string model = data("models/mlp_head.json");
+    Result r = run_fusor("inspect '" + model + "'");
+    REQUIRE(r.status == 0);
+    std::vector<std::string> lines;
+    for (size_t pos = 0, nl; pos < r.out.size(); pos = nl + 1) {
+        nl = std::min(r.out.find('\n', pos), r.out.size());
+        lines.push_back(r.out.substr(pos, nl - pos));
+    }
+    REQUIRE(lines.size() >= 6);
+    CHECK(lines[0] == "model:   mlp_head (" + model + ")");
+    CHECK_THAT(lines[2], StartsWith("inputs:  x ") && EndsWith("f32[1,1536]"));
+    CHECK_THAT(lines[3], StartsWith("outputs: y ") && EndsWith("f32[1,1]"));
+    CHECK_THAT(lines[4], StartsWith("weights: ") && Contains("in 6 initializers"));
+    size_t totals = r.out.find("kernel launches:"), clusters = r.out.find("clusters (3)");
+    CHECK(totals < clusters);
+    CHECK_THAT(r.out, Contains("c0 Gemm+Relu (2 nodes) fc1") && !Contains("Gemm(x, w1, b1)") && !Contains("schedule:"));
+    Result nodes = run_fusor("inspect '" + model + "' --nodes");
+    REQUIRE(nodes.status == 0);
+    CHECK_THAT(nodes.out, StartsWith("model:   mlp_head") && Contains("h1 = Gemm(x, w1, b1)") && Contains("schedule:"));
+    CHECK(nodes.out.size() > r.out.size());
 }
 
 TEST_CASE("cli: inspect runs the rewrite passes unless --no-optimize", "[tools][cli]") {
