@@ -28,6 +28,15 @@ namespace fusor::cli {
 
 namespace {
 
+/** Whether \p schedule, stored for cluster signature \p sig on \p target, is the default
+ * schedule: some trial measured it as the default. */
+bool is_default_schedule(const TuningDb &db, const std::string &sig, const std::string &target, const std::string &schedule) {
+    for (const Trial &t : db.trials(sig, target)) {
+        if (t.strategy == "default" && t.schedule == schedule) return true;
+    }
+    return false;
+}
+
 /** A C identifier from a file stem: other characters become '_', a leading digit gets a '_'. */
 std::string default_name(const std::string &model) {
     std::string s = model_name(model);
@@ -118,6 +127,8 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 ao.gpu_max_registers = *gpu_registers;
                 ao.out_dir = o->out;
                 nlohmann::json extra = {{"records", nlohmann::json::array()}};
+                // per cluster the database searched: true, a schedule that beat the default; false, the default kept
+                auto searched = std::make_shared<std::map<std::string, bool>>();
                 if (!o->db.empty()) {
                     // in lookup order (tuner/lookup/Lookup.h), without timing here: the library records which
                     // record and machine each schedule came from
@@ -143,7 +154,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     for (const std::string &w : plan_warnings) fmt::print(stderr, "warning: {}\n", w);
                     auto records = std::make_shared<nlohmann::json>(nlohmann::json::array());
                     auto notes = std::make_shared<DbNotes>();
-                    ao.schedule_for = [db, resolved, records, notes, record](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
+                    ao.schedule_for = [db, resolved, records, notes, record, searched](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
                         std::string sig = cluster_signature(gg, c);
                         auto note = [&](const std::string &text, bool tuned) {
                             notes->push_back({DbNote::Kind::Schedule, c.name, text, !tuned && !*record, tuned});
@@ -152,6 +163,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                             auto it = (*record)->schedules.find(sig);
                             bool tuned = it != (*record)->schedules.end();
                             note(tuned ? "the model record's schedule" : "default schedule (the model record's choice)", tuned);
+                            (*searched)[c.name] = tuned && !is_default_schedule(*db, sig, resolved, it->second);
                             if (!tuned) return std::nullopt;
                             records->push_back({{"cluster", c.name}, {"signature", sig}, {"source", source_name(RecordSource::ModelRecord)}});
                             return it->second;
@@ -164,6 +176,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                             return std::nullopt;
                         }
                         const Trial &t = choice.best->trial;
+                        (*searched)[c.name] = t.strategy != "default";
                         note(fmt::format("tuned schedule {} from {} ({:.3f} ms when measured)", t.id.substr(0, 12), source_name(choice.source),
                                          choice.best->ms),
                              true);
@@ -193,20 +206,28 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 ao.build_info_json = extra.dump();
                 if (*budget > 0 && *devices > 0) throw UserError("compile: --memory-budget and --devices are exclusive");
                 nlohmann::json wrote = {{"libraries", nlohmann::json::array()}};
-                auto report = [&wrote](const AotResult &r, const std::string &what) {
+                auto report = [&wrote, searched](const AotResult &r, const std::string &what) {
                     wrote["libraries"].push_back(r.library);
                     std::vector<std::string> untuned;
+                    int beat = 0, kept = 0;
                     for (const AotCluster &c : r.clusters) {
-                        if (!c.tuned) untuned.push_back(c.name);
+                        auto it = searched->find(c.name);
+                        bool faster = c.tuned && it != searched->end() && it->second;
+                        beat += faster;
+                        kept += !faster && it != searched->end();
+                        if (it == searched->end()) untuned.push_back(c.name);
                         if (!c.fallback_reason.empty()) fmt::print("{}: stored schedule not used: {}\n", c.name, c.fallback_reason);
                     }
                     fmt::print("compiled {} -> {} and {}\n", what, r.library, r.header);
-                    fmt::print("  {} clusters, {} tuned; arena {} bytes, weights {} bytes\n", r.clusters.size(),
-                               r.clusters.size() - untuned.size(), r.arena_bytes, r.weight_bytes);
+                    fmt::print("  {} clusters: {} with a tuned schedule that beat the default, {} searched with the default kept, {} never "
+                               "tuned; arena {} bytes, weights {} bytes\n",
+                               r.clusters.size(), beat, kept, untuned.size(), r.arena_bytes, r.weight_bytes);
                     if (!untuned.empty()) {
+                        constexpr size_t kShown = 12;
                         std::string list;
-                        for (const std::string &u : untuned) list += (list.empty() ? "" : ", ") + u;
-                        fmt::print("  untuned (default schedule): {}\n", list);
+                        for (size_t i = 0; i < untuned.size() && i < kShown; i++) list += (i ? ", " : "") + untuned[i];
+                        if (untuned.size() > kShown) list += fmt::format(" and {} more", untuned.size() - kShown);
+                        fmt::print("  never tuned: {}\n", list);
                     }
                 };
                 if (*budget > 0 || *devices > 0) {
