@@ -20,7 +20,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "bench/Plot.h"
+#include "graph/Plot.h"
 #include "generators/HostTarget.h"
 #include "generators/ConstantEvaluator.h"
 #include "graph/File.h"
@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
        << "plot '" << fs::absolute(out_dir).string() << "/results.dat' using 2:xtic(1) title 'unfused', '' using 3 title 'fused', "
        << "'' using 5 title 'optimized, NCHW', '' using 6 title 'optimized, NHWC', "
        << "'' using ($0-0.1):3:(sprintf('%.2fx',$4)) with labels offset 0,1 notitle\n";
-    bool png = bench::plot(out_dir, "results.gp", gp.str(), {"results.png"});
+    bool png = plot(out_dir, "results.gp", gp.str(), {"results.png"});
     fmt::print("wrote {}/results.json{}\n", out_dir, png ? " and " + out_dir + "/results.png" : " (gnuplot not found: no PNG)");
     return 0;
 }

@@ -50,7 +50,7 @@
 #include <omp.h>
 #endif
 
-#include "bench/Plot.h"
+#include "graph/Plot.h"
 #include "generators/AutoScheduler.h"
 #include "generators/ConstantEvaluator.h"
 #include "generators/HostTarget.h"
@@ -526,7 +526,7 @@ void write_charts(const std::string &out, const json &results) {
            << "plot '" << dir << "/tuning_" << name << "_curve.dat' using 1:2 title 'search (" << results.value("strategy", "evolve")
            << ")', '' using 1:3 title 'random'\n";
     }
-    if (!bench::plot(out, "tuning.gp", gp.str(), pngs)) fmt::print("gnuplot failed or is missing: charts not written (data files are)\n");
+    if (!plot(out, "tuning.gp", gp.str(), pngs)) fmt::print("gnuplot failed or is missing: charts not written (data files are)\n");
 }
 
 /** Compile overlap (tuner/measure/WorkerPool.h): the default and the tuned best timed in \p rounds

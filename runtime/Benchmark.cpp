@@ -15,12 +15,16 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double p90_of(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v[(size_t)std::ceil(0.9 * (double)v.size()) - 1];  // nearest rank
+}
+
 double spread_of(std::vector<double> v) {
     if (v.size() < 2) return 0;
-    std::sort(v.begin(), v.end());
     double mid = median(v);
-    size_t p90 = (size_t)std::ceil(0.9 * (double)v.size()) - 1;  // nearest rank
-    return mid > 0 ? (v[p90] - v.front()) / mid : 0;
+    return mid > 0 ? (p90_of(v) - *std::min_element(v.begin(), v.end())) / mid : 0;
 }
 
 static Timing summarize(std::vector<double> samples) {
@@ -30,6 +34,7 @@ static Timing summarize(std::vector<double> samples) {
     t.median_ms = median(samples);
     t.min_ms = *std::min_element(samples.begin(), samples.end());
     t.max_ms = *std::max_element(samples.begin(), samples.end());
+    t.p90_ms = p90_of(samples);
     return t;
 }
 

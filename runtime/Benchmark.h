@@ -12,7 +12,7 @@ namespace fusor {
 struct ExecutorOptions;
 
 struct Timing {
-    double median_ms = 0, min_ms = 0, max_ms = 0;
+    double median_ms = 0, min_ms = 0, max_ms = 0, p90_ms = 0;
     std::vector<double> samples_ms;
 };
 
@@ -49,6 +49,9 @@ std::vector<double> measure_cluster_costs(const Graph &g, const ExecutorOptions 
 /** The spread of \p v, the one definition every report uses (autotune's model line, bench):
  * (p90 - min) / median, p90 by nearest rank; 0 for fewer than 2 samples. */
 double spread_of(std::vector<double> v);
+
+/** The 90th percentile of \p v by nearest rank; 0 for empty input. */
+double p90_of(std::vector<double> v);
 
 /** Median of \p v (the mean of the two middle values for even sizes); 0 for empty input. */
 double median(std::vector<double> v);

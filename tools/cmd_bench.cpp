@@ -8,6 +8,7 @@
 
 #include "graph/Flops.h"
 #include "graph/JsonFormat.h"
+#include "graph/Plot.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
 #include "runtime/Session.h"
@@ -159,12 +160,58 @@ void print_regions(const nlohmann::json &regions) {
     }
 }
 
+/** One timed model of a bench run: its name in the table, its timing, its kernel count. */
+struct BenchRow {
+    std::string name;
+    Timing t;
+    size_t kernels = 0;
+};
+
+/** The spread above which a bench says its figures are noisy (spread_of, Benchmark.h). */
+constexpr double kNoisySpread = 0.10;
+
+void print_bench_table(const std::vector<BenchRow> &rows, double flops) {
+    fmt::print("  {:<9} {:>10} {:>10} {:>10} {:>7} {:>9} {:>8}\n", "", "min ms", "median ms", "p90 ms", "spread", "GFLOP/s", "kernels");
+    for (const BenchRow &r : rows) {
+        fmt::print("  {:<9} {:>10.3f} {:>10.3f} {:>10.3f} {:>6.1f}% {:>9.1f} {:>8}\n", r.name, r.t.min_ms, r.t.median_ms, r.t.p90_ms,
+                   100 * spread_of(r.t.samples_ms), r.t.median_ms > 0 ? flops / r.t.median_ms / 1e6 : 0.0, r.kernels);
+    }
+}
+
+/** One warning line on stderr naming the rows whose spread is over kNoisySpread. */
+void warn_spread(const std::vector<BenchRow> &rows) {
+    std::string noisy;
+    for (const BenchRow &r : rows) {
+        double s = spread_of(r.t.samples_ms);
+        if (s > kNoisySpread) noisy += fmt::format("{}{} {:.1f}%", noisy.empty() ? "" : ", ", r.name, 100 * s);
+    }
+    if (noisy.empty()) return;
+    fmt::print(stderr, "warning: spread over {:.0f}% ({}): the machine is busy or the model too short to time; compare the medians "
+                       "with care, or rerun with more --repeats on a quiet machine\n",
+               100 * kNoisySpread, noisy);
+}
+
+/** gnuplot commands for a bar chart of \p rows' medians with min-p90 whiskers, into plot.png. */
+std::string bench_chart(const std::string &model, const std::vector<BenchRow> &rows) {
+    std::string data;
+    for (size_t i = 0; i < rows.size(); i++) {
+        const Timing &t = rows[i].t;
+        data += fmt::format("{} {} {:.6f} {:.6f} {:.6f}\n", i, rows[i].name, t.median_ms, t.min_ms, t.p90_ms);
+    }
+    return "set terminal pngcairo size 800,500 noenhanced\nset output 'plot.png'\n"
+           "set title " + gnuplot_quoted(model + ": medians, whiskers from min to p90") + "\n"
+           "set ylabel 'ms per run'\nset yrange [0:*]\nset style fill solid 0.5 border -1\nset grid ytics\nunset key\n" +
+           fmt::format("set xrange [-0.6:{}]\n", rows.size() - 0.4) + "$data << EOD\n" + data + "EOD\n" +
+           "plot $data using 1:3:4:5:(0.6):xtic(2) with boxerrorbars lc rgb '#4477aa'\n";  // x:y:ylow:yhigh:width
+}
+
 }  // namespace
 
 Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     CLI::App *cmd = app.add_subcommand("bench", "Time a model unfused and fused side by side in one run (medians)");
     struct Opts {
         std::string model, target = "host", layout = "auto", db, compare_db;
+        std::string plot;
         bool json = false, per_cluster = false, per_region = false, no_optimize = false;
         int threads = 0, repeats = 10, warmup = 2;
     };
@@ -189,7 +236,9 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
         ->check(path_value());
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
+    cmd->add_option("--plot", o->plot, "also draw a bar chart of unfused, fused and tuned medians with min-p90 whiskers into this .png");
     return {cmd, [=] {
+                if (!o->plot.empty()) check_plot_path(o->plot);
                 if (cuda_target_without_driver(o->target)) return 1;  // said so in one line, before any Halide call
                 layout_flag(o->layout);  // the CLI's wording of a bad --layout
                 auto started = std::chrono::steady_clock::now();
@@ -263,37 +312,48 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                     j["regions"] = region_json(g, so.clustering, fused, unfused, tuned.empty() ? nullptr : &tuned[0].session->executor(),
                                                o->warmup, o->repeats);
                 }
+                std::vector<BenchRow> rows = {{"unfused", t[0], unfused.num_kernels()}, {"fused", t[1], fused.num_kernels()}};
+                for (size_t k = 0; k < tuned.size(); k++) {
+                    rows.push_back({k == 0 ? "tuned" : "compared", t[2 + k], tuned[k].session->executor().num_kernels()});
+                }
+                j["timings"] = nlohmann::json::array();
+                for (const BenchRow &r : rows) {
+                    j["timings"].push_back({{"name", r.name}, {"min_ms", r.t.min_ms}, {"median_ms", r.t.median_ms}, {"p90_ms", r.t.p90_ms},
+                                            {"spread", spread_of(r.t.samples_ms)}, {"kernels", r.kernels}});
+                }
                 if (o->json) {
+                    if (!o->plot.empty()) write_plot(o->plot, bench_chart(g.name, rows));
                     if (hooks.json) hooks.json(j.dump(2));
                     else fmt::print("{}\n", j.dump(2));
                     return 0;
                 }
-                fmt::print("{}: unfused {:.3f} ms ({} kernels), fused {:.3f} ms ({} kernels), speedup {:.2f}x  "
-                           "(medians of {}; spread unfused {:.1f}%, fused {:.1f}%)\n",
-                           g.name, u, unfused.num_kernels(), f, fused.num_kernels(), u / f, o->repeats, 100 * spread_of(t[0].samples_ms),
-                           100 * spread_of(t[1].samples_ms));
+                fmt::print("{}: fused {:.2f}x unfused ({} -> {} kernels){}; {} interleaved rounds\n", g.name, u / f, unfused.num_kernels(),
+                           fused.num_kernels(), tuned.empty() ? "" : fmt::format(", tuned {:.2f}x fused", f / t[2].median_ms),
+                           o->repeats);
+                print_bench_table(rows, flops);
                 if (same_kernels) {
                     fmt::print("  nothing fused: both run the same {} kernel(s), so the speedup is the executors' fixed cost per run "
                                "({:.3f} ms), not fusion\n",
                                fused.num_kernels(), u - f);
                 }
-                fmt::print("  {:.3f} GFLOP per run (multiply-adds count 2): unfused {:.1f} GFLOP/s, fused {:.1f} GFLOP/s\n", flops / 1e9,
-                           flops / u / 1e6, flops / f / 1e6);
                 for (const std::string &line : plan_lines) fmt::print("  plan {}\n", line);
                 for (size_t k = 0; k < tuned.size(); k++) {
-                    double ms = t[2 + k].median_ms;
-                    fmt::print("  tuned from '{}' {:.3f} ms ({} kernels): {:.2f}x the default fused schedules, {:.1f} GFLOP/s, spread {:.1f}%\n",
-                               tuned[k].db, ms, tuned[k].session->executor().num_kernels(), f / ms, flops / ms / 1e6,
-                               100 * spread_of(t[2 + k].samples_ms));
-                    if (const std::optional<ModelRecord> &m = tuned[k].record) {
+                    fmt::print("  {} from '{}'\n", rows[2 + k].name, tuned[k].db);
+                    const std::optional<ModelRecord> &m = tuned[k].record;
+                    if (m && *verbose) {
                         fmt::print("    its model record {} said {:.2f}x when stored (default {:.3f} -> tuned {:.3f} ms, {} rounds, spread "
                                    "{:.1f}%); measured now {:.2f}x\n",
                                    m->id.substr(0, 12), m->default_ms / m->tuned_ms, m->default_ms, m->tuned_ms, m->rounds, 100 * m->spread,
-                                   f / ms);
+                                   f / t[2 + k].median_ms);
                     }
                 }
                 if (tuned.size() > 1) fmt::print("  tuned from '{}' vs from '{}': {:.2f}x\n", tuned[0].db, tuned[1].db, t[3].median_ms / t[2].median_ms);
                 if (!tuned.empty()) print_db_decisions(tuned[0].notes, "  ", *verbose);
+                warn_spread(rows);
+                if (!o->plot.empty()) {
+                    write_plot(o->plot, bench_chart(g.name, rows));
+                    fmt::print("chart: {}\n", o->plot);
+                }
                 if (o->per_cluster) {
                     for (const char *key : {"clusters", "unfused_kernels_detail"}) {
                         fmt::print("{}:\n", std::string(key) == "clusters" ? "fused clusters" : "unfused kernels");

@@ -1021,6 +1021,57 @@ TEST_CASE("cli: bench says when nothing was fused, instead of a speedup that onl
     CHECK(nlohmann::json::parse(fused.out)["same_kernels"] == false);
 }
 
+namespace {
+
+/** Width and height of the PNG at \p path (its IHDR chunk); {0, 0} when it is not a PNG. */
+std::pair<uint32_t, uint32_t> png_size(const std::string &path) {
+    std::string b = slurp(path);
+    if (b.size() < 24 || b.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0 || b.compare(12, 4, "IHDR") != 0) return {0, 0};
+    auto be32 = [&](size_t at) {
+        return (uint32_t)(uint8_t)b[at] << 24 | (uint32_t)(uint8_t)b[at + 1] << 16 | (uint32_t)(uint8_t)b[at + 2] << 8 | (uint8_t)b[at + 3];
+    };
+    return {be32(16), be32(20)};
+}
+
+}  // namespace
+
+TEST_CASE("cli: bench prints min, median and p90 per row, and --plot draws a PNG; a bad --plot path exits 2 before any run",
+          "[tools][cli]") {
+    TempDir dir;
+    std::string model = data("models/eltwise_chain.json");
+    Result r = run_fusor("bench '" + model + "' --repeats 5 --plot '" + dir.file("chart.png") + "'");
+    INFO(r.out << r.err);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, Contains("min ms  median ms     p90 ms  spread") && Contains("\n  unfused ") && Contains("\n  fused "));
+    CHECK_THAT(r.out, Contains("chart: " + dir.file("chart.png")));
+    auto [w, h] = png_size(dir.file("chart.png"));
+    CHECK(w == 800);
+    CHECK(h == 500);
+    CHECK(slurp(dir.file("chart.png")).size() > 5000);  // bars, labels and a title, not an empty canvas
+    Result j = run_fusor("bench '" + model + "' --repeats 5 --json");
+    REQUIRE(j.status == 0);
+    for (const auto &row : nlohmann::json::parse(j.out)["timings"]) {
+        CHECK(row["min_ms"].get<double>() <= row["median_ms"].get<double>());
+        CHECK(row["median_ms"].get<double>() <= row["p90_ms"].get<double>());
+    }
+    fs::create_directories(dir.file("folder.png"));
+    fs::create_symlink(dir.file("elsewhere.png"), dir.file("link.png"));
+    struct Bad {
+        std::string path, says;
+    };
+    for (const Bad &b : {Bad{dir.file("folder.png"), "is a folder"}, Bad{dir.file("no/such/x.png"), "does not exist"},
+                         Bad{dir.file("chart.svg"), "ending in .png"}, Bad{dir.file("link.png"), "symlink"}}) {
+        Result bad = run_fusor("bench '" + model + "' --repeats 1 --plot '" + b.path + "'");
+        check_one_line_error(bad);
+        CHECK_THAT(bad.err, Contains(b.says));
+        CHECK(bad.out.empty());  // refused before anything ran
+    }
+    CHECK(!fs::exists(dir.file("elsewhere.png")));
+    Result no_gnuplot = run_fusor("bench '" + model + "' --repeats 1 --plot '" + dir.file("c2.png") + "'", "PATH=/nonexistent");
+    check_one_line_error(no_gnuplot);
+    CHECK_THAT(no_gnuplot.err, Contains("gnuplot-nox"));
+}
+
 TEST_CASE("cli: a library name too long, taken from the model's file name, points at --name", "[tools][cli]") {
     TempDir dir;
     std::string model = dir.file(std::string(80, 'm') + ".json");
