@@ -13,10 +13,12 @@
 #include "generators/CudaCheck.h"
 #include "graph/Error.h"
 #include "graph/File.h"
+#include "graph/Plot.h"
 #include "graph/Subprocess.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 #include "tools/Output.h"
+#include "tools/TuningChart.h"
 #include "tuner/Autotune.h"
 #include "tuner/Bundle.h"
 #include "tuner/EndToEnd.h"
@@ -75,7 +77,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
     CLI::App *cmd = app.add_subcommand("autotune", "Search schedules for every distinct cluster of a model and store every "
                                                    "measured trial in a tuning database");
     struct Opts {
-        std::string model, db, target = "host", strategy = "model", layout = "auto", budget, export_batch;
+        std::string model, db, target = "host", strategy = "model", layout = "auto", budget, export_batch, plot;
         std::string autoschedulers = "auto", shard = "0/1";
         int trials = 32, threads = 0, jobs = 0, confirm_rounds = 2;
         uint64_t seed = 1;
@@ -134,11 +136,15 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     "compile and check the candidates without timing them, and write a measurement bundle into DIR "
                     "(DIR/measure, run on the measuring machine; import its results.json with `fusor db import-results`)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
+    cmd->add_option("--plot", o->plot,
+                    "when the tune ends, draw its curve into this .png: per heavy cluster, the best time so far against wall time, "
+                    "with the model's default and tuned times (also: fusor db plot)");
     cmd->add_option("--shard", o->shard,
                     "K/N: tune only shard K (from 0) of N of the model's distinct clusters, split by signature and a static cost "
                     "estimate, the same on every machine; N such jobs cover the model (docs/tuning_db.md)")
         ->capture_default_str();
     return {cmd, [=] {
+                if (!o->plot.empty()) check_plot_path(o->plot);
                 auto started = std::chrono::steady_clock::now();  // --budget covers start to exit
                 Shard shard = parse_shard(o->shard);
                 if (o->trials < 1) throw UserError("--trials is " + std::to_string(o->trials) + "; expected at least 1");
@@ -280,6 +286,10 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 line->finish();
                 std::vector<std::string> model_lines;
                 if (!model_id.empty()) model_lines = model_result_lines(*e2e, model_id, next_args(o->model, *shapes, db_name, o->threads));
+                if (!o->plot.empty()) {
+                    write_plot(o->plot, tuning_curve_chart(db, g, resolved_target(o->target), g.name));
+                    model_lines.push_back("chart: " + o->plot);
+                }
                 restore_sigint();
                 if (hooks.tuned) {
                     for (const std::string &line : model_lines) ao.note(line);

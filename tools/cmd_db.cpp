@@ -21,9 +21,11 @@
 
 #include "generators/HostTarget.h"
 #include "graph/Error.h"
+#include "graph/Plot.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 #include "tools/Output.h"
+#include "tools/TuningChart.h"
 #include "tuner/Bundle.h"
 #include "tuner/search/CostModel.h"
 #include "tuner/EndToEnd.h"
@@ -273,10 +275,30 @@ Verb add_db(CLI::App &app) {
     auto assemble_layout = std::make_shared<std::string>("auto");
     assemble->add_option("--layout", *assemble_layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
 
+    CLI::App *plot_cmd = cmd->add_subcommand("plot", "Draw a model's tuning curve from the database into a PNG: per heavy cluster, the "
+                                                      "best time so far against wall time, with the model's default and tuned times");
+    plot_cmd->add_option("db", o->db, "tuning database")->required();
+    auto plot_model = std::make_shared<std::string>();
+    plot_cmd->add_option("--model", *plot_model, "model file (.json or .onnx) whose clusters to draw")->required();
+    plot_cmd->add_option("-o,--output", o->out, "the .png to write")->required();
+    auto plot_shapes = add_shape_flag(plot_cmd);
+    auto plot_target = std::make_shared<std::string>("host");
+    plot_cmd->add_option("--target", *plot_target, "the Halide target whose trials to draw")->capture_default_str();
+    auto plot_layout = std::make_shared<std::string>("auto");
+    plot_cmd->add_option("--layout", *plot_layout, "layout of conv regions, as the tune had it: auto, nchw or nhwc")->capture_default_str();
+
     auto verbose = std::make_shared<bool>(false);
     for (CLI::App *sub : cmd->get_subcommands([](CLI::App *) { return true; })) sub->add_flag("-v,--verbose", *verbose, "ids and machine fingerprints in full; assemble: each event");
     return {cmd, [=]() -> int {
                 FullText full(*verbose);
+                if (plot_cmd->parsed()) {
+                    check_plot_path(o->out, "-o");
+                    TuningDb db = open_existing(o->db);
+                    Graph g = load_model_optimized(*plot_model, true, *plot_layout, nullptr, shape_bindings(*plot_shapes));
+                    write_plot(o->out, tuning_curve_chart(db, g, resolved_target(*plot_target), g.name));
+                    fmt::print("chart: {}\n", o->out);
+                    return 0;
+                }
                 if (assemble->parsed()) {
                     check_jit_gpu_target(parse_target(*assemble_target), *assemble_target);
                     check_jit_cpu_target(parse_target(*assemble_target), *assemble_target);

@@ -399,11 +399,11 @@ class Model:
             raise Error(f"the model {self.path} is closed")
         return self._session
 
-    def bench(self, repeats=None, warmup=None, per_cluster=False, per_region=False, compare_db=None, verbose=False):
+    def bench(self, repeats=None, warmup=None, per_cluster=False, per_region=False, compare_db=None, verbose=False, plot=None):
         """`fusor bench` of this model with the options it was loaded with, as a dict (fusor.bench)."""
         self._live
         return bench(self.path, repeats=repeats, warmup=warmup, per_cluster=per_cluster, per_region=per_region,
-                     compare_db=compare_db, verbose=verbose, **self._options)
+                     compare_db=compare_db, verbose=verbose, plot=plot, **self._options)
 
     def compile(self, out_dir, name=None, verbose=False, **options):
         """`fusor compile` of this model with the options it was loaded with (fusor.compile); other
@@ -584,7 +584,7 @@ def inspect(model, shapes=None, db=None, threads=None, target="host", layout="au
 def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, jobs=None, strategy=None, seed=None,
              target=None, autoschedulers=None, timeout=None, confirm_rounds=None, layout=None, shard=None, plan_search=True,
              gpu_max_registers=None, progress=False, optimize=True, cache=True, plan=None, worker_memory=None,
-             schedules=None, export_batch=None, verbose=False):
+             schedules=None, export_batch=None, verbose=False, plot=None):
     """`fusor autotune MODEL --db DB ...`: searches schedules and stores every trial in db.
 
     db: a file, or a postgresql:// URL that many tuners share. shard: "K/N", tune only shard K of
@@ -623,7 +623,8 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
                     no_optimize=not _bool_arg(optimize, "optimize"), no_cache=not _bool_arg(cache, "cache"),
                     plan=_optional(plan, _path, "plan", "a fusion plan file"),
                     worker_memory=_optional(worker_memory, _int_arg, "worker_memory", -1, _INT_MAX),
-                    export_batch=_optional(export_batch, _path, "export_batch", "a folder"), verbose=_bool_arg(verbose, "verbose"))]
+                    export_batch=_optional(export_batch, _path, "export_batch", "a folder"), verbose=_bool_arg(verbose, "verbose"),
+                    plot=_optional(plot, _path, "plot", "a .png file"))]
     progress = _progress_arg(progress)
     if not _os.access(WORKER_EXECUTABLE, _os.X_OK):
         raise Error(f"fusor's worker executable is missing: {WORKER_EXECUTABLE} (the package is incomplete)")
@@ -658,12 +659,13 @@ def compile(model, out_dir, db=None, name=None, shapes=None, threads=None, targe
 
 
 def bench(model, shapes=None, db=None, threads=None, repeats=None, warmup=None, per_cluster=False, per_region=False,
-          compare_db=None, target=None, layout=None, optimize=True, cache=True, plan=None, verbose=False):
-    """`fusor bench MODEL --json`: unfused, fused (and tuned, with db; and compare_db's) medians, as a dict."""
+          compare_db=None, target=None, layout=None, optimize=True, cache=True, plan=None, verbose=False, plot=None):
+    """`fusor bench MODEL --json`: unfused, fused (and tuned, with db; and compare_db's) medians, as a
+    dict; "timings" holds each one's min, median and p90. plot: also draw them into this .png."""
     return _verb(["bench", _path(model, "model"), "--json",
                   *_common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose),
                   *_flags(repeats=_optional(repeats, _int_arg, "repeats", 1, 100000),
                           warmup=_optional(warmup, _int_arg, "warmup", 0, 1000),
                           per_cluster=_bool_arg(per_cluster, "per_cluster"), per_region=_bool_arg(per_region, "per_region"),
-                          compare_db=_optional(compare_db, _path, "compare_db", _DB))],
+                          compare_db=_optional(compare_db, _path, "compare_db", _DB), plot=_optional(plot, _path, "plot", "a .png file"))],
                  verbose=verbose)[0]

@@ -1072,6 +1072,31 @@ TEST_CASE("cli: bench prints min, median and p90 per row, and --plot draws a PNG
     CHECK_THAT(no_gnuplot.err, Contains("gnuplot-nox"));
 }
 
+TEST_CASE("cli: autotune --plot and db plot draw the tuning curve; a model with no trials or a bad -o exits 2", "[tools][cli]") {
+    TempDir dir;
+    std::string model = data("models/mlp_head.json"), db = dir.file("t.db");
+    Result tune = run_fusor("autotune '" + model + "' --db '" + db + "' --trials 6 --jobs 1 --threads 1 --plot '" + dir.file("a.png") + "'");
+    INFO(tune.out << tune.err);
+    REQUIRE(tune.status == 0);
+    CHECK_THAT(tune.out, Contains("chart: " + dir.file("a.png")));
+    Result plot = run_fusor("db plot '" + db + "' --model '" + model + "' -o '" + dir.file("b.png") + "'");
+    INFO(plot.out << plot.err);
+    REQUIRE(plot.status == 0);
+    for (const char *png : {"a.png", "b.png"}) {
+        auto [w, h] = png_size(dir.file(png));
+        CHECK(w == 1000);
+        CHECK(h == 600);
+        CHECK(slurp(dir.file(png)).size() > 10000);
+    }
+    Result other = run_fusor("db plot '" + db + "' --model '" + data("models/eltwise_chain.json") + "' -o '" + dir.file("c.png") + "'");
+    check_one_line_error(other);
+    CHECK_THAT(other.err, Contains("holds no measured trial of this model's clusters"));
+    CHECK(!fs::exists(dir.file("c.png")));
+    Result bad = run_fusor("autotune '" + model + "' --db '" + dir.file("u.db") + "' --trials 1 --plot '" + dir.path.string() + "'");
+    check_one_line_error(bad);
+    CHECK(!fs::exists(dir.file("u.db")));  // refused before the database was made
+}
+
 TEST_CASE("cli: a library name too long, taken from the model's file name, points at --name", "[tools][cli]") {
     TempDir dir;
     std::string model = dir.file(std::string(80, 'm') + ".json");
