@@ -138,7 +138,8 @@ VERBS = {
     "bench": (fusor.bench, {"--json": "the result is the --json document"}),
     "compile": (fusor.compile, {}),
     "inspect": (fusor.inspect, {"--json": "the result is the --json document",
-                                "--print-plan": "a text view; the document holds the clusters"}),
+                                "--print-plan": "a text view; the document holds the clusters",
+                                "--nodes": "a text view; the document holds the nodes"}),
     "autotune": (fusor.autotune, {}),
 }
 RENAMED = {"shape": "shapes", "no_optimize": "optimize", "no_cache": "cache", "no_plan_search": "plan_search",

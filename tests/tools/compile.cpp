@@ -703,21 +703,28 @@ void check_c_app(const std::string &app, const std::vector<std::vector<uint8_t>>
     }
 }
 
+/** Installs this build into \p d/prefix and builds examples/\p example against it as a project
+ * of its own, in \p d/<example>-build, which it returns. */
+std::string build_example(const TempDir &d, const std::string &example) {
+    std::string prefix = d.file("prefix"), build = d.file(example + "-build");
+    Result r = shell(std::string("cmake --install '") + FUSOR_BUILD_DIR + "' --prefix '" + prefix + "'", d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    r = shell(std::string("cmake -S '") + FUSOR_SOURCE_DIR + "/examples/" + example + "' -B '" + build + "' -G '" + FUSOR_CMAKE_GENERATOR +
+                  "' -DCMAKE_PREFIX_PATH='" + prefix + "' -DCMAKE_BUILD_TYPE=Release && cmake --build '" + build + "'",
+              d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return build;
+}
+
 }  // namespace
 
 TEST_CASE("embedding: an app outside the tree links fusor::jit and fusor::tuner through find_package(fusor COMPONENTS jit)",
           "[tools][compile][install]") {
     TempDir d;
-    std::string prefix = d.file("prefix"), build = d.file("embed-build");
-    Result r = shell(std::string("cmake --install '") + FUSOR_BUILD_DIR + "' --prefix '" + prefix + "'", d);
-    INFO(r.out);
-    REQUIRE(r.status == 0);
-    CHECK(fs::exists(prefix + "/include/fusor/runtime/Session.h"));
-    r = shell(std::string("cmake -S '") + FUSOR_SOURCE_DIR + "/examples/embed' -B '" + build + "' -G '" + FUSOR_CMAKE_GENERATOR +
-                  "' -DCMAKE_PREFIX_PATH='" + prefix + "' -DCMAKE_BUILD_TYPE=Release && cmake --build '" + build + "'",
-              d);
-    INFO(r.out);
-    REQUIRE(r.status == 0);
+    std::string build = build_example(d, "embed");
+    CHECK(fs::exists(d.file("prefix/include/fusor/runtime/Session.h")));
     std::string model = std::string(FUSOR_SOURCE_DIR) + "/tests/data/models/eltwise_chain.json";
     Result outside = shell("'" + build + "/embed' '" + model + "'", d);
     Result inside = shell("'" + (fs::path(FUSOR_BINARY).parent_path() / "fusor_embed_example").string() + "' '" + model + "'", d);
@@ -730,19 +737,8 @@ TEST_CASE("embedding: an app outside the tree links fusor::jit and fusor::tuner 
 TEST_CASE("compile: a C-only app links a model through find_package(fusor), and by the header's link line",
           "[tools][compile][install]") {
     TempDir d;
-    std::string prefix = d.file("prefix"), build = d.file("c-build");
-    Result r = shell(std::string("cmake --install '") + FUSOR_BUILD_DIR + "' --prefix '" + prefix + "'", d);
-    INFO(r.out);
-    REQUIRE(r.status == 0);
-    r = shell(std::string("cmake -S '") + FUSOR_SOURCE_DIR + "/examples/c_app' -B '" + build + "' -G '" + FUSOR_CMAKE_GENERATOR +
-                  "' -DCMAKE_PREFIX_PATH='" + prefix + "' -DCMAKE_BUILD_TYPE=Release",
-              d);
-    INFO(r.out);
-    REQUIRE(r.status == 0);
+    std::string build = build_example(d, "c_app");
     CHECK_THAT(fusor::test::slurp(build + "/CMakeCache.txt"), !Contains("CMAKE_CXX_COMPILER:"));  // C only: no C++ enabled
-    r = shell("cmake --build '" + build + "'", d);
-    INFO(r.out);
-    REQUIRE(r.status == 0);
     std::string model = std::string(FUSOR_SOURCE_DIR) + "/configs/models/transformer_mlp.json";
     Graph g = load_graph_json(model);
     auto inputs = random_inputs(g, 5);
@@ -760,7 +756,7 @@ TEST_CASE("compile: a C-only app links a model through find_package(fusor), and 
         if (e.path().filename().string().rfind("fusor_runtime_", 0) == 0) runtime = (e.path() / "libfusor_halide_runtime.a").string();
     }
     REQUIRE(fs::exists(runtime));
-    r = shell("cc -std=c11 -I'" + build + "/fusor_model' '" + FUSOR_SOURCE_DIR + "/examples/c_app/main.c' '" + build +
+    Result r = shell("cc -std=c11 -I'" + build + "/fusor_model' '" + FUSOR_SOURCE_DIR + "/examples/c_app/main.c' '" + build +
                   "/fusor_model/libmodel.a' '" + runtime + "' " + line + " -o '" + d.file("by_hand") + "'",
               d);
     INFO(r.out);
