@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -184,6 +185,60 @@ void load_inputs(Executor &ex, const std::string &dir) {
         }
         ex.set_input(i, a.data.data(), a.data.size());
     }
+}
+
+void load_named_inputs(Executor &ex, const std::vector<std::string> &bindings) {
+    const Graph &g = ex.graph();
+    std::vector<bool> given(g.inputs.size());
+    auto names = [&] {
+        std::string list;
+        for (TensorId t : g.inputs) list += (list.empty() ? "" : ", ") + g.tensor(t).name;
+        return list;
+    };
+    for (const std::string &b : bindings) {
+        size_t eq = b.rfind('=');
+        if (eq == std::string::npos || eq == 0) throw UserError("--input '" + b + "': expected NAME=FILE.npy");
+        std::string name = b.substr(0, eq), path = b.substr(eq + 1);
+        size_t i = 0;
+        while (i < g.inputs.size() && g.tensor(g.inputs[i]).name != name) i++;
+        if (i == g.inputs.size()) throw UserError("--input names '" + name + "', which is not an input; the inputs are: " + names());
+        if (given[i]) throw UserError("--input gives '" + name + "' twice");
+        given[i] = true;
+        const Tensor &t = g.tensor(g.inputs[i]);
+        NpyArray a = read_npy(path);
+        if (a.type != t.type) throw UserError(path + ": holds " + to_string(a.type) + " but input '" + name + "' is " + to_string(t.type));
+        ex.set_input(i, a.data.data(), a.data.size());
+    }
+    for (size_t i = 0; i < g.inputs.size(); i++) {
+        const Tensor &t = g.tensor(g.inputs[i]);
+        if (!given[i] && t.data.empty()) throw UserError("no --input for '" + t.name + "' (" + to_string(t.type) + "); the inputs are: " + names());
+    }
+}
+
+std::vector<std::string> compare_with_reference(const Executor &ex, const std::string &dir) {
+    const Graph &g = ex.graph();
+    std::vector<std::string> lines;
+    for (size_t i = 0; i < g.outputs.size(); i++) {
+        const Tensor &t = g.tensor(g.outputs[i]);
+        std::string path = dir + "/" + file_stem(t.name) + ".npy";
+        if (!regular_file_exists(path)) throw UserError("--reference: missing '" + path + "' for output '" + t.name + "'");
+        NpyArray want = read_npy(path);
+        if (want.type != t.type) throw UserError(path + ": holds " + to_string(want.type) + " but output '" + t.name + "' is " + to_string(t.type));
+        Tensor got = t, ref = t;
+        got.data.assign((const uint8_t *)ex.output(i).data(), (const uint8_t *)ex.output(i).data() + ex.output(i).size_in_bytes());
+        ref.data = std::move(want.data);
+        double max_abs = 0, max_rel = 0;
+        for (int64_t k = 0; k < t.type.num_elements(); k++) {
+            double a = got.value_as_double(k), b = ref.value_as_double(k), d = std::abs(a - b);
+            if (std::isnan(a) != std::isnan(b)) d = INFINITY;
+            if (std::isnan(d)) continue;  // both NaN
+            max_abs = std::max(max_abs, d);
+            max_rel = std::max(max_rel, d / std::max(std::abs(b), 1e-6));
+        }
+        lines.push_back(fmt::format("{}: max abs error {:.3g}, max rel error {:.3g} ({} elements)", t.name, max_abs, max_rel,
+                                    t.type.num_elements()));
+    }
+    return lines;
 }
 
 void save_outputs(const Executor &ex, const std::string &dir) {

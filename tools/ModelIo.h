@@ -80,6 +80,14 @@ Layout layout_flag(const std::string &text);
 /** Reads inputs `<dir>/<name>.npy` (name with '/' and ':' replaced by '_'); throws UserError naming
  * the file when one is missing or its dtype or shape differs from the graph's. */
 void load_inputs(Executor &ex, const std::string &dir);
+/** Feeds each `--input NAME=FILE.npy` of \p bindings to the input NAME. UserError (exit 2) for a
+ * binding without '=', a NAME that is no input (listing the inputs), a NAME given twice, a file
+ * of another dtype or shape, and an input given no file that has no default (naming it). */
+void load_named_inputs(Executor &ex, const std::vector<std::string> &bindings);
+/** Compares each output with `<dir>/<name>.npy`: one line per output with the largest absolute
+ * error and the largest relative one (to max(|reference|, 1e-6)). UserError naming the file when one is missing, or holds another dtype or
+ * shape. */
+std::vector<std::string> compare_with_reference(const Executor &ex, const std::string &dir);
 /** Prints use_tuning_db's \p notes after \p indent: with \p verbose every one (a cluster's
  * prefixed "schedule "); else the model record's and one line counting the tuned schedules. */
 void print_db_decisions(const DbNotes &notes, const std::string &indent, bool verbose);

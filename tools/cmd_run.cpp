@@ -1,3 +1,4 @@
+#include <chrono>
 #include <cmath>
 
 #include <fmt/core.h>
@@ -33,9 +34,10 @@ std::string summarize(const Tensor &t, const Halide::Buffer<> &b) {
 Verb add_run(CLI::App &app) {
     CLI::App *cmd = app.add_subcommand("run", "Run a model once, fused (default) or unfused, on .npy or seeded random inputs");
     struct Opts {
-        std::string model, inputs, outputs, target = "host", layout = "auto", db;
+        std::string model, inputs, outputs, target = "host", layout = "auto", db, reference;
+        std::vector<std::string> named;
         uint64_t seed = 0;
-        bool unfused = false, no_optimize = false;
+        bool unfused = false, no_optimize = false, print_time = false;
         int threads = 0;
     };
     auto o = std::make_shared<Opts>();
@@ -44,7 +46,11 @@ Verb add_run(CLI::App &app) {
     auto shapes = add_shape_flag(cmd);
     auto plan_file = add_plan_flag(cmd);
     auto *in = cmd->add_option("--inputs", o->inputs, "folder with one <input>.npy per graph input");
-    cmd->add_option("--random", o->seed, "fill inputs from this seed (the default, with seed 0)")->check(seed_value())->excludes(in);
+    auto *named = cmd->add_option("--input", o->named, "NAME=FILE.npy: feed one input from a file (repeatable; every input without a default needs one)")
+                      ->excludes(in);
+    cmd->add_option("--random", o->seed, "fill inputs from this seed (the default, with seed 0)")->check(seed_value())->excludes(in)->excludes(named);
+    cmd->add_flag("--print-time", o->print_time, "print the load time and the run's time");
+    cmd->add_option("--reference", o->reference, "compare each output with <DIR>/<output>.npy: the largest absolute and relative error");
     cmd->add_option("--outputs", o->outputs, "write each output to <DIR>/<output>.npy");
     cmd->add_flag("--unfused", o->unfused, "one pipeline per node (the reference baseline)");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
@@ -53,6 +59,10 @@ Verb add_run(CLI::App &app) {
     cmd->add_flag("--no-optimize", o->no_optimize, "skip the graph rewrite passes (clustering still runs)");
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     return {cmd, [=] {
+                auto started = std::chrono::steady_clock::now();
+                auto ms_since = [](std::chrono::steady_clock::time_point t) {
+                    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+                };
                 if (cuda_target_without_driver(o->target)) return 1;  // said so in one line, before any Halide call
                 layout_flag(o->layout);  // the CLI's wording of a bad --layout
                 SessionOptions so;
@@ -74,11 +84,19 @@ Verb add_run(CLI::App &app) {
                 print_db_decisions(notes, "", *verbose);
                 print_db_warnings(o->db, notes, ex.num_kernels());
                 if (!o->inputs.empty()) load_inputs(ex, o->inputs);
+                else if (!o->named.empty()) load_named_inputs(ex, o->named);
                 else set_random_inputs(ex, o->seed);
+                double load_ms = ms_since(started);
+                auto run_start = std::chrono::steady_clock::now();
                 session.run();
+                double run_ms = ms_since(run_start);
                 fmt::print("ran {} ({}, {} kernels)\n", g.name, o->unfused ? "unfused" : "fused", ex.num_kernels());
                 for (size_t i = 0; i < ex.num_outputs(); i++) {
                     fmt::print("  {}\n", summarize(ex.graph().tensor(ex.graph().outputs[i]), ex.output(i)));
+                }
+                if (o->print_time) fmt::print("time: load {:.1f} ms, run {:.3f} ms (the first run; `fusor bench` times steady state)\n", load_ms, run_ms);
+                if (!o->reference.empty()) {
+                    for (const std::string &line : compare_with_reference(ex, o->reference)) fmt::print("  reference {}\n", line);
                 }
                 if (!o->outputs.empty()) save_outputs(ex, o->outputs);
                 if (*verbose) fmt::print("{}\n", kernel_cache_line());

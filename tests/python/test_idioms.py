@@ -134,7 +134,9 @@ def test_a_database_that_gives_nothing_for_the_model_warns(tmp_path):
 # Each verb's CLI flags and the Python keyword that passes each; the flags only the CLI has, and why.
 VERBS = {
     "run": (fusor.load, {"--inputs": "run() takes the arrays", "--random": "Model.random_inputs()",
-                         "--outputs": "run() returns the arrays", "-v": "Model.schedules gives the decisions"}),
+                         "--outputs": "run() returns the arrays", "-v": "Model.schedules gives the decisions",
+                         "--input": "run() takes the arrays", "--print-time": "time the call in Python",
+                         "--reference": "compare the arrays in Python (numpy.testing)"}),
     "bench": (fusor.bench, {"--json": "the result is the --json document"}),
     "compile": (fusor.compile, {}),
     "inspect": (fusor.inspect, {"--json": "the result is the --json document",

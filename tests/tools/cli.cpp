@@ -1097,6 +1097,41 @@ TEST_CASE("cli: autotune --plot and db plot draw the tuning curve; a model with 
     CHECK(!fs::exists(dir.file("u.db")));  // refused before the database was made
 }
 
+TEST_CASE("cli: run --input NAME=FILE.npy, --print-time and --reference; a bad --input or --reference exits 2", "[tools][cli]") {
+    TempDir dir;
+    std::string model = data("models/mlp_head.json");
+    std::vector<float> x(1536);
+    for (size_t i = 0; i < x.size(); i++) x[i] = std::sin(0.01f * (float)i);
+    fusor::write_npy(dir.file("x.npy"), fusor::TensorType{fusor::DType::F32, {1, 1536}}, (const uint8_t *)x.data());
+    fs::create_directories(dir.file("in"));
+    fs::copy_file(dir.file("x.npy"), dir.file("in/x.npy"));
+    Result named = run_fusor("run '" + model + "' --input x='" + dir.file("x.npy") + "' --outputs '" + dir.file("a") + "' --print-time");
+    INFO(named.out << named.err);
+    REQUIRE(named.status == 0);
+    CHECK_THAT(named.out, Contains("time: load ") && Contains(" ms, run "));
+    Result folder = run_fusor("run '" + model + "' --inputs '" + dir.file("in") + "' --outputs '" + dir.file("b") + "'");
+    REQUIRE(folder.status == 0);
+    CHECK(slurp(dir.file("a/y.npy")) == slurp(dir.file("b/y.npy")));  // the same feed either way
+    Result same = run_fusor("run '" + model + "' --input x='" + dir.file("x.npy") + "' --reference '" + dir.file("a") + "'");
+    REQUIRE(same.status == 0);
+    CHECK_THAT(same.out, Contains("reference y: max abs error 0, max rel error 0"));
+    Result other = run_fusor("run '" + model + "' --random 5 --reference '" + dir.file("a") + "'");
+    REQUIRE(other.status == 0);
+    CHECK_THAT(other.out, Contains("reference y: max abs error ") && !Contains("max abs error 0,"));
+    struct Bad {
+        std::string args, says;
+    };
+    std::string feed = " --input x='" + dir.file("x.npy") + "'";
+    for (const Bad &b : {Bad{" --input nope='" + dir.file("x.npy") + "'", "the inputs are: x"}, Bad{feed + feed, "gives 'x' twice"},
+                         Bad{feed + " --random 3", "excludes"}, Bad{feed + " --inputs '" + dir.file("in") + "'", "excludes"},
+                         Bad{" --random 1 --reference '" + dir.file("in") + "'", "missing '" + dir.file("in/y.npy") + "' for output 'y'"}}) {
+        Result r = run_fusor("run '" + model + "'" + b.args);
+        INFO(b.args << "\n" << r.err);
+        CHECK(r.status == 2);
+        CHECK_THAT(r.err, Contains(b.says));
+    }
+}
+
 TEST_CASE("cli: a library name too long, taken from the model's file name, points at --name", "[tools][cli]") {
     TempDir dir;
     std::string model = dir.file(std::string(80, 'm') + ".json");
