@@ -14,12 +14,15 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
 
 #include "generators/HostTarget.h"
+#include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/Plot.h"
 #include "tools/Commands.h"
@@ -111,13 +114,45 @@ std::string plan_text_problem(const PlanRecord &p, const std::string &db) {
     return "";
 }
 
-void list_plans(const TuningDb &db) {
+/** What `db list --model FILE` keeps: the signatures of the model's clusters, of its regions
+ * and of the model itself; nullopt without --model (everything). */
+struct ListFilter {
+    std::optional<std::set<std::string>> keep;
+    bool has(const std::string &signature) const {
+        return !keep || keep->count(signature);
+    }
+};
+
+ListFilter list_filter(const std::string &model, const std::vector<std::string> &shapes, const std::string &layout) {
+    if (model.empty()) return {};
+    Graph g = load_model_optimized(model, true, layout, nullptr, shape_bindings(shapes));
+    std::set<std::string> keep = {model_signature(g)};
+    form_clusters(g);
+    for (const Cluster &c : g.clusters) keep.insert(cluster_signature(g, c));
+    for (const FusionRegion &r : form_regions(g)) keep.insert(r.signature);
+    return {keep};
+}
+
+/** The width of a target column: the longest of \p targets, at least the header's. */
+size_t target_width(const std::vector<std::string> &targets) {
+    size_t w = 6;
+    for (const std::string &t : targets) w = std::max(w, t.size());
+    return w;
+}
+
+void list_plans(const TuningDb &db, const ListFilter &filter) {
     auto regions = plans_by_region(db);
-    if (regions.empty()) return;
-    fmt::print("{:<12}  {:<32} {:>6} {:>10}  {}\n", "region", "target", "plans", "best ms", "best plan");
+    std::vector<std::string> targets;
     for (const auto &[key, records] : regions) {
+        if (filter.has(key.first)) targets.push_back(key.second);
+    }
+    if (targets.empty()) return;
+    size_t w = target_width(targets);
+    fmt::print("\n{:<12}  {:<{}} {:>6} {:>10}  {}\n", "region", "target", w, "plans", "best ms", "best plan");
+    for (const auto &[key, records] : regions) {
+        if (!filter.has(key.first)) continue;
         const PlanRecord &best = *std::min_element(records.begin(), records.end(), faster_plan);
-        fmt::print("{:<12}  {:<32} {:>6} {:>10}  {}\n", prefix(key.first), key.second, records.size(), ms(best.ms),
+        fmt::print("{:<12}  {:<{}} {:>6} {:>10}  {}\n", prefix(key.first), key.second, w, records.size(), ms(best.ms),
                    best.ms ? best.plan : "-");
     }
 }
@@ -162,13 +197,17 @@ std::string short_fingerprint(const std::string &fp) {
     return t_full_text ? fp : prefix(fp.substr(0, fp.find('|')), 24);
 }
 
-void list_models(const TuningDb &db) {
+void list_models(const TuningDb &db, const ListFilter &filter) {
     std::vector<ModelRecord> models = db.all_models();
+    models.erase(std::remove_if(models.begin(), models.end(), [&](const ModelRecord &m) { return !filter.has(m.model); }), models.end());
     if (models.empty()) return;
-    fmt::print("{:<12}  {:<32} {:<24} {:>7} {:>10} {:>10} {:>7} {:>6}\n", "model", "target", "fingerprint", "threads", "default ms",
+    std::vector<std::string> targets;
+    for (const ModelRecord &m : models) targets.push_back(m.target);
+    size_t w = target_width(targets);
+    fmt::print("\n{:<12}  {:<{}} {:<24} {:>7} {:>10} {:>10} {:>7} {:>6}\n", "model", "target", w, "fingerprint", "threads", "default ms",
                "tuned ms", "speedup", "rounds");
     for (const ModelRecord &m : models) {
-        fmt::print("{:<12}  {:<32} {:<24} {:>7} {:>10} {:>10} {:>7} {:>6}\n", prefix(m.model), m.target, short_fingerprint(m.fingerprint),
+        fmt::print("{:<12}  {:<{}} {:<24} {:>7} {:>10} {:>10} {:>7} {:>6}\n", prefix(m.model), m.target, w, short_fingerprint(m.fingerprint),
                    m.threads, ms(m.default_ms), ms(m.tuned_ms), fmt::format("{:.2f}x", m.default_ms / m.tuned_ms), m.rounds);
         std::vector<std::string> missing = db.missing_references(m);
         if (!missing.empty()) fmt::print("  warning: record {}: missing {}\n", prefix(m.id), missing_text(m, missing, 12));
@@ -218,6 +257,9 @@ Verb add_db(CLI::App &app) {
         cmd->add_subcommand("list", "One line per workload: trials, ok trials, best median; then one per region with plan records, "
                           "and one per model record");
     list->add_option("db", o->db, "tuning database")->required();
+    auto list_model = std::make_shared<std::string>();
+    list->add_option("--model", *list_model, "only the workloads, regions and model records of this model (.json or .onnx)");
+    auto list_shapes = add_shape_flag(list);
 
     CLI::App *show = cmd->add_subcommand("show", "The trials of each workload, then the plan records of each region, oldest first, "
                                                  "then the model records of each model, newest first");
@@ -320,9 +362,16 @@ Verb add_db(CLI::App &app) {
                 }
                 if (list->parsed()) {
                     TuningDb db = open_existing(o->db);
-                    fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", "signature", "target",
+                    ListFilter filter = list_filter(*list_model, *list_shapes, "auto");
+                    std::vector<Workload> workloads = db.workloads();
+                    workloads.erase(std::remove_if(workloads.begin(), workloads.end(), [&](const Workload &w) { return !filter.has(w.signature); }),
+                                    workloads.end());
+                    std::vector<std::string> targets;
+                    for (const Workload &w : workloads) targets.push_back(w.target);
+                    size_t tw = target_width(targets);
+                    fmt::print("{:<12}  {:<{}} {:>6} {:>4} {:>10}  {}\n", "signature", "target", tw,
                                "trials", "ok", "best ms", "first line");
-                    for (const Workload &w : db.workloads()) {
+                    for (const Workload &w : workloads) {
                         std::vector<Trial> ts = db.trials(w.signature, w.target);
                         int ok = 0;
                         for (const Trial &t : ts) ok += t.status == TrialStatus::Ok;
@@ -331,11 +380,11 @@ Verb add_db(CLI::App &app) {
                         for (const auto &[fp, ranked] : rank_schedules_per_machine(ts)) {
                             if (!ranked.empty() && (!best || ranked[0].ms < *best)) best = ranked[0].ms;
                         }
-                        fmt::print("{:<12}  {:<32} {:>6} {:>4} {:>10}  {}\n", prefix(w.signature),
-                                   w.target, ts.size(), ok, ms(best), first_line(w.canonical_text));
+                        fmt::print("{:<12}  {:<{}} {:>6} {:>4} {:>10}  {}\n", prefix(w.signature),
+                                   w.target, tw, ts.size(), ok, ms(best), first_line(w.canonical_text));
                     }
-                    list_plans(db);
-                    list_models(db);
+                    list_plans(db, filter);
+                    list_models(db, filter);
                     return 0;
                 }
                 if (quality->parsed()) {

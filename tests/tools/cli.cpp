@@ -1088,6 +1088,14 @@ TEST_CASE("cli: autotune --plot and db plot draw the tuning curve; a model with 
         CHECK(h == 600);
         CHECK(slurp(dir.file(png)).size() > 10000);
     }
+    // db list --model: that model's rows only, in columns as wide as the targets
+    Result mine = run_fusor("db list '" + db + "' --model '" + model + "'");
+    Result none = run_fusor("db list '" + db + "' --model '" + data("models/eltwise_chain.json") + "'");
+    REQUIRE(mine.status == 0);
+    REQUIRE(none.status == 0);
+    size_t rows = std::count(mine.out.begin(), mine.out.end(), '\n'), empty = std::count(none.out.begin(), none.out.end(), '\n');
+    CHECK(rows >= 4);   // a header and mlp_head's three clusters at least
+    CHECK(empty == 1);  // the header alone
     Result other = run_fusor("db plot '" + db + "' --model '" + data("models/eltwise_chain.json") + "' -o '" + dir.file("c.png") + "'");
     check_one_line_error(other);
     CHECK_THAT(other.err, Contains("holds no measured trial of this model's clusters"));
