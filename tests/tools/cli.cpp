@@ -1035,7 +1035,7 @@ std::pair<uint32_t, uint32_t> png_size(const std::string &path) {
 
 }  // namespace
 
-TEST_CASE("cli: bench prints min, median and p90 per row, and --plot draws a PNG; a bad --plot path exits 2 before any run",
+TEST_CASE("cli: bench prints min, median and p90 per row, and --plot draws a PNG, while a bad --plot path exits 2 before any run",
           "[tools][cli]") {
     TempDir dir;
     std::string model = data("models/eltwise_chain.json");
@@ -1072,7 +1072,7 @@ TEST_CASE("cli: bench prints min, median and p90 per row, and --plot draws a PNG
     CHECK_THAT(no_gnuplot.err, Contains("gnuplot-nox"));
 }
 
-TEST_CASE("cli: autotune --plot and db plot draw the tuning curve; a model with no trials or a bad -o exits 2", "[tools][cli]") {
+TEST_CASE("cli: autotune --plot and db plot draw the tuning curve, and a model with no trials or a bad -o exits 2", "[tools][cli]") {
     TempDir dir;
     std::string model = data("models/mlp_head.json"), db = dir.file("t.db");
     Result tune = run_fusor("autotune '" + model + "' --db '" + db + "' --trials 6 --jobs 1 --threads 1 --plot '" + dir.file("a.png") + "'");
@@ -1105,7 +1105,7 @@ TEST_CASE("cli: autotune --plot and db plot draw the tuning curve; a model with 
     CHECK(!fs::exists(dir.file("u.db")));  // refused before the database was made
 }
 
-TEST_CASE("cli: run --input NAME=FILE.npy, --print-time and --reference; a bad --input or --reference exits 2", "[tools][cli]") {
+TEST_CASE("cli: run --input NAME=FILE.npy, --print-time and --reference, and a bad --input or --reference exits 2", "[tools][cli]") {
     TempDir dir;
     std::string model = data("models/mlp_head.json");
     std::vector<float> x(1536);
