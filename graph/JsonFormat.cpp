@@ -498,7 +498,9 @@ namespace {
 void check_json_model_name(const std::string &path) {
     std::string ext = std::filesystem::path(path).extension().string();
     if (ext == ".json") return;
-    std::string head = InputFile(path).read_all().substr(0, 4096);
+    InputFile file(path);
+    std::vector<uint8_t> bytes = file.read_bytes(0, std::min<uint64_t>(file.size(), 4096));
+    std::string head(bytes.begin(), bytes.end());
     size_t first = head.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && head[first] == '{') return;  // a JSON graph under another name
     throw UserError(path + ": not a model fusor reads: " + (ext.empty() ? std::string("the name has no extension") : "'" + ext + "'") +

@@ -170,6 +170,20 @@ InputShapes shape_bindings(const std::vector<std::string> &flags) {
     return shapes;
 }
 
+namespace {
+
+/** Feeds input \p i of \p ex from the .npy at \p path, which must hold its dtype and shape. */
+void feed_npy(Executor &ex, size_t i, const std::string &path) {
+    const Tensor &t = ex.graph().tensor(ex.graph().inputs[i]);
+    NpyArray a = read_npy(path);
+    if (a.type != t.type) {
+        throw UserError(path + ": holds " + to_string(a.type) + " but graph input '" + t.name + "' is " + to_string(t.type));
+    }
+    ex.set_input(i, a.data.data(), a.data.size());
+}
+
+}  // namespace
+
 void load_inputs(Executor &ex, const std::string &dir) {
     const Graph &g = ex.graph();
     for (size_t i = 0; i < g.inputs.size(); i++) {
@@ -179,11 +193,7 @@ void load_inputs(Executor &ex, const std::string &dir) {
             if (!t.data.empty()) continue;  // an input with a default: the executor holds it already
             throw UserError("missing input file '" + path + "' for graph input '" + t.name + "'");
         }
-        NpyArray a = read_npy(path);
-        if (a.type != t.type) {
-            throw UserError(path + ": holds " + to_string(a.type) + " but graph input '" + t.name + "' is " + to_string(t.type));
-        }
-        ex.set_input(i, a.data.data(), a.data.size());
+        feed_npy(ex, i, path);
     }
 }
 
@@ -204,10 +214,7 @@ void load_named_inputs(Executor &ex, const std::vector<std::string> &bindings) {
         if (i == g.inputs.size()) throw UserError("--input names '" + name + "', which is not an input; the inputs are: " + names());
         if (given[i]) throw UserError("--input gives '" + name + "' twice");
         given[i] = true;
-        const Tensor &t = g.tensor(g.inputs[i]);
-        NpyArray a = read_npy(path);
-        if (a.type != t.type) throw UserError(path + ": holds " + to_string(a.type) + " but input '" + name + "' is " + to_string(t.type));
-        ex.set_input(i, a.data.data(), a.data.size());
+        feed_npy(ex, i, path);
     }
     for (size_t i = 0; i < g.inputs.size(); i++) {
         const Tensor &t = g.tensor(g.inputs[i]);
