@@ -35,6 +35,7 @@ packages=(g++ cmake ninja-build pkg-config libhalide14-0-dev libpng-dev libjpeg-
           python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest  # the Python package (python/, docs/python.md)
           python3-setuptools python3-wheel python3-pip python3-venv  # `pip install .` (pyproject.toml, setup.py)
           python3-onnx  # bench/models/generate.py: the generated model families (benchmarks)
+          libzip-dev  # .npz archives in `fusor run` (tools/Npz.h)
           libpq-dev)  # the shared PostgreSQL tuning database (docs/tuning_db.md)
 # test mode only: the fleet tests start a private PostgreSQL server (tests/fleet/pg_server.sh) and
 # parse the example Kubernetes job

@@ -215,6 +215,19 @@ void publish_file(const std::string &staged, const std::string &path) {
     if (std::rename(staged.c_str(), path.c_str()) != 0) throw UserError("cannot write '" + path + "': " + std::strerror(errno));
 }
 
+void check_output_file(const std::string &path, const std::string &flag) {
+    check_path(path, flag);
+    fs::path p(path);
+    std::error_code ec;
+    fs::file_status st = fs::symlink_status(p, ec);
+    if (fs::is_directory(st)) throw UserError(flag + " '" + path + "' is a folder; name a file");
+    if (fs::is_symlink(st)) throw UserError(flag + " '" + path + "' is a symlink; fusor never writes through one");
+    if (fs::exists(st) && !fs::is_regular_file(st)) throw UserError(flag + " '" + path + "' is not a regular file");
+    std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    if (!fs::is_directory(dir, ec)) throw UserError(flag + " '" + path + "': folder '" + dir + "' does not exist");
+    if (access(dir.c_str(), W_OK | X_OK) != 0) throw UserError(flag + " '" + path + "': folder '" + dir + "' is not writable");
+}
+
 void write_file_atomically(const std::string &path, std::string_view text) {
     write_file_atomically(path, std::vector<std::string_view>{text});
 }

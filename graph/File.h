@@ -71,6 +71,11 @@ InputFile open_model_data(const std::string &base_dir, const std::string &locati
 void write_file_atomically(const std::string &path, const std::vector<std::string_view> &parts, bool durable = true);
 void write_file_atomically(const std::string &path, std::string_view text);
 
+/** Checks, before any work, that \p path (given by \p flag) can be written at the end: a
+ * UserError naming the flag when it is a folder, a symlink or another non-regular file, or its
+ * folder is missing or not writable. */
+void check_output_file(const std::string &path, const std::string &flag);
+
 /** Moves \p staged (a file this process wrote, e.g. in a TempFolder inside \p path's folder) to
  * \p path with a rename: a symlink at \p path is replaced, never followed. A UserError naming
  * \p path when it cannot (another file system: stage in the target folder). */

@@ -1,6 +1,7 @@
 #include "graph/Npy.h"
 
 #include <cstring>
+#include <functional>
 #include <string_view>
 
 #include "graph/Error.h"
@@ -136,23 +137,23 @@ uint32_t little_endian(const unsigned char *b, int n) {
     return v;
 }
 
-}  // namespace
-
-NpyHeader read_npy_header(const InputFile &f) {
-    const std::string &path = f.path();
+/** Reads and checks the header of a .npy file of \p size bytes that \p read_at reads (offset,
+ * destination, length); \p path names it in errors. */
+NpyHeader parse_npy_header(const std::string &path, uint64_t size,
+                           const std::function<void(uint64_t, void *, uint64_t)> &read_at) {
     auto bad = [&](const std::string &why) { return UserError(path + ": not a valid .npy file: " + why); };
     unsigned char pre[12] = {};
-    f.read_at(0, pre, std::min<uint64_t>(f.size(), 12));
-    if (f.size() < 6 || std::memcmp(pre, "\x93NUMPY", 6) != 0) throw bad("missing \\x93NUMPY magic");
+    read_at(0, pre, std::min<uint64_t>(size, 12));
+    if (size < 6 || std::memcmp(pre, "\x93NUMPY", 6) != 0) throw bad("missing \\x93NUMPY magic");
     int major = pre[6], len_bytes = major == 1 ? 2 : 4;
-    if (f.size() < 8) throw bad("truncated header");
+    if (size < 8) throw bad("truncated header");
     if (major < 1 || major > 3) throw bad("unsupported format version " + std::to_string(major));
-    if (f.size() < 8u + len_bytes) throw bad("truncated header");
+    if (size < 8u + len_bytes) throw bad("truncated header");
     uint64_t header_len = little_endian(pre + 8, len_bytes), start = 8 + len_bytes;
     if (header_len > (1u << 20)) throw bad("header too long");
-    if (start + header_len > f.size()) throw bad("truncated header");
+    if (start + header_len > size) throw bad("truncated header");
     std::string text(header_len, '\0');
-    f.read_at(start, text.data(), header_len);
+    read_at(start, text.data(), header_len);
     HeaderFields h = HeaderParser(text, path).parse();
     if (!h.descr) throw bad("no 'descr' in header");
     if (!h.fortran_order) throw bad("no 'fortran_order'");
@@ -165,12 +166,18 @@ NpyHeader read_npy_header(const InputFile &f) {
     if (*h.fortran_order) throw UserError(path + ": Fortran-order .npy data is not supported; save with C order");
     NpyHeader out{TensorType{*dtype, *h.shape}, start + header_len};
     check_tensor_size(out.type, path + ": 'shape'");
-    uint64_t want = out.type.num_bytes(), payload = f.size() - out.data_offset;
+    uint64_t want = out.type.num_bytes(), payload = size - out.data_offset;
     if (payload != want) {
         throw bad("'shape' declares " + to_string(out.type) + " (" + std::to_string(want) + " bytes); the payload has " +
                   std::to_string(payload) + " bytes");
     }
     return out;
+}
+
+}  // namespace
+
+NpyHeader read_npy_header(const InputFile &f) {
+    return parse_npy_header(f.path(), f.size(), [&](uint64_t at, void *dst, uint64_t n) { f.read_at(at, dst, n); });
 }
 
 NpyArray read_npy(const std::string &path) {
@@ -179,7 +186,14 @@ NpyArray read_npy(const std::string &path) {
     return NpyArray{h.type, f.read_bytes(h.data_offset, h.type.num_bytes())};
 }
 
-void write_npy(const std::string &path, const TensorType &type, const void *data) {
+NpyArray parse_npy(const std::string &where, const std::vector<uint8_t> &bytes) {
+    NpyHeader h = parse_npy_header(where, bytes.size(), [&](uint64_t at, void *dst, uint64_t n) {
+        std::memcpy(dst, bytes.data() + at, n);  // parse_npy_header reads only within size
+    });
+    return NpyArray{h.type, std::vector<uint8_t>(bytes.begin() + (ptrdiff_t)h.data_offset, bytes.end())};
+}
+
+std::string npy_header(const TensorType &type) {
     std::string shape = "(";
     for (size_t i = 0; i < type.shape.size(); i++) shape += std::to_string(type.shape[i]) + ", ";
     if (type.shape.size() > 1) shape.resize(shape.size() - 2);
@@ -191,8 +205,11 @@ void write_npy(const std::string &path, const TensorType &type, const void *data
     header += '\n';
     uint16_t len = (uint16_t)header.size();
     char prefix[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', '\x01', '\x00', (char)(len & 0xff), (char)(len >> 8)};
-    write_file_atomically(path, {std::string_view(prefix, sizeof prefix), header,
-                                 std::string_view((const char *)data, (size_t)type.num_bytes())});
+    return std::string(prefix, sizeof prefix) + header;
+}
+
+void write_npy(const std::string &path, const TensorType &type, const void *data) {
+    write_file_atomically(path, {npy_header(type), std::string_view((const char *)data, (size_t)type.num_bytes())});
 }
 
 }  // namespace fusor

@@ -32,6 +32,13 @@ NpyHeader read_npy_header(const InputFile &file);
 /** Reads \p path: a regular file (InputFile), its header (read_npy_header), then the payload. */
 NpyArray read_npy(const std::string &path);
 
+/** Parses \p bytes, a whole .npy file held in memory (an array of a .npz archive), as
+ * read_npy_header and read_npy do; \p where names it in errors. */
+NpyArray parse_npy(const std::string &where, const std::vector<uint8_t> &bytes);
+
+/** The header of a version 1.0 .npy file of \p type, padded so the payload starts 64-byte aligned. */
+std::string npy_header(const TensorType &type);
+
 /** Writes a version 1.0 .npy file; throws UserError naming the file if it cannot be written. */
 void write_npy(const std::string &path, const TensorType &type, const void *data);
 

@@ -53,14 +53,7 @@ void check_plot_path(const std::string &path, const std::string &flag) {
     if (!gnuplot_installed()) throw UserError(flag + " draws with gnuplot, which is not installed (Debian package gnuplot-nox)");
     fs::path p(path);
     if (p.extension() != ".png") throw UserError(flag + " '" + path + "': the chart is a PNG; name a file ending in .png");
-    std::error_code ec;
-    fs::file_status st = fs::symlink_status(p, ec);
-    if (fs::is_directory(st)) throw UserError(flag + " '" + path + "' is a folder; name a .png file");
-    if (fs::is_symlink(st)) throw UserError(flag + " '" + path + "' is a symlink; fusor never writes through one");
-    if (fs::exists(st) && !fs::is_regular_file(st)) throw UserError(flag + " '" + path + "' is not a regular file");
-    std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-    if (!fs::is_directory(dir, ec)) throw UserError(flag + " '" + path + "': folder '" + dir + "' does not exist");
-    if (access(dir.c_str(), W_OK | X_OK) != 0) throw UserError(flag + " '" + path + "': folder '" + dir + "' is not writable");
+    check_output_file(path, flag);
 }
 
 void write_plot(const std::string &path, const std::string &script) {

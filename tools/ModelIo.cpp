@@ -19,6 +19,7 @@
 #include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
+#include "tools/Npz.h"
 #include "tuner/plan/FusionPlan.h"
 #include "tuner/db/TuningDb.h"
 
@@ -172,28 +173,90 @@ InputShapes shape_bindings(const std::vector<std::string> &flags) {
 
 namespace {
 
+/** \p a, read from \p where for \p role \p t (e.g. "graph input"), when it holds t's dtype and
+ * shape; UserError naming both otherwise. */
+NpyArray of_type(NpyArray a, const Tensor &t, const std::string &where, const std::string &role) {
+    if (a.type != t.type) throw UserError(where + ": holds " + to_string(a.type) + " but " + role + " '" + t.name + "' is " + to_string(t.type));
+    return a;
+}
+
+bool is_npz(const std::string &path) {
+    return path.size() > 4 && path.compare(path.size() - 4, 4, ".npz") == 0 && !std::filesystem::is_directory(path);
+}
+
+/** The arrays a flag names for a graph's tensors: a folder of `<file_stem(name)>.npy` files, or
+ * a .npz archive whose arrays are named as the tensors are. */
+class TensorFiles {
+public:
+    TensorFiles(const std::string &flag, const std::string &path)
+        : flag_(flag), path_(path) {
+        if (is_npz(path)) npz_.emplace(path);
+    }
+    /** Where tensor \p name's array is (a file, or an array of the archive), for messages. */
+    std::string where(const std::string &name) const {
+        return npz_ ? path_ + ": array '" + name + "'" : path_ + "/" + file_stem(name) + ".npy";
+    }
+    bool has(const std::string &name) const {
+        if (!npz_) return regular_file_exists(where(name));
+        return std::count(npz_->names().begin(), npz_->names().end(), name) > 0;
+    }
+    /** Reads tensor \p t's array, which must hold t's dtype and shape (UserError naming it and
+     * \p role, e.g. "graph input", otherwise). */
+    NpyArray read(const Tensor &t, const std::string &role) const {
+        return of_type(npz_ ? npz_->read(t.name, npy_size_bound(t.type)) : read_npy(where(t.name)), t, where(t.name), role);
+    }
+    /** The message for a missing array of \p role \p name. */
+    UserError missing(const std::string &role, const std::string &name) const {
+        if (!npz_) return UserError(flag_ + ": missing '" + where(name) + "' for " + role + " '" + name + "'");
+        return UserError(flag_ + ": " + path_ + " has no array '" + name + "' for " + role + " '" + name + "'; it holds: " + list(npz_->names()));
+    }
+    /** In an archive, refuses the arrays that name none of \p tensors (UserError naming them):
+     * a misnamed array would otherwise be ignored. */
+    void check_no_strays(const std::vector<std::string> &tensors, const std::string &role) const {
+        if (!npz_) return;
+        std::vector<std::string> strays;
+        for (const std::string &n : npz_->names()) {
+            if (std::find(tensors.begin(), tensors.end(), n) == tensors.end()) strays.push_back(n);
+        }
+        if (!strays.empty()) throw UserError(flag_ + ": " + path_ + " holds arrays that name no " + role + ": " + list(strays) + "; the " + role + "s are: " + list(tensors));
+    }
+    static std::string list(const std::vector<std::string> &names) {
+        std::string out;
+        for (const std::string &n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+        return out.empty() ? "none" : out;
+    }
+
+private:
+    std::string flag_, path_;
+    std::optional<NpzReader> npz_;
+};
+
+std::vector<std::string> tensor_names(const Graph &g, const std::vector<TensorId> &ids) {
+    std::vector<std::string> names;
+    for (TensorId t : ids) names.push_back(g.tensor(t).name);
+    return names;
+}
+
 /** Feeds input \p i of \p ex from the .npy at \p path, which must hold its dtype and shape. */
 void feed_npy(Executor &ex, size_t i, const std::string &path) {
-    const Tensor &t = ex.graph().tensor(ex.graph().inputs[i]);
-    NpyArray a = read_npy(path);
-    if (a.type != t.type) {
-        throw UserError(path + ": holds " + to_string(a.type) + " but graph input '" + t.name + "' is " + to_string(t.type));
-    }
+    NpyArray a = of_type(read_npy(path), ex.graph().tensor(ex.graph().inputs[i]), path, "graph input");
     ex.set_input(i, a.data.data(), a.data.size());
 }
 
 }  // namespace
 
-void load_inputs(Executor &ex, const std::string &dir) {
+void load_inputs(Executor &ex, const std::string &path) {
     const Graph &g = ex.graph();
+    TensorFiles files("--inputs", path);
+    files.check_no_strays(tensor_names(g, g.inputs), "graph input");
     for (size_t i = 0; i < g.inputs.size(); i++) {
         const Tensor &t = g.tensor(g.inputs[i]);
-        std::string path = dir + "/" + file_stem(t.name) + ".npy";
-        if (!regular_file_exists(path)) {
+        if (!files.has(t.name)) {
             if (!t.data.empty()) continue;  // an input with a default: the executor holds it already
-            throw UserError("missing input file '" + path + "' for graph input '" + t.name + "'");
+            throw files.missing("graph input", t.name);
         }
-        feed_npy(ex, i, path);
+        NpyArray a = files.read(t, "graph input");
+        ex.set_input(i, a.data.data(), a.data.size());
     }
 }
 
@@ -222,18 +285,27 @@ void load_named_inputs(Executor &ex, const std::vector<std::string> &bindings) {
     }
 }
 
-std::vector<std::string> compare_with_reference(const Executor &ex, const std::string &dir) {
+std::vector<NpyArray> read_references(const Executor &ex, const std::string &path) {
+    const Graph &g = ex.graph();
+    TensorFiles files("--reference", path);
+    files.check_no_strays(tensor_names(g, g.outputs), "output");
+    std::vector<NpyArray> refs;
+    for (TensorId id : g.outputs) {
+        const Tensor &t = g.tensor(id);
+        if (!files.has(t.name)) throw files.missing("output", t.name);
+        refs.push_back(files.read(t, "output"));
+    }
+    return refs;
+}
+
+std::vector<std::string> compare_with_reference(const Executor &ex, std::vector<NpyArray> refs) {
     const Graph &g = ex.graph();
     std::vector<std::string> lines;
     for (size_t i = 0; i < g.outputs.size(); i++) {
         const Tensor &t = g.tensor(g.outputs[i]);
-        std::string path = dir + "/" + file_stem(t.name) + ".npy";
-        if (!regular_file_exists(path)) throw UserError("--reference: missing '" + path + "' for output '" + t.name + "'");
-        NpyArray want = read_npy(path);
-        if (want.type != t.type) throw UserError(path + ": holds " + to_string(want.type) + " but output '" + t.name + "' is " + to_string(t.type));
         Tensor got = t, ref = t;
         got.data.assign((const uint8_t *)ex.output(i).data(), (const uint8_t *)ex.output(i).data() + ex.output(i).size_in_bytes());
-        ref.data = std::move(want.data);
+        ref.data = std::move(refs[i].data);
         double max_abs = 0, max_rel = 0;
         for (int64_t k = 0; k < t.type.num_elements(); k++) {
             double a = got.value_as_double(k), b = ref.value_as_double(k), d = std::abs(a - b);
@@ -248,14 +320,29 @@ std::vector<std::string> compare_with_reference(const Executor &ex, const std::s
     return lines;
 }
 
-void save_outputs(const Executor &ex, const std::string &dir) {
+void check_outputs_path(const std::string &path) {
+    if (is_npz(path)) return check_output_file(path, "--outputs");
+    check_path(path, "--outputs");
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw UserError("cannot create output folder '" + dir + "': " + ec.message());
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_directory(path, ec)) {
+        throw UserError("--outputs '" + path + "' is a file; name a folder, or a file ending in .npz");
+    }
+}
+
+void save_outputs(const Executor &ex, const std::string &path) {
     const Graph &g = ex.graph();
+    if (is_npz(path)) {
+        std::vector<NpzArray> arrays;
+        for (size_t i = 0; i < g.outputs.size(); i++) arrays.push_back({g.tensor(g.outputs[i]).name, g.tensor(g.outputs[i]).type, ex.output(i).data()});
+        write_npz(path, arrays);
+        return;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) throw UserError("cannot create output folder '" + path + "': " + ec.message());
     for (size_t i = 0; i < g.outputs.size(); i++) {
         const Tensor &t = g.tensor(g.outputs[i]);
-        write_npy(dir + "/" + file_stem(t.name) + ".npy", t.type, ex.output(i).data());
+        write_npy(path + "/" + file_stem(t.name) + ".npy", t.type, ex.output(i).data());
     }
 }
 

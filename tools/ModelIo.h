@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "graph/Npy.h"
 #include "graph/OnnxImport.h"
 #include "graph/Optimize.h"
 #include "runtime/Executor.h"
@@ -77,17 +78,21 @@ void check_jit_cpu_target(const Halide::Target &t, const std::string &text);
 /** Parses a --layout value; throws UserError naming the flag otherwise. */
 Layout layout_flag(const std::string &text);
 
-/** Reads inputs `<dir>/<name>.npy` (name with '/' and ':' replaced by '_'); throws UserError naming
- * the file when one is missing or its dtype or shape differs from the graph's. */
-void load_inputs(Executor &ex, const std::string &dir);
+/** Feeds the inputs from \p path: a folder of `<name>.npy` files (file_stem of the name), or a
+ * .npz archive of arrays named as the inputs are (tools/Npz.h). UserError naming the file or
+ * array when one is missing (an input with a default may be), holds another dtype or shape, or,
+ * in an archive, names no input. */
+void load_inputs(Executor &ex, const std::string &path);
 /** Feeds each `--input NAME=FILE.npy` of \p bindings to the input NAME. UserError (exit 2) for a
  * binding without '=', a NAME that is no input (listing the inputs), a NAME given twice, a file
  * of another dtype or shape, and an input given no file that has no default (naming it). */
 void load_named_inputs(Executor &ex, const std::vector<std::string> &bindings);
-/** Compares each output with `<dir>/<name>.npy`: one line per output with the largest absolute
- * error and the largest relative one (to max(|reference|, 1e-6)). UserError naming the file when one is missing, or holds another dtype or
- * shape. */
-std::vector<std::string> compare_with_reference(const Executor &ex, const std::string &dir);
+/** Reads the reference array of each output from \p path (a folder or a .npz, as load_inputs
+ * reads), before the run. UserError as load_inputs's, for outputs. */
+std::vector<NpyArray> read_references(const Executor &ex, const std::string &path);
+/** Compares each output with its reference (read_references): one line per output with the
+ * largest absolute error and the largest relative one (to max(|reference|, 1e-6)). */
+std::vector<std::string> compare_with_reference(const Executor &ex, std::vector<NpyArray> refs);
 /** Prints use_tuning_db's \p notes after \p indent: with \p verbose every one (a cluster's
  * prefixed "schedule "); else the model record's and one line counting the tuned schedules. */
 void print_db_decisions(const DbNotes &notes, const std::string &indent, bool verbose);
@@ -97,8 +102,12 @@ void print_db_decisions(const DbNotes &notes, const std::string &indent, bool ve
  * database gave no schedule for and why (why_untuned): they run with the default schedule, never
  * with a schedule tuned for another shape or target. Nothing when there is no warning. */
 void print_db_warnings(const std::string &db_path, const DbNotes &notes, size_t clusters);
-/** Writes every output to `<dir>/<name>.npy`, creating dir. */
-void save_outputs(const Executor &ex, const std::string &dir);
+/** Writes every output to \p path: a .npz archive when it ends in ".npz" (write_npz), else
+ * `<path>/<name>.npy` files, creating the folder. */
+void save_outputs(const Executor &ex, const std::string &path);
+/** Checks \p path for save_outputs before anything runs: a .npz as check_output_file; a folder
+ * that is not an existing file. UserError naming --outputs otherwise. */
+void check_outputs_path(const std::string &path);
 std::string file_stem(const std::string &tensor_name);
 
 }  // namespace fusor::cli

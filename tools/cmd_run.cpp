@@ -45,13 +45,13 @@ Verb add_run(CLI::App &app) {
     cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
     auto shapes = add_shape_flag(cmd);
     auto plan_file = add_plan_flag(cmd);
-    auto *in = cmd->add_option("--inputs", o->inputs, "folder with one <input>.npy per graph input");
+    auto *in = cmd->add_option("--inputs", o->inputs, "folder with one <input>.npy per graph input, or a .npz of arrays named as the inputs (numpy.savez)")->check(path_value());
     auto *named = cmd->add_option("--input", o->named, "NAME=FILE.npy: feed one input from a file (repeatable; every input without a default needs one)")
                       ->excludes(in);
     cmd->add_option("--random", o->seed, "fill inputs from this seed (the default, with seed 0)")->check(seed_value())->excludes(in)->excludes(named);
     cmd->add_flag("--print-time", o->print_time, "print the load time and the run's time");
-    cmd->add_option("--reference", o->reference, "compare each output with <DIR>/<output>.npy: the largest absolute and relative error");
-    cmd->add_option("--outputs", o->outputs, "write each output to <DIR>/<output>.npy");
+    cmd->add_option("--reference", o->reference, "compare each output with <DIR>/<output>.npy, or its array in a .npz: the largest absolute and relative error")->check(path_value());
+    cmd->add_option("--outputs", o->outputs, "write each output to <DIR>/<output>.npy, or all to one .npz when the path ends in .npz")->check(path_value());
     cmd->add_flag("--unfused", o->unfused, "one pipeline per node (the reference baseline)");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     cmd->add_option("--target", o->target, "Halide target")->capture_default_str();
@@ -65,6 +65,7 @@ Verb add_run(CLI::App &app) {
                 };
                 if (cuda_target_without_driver(o->target)) return 1;  // said so in one line, before any Halide call
                 layout_flag(o->layout);  // the CLI's wording of a bad --layout
+                if (!o->outputs.empty()) check_outputs_path(o->outputs);
                 SessionOptions so;
                 so.shapes = shape_bindings(*shapes);
                 so.optimize = !o->no_optimize;
@@ -87,6 +88,8 @@ Verb add_run(CLI::App &app) {
                 else if (!o->named.empty()) load_named_inputs(ex, o->named);
                 else set_random_inputs(ex, o->seed);
                 double load_ms = ms_since(started);
+                std::vector<NpyArray> references;
+                if (!o->reference.empty()) references = read_references(ex, o->reference);
                 auto run_start = std::chrono::steady_clock::now();
                 session.run();
                 double run_ms = ms_since(run_start);
@@ -96,7 +99,7 @@ Verb add_run(CLI::App &app) {
                 }
                 if (o->print_time) fmt::print("time: load {:.1f} ms, run {:.3f} ms (the first run; `fusor bench` times steady state)\n", load_ms, run_ms);
                 if (!o->reference.empty()) {
-                    for (const std::string &line : compare_with_reference(ex, o->reference)) fmt::print("  reference {}\n", line);
+                    for (const std::string &line : compare_with_reference(ex, std::move(references))) fmt::print("  reference {}\n", line);
                 }
                 if (!o->outputs.empty()) save_outputs(ex, o->outputs);
                 if (*verbose) fmt::print("{}\n", kernel_cache_line());

@@ -24,6 +24,23 @@ def test_outputs_are_bit_identical_to_the_cli(model, tmp_path):
         assert got[t.name].tobytes() == expected.tobytes(), t.name
 
 
+@pytest.mark.parametrize("save", [np.savez, np.savez_compressed], ids=["stored", "deflated"])
+def test_the_cli_reads_and_writes_numpys_npz(save, tmp_path):
+    model = config_model("attention_scores")  # several inputs and outputs
+    m = fusor.load(model)
+    feeds = m.random_inputs(seed=7)
+    save(tmp_path / "in.npz", **feeds)
+    cli("run", model, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz"))
+    got = m.run(feeds)
+    with np.load(tmp_path / "out.npz") as out:
+        assert sorted(out.files) == sorted(got)
+        for name, a in got.items():
+            assert out[name].dtype == a.dtype and out[name].shape == a.shape
+            assert out[name].tobytes() == a.tobytes(), name
+    r = cli("run", model, "--inputs", str(tmp_path / "in.npz"), "--reference", str(tmp_path / "out.npz"))
+    assert r.stdout.count("max abs error 0, max rel error 0") == len(got)
+
+
 def test_random_inputs_are_the_clis(tmp_path):
     model = config_model("resnet_block")
     m = fusor.load(model)

@@ -25,6 +25,7 @@
 
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
+#include "tools/Npz.h"
 #include "tuner/db/TuningDb.h"
 
 using Catch::Contains;
@@ -1138,6 +1139,53 @@ TEST_CASE("cli: run --input NAME=FILE.npy, --print-time and --reference, and a b
         CHECK(r.status == 2);
         CHECK_THAT(r.err, Contains(b.says));
     }
+}
+
+TEST_CASE("cli: run reads inputs and references from a .npz and writes outputs to one, and a .npz with the wrong arrays exits 2 naming them", "[tools][cli]") {
+    TempDir dir;
+    std::string model = data("models/mlp_head.json");
+    fusor::TensorType x_type{fusor::DType::F32, {1, 1536}};
+    std::vector<float> x(1536);
+    for (size_t i = 0; i < x.size(); i++) x[i] = std::cos(0.02f * (float)i);
+    fusor::write_npy(dir.file("x.npy"), x_type, (const uint8_t *)x.data());
+    fusor::cli::write_npz(dir.file("in.npz"), {{"x", x_type, x.data()}});
+    Result by_file = run_fusor("run '" + model + "' --input x='" + dir.file("x.npy") + "' --outputs '" + dir.file("a") + "'");
+    REQUIRE(by_file.status == 0);
+    Result archive = run_fusor("run '" + model + "' --inputs '" + dir.file("in.npz") + "' --outputs '" + dir.file("out.npz") + "'");
+    INFO(archive.out << archive.err);
+    REQUIRE(archive.status == 0);
+    fusor::cli::NpzReader out(dir.file("out.npz"));
+    REQUIRE(out.names() == std::vector<std::string>{"y"});
+    fusor::NpyArray y = out.read("y", 1 << 24), want = fusor::read_npy(dir.file("a/y.npy"));
+    CHECK(y.type == want.type);
+    CHECK(y.data == want.data);  // the same feed, the same outputs, through either file form
+    Result same = run_fusor("run '" + model + "' --input x='" + dir.file("x.npy") + "' --reference '" + dir.file("out.npz") + "'");
+    REQUIRE(same.status == 0);
+    CHECK_THAT(same.out, Contains("reference y: max abs error 0, max rel error 0"));
+    CHECK_THROWS_WITH(out.read("y", 100), Contains("out.npz: array 'y': holds ") && Contains("at most 100"));
+
+    fusor::TensorType narrow{fusor::DType::F32, {1, 768}};
+    fusor::cli::write_npz(dir.file("extra.npz"), {{"x", x_type, x.data()}, {"z", x_type, x.data()}});
+    fusor::cli::write_npz(dir.file("shape.npz"), {{"x", narrow, x.data()}});
+    fusor::cli::write_npz(dir.file("empty.npz"), {});
+    std::ofstream(dir.file("text.npz")) << "PK but not a zip";
+    struct Bad {
+        std::string args, says;
+    };
+    for (const Bad &b : {Bad{" --inputs '" + dir.file("extra.npz") + "'", "arrays that name no graph input: 'z'; the graph inputs are: 'x'"},
+                         Bad{" --inputs '" + dir.file("shape.npz") + "'", "shape.npz: array 'x': holds f32[1,768] but graph input 'x' is f32[1,1536]"},
+                         Bad{" --inputs '" + dir.file("empty.npz") + "'", "has no array 'x' for graph input 'x'; it holds: none"},
+                         Bad{" --inputs '" + dir.file("text.npz") + "'", "text.npz: not a .npz archive"},
+                         Bad{" --random 1 --reference '" + dir.file("in.npz") + "'", "arrays that name no output: 'x'"},
+                         Bad{" --random 1 --outputs '" + dir.file("no/such/o.npz") + "'", "does not exist"},
+                         Bad{" --random 1 --outputs '" + dir.file("x.npy") + "'", "is a file; name a folder, or a file ending in .npz"}}) {
+        Result r = run_fusor("run '" + model + "'" + b.args);
+        INFO(b.args << "\n" << r.out << r.err);
+        check_one_line_error(r);
+        CHECK_THAT(r.err, Contains(b.says));
+        CHECK_THAT(r.out, !Contains("ran "));  // refused before the run
+    }
+    CHECK(fusor::read_npy(dir.file("x.npy")).data.size() == x.size() * sizeof(float));  // a refused --outputs wrote nothing
 }
 
 TEST_CASE("cli: a library name too long, taken from the model's file name, points at --name", "[tools][cli]") {
