@@ -422,12 +422,14 @@ Cluster make_cluster(const Graph &g, const std::vector<NodeId> &nodes, const std
 
 namespace {
 
-/** \p text cut to at most \p max bytes on a UTF-8 character boundary, with "…" when cut. */
-std::string cut_text(const std::string &text, size_t max) {
+/** The tail of \p text in at most \p max bytes, from a UTF-8 character boundary, "…" first when
+ * cut: an exporter's path ("StatefulPartitionedCall/model/conv2d_3/Conv2D") keeps its distinct
+ * end ("…model/conv2d_3/Conv2D"). */
+std::string tail_text(const std::string &text, size_t max) {
     if (text.size() <= max) return text;
-    size_t n = max;
-    while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) n--;
-    return text.substr(0, n) + "\u2026";
+    size_t n = text.size() - max;
+    while (n < text.size() && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) n++;
+    return "\u2026" + text.substr(n);
 }
 
 }  // namespace
@@ -442,7 +444,7 @@ std::string cluster_label(const Graph &g, const Cluster &c) {
     std::string ops;
     for (size_t i = 0; i < kinds.size() && i < kMaxKinds; i++) ops += (i ? "+" : "") + kinds[i];
     if (kinds.size() > kMaxKinds) ops += "+\u2026";
-    std::string first = c.nodes.empty() ? std::string() : " " + cut_text(g.nodes[c.nodes[0]].name, kMaxName);
+    std::string first = c.nodes.empty() ? std::string() : " " + tail_text(g.nodes[c.nodes[0]].name, kMaxName);
     return c.name + " " + ops + " (" + std::to_string(c.nodes.size()) + (c.nodes.size() == 1 ? " node)" : " nodes)") + first;
 }
 

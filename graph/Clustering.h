@@ -61,9 +61,10 @@ Cluster make_cluster(const Graph &g, const std::vector<NodeId> &nodes, const std
  * and therefore schedule texts, are the same for every model that contains the cluster. */
 Graph extract_cluster(const Graph &g, const Cluster &c);
 
-/** A cluster's label for people: "c7 Conv+Add+Relu (5 nodes) conv2d_3…": its name, its distinct
- * op kinds in order (at most four, then "+…"), its node count and its first node's name cut to
- * 24 characters (UTF-8 safe). Unique wherever cluster names are; never longer than about 80. */
+/** A cluster's label for people: "c7 Conv+Add+Relu (5 nodes) …model/conv2d_3/Conv2D": its
+ * name, its distinct op kinds in order (at most four, then "+…"), its node count and the end of
+ * its first node's name in at most 24 bytes (UTF-8 safe; exporters' names share their prefixes
+ * and differ at the end). Unique wherever cluster names are; never longer than about 80. */
 std::string cluster_label(const Graph &g, const Cluster &c);
 
 }  // namespace fusor

@@ -352,8 +352,8 @@ void note_fallbacks(const Executor &ex, DbNotes &notes) {
         const std::string &name = ex.cluster(k).name;
         auto same = [&](const DbNote &n) { return n.kind == DbNote::Kind::Schedule && n.cluster == name; };
         notes.erase(std::remove_if(notes.begin(), notes.end(), same), notes.end());
-        notes.push_back({DbNote::Kind::Schedule, name, "default schedule: the stored schedule was not used: " + ex.kernel(k).fallback_reason,
-                         true, false});
+        notes.push_back(schedule_note(ex.graph(), ex.cluster(k), "default schedule: the stored schedule was not used: " + ex.kernel(k).fallback_reason,
+                                      false, true));
     }
 }
 
@@ -382,7 +382,7 @@ void print_db_decisions(const DbNotes &notes, const std::string &indent, bool ve
         if (shown) fmt::print("{}{}{}\n", indent, n.kind == DbNote::Kind::Schedule ? "schedule " : "", note_line(n));
     }
     if (verbose || notes.empty()) return;
-    fmt::print("{}tuning db: {} of {} cluster(s) run a tuned schedule{}{}\n", indent, tuned, schedules,
+    fmt::print("{}tuning db: {} of {} cluster(s) run a schedule stored in it{}{}\n", indent, tuned, schedules,
                plans ? fmt::format(", {} fusion plan decision(s)", plans) : std::string(), " (-v: each one)");
 }
 

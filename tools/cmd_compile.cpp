@@ -157,7 +157,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     ao.schedule_for = [db, resolved, records, notes, record, searched](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
                         std::string sig = cluster_signature(gg, c);
                         auto note = [&](const std::string &text, bool tuned) {
-                            notes->push_back({DbNote::Kind::Schedule, c.name, text, !tuned && !*record, tuned});
+                            notes->push_back(schedule_note(gg, c, text, tuned, !tuned && !*record));
                         };
                         if (*record) {
                             auto it = (*record)->schedules.find(sig);

@@ -460,8 +460,8 @@ TEST_CASE("set_clusters: a given clustering gets form_clusters' inputs and outpu
 }
 
 TEST_CASE("clustering: a cluster's label names its op kinds once each, its node count and its first node's name, cut", "[graph][clustering]") {
-    // an exporter's name whose 24-byte cut falls inside a 3-byte character (bytes 22-24)
-    std::string long_name = "/backbone/stage1/abcde\xE2\x82\xAC/block0/conv/Relu_12";
+    // an exporter's name whose last 24 bytes start inside a 3-byte character
+    std::string long_name = "/backbone/stage1/abcd\xE2\x82\xAC" "block00/conv/Relu_1234";
     Graph g = graph(R"(
       "inputs": [{"name": "x", "dtype": "f32", "shape": [4, 8]}],
       "outputs": ["y"],
@@ -477,8 +477,10 @@ TEST_CASE("clustering: a cluster's label names its op kinds once each, its node 
     form_clusters(g);
     REQUIRE(g.clusters.size() == 1);
     std::string label = cluster_label(g, g.clusters[0]);
-    // five kinds: four, then "+…"; the name cut before the character, never inside it
-    CHECK(label == "c0 Relu+Sigmoid+Mul+Tanh+\xE2\x80\xA6 (6 nodes) /backbone/stage1/abcde\xE2\x80\xA6");
+    // five kinds: four, then "+…"; the name's end in 24 bytes, from the character after the cut one
+    CHECK(label == "c0 Relu+Sigmoid+Mul+Tanh+\xE2\x80\xA6 (6 nodes) \xE2\x80\xA6" "block00/conv/Relu_1234");
+    g.nodes[g.clusters[0].nodes[0]].name = "abcd\xE2\x82\xAC" "ghijklmnopqrstuvwxyz012";  // the cut falls in the €
+    CHECK(cluster_label(g, g.clusters[0]) == "c0 Relu+Sigmoid+Mul+Tanh+\xE2\x80\xA6 (6 nodes) \xE2\x80\xA6ghijklmnopqrstuvwxyz012");
     g.nodes[g.clusters[0].nodes[0]].name = "r";
     CHECK(cluster_label(g, g.clusters[0]) == "c0 Relu+Sigmoid+Mul+Tanh+\xE2\x80\xA6 (6 nodes) r");
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "generators/HostTarget.h"
+#include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "tuner/lookup/Lookup.h"
 #include "tuner/measure/Measure.h"
@@ -50,13 +51,13 @@ std::shared_ptr<TuningDb> open_for_lookups(const std::string &db_path) {
     return std::make_shared<TuningDb>(db_path, TuningDb::Mode::ReadOnly);  // checked whole: a damaged file is refused here
 }
 
-/** Appends a Schedule note for \p c to \p notes, when given. */
-void note_schedule(DbNotes *notes, const Cluster &c, const std::string &text, bool tuned, bool warning = false) {
-    if (notes) notes->push_back({DbNote::Kind::Schedule, c.name, text, warning, tuned});
+/** Appends a Schedule note for \p c of \p g to \p notes, when given. */
+void note_schedule(DbNotes *notes, const Graph &g, const Cluster &c, const std::string &text, bool tuned, bool warning = false) {
+    if (notes) notes->push_back(schedule_note(g, c, text, tuned, warning));
 }
 
 void note_other(DbNotes *notes, DbNote::Kind kind, const std::string &text, bool warning = false) {
-    if (notes) notes->push_back({kind, "", text, warning, false});
+    if (notes) notes->push_back({kind, "", text, warning, false, ""});
 }
 
 ScheduleLookup schedule_lookup(std::shared_ptr<TuningDb> db, const std::string &target, DbNotes *notes) {
@@ -65,12 +66,12 @@ ScheduleLookup schedule_lookup(std::shared_ptr<TuningDb> db, const std::string &
         std::string sig = cluster_signature(g, c);
         ScheduleChoice choice = choose_schedule(*db, sig, resolved);
         if (choice.source == RecordSource::Default) {
-            note_schedule(notes, c, "default schedule: " + choice.why_default, false, true);
+            note_schedule(notes, g, c, "default schedule: " + choice.why_default, false, true);
             return std::nullopt;
         }
         const RankedSchedule &here = *choice.best;
         if (choice.source == RecordSource::ExactMachine) {
-            note_schedule(notes, c, fmt::format("tuned schedule {} ({:.3f} ms when measured on this machine, median of {} measurement{})",
+            note_schedule(notes, g, c, fmt::format("tuned schedule {} ({:.3f} ms when measured on this machine, median of {} measurement{})",
                              here.trial.id.substr(0, 12), here.ms, here.measurements, here.measurements == 1 ? "" : "s"), true);
             return here.trial.schedule;
         }
@@ -87,7 +88,7 @@ ScheduleLookup schedule_lookup(std::shared_ptr<TuningDb> db, const std::string &
         job.schedule.clear();
         MeasureResult mine = measure_here(job);
         bool ok = theirs.status == TrialStatus::Ok && mine.status == TrialStatus::Ok && *theirs.median_ms <= *mine.median_ms * 1.05;
-        note_schedule(notes, c,
+        note_schedule(notes, g, c,
                       fmt::format("schedule {} from {} (host {}): re-validated here, {} vs default {}: {}", other->id.substr(0, 12),
                                   source_name(choice.source), other->host,
                                   theirs.median_ms ? fmt::format("{:.3f} ms", *theirs.median_ms) : status_name(theirs.status),
@@ -101,8 +102,12 @@ ScheduleLookup schedule_lookup(std::shared_ptr<TuningDb> db, const std::string &
 
 }  // namespace
 
+DbNote schedule_note(const Graph &g, const Cluster &c, const std::string &text, bool tuned, bool warning) {
+    return {DbNote::Kind::Schedule, c.name, text, warning, tuned, cluster_label(g, c)};
+}
+
 std::string note_line(const DbNote &n) {
-    return n.kind == DbNote::Kind::Schedule ? n.cluster + ": " + n.text : n.text;
+    return n.kind == DbNote::Kind::Schedule ? (n.label.empty() ? n.cluster : n.label) + ": " + n.text : n.text;
 }
 
 ScheduleLookup db_schedules(const std::string &db_path, const std::string &target, DbNotes *notes) {
@@ -146,7 +151,7 @@ void use_recorded_schedules(SessionOptions &o, std::shared_ptr<const RecordDecis
     o.schedule_for = [d, notes](const Graph &g, const Cluster &c) -> std::optional<std::string> {
         auto it = d->schedules.find(cluster_signature(g, c));
         bool tuned = it != d->schedules.end();
-        note_schedule(notes, c, tuned ? "the model record's schedule" : "default schedule (the model record's choice)", tuned);
+        note_schedule(notes, g, c, tuned ? "the model record's schedule" : "default schedule (the model record's choice)", tuned);
         if (!tuned) return std::nullopt;
         return it->second;
     };

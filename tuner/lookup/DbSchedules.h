@@ -32,10 +32,14 @@ struct DbNote {
     std::string text;      ///< the decision and why, without the cluster's name
     bool warning = false;  ///< a stored choice that is not used: the default runs instead
     bool tuned = false;    ///< Schedule: a stored schedule runs
+    std::string label;     ///< Schedule: cluster_label (graph/Clustering.h), for people
 };
 using DbNotes = std::vector<DbNote>;
 
-/** "<cluster>: <text>" for a schedule, the text otherwise. */
+/** The Schedule note for cluster \p c of \p g. */
+DbNote schedule_note(const Graph &g, const Cluster &c, const std::string &text, bool tuned, bool warning);
+
+/** "<cluster label>: <text>" for a schedule, the text otherwise. */
 std::string note_line(const DbNote &n);
 
 /** A schedule lookup from the tuning database \p db_path, in docs/design.md's order: the best
