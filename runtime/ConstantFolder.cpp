@@ -5,6 +5,7 @@
 #include "generators/ConstantEvaluator.h"
 #include "generators/HostTarget.h"
 #include "generators/Prepack.h"
+#include "graph/HostEvaluation.h"
 #include "runtime/Executor.h"
 
 namespace fusor {
@@ -41,17 +42,26 @@ public:
     std::vector<std::vector<uint8_t>> evaluate(const Graph &g, const Node &n) const override {
         return evaluate_all(g, {n.id}).at(0);
     }
+    /** On the host what evaluate_on_host can do; the rest as one-node pipelines compiled
+     * together (one link for the wave). */
     std::vector<std::vector<std::vector<uint8_t>>> evaluate_all(const Graph &g, const std::vector<NodeId> &nodes) const override {
+        std::vector<std::vector<std::vector<uint8_t>>> out(nodes.size());
+        std::vector<size_t> compiled;
+        for (size_t k = 0; k < nodes.size(); k++) {
+            auto v = evaluate_on_host(g, g.nodes[nodes[k]]);
+            if (v) out[k] = std::move(*v);
+            else compiled.push_back(k);
+        }
+        if (compiled.empty()) return out;
         Halide::Target target = host_target();
         std::vector<Cluster> clusters;
         std::vector<std::shared_ptr<Kernel>> kernels;
-        for (NodeId n : nodes) {
-            clusters.push_back(fold_cluster(g.nodes[n]));
+        for (size_t k : compiled) {
+            clusters.push_back(fold_cluster(g.nodes[nodes[k]]));
             kernels.push_back(prepare_kernel(g, clusters.back(), target));
         }
-        compile_kernels(kernels, target);  // one link for the wave
-        std::vector<std::vector<std::vector<uint8_t>>> out;
-        for (size_t k = 0; k < nodes.size(); k++) out.push_back(run_fold(*kernels[k], g, clusters[k], target));
+        compile_kernels(kernels, target);
+        for (size_t c = 0; c < compiled.size(); c++) out[compiled[c]] = run_fold(*kernels[c], g, clusters[c], target);
         return out;
     }
 };

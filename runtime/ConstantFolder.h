@@ -1,7 +1,7 @@
 #pragma once
 /** \file
- * The constant evaluator a load uses (graph/ConstantFolding.h): each folded node runs as a
- * one-node cluster lowered and scheduled as the executor's clusters are (prepare_kernel), with
+ * The constant evaluator a load uses (graph/ConstantFolding.h): the small index computations on
+ * the host (graph/HostEvaluation.h), and each other folded node as a one-node cluster lowered and scheduled as the executor's clusters are (prepare_kernel), with
  * its code from the kernel cache (KernelCache.h), one batch per wave of the folding pass, so a
  * warm load of a model with folded nodes compiles nothing and links nothing. */
 
