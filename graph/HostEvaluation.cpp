@@ -257,6 +257,22 @@ std::optional<std::vector<uint8_t>> evaluate_elementwise(const Graph &g, const N
     return out;
 }
 
+/** The output of generator node \p n (ConstantOfShape; Range of integers: a float Range may
+ * contract into FMAs when compiled); nullopt for any other node. */
+std::optional<std::vector<uint8_t>> evaluate_generator(const Graph &g, const Node &n) {
+    const TensorType &type = g.type(n.outputs[0]);
+    std::vector<uint8_t> out(type.num_bytes());
+    if (n.op == OpKind::ConstantOfShape) {
+        Value v{true, 0, attr_float(g, n, "value")};
+        for (int64_t k = 0; k < type.num_elements(); k++) store(out, type, k, v, false);
+        return out;
+    }
+    if (n.op != OpKind::Range || is_float(type.dtype)) return std::nullopt;
+    int64_t start = g.tensor(n.inputs[0]).value_as_int(0), delta = g.tensor(n.inputs[2]).value_as_int(0);
+    for (int64_t k = 0; k < type.num_elements(); k++) store(out, type, k, {false, checked(add, start, checked(mul, k, delta)), 0}, false);
+    return out;
+}
+
 /** Whether every input of \p n holds its data and every output is small enough. */
 bool host_sized(const Graph &g, const Node &n) {
     if (!n.subgraphs.empty() || n.outputs.empty()) return false;
@@ -276,6 +292,7 @@ bool host_sized(const Graph &g, const Node &n) {
 std::optional<std::vector<std::vector<uint8_t>>> evaluate_on_host(const Graph &g, const Node &n) {
     if (!host_sized(g, n)) return std::nullopt;
     try {
+        if (auto v = evaluate_generator(g, n)) return std::vector<std::vector<uint8_t>>{std::move(*v)};
         std::vector<std::vector<uint8_t>> outs;
         for (size_t o = 0; o < n.outputs.size(); o++) {
             if (Source s = movement_source(g, n, o)) {

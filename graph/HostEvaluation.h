@@ -23,7 +23,7 @@ constexpr int64_t kMaxHostElements = 1 << 18;
 
 /** Node \p n's outputs as raw bytes of each output's type (in output order) when the host can
  * evaluate it: its op is a data movement (Identity, Reshape, Flatten, Squeeze, Unsqueeze, Expand,
- * Transpose, Concat, Split, Slice, Gather), Cast, or elementwise arithmetic, comparison or logic (Add, Sub,
+ * Transpose, Concat, Split, Slice, Gather), a generator (ConstantOfShape, Range of integers), Cast, or elementwise arithmetic, comparison or logic (Add, Sub,
  * Mul, Div, Min, Max, Neg, Abs, Floor, Ceil, Equal, Less, Greater, LessOrEqual, GreaterOrEqual,
  * Not, And, Or, Where); every input is an initializer holding its data; each output has at most
  * kMaxHostElements elements; and no element needs the fallback above. nullopt otherwise. The

@@ -124,6 +124,12 @@ TEST_CASE("host evaluation: the data movements of shape subgraphs give the Halid
     check_same_as_halide(one_node(node("Slice", {"a", "st", "en", "ax", "sp"}, {"y"}),
                                   {a, ints("st", {-1, 100}), ints("en", {-100, 0}), ints("ax", {2, 1}), ints("sp", {-2, -1})}));
     check_same_as_halide(one_node(node("Slice", {"v", "st", "en"}, {"y"}), {ints("v", {1, 3, 320, 320}), ints("st", {2}), ints("en", {4})}));
+    for (int to : {1, 7, 9, 6}) {
+        json attrs = {{"value", to == 1 ? 0.25 : -3}, {"dtype", to}};
+        check_same_as_halide(one_node(node("ConstantOfShape", {"s"}, {"y"}, attrs), {ints("s", {2, 3})}));
+    }
+    auto scalar = [](const std::string &name, int64_t v) { return json{{"name", name}, {"dtype", "i64"}, {"shape", json::array()}, {"data", {v}}}; };
+    check_same_as_halide(one_node(node("Range", {"a", "b", "d"}, {"y"}), {scalar("a", 7), scalar("b", -5), scalar("d", -3)}));
 }
 
 TEST_CASE("host evaluation: a value Halide defines differently from C++ falls back to Halide", "[generators][host_evaluation]") {
