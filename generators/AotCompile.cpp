@@ -294,6 +294,7 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     std::ostringstream kernel_decls, kernel_args, kernel_table, kernel_calls, if_helpers;
     std::vector<std::string> branch_models;  // every direct branch model, for init/teardown/scratch
     std::vector<bool> tails_exact;  // per cluster: may write in place (see Executor)
+    std::vector<std::function<void()>> compiles;  // the kernels' objects and the glue's, run in parallel at the end
     for (size_t ci = 0; ci < g.clusters.size(); ci++) {
         const Cluster &c = g.clusters[ci];
         const Node &first = g.nodes[c.nodes[0]];
@@ -353,7 +354,9 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
         std::vector<int> arg_tensors;
         std::vector<Halide::Argument> args = kernel_arguments(g, c, sc.lowered, add_weight, add, &arg_tensors);
         fs::path obj = dir / (fn + ".o");
-        sc.lowered.pipeline.compile_to({{Halide::OutputFileType::object, obj.string()}}, args, fn, kt);
+        compiles.push_back([p = sc.lowered.pipeline, obj, args, fn, kt]() mutable {
+            p.compile_to({{Halide::OutputFileType::object, obj.string()}}, args, fn, kt);
+        });
         objects.push_back(obj.string());
         for (TensorId t : c.outputs) arg_tensors.push_back(add(t));
         kernel_decls << "int " << fn << "(const void *user_context";
@@ -572,8 +575,11 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     write_file(build / "fusor_aot_support.h", kFusorAotSupport);
     write_file(build / "HalideRuntime.h", kHalideRuntimeHeader);
     std::string glue_obj = "../" + name + "_glue.o";  // every archive member in one folder
-    run_compiler(options.cxx, concat(arch_flags(options.target), {"-std=c++17", "-O2", "-fPIC", "-fno-ident", "-c", name + ".cpp", "-o", glue_obj}),
-                 build.string(), "compiling the glue of " + name);
+    compiles.push_back([&] {
+        run_compiler(options.cxx, concat(arch_flags(options.target), {"-std=c++17", "-O2", "-fPIC", "-fno-ident", "-c", name + ".cpp", "-o", glue_obj}),
+                     build.string(), "compiling the glue of " + name);
+    });
+    compile_in_parallel(compiles.size(), [&](size_t i) { compiles[i](); });
     objects.push_back((dir / (name + "_glue.o")).string());
 
     std::error_code ec;

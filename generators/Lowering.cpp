@@ -1,5 +1,7 @@
 #include "generators/Lowering.h"
 
+#include <exception>
+#include <thread>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -392,6 +394,28 @@ void prepare_jit(Pipeline &p) {
 
 uint64_t jit_compiles() {
     return g_jit_compiles;
+}
+
+void compile_in_parallel(size_t count, const std::function<void(size_t)> &compile) {
+    std::atomic<size_t> next{0};
+    std::vector<std::exception_ptr> failed(count);
+    auto work = [&] {
+        for (size_t i = next++; i < count; i = next++) {
+            try {
+                compile(i);
+            } catch (...) {
+                failed[i] = std::current_exception();
+            }
+        }
+    };
+    size_t n = std::min<size_t>(count, std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < n; t++) threads.emplace_back(work);
+    work();
+    for (std::thread &t : threads) t.join();
+    for (const std::exception_ptr &e : failed) {
+        if (e) std::rethrow_exception(e);
+    }
 }
 
 bool has_jit_externs() {

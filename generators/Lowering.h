@@ -220,6 +220,12 @@ void prepare_jit(Halide::Pipeline &p);
 /** Pipelines prepared for a JIT compile in this process so far (prepare_jit calls): what a load
  * compiled outside the kernel cache. */
 uint64_t jit_compiles();
+/** Runs \p compile(i) for each i in [0, \p count) on one thread per core (the calling thread
+ * among them), waits for all, then rethrows the failure of the lowest index. Each job must own
+ * every Halide object it touches (no Func, Expr, Param or Buffer shared between jobs: Halide 14's
+ * compiler is thread-safe only then), and nothing may change the environment meanwhile. The one
+ * place fusor compiles Halide pipelines in parallel: the kernel cache's misses and `fusor compile`. */
+void compile_in_parallel(size_t count, const std::function<void(size_t)> &compile);
 /** Whether extern functions were registered (test ops): lowered code may then call functions that
  * only this process defines, so it is JIT-compiled, never cached (runtime/KernelCache.h). */
 bool has_jit_externs();

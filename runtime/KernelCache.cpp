@@ -274,29 +274,13 @@ void compile_object(const CacheJob &job, const Halide::Target &target, const std
  * compile writes. Rethrows the first failure. */
 void compile_objects(const std::vector<const CacheJob *> &jobs, const Halide::Target &target, const std::string &stage,
                      LoadProgress progress) {
-    std::atomic<size_t> next{0};
     std::mutex mu;
-    std::vector<std::exception_ptr> failed(jobs.size());
-    auto work = [&] {
-        for (size_t i = next++; i < jobs.size(); i = next++) {
-            try {
-                compile_object(*jobs[i], target, stage + "/k" + jobs[i]->key + ".o");
-            } catch (...) {
-                failed[i] = std::current_exception();
-            }
-            std::lock_guard<std::mutex> lock(mu);
-            progress.done++;
-            report_load_progress(progress);
-        }
-    };
-    size_t n = std::min<size_t>(jobs.size(), std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<std::thread> threads;
-    for (size_t t = 1; t < n; t++) threads.emplace_back(work);
-    work();
-    for (std::thread &t : threads) t.join();
-    for (const std::exception_ptr &e : failed) {
-        if (e) std::rethrow_exception(e);
-    }
+    compile_in_parallel(jobs.size(), [&](size_t i) {
+        compile_object(*jobs[i], target, stage + "/k" + jobs[i]->key + ".o");
+        std::lock_guard<std::mutex> lock(mu);
+        progress.done++;
+        report_load_progress(progress);
+    });
 }
 
 /** The object of each distinct job of \p jobs, in order: hits as they are, misses compiled (in

@@ -541,7 +541,7 @@ TEST_CASE("autotune: Halide's autoschedulers are timed as verified baselines, an
     std::ifstream log(dir.file("log.txt"));
     std::stringstream text;
     text << log.rdbuf();
-    CHECK_THAT(text.str(), Catch::Contains("tuned schedule"));
+    CHECK_THAT(text.str(), Catch::Contains("1 of 1 cluster(s) run a schedule stored in it"));
     std::ifstream a(dir.file("a/y.npy"), std::ios::binary), b(dir.file("b/y.npy"), std::ios::binary);
     std::string da((std::istreambuf_iterator<char>(a)), {}), dbytes((std::istreambuf_iterator<char>(b)), {});
     CHECK(da == dbytes);  // elementwise ops: every schedule computes the same bits
