@@ -5,9 +5,11 @@
 #   bench/cold_start.sh [--threads 2] [--repeats 3] [--ort DIR] [--out DIR] [ID ...]
 #
 # Per model, each a fresh process, wall time and peak RSS (/usr/bin/time -f '%e %M'):
-#   uncached  FUSOR_CACHE=0: every kernel compiled in memory (as before the kernel cache);
-#   cold      an empty kernel cache, filled by this run;
-#   warm      the cache the cold run filled (median of --repeats runs);
+#   uncached  FUSOR_CACHE=0: every kernel compiled in memory (as before the kernel cache; median
+#             of --repeats runs);
+#   cold      an empty kernel cache, filled by this run (median of --repeats runs, each with its
+#             own empty cache);
+#   warm      the cache the last cold run filled (median of --repeats runs);
 #   ort       node bench/ort_first_run.js: onnxruntime-node's session creation and first run (median
 #             of --repeats), with onnxruntime-node from DIR/node_modules (--ort; skipped without it).
 # Writes OUT/cold_start.tsv (id, uncached s, cold s, warm s, ort s, cold/uncached, warm/ort,
@@ -54,9 +56,10 @@ while IFS=$'\t' read -r id shape; do
     if ((${#ids[@]})) && [[ ! " ${ids[*]} " == *" $id "* ]]; then continue; fi
     model=$models/$id.onnx
     run=("$fusor" run "$model" --shape "$shape" --threads "$threads")
-    read -r uncached _ < <(timed env FUSOR_CACHE=0 "${run[@]}")
-    cache=$scratch/cache_$id
-    read -r cold _ < <(timed env FUSOR_CACHE_DIR="$cache" "${run[@]}")
+    read -r uncached _ < <(for _ in $(seq "$repeats"); do timed env FUSOR_CACHE=0 "${run[@]}"; done | median_max)
+    # cold: each repeat in an empty cache of its own; the last one's is warmed below
+    read -r cold _ < <(for r in $(seq "$repeats"); do timed env FUSOR_CACHE_DIR="$scratch/cache_${id}_$r" "${run[@]}"; done | median_max)
+    cache=$scratch/cache_${id}_$repeats
     read -r warm warm_rss < <(for _ in $(seq "$repeats"); do timed env FUSOR_CACHE_DIR="$cache" "${run[@]}"; done | median_max)
     ort_s=- ort_rss=-
     if [[ -n $ort ]]; then
