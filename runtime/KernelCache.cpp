@@ -1,5 +1,6 @@
 #include "runtime/KernelCache.h"
 
+#include <functional>
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -207,20 +208,21 @@ Fn symbol(void *handle, const char *name) {
 
 /** Loads the runtime at \p path and routes its allocations and errors to fusor. */
 void open_runtime(Runtime &rt) {
-    rt.handle = dlopen(rt.path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!rt.handle) throw UserError(std::string("cannot load '") + rt.path + "': " + dlerror());
+    void *h = dlopen(rt.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) throw UserError(std::string("cannot load '") + rt.path + "': " + dlerror());
     using Malloc = void *(*)(void *, size_t);
     using Free = void (*)(void *, void *);
     using Error = void (*)(void *, const char *);
-    auto set_malloc = symbol<Malloc (*)(Malloc)>(rt.handle, "halide_set_custom_malloc");
-    auto set_free = symbol<Free (*)(Free)>(rt.handle, "halide_set_custom_free");
-    auto set_error = symbol<Error (*)(Error)>(rt.handle, "halide_set_error_handler");
-    rt.set_threads = symbol<int (*)(int)>(rt.handle, "halide_set_num_threads");
-    rt.shutdown = symbol<void (*)()>(rt.handle, "halide_shutdown_thread_pool");
+    auto set_malloc = symbol<Malloc (*)(Malloc)>(h, "halide_set_custom_malloc");
+    auto set_free = symbol<Free (*)(Free)>(h, "halide_set_custom_free");
+    auto set_error = symbol<Error (*)(Error)>(h, "halide_set_error_handler");
+    rt.set_threads = symbol<int (*)(int)>(h, "halide_set_num_threads");
+    rt.shutdown = symbol<void (*)()>(h, "halide_shutdown_thread_pool");
     if (!set_malloc || !set_free || !set_error || !rt.set_threads || !rt.shutdown) throw UserError("'" + rt.path + "' is not a Halide runtime");
     set_malloc(runtime_malloc);
     set_free(runtime_free);
     set_error(runtime_error);
+    rt.handle = h;  // loaded: set only once every hook is found
 }
 
 /** The target a runtime is built for: \p target without the kernels' own features. */
@@ -245,17 +247,22 @@ void ensure_runtime_file(const Runtime &rt, const Halide::Target &t) {
     store(so, rt.path);
 }
 
-/** The runtime of \p target, loaded (built and stored first when missing). */
-Runtime &runtime_for(const Halide::Target &target) {
+/** The runtime entry of \p target: its key and cache path, loaded or not (load_runtime). */
+Runtime &runtime_slot(const Halide::Target &target) {
     Halide::Target t = runtime_target(target);
     auto it = runtimes().find(t.to_string());
     if (it != runtimes().end()) return it->second;
     Runtime rt;
     rt.key = content_hash(versions() + "runtime\n" + t.to_string());
     rt.path = config().dir + "/runtime/fusor_rt_" + rt.key + ".so";
-    ensure_runtime_file(rt, t);
-    open_runtime(rt);
     return runtimes().emplace(t.to_string(), rt).first->second;
+}
+
+/** Loads runtime \p rt of \p target, once per process (built and stored first when missing). */
+void load_runtime(Runtime &rt, const Halide::Target &target) {
+    if (rt.handle) return;
+    ensure_runtime_file(rt, runtime_target(target));
+    open_runtime(rt);
 }
 
 std::string object_path(const CacheJob &job) {
@@ -269,13 +276,15 @@ void compile_object(const CacheJob &job, const Halide::Target &target, const std
     p.compile_to({{Halide::OutputFileType::object, staged}}, job.args, "k" + job.key, kt);
 }
 
-/** Compiles \p jobs, each into \p stage/k<key>.o, on every core: threads that share no Func,
- * Expr, Param or Buffer (each cluster is lowered on its own), so each object is what a sequential
- * compile writes. Rethrows the first failure. */
+/** Runs \p first (the runtime's build, when the cache lacks it) and compiles \p jobs, each into
+ * \p stage/k<key>.o, on every core: threads that share no Func, Expr, Param or Buffer (each
+ * cluster is lowered on its own), so each object is what a sequential compile writes. Rethrows
+ * the first failure. */
 void compile_objects(const std::vector<const CacheJob *> &jobs, const Halide::Target &target, const std::string &stage,
-                     LoadProgress progress) {
+                     LoadProgress progress, const std::function<void()> &first) {
     std::mutex mu;
-    compile_in_parallel(jobs.size(), [&](size_t i) {
+    compile_in_parallel(jobs.size() + 1, [&](size_t i) {
+        if (i-- == 0) return first();
         compile_object(*jobs[i], target, stage + "/k" + jobs[i]->key + ".o");
         std::lock_guard<std::mutex> lock(mu);
         progress.done++;
@@ -284,8 +293,9 @@ void compile_objects(const std::vector<const CacheJob *> &jobs, const Halide::Ta
 }
 
 /** The object of each distinct job of \p jobs, in order: hits as they are, misses compiled (in
- * parallel) and stored. */
-std::vector<std::string> objects_for(const std::vector<CacheJob> &jobs, const Halide::Target &target, const std::string &stage) {
+ * parallel, beside \p first) and stored. */
+std::vector<std::string> objects_for(const std::vector<CacheJob> &jobs, const Halide::Target &target, const std::string &stage,
+                                     const std::function<void()> &first) {
     std::vector<std::string> paths;
     std::vector<const CacheJob *> missing;
     std::set<std::string> seen;
@@ -301,7 +311,7 @@ std::vector<std::string> objects_for(const std::vector<CacheJob> &jobs, const Ha
     }
     LoadProgress progress{(int)(paths.size() - missing.size()), (int)paths.size(), (int)(paths.size() - missing.size())};
     report_load_progress(progress);
-    compile_objects(missing, target, stage, progress);
+    compile_objects(missing, target, stage, progress, first);
     for (const CacheJob *j : missing) store(stage + "/k" + j->key + ".o", object_path(*j));
     stats().misses += (int)missing.size();
     return paths;
@@ -321,13 +331,14 @@ std::vector<KernelEntry> entries_in(const std::string &path, const std::vector<C
 }
 
 std::vector<KernelEntry> load_locked(const std::vector<CacheJob> &jobs, const Halide::Target &target) {
-    Runtime &rt = runtime_for(target);
+    Runtime &rt = runtime_slot(target);
     std::set<std::string> keys;
     for (const CacheJob &j : jobs) keys.insert(j.key);
     std::string all = rt.key;
     for (const std::string &k : keys) all += "\n" + k;
     std::string lib = config().dir + "/libs/l" + content_hash(all) + ".so";
     if (entry_ok(lib)) {
+        load_runtime(rt, target);
         std::vector<KernelEntry> e = entries_in(lib, jobs);
         if (!e.empty()) {
             stats().hits += (int)jobs.size();
@@ -339,8 +350,10 @@ std::vector<KernelEntry> load_locked(const std::vector<CacheJob> &jobs, const Ha
     if (config().mode != CacheMode::ReadWrite) return {};  // read-only: hits only
     TempFolder stage(".stage-", config().dir + "/libs");
     std::vector<std::string> args = {"-shared", "-o", stage.path() + "/lib.so"};
-    for (const std::string &o : objects_for(jobs, target, stage.path())) args.push_back(o);
-    ensure_runtime_file(rt, runtime_target(target));
+    // a missing runtime builds beside the kernels' misses, not before them
+    auto runtime_file = [&] { ensure_runtime_file(rt, runtime_target(target)); };
+    for (const std::string &o : objects_for(jobs, target, stage.path(), runtime_file)) args.push_back(o);
+    load_runtime(rt, target);  // once per process
     args.push_back(rt.path);
     args.push_back("-Wl,-rpath,$ORIGIN/../runtime");
     run_compiler("", args, stage.path(), "linking cached kernels");
@@ -425,6 +438,7 @@ void call_cached_kernel(KernelEntry entry, halide_buffer_t *const *buffers, size
 void set_cached_runtime_threads(int n) {
     std::lock_guard<std::mutex> lock(cache_mutex());
     for (auto &[target, rt] : runtimes()) {
+        if (!rt.handle) continue;  // a slot whose runtime is not loaded yet
         rt.shutdown();  // workers already awake would keep taking tasks past a lower count
         rt.set_threads(n);
     }
