@@ -1,12 +1,12 @@
 #include "generators/Lowering.h"
 
-#include <exception>
-#include <thread>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <exception>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "graph/Error.h"
 

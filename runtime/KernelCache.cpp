@@ -1,15 +1,15 @@
 #include "runtime/KernelCache.h"
 
-#include <functional>
 #include <algorithm>
 #include <atomic>
-#include <exception>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
