@@ -14,7 +14,8 @@
 #             of --repeats), with onnxruntime-node from DIR/node_modules (--ort; skipped without it).
 # Writes OUT/cold_start.tsv (id, uncached s, cold s, warm s, ort s, cold/uncached, warm/ort,
 # warm RSS MB, ort RSS MB) and prints it. Models come from $FUSOR_MODELS_DIR (default
-# ~/.cache/fusor/models). Bad usage is exit 2.
+# ~/.cache/fusor/models), listed in its shapes.tsv (a binding of '-' is a static model, as
+# bench/models/generate.py writes for the ViTs). Bad usage is exit 2.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,7 +29,7 @@ while (($#)); do
             [[ $# -ge 2 ]] || { echo "cold_start.sh: $1 needs a value" >&2; exit 2; }
             declare "${1#--}=$2"
             shift 2 ;;
-        -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
         -*) echo "cold_start.sh: unknown option $1" >&2; exit 2 ;;
         *) ids+=("$1"); shift ;;
     esac
@@ -55,7 +56,16 @@ printf 'id\tuncached_s\tcold_s\twarm_s\tort_s\tcold/uncached\twarm/ort\twarm_rss
 while IFS=$'\t' read -r id shape; do
     if ((${#ids[@]})) && [[ ! " ${ids[*]} " == *" $id "* ]]; then continue; fi
     model=$models/$id.onnx
-    run=("$fusor" run "$model" --shape "$shape" --threads "$threads")
+    if [[ $shape == - ]]; then  # a static model: no binding for fusor; ONNX Runtime's feed shapes from the file
+        run=("$fusor" run "$model" --threads "$threads")
+        read -r -a feeds < <(/usr/bin/python3 -c 'import onnx, sys
+m = onnx.load(sys.argv[1], load_external_data=False)
+inits = {i.name for i in m.graph.initializer}
+print(" ".join(i.name + "=" + "x".join(str(d.dim_value) for d in i.type.tensor_type.shape.dim) for i in m.graph.input if i.name not in inits))' "$model")
+    else
+        run=("$fusor" run "$model" --shape "$shape" --threads "$threads")
+        feeds=("$shape")
+    fi
     read -r uncached _ < <(for _ in $(seq "$repeats"); do timed env FUSOR_CACHE=0 "${run[@]}"; done | median_max)
     # cold: each repeat in an empty cache of its own; the last one's is warmed below
     read -r cold _ < <(for r in $(seq "$repeats"); do timed env FUSOR_CACHE_DIR="$scratch/cache_${id}_$r" "${run[@]}"; done | median_max)
@@ -64,7 +74,7 @@ while IFS=$'\t' read -r id shape; do
     ort_s=- ort_rss=-
     if [[ -n $ort ]]; then
         read -r ort_s ort_rss < <(for _ in $(seq "$repeats"); do
-            timed env NODE_PATH="$ort/node_modules" node "$here/ort_first_run.js" "$model" "$threads" "$shape"; done | median_max)
+            timed env NODE_PATH="$ort/node_modules" node "$here/ort_first_run.js" "$model" "$threads" "${feeds[@]}"; done | median_max)
     fi
     ratio() { [[ $2 == - ]] && echo - || awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$uncached" "$cold" "$warm" "$ort_s" "$(ratio "$cold" "$uncached")" \
