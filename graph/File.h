@@ -43,6 +43,11 @@ public:
     std::vector<uint8_t> read_bytes(uint64_t offset, uint64_t length) const;
     /** The whole file. */
     std::string read_all() const;
+    /** The open descriptor, for a parser that reads the file as a stream (protobuf); it stays
+     * owned by this object. */
+    int fd() const {
+        return fd_;
+    }
 
 private:
     std::string path_;

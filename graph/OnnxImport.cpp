@@ -538,12 +538,14 @@ std::string out_of_scope_reason(const std::string &op) {
     return "fusor has no op '" + op + "'";
 }
 
-void Importer::import_graph(const onnx::GraphProto &graph, const std::string &prefix) {
-    for (const onnx::TensorProto &init : graph.initializer()) {
+void Importer::import_graph(const onnx::GraphProto &graph, const std::string &prefix, onnx::GraphProto *release) {
+    for (int i = 0; i < graph.initializer_size(); i++) {
+        const onnx::TensorProto &init = graph.initializer(i);
         if (input_defaults_.count(init.name())) continue;  // an input's default (import_model)
         std::string where = file_ + ": initializer '" + init.name() + "'";
         TensorType type;
         std::vector<uint8_t> data = tensor_data(init, type, base_dir_, where);
+        if (release) std::string().swap(*release->mutable_initializer(i)->mutable_raw_data());  // held once: in the graph
         TensorId id = constant(type, std::move(data), init.name());
         define(init.name(), "initializer '" + init.name() + "'");
         bind(init.name(), id);
@@ -613,7 +615,7 @@ void Importer::input_with_default(const onnx::ValueInfoProto &in, const onnx::Te
     bind(in.name(), id);
 }
 
-Graph Importer::import_model(const onnx::ModelProto &m) {
+Graph Importer::import_model(onnx::ModelProto &m) {
     g_.source = file_;
     opset_ = -1;
     for (const auto &op : m.opset_import()) {
@@ -716,7 +718,7 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
         if (!bound_used.count(name)) throw UserError(file_ + ": --shape names '" + name + "', which is not an input of the model");
     }
 
-    import_graph(graph, "");
+    import_graph(graph, "", m.mutable_graph());
 
     if (!unsupported_.empty()) {
         std::string msg = file_ + ": " + std::to_string(unsupported_.size()) + " unsupported node" +
@@ -750,21 +752,32 @@ Graph Importer::import_model(const onnx::ModelProto &m) {
 
 }  // namespace onnx_detail
 
-Graph parse_onnx(const std::string &bytes, const std::string &source, const std::string &base_dir,
-                 const OnnxImportOptions &options) {
-    onnx::ModelProto m;
-    if (bytes.empty() || !m.ParseFromString(bytes)) {
-        throw UserError(source + ": not a valid ONNX model (the file is truncated or not an ONNX protobuf)");
-    }
+namespace {
+
+/** The graph of \p m, which protobuf accepted when \p parsed; \p source names it in errors. */
+Graph import_parsed(onnx::ModelProto &m, bool parsed, const std::string &source, const std::string &base_dir,
+                    const OnnxImportOptions &options) {
+    if (!parsed) throw UserError(source + ": not a valid ONNX model (the file is truncated or not an ONNX protobuf)");
     if (!m.has_graph()) throw UserError(source + ": not a valid ONNX model (no graph)");
     onnx_detail::Importer importer(source, base_dir, options);
     return importer.import_model(m);
 }
 
+}  // namespace
+
+Graph parse_onnx(const std::string &bytes, const std::string &source, const std::string &base_dir,
+                 const OnnxImportOptions &options) {
+    onnx::ModelProto m;
+    return import_parsed(m, !bytes.empty() && m.ParseFromString(bytes), source, base_dir, options);
+}
+
 Graph load_onnx(const std::string &path, const OnnxImportOptions &options) {
-    std::string bytes = InputFile(path).read_all();
+    InputFile f(path);
+    onnx::ModelProto m;
+    // parsed as the file is read: its bytes are never held beside the parsed model
+    bool parsed = f.size() > 0 && m.ParseFromFileDescriptor(f.fd());
     fs::path dir = fs::path(path).parent_path();
-    return parse_onnx(bytes, path, dir.empty() ? "." : dir.string(), options);
+    return import_parsed(m, parsed, path, dir.empty() ? "." : dir.string(), options);
 }
 
 std::vector<std::string> onnx_graph_inputs(const std::string &path) {

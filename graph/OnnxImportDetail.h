@@ -38,7 +38,9 @@ std::string out_of_scope_reason(const std::string &op);
 class Importer {
 public:
     Importer(std::string file, std::string base_dir, const OnnxImportOptions &options);
-    Graph import_model(const onnx::ModelProto &m);
+    /** The graph of \p m; each top-level initializer's bytes are released from \p m once copied,
+     * so a large model's weights are never held three times. */
+    Graph import_model(onnx::ModelProto &m);
 
     /** The branch \p branch of If node \p if_name as a closed graph, imported by a child
      * importer: outer names it reads become its graph inputs (their outer tensors are appended to
@@ -75,7 +77,8 @@ public:
     std::optional<double> fold_scalar(TensorId id) const;
     void unsupported(const onnx::NodeProto &p, int version, const std::string &name, const std::string &why);
     /** Imports a graph's initializers and nodes into the current scope (node names prefixed). */
-    void import_graph(const onnx::GraphProto &graph, const std::string &prefix);
+    /** \p release: \p graph itself, mutable, whose initializers' bytes are released once copied. */
+    void import_graph(const onnx::GraphProto &graph, const std::string &prefix, onnx::GraphProto *release = nullptr);
     void push_scope() {
         scopes_.emplace_back();
     }

@@ -318,7 +318,6 @@ Executor::Executor(Graph g, const ExecutorOptions &options)
     }
     compile_kernels(kernels_, target_, options.kernel_cache);
     prepare_constants();
-    release_packed_weights();
     // Intermediates live in one arena planned by liveness (graph/MemoryPlanning.h). An elementwise
     // cluster may write over an input that dies there only when its kernel has no overlapping
     // tails: Halide's ShiftInwards recomputes the last vector or tile of a loop, which would read
@@ -351,17 +350,9 @@ Executor::Executor(Graph g, const ExecutorOptions &options)
     bind_cached_args();
 }
 
-void Executor::prepare_constants() {
-    for (size_t k = 0; k < kernels_.size(); k++) {
-        if (!kernels_[k]) continue;
-        std::vector<Buffer<>> params;
-        for (TensorId t : param_tensors_[k]) params.push_back(g_.tensor(t).is_initializer ? buffers_[t] : Buffer<>());
-        for (PreparedStage &p : kernels_[k]->lowered.prepared) prepared_[k].push_back(realize_prepared(p, params));
-    }
-}
-
-void Executor::release_packed_weights() {
-    std::vector<bool> read(g_.tensors.size()), packed(g_.tensors.size());
+std::vector<int> Executor::last_packers() const {
+    std::vector<bool> read(g_.tensors.size());
+    std::vector<int> last(g_.tensors.size(), -1);
     for (TensorId t : g_.outputs) read[t] = true;
     for (size_t k = 0; k < kernels_.size(); k++) {
         if (const IfStep *s = if_steps_[k].get()) {
@@ -369,17 +360,33 @@ void Executor::release_packed_weights() {
             for (TensorId t : s->inputs) read[t] = true;
             continue;
         }
+        if (!kernels_[k]) continue;
         for (size_t i : kernels_[k]->param_reads) read[param_tensors_[k][i]] = true;
-        if (!prepared_[k].empty()) {
-            for (TensorId t : param_tensors_[k]) packed[t] = true;
+        if (!kernels_[k]->lowered.prepared.empty()) {
+            for (TensorId t : param_tensors_[k]) last[t] = (int)k;
         }
     }
     for (size_t t = 0; t < g_.tensors.size(); t++) {
-        Tensor &w = g_.tensors[t];
-        if (!w.is_initializer || read[t] || !packed[t]) continue;
-        released_bytes_ += w.data.size();
-        std::vector<uint8_t>().swap(w.data);
-        buffers_[t] = Buffer<>();
+        if (!g_.tensors[t].is_initializer || read[t]) last[t] = -1;
+    }
+    return last;
+}
+
+void Executor::prepare_constants() {
+    std::vector<int> last = last_packers();
+    for (size_t k = 0; k < kernels_.size(); k++) {
+        if (!kernels_[k]) continue;
+        std::vector<Buffer<>> params;
+        for (TensorId t : param_tensors_[k]) params.push_back(g_.tensor(t).is_initializer ? buffers_[t] : Buffer<>());
+        for (PreparedStage &p : kernels_[k]->lowered.prepared) prepared_[k].push_back(realize_prepared(p, params));
+        params.clear();
+        for (TensorId t : param_tensors_[k]) {
+            if (last[t] != (int)k) continue;
+            Tensor &w = g_.tensors[t];  // packed for the last time and read by no kernel: held once, packed
+            released_bytes_ += w.data.size();
+            std::vector<uint8_t>().swap(w.data);
+            buffers_[t] = Buffer<>();
+        }
     }
 }
 

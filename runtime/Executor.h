@@ -190,10 +190,13 @@ private:
     void bind(TensorId t, const char *role, void *host, size_t bytes);
     void bind_cached_args();
     /** Fills prepared_ from this executor's weights, once the kernels are compiled (their prepare
-     * pipelines come from the kernel cache with them). */
+     * pipelines come from the kernel cache with them), and releases each weight that only
+     * prepare pipelines read right after its last packing (WeightBytes::released), so a large
+     * model never holds all its weights both as loaded and as packed. */
     void prepare_constants();
-    /** Releases the weights that only prepare pipelines read (WeightBytes::released). */
-    void release_packed_weights();
+    /** Per tensor: the kernel whose prepare pipelines read it last, for an initializer that no
+     * kernel, If or graph output reads otherwise; -1 for every other tensor. */
+    std::vector<int> last_packers() const;
     uint64_t released_bytes_ = 0;
     MemoryPlan plan_;                        ///< where each intermediate lives in arena_
     std::vector<uint8_t> arena_;             ///< every intermediate; graph inputs/outputs have their own
