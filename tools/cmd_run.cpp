@@ -79,7 +79,7 @@ Verb add_run(CLI::App &app) {
                 for (const std::string &line : plan_lines) fmt::print("plan {}\n", line);
                 DbNotes notes;
                 if (!o->db.empty() && !o->unfused) use_tuning_db(so, o->db, &notes);
-                Session session(g, so);
+                Session session(std::move(g), so);  // the weights held once: in the session
                 Executor &ex = session.executor();
                 note_fallbacks(ex, notes);
                 print_db_decisions(notes, "", *verbose);
@@ -93,7 +93,7 @@ Verb add_run(CLI::App &app) {
                 auto run_start = std::chrono::steady_clock::now();
                 session.run();
                 double run_ms = ms_since(run_start);
-                fmt::print("ran {} ({}, {} kernels)\n", g.name, o->unfused ? "unfused" : "fused", ex.num_kernels());
+                fmt::print("ran {} ({}, {} kernels)\n", ex.graph().name, o->unfused ? "unfused" : "fused", ex.num_kernels());
                 for (size_t i = 0; i < ex.num_outputs(); i++) {
                     fmt::print("  {}\n", summarize(ex.graph().tensor(ex.graph().outputs[i]), ex.output(i)));
                 }
