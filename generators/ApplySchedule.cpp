@@ -174,6 +174,18 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
             return "stage '" + st.stage + "': is a cluster output and must be root";
         }
     }
+    // the conv algorithm next: a Winograd conv's other lines name stages only that form has
+    for (const StageSchedule &st : s.stages) {
+        const StageInfo *info = c.find_stage(st.stage);
+        std::string where = "stage '" + st.stage + "'", algo = "algo=winograd" + std::to_string(st.winograd);
+        if (!st.winograd || (info && info->winograd == st.winograd && c.winograd.count(st.stage))) continue;
+        if (info && !info->winograd_refusal.empty()) return where + ": " + algo + " cannot serve this conv: " + info->winograd_refusal;
+        return where + ": " + algo + " applies to the output stage of a conv lowered by Winograd only";
+    }
+    for (const auto &[stage, m] : c.winograd) {
+        const StageSchedule *st = s.find(stage);
+        if (!st || st->winograd != m) return "stage '" + stage + "': its conv is lowered by Winograd, and its line does not say algo=winograd" + std::to_string(m);
+    }
     for (const StageSchedule &st : s.stages) {
         const StageInfo *info = c.find_stage(st.stage);
         std::string where = "stage '" + st.stage + "'";

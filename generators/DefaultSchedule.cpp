@@ -100,16 +100,12 @@ int64_t min_parallel_work() {
     return value;
 }
 
-/** Whether a kernel of \p reduced reduction points and \p elements outputs pays for the pool. */
+}  // namespace
+
 bool pays_for_pool(int64_t reduced, int64_t elements) {
     return reduced + kElementWork * elements >= min_parallel_work();
 }
 
-}  // namespace
-
-namespace {
-
-/** Points of \p st's reductions: its output elements times each update's reduction extent. */
 int64_t reduction_points(const StageInfo &st) {
     int64_t elements = 1;
     for (int64_t e : st.extents) elements *= e;
@@ -124,6 +120,8 @@ int64_t reduction_points(const StageInfo &st) {
     }
     return points;
 }
+
+namespace {
 
 /** Whether \p node's value, as a stage of \p lc computes it, selects between the inputs of a
  * Concat along Halide dim 0 (the innermost, vectorized dim) whose seams and extent are multiples
@@ -244,6 +242,7 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
     // CUDA, and OpenCL: the same GPU schedules, which the tests run on CPUs through POCL
     if (auto empty = empty_output_schedule(lc)) return *empty;
     if (target.has_gpu_feature()) return default_gpu_schedule(g, c, lc);
+    if (!lc.winograd.empty()) return winograd_schedule(g, lc, target);
     auto reach = reached_outputs(g, c);
     ClusterSchedule sched;
     // Which output does each anchored accumulator feed, and at which loop do At stages go?

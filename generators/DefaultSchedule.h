@@ -2,6 +2,9 @@
 /** \file
  * The default schedule of a lowered cluster: what fusor runs before (or without) tuning. */
 
+#include <map>
+#include <string>
+
 #include "Halide.h"
 #include "generators/LowerCluster.h"
 #include "generators/Schedule.h"
@@ -35,6 +38,16 @@ VectorUnit vector_unit(const Halide::Target &target, const Halide::Type &type);
  * Deterministic for a given cluster and target. */
 ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc,
                                  const Halide::Target &target);
+
+/** The default rule for 3 x 3 convs: the convs of cluster \p c of \p g that a load lowers by
+ * Winograd F(m x m, 3 x 3) under \p algo on \p target, as LowerPlan::winograd (stage names with
+ * \p prefix) for lower_cluster. Never on a GPU target, nor under Direct. A cluster qualifies when its
+ * one conv or matmul is a conv that can take Winograd (winograd_refusal) and its one output has the
+ * conv's shape (the epilogue elementwise); under Winograd that is all, under Auto the conv must also
+ * be NHWC and wide enough that the transforms pay (DefaultScheduleWinograd.cpp: thresholds and
+ * how they were measured). m is 4, or 2 on small maps. */
+std::map<std::string, int> default_winograd(const Graph &g, const Cluster &c, const Halide::Target &target, ConvAlgo algo,
+                                            const std::string &prefix);
 
 /** The default schedule on a CUDA target (DefaultScheduleGpu.cpp; docs/cuda.md): outputs tiled into
  * blocks x threads, elementwise stages inlined, row reductions (softmax, layernorm) per block

@@ -11,6 +11,7 @@
 #include <set>
 #include <vector>
 
+#include "Halide.h"
 #include "generators/LowerCluster.h"
 #include "generators/Schedule.h"
 #include "graph/Graph.h"
@@ -40,6 +41,14 @@ struct OutputFeeds {
  * per-element values inline, every other stage at root, untiled, serial. nullopt when every output
  * holds elements. */
 std::optional<ClusterSchedule> empty_output_schedule(const LoweredCluster &lc);
+
+/** Whether a kernel of \p reduced reduction points and \p elements outputs pays for the thread pool. */
+bool pays_for_pool(int64_t reduced, int64_t elements);
+/** Points of \p st's reductions: its output elements times each update's reduction extent. */
+int64_t reduction_points(const StageInfo &st);
+
+/** The CPU default schedule of a cluster whose conv is lowered by Winograd (DefaultScheduleWinograd.cpp). */
+ClusterSchedule winograd_schedule(const Graph &g, const LoweredCluster &lc, const Halide::Target &target);
 
 std::vector<OutputFeeds> output_feeds(const Graph &g, const LoweredCluster &lc, const std::map<NodeId, std::set<int>> &reach);
 

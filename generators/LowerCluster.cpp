@@ -58,11 +58,11 @@ bool is_baked_constant(const Tensor &t) {
     return t.is_initializer && t.type.num_elements() == 1;
 }
 
-LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix, const std::map<std::string, int> &prepack) {
+LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix, const LowerPlan &lower) {
     install_halide_diagnostics();  // before the first Func: Halide may warn from here on
     LoweredCluster lc;
     lc.name = prefix;
-    PrepackPlan plan{prepack, {}};
+    PrepackPlan plan{lower.prepack, {}, lower.winograd};
     std::map<TensorId, LValue> values;
     for (TensorId t : c.inputs) {
         const Tensor &tensor = g.tensor(t);
@@ -127,6 +127,9 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
         lc.outputs.push_back(f);
     }
     lc.prepared = std::move(plan.prepared);
+    for (const StageInfo &s : lc.stages) {
+        if (s.winograd && s.node >= 0 && s.aligned && s.role == StageRole::Value) lc.winograd[s.name] = s.winograd;
+    }
     lc.pipeline = Pipeline(lc.outputs);
     return lc;
 }

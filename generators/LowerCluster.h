@@ -25,6 +25,8 @@ struct LoweredCluster {
     /** Packing stages read from buffers prepared once (their params are inputs of pipeline too,
      * after params); filled when lower_cluster is given a prepack plan. */
     std::vector<PreparedStage> prepared;
+    /** The convs lowered by Winograd: output stage name -> m (LowerPlan::winograd, less refusals). */
+    std::map<std::string, int> winograd;
     Halide::Pipeline pipeline;
 
     const StageInfo *find_stage(const std::string &stage) const;
@@ -37,10 +39,10 @@ bool is_baked_constant(const Tensor &t);
 
 /** Lowers \p c. Func names are `<prefix><node>[_<part>]`; pass distinct prefixes for clusters that
  * will live in one process so names stay unique. Throws UserError naming the node for ops or
- * attribute values the lowering does not support. With \p prepack (stage -> panel), those packing
- * stages whose operand is constant read prepared buffers (LoweredCluster::prepared, without their
- * pipelines: add_prepare_pipelines in Prepack.h makes those). */
-LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix,
-                             const std::map<std::string, int> &prepack = {});
+ * attribute values the lowering does not support. With \p plan's prepack (stage -> panel), those
+ * packing stages whose operand is constant read prepared buffers (LoweredCluster::prepared,
+ * without their pipelines: add_prepare_pipelines in Prepack.h makes those); the convs its
+ * winograd names are lowered by Winograd where they can be (StageInfo::winograd_refusal). */
+LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix, const LowerPlan &plan = {});
 
 }  // namespace fusor

@@ -188,7 +188,7 @@ std::vector<Func> lower_conv_nd(LowerContext &ctx, const WindowGeometry &geo) {
     return {f};
 }
 
-std::vector<Func> lower_Conv(LowerContext &ctx) {
+std::vector<Func> lower_conv_direct(LowerContext &ctx) {
     const LValue &X = ctx.input(0), &W = ctx.input(1);
     const TensorType &out = ctx.out_type();
     WindowGeometry geo = window_geometry(ctx.graph(), ctx.node());
@@ -217,7 +217,7 @@ std::vector<Func> lower_Conv(LowerContext &ctx) {
 /** fusor.ConvNhwc: X [N,H,W,C], W [kh,kw,C/g,M] (HWIO), out [N,OH,OW,M]. Output channels are the
  * innermost dim, so the schedule vectorizes over them and blocks registers over (channels x
  * width) like a matmul; weights are read as contiguous vectors of output channels. */
-std::vector<Func> lower_ConvNhwc(LowerContext &ctx) {
+std::vector<Func> lower_conv_nhwc_direct(LowerContext &ctx) {
     const LValue &X = ctx.input(0), &W = ctx.input(1);
     const TensorType &out = ctx.out_type();
     if (X.type.rank() != 4) ctx.fail("only 2-D convolution is supported; input is " + to_string(X.type));
@@ -240,6 +240,25 @@ std::vector<Func> lower_ConvNhwc(LowerContext &ctx) {
     if (ctx.has_input(2)) y = y + ctx.input(2).func(m);
     f(m, ox, oy, n) = y;
     return {f};
+}
+
+/** A 2-D conv by the form its LowerPlan asks (LowerContext::winograd_tile): Winograd where the
+ * conv can take it, else \p direct, with the refusal recorded on its output stage. */
+std::vector<Func> lower_conv_planned(LowerContext &ctx, LowerFn direct) {
+    int m = ctx.winograd_tile();
+    std::string why = m ? winograd_refusal(ctx.graph(), ctx.node()) : "";
+    if (m && why.empty()) return lower_conv_winograd(ctx, m);
+    std::vector<Func> out = direct(ctx);
+    if (m) ctx.refuse_winograd(out[0], why);
+    return out;
+}
+
+std::vector<Func> lower_Conv(LowerContext &ctx) {
+    return lower_conv_planned(ctx, &lower_conv_direct);
+}
+
+std::vector<Func> lower_ConvNhwc(LowerContext &ctx) {
+    return lower_conv_planned(ctx, &lower_conv_nhwc_direct);
 }
 
 }  // namespace

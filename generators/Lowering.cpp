@@ -236,12 +236,27 @@ void LowerContext::define_gpu_copy(Func &f, const std::vector<Var> &args, const 
     f(args) = value;
 }
 
-void LowerContext::define_packing(Func &f, const std::vector<Var> &args, const Expr &value, const LValue &operand) {
+StageInfo &LowerContext::stage_info(const Func &f) {
     StageInfo *info = nullptr;
     for (StageInfo &s : *stages_) {
         if (s.func.name() == f.name()) info = &s;
     }
-    FUSOR_INTERNAL_ASSERT(info) << "define_packing of " << f.name() << ", not made by make_stage";
+    FUSOR_INTERNAL_ASSERT(info) << f.name() << " was not made by make_stage";
+    return *info;
+}
+
+int LowerContext::winograd_tile() const {
+    if (!prepack_) return 0;
+    auto it = prepack_->winograd.find(prefix_ + sanitize_name(n_.name));
+    return it == prepack_->winograd.end() ? 0 : it->second;
+}
+
+void LowerContext::refuse_winograd(const Func &f, const std::string &why) {
+    stage_info(f).winograd_refusal = why;
+}
+
+void LowerContext::define_packing(Func &f, const std::vector<Var> &args, const Expr &value, const LValue &operand) {
+    StageInfo *info = &stage_info(f);
     info->packing = true;
     info->over_constants = operand.constant;
     bool wanted = prepack_ && prepack_->panels.count(info->name);

@@ -49,6 +49,12 @@ struct StageInfo {
      * them). Computing it inside a loop over such a dim would recompute it. */
     std::vector<int> reduced_out_dims;
     bool is_output = false;
+    /** A conv's output stage: m when the conv is lowered as Winograd F(m x m, 3 x 3)
+     * (LowerWinograd.cpp), 0 when direct. Its internal stages carry the same m. */
+    int winograd = 0;
+    /** A conv's output stage, when its LowerPlan asked for Winograd and the conv cannot take it:
+     * why (lowered direct instead), e.g. "stride 2". */
+    std::string winograd_refusal;
     /** A packing stage (LowerContext::define_packing): a copy of an operand in the layout its
      * consumer reads. `prepack` in a schedule applies to these only. */
     bool packing = false;
@@ -85,11 +91,19 @@ std::vector<int64_t> panel_extents(const std::vector<int64_t> &extents, int pane
 /** The index into such a buffer of the stage's element \p args (Halide order). */
 std::vector<Halide::Expr> panel_index(const std::vector<Halide::Expr> &args, int panel);
 
-/** What lower_cluster prepares: stage name -> prepack panel (StageSchedule::prepack), and the
- * stages it did prepare. */
+/** How lower_cluster lowers a cluster beyond its graph, both read from its schedule: the packing
+ * stages it prepares (stage name -> prepack panel, StageSchedule::prepack) and the convs it lowers
+ * by Winograd (the conv's output stage name -> m of F(m x m, 3 x 3), StageSchedule::algo). */
+struct LowerPlan {
+    std::map<std::string, int> prepack;
+    std::map<std::string, int> winograd;
+};
+
+/** What lower_cluster prepares under a LowerPlan: the plan, and the stages it did prepare. */
 struct PrepackPlan {
     std::map<std::string, int> panels;
     std::vector<PreparedStage> prepared;
+    std::map<std::string, int> winograd;
 };
 
 Halide::Type halide_type(DType t);
@@ -189,6 +203,13 @@ public:
     /** Defines \p f (from make_stage) as f(args) = value, a plain copy of an operand, and marks it
      * StageInfo::gpu_copy. */
     void define_gpu_copy(Halide::Func &f, const std::vector<Halide::Var> &args, const Halide::Expr &value);
+    /** m of the Winograd F(m x m, 3 x 3) form the plan asks for this node (its output stage's name
+     * in LowerPlan::winograd), else 0. */
+    int winograd_tile() const;
+    /** Records on this node's output stage \p f that the plan's Winograd form was refused, and why. */
+    void refuse_winograd(const Halide::Func &f, const std::string &why);
+    /** The StageInfo of stage \p f (made by make_stage). */
+    StageInfo &stage_info(const Halide::Func &f);
     /** Halide dims of output 0 for ONNX axes \p axes. */
     std::vector<int> halide_dims(const std::vector<int> &axes) const;
     /** Defines f(vars in Halide order) = body(vars in ONNX order). */
@@ -263,5 +284,14 @@ void register_math_lowerings(LoweringTable &t);
 void register_movement_lowerings(LoweringTable &t);
 void register_spatial_lowerings(LoweringTable &t);
 void register_recurrent_lowerings(LoweringTable &t);
+
+/** Why conv node \p n cannot be lowered by Winograd F(m x m, 3 x 3) (a 2-D Conv or ConvNhwc, 3 x 3,
+ * stride 1, dilation 1, groups 1, float32), or "" when it can (LowerWinograd.cpp). */
+std::string winograd_refusal(const Graph &g, const Node &n);
+/** Lowers the conv of \p ctx (eligible: winograd_refusal is "") by Winograd F(m x m, 3 x 3),
+ * m = 2 or 4: its output stage and the stages `wino_u` (filter transform, a packing stage over
+ * the weights: prepared once when constant), `wino_d`, `wino_v` (input transform), `wino_acc` (the
+ * (m + 2)^2 products over the input channels) and `wino_o1`, `wino_o` (output transform). */
+std::vector<Halide::Func> lower_conv_winograd(LowerContext &ctx, int m);
 
 }  // namespace fusor

@@ -31,16 +31,24 @@ std::map<std::string, int> prepack_plan(const ClusterSchedule &s, const LoweredC
     return plan;
 }
 
+std::map<std::string, int> winograd_stages(const ClusterSchedule &s) {
+    std::map<std::string, int> convs;
+    for (const StageSchedule &st : s.stages) {
+        if (st.winograd) convs[st.stage] = st.winograd;
+    }
+    return convs;
+}
+
 void lower_prepacked(const Graph &g, const Cluster &c, const std::string &prefix, const ClusterSchedule &s, LoweredCluster &lc) {
-    std::map<std::string, int> plan = prepack_plan(s, lc);
-    if (plan.empty()) return;
+    LowerPlan plan{prepack_plan(s, lc), lc.winograd};
+    if (plan.prepack.empty()) return;
     lc = lower_cluster(g, c, prefix, plan);
     add_prepare_pipelines(g, c, prefix, lc);
 }
 
 void add_prepare_pipelines(const Graph &g, const Cluster &c, const std::string &prefix, LoweredCluster &lc) {
     if (lc.prepared.empty()) return;
-    LoweredCluster fresh = lower_cluster(g, c, prefix);
+    LoweredCluster fresh = lower_cluster(g, c, prefix, LowerPlan{{}, lc.winograd});
     for (StageInfo &st : fresh.stages) {
         if (st.func.has_update_definition()) st.func.compute_root();  // a reduction cannot be inlined
     }

@@ -25,9 +25,13 @@ namespace fusor {
  * a run-time operand is not in it: that stage is packed per call. */
 std::map<std::string, int> prepack_plan(const ClusterSchedule &s, const LoweredCluster &lc);
 
+/** The convs schedule \p s lowers by Winograd (StageSchedule::winograd): stage -> m, the
+ * LowerPlan::winograd to lower its cluster with before the schedule is checked or applied. */
+std::map<std::string, int> winograd_stages(const ClusterSchedule &s);
+
 /** When schedule \p s prepacks constant operands of \p lc (prepack_plan is not empty), lowers
- * cluster \p c of \p g again into \p lc with those stages read from prepared buffers, and adds
- * their pipelines; otherwise leaves \p lc as it is. \p prefix is the one \p lc was lowered with.
+ * cluster \p c of \p g again into \p lc with those stages read from prepared buffers (and the
+ * Winograd convs \p lc has), and adds their pipelines; otherwise leaves \p lc as it is. \p prefix is the one \p lc was lowered with.
  * The one path by which the runtime, the AOT compiler and the tuner's workers prepack. */
 void lower_prepacked(const Graph &g, const Cluster &c, const std::string &prefix, const ClusterSchedule &s, LoweredCluster &lc);
 

@@ -9,7 +9,7 @@ bool StageSchedule::operator==(const StageSchedule &o) const {
     return stage == o.stage && level == o.level && at_stage == o.at_stage && at_var == o.at_var && tile == o.tile &&
            vector_width == o.vector_width && unroll == o.unroll && order == o.order && parallel == o.parallel &&
            rfactor == o.rfactor && store_root == o.store_root && store_stage == o.store_stage && store_var == o.store_var &&
-           gpu_threads == o.gpu_threads && memory == o.memory && chunk == o.chunk && prepack == o.prepack;
+           gpu_threads == o.gpu_threads && memory == o.memory && chunk == o.chunk && prepack == o.prepack && winograd == o.winograd;
 }
 
 const StageSchedule *ClusterSchedule::find(const std::string &stage) const {
@@ -53,8 +53,25 @@ std::string to_text(const StageSchedule &s) {
     if (s.parallel) o << " parallel";
     if (s.prepack == 0) o << " prepack";
     if (s.prepack > 0) o << " prepack=" << s.prepack;
+    if (s.winograd) o << " algo=winograd" << s.winograd;
     if (!s.note.empty()) o << "  # " << s.note;
     return o.str();
+}
+
+std::optional<ConvAlgo> parse_conv_algo(std::string_view text) {
+    if (text == "direct") return ConvAlgo::Direct;
+    if (text == "auto") return ConvAlgo::Auto;
+    if (text == "winograd") return ConvAlgo::Winograd;
+    return std::nullopt;
+}
+
+const char *conv_algo_name(ConvAlgo a) {
+    switch (a) {
+    case ConvAlgo::Direct: return "direct";
+    case ConvAlgo::Auto: return "auto";
+    case ConvAlgo::Winograd: return "winograd";
+    }
+    return "?";
 }
 
 std::string to_text(const ClusterSchedule &s) {
@@ -189,8 +206,12 @@ std::optional<ClusterSchedule> parse_schedule(std::string_view text, std::string
                     return fail("'" + w + "': expected prepack or prepack=<panel width, at least 1>");
                 }
                 st.prepack = v[0];
+            } else if (w.rfind("algo=", 0) == 0) {
+                std::string a = value("algo=");
+                if (a == "winograd2" || a == "winograd4") st.winograd = a.back() - '0';
+                else if (a != "direct") return fail("'" + w + "': expected algo=direct, algo=winograd2 or algo=winograd4");
             } else {
-                return fail("unknown token '" + w + "'; expected inline, root, at=, store=, tile=, order=, vec=, unroll=, rfactor=, chunk=, gpu=, mem=, parallel or prepack");
+                return fail("unknown token '" + w + "'; expected inline, root, at=, store=, tile=, order=, vec=, unroll=, rfactor=, chunk=, gpu=, mem=, parallel, prepack or algo=");
             }
         }
         if (!level_seen) return fail("stage '" + st.stage + "' has no compute level (inline, root or at=)");

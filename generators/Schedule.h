@@ -8,6 +8,7 @@
  *     c0_sum_acc root rfactor=16 vec=8
  *     c0_pad at=c0_conv.xi store=c0_conv.yo
  *     c0_fc_packb at=c0_fc.xo vec=16 prepack=32   # a constant operand: packed once, at load
+ *     c0_conv2 inline algo=winograd4               # this conv lowered by Winograd F(4x4, 3x3)
  * and on CUDA targets (docs/cuda.md):
  *     c0_relu root gpu=16x16 tile=2x2 unroll=0,1       # blocks x threads x per-thread tile
  *     c0_packb at=c0_relu.xo gpu=16x16 mem=shared      # staged per block by all its threads
@@ -78,6 +79,10 @@ struct StageSchedule {
      * prepacked; 0: the stage's own layout; P > 0: dim 0 stored in panels of P (P must divide its
      * extent), each panel's P x (dim 1) block contiguous, as BLAS packs B. */
     int prepack = -1;
+    /** A conv's output stage (text `algo=winograd2` or `algo=winograd4`; `algo=direct` is 0): the
+     * conv is lowered by Winograd F(m x m, 3 x 3) with this m, into the stages `<conv>_wino_*`
+     * that the other lines schedule (generators/Lowering.h, lower_conv_winograd). 0: direct. */
+    int winograd = 0;
     std::string note;                   ///< why the default schedule chose this (text after '#'); not compared
 
     bool operator==(const StageSchedule &o) const;
@@ -94,6 +99,14 @@ struct ClusterSchedule {
         return stages == o.stages;
     }
 };
+
+/** Which algorithm a load's 3 x 3 convs get where no stored schedule says (`--conv-algo`): direct
+ * only; the default rule's choice (default_winograd, DefaultSchedule.h); or Winograd on every
+ * conv that can take it. */
+enum class ConvAlgo { Direct, Auto, Winograd };
+/** "direct", "auto" or "winograd"; nullopt for any other text. */
+std::optional<ConvAlgo> parse_conv_algo(std::string_view text);
+const char *conv_algo_name(ConvAlgo a);
 
 /** One line per stage, in order. Stable: parse_schedule(to_text(s)) == s. */
 std::string to_text(const ClusterSchedule &s);

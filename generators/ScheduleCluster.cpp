@@ -29,13 +29,31 @@ void apply_autoscheduler_text(const Graph &sub, const Halide::Target &target, co
     k.tuned = true;
 }
 
+/** Why stored schedule \p s may not compute extracted cluster \p sub's convs as it says, under
+ * \p algo on \p target; "" when it may. */
+std::string conv_algo_conflict(const Graph &sub, const ClusterSchedule &s, const Halide::Target &target, ConvAlgo algo) {
+    std::map<std::string, int> wino = winograd_stages(s);
+    if (!wino.empty() && target.has_gpu_feature()) return "stage '" + wino.begin()->first + "': Winograd convs run on CPU targets only";
+    if (!wino.empty() && algo == ConvAlgo::Direct) return "stage '" + wino.begin()->first + "' computes its conv by Winograd; --conv-algo direct";
+    if (algo != ConvAlgo::Winograd) return "";
+    for (const auto &[stage, m] : default_winograd(sub, sub.clusters[0], target, algo, "k_")) {
+        if (!wino.count(stage)) return "stage '" + stage + "' computes its conv directly; --conv-algo winograd";
+    }
+    return "";
+}
+
 /** Parses stored text \p schedule and checks it against the extracted cluster \p sub; sets
  * k.tuned, k.lowered and k.schedule, or k's reason. */
-void apply_stored_text(const Graph &sub, const std::string &schedule, ScheduledCluster &k) {
-    LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
+void apply_stored_text(const Graph &sub, const std::string &schedule, const Halide::Target &target, ConvAlgo algo, ScheduledCluster &k) {
     std::string error;
     auto parsed = parse_schedule(schedule, &error);
-    std::string why = parsed ? why_illegal(*parsed, lc) : "unparsable: " + error;
+    if (!parsed) {
+        k.fallback_reason = "unparsable: " + error;
+        return;
+    }
+    LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_", LowerPlan{{}, winograd_stages(*parsed)});
+    std::string why = conv_algo_conflict(sub, *parsed, target, algo);
+    if (why.empty()) why = why_illegal(*parsed, lc);
     if (!why.empty()) {
         k.fallback_reason = why;
         return;
@@ -59,6 +77,15 @@ void rebind(const Graph &sub, const Cluster &c, LoweredCluster &lc) {
 
 }  // namespace
 
+std::string winograd_schedule_text(const Graph &sub, const Halide::Target &target, int m) {
+    const Cluster &c = sub.clusters[0];
+    std::map<std::string, int> plan = default_winograd(sub, c, target, ConvAlgo::Winograd, "k_");
+    if (plan.empty()) return "";
+    for (auto &entry : plan) entry.second = m;
+    LoweredCluster lc = lower_cluster(sub, c, "k_", LowerPlan{{}, plan});
+    return to_text(default_schedule(sub, c, lc, target));
+}
+
 ScheduledCluster schedule_cluster(const Graph &g, const Cluster &c, const Halide::Target &target,
                                   const std::string &schedule, const ScheduleOptions &options) {
     ScheduledCluster k;
@@ -73,11 +100,12 @@ ScheduledCluster schedule_cluster(const Graph &g, const Cluster &c, const Halide
             return k;  // applied in place: no schedule of fusor's form, no prepacking
         }
     } else if (!schedule.empty()) {
-        apply_stored_text(sub, schedule, k);
+        apply_stored_text(sub, schedule, target, options.conv_algo, k);
     }
     if (!k.tuned && !schedule.empty() && !options.fallback) return k;
     if (!k.tuned) {
-        k.lowered = lower_cluster(g, c, c.name + "_");
+        std::string prefix = c.name + "_";
+        k.lowered = lower_cluster(g, c, prefix, LowerPlan{{}, default_winograd(g, c, target, options.conv_algo, prefix)});
         k.schedule = default_schedule(g, c, k.lowered, target);
     }
     if (options.prepack && k.tuned) lower_prepacked(sub, sub.clusters[0], "k_", k.schedule, k.lowered);

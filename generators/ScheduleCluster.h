@@ -30,7 +30,18 @@ struct ScheduleOptions {
     /** Constant operands the schedule prepacks read prepared buffers made by prepare pipelines (a
      * load, a timed candidate); false: the kernel packs them per call (a bundle's object). */
     bool prepack = true;
+    /** The conv algorithm where the text does not say (`--conv-algo`): the default schedule's
+     * Winograd convs (default_winograd). A stored text that computes a conv by Winograd under
+     * Direct, or leaves an eligible conv direct under Winograd, is not applied (its reason says
+     * why), and neither is one that uses Winograd on a GPU target. */
+    ConvAlgo conv_algo = ConvAlgo::Auto;
 };
+
+/** The default schedule, as stored text, of extracted cluster \p sub (extract_cluster: canonical
+ * names) with its conv lowered by Winograd F(m x m, 3 x 3), m = 2 or 4, where the default rule
+ * under `--conv-algo winograd` would lower it so (default_winograd); "" where it would not. The
+ * tuner's algorithm candidates, and what tests force a tile size with. */
+std::string winograd_schedule_text(const Graph &sub, const Halide::Target &target, int m);
 
 /** Lowers cluster \p c of \p g and applies \p schedule: a stored schedule text of the extracted
  * cluster (stage names canonical), "autoscheduler <Name>[ threads=N]" (applied with the

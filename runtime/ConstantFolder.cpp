@@ -58,7 +58,7 @@ public:
         std::vector<std::shared_ptr<Kernel>> kernels;
         for (size_t k : compiled) {
             clusters.push_back(fold_cluster(g.nodes[nodes[k]]));
-            kernels.push_back(prepare_kernel(g, clusters.back(), target));
+            kernels.push_back(prepare_kernel(g, clusters.back(), target, "", ConvAlgo::Direct));  // folded values exact as direct convs give them
         }
         compile_kernels(kernels, target);
         for (size_t c = 0; c < compiled.size(); c++) out[compiled[c]] = run_fold(*kernels[c], g, clusters[c], target);

@@ -101,9 +101,12 @@ void jit_compile(Pipeline &p, const Target &target) {
     p.compile_jit(target);
 }
 
-std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule) {
+std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule,
+                                       ConvAlgo algo) {
     std::string canonical = canonical_cluster_text(g, c);
-    std::string key = target.to_string() + "\n" + canonical + "\n" + schedule;
+    // direct convs keep the keys they had before the choice existed
+    std::string options = algo == ConvAlgo::Direct ? "" : std::string("conv-algo ") + conv_algo_name(algo);
+    std::string key = target.to_string() + "\n" + canonical + "\n" + schedule + "\n" + options;
     KernelCache &cache = kernel_cache();
     {
         std::lock_guard<std::mutex> lock(cache.mu);
@@ -112,8 +115,10 @@ std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const T
     }
     auto k = std::make_shared<Kernel>();
     k->key = key;
-    k->cache_key = kernel_cache_key(canonical, schedule, target);
-    ScheduledCluster sc = schedule_cluster(g, c, target, schedule);
+    k->cache_key = kernel_cache_key(canonical, schedule, target, options);
+    ScheduleOptions so;
+    so.conv_algo = algo;
+    ScheduledCluster sc = schedule_cluster(g, c, target, schedule, so);
     k->lowered = std::move(sc.lowered);
     k->schedule = std::move(sc.schedule);
     k->tuned = sc.tuned;
@@ -213,6 +218,12 @@ void compile_kernels(const std::vector<std::shared_ptr<Kernel>> &kernels, const 
     for (Kernel *k : jit) k->compiled = true;
 }
 
+void check_conv_algo(ConvAlgo algo, const std::string &target) {
+    if (algo == ConvAlgo::Winograd && parse_target(target, "target").has_gpu_feature()) {
+        throw UserError("--conv-algo winograd: Winograd convs run on CPU targets only, and target '" + target + "' is a GPU target");
+    }
+}
+
 std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule) {
     std::shared_ptr<Kernel> k = prepare_kernel(g, c, target, schedule);
     compile_kernels({k}, target);
@@ -307,7 +318,8 @@ Executor::Executor(Graph g, const ExecutorOptions &options)
         }
         std::optional<std::string> tuned = options.schedule_for ? options.schedule_for(g_, c) : std::nullopt;
         if_steps_.push_back(nullptr);
-        kernels_.push_back(prepare_kernel(g_, c, target_, tuned.value_or("")));
+        ConvAlgo algo = options.mode == ExecMode::Unfused ? ConvAlgo::Direct : options.conv_algo;
+        kernels_.push_back(prepare_kernel(g_, c, target_, tuned.value_or(""), algo));
         std::vector<TensorId> params;
         for (TensorId t : c.inputs) {
             if (!is_baked_constant(g_.tensor(t))) params.push_back(t);

@@ -45,6 +45,9 @@ struct ExecutorOptions {
      * (extract_cluster: canonical names), or nullopt for the default schedule. The tools build
      * this from a tuning database; the runtime does not depend on the tuner. */
     std::function<std::optional<std::string>(const Graph &, const Cluster &)> schedule_for;
+    /** Fused mode: the algorithm of 3 x 3 convs where no stored schedule says (`--conv-algo`,
+     * ScheduleOptions::conv_algo). Unfused mode, the correctness oracle, runs direct convs only. */
+    ConvAlgo conv_algo = ConvAlgo::Auto;
 };
 
 /** A cluster's kernel: its lowering, the schedule applied to it, and its code: an entry point
@@ -67,10 +70,15 @@ struct Kernel {
 
 /** The kernel of cluster \p c of \p g, lowered and scheduled (not compiled unless this process
  * compiled it before), under the default schedule or, when \p schedule is not empty, under that
- * schedule of the extracted cluster. An illegal stored schedule falls back to the default
+ * schedule of the extracted cluster, with its convs' algorithm by \p algo where the schedule does
+ * not say (ScheduleOptions::conv_algo). An illegal stored schedule falls back to the default
  * (Kernel::fallback_reason says why). */
 std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const Halide::Target &target,
-                                       const std::string &schedule = "");
+                                       const std::string &schedule = "", ConvAlgo algo = ConvAlgo::Auto);
+
+/** Throws UserError when \p algo cannot be used with Halide target \p target: Winograd on a GPU
+ * target (`--conv-algo winograd` names the flag). */
+void check_conv_algo(ConvAlgo algo, const std::string &target);
 
 /** Compiles those of \p kernels not compiled yet, all at once: through the persistent kernel cache
  * (one shared object per call) where it serves them and \p use_cache, JIT-compiled otherwise. */

@@ -39,8 +39,10 @@ ExecutorOptions executor_options(const SessionOptions &o) {
     if (o.threads < 0) throw UserError("threads is " + std::to_string(o.threads) + "; expected 0 (default) or more");
     std::string why = why_cannot_run(parse_target(o.target, "target"), host_target());
     if (!why.empty()) throw UserError("target '" + o.target + "': a Session runs the model on this machine, and " + why);
+    check_conv_algo(o.conv_algo, o.target);
     ExecutorOptions eo;
     eo.mode = o.mode;
+    eo.conv_algo = o.conv_algo;
     eo.threads = o.threads;
     eo.target = o.target;
     eo.clustering = o.clustering;

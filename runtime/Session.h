@@ -42,6 +42,9 @@ struct SessionOptions {
      * resolved host's, or a CPU feature it lacks) is a UserError when the Session is made. */
     std::string target = "host";
     ExecMode mode = ExecMode::Fused;
+    /** Fused mode: the algorithm of 3 x 3 convs where no stored schedule says (ExecutorOptions::conv_algo);
+     * Winograd with a GPU target is a UserError when the Session is made. */
+    ConvAlgo conv_algo = ConvAlgo::Auto;
     bool kernel_cache = true;    ///< ExecutorOptions::kernel_cache
     ClusterOptions clustering;
     /** Fused mode: run the given graph's own clusters (Graph::clusters, e.g. a fusion plan's)

@@ -138,6 +138,21 @@ std::shared_ptr<std::string> add_plan_flag(CLI::App *cmd) {
     return path;
 }
 
+std::shared_ptr<ConvAlgo> add_conv_algo_flag(CLI::App *cmd) {
+    auto algo = std::make_shared<ConvAlgo>(ConvAlgo::Auto);
+    CLI::Validator known(
+        [](std::string &text) -> std::string {
+            return parse_conv_algo(text) ? "" : "expected direct, auto or winograd, got '" + text + "'";
+        },
+        "direct|auto|winograd");
+    cmd->add_option_function<std::string>(
+           "--conv-algo", [algo](const std::string &text) { *algo = *parse_conv_algo(text); },
+           "algorithm of 3x3 convs where no stored schedule says: direct, auto (Winograd where the default rule finds it "
+           "faster) or winograd (every conv that can take it); default auto")
+        ->check(known);
+    return algo;
+}
+
 std::shared_ptr<int> add_gpu_max_registers_flag(CLI::App *cmd) {
     auto n = std::make_shared<int>(kDefaultGpuMaxRegisters);
     CLI::Validator budget(

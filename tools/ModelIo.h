@@ -31,6 +31,11 @@ std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd);
 /** Adds --plan FILE (a fusion plan, tuner/plan/FusionPlan.h) to \p cmd; the path stays empty when absent. */
 std::shared_ptr<std::string> add_plan_flag(CLI::App *cmd);
 
+/** Adds --conv-algo direct|auto|winograd (ConvAlgo, generators/Schedule.h: the algorithm of 3 x 3
+ * convs where no stored schedule says) to \p cmd, default auto; another value is a usage error
+ * (exit 2) naming the flag. */
+std::shared_ptr<ConvAlgo> add_conv_algo_flag(CLI::App *cmd);
+
 /** Adds --gpu-max-registers N (generators/CudaBudget.h) to \p cmd; a value outside 24..255 or
  * not an integer is a usage error (exit 2) naming the flag. */
 std::shared_ptr<int> add_gpu_max_registers_flag(CLI::App *cmd);

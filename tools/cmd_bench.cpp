@@ -219,6 +219,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     auto verbose = add_verbose_flag(cmd, "with --db: each tuning-database decision (the model record, each region's plan, each cluster's schedule) and why");
     cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
     auto shapes = add_shape_flag(cmd);
+    auto conv_algo = add_conv_algo_flag(cmd);
     auto plan_file = add_plan_flag(cmd);
     cmd->add_flag("--json", o->json, "machine-readable output");
     cmd->add_flag("--per-cluster", o->per_cluster, "also time each fused cluster (against its nodes' unfused kernels) and each unfused kernel, with shares");
@@ -246,6 +247,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 so.shapes = shape_bindings(*shapes);
                 so.optimize = !o->no_optimize;
                 so.layout = o->layout;
+                so.conv_algo = *conv_algo;
                 so.threads = o->threads;
                 so.target = o->target;
                 Graph g = load_optimized_model(o->model, so);  // once, compiled three ways

@@ -44,6 +44,7 @@ Verb add_run(CLI::App &app) {
     auto verbose = add_verbose_flag(cmd, "each tuning-database decision: the model record, each region's plan and each cluster's schedule, and why");
     cmd->add_option("model", o->model, "model file (.json or .onnx)")->required();
     auto shapes = add_shape_flag(cmd);
+    auto conv_algo = add_conv_algo_flag(cmd);
     auto plan_file = add_plan_flag(cmd);
     auto *in = cmd->add_option("--inputs", o->inputs, "folder with one <input>.npy per graph input, or a .npz of arrays named as the inputs (numpy.savez)")->check(path_value());
     auto *named = cmd->add_option("--input", o->named, "NAME=FILE.npy: feed one input from a file (repeatable; every input without a default needs one)")
@@ -70,6 +71,7 @@ Verb add_run(CLI::App &app) {
                 so.shapes = shape_bindings(*shapes);
                 so.optimize = !o->no_optimize;
                 so.layout = o->layout;
+                so.conv_algo = *conv_algo;
                 so.mode = o->unfused ? ExecMode::Unfused : ExecMode::Fused;
                 so.threads = o->threads;
                 so.target = o->target;

@@ -1,0 +1,150 @@
+/** \file
+ * The CPU default schedule of a cluster whose conv is lowered by Winograd (LowerWinograd.cpp).
+ *
+ * The output is walked in chunks of whole tile rows (loop `yo`), each chunk's tiles small enough
+ * that their transformed input stays in L2; inside a chunk, in chunks of output channels (loop
+ * `ko`, parallel when there is one chunk of rows). Per chunk of rows: the padded input rows and the
+ * input transform (vectors of channels, the transform index unrolled so its constant coefficients
+ * fold). Per chunk of channels: the alpha^2 products as a register-blocked matmul (vectors of
+ * output channels x tiles, the input channels innermost), then the output transform; the output
+ * and the cluster's epilogue read the transformed tiles per pixel. */
+#include <algorithm>
+
+#include "generators/DefaultSchedule.h"
+#include "generators/DefaultScheduleDetail.h"
+#include "generators/Lowering.h"
+
+namespace fusor {
+
+namespace {
+
+/** A chunk of rows holds as many tiles as its transformed input (channels x tiles x alpha^2
+ * floats) fits in half the transformed filter, at least kChunkInputBytes and at most
+ * kMaxChunkInputBytes (and at least one row): each chunk streams the whole transformed filter
+ * (alpha^2 / 9 times the direct weights), which deep layers' few tiles then read once. Within a
+ * chunk the products read one transform point's slab of it (channels x tiles) at a time. */
+constexpr int64_t kChunkInputBytes = 512 << 10;
+constexpr int64_t kMaxChunkInputBytes = 4 << 20;
+/** The products of one chunk of output channels (channels x tiles x alpha^2 floats) stay within this. */
+constexpr int64_t kChunkProductBytes = 192 << 10;
+
+/** The default rule's thresholds (--conv-algo auto). */
+constexpr int64_t kMinChannels = 16;  ///< input and output channels at least this many
+constexpr int64_t kMinSide = 4;       ///< output height and width at least this
+constexpr int64_t kMinF4Side = 8;     ///< F(4x4, 3x3) from this output side on, F(2x2, 3x3) below
+
+StageSchedule at(const std::string &stage, const std::string &consumer, const std::string &loop, int vec, std::vector<int> unroll) {
+    StageSchedule s;
+    s.stage = stage;
+    s.level = ComputeLevel::At;
+    s.at_stage = consumer;
+    s.at_var = loop;
+    s.vector_width = vec;
+    s.unroll = std::move(unroll);
+    return s;
+}
+
+}  // namespace
+
+std::map<std::string, int> default_winograd(const Graph &g, const Cluster &c, const Halide::Target &target, ConvAlgo algo,
+                                            const std::string &prefix) {
+    if (algo == ConvAlgo::Direct || target.has_gpu_feature() || c.outputs.size() != 1) return {};
+    const Node *conv = nullptr;
+    for (NodeId id : c.nodes) {
+        if (op_info(g.nodes[id].op).pattern != OpPattern::OutFusable) continue;
+        if (conv) return {};  // conv into conv: the default schedules block it directly
+        conv = &g.nodes[id];
+    }
+    if (!conv || !winograd_refusal(g, *conv).empty() || g.type(conv->outputs[0]).shape != g.type(c.outputs[0]).shape) return {};
+    const std::vector<int64_t> &x = g.type(conv->inputs[0]).shape, &y = g.type(conv->outputs[0]).shape;
+    bool nhwc = conv->op == OpKind::ConvNhwc;
+    int64_t C = nhwc ? x[3] : x[1], K = nhwc ? y[3] : y[1];
+    int64_t OH = nhwc ? y[1] : y[2], OW = nhwc ? y[2] : y[3];
+    int m = std::min(OH, OW) >= kMinF4Side ? 4 : 2;
+    if (algo == ConvAlgo::Auto && (!nhwc || C < kMinChannels || K < kMinChannels || std::min(OH, OW) < kMinSide)) return {};
+    return {{prefix + sanitize_name(conv->name), m}};
+}
+
+ClusterSchedule winograd_schedule(const Graph &g, const LoweredCluster &lc, const Halide::Target &target) {
+    const std::string conv = lc.winograd.begin()->first;
+    const int m = lc.winograd.begin()->second, alpha = m + 2;
+    const StageInfo &out = lc.output_stage(0);
+    const StageInfo &v = *lc.find_stage(conv + "_wino_v"), &acc = *lc.find_stage(conv + "_wino_acc");
+    const StageInfo &conv_stage = *lc.find_stage(conv);
+    bool nhwc = g.nodes[conv_stage.node].op == OpKind::ConvNhwc;
+    int64_t C = v.extents[0], K = acc.extents[0];
+    int64_t OW = nhwc ? out.extents[1] : out.extents[0], OH = nhwc ? out.extents[2] : out.extents[1];
+    int64_t TW = (OW + m - 1) / m, TH = (OH + m - 1) / m;
+    VectorUnit unit = vector_unit(target, out.func.output_types()[0]);
+    int lanes = unit.lanes;
+
+    // rows of tiles per chunk
+    int64_t tile_bytes = C * alpha * alpha * 4;
+    int64_t filter_bytes = K * C * alpha * alpha * 4;
+    int64_t budget = std::clamp(filter_bytes / 2, kChunkInputBytes, kMaxChunkInputBytes);
+    int64_t rows = std::clamp<int64_t>(budget / (TW * tile_bytes), 1, TH);
+    rows = (TH + (TH + rows - 1) / rows - 1) / ((TH + rows - 1) / rows);  // even chunks: fewer rows shifted in twice
+    int64_t tiles = rows * TW;
+    // the products' register tile: two vectors of output channels x as many tiles as registers allow
+    int kx = (int)std::min<int64_t>(2 * lanes, K);
+    int ty = (int)std::min<int64_t>({(unit.registers - 4) / std::max(1, kx / lanes), tiles, 14});
+    // channels per chunk: whole register tiles whose products fit, and at least two chunks when
+    // there is a single chunk of rows (the parallel loop)
+    int64_t kc = K;
+    if (nhwc) {
+        while (kc > kx && (kc * tiles * alpha * alpha * 4 > kChunkProductBytes || (TH <= rows && kc == K))) kc = std::max<int64_t>(kx, kc / 2);
+        kc -= kc % kx;
+        if (kc <= 0) kc = K;
+    }
+
+    ClusterSchedule sched;
+    StageSchedule o;
+    o.stage = out.name;
+    o.level = ComputeLevel::Root;
+    o.tile = nhwc ? std::vector<int>{(int)kc, (int)OW, (int)std::min<int64_t>(OH, rows * m)}
+                  : std::vector<int>{(int)OW, (int)std::min<int64_t>(OH, rows * m), (int)K};
+    o.vector_width = out.extents[0] >= lanes ? lanes : 0;
+    o.parallel = pays_for_pool(reduction_points(acc), 1);
+    if (out.name == conv) o.winograd = m;  // the conv is the output: no epilogue
+    o.note = "Winograd F(" + std::to_string(m) + "x" + std::to_string(m) + ", 3x3): " + std::to_string(tiles) + " tiles per chunk";
+    std::string rows_loop = nhwc ? "zo" : "yo", channels_loop = nhwc ? "xo" : "yo";
+    int cvec = C >= lanes ? lanes : 0, kvec = K >= lanes ? lanes : 0;
+    for (const StageInfo &st : lc.stages) {
+        StageSchedule s;
+        s.stage = st.name;
+        if (st.is_output) {
+            sched.stages.push_back(o);
+            continue;
+        }
+        if (st.name == conv) {
+            s.winograd = m;  // inlined into the output
+        } else if (st.name == conv + "_pad") {
+            s = at(st.name, out.name, rows_loop, st.extents[0] >= lanes ? lanes : 0, {});
+        } else if (st.name == conv + "_wino_d") {
+            s = at(st.name, out.name, rows_loop, cvec, {2});
+        } else if (st.name == conv + "_wino_v") {
+            s = at(st.name, out.name, rows_loop, cvec, {3});
+        } else if (st.name == conv + "_wino_acc") {
+            s = at(st.name, out.name, channels_loop, kvec, {0, 1});
+            s.tile = {kx, ty};
+            if (kvec == 0) s.unroll = {1};
+        } else if (st.name == conv + "_wino_o1") {
+            s = at(st.name, out.name, channels_loop, kvec, {3});
+        } else if (st.name == conv + "_wino_o") {
+            s = at(st.name, out.name, channels_loop, kvec, {2});
+        } else if (st.name == conv + "_wino_u") {
+            s.level = ComputeLevel::Root;
+            s.vector_width = kvec;
+            // in panels as wide as the products' register tile: each tile streams one contiguous block
+            if (st.over_constants) s.prepack = nhwc && K % kx == 0 && kx < K ? kx : 0;
+            s.note = st.over_constants ? "filter transform: prepared once" : "filter transform of run-time weights";
+        } else if (st.role != StageRole::Value || st.func.has_update_definition()) {
+            s.level = ComputeLevel::Root;
+            s.note = "beside a Winograd conv: computed once";
+        }
+        sched.stages.push_back(s);
+    }
+    return sched;
+}
+
+}  // namespace fusor
