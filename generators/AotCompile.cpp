@@ -347,9 +347,11 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
             continue;
         }
         std::optional<std::string> stored = options.schedule_for ? options.schedule_for(g, c) : std::nullopt;
-        ScheduledCluster sc = schedule_cluster(g, c, options.target, stored.value_or(""));
+        ScheduleOptions so;
+        so.conv_algo = options.conv_algo;
+        ScheduledCluster sc = schedule_cluster(g, c, options.target, stored.value_or(""), so);
         tails_exact.push_back(output_tails_exact(sc.schedule, sc.lowered));
-        result.clusters.push_back({c.name, sc.tuned, sc.fallback_reason, (int)sc.lowered.prepared.size()});
+        result.clusters.push_back({c.name, sc.tuned, sc.fallback_reason, (int)sc.lowered.prepared.size(), (int)sc.lowered.winograd.size()});
         std::string fn = name + "_" + c.name;
         std::vector<int> arg_tensors;
         std::vector<Halide::Argument> args = kernel_arguments(g, c, sc.lowered, add_weight, add, &arg_tensors);

@@ -18,6 +18,7 @@
 
 #include "Halide.h"
 #include "generators/CudaBudget.h"
+#include "generators/Schedule.h"
 #include "graph/Graph.h"
 #include "graph/Partitioning.h"
 
@@ -35,6 +36,9 @@ struct AotOptions {
     /** CUDA targets: registers per thread the library has the driver load its kernels with
      * (generators/CudaBudget.h; set at init unless HL_CUDA_JIT_MAX_REGISTERS is already set). */
     int gpu_max_registers = kDefaultGpuMaxRegisters;
+    /** The algorithm of 3 x 3 convs where no stored schedule says (ScheduleOptions::conv_algo);
+     * a Winograd conv's filter transform is baked in, as prepacked weights are. */
+    ConvAlgo conv_algo = ConvAlgo::Auto;
 };
 
 struct AotCluster {
@@ -42,6 +46,7 @@ struct AotCluster {
     bool tuned = false;
     std::string fallback_reason;
     int prepared = 0;  ///< packing stages baked into the library (Prepack.h)
+    int winograd = 0;  ///< convs lowered by Winograd
 };
 
 struct AotResult {

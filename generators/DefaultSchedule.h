@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "Halide.h"
 #include "generators/LowerCluster.h"
@@ -38,6 +39,16 @@ VectorUnit vector_unit(const Halide::Target &target, const Halide::Type &type);
  * Deterministic for a given cluster and target. */
 ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const LoweredCluster &lc,
                                  const Halide::Target &target);
+
+/** The default rule's choice for one conv node of a cluster: m of Winograd F(m x m, 3 x 3), or 0
+ * for direct with the reason. */
+struct ConvChoice {
+    NodeId node = -1;
+    int m = 0;
+    std::string why;  ///< m == 0: why direct, e.g. "stride 2" or "8 input channels, below 16"
+};
+/** The choice for each conv node (Conv, ConvNhwc, ConvTranspose) of cluster \p c under \p algo on \p target. */
+std::vector<ConvChoice> conv_choices(const Graph &g, const Cluster &c, const Halide::Target &target, ConvAlgo algo);
 
 /** The default rule for 3 x 3 convs: the convs of cluster \p c of \p g that a load lowers by
  * Winograd F(m x m, 3 x 3) under \p algo on \p target, as LowerPlan::winograd (stage names with

@@ -31,7 +31,7 @@ constexpr int64_t kChunkProductBytes = 192 << 10;
 /** The default rule's thresholds (--conv-algo auto). */
 constexpr int64_t kMinChannels = 16;  ///< input and output channels at least this many
 constexpr int64_t kMinSide = 4;       ///< output height and width at least this
-constexpr int64_t kMinF4Side = 8;     ///< F(4x4, 3x3) from this output side on, F(2x2, 3x3) below
+constexpr int64_t kMinF4Side = 6;     ///< F(4x4, 3x3) from this output side on, F(2x2, 3x3) below
 
 StageSchedule at(const std::string &stage, const std::string &consumer, const std::string &loop, int vec, std::vector<int> unroll) {
     StageSchedule s;
@@ -46,23 +46,45 @@ StageSchedule at(const std::string &stage, const std::string &consumer, const st
 
 }  // namespace
 
+std::vector<ConvChoice> conv_choices(const Graph &g, const Cluster &c, const Halide::Target &target, ConvAlgo algo) {
+    std::vector<ConvChoice> convs;
+    int heavy = 0;
+    for (NodeId id : c.nodes) {
+        OpKind op = g.nodes[id].op;
+        heavy += op_info(op).pattern == OpPattern::OutFusable;
+        if (op == OpKind::Conv || op == OpKind::ConvNhwc || op == OpKind::ConvTranspose) convs.push_back({id, 0, ""});
+    }
+    for (ConvChoice &k : convs) {
+        const Node &conv = g.nodes[k.node];
+        k.why = winograd_refusal(g, conv);
+        if (!k.why.empty()) continue;
+        const std::vector<int64_t> &x = g.type(conv.inputs[0]).shape, &y = g.type(conv.outputs[0]).shape;
+        bool nhwc = conv.op == OpKind::ConvNhwc;
+        int64_t C = nhwc ? x[3] : x[1], K = nhwc ? y[3] : y[1];
+        int64_t side = std::min(nhwc ? y[1] : y[2], nhwc ? y[2] : y[3]);
+        if (algo == ConvAlgo::Direct) k.why = "--conv-algo direct";
+        else if (target.has_gpu_feature()) k.why = "a GPU target";
+        else if (heavy > 1) k.why = "another conv or matmul in its cluster";
+        else if (c.outputs.size() != 1 || g.type(conv.outputs[0]).shape != g.type(c.outputs[0]).shape) k.why = "its cluster's outputs";
+        else if (algo == ConvAlgo::Auto && !nhwc) k.why = "NCHW (the default rule takes NHWC convs)";
+        else if (algo == ConvAlgo::Auto && std::min(C, K) < kMinChannels) {
+            k.why = std::to_string(std::min(C, K)) + (C <= K ? " input" : " output") + " channels, below " + std::to_string(kMinChannels);
+        } else if (algo == ConvAlgo::Auto && side < kMinSide) {
+            k.why = "an output side of " + std::to_string(side) + ", below " + std::to_string(kMinSide);
+        } else {
+            k.m = side >= kMinF4Side ? 4 : 2;
+        }
+    }
+    return convs;
+}
+
 std::map<std::string, int> default_winograd(const Graph &g, const Cluster &c, const Halide::Target &target, ConvAlgo algo,
                                             const std::string &prefix) {
-    if (algo == ConvAlgo::Direct || target.has_gpu_feature() || c.outputs.size() != 1) return {};
-    const Node *conv = nullptr;
-    for (NodeId id : c.nodes) {
-        if (op_info(g.nodes[id].op).pattern != OpPattern::OutFusable) continue;
-        if (conv) return {};  // conv into conv: the default schedules block it directly
-        conv = &g.nodes[id];
+    std::map<std::string, int> plan;
+    for (const ConvChoice &k : conv_choices(g, c, target, algo)) {
+        if (k.m) plan[prefix + sanitize_name(g.nodes[k.node].name)] = k.m;
     }
-    if (!conv || !winograd_refusal(g, *conv).empty() || g.type(conv->outputs[0]).shape != g.type(c.outputs[0]).shape) return {};
-    const std::vector<int64_t> &x = g.type(conv->inputs[0]).shape, &y = g.type(conv->outputs[0]).shape;
-    bool nhwc = conv->op == OpKind::ConvNhwc;
-    int64_t C = nhwc ? x[3] : x[1], K = nhwc ? y[3] : y[1];
-    int64_t OH = nhwc ? y[1] : y[2], OW = nhwc ? y[2] : y[3];
-    int m = std::min(OH, OW) >= kMinF4Side ? 4 : 2;
-    if (algo == ConvAlgo::Auto && (!nhwc || C < kMinChannels || K < kMinChannels || std::min(OH, OW) < kMinSide)) return {};
-    return {{prefix + sanitize_name(conv->name), m}};
+    return plan;
 }
 
 ClusterSchedule winograd_schedule(const Graph &g, const LoweredCluster &lc, const Halide::Target &target) {

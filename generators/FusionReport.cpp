@@ -49,7 +49,7 @@ TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &
 
 namespace fusor {
 
-TrafficReport planned_traffic(const Graph &g, const Halide::Target &target, std::vector<ClusterSchedule> *schedules) {
+TrafficReport planned_traffic(const Graph &g, const Halide::Target &target, std::vector<ClusterSchedule> *schedules, ConvAlgo algo) {
     std::vector<LoweredCluster> lowered;
     std::vector<ClusterSchedule> scheds;
     for (const Cluster &c : g.clusters) {
@@ -58,7 +58,8 @@ TrafficReport planned_traffic(const Graph &g, const Halide::Target &target, std:
             scheds.emplace_back();
             continue;
         }
-        lowered.push_back(lower_cluster(g, c, c.name + "_"));
+        std::string prefix = c.name + "_";
+        lowered.push_back(lower_cluster(g, c, prefix, LowerPlan{{}, default_winograd(g, c, target, algo, prefix)}));
         scheds.push_back(default_schedule(g, c, lowered.back(), target));
         apply_schedule(scheds.back(), lowered.back());
     }

@@ -40,8 +40,9 @@ TrafficReport traffic_report(const Graph &g, const std::vector<LoweredCluster> &
 }  // namespace fusor
 
 namespace fusor {
-/** Lowers and default-schedules every cluster of \p g (no JIT compile) and reports its traffic;
- * the schedules applied are stored in *schedules when given. For `fusor inspect`. */
+/** Lowers and default-schedules every cluster of \p g (no JIT compile), its convs by \p algo as
+ * a load's default schedules take them, and reports its traffic; the schedules applied are stored
+ * in *schedules when given. For `fusor inspect`. */
 TrafficReport planned_traffic(const Graph &g, const Halide::Target &target,
-                              std::vector<ClusterSchedule> *schedules = nullptr);
+                              std::vector<ClusterSchedule> *schedules = nullptr, ConvAlgo algo = ConvAlgo::Auto);
 }  // namespace fusor

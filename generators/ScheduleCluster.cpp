@@ -5,6 +5,7 @@
 #include "generators/ApplySchedule.h"
 #include "generators/AutoScheduler.h"
 #include "generators/DefaultSchedule.h"
+#include "generators/HostTarget.h"
 #include "generators/Prepack.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
@@ -76,6 +77,12 @@ void rebind(const Graph &sub, const Cluster &c, LoweredCluster &lc) {
 }
 
 }  // namespace
+
+void check_conv_algo(ConvAlgo algo, const std::string &target) {
+    if (algo == ConvAlgo::Winograd && parse_target(target, "target").has_gpu_feature()) {
+        throw UserError("--conv-algo winograd: Winograd convs run on CPU targets only, and target '" + target + "' is a GPU target");
+    }
+}
 
 std::string winograd_schedule_text(const Graph &sub, const Halide::Target &target, int m) {
     const Cluster &c = sub.clusters[0];

@@ -37,6 +37,10 @@ struct ScheduleOptions {
     ConvAlgo conv_algo = ConvAlgo::Auto;
 };
 
+/** Throws UserError when \p algo cannot be used with Halide target \p target: Winograd on a GPU
+ * target (the message names `--conv-algo winograd`). */
+void check_conv_algo(ConvAlgo algo, const std::string &target);
+
 /** The default schedule, as stored text, of extracted cluster \p sub (extract_cluster: canonical
  * names) with its conv lowered by Winograd F(m x m, 3 x 3), m = 2 or 4, where the default rule
  * under `--conv-algo winograd` would lower it so (default_winograd); "" where it would not. The

@@ -47,7 +47,7 @@ struct LoadOptions {
     std::vector<std::string> shapes;  ///< NAME=D1xD2x...
     std::optional<std::string> db, plan;
     std::optional<int> threads;
-    std::string target = "host", layout = "auto";
+    std::string target = "host", layout = "auto", conv_algo = "auto";
     bool unfused = false, optimize = true, cache = true;
 };
 
@@ -105,6 +105,7 @@ public:
         so.shapes = cli::shape_bindings(o.shapes);
         so.optimize = o.optimize;
         so.layout = o.layout;
+        so.conv_algo = cli::conv_algo_value(o.conv_algo);
         so.threads = o.threads.value_or(0);
         so.target = o.target;
         so.mode = o.unfused ? ExecMode::Unfused : ExecMode::Fused;
@@ -425,6 +426,7 @@ PYBIND11_MODULE(_core, m) {
         .def_readwrite("threads", &LoadOptions::threads)
         .def_readwrite("target", &LoadOptions::target)
         .def_readwrite("layout", &LoadOptions::layout)
+        .def_readwrite("conv_algo", &LoadOptions::conv_algo)
         .def_readwrite("unfused", &LoadOptions::unfused)
         .def_readwrite("optimize", &LoadOptions::optimize)
         .def_readwrite("cache", &LoadOptions::cache);

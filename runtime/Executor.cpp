@@ -218,12 +218,6 @@ void compile_kernels(const std::vector<std::shared_ptr<Kernel>> &kernels, const 
     for (Kernel *k : jit) k->compiled = true;
 }
 
-void check_conv_algo(ConvAlgo algo, const std::string &target) {
-    if (algo == ConvAlgo::Winograd && parse_target(target, "target").has_gpu_feature()) {
-        throw UserError("--conv-algo winograd: Winograd convs run on CPU targets only, and target '" + target + "' is a GPU target");
-    }
-}
-
 std::shared_ptr<Kernel> compile_kernel(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule) {
     std::shared_ptr<Kernel> k = prepare_kernel(g, c, target, schedule);
     compile_kernels({k}, target);

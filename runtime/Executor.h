@@ -76,10 +76,6 @@ struct Kernel {
 std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const Halide::Target &target,
                                        const std::string &schedule = "", ConvAlgo algo = ConvAlgo::Auto);
 
-/** Throws UserError when \p algo cannot be used with Halide target \p target: Winograd on a GPU
- * target (`--conv-algo winograd` names the flag). */
-void check_conv_algo(ConvAlgo algo, const std::string &target);
-
 /** Compiles those of \p kernels not compiled yet, all at once: through the persistent kernel cache
  * (one shared object per call) where it serves them and \p use_cache, JIT-compiled otherwise. */
 void compile_kernels(const std::vector<std::shared_ptr<Kernel>> &kernels, const Halide::Target &target, bool use_cache = true);

@@ -2,6 +2,7 @@
 
 #include "generators/HostTarget.h"
 #include "generators/Lowering.h"
+#include "generators/ScheduleCluster.h"
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
 #include "graph/LayoutTransform.h"

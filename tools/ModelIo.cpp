@@ -138,6 +138,12 @@ std::shared_ptr<std::string> add_plan_flag(CLI::App *cmd) {
     return path;
 }
 
+ConvAlgo conv_algo_value(const std::string &text) {
+    auto a = parse_conv_algo(text);
+    if (!a) throw UserError("--conv-algo is '" + text + "'; expected direct, auto or winograd");
+    return *a;
+}
+
 std::shared_ptr<ConvAlgo> add_conv_algo_flag(CLI::App *cmd) {
     auto algo = std::make_shared<ConvAlgo>(ConvAlgo::Auto);
     CLI::Validator known(

@@ -35,6 +35,8 @@ std::shared_ptr<std::string> add_plan_flag(CLI::App *cmd);
  * convs where no stored schedule says) to \p cmd, default auto; another value is a usage error
  * (exit 2) naming the flag. */
 std::shared_ptr<ConvAlgo> add_conv_algo_flag(CLI::App *cmd);
+/** Parses a --conv-algo value; throws UserError naming the flag otherwise. */
+ConvAlgo conv_algo_value(const std::string &text);
 
 /** Adds --gpu-max-registers N (generators/CudaBudget.h) to \p cmd; a value outside 24..255 or
  * not an integer is a usage error (exit 2) naming the flag. */

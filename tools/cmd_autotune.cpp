@@ -15,6 +15,7 @@
 #include "graph/File.h"
 #include "graph/Plot.h"
 #include "graph/Subprocess.h"
+#include "generators/ScheduleCluster.h"
 #include "tools/Commands.h"
 #include "tools/ModelIo.h"
 #include "tools/Output.h"
@@ -106,6 +107,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                                             "worker processes of the measurement pool: they compile while one candidate "
                                             "is timed alone (default: number of cores)");
     auto shapes = add_shape_flag(cmd);
+    auto conv_algo = add_conv_algo_flag(cmd);
     auto plan_file = add_plan_flag(cmd);
     auto gpu_registers = add_gpu_max_registers_flag(cmd);
     cmd->add_option("--strategy", o->strategy,
@@ -181,6 +183,8 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 ao.search_plans = !*fixed_clusters;
                 ao.gpu_max_registers = *gpu_registers;
                 ao.target = o->target;  // check_user_schedules compiles CUDA schedules for it
+                check_conv_algo(*conv_algo, o->target);
+                ao.conv_algo = *conv_algo;
                 for (const std::string &spec : o->schedules) {
                     size_t eq = spec.find('=');
                     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {

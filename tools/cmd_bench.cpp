@@ -147,6 +147,15 @@ TunedRun tuned_run(const Graph &g, const SessionOptions &so, const std::string &
     return r;
 }
 
+/** The convs \p ex's kernels compute by Winograd (If branches not counted). */
+size_t winograd_convs(const Executor &ex) {
+    size_t n = 0;
+    for (size_t k = 0; k < ex.num_kernels(); k++) {
+        if (!ex.is_control_step(k)) n += ex.kernel(k).lowered.winograd.size();
+    }
+    return n;
+}
+
 /** The table of region_json's entries. */
 void print_regions(const nlohmann::json &regions) {
     bool tuned = !regions.empty() && regions[0].contains("tuned_ms");
@@ -283,6 +292,8 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 double flops = 0;
                 for (const Node &n : g.nodes) flops += node_flops(g, n);
                 j["flops"] = flops;
+                j["fused_winograd_convs"] = winograd_convs(fused);
+                j["conv_algo"] = conv_algo_name(*conv_algo);
                 j["unfused_spread"] = spread_of(t[0].samples_ms);
                 j["fused_spread"] = spread_of(t[1].samples_ms);
                 if (!tuned.empty()) {
@@ -333,6 +344,11 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                            fused.num_kernels(), tuned.empty() ? "" : fmt::format(", tuned {:.2f}x fused", f / t[2].median_ms),
                            o->repeats);
                 print_bench_table(rows, flops);
+                if (size_t w = winograd_convs(fused)) {
+                    fmt::print("  fused computes {} conv(s) by Winograd (--conv-algo {}); unfused, the reference, computes every conv "
+                               "directly\n",
+                               w, conv_algo_name(*conv_algo));
+                }
                 if (same_kernels) {
                     fmt::print("  nothing fused: both run the same {} kernel(s), so the speedup is the executors' fixed cost per run "
                                "({:.3f} ms), not fusion\n",

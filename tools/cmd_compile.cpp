@@ -8,6 +8,7 @@
 #include "generators/AutoScheduler.h"
 #include "generators/CudaCheck.h"
 #include "generators/HostTarget.h"
+#include "generators/ScheduleCluster.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/Partitioning.h"
@@ -62,6 +63,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
     cmd->add_option("model", o->model, "model file (.json)");
     cmd->add_option("-o,--out", o->out, "output folder")->required();
     auto shapes = add_shape_flag(cmd);
+    auto conv_algo = add_conv_algo_flag(cmd);
     cmd->add_option("--threads", o->threads,
                     "with --db: the Halide threads the app runs the library with, which pick the model record timed at them "
                     "(default: this machine's cores)")
@@ -113,6 +115,8 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 std::vector<std::string> plan_lines;
                 if (!plan_file->empty()) plan_lines = apply_plan(g, load_plan(*plan_file), *plan_file);
                 AotOptions ao;
+                check_conv_algo(*conv_algo, o->target);
+                ao.conv_algo = o->unfused ? ConvAlgo::Direct : *conv_algo;
                 if (!o->autoscheduler.empty()) {
                     const auto &known = autoscheduler_names();
                     if (std::find(known.begin(), known.end(), o->autoscheduler) == known.end()) {
@@ -209,8 +213,9 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 auto report = [&wrote, searched](const AotResult &r, const std::string &what) {
                     wrote["libraries"].push_back(r.library);
                     std::vector<std::string> untuned;
-                    int beat = 0, kept = 0;
+                    int beat = 0, kept = 0, winograd = 0;
                     for (const AotCluster &c : r.clusters) {
+                        winograd += c.winograd;
                         auto it = searched->find(c.name);
                         bool faster = c.tuned && it != searched->end() && it->second;
                         beat += faster;
@@ -222,6 +227,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     fmt::print("  {} clusters: {} with a tuned schedule that beat the default, {} searched with the default kept, {} never "
                                "tuned; arena {} bytes, weights {} bytes\n",
                                r.clusters.size(), beat, kept, untuned.size(), r.arena_bytes, r.weight_bytes);
+                    if (winograd) fmt::print("  {} conv(s) by Winograd, filter transforms baked in (--conv-algo direct: none)\n", winograd);
                     if (!untuned.empty()) {
                         constexpr size_t kShown = 12;
                         std::string list;

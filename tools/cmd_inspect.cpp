@@ -4,8 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include "generators/CudaCheck.h"
+#include "generators/DefaultSchedule.h"
 #include "generators/FusionReport.h"
 #include "generators/HostTarget.h"
+#include "generators/ScheduleCluster.h"
 #include "graph/Clustering.h"
 #include "graph/Flops.h"
 #include "graph/JsonFormat.h"
@@ -95,6 +97,26 @@ std::vector<std::string> plans_from_db(Graph &fused, const std::vector<FusionReg
     return lines;
 }
 
+/** "winograd F(4x4, 3x3)" or "direct". */
+std::string conv_choice_text(const ConvChoice &k) {
+    return k.m ? fmt::format("winograd F({0}x{0}, 3x3)", k.m) : "direct";
+}
+
+/** Each conv's algorithm, and why a conv is direct, one line per conv (none without convs). */
+void print_conv_choices(const Graph &g, const std::vector<std::vector<ConvChoice>> &convs, ConvAlgo algo) {
+    int total = 0, winograd = 0;
+    for (const auto &cc : convs) {
+        for (const ConvChoice &k : cc) total++, winograd += k.m > 0;
+    }
+    if (!total) return;
+    fmt::print("\nconvs (--conv-algo {}): {} by Winograd, {} direct\n", conv_algo_name(algo), winograd, total - winograd);
+    for (size_t c = 0; c < convs.size(); c++) {
+        for (const ConvChoice &k : convs[c]) {
+            fmt::print("  {:<5} {:<40} {}{}\n", g.clusters[c].name, g.nodes[k.node].name, conv_choice_text(k), k.m ? "" : ": " + k.why);
+        }
+    }
+}
+
 }  // namespace
 
 Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
@@ -109,6 +131,7 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
     cmd->add_option("--layout", *layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     cmd->add_option("model", *model, "model file (.json or .onnx)")->required();
     auto shapes = add_shape_flag(cmd);
+    auto conv_algo = add_conv_algo_flag(cmd);
     cmd->add_flag("--json", *json_out, "machine-readable output");
     cmd->add_option("--target", *target, "Halide target the schedules are made for")->capture_default_str();
     auto budget = std::make_shared<int64_t>(0);
@@ -136,6 +159,7 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
         ->check(CLI::Range(1, 1024));
     return {cmd, [=] {
                 Halide::Target t = parse_target(*target);
+                check_conv_algo(*conv_algo, *target);
                 std::optional<FusionPlan> plan;
                 if (!plan_file->empty()) plan = load_plan(*plan_file);
                 std::vector<PassReport> passes;
@@ -155,7 +179,9 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 single.singleton = true;
                 form_clusters(unfused, single);
                 std::vector<ClusterSchedule> schedules;
-                TrafficReport fr = planned_traffic(fused, t, &schedules);
+                TrafficReport fr = planned_traffic(fused, t, &schedules, *conv_algo);
+                std::vector<std::vector<ConvChoice>> convs;  // per cluster: each conv's algorithm, or why direct
+                for (const Cluster &c : fused.clusters) convs.push_back(conv_choices(fused, c, t, *conv_algo));
                 TrafficReport ur = planned_traffic(unfused, t);
                 // planned as the executor plans it: in place only where the kernel's tails allow
                 auto planned = [](const Graph &gg, const TrafficReport &tr) {
@@ -168,7 +194,9 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 if (*budget > 0) partition = partition_by_memory(fused, *budget, kPartitionPlan);
                 if (*devices > 0) {
                     // balanced by measured time: each fused kernel timed on its own
-                    std::vector<double> cost = measure_cluster_costs(fused, ExecutorOptions{});
+                    ExecutorOptions eo;
+                    eo.conv_algo = *conv_algo;
+                    std::vector<double> cost = measure_cluster_costs(fused, eo);
                     partition = partition_by_cost(fused, *devices, cost);
                 }
                 // CUDA: per cluster, the kernels the compiled module launches and ptxas's resources
@@ -265,6 +293,11 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                                                  {"bytes_written", ct.bytes_written},
                                                  {"bytes_read", ct.bytes_read},
                                                  {"flops", flops}});
+                        nlohmann::json cj = nlohmann::json::array();
+                        for (const ConvChoice &k : convs[c.id]) {
+                            cj.push_back({{"node", fused.nodes[k.node].name}, {"algorithm", conv_choice_text(k)}, {"why", k.why}});
+                        }
+                        j["clusters"].back()["convs"] = cj;
                         if (is_cuda) j["clusters"].back()["cuda"] = cuda_json(c.id);
                     }
                     j["flops"] = model_flops;
@@ -320,6 +353,7 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 fmt::print("  naive sum:            unfused {:>12}   fused {:>12}\n", mib(uplan.naive_bytes), mib(fplan.naive_bytes));
                 fmt::print("  lower bound:          unfused {:>12}   fused {:>12}   (largest live set)\n", mib(uplan.lower_bound),
                            mib(fplan.lower_bound));
+                print_conv_choices(fused, convs, *conv_algo);
                 fmt::print("\nclusters ({}){}:\n", fused.clusters.size(), *nodes_flag ? "" : ", one line each (--nodes: every node, and each cluster's schedule)");
                 for (const Cluster &c : fused.clusters) {
                     if (*nodes_flag) {

@@ -47,6 +47,8 @@
 #include "generators/DefaultSchedule.h"
 #include "generators/HostTarget.h"
 #include "generators/LowerCluster.h"
+#include "generators/Prepack.h"
+#include "generators/ScheduleCluster.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/File.h"
@@ -75,9 +77,32 @@ std::string one_line(const std::string &s, size_t n = 100) {
     return out;
 }
 
-/** AutotuneOptions::user_schedules parsed for the cluster named \p name, whose extracted form is
- * lowered as \p lc; throws UserError naming the source and the stage for a bad one. */
-std::vector<ClusterSchedule> parsed_user_schedules(const AutotuneOptions &opt, const std::string &name, const LoweredCluster &lc) {
+/** The default schedules of extracted cluster \p sub in the conv algorithms other than its
+ * default \p def's that \p algo allows (direct under Auto, Winograd F(2x2, 3x3) and F(4x4, 3x3) under
+ * Auto and Winograd), where its conv can take Winograd: seeds of strategy "algorithm". */
+std::vector<ClusterSchedule> algorithm_candidates(const Graph &sub, const Halide::Target &target, ConvAlgo algo, const ClusterSchedule &def) {
+    std::vector<ClusterSchedule> out;
+    if (algo == ConvAlgo::Direct || default_winograd(sub, sub.clusters[0], target, ConvAlgo::Winograd, "k_").empty()) return out;
+    std::vector<std::string> texts;
+    if (algo == ConvAlgo::Auto) {
+        LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
+        texts.push_back(to_text(default_schedule(sub, sub.clusters[0], lc, target)));
+    }
+    for (int m : {2, 4}) texts.push_back(winograd_schedule_text(sub, target, m));
+    for (const std::string &text : texts) {
+        std::string err;
+        std::optional<ClusterSchedule> s = parse_schedule(text, &err);
+        FUSOR_INTERNAL_ASSERT(s) << "default schedule text: " << err;
+        if (schedule_key(*s) != schedule_key(def)) out.push_back(*s);
+    }
+    return out;
+}
+
+/** AutotuneOptions::user_schedules parsed for the cluster named \p name, whose extracted form \p sub
+ * is lowered as \p lc (a schedule asking for Winograd is checked against that lowering instead);
+ * throws UserError naming the source and the stage for a bad one. */
+std::vector<ClusterSchedule> parsed_user_schedules(const AutotuneOptions &opt, const std::string &name, const Graph &sub,
+                                                   const LoweredCluster &lc) {
     std::vector<ClusterSchedule> out;
     auto it = opt.user_schedules.find(name);
     if (it == opt.user_schedules.end()) return out;
@@ -85,7 +110,12 @@ std::vector<ClusterSchedule> parsed_user_schedules(const AutotuneOptions &opt, c
         std::string err;
         std::optional<ClusterSchedule> parsed = parse_schedule(u.text, &err);
         if (!parsed) throw UserError(fmt::format("{}: schedule for cluster {}: {}", u.source, name, err));
-        std::string why = why_illegal(*parsed, lc);
+        std::map<std::string, int> wino = winograd_stages(*parsed);
+        if (!wino.empty() && opt.conv_algo == ConvAlgo::Direct) {
+            throw UserError(fmt::format("{}: schedule for cluster {}: stage '{}' asks for Winograd; --conv-algo direct", u.source, name,
+                                        wino.begin()->first));
+        }
+        std::string why = why_illegal(*parsed, wino.empty() ? lc : lower_cluster(sub, sub.clusters[0], "k_", LowerPlan{{}, wino}));
         if (!why.empty()) {
             std::vector<std::string> stages;
             for (const StageInfo &st : lc.stages) stages.push_back(st.name);
@@ -156,7 +186,7 @@ void check_user_schedules_in(const std::vector<Graph> &graphs, const AutotuneOpt
             names.push_back(c.name);
             if (!opt.user_schedules.count(c.name) || !seen.insert(c.name).second) continue;
             Graph sub = extract_cluster(cg, c);
-            check_user_shared_memory(opt, c.name, sub, parsed_user_schedules(opt, c.name, lower_cluster(sub, sub.clusters[0], "k_")));
+            check_user_shared_memory(opt, c.name, sub, parsed_user_schedules(opt, c.name, sub, lower_cluster(sub, sub.clusters[0], "k_")));
         }
     }
     for (const auto &[name, list] : opt.user_schedules) {
@@ -424,9 +454,11 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
     t.canonical = canonical_cluster_text(cg, c);
     db_.add_workload(Workload{sig, target_, t.canonical});
     t.sub = extract_cluster(cg, c);
-    t.lc = lower_cluster(t.sub, t.sub.clusters[0], "k_");
+    // the default as a load takes it, its convs by the load's algorithm
+    t.lc = lower_cluster(t.sub, t.sub.clusters[0], "k_", LowerPlan{{}, default_winograd(t.sub, t.sub.clusters[0], htarget_, opt_.conv_algo, "k_")});
     t.def = default_schedule(t.sub, t.sub.clusters[0], t.lc, htarget_);
-    t.user = parsed_user_schedules(opt_, c.name, t.lc);
+    t.user = parsed_user_schedules(opt_, c.name, t.sub, t.lc);
+    t.algorithms = algorithm_candidates(t.sub, htarget_, opt_.conv_algo, t.def);
     t.vectors = vector_unit(htarget_, t.lc.outputs[0].output_types()[0]);
     t.features = std::make_shared<FeatureExtractor>(t.lc, t.vectors.lanes);
     t.result.label = cluster_label(cg, c);
@@ -434,6 +466,7 @@ TuningTask TuningRun::make_task(const Graph &cg, const Cluster &c, const std::st
     t.job.target = target_;
     t.job.threads = opt_.threads;
     t.job.gpu_max_registers = opt_.gpu_max_registers;
+    t.job.conv_algo = opt_.conv_algo;
     t.job.repeats = opt_.repeats;
     t.job.memory_limit_mb = worker_memory_mb();
     t.job.reference_path = scratch_.path() + "/reference_" + std::to_string(tasks_.size()) + ".bin";
@@ -610,6 +643,7 @@ void TuningRun::time_region_plans(size_t i) {
         for (size_t n = 0; n < finalists.size(); n++) {
             size_t k = finalists[round % 2 ? finalists.size() - 1 - n : n];
             MeasureJob job = plan_job(clustered_, rc, k, records[k], db_);
+            job.conv_algo = opt_.conv_algo;
             job.target = target_;
             job.threads = opt_.threads;
             job.repeats = opt_.repeats;
@@ -822,6 +856,7 @@ void TuningRun::seed(size_t i, const std::vector<std::string> &autoschedulers) {
     current_ = i;
     std::vector<Candidate> seeds = {{schedule_key(t.def), t.def, "default", ""}};
     for (const ClusterSchedule &u : t.user) seeds.push_back({schedule_key(u), u, "user", ""});
+    for (const ClusterSchedule &a : t.algorithms) seeds.push_back({schedule_key(a), a, "algorithm", ""});
     // planned for the threads the candidates are timed with, which the text carries to every load
     for (const std::string &a : autoschedulers) seeds.push_back({autoscheduler_text(a, opt_.threads), std::nullopt, a, ""});
     seeds.erase(std::remove_if(seeds.begin(), seeds.end(), [&](const Candidate &c) { return t.tried.count(c.key) > 0; }), seeds.end());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "generators/CudaBudget.h"
+#include "generators/Schedule.h"
 #include "graph/Graph.h"
 #include "tuner/plan/FusionPlan.h"
 #include "tuner/search/ClusterTuning.h"
@@ -50,6 +51,11 @@ struct AutotuneOptions {
      * "evolve" (mutate the best so far) or "random" (mutate the default): tuner/search/Search.h. */
     std::string strategy = "model";
     std::string target = "host";
+    /** The algorithm of 3 x 3 convs in the default schedules the search starts from and loads
+     * take (`--conv-algo`); under Auto each eligible cluster's default in the other algorithms
+     * (direct, Winograd F(2x2, 3x3), F(4x4, 3x3)) is measured too (strategy "algorithm"). Direct
+     * proposes no Winograd candidate, Winograd no direct one. */
+    ConvAlgo conv_algo = ConvAlgo::Auto;
     int gpu_max_registers = kDefaultGpuMaxRegisters;  ///< CUDA: generators/CudaBudget.h
     double timeout_s = 120;        ///< per candidate: limit of its run (and of its compile unless set below)
     double compile_timeout_s = 0;  ///< per candidate: limit of its compile; 0 = timeout_s

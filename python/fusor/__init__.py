@@ -128,6 +128,7 @@ _INT_MAX = 2**31 - 1
 _SEED_MAX = 2**64 - 1
 _MAX_THREADS = 1024  # the CLI's --threads range
 _LAYOUTS = ("auto", "nchw", "nhwc")
+_CONV_ALGOS = ("direct", "auto", "winograd")
 _DB = "a tuning database file or a postgresql:// URL"
 _DURATION = _re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?([smh]?)")
 _AUTOSCHEDULERS = ("Mullapudi2016", "Adams2019", "Li2018")
@@ -338,7 +339,7 @@ class Model:
     """
 
     def __init__(self, path, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True,
-                 unfused=False, cache=True, progress=False, plan=None):
+                 unfused=False, cache=True, progress=False, plan=None, conv_algo="auto"):
         self.path, self._tmp = _model_source(path)
         options = _core.LoadOptions()
         options.shapes = _shape_bindings(shapes)
@@ -347,6 +348,7 @@ class Model:
         if threads is not None:
             options.threads = _int_arg(threads, "threads", 1, _MAX_THREADS)
         options.target, options.layout = _str_arg(target, "target"), _str_arg(layout, "layout", _LAYOUTS)
+        options.conv_algo = _str_arg(conv_algo, "conv_algo", _CONV_ALGOS)
         options.optimize, options.unfused = _bool_arg(optimize, "optimize"), _bool_arg(unfused, "unfused")
         options.cache = _bool_arg(cache, "cache")
         if plan is not None:
@@ -363,9 +365,9 @@ class Model:
             raise BadInput(_python_words(message)) from None
         # the load's options, for inspect(), bench() and compile()
         self._options = dict(shapes=shapes, db=db, threads=threads, target=target, layout=layout, optimize=optimize,
-                             cache=cache, plan=plan)
+                             cache=cache, plan=plan, conv_algo=conv_algo)
         self._flags = _shape_flags(shapes) + _flags(
-            target=target, layout=layout, no_optimize=not optimize, plan=plan)
+            target=target, layout=layout, no_optimize=not optimize, plan=plan, conv_algo=conv_algo)
         self.inputs = [TensorInfo(n, _np.dtype(d), tuple(s), dflt) for n, d, s, dflt in self._session.tensors(True)]
         self.outputs = [TensorInfo(n, _np.dtype(d), tuple(s)) for n, d, s, _ in self._session.tensors(False)]
         self._input_names = frozenset(t.name for t in self.inputs)
@@ -525,7 +527,7 @@ class Model:
 
 
 def load(path, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True, unfused=False,
-         cache=True, progress=False, plan=None):
+         cache=True, progress=False, plan=None, conv_algo="auto"):
     """Loads a model (.onnx or .json, a path or the file's bytes), runs the rewrite passes and
     compiles it: a Model. A model given as bytes must hold its weights (no external data files).
 
@@ -541,9 +543,12 @@ def load(path, shapes=None, db=None, threads=None, target="host", layout="auto",
         {"done", "total", "cached"} per kernel compiled or loaded (from compile threads, one call at
         a time; an exception it raises is raised once the load ends); False, nothing.
     plan: a fusion plan file; the regions it names are clustered as it says (docs/design.md).
+    conv_algo: the algorithm of 3x3 convs where no stored schedule says: "auto" (Winograd where
+        the default rule finds it faster), "direct" (bit-close to the unfused mode) or "winograd"
+        (every conv that can take it); docs/winograd.md.
     """
     return Model(path, shapes=shapes, db=db, threads=threads, target=target, layout=layout, optimize=optimize,
-                 unfused=unfused, cache=cache, progress=progress, plan=plan)
+                 unfused=unfused, cache=cache, progress=progress, plan=plan, conv_algo=conv_algo)
 
 
 def set_process_threads(n):
@@ -556,9 +561,9 @@ def host_target():
     return _core.host_target()
 
 
-def _common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose):
+def _common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose, conv_algo=None):
     """The flags every model verb shares, checked, as CLI arguments."""
-    return [*_shape_flags(shapes),
+    return [*_shape_flags(shapes), *_flags(conv_algo=_optional(conv_algo, _str_arg, "conv_algo", _CONV_ALGOS)),
             *_flags(db=_optional(db, _path, "db", _DB), threads=_optional(threads, _int_arg, "threads", 1, _MAX_THREADS),
                     target=_optional(target, _str_arg, "target"), layout=_optional(layout, _str_arg, "layout", _LAYOUTS),
                     no_optimize=not _bool_arg(optimize, "optimize"), no_cache=not _bool_arg(cache, "cache"),
@@ -571,12 +576,13 @@ def _parts(memory_budget, devices):
 
 
 def inspect(model, shapes=None, db=None, threads=None, target="host", layout="auto", optimize=True, cache=True, plan=None,
-            memory_budget=None, devices=None, gpu_max_registers=None, verbose=False):
+            memory_budget=None, devices=None, gpu_max_registers=None, verbose=False, conv_algo=None):
     """`fusor inspect MODEL --json` as a dict: nodes, clusters, schedules, kernels, traffic.
 
     memory_budget, devices: the partition inspect reports (docs/cli.md). gpu_max_registers: CUDA
     targets, the register budget ptxas checks each kernel with (docs/cuda.md)."""
-    return _verb(["inspect", _path(model, "model"), *_common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose),
+    return _verb(["inspect", _path(model, "model"),
+                  *_common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose, conv_algo),
                   *_parts(memory_budget, devices), *_flags(gpu_max_registers=_registers(gpu_max_registers)), "--json"],
                  verbose=verbose)[0]
 
@@ -584,7 +590,7 @@ def inspect(model, shapes=None, db=None, threads=None, target="host", layout="au
 def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, jobs=None, strategy=None, seed=None,
              target=None, autoschedulers=None, timeout=None, confirm_rounds=None, layout=None, shard=None, plan_search=True,
              gpu_max_registers=None, progress=False, optimize=True, cache=True, plan=None, worker_memory=None,
-             schedules=None, export_batch=None, verbose=False, plot=None):
+             schedules=None, export_batch=None, verbose=False, plot=None, conv_algo=None):
     """`fusor autotune MODEL --db DB ...`: searches schedules and stores every trial in db.
 
     db: a file, or a postgresql:// URL that many tuners share. shard: "K/N", tune only shard K of
@@ -619,6 +625,7 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
                     timeout=_optional(timeout, _seconds_arg, "timeout"),
                     confirm_rounds=_optional(confirm_rounds, _int_arg, "confirm_rounds", 0, _INT_MAX),
                     layout=_optional(layout, _str_arg, "layout", _LAYOUTS), shard=_optional(shard, _shard_arg),
+                    conv_algo=_optional(conv_algo, _str_arg, "conv_algo", _CONV_ALGOS),
                     no_plan_search=not _bool_arg(plan_search, "plan_search"), gpu_max_registers=_registers(gpu_max_registers),
                     no_optimize=not _bool_arg(optimize, "optimize"), no_cache=not _bool_arg(cache, "cache"),
                     plan=_optional(plan, _path, "plan", "a fusion plan file"),
@@ -639,7 +646,7 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
 
 def compile(model, out_dir, db=None, name=None, shapes=None, threads=None, target=None, layout=None, optimize=True,
             cache=True, plan=None, memory_budget=None, devices=None, unfused=False, autoscheduler=None,
-            gpu_max_registers=None, runtime=True, runtime_only=False, verbose=False):
+            gpu_max_registers=None, runtime=True, runtime_only=False, verbose=False, conv_algo=None):
     """`fusor compile MODEL -o OUT_DIR ...`: a static library and C header (docs/aot.md).
 
     runtime=False leaves out libfusor_halide_runtime.a (an app links one per target);
@@ -649,7 +656,8 @@ def compile(model, out_dir, db=None, name=None, shapes=None, threads=None, targe
     "runtime": ...}."""
     model = _path(model, "model")
     out_dir = _path(out_dir, "out_dir", "a folder")
-    return _verb(["compile", model, "-o", out_dir, *_common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose),
+    return _verb(["compile", model, "-o", out_dir,
+                  *_common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose, conv_algo),
                   *_parts(memory_budget, devices),
                   *_flags(name=_optional(name, _str_arg, "name"), unfused=_bool_arg(unfused, "unfused"),
                           autoscheduler=_optional(autoscheduler, _str_arg, "autoscheduler", _AUTOSCHEDULERS),
@@ -659,11 +667,12 @@ def compile(model, out_dir, db=None, name=None, shapes=None, threads=None, targe
 
 
 def bench(model, shapes=None, db=None, threads=None, repeats=None, warmup=None, per_cluster=False, per_region=False,
-          compare_db=None, target=None, layout=None, optimize=True, cache=True, plan=None, verbose=False, plot=None):
+          compare_db=None, target=None, layout=None, optimize=True, cache=True, plan=None, verbose=False, plot=None,
+          conv_algo=None):
     """`fusor bench MODEL --json`: unfused, fused (and tuned, with db; and compare_db's) medians, as a
     dict; "timings" holds each one's min, median and p90. plot: also draw them into this .png."""
     return _verb(["bench", _path(model, "model"), "--json",
-                  *_common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose),
+                  *_common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose, conv_algo),
                   *_flags(repeats=_optional(repeats, _int_arg, "repeats", 1, 100000),
                           warmup=_optional(warmup, _int_arg, "warmup", 0, 1000),
                           per_cluster=_bool_arg(per_cluster, "per_cluster"), per_region=_bool_arg(per_region, "per_region"),

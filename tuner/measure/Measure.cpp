@@ -1,5 +1,7 @@
 #include "tuner/measure/Measure.h"
 
+#include "graph/Error.h"
+
 #include <chrono>
 #include <cerrno>
 #include <cmath>
@@ -113,7 +115,7 @@ MeasureResult result_from_json(const json &j) {
 
 json job_to_json(const MeasureJob &job) {
     return {{"graph", job.graph_json}, {"schedule", job.schedule}, {"target", job.target}, {"threads", job.threads},
-            {"gpu_max_registers", job.gpu_max_registers}, {"warmup", job.warmup}, {"repeats", job.repeats}, {"best_ms", job.best_ms}, {"seed", job.seed},
+            {"gpu_max_registers", job.gpu_max_registers}, {"conv_algo", conv_algo_name(job.conv_algo)}, {"warmup", job.warmup}, {"repeats", job.repeats}, {"best_ms", job.best_ms}, {"seed", job.seed},
             {"memory_limit_mb", job.memory_limit_mb}, {"export_object", job.export_object},
             {"export_function", job.export_function}, {"reference_path", job.reference_path},
             {"node_clusters", job.node_clusters}, {"cluster_schedules", job.cluster_schedules}};
@@ -126,6 +128,9 @@ MeasureJob job_from_json(const json &j) {
     job.target = j.value("target", std::string("host"));
     job.threads = j.value("threads", 0);
     job.gpu_max_registers = j.value("gpu_max_registers", kDefaultGpuMaxRegisters);
+    std::string algo = j.value("conv_algo", std::string("auto"));
+    if (!parse_conv_algo(algo)) throw UserError("job field conv_algo is '" + algo + "'; expected direct, auto or winograd");
+    job.conv_algo = *parse_conv_algo(algo);
     job.warmup = j.value("warmup", 2);
     job.repeats = j.value("repeats", 7);
     job.best_ms = j.value("best_ms", 0.0);
@@ -300,6 +305,7 @@ Compiled compile_region(const MeasureJob &job, Graph g) {
     }
     ExecutorOptions o;
     o.target = job.target;
+    o.conv_algo = job.conv_algo;
     o.keep_clusters = true;
     o.schedule_for = [&job](const Graph &, const Cluster &cl) -> std::optional<std::string> {
         if ((size_t)cl.id >= job.cluster_schedules.size() || job.cluster_schedules[(size_t)cl.id].empty()) return std::nullopt;
@@ -356,6 +362,7 @@ Compiled compile_candidate(const MeasureJob &job, Graph g) {
     so.fallback = false;
     // a bundle's harness binds only the cluster's params: an exported kernel packs per call
     so.prepack = !c.export_mode;
+    so.conv_algo = job.conv_algo;
     ScheduledCluster sc;
     try {
         sc = schedule_cluster(c.g, cluster, c.target, job.schedule, so);

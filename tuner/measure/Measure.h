@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "generators/CudaBudget.h"
+#include "generators/Schedule.h"
 #include "graph/Graph.h"
 #include "tuner/db/TuningDb.h"
 
@@ -26,6 +27,9 @@ struct MeasureJob {
     /** CUDA: registers per thread that ptxas checks with and the driver loads with
      * (generators/CudaBudget.h). */
     int gpu_max_registers = kDefaultGpuMaxRegisters;
+    /** The algorithm of 3 x 3 convs where the schedule text does not say: "" schedules and region
+     * jobs' default clusters (AutotuneOptions::conv_algo, ScheduleOptions::conv_algo). */
+    ConvAlgo conv_algo = ConvAlgo::Auto;
     int warmup = 2, repeats = 7;
     /** Adaptive timing (keep_timing): the best time of this cluster so far, in ms; 0 = none
      * known, or the candidate must have exactly \p repeats runs (a confirm run). */

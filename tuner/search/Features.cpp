@@ -313,8 +313,10 @@ std::vector<float> FeatureExtractor::operator()(const ClusterSchedule &s) const 
         ops += std::exp2(f[30]) - 1;
         moved += std::exp2(f[31]) - 1;
     }
+    int winograd = 0;
+    for (const StageSchedule &st : s.stages) winograd = std::max(winograd, st.winograd);
     const double tail[] = {(double)stages_.size(), (double)inlined, (double)root, (double)at, (double)outputs, (double)reductions,
-                           log2p(ops), log2p(moved), (double)prepared, prepared ? panels / prepared : 0.0};
+                           log2p(ops), log2p(moved), (double)prepared, prepared ? panels / prepared : 0.0, (double)winograd};
     std::copy(std::begin(tail), std::end(tail), out.begin() + 3 * S);
     std::vector<float> result(out.size());
     for (size_t k = 0; k < out.size(); k++) result[k] = std::isfinite(out[k]) ? (float)out[k] : 0.0f;

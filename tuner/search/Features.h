@@ -34,7 +34,8 @@
  * outputs and stages with update definitions (counts), log2 ops and log2 bytes moved of the
  * whole cluster, and the stages prepacked at load (count; they have no features of their own: no
  * work per call, their readers load them like inputs) with the log2 of their mean panel width (a
- * stage's own layout counts as one panel of its dim 0). GPU fields of a schedule (gpu=, mem=, chunk=) are not described. */
+ * stage's own layout counts as one panel of its dim 0), and the conv algorithm (m of the
+ * Winograd F(m x m, 3 x 3) its `algo=` asks, 0 for direct). GPU fields of a schedule (gpu=, mem=, chunk=) are not described. */
 
 #include <cstdint>
 #include <string>
@@ -47,9 +48,9 @@ namespace fusor {
 
 /** Raised whenever the vector's layout or meaning changes: the cost model trains only on trials
  * whose stored features have the current version. */
-constexpr int kFeatureVersion = 2;
+constexpr int kFeatureVersion = 3;
 constexpr int kStageFeatureCount = 42;
-constexpr int kFeatureCount = 3 * kStageFeatureCount + 10;
+constexpr int kFeatureCount = 3 * kStageFeatureCount + 11;
 
 /** Data cache sizes in bytes. */
 struct CacheSizes {

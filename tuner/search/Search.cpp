@@ -4,6 +4,7 @@
 #include <numeric>
 #include <set>
 
+#include "generators/Prepack.h"
 #include "tuner/search/CostModel.h"
 #include "tuner/search/ScheduleSpace.h"
 
@@ -18,14 +19,25 @@ struct Draw {
     int edits = 1;
 };
 
+/** The pool's schedules in the default's conv algorithm (the form task.lc has, which mutate edits). */
+std::vector<const TuningTask::Ranked *> same_algorithm(const TuningTask &task) {
+    std::vector<const TuningTask::Ranked *> out;
+    std::map<std::string, int> form = winograd_stages(task.def);
+    for (const TuningTask::Ranked &r : task.pool) {
+        if (winograd_stages(r.sched) == form) out.push_back(&r);
+    }
+    return out;
+}
+
 Draw draw_parent(const TuningTask &task, bool evolve, bool first_generation, SplitMix64 &rng) {
     Draw d{&task.def, task.default_id, 1};
-    if (!evolve || first_generation || task.pool.empty()) return d;
+    std::vector<const TuningTask::Ranked *> pool = same_algorithm(task);
+    if (!evolve || first_generation || pool.empty()) return d;
     uint64_t roll = rng.next() % 8;
     if (roll < 5) {
-        size_t pick = roll < 3 ? 0 : (size_t)(rng.next() % std::min<size_t>(3, task.pool.size()));
-        d.parent = &task.pool[pick].sched;
-        d.parent_id = task.pool[pick].id;
+        size_t pick = roll < 3 ? 0 : (size_t)(rng.next() % std::min<size_t>(3, pool.size()));
+        d.parent = &pool[pick]->sched;
+        d.parent_id = pool[pick]->id;
         d.edits = roll == 4 ? 2 : 1;
     } else if (roll == 7) {
         d.edits = 2 + (int)(rng.next() % 3);

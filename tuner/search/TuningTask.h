@@ -29,6 +29,9 @@ struct TuningTask {
     LoweredCluster lc;
     ClusterSchedule def;
     std::vector<ClusterSchedule> user;   ///< hand-written seeds (AutotuneOptions::user_schedules)
+    /** the defaults in the other conv algorithms (AutotuneOptions::conv_algo): seeds, verified and
+     * stored like any candidate; the search mutates only schedules of def's algorithm */
+    std::vector<ClusterSchedule> algorithms;
     std::optional<RankedSchedule> best;  ///< the best schedule so far on this machine (per schedule)
     bool confirmed = false;              ///< the confirm phase ran (or was decided against) in this run
     std::string default_id;
