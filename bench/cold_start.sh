@@ -56,16 +56,9 @@ printf 'id\tuncached_s\tcold_s\twarm_s\tort_s\tcold/uncached\twarm/ort\twarm_rss
 while IFS=$'\t' read -r id shape; do
     if ((${#ids[@]})) && [[ ! " ${ids[*]} " == *" $id "* ]]; then continue; fi
     model=$models/$id.onnx
-    if [[ $shape == - ]]; then  # a static model: no binding for fusor; ONNX Runtime's feed shapes from the file
-        run=("$fusor" run "$model" --threads "$threads")
-        read -r -a feeds < <(/usr/bin/python3 -c 'import onnx, sys
-m = onnx.load(sys.argv[1], load_external_data=False)
-inits = {i.name for i in m.graph.initializer}
-print(" ".join(i.name + "=" + "x".join(str(d.dim_value) for d in i.type.tensor_type.shape.dim) for i in m.graph.input if i.name not in inits))' "$model")
-    else
-        run=("$fusor" run "$model" --shape "$shape" --threads "$threads")
-        feeds=("$shape")
-    fi
+    read -r -a feeds < <("$here/models/ort_feeds.py" "$model" "$shape")
+    run=("$fusor" run "$model" --threads "$threads")
+    [[ $shape == - ]] || run+=(--shape "$shape")  # a static model: no binding for fusor
     read -r uncached _ < <(for _ in $(seq "$repeats"); do timed env FUSOR_CACHE=0 "${run[@]}"; done | median_max)
     # cold: each repeat in an empty cache of its own; the last one's is warmed below
     read -r cold _ < <(for r in $(seq "$repeats"); do timed env FUSOR_CACHE_DIR="$scratch/cache_${id}_$r" "${run[@]}"; done | median_max)

@@ -106,6 +106,16 @@ bool pays_for_pool(int64_t reduced, int64_t elements) {
     return reduced + kElementWork * elements >= min_parallel_work();
 }
 
+/** The widest vector of at most \p lanes (and at least 4) lanes that \p extent is a whole number
+ * of, else \p lanes when \p extent holds one, else 0: a stage computed across every channel (24)
+ * is then not split into a vector and a scalar tail. */
+int whole_vectors(int64_t extent, int lanes) {
+    for (int v = lanes; v >= 4; v /= 2) {
+        if (extent % v == 0) return v;
+    }
+    return extent >= lanes ? lanes : 0;
+}
+
 int64_t reduction_points(const StageInfo &st) {
     int64_t elements = 1;
     for (int64_t e : st.extents) elements *= e;
@@ -179,16 +189,6 @@ bool conv_window_per_row(const Graph &g, const StageInfo &st, const StageSchedul
     int64_t rows = (w.shape[0] - 1) * geo.dilations[0] + 1;
     int64_t bytes = st.extents[0] * st.extents[1] * rows * (int64_t)st.func.output_types()[0].bytes();
     return bytes <= kRowWindowBytes;
-}
-
-/** The widest vector of at most \p lanes (and at least 4) lanes that \p extent is a whole number
- * of, else \p lanes when \p extent holds one, else 0: a stage computed across every channel (24)
- * is then not split into a vector and a scalar tail. */
-int whole_vectors(int64_t extent, int lanes) {
-    for (int v = lanes; v >= 4; v /= 2) {
-        if (extent % v == 0) return v;
-    }
-    return extent >= lanes ? lanes : 0;
 }
 
 /** The register tile of an upstream conv's accumulator \p st, computed at its anchor's loop:

@@ -44,6 +44,9 @@ std::optional<ClusterSchedule> empty_output_schedule(const LoweredCluster &lc);
 
 /** Whether a kernel of \p reduced reduction points and \p elements outputs pays for the thread pool. */
 bool pays_for_pool(int64_t reduced, int64_t elements);
+/** The widest vector of at most \p lanes (and at least 4) lanes that \p extent is a whole number
+ * of, else \p lanes when \p extent holds one, else 0. */
+int whole_vectors(int64_t extent, int lanes);
 /** Points of \p st's reductions: its output elements times each update's reduction extent. */
 int64_t reduction_points(const StageInfo &st);
 

@@ -107,16 +107,29 @@ ClusterSchedule winograd_schedule(const Graph &g, const LoweredCluster &lc, cons
     int64_t rows = std::clamp<int64_t>(budget / (TW * tile_bytes), 1, TH);
     rows = (TH + (TH + rows - 1) / rows - 1) / ((TH + rows - 1) / rows);  // even chunks: fewer rows shifted in twice
     int64_t tiles = rows * TW;
-    // the products' register tile: two vectors of output channels x as many tiles as registers allow
-    int kx = (int)std::min<int64_t>(2 * lanes, K);
-    int ty = (int)std::min<int64_t>({(unit.registers - 4) / std::max(1, kx / lanes), tiles, 14});
+    // vectors that divide the channels (24 channels: 8 lanes, never 16 and a guarded tail)
+    int cvec = whole_vectors(C, lanes) && C % whole_vectors(C, lanes) == 0 ? whole_vectors(C, lanes) : 0;
+    int kvec = whole_vectors(K, lanes) && K % whole_vectors(K, lanes) == 0 ? whole_vectors(K, lanes) : 0;
+    // the products' register tile: up to two full vectors' width of output channels, in whole
+    // vectors that divide them, x as many tiles as the registers allow
+    int kx = (int)K;
+    if (kvec) {
+        for (int w = 2 * lanes - (2 * lanes) % kvec; w >= kvec; w -= kvec) {
+            if (K % w == 0) {
+                kx = w;
+                break;
+            }
+        }
+    }
+    int ty = (int)std::min<int64_t>({(unit.registers - 4) / std::max(1, kvec ? kx / kvec : 1), tiles, 14});
     // channels per chunk: whole register tiles whose products fit, and at least two chunks when
     // there is a single chunk of rows (the parallel loop)
     int64_t kc = K;
-    if (nhwc) {
-        while (kc > kx && (kc * tiles * alpha * alpha * 4 > kChunkProductBytes || (TH <= rows && kc == K))) kc = std::max<int64_t>(kx, kc / 2);
-        kc -= kc % kx;
-        if (kc <= 0) kc = K;
+    for (int64_t w = K; nhwc && w >= kx; w -= kx) {
+        if (K % w) continue;
+        kc = w;
+        bool parallel = TH > rows || w < K;  // one chunk of rows: the chunks of channels are the parallel loop
+        if (parallel && w * tiles * alpha * alpha * 4 <= kChunkProductBytes) break;
     }
 
     ClusterSchedule sched;
@@ -125,12 +138,11 @@ ClusterSchedule winograd_schedule(const Graph &g, const LoweredCluster &lc, cons
     o.level = ComputeLevel::Root;
     o.tile = nhwc ? std::vector<int>{(int)kc, (int)OW, (int)std::min<int64_t>(OH, rows * m)}
                   : std::vector<int>{(int)OW, (int)std::min<int64_t>(OH, rows * m), (int)K};
-    o.vector_width = out.extents[0] >= lanes ? lanes : 0;
+    o.vector_width = whole_vectors(out.extents[0], lanes);
     o.parallel = pays_for_pool(reduction_points(acc), 1);
     if (out.name == conv) o.winograd = m;  // the conv is the output: no epilogue
     o.note = "Winograd F(" + std::to_string(m) + "x" + std::to_string(m) + ", 3x3): " + std::to_string(tiles) + " tiles per chunk";
     std::string rows_loop = nhwc ? "zo" : "yo", channels_loop = nhwc ? "xo" : "yo";
-    int cvec = C >= lanes ? lanes : 0, kvec = K >= lanes ? lanes : 0;
     for (const StageInfo &st : lc.stages) {
         StageSchedule s;
         s.stage = st.name;
@@ -141,7 +153,7 @@ ClusterSchedule winograd_schedule(const Graph &g, const LoweredCluster &lc, cons
         if (st.name == conv) {
             s.winograd = m;  // inlined into the output
         } else if (st.name == conv + "_pad") {
-            s = at(st.name, out.name, rows_loop, st.extents[0] >= lanes ? lanes : 0, {});
+            s = at(st.name, out.name, rows_loop, whole_vectors(st.extents[0], lanes), {});
         } else if (st.name == conv + "_wino_d") {
             s = at(st.name, out.name, rows_loop, cvec, {2});
         } else if (st.name == conv + "_wino_v") {
