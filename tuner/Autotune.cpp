@@ -77,6 +77,12 @@ std::string one_line(const std::string &s, size_t n = 100) {
     return out;
 }
 
+/** "direct convs" or "Winograd F(4x4, 3x3)": the conv algorithm schedule \p s computes with. */
+std::string conv_form(const ClusterSchedule &s) {
+    std::map<std::string, int> wino = winograd_stages(s);
+    return wino.empty() ? "direct convs" : fmt::format("Winograd F({0}x{0}, 3x3)", wino.begin()->second);
+}
+
 /** The default schedules of extracted cluster \p sub in the conv algorithms other than its
  * default \p def's that \p algo allows (direct under Auto, Winograd F(2x2, 3x3) and F(4x4, 3x3) under
  * Auto and Winograd), where its conv can take Winograd: seeds of strategy "algorithm". */
@@ -115,10 +121,11 @@ std::vector<ClusterSchedule> parsed_user_schedules(const AutotuneOptions &opt, c
             throw UserError(fmt::format("{}: schedule for cluster {}: stage '{}' asks for Winograd; --conv-algo direct", u.source, name,
                                         wino.begin()->first));
         }
-        std::string why = why_illegal(*parsed, wino.empty() ? lc : lower_cluster(sub, sub.clusters[0], "k_", LowerPlan{{}, wino}));
+        const LoweredCluster &form = wino.empty() ? lc : lower_cluster(sub, sub.clusters[0], "k_", LowerPlan{{}, wino});
+        std::string why = why_illegal(*parsed, form);
         if (!why.empty()) {
             std::vector<std::string> stages;
-            for (const StageInfo &st : lc.stages) stages.push_back(st.name);
+            for (const StageInfo &st : form.stages) stages.push_back(st.name);
             throw UserError(fmt::format("{}: schedule for cluster {}: {}; its stages are {}", u.source, name, why, fmt::join(stages, ", ")));
         }
         out.push_back(*parsed);
@@ -881,7 +888,9 @@ void TuningRun::seed(size_t i, const std::vector<std::string> &autoschedulers) {
                 mapped.push_back({schedule_key(*parsed), *parsed, "from " + trial.strategy, trial.id});
                 how = "; maps into fusor's schedule form";
             }
-        } else if (trial.status == TrialStatus::Ok) {
+        } else if (trial.status == TrialStatus::Ok && trial.strategy == "algorithm") {
+            how = "; " + conv_form(m.sent[k].sched ? *m.sent[k].sched : ClusterSchedule{});
+        } else if (trial.status == TrialStatus::Ok && trial.strategy != "user") {
             how = "; kept as a fixed baseline (" + one_line(m.results[k].unmapped, 80) + ")";
         }
         log(fmt::format("  {}: {} {}{}", trial.strategy, status_name(trial.status), ms_or_error(trial), how));

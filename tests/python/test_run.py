@@ -211,3 +211,19 @@ def test_load_progress_reports_to_a_callable_and_raises_what_it_raises(tmp_path)
         assert lines[1] == "stop reporting"
     with pytest.raises(fusor.BadInput, match="progress"):
         fusor.load(config_model("mlp_head"), progress="yes")
+
+
+def test_conv_algo_computes_3x3_convs_by_winograd_or_directly():
+    model = config_model("resnet_block")  # 3x3 convs of 64 channels: Winograd under the default rule
+    auto, direct = fusor.load(model), fusor.load(model, conv_algo="direct")
+    feeds = auto.random_inputs(1)
+    a, b = auto.run(feeds), direct.run(feeds)
+    for name in a:
+        assert np.abs(a[name] - b[name]).max() <= 1e-4 * np.abs(b[name]).max()
+        assert not np.array_equal(a[name], b[name])  # Winograd rounds otherwise
+    algorithms = lambda doc: {k["algorithm"] for c in doc["clusters"] for k in c["convs"]}
+    assert "winograd F(4x4, 3x3)" in algorithms(auto.inspect())
+    assert algorithms(direct.inspect()) == {"direct"}
+    assert algorithms(fusor.inspect(model, conv_algo="direct")) == {"direct"}
+    with pytest.raises(fusor.BadInput, match="conv_algo"):
+        fusor.load(model, conv_algo="fast")

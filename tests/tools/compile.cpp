@@ -244,6 +244,41 @@ TEST_CASE("compile: constant weights are packed at build time and baked in: noth
     check_outputs_match_jit(d, g);
 }
 
+TEST_CASE("compile: a Winograd conv's filter transform is baked in, nothing transformed per call, and the library gives the JIT "
+          "outputs",
+          "[tools][compile][winograd]") {
+    TempDir d;
+    // a 3x3 conv of 16 channels: the default rule computes it by Winograd F(4x4, 3x3)
+    std::string model = d.file("wino.json");
+    std::ofstream(model) << R"({"format_version": 1, "name": "wino", "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 16, 13, 11]}],
+        "outputs": ["y"], "initializers": [{"name": "w", "dtype": "f32", "shape": [16, 16, 3, 3], "random": {"seed": 1, "low": -0.3, "high": 0.3}},
+                                          {"name": "b", "dtype": "f32", "shape": [16], "random": {"seed": 2}}],
+        "nodes": [{"name": "conv", "op": "Conv", "inputs": ["x", "w", "b"], "outputs": ["c"], "attrs": {"pads": [1, 1, 1, 1]}},
+                  {"name": "relu", "op": "Relu", "inputs": ["c"], "outputs": ["y"]}]})";
+    Graph g = load_graph_json(model);
+    std::string in_args = run_jit_reference(d, model, g, 11).positional_args;
+    Result c = compile_library_m(d, model);
+    CHECK_THAT(c.out, Contains("1 conv(s) by Winograd, filter transforms baked in"));
+    std::string app = build_driver(d, d.file("lib"), "m");
+    Result run = shell("'" + app + "'" + in_args + " --" + output_args(d, g), d);
+    INFO(run.out);
+    REQUIRE(run.status == 0);
+    // the transformed tiles take pooled scratch: allocated by the first run, reused by the next
+    std::istringstream counts(run.out.substr(run.out.find("after runs 1..3: ") + 17));
+    int first = -1, second = -2, third = -3;
+    counts >> first >> second >> third;
+    CHECK(first == second);
+    CHECK(second == third);
+    auto info = nlohmann::json::parse(run.out.substr(run.out.find('{')));
+    int prepared = 0;
+    for (const auto &cl : info["clusters"]) prepared += cl["prepared"].get<int>();
+    CHECK(prepared == 1);  // U = G g G^T, computed by `fusor compile`
+    check_outputs_match_jit(d, g);
+    Result direct = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib_direct") + "' --name m --conv-algo direct", d);
+    REQUIRE(direct.status == 0);
+    CHECK_THAT(direct.out, !Contains("Winograd"));
+}
+
 namespace {
 
 /** GPU schedules without a GPU: an OpenCL target gets the CUDA default schedules (the same
