@@ -48,7 +48,7 @@ while IFS=$'\t' read -r id shape; do
         ort_ms=() direct_ms=() auto_ms=() convs=0
         for _ in $(seq "$rounds"); do
             if [[ -n $ort ]]; then
-                ort_ms+=("$(RUNS=20 NODE_PATH="$ort/node_modules" node "$here/ort_first_run.js" "$model" "$t" "${feeds[@]}" |
+                ort_ms+=("$(RUNS=20 NODE_PATH="$ort/node_modules" node "$here/ort_first_run.js" "$model" "$t" "${feeds[@]}" 2> /dev/null |
                     /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["median_ms"])')")
             fi
             read -r a d convs < <("${bench[@]}" --threads "$t" 2> /dev/null | /usr/bin/python3 -c 'import json, sys

@@ -15,6 +15,7 @@
  * indexed explicitly, so no schedule can recompute a tile per output pixel; the transforms are
  * sums with constant coefficients selected by mux over a transform index, so once a schedule
  * unrolls that index the zero terms vanish and the +-1 ones lose their multiply. */
+#include <cstdint>
 #include <cmath>
 
 #include "generators/Lowering.h"
@@ -74,19 +75,12 @@ Expr combine(Type t, const std::vector<double> &coeffs, const std::function<Expr
     return sum.defined() ? sum : typed_const(t, 0);
 }
 
-/** Row \p row of \p mat applied along the index \p at selects: mux(at, {combine(row 0), ...}). */
+/** \p mat applied along index \p at: mux(at, {combine(row 0), combine(row 1), ...}), row r's
+ * term j being term(j). */
 Expr transform(Type t, const Matrix &mat, const Expr &at, const std::function<Expr(int)> &term) {
     std::vector<Expr> rows;
     for (const std::vector<double> &r : mat) rows.push_back(combine(t, r, term));
     return rows.size() == 1 ? rows[0] : mux(at, rows);
-}
-
-Matrix transposed(const Matrix &a) {
-    Matrix t(a[0].size(), std::vector<double>(a.size()));
-    for (size_t i = 0; i < a.size(); i++) {
-        for (size_t j = 0; j < a[i].size(); j++) t[j][i] = a[i][j];
-    }
-    return t;
 }
 
 }  // namespace
@@ -101,6 +95,11 @@ std::string winograd_refusal(const Graph &g, const Node &n) {
     if (geo.strides != std::vector<int64_t>{1, 1}) return "stride " + std::to_string(std::max(geo.strides[0], geo.strides[1]));
     if (geo.dilations != std::vector<int64_t>{1, 1}) return "dilation " + std::to_string(std::max(geo.dilations[0], geo.dilations[1]));
     if (geo.group != 1) return "groups " + std::to_string(geo.group);
+    // F(2x2, 3x3)'s transformed tiles, the larger form's: 16 values per 4 outputs per channel
+    const std::vector<int64_t> &y = g.type(n.outputs[0]).shape;
+    int64_t channels = std::max(x.shape[n.op == OpKind::ConvNhwc ? 3 : 1], y[n.op == OpKind::ConvNhwc ? 3 : 1]);
+    double values = 16.0 * (double)x.shape[0] * (double)((geo.out_spatial[0] + 1) / 2) * (double)((geo.out_spatial[1] + 1) / 2) * (double)channels;
+    if (values > (double)INT32_MAX) return "too large: its transformed tiles would pass 2^31 - 1 elements";
     return "";
 }
 
@@ -134,7 +133,6 @@ std::vector<Func> lower_conv_winograd(LowerContext &ctx, int m) {
     // the transforms' index dims come right after the channels and tiles, so a schedule unrolls
     // them (a loop of alpha or m) inside vectors of channels
     Var k = dim_var(0), c = dim_var(0), tv = dim_var(1), nu = dim_var(2), xi = dim_var(3), i = dim_var(3), j = dim_var(2), n = dim_var(4);
-    Matrix B = transposed(tr.BT);
     // filter transform: U = G g G^T, g[a][b] = the weight at (ky = a, kx = b)
     Func u = ctx.make_stage("wino_u", {alpha, alpha, C, K}, StageRole::Reused, false);
     Var uc = dim_var(1);
@@ -145,7 +143,7 @@ std::vector<Func> lower_conv_winograd(LowerContext &ctx, int m) {
     // input transform, rows then columns: D = d B, V = B^T D
     Func dt = ctx.make_stage("wino_d", {N, alpha, alpha, T, C}, StageRole::Reused, false);
     Expr tx = tv % (int)TW, ty = tv / (int)TW;
-    dt(c, tv, nu, i, n) = transform(t, transposed(B), nu, [&](int col) {
+    dt(c, tv, nu, i, n) = transform(t, tr.BT, nu, [&](int col) {
         return input(c, tx * m + col - pl, ty * m + i - pt, n);
     });
     Func v = ctx.make_stage("wino_v", {N, alpha, alpha, T, C}, StageRole::Reused, false);
@@ -164,17 +162,11 @@ std::vector<Func> lower_conv_winograd(LowerContext &ctx, int m) {
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     ctx.stage_info(f).winograd = m;
     for (Func s : {xin, u, dt, v, acc, o1, o}) ctx.stage_info(s).winograd = m;
-    if (nhwc) {
-        Var mm = dim_var(0), x = dim_var(1), y = dim_var(2), nn = dim_var(3);
-        Expr val = o(mm, (y / m) * (int)TW + x / m, x % m, y % m, nn);
-        if (ctx.has_input(2)) val = val + ctx.input(2).func(mm);
-        f(mm, x, y, nn) = val;
-    } else {
-        Var x = dim_var(0), y = dim_var(1), mm = dim_var(2), nn = dim_var(3);
-        Expr val = o(mm, (y / m) * (int)TW + x / m, x % m, y % m, nn);
-        if (ctx.has_input(2)) val = val + ctx.input(2).func(mm);
-        f(x, y, mm, nn) = val;
-    }
+    Var x = dim_var(nhwc ? 1 : 0), y = dim_var(nhwc ? 2 : 1), mm = dim_var(nhwc ? 0 : 2), nn = dim_var(3);
+    Expr val = o(mm, (y / m) * (int)TW + x / m, x % m, y % m, nn);
+    if (ctx.has_input(2)) val = val + ctx.input(2).func(mm);
+    if (nhwc) f(mm, x, y, nn) = val;
+    else f(x, y, mm, nn) = val;
     return {f};
 }
 
