@@ -1,11 +1,11 @@
 /** \file
  * The CPU default schedule of a cluster whose conv is lowered by Winograd (LowerWinograd.cpp).
  *
- * The output is walked in chunks of whole tile rows (loop `yo`), each chunk's tiles small enough
- * that their transformed input stays in L2; inside a chunk, in chunks of output channels (loop
- * `ko`, parallel when there is one chunk of rows). Per chunk of rows: the padded input rows and the
- * input transform (vectors of channels, the transform index unrolled so its constant coefficients
- * fold). Per chunk of channels: the alpha^2 products as a register-blocked matmul (vectors of
+ * The output is walked in chunks of tiles: whole tile rows, or on a large NHWC map parts of one
+ * row, as many tiles as keep their transformed input within a budget (kChunkInputBytes); inside
+ * a chunk, in chunks of output channels (parallel when there is one chunk of tiles). Per chunk of
+ * tiles: the padded input and the input transform (vectors of channels, the transform index
+ * unrolled so its constant coefficients fold). Per chunk of channels: the alpha^2 products as a register-blocked matmul (vectors of
  * output channels x tiles, the input channels innermost), then the output transform; the output
  * and the cluster's epilogue read the transformed tiles per pixel. */
 #include <algorithm>
@@ -32,6 +32,13 @@ constexpr int64_t kChunkProductBytes = 192 << 10;
 constexpr int64_t kMinChannels = 16;  ///< input and output channels at least this many
 constexpr int64_t kMinSide = 4;       ///< output height and width at least this
 constexpr int64_t kMinF4Side = 6;     ///< F(4x4, 3x3) from this output side on, F(2x2, 3x3) below
+
+/** \p n split into equal chunks of at most \p most: the fewest chunks, then the smallest chunk
+ * size that needs no more (so a shifted-in last chunk recomputes little). */
+int64_t even_chunk(int64_t n, int64_t most) {
+    int64_t chunks = (n + most - 1) / most;
+    return (n + chunks - 1) / chunks;
+}
 
 StageSchedule at(const std::string &stage, const std::string &consumer, const std::string &loop, int vec, std::vector<int> unroll) {
     StageSchedule s;
@@ -105,8 +112,11 @@ ClusterSchedule winograd_schedule(const Graph &g, const LoweredCluster &lc, cons
     int64_t filter_bytes = K * C * alpha * alpha * 4;
     int64_t budget = std::clamp(filter_bytes / 2, kChunkInputBytes, kMaxChunkInputBytes);
     int64_t rows = std::clamp<int64_t>(budget / (TW * tile_bytes), 1, TH);
-    rows = (TH + (TH + rows - 1) / rows - 1) / ((TH + rows - 1) / rows);  // even chunks: fewer rows shifted in twice
-    int64_t tiles = rows * TW;
+    rows = even_chunk(TH, rows);
+    // a row of more tiles than that (a large map) is cut into chunks of columns (NHWC)
+    int64_t cols = nhwc && rows == 1 ? even_chunk(TW, std::clamp<int64_t>(budget / tile_bytes, 1, TW)) : TW;
+    int64_t tiles = rows * cols;
+    bool chunked = rows < TH || cols < TW;
     // vectors that divide the channels (24 channels: 8 lanes, never 16 and a guarded tail)
     int cvec = whole_vectors(C, lanes) && C % whole_vectors(C, lanes) == 0 ? whole_vectors(C, lanes) : 0;
     int kvec = whole_vectors(K, lanes) && K % whole_vectors(K, lanes) == 0 ? whole_vectors(K, lanes) : 0;
@@ -128,7 +138,7 @@ ClusterSchedule winograd_schedule(const Graph &g, const LoweredCluster &lc, cons
     for (int64_t w = K; nhwc && w >= kx; w -= kx) {
         if (K % w) continue;
         kc = w;
-        bool parallel = TH > rows || w < K;  // one chunk of rows: the chunks of channels are the parallel loop
+        bool parallel = chunked || w < K;  // one chunk of tiles: the chunks of channels are the parallel loop
         if (parallel && w * tiles * alpha * alpha * 4 <= kChunkProductBytes) break;
     }
 
@@ -136,13 +146,15 @@ ClusterSchedule winograd_schedule(const Graph &g, const LoweredCluster &lc, cons
     StageSchedule o;
     o.stage = out.name;
     o.level = ComputeLevel::Root;
-    o.tile = nhwc ? std::vector<int>{(int)kc, (int)OW, (int)std::min<int64_t>(OH, rows * m)}
+    o.tile = nhwc ? std::vector<int>{(int)kc, (int)std::min<int64_t>(OW, cols * m), (int)std::min<int64_t>(OH, rows * m)}
                   : std::vector<int>{(int)OW, (int)std::min<int64_t>(OH, rows * m), (int)K};
     o.vector_width = whole_vectors(out.extents[0], lanes);
     o.parallel = pays_for_pool(reduction_points(acc), 1);
     if (out.name == conv) o.winograd = m;  // the conv is the output: no epilogue
     o.note = "Winograd F(" + std::to_string(m) + "x" + std::to_string(m) + ", 3x3): " + std::to_string(tiles) + " tiles per chunk";
-    std::string rows_loop = nhwc ? "zo" : "yo", channels_loop = nhwc ? "xo" : "yo";
+    // NHWC loops, outermost first: zo (rows of tiles), yo (columns of tiles), xo (output channels);
+    // NCHW: yo (rows of tiles) only
+    std::string chunk_loop = "yo", channels_loop = nhwc ? "xo" : "yo";
     for (const StageInfo &st : lc.stages) {
         StageSchedule s;
         s.stage = st.name;
@@ -153,11 +165,11 @@ ClusterSchedule winograd_schedule(const Graph &g, const LoweredCluster &lc, cons
         if (st.name == conv) {
             s.winograd = m;  // inlined into the output
         } else if (st.name == conv + "_pad") {
-            s = at(st.name, out.name, rows_loop, whole_vectors(st.extents[0], lanes), {});
+            s = at(st.name, out.name, chunk_loop, whole_vectors(st.extents[0], lanes), {});
         } else if (st.name == conv + "_wino_d") {
-            s = at(st.name, out.name, rows_loop, cvec, {2});
+            s = at(st.name, out.name, chunk_loop, cvec, {2});
         } else if (st.name == conv + "_wino_v") {
-            s = at(st.name, out.name, rows_loop, cvec, {3});
+            s = at(st.name, out.name, chunk_loop, cvec, {3});
         } else if (st.name == conv + "_wino_acc") {
             s = at(st.name, out.name, channels_loop, kvec, {0, 1});
             s.tile = {kx, ty};

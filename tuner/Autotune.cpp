@@ -863,7 +863,9 @@ void TuningRun::seed(size_t i, const std::vector<std::string> &autoschedulers) {
     current_ = i;
     std::vector<Candidate> seeds = {{schedule_key(t.def), t.def, "default", ""}};
     for (const ClusterSchedule &u : t.user) seeds.push_back({schedule_key(u), u, "user", ""});
-    for (const ClusterSchedule &a : t.algorithms) seeds.push_back({schedule_key(a), a, "algorithm", ""});
+    // the other algorithms' defaults where the trials still leave every later task its default
+    int spare = opt_.trials - measured_ - (int)seeds.size() - (int)(tasks_.size() - i - 1);
+    for (size_t a = 0; a < t.algorithms.size() && (int)a < spare; a++) seeds.push_back({schedule_key(t.algorithms[a]), t.algorithms[a], "algorithm", ""});
     // planned for the threads the candidates are timed with, which the text carries to every load
     for (const std::string &a : autoschedulers) seeds.push_back({autoscheduler_text(a, opt_.threads), std::nullopt, a, ""});
     seeds.erase(std::remove_if(seeds.begin(), seeds.end(), [&](const Candidate &c) { return t.tried.count(c.key) > 0; }), seeds.end());
