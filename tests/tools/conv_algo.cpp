@@ -120,8 +120,8 @@ TEST_CASE("conv-algo: run under auto agrees with direct within Winograd's error,
     CHECK_THAT(plain.out, !Contains("Winograd") && !Contains("fused-dir"));
 }
 
-TEST_CASE("conv-algo: autotune measures the other algorithms' defaults, verified and stored like any candidate; direct proposes "
-          "none; a hand-written Winograd schedule of a stride-2 conv exits 2 naming the stage and the reason",
+TEST_CASE("conv-algo: autotune measures the other algorithms' defaults, verified and stored like any candidate, direct proposes "
+          "none, and a hand-written Winograd schedule of a stride-2 conv exits 2 naming the stage and the reason",
           "[tools][winograd][autotune]") {
     TempDir d;
     std::string model = write_model(d, false);
