@@ -62,7 +62,7 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
     install_halide_diagnostics();  // before the first Func: Halide may warn from here on
     LoweredCluster lc;
     lc.name = prefix;
-    PrepackPlan plan{lower.prepack, {}, lower.winograd};
+    PrepackPlan plan{lower, {}};
     std::map<TensorId, LValue> values;
     for (TensorId t : c.inputs) {
         const Tensor &tensor = g.tensor(t);

@@ -247,8 +247,8 @@ StageInfo &LowerContext::stage_info(const Func &f) {
 
 int LowerContext::winograd_tile() const {
     if (!prepack_) return 0;
-    auto it = prepack_->winograd.find(prefix_ + sanitize_name(n_.name));
-    return it == prepack_->winograd.end() ? 0 : it->second;
+    auto it = prepack_->plan.winograd.find(prefix_ + sanitize_name(n_.name));
+    return it == prepack_->plan.winograd.end() ? 0 : it->second;
 }
 
 void LowerContext::refuse_winograd(const Func &f, const std::string &why) {
@@ -259,14 +259,14 @@ void LowerContext::define_packing(Func &f, const std::vector<Var> &args, const E
     StageInfo *info = &stage_info(f);
     info->packing = true;
     info->over_constants = operand.constant;
-    bool wanted = prepack_ && prepack_->panels.count(info->name);
+    bool wanted = prepack_ && prepack_->plan.prepack.count(info->name);
     if (!wanted || !operand.constant) {
         f(args) = value;  // packed per call, where the schedule's level says
         return;
     }
     PreparedStage p;
     p.stage = info->name;
-    p.panel = prepack_->panels.at(info->name);
+    p.panel = prepack_->plan.prepack.at(info->name);
     p.dtype = operand.type.dtype;
     p.extents = panel_extents(info->extents, p.panel);
     p.buffer = ImageParam(value.type(), (int)p.extents.size(), info->name + "_prepared");

@@ -99,11 +99,10 @@ struct LowerPlan {
     std::map<std::string, int> winograd;
 };
 
-/** What lower_cluster prepares under a LowerPlan: the plan, and the stages it did prepare. */
+/** What lower_cluster lowers under: the plan, and the stages it did prepare. */
 struct PrepackPlan {
-    std::map<std::string, int> panels;
+    LowerPlan plan;
     std::vector<PreparedStage> prepared;
-    std::map<std::string, int> winograd;
 };
 
 Halide::Type halide_type(DType t);

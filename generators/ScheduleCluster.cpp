@@ -30,8 +30,8 @@ void apply_autoscheduler_text(const Graph &sub, const Halide::Target &target, co
     k.tuned = true;
 }
 
-/** Why stored schedule \p s may not compute extracted cluster \p sub's convs as it says, under
- * \p algo on \p target; "" when it may. */
+}  // namespace
+
 std::string conv_algo_conflict(const Graph &sub, const ClusterSchedule &s, const Halide::Target &target, ConvAlgo algo) {
     std::map<std::string, int> wino = winograd_stages(s);
     if (!wino.empty() && target.has_gpu_feature()) return "stage '" + wino.begin()->first + "': Winograd convs run on CPU targets only";
@@ -42,6 +42,8 @@ std::string conv_algo_conflict(const Graph &sub, const ClusterSchedule &s, const
     }
     return "";
 }
+
+namespace {
 
 /** Parses stored text \p schedule and checks it against the extracted cluster \p sub; sets
  * k.tuned, k.lowered and k.schedule, or k's reason. */

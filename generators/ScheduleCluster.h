@@ -37,6 +37,11 @@ struct ScheduleOptions {
     ConvAlgo conv_algo = ConvAlgo::Auto;
 };
 
+/** Why schedule \p s of extracted cluster \p sub may not compute its convs as it says under \p algo
+ * on \p target (Winograd on a GPU target or under Direct; an eligible conv left direct under
+ * Winograd), naming the stage; "" when it may. */
+std::string conv_algo_conflict(const Graph &sub, const ClusterSchedule &s, const Halide::Target &target, ConvAlgo algo);
+
 /** Throws UserError when \p algo cannot be used with Halide target \p target: Winograd on a GPU
  * target (the message names `--conv-algo winograd`). */
 void check_conv_algo(ConvAlgo algo, const std::string &target);

@@ -164,11 +164,13 @@ std::vector<std::string> model_result_lines(const EndToEndResult &r, const std::
     return out;
 }
 
-std::string next_args(const std::string &model, const std::vector<std::string> &shapes, const std::string &db, int threads) {
+std::string next_args(const std::string &model, const std::vector<std::string> &shapes, const std::string &db, int threads,
+                      ConvAlgo algo) {
     std::string out = model;
     for (const std::string &b : shapes) out += " --shape " + b;
     out += " --db " + db;
     if (threads > 0) out += " --threads " + std::to_string(threads);
+    if (algo != ConvAlgo::Auto) out += std::string(" --conv-algo ") + conv_algo_name(algo);
     return out;
 }
 

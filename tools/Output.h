@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "generators/Schedule.h"
 #include "graph/Optimize.h"
 #include "tuner/Autotune.h"
 #include "tuner/EndToEnd.h"
@@ -86,8 +87,10 @@ std::vector<std::string> cluster_table(const std::vector<ClusterTuning> &results
  * arguments are \p next_args (next_args()). */
 std::vector<std::string> model_result_lines(const EndToEndResult &r, const std::string &id, const std::string &next_args);
 
-/** "MODEL [--shape B]... --db DB [--threads N]": how the next steps name what was tuned. */
-std::string next_args(const std::string &model, const std::vector<std::string> &shapes, const std::string &db, int threads);
+/** "MODEL [--shape B]... --db DB [--threads N] [--conv-algo A]": how the next steps name what was
+ * tuned (the algorithm when it is not the default, auto). */
+std::string next_args(const std::string &model, const std::vector<std::string> &shapes, const std::string &db, int threads,
+                      ConvAlgo algo = ConvAlgo::Auto);
 
 /** The kernel cache (runtime/KernelCache.h) as `--json` documents report it: folder, mode, and
  * this process's hits, misses, kernels not served, links and rebuilt entries. */

@@ -280,6 +280,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     EndToEndOptions eo;
                     eo.session.target = o->target;
                     eo.session.threads = o->threads;
+                    eo.session.conv_algo = *conv_algo;  // the default model as the tuned one's loads run it
                     // what is left of the whole budget (the search may have run over its share), at least 5 s
                     eo.budget_s = budget_s > 0 ? std::max(5.0, budget_s - seconds_since(started)) : 0;
                     eo.stop = ao.stop;
@@ -289,7 +290,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 }
                 line->finish();
                 std::vector<std::string> model_lines;
-                if (!model_id.empty()) model_lines = model_result_lines(*e2e, model_id, next_args(o->model, *shapes, db_name, o->threads));
+                if (!model_id.empty()) model_lines = model_result_lines(*e2e, model_id, next_args(o->model, *shapes, db_name, o->threads, *conv_algo));
                 if (!o->plot.empty()) {
                     write_plot(o->plot, tuning_curve_chart(db, g, resolved_target(o->target), g.name));
                     model_lines.push_back("chart: " + o->plot);

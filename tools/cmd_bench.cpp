@@ -276,8 +276,9 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
                 // a fused model with Winograd convs is also timed with direct ones, so its speedup
                 // over unfused (direct convs, the reference) splits into fusion's and Winograd's
+                size_t winograd = winograd_convs(fused);
                 std::unique_ptr<Session> direct_session;
-                if (winograd_convs(fused) > 0) {
+                if (winograd > 0) {
                     SessionOptions dso = so;
                     dso.conv_algo = ConvAlgo::Direct;
                     direct_session = std::make_unique<Session>(g, dso);
@@ -302,7 +303,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 double flops = 0;
                 for (const Node &n : g.nodes) flops += node_flops(g, n);
                 j["flops"] = flops;
-                j["fused_winograd_convs"] = winograd_convs(fused);
+                j["fused_winograd_convs"] = winograd;
                 if (direct_session) {
                     j["fused_direct_ms"] = t.back().median_ms;
                     j["winograd_vs_direct"] = t.back().median_ms / f;
@@ -359,10 +360,10 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                            fused.num_kernels(), tuned.empty() ? "" : fmt::format(", tuned {:.2f}x fused", f / t[2].median_ms),
                            o->repeats);
                 print_bench_table(rows, flops);
-                if (size_t w = winograd_convs(fused)) {
+                if (winograd > 0) {
                     fmt::print("  fused computes {} conv(s) by Winograd (--conv-algo {}): {:.2f}x fused-dir, the same clusters with "
                                "direct convs as unfused (the reference) computes them\n",
-                               w, conv_algo_name(*conv_algo), t.back().median_ms / f);
+                               winograd, conv_algo_name(*conv_algo), t.back().median_ms / f);
                 }
                 if (same_kernels) {
                     fmt::print("  nothing fused: both run the same {} kernel(s), so the speedup is the executors' fixed cost per run "

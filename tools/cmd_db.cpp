@@ -312,6 +312,7 @@ Verb add_db(CLI::App &app) {
     assemble->add_option("--threads", *assemble_threads, "the threads the model is timed at, as the app will run it (default: all cores)")
         ->check(CLI::Range(1, 1024));
     auto assemble_shapes = add_shape_flag(assemble);
+    auto assemble_conv_algo = add_conv_algo_flag(assemble);
     auto assemble_target = std::make_shared<std::string>("host");
     assemble->add_option("--target", *assemble_target, "Halide target")->capture_default_str();
     auto assemble_layout = std::make_shared<std::string>("auto");
@@ -349,13 +350,14 @@ Verb add_db(CLI::App &app) {
                     EndToEndOptions eo;
                     eo.session.target = *assemble_target;
                     eo.session.threads = *assemble_threads;
+                    eo.session.conv_algo = *assemble_conv_algo;
                     ProgressLine line(isatty(2));
                     eo.progress = [&line](const AutotuneProgress &p) { line.update(p); };
                     if (*verbose) eo.log = [&line](const std::string &l) { line.print(l); };
                     std::string id;
                     EndToEndResult r = assemble_and_store(g, db, eo, id);
                     line.finish();
-                    for (const std::string &l : model_result_lines(r, id, next_args(o->json, *assemble_shapes, db.path(), *assemble_threads))) {
+                    for (const std::string &l : model_result_lines(r, id, next_args(o->json, *assemble_shapes, db.path(), *assemble_threads, *assemble_conv_algo))) {
                         fmt::print("{}\n", l);
                     }
                     return 0;

@@ -116,11 +116,9 @@ std::vector<ClusterSchedule> parsed_user_schedules(const AutotuneOptions &opt, c
         std::string err;
         std::optional<ClusterSchedule> parsed = parse_schedule(u.text, &err);
         if (!parsed) throw UserError(fmt::format("{}: schedule for cluster {}: {}", u.source, name, err));
+        std::string conflict = conv_algo_conflict(sub, *parsed, parse_target(opt.target), opt.conv_algo);
+        if (!conflict.empty()) throw UserError(fmt::format("{}: schedule for cluster {}: {}", u.source, name, conflict));
         std::map<std::string, int> wino = winograd_stages(*parsed);
-        if (!wino.empty() && opt.conv_algo == ConvAlgo::Direct) {
-            throw UserError(fmt::format("{}: schedule for cluster {}: stage '{}' asks for Winograd; --conv-algo direct", u.source, name,
-                                        wino.begin()->first));
-        }
         const LoweredCluster &form = wino.empty() ? lc : lower_cluster(sub, sub.clusters[0], "k_", LowerPlan{{}, wino});
         std::string why = why_illegal(*parsed, form);
         if (!why.empty()) {
