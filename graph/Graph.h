@@ -39,6 +39,19 @@ struct DeferredData {
     bool operator==(const DeferredData &o) const;
 };
 
+/** A graph input's dim as its profile states it (graph/ShapeProfile.h): the sizes lo, lo + step,
+ * ... hi, compiled for opt. A fixed dim has lo == hi == opt. */
+struct DimRange {
+    int64_t lo = 0, hi = 0, opt = 0, step = 1;
+    std::string name;  ///< the model's name for the dim (ONNX dim_param, e.g. "H"); may be empty
+    bool holds(int64_t v) const {
+        return v >= lo && v <= hi && (v - lo) % step == 0;
+    }
+    bool operator==(const DimRange &o) const {
+        return lo == o.lo && hi == o.hi && opt == o.opt && step == o.step && name == o.name;
+    }
+};
+
 struct Tensor {
     std::string name;
     TensorType type;
@@ -51,6 +64,9 @@ struct Tensor {
     std::optional<DeferredData> deferred;  ///< initializers: data not built yet (then data is empty)
     std::string file;                   ///< initializers: data file relative to the graph file
     NodeId producer = -1;               ///< node that writes it; -1 for graph inputs and initializers
+    /** A graph input loaded with a profile: one DimRange per dim, whose optima are type.shape;
+     * empty for every other tensor and for an input bound to one shape. */
+    std::vector<DimRange> range;
 
     /** Element \p i of a numeric initializer converted to double / int64. */
     double value_as_double(int64_t i) const;

@@ -513,16 +513,22 @@ std::string model_name(const std::string &path) {
     return std::filesystem::path(path).stem().string();
 }
 
-Graph load_model(const std::string &path, const ConstantEvaluator *eval, const InputShapes &shapes, InitializerData data) {
+Graph load_model(const std::string &path, const ConstantEvaluator *eval, const InputShapes &shapes, InitializerData data,
+                 const InputRanges &ranges) {
     if (path.size() >= 5 && path.substr(path.size() - 5) == ".onnx") {
         OnnxImportOptions o;
         o.shapes = shapes;
+        o.ranges = ranges;
         o.eval = eval;
         Graph g = load_onnx(path, o);
         g.name = model_name(path);
         return g;
     }
     check_json_model_name(path);
+    if (!ranges.empty()) {
+        throw UserError(path + ": --shape " + ranges.begin()->first + "=" + profile_text(ranges.begin()->second) +
+                        " gives a range, but a JSON graph has static shapes; ranges apply to an ONNX model's symbolic dims");
+    }
     Graph g = load_graph_json(path, eval, data);
     for (const auto &[name, shape] : shapes) {
         TensorId t = g.find_tensor(name);

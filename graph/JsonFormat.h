@@ -40,10 +40,11 @@ std::string model_name(const std::string &path);
 
 /** Loads a model by extension: `.onnx` through the ONNX importer (OnnxImport.h); `.json`, or a
  * file of another name that holds a JSON object, as fusor's JSON; anything else is a UserError
- * naming the extension. \p shapes binds ONNX inputs' symbolic dims; for a JSON model each named
- * input must exist and have exactly that shape (a UserError otherwise). The graph is named
+ * naming the extension. \p shapes binds ONNX inputs' symbolic dims, and \p ranges gives some of
+ * them profiles (OnnxImportOptions::ranges); for a JSON model each named input must exist and
+ * have exactly that shape, with no range (a UserError otherwise). The graph is named
  * model_name(path). */
 Graph load_model(const std::string &path, const ConstantEvaluator *eval = nullptr, const InputShapes &shapes = {},
-                 InitializerData data = InitializerData::Built);
+                 InitializerData data = InitializerData::Built, const InputRanges &ranges = {});
 
 }  // namespace fusor

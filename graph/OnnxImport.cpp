@@ -37,30 +37,6 @@ namespace fusor {
 
 namespace fs = std::filesystem;
 
-void parse_shape_binding(const std::string &text, InputShapes &shapes) {
-    size_t eq = text.rfind('=');
-    auto bad = [&](const std::string &why) {
-        throw UserError("--shape '" + text + "': " + why + "; expected NAME=D1xD2x... (e.g. input=1x3x224x224)");
-    };
-    if (eq == std::string::npos || eq == 0) bad("missing NAME=");
-    std::string name = text.substr(0, eq), dims = text.substr(eq + 1);
-    std::vector<int64_t> shape;
-    size_t pos = 0;
-    while (pos < dims.size()) {
-        size_t x = dims.find_first_of("x,", pos);
-        std::string d = dims.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-        if (d.empty() || d.find_first_not_of("0123456789") != std::string::npos || d.size() > 10) {
-            bad("dim '" + d + "' is not a non-negative integer");
-        }
-        shape.push_back(std::stoll(d));
-        if (x == std::string::npos) break;
-        pos = x + 1;
-        if (pos == dims.size()) bad("trailing 'x'");
-    }
-    if (shapes.count(name)) bad("input '" + name + "' is bound twice");
-    shapes[name] = shape;
-}
-
 namespace onnx_detail {
 
 const char *onnx_dtype_name(int code) {
@@ -698,6 +674,13 @@ Graph Importer::import_model(onnx::ModelProto &m) {
                 throw UserError(where + ": --shape " + in.name() + "=" + shape_to_string(want) + " does not fit its declared dims [" +
                                 dims_text + "]");
             }
+            auto range = options_.ranges.find(in.name());
+            for (size_t d = 0; range != options_.ranges.end() && tt.has_shape() && d < want.size(); d++) {
+                if (type.shape[d] >= 0 && range->second[d].lo < range->second[d].hi) {
+                    throw UserError(where + ": --shape " + in.name() + "=" + profile_text(range->second) + " gives dim " + std::to_string(d) +
+                                    " a range, but the model fixes it at " + std::to_string(type.shape[d]) + " (declared dims [" + dims_text + "])");
+                }
+            }
             type.shape = want;
         } else if (symbolic) {
             unbound.push_back("'" + in.name() + "' [" + (tt.has_shape() ? dims_text : std::string("unknown rank")) + "]");
@@ -705,6 +688,10 @@ Graph Importer::import_model(onnx::ModelProto &m) {
         }
         check_tensor_size(type, where);
         TensorId id = add_tensor(in.name(), type);
+        if (auto r = options_.ranges.find(in.name()); r != options_.ranges.end()) {
+            std::vector<DimRange> &range = g_.tensor(id).range = r->second;
+            for (int d = 0; tt.has_shape() && d < tt.shape().dim_size() && d < (int)range.size(); d++) range[d].name = tt.shape().dim(d).dim_param();
+        }
         g_.inputs.push_back(id);
         define(in.name(), "input '" + in.name() + "'");
         bind(in.name(), id);
@@ -747,6 +734,7 @@ Graph Importer::import_model(onnx::ModelProto &m) {
     sort_topologically(g_);
     infer_types(g_, options_.eval);
     verify_graph(g_);
+    check_profile(g_);
     return std::move(g_);
 }
 

@@ -11,18 +11,11 @@
 
 #include "graph/Error.h"
 #include "graph/Graph.h"
+#include "graph/ShapeProfile.h"
 
 namespace fusor {
 
 class ConstantEvaluator;
-
-/** Shapes of graph inputs by name (`--shape NAME=1x3x224x224`), binding an ONNX model's symbolic
- * or unknown dims. A JSON model's inputs must have the shapes given. */
-using InputShapes = std::map<std::string, std::vector<int64_t>>;
-
-/** Parses one `NAME=D1xD2x...` binding (a scalar is `NAME=`) into \p shapes; throws UserError
- * naming the flag's text when malformed. The name may itself hold '=' (the last one splits). */
-void parse_shape_binding(const std::string &text, InputShapes &shapes);
 
 /** A model the importer understood but fusor cannot run (an op, op version, attribute mode or
  * dtype outside what fusor supports). The message lists every such place, with the reason. */
@@ -37,6 +30,10 @@ struct OnnxTensorFile;
 
 struct OnnxImportOptions {
     InputShapes shapes;                     ///< bindings for inputs with symbolic or unknown dims
+    /** Profiles of inputs bound in shapes (at their optima): a range may vary a symbolic or
+     * unknown dim only; the loaded graph's inputs carry them (Tensor::range) and load checks
+     * that every size of each range loads (check_profile). */
+    InputRanges ranges;
     const ConstantEvaluator *eval = nullptr;  ///< folds shape subgraphs at load (infer_types)
     /** Values of graph inputs by name. An input given here that feeds an input an op needs at
      * load (the op table's constant inputs: Reshape's shape, Slice's starts, ReduceSum's axes)

@@ -9,6 +9,7 @@
 #include "graph/Random.h"
 #include "graph/Rewrite.h"
 #include "graph/ShapeInference.h"
+#include "graph/ShapeProfile.h"
 
 namespace fusor {
 
@@ -215,6 +216,22 @@ void infer_types(Graph &g, const ConstantEvaluator *eval) {
     }
 }
 
+namespace {
+
+/** A profile (Tensor::range) belongs to a graph input and holds its shape as the optima. */
+void check_range(const Graph &g, const Tensor &t, const std::string &file) {
+    if (t.range.empty()) return;
+    bool input = std::any_of(g.inputs.begin(), g.inputs.end(), [&](TensorId i) { return &g.tensor(i) == &t; });
+    bool fits = input && t.range.size() == t.type.shape.size();
+    for (size_t d = 0; fits && d < t.range.size(); d++) {
+        const DimRange &r = t.range[d];
+        fits = r.step >= 1 && r.holds(r.opt) && r.holds(r.hi) && r.opt == t.type.shape[d];
+    }
+    if (!fits) throw UserError(file + "tensor '" + t.name + "' has the profile " + profile_text(t.range) + ", which is not that of a graph input of type " + to_string(t.type));
+}
+
+}  // namespace
+
 void verify_graph(const Graph &g) {
     const std::string file = g.source.empty() ? "" : g.source + ": ";
     std::set<std::string> tensor_names, node_names;
@@ -224,6 +241,7 @@ void verify_graph(const Graph &g) {
             throw UserError(file + "tensor name '" + t.name + "' is defined twice");
         }
         check_tensor_size(t.type, file + "tensor '" + t.name + "'");
+        check_range(g, t, file);
         if (t.is_initializer && !t.deferred && t.data.size() != t.type.num_bytes()) {
             throw UserError(file + "initializer '" + t.name + "' has " + std::to_string(t.data.size()) +
                             " bytes of data; " + to_string(t.type) + " needs " + std::to_string(t.type.num_bytes()));

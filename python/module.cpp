@@ -102,7 +102,7 @@ public:
         if (cli::cuda_target_without_driver(o.target)) throw std::runtime_error(no_cuda_driver_message(o.target));
         cli::layout_flag(o.layout);
         SessionOptions so;
-        so.shapes = cli::shape_bindings(o.shapes);
+        so.shapes = cli::shape_bindings(o.shapes, &so.ranges);
         so.optimize = o.optimize;
         so.layout = o.layout;
         so.conv_algo = cli::conv_algo_value(o.conv_algo);
@@ -117,15 +117,32 @@ public:
         cli::note_fallbacks(session_->executor(), notes_);
     }
 
-    /** (name, numpy dtype string, shape, has a default) per input or output, in graph order. */
+    /** (name, numpy dtype string, shape, has a default, profile) per input or output, in graph
+     * order; profile: None, or per dim (name, lo, hi, optimum, step), name "" for a fixed dim. */
     std::vector<py::tuple> tensors(bool inputs) const {
         std::vector<py::tuple> out;
         size_t n = inputs ? session_->num_inputs() : session_->num_outputs();
         for (size_t i = 0; i < n; i++) {
             const Tensor &t = inputs ? session_->input(i) : session_->output(i);
-            out.push_back(py::make_tuple(t.name, dtype_npy_descr(t.type.dtype), py::tuple(py::cast(t.type.shape)), inputs && !t.data.empty()));
+            py::object profile = py::none();
+            if (!t.range.empty()) {
+                py::list dims;
+                for (const DimRange &r : t.range) dims.append(py::make_tuple(r.name, r.lo, r.hi, r.opt, r.step));
+                profile = py::tuple(dims);
+            }
+            out.push_back(py::make_tuple(t.name, dtype_npy_descr(t.type.dtype), py::tuple(py::cast(t.type.shape)), inputs && !t.data.empty(), profile));
         }
         return out;
+    }
+
+    /** BadInput unless input \p i may run at \p shape (check_input_shape). */
+    void check_input_shape(size_t i, const std::vector<int64_t> &shape) const {
+        fusor::check_input_shape(session_->input(i), shape, "run");
+    }
+
+    /** Session::output_shapes, by input name. */
+    std::vector<std::vector<int64_t>> output_shapes(const InputShapes &shapes) const {
+        return session_->output_shapes(shapes);
     }
 
     /** Runs on \p inputs and writes \p outputs, all in graph order, dense, of the right dtype and
@@ -444,6 +461,8 @@ PYBIND11_MODULE(_core, m) {
              }),
              py::arg("path"), py::arg("options"), py::arg("progress") = py::none())
         .def("tensors", &PySession::tensors, py::arg("inputs"))
+        .def("check_input_shape", &PySession::check_input_shape, py::arg("index"), py::arg("shape"))
+        .def("output_shapes", &PySession::output_shapes, py::arg("shapes"))
         .def("run", &PySession::run, py::arg("inputs"), py::arg("outputs"))
         .def("random_inputs", &PySession::random_inputs, py::arg("seed"))
         .def("run_in_place", &PySession::run_in_place)

@@ -6,6 +6,7 @@
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
 #include "graph/LayoutTransform.h"
+#include "graph/ShapeProfile.h"
 #include "runtime/ConstantFolder.h"
 
 namespace fusor {
@@ -14,12 +15,13 @@ Graph load_optimized_model(const std::string &path, const SessionOptions &o, std
                            InitializerData data) {
     std::optional<Layout> layout = parse_layout(o.layout);
     if (!layout) throw UserError("layout is '" + o.layout + "'; expected auto, nchw or nhwc");
-    Graph g = load_model(path, &cached_constant_evaluator(), o.shapes, data);
+    Graph g = load_model(path, &cached_constant_evaluator(), o.shapes, data, o.ranges);
     if (!o.optimize) return g;
     OptimizeOptions oo;
     oo.evaluator = &cached_constant_evaluator();
     oo.layout = *layout;
     std::vector<PassReport> r = optimize_graph(g, oo);
+    check_profile(g, "after the rewrite passes");
     if (reports) *reports = std::move(r);
     return g;
 }
@@ -97,6 +99,15 @@ size_t Session::output_index(const std::string &name) const {
     throw UserError("the model has no output named '" + name + "'");
 }
 
+std::vector<std::vector<int64_t>> Session::output_shapes(const InputShapes &shapes) const {
+    for (const auto &[name, shape] : shapes) check_in_profile(input(input_index(name)), shape, "output_shapes");
+    if (!skeleton_) skeleton_ = shape_skeleton(graph());
+    std::vector<TensorType> types = types_at(*skeleton_, shapes);
+    std::vector<std::vector<int64_t>> out;
+    for (TensorId t : graph().outputs) out.push_back(types.at(t).shape);
+    return out;
+}
+
 void Session::set_threads(int n) {
     if (n < 1) throw UserError("threads is " + std::to_string(n) + "; expected at least 1");
     options_.threads = n;
@@ -157,7 +168,12 @@ void check_buffer(const char *role, const Tensor &t, const halide_buffer_t *b) {
     }
     if (!ok) {
         std::string shape;
-        for (int d = b->dimensions - 1; d >= 0; d--) shape += (shape.empty() ? "" : "x") + std::to_string(b->dim[d].extent);
+        std::vector<int64_t> dims;
+        for (int d = b->dimensions - 1; d >= 0; d--) {
+            shape += (shape.empty() ? "" : "x") + std::to_string(b->dim[d].extent);
+            dims.push_back(b->dim[d].extent);
+        }
+        if (std::string(role) == "input" && Halide::Type(b->type) == want) check_input_shape(t, dims, "run");
         throw UserError(std::string("run: ") + role + " '" + t.name + "' is " + to_string(t.type) + " (dense); the buffer given is " +
                         Halide::type_to_c_type(Halide::Type(b->type), false) + " " + (shape.empty() ? "scalar" : shape) +
                         " (or not dense)");

@@ -35,6 +35,10 @@ struct SessionOptions {
     /** Bindings of ONNX inputs' symbolic dims, e.g. {"images", {1, 3, 320, 320}} (the CLI's
      * `--shape images=1x3x320x320`; parse_shape_binding in graph/OnnxImport.h parses that text). */
     InputShapes shapes;
+    /** Profiles of some of those inputs (`--shape x=1x3x[32..2048]x[32..2048]@640x640`; shapes
+     * holds their optima): the model is loaded and compiled at the optima, and a load whose
+     * ranges cannot all load is a UserError (check_profile in graph/ShapeProfile.h). */
+    InputRanges ranges;
     bool optimize = true;        ///< run the rewrite passes (graph/Optimize.h) with constant folding
     std::string layout = "auto"; ///< layout of conv regions: auto, nchw or nhwc
     int threads = 0;             ///< Halide worker threads; 0 = leave as is (HL_NUM_THREADS or all cores)
@@ -82,6 +86,11 @@ public:
     size_t input_index(const std::string &name) const;
     size_t output_index(const std::string &name) const;
 
+    /** Output shapes (ONNX order) with the inputs named in \p shapes at those shapes (the others at
+     * theirs), by the shape rules, without running. UserError naming an input the model lacks, a
+     * dim outside the input's profile, or the node whose rule refuses the shapes. */
+    std::vector<std::vector<int64_t>> output_shapes(const InputShapes &shapes) const;
+
     /** Sets Halide's worker thread count for this process (n >= 1). */
     void set_threads(int n);
 
@@ -115,6 +124,7 @@ private:
     void check_counts(size_t inputs, size_t outputs) const;
     SessionOptions options_;
     std::unique_ptr<Executor> ex_;
+    mutable std::optional<Graph> skeleton_;  ///< shape_skeleton(graph()), made by the first output_shapes
 };
 
 }  // namespace fusor

@@ -19,6 +19,7 @@
 #include "graph/File.h"
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
+#include "graph/ShapeProfile.h"
 #include "tools/Npz.h"
 #include "tuner/plan/FusionPlan.h"
 #include "tuner/db/TuningDb.h"
@@ -67,12 +68,14 @@ Layout layout_flag(const std::string &text) {
 }
 
 Graph load_model_optimized(const std::string &path, bool optimize, const std::string &layout,
-                           std::vector<PassReport> *reports, const InputShapes &shapes, InitializerData data) {
+                           std::vector<PassReport> *reports, const InputShapes &shapes, InitializerData data,
+                           const InputRanges &ranges) {
     layout_flag(layout);  // the CLI's wording of a bad --layout
     SessionOptions o;
     o.optimize = optimize;
     o.layout = layout;
     o.shapes = shapes;
+    o.ranges = ranges;
     return load_optimized_model(path, o, reports, data);
 }
 
@@ -128,7 +131,8 @@ CLI::Validator seed_value() {
 std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd) {
     auto flags = std::make_shared<std::vector<std::string>>();
     cmd->add_option("--shape", *flags,
-                    "bind an ONNX input's symbolic dims: NAME=D1xD2x... (repeatable), e.g. --shape images=1x3x320x320");
+                    "bind an ONNX input's symbolic dims: NAME=D1xD2x... (repeatable), e.g. --shape images=1x3x320x320; run, "
+                    "bench and inspect take a profile, ranges and the optimum of each: --shape x=1x3x[32..2048]x[32..2048]@640x640");
     return flags;
 }
 
@@ -186,9 +190,9 @@ std::vector<std::string> cluster_by_plan(Graph &g, SessionOptions &so, const std
     return lines;
 }
 
-InputShapes shape_bindings(const std::vector<std::string> &flags) {
+InputShapes shape_bindings(const std::vector<std::string> &flags, InputRanges *ranges) {
     InputShapes shapes;
-    for (const std::string &f : flags) parse_shape_binding(f, shapes);
+    for (const std::string &f : flags) parse_shape_binding(f, shapes, ranges);
     return shapes;
 }
 
@@ -197,6 +201,7 @@ namespace {
 /** \p a, read from \p where for \p role \p t (e.g. "graph input"), when it holds t's dtype and
  * shape; UserError naming both otherwise. */
 NpyArray of_type(NpyArray a, const Tensor &t, const std::string &where, const std::string &role) {
+    if (a.type.dtype == t.type.dtype && role == "graph input") check_input_shape(t, a.type.shape, where);
     if (a.type != t.type) throw UserError(where + ": holds " + to_string(a.type) + " but " + role + " '" + t.name + "' is " + to_string(t.type));
     return a;
 }

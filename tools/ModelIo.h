@@ -21,7 +21,7 @@ namespace fusor::cli {
  * with Halide constant folding; the pass reports go to *reports when given. */
 Graph load_model_optimized(const std::string &path, bool optimize, const std::string &layout = "auto",
                            std::vector<PassReport> *reports = nullptr, const InputShapes &shapes = {},
-                           InitializerData data = InitializerData::Built);
+                           InitializerData data = InitializerData::Built, const InputRanges &ranges = {});
 
 /** Registers the model-loading flags every verb that loads a model shares, today the repeatable
  * `--shape NAME=D1xD2x...` binding an ONNX input's symbolic dims; returns where they land at
@@ -56,8 +56,9 @@ CLI::Validator path_value();
 /** Checks a seed flag: a decimal integer in [0, 2^64) (CLI11 would wrap -1 and clamp 2^64). */
 CLI::Validator seed_value();
 
-/** Parses --shape values; throws UserError naming the malformed one. */
-InputShapes shape_bindings(const std::vector<std::string> &flags);
+/** Parses --shape values; throws UserError naming the malformed one. Profiles (ranges) go to
+ * *ranges; without \p ranges, the command binds one shape per input and a range is a UserError. */
+InputShapes shape_bindings(const std::vector<std::string> &flags, InputRanges *ranges = nullptr);
 
 /** Moved to tuner/lookup/DbSchedules.h (the embedding API uses it too). */
 using fusor::db_schedules;

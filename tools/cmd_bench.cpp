@@ -253,7 +253,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 layout_flag(o->layout);  // the CLI's wording of a bad --layout
                 auto started = std::chrono::steady_clock::now();
                 SessionOptions so;
-                so.shapes = shape_bindings(*shapes);
+                so.shapes = shape_bindings(*shapes, &so.ranges);
                 so.optimize = !o->no_optimize;
                 so.layout = o->layout;
                 so.conv_algo = *conv_algo;

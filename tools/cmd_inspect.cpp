@@ -14,6 +14,7 @@
 #include "graph/MemoryPlanning.h"
 #include "graph/Partitioning.h"
 #include "graph/Printer.h"
+#include "graph/ShapeProfile.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
 #include "tools/Commands.h"
@@ -36,9 +37,36 @@ std::string mib(int64_t bytes) {
     return fmt::format("{:.2f} MiB", bytes / 1048576.0);
 }
 
+/** Every tensor's type at the low and the high end of \p g's profile (ShapeProfile.h); empty when
+ * no input is ranged. */
+struct RangeEnds {
+    std::vector<TensorType> low, high;
+    explicit RangeEnds(const Graph &g) {
+        std::vector<ProfileProbe> probes = profile_probes(g);
+        if (probes.empty()) return;
+        low = types_at(g, probes[0].shapes);
+        high = types_at(g, probes[1].shapes);
+    }
+    /** "  profile 1x3x[32..2048:32]x..." for a ranged input, "  [..] .. [..] over the range" for a
+     * tensor that varies with it; "" otherwise. */
+    std::string note(const Graph &g, TensorId t) const {
+        if (is_ranged(g.tensor(t).range)) return "  profile " + profile_text(g.tensor(t).range);
+        if (low.empty() || low[t].shape == high[t].shape) return "";
+        return "  " + shape_to_string(low[t].shape) + " .. " + shape_to_string(high[t].shape) + " over the range";
+    }
+    nlohmann::json json(const Graph &g, TensorId t) const {
+        const Tensor &x = g.tensor(t);
+        nlohmann::json j = {{"name", x.name}, {"type", to_string(x.type)}};
+        if (is_ranged(x.range)) j["profile"] = profile_text(x.range);
+        if (!low.empty()) j["shape_low"] = low[t].shape, j["shape_high"] = high[t].shape;
+        return j;
+    }
+};
+
 /** The lines a person reads first: the model (named after its file), the target, each input and
- * output with its dtype and shape, and the weights. */
+ * output with its dtype and shape (and profile, or the shapes over it), and the weights. */
 void print_model_summary(const std::string &path, const Graph &g, const Halide::Target &t) {
+    RangeEnds ends(g);
     fmt::print("model:   {} ({})\n", model_name(path), path);
     fmt::print("target:  {}\n", t.to_string());
     size_t width = 0;
@@ -48,7 +76,7 @@ void print_model_summary(const std::string &path, const Graph &g, const Halide::
     for (const auto &[label, list] : {std::pair<const char *, const std::vector<TensorId> *>{"inputs: ", &g.inputs}, {"outputs:", &g.outputs}}) {
         for (size_t i = 0; i < list->size(); i++) {
             const Tensor &x = g.tensor((*list)[i]);
-            fmt::print("{} {:<{}}  {}\n", i == 0 ? label : "        ", x.name, width, to_string(x.type));
+            fmt::print("{} {:<{}}  {}{}\n", i == 0 ? label : "        ", x.name, width, to_string(x.type), ends.note(g, (*list)[i]));
         }
     }
     int64_t weights = 0;
@@ -165,7 +193,9 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                 std::vector<PassReport> passes;
                 // weights are not read unless --devices times the kernels
                 InitializerData data = *devices > 0 ? InitializerData::Built : InitializerData::RandomDeferred;
-                Graph fused = load_model_optimized(*model, !*no_optimize, *layout, &passes, shape_bindings(*shapes), data);
+                InputRanges ranges;
+                InputShapes bound = shape_bindings(*shapes, &ranges);
+                Graph fused = load_model_optimized(*model, !*no_optimize, *layout, &passes, bound, data, ranges);
                 // the node count as loaded: what the first pass started from
                 int nodes_loaded = passes.empty() ? (int)fused.nodes.size() : passes.front().nodes_before;
                 Graph unfused = fused;
@@ -261,6 +291,11 @@ Verb add_inspect(CLI::App &app, const CliHooks &hooks) {
                     j["model"] = *model;
                     j["name"] = fused.name;
                     j["target"] = t.to_string();
+                    RangeEnds ends(fused);
+                    for (const auto &[key, list] : {std::pair<const char *, const std::vector<TensorId> *>{"inputs", &fused.inputs}, {"outputs", &fused.outputs}}) {
+                        j[key] = nlohmann::json::array();
+                        for (TensorId x : *list) j[key].push_back(ends.json(fused, x));
+                    }
                     const HostResolution &host = host_resolution();
                     j["host_target"] = {{"resolved", host.target.to_string()},
                                         {"halide_reported", host.reported.to_string()},

@@ -68,7 +68,7 @@ Verb add_run(CLI::App &app) {
                 layout_flag(o->layout);  // the CLI's wording of a bad --layout
                 if (!o->outputs.empty()) check_outputs_path(o->outputs);
                 SessionOptions so;
-                so.shapes = shape_bindings(*shapes);
+                so.shapes = shape_bindings(*shapes, &so.ranges);
                 so.optimize = !o->no_optimize;
                 so.layout = o->layout;
                 so.conv_algo = *conv_algo;

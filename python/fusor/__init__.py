@@ -35,13 +35,27 @@ _core.set_worker_executable(WORKER_EXECUTABLE)
 _log = _logging.getLogger("fusor")
 
 
+class DimRange(_NamedTuple):
+    """One dim of an input loaded with a profile (shapes={"x": "1x3x[32..2048:32]x[32..2048:32]@640x640"}):
+    the model's name for it (ONNX dim_param, e.g. "H"; "" when it has none), the sizes lo, lo + step,
+    ... hi, and the optimum the load is compiled for. A fixed dim has lo == hi == optimum."""
+    name: str
+    lo: int
+    hi: int
+    optimum: int
+    step: int = 1
+
+
 class TensorInfo(_NamedTuple):
-    """A model input or output: its name, numpy dtype and shape (ONNX order); has_default: an input
-    that a run may leave out (an ONNX initializer of its name, IR >= 4, gives its value)."""
+    """A model input or output: its name, numpy dtype and shape (ONNX order; the optimum of an
+    input with a profile); has_default: an input that a run may leave out (an ONNX initializer of
+    its name, IR >= 4, gives its value); profile: None, or a DimRange per dim for an input loaded
+    with ranges."""
     name: str
     dtype: _np.dtype
     shape: tuple
     has_default: bool = False
+    profile: tuple = None
 
 
 def _show(value):
@@ -195,7 +209,7 @@ def _unknown_as_none(d, keys=("default_ms", "best_ms")):
 
 
 def _shape_bindings(shapes):
-    """{"x": (1, 3, 224, 224)} -> ["x=1x3x224x224"], the CLI's --shape text."""
+    """{"x": (1, 3, 224, 224)} -> ["x=1x3x224x224"], the CLI's --shape text (a str value is that text)."""
     if shapes is None:
         return []
     if not isinstance(shapes, _Mapping):
@@ -210,6 +224,9 @@ def _shape_bindings(shapes):
             dims = [None if isinstance(d, (bool, _np.bool_)) else _operator.index(d) for d in dims]
         except TypeError:
             dims = [None]
+        if isinstance(shapes[name], str):
+            out.append(f"{name}={_text(shapes[name], f'shapes[{name!r}]', 'a shape such as 1x3x[32..2048:32]x[32..2048:32]@640x640')}")
+            continue
         if any(d is None or not 0 <= d < 10**10 for d in dims):
             raise BadInput(f"shapes['{name}'] is {_show(shapes[name])}; expected a tuple of non-negative ints, "
                            "e.g. (1, 3, 224, 224)")
@@ -298,15 +315,18 @@ def _names(tensors):
     return ", ".join(t.name for t in tensors)
 
 
-def _feed(t, value):
+def _feed(t, value, check):
     """The array to pass for input \\p t: \\p value itself when it is a dense, aligned ndarray of
-    the input's dtype and shape; a contiguous copy when it is strided; BadInput otherwise."""
+    the input's dtype and shape; a contiguous copy when it is strided; BadInput otherwise (check:
+    the session's check of a shape against t's profile)."""
     if not isinstance(value, _np.ndarray):
         raise BadInput(f"input '{t.name}' is a {type(value).__name__}; expected a numpy.ndarray of {t.dtype} "
                        f"with shape {t.shape}")
     if value.dtype != t.dtype:
         raise BadInput(f"input '{t.name}' is {value.dtype}; the model takes {t.dtype} "
                        f"(convert it with .astype(numpy.{t.dtype.name}))")
+    if value.shape != t.shape and t.profile is not None:
+        check(value.shape)  # names the dim outside the range, or says the load runs its optimum only
     if value.shape != t.shape:
         raise BadInput(f"input '{t.name}' has shape {value.shape} (rank {value.ndim}); the model takes {t.shape} "
                        f"(rank {len(t.shape)})")
@@ -368,8 +388,9 @@ class Model:
                              cache=cache, plan=plan, conv_algo=conv_algo)
         self._flags = _shape_flags(shapes) + _flags(
             target=target, layout=layout, no_optimize=not optimize, plan=plan, conv_algo=conv_algo)
-        self.inputs = [TensorInfo(n, _np.dtype(d), tuple(s), dflt) for n, d, s, dflt in self._session.tensors(True)]
-        self.outputs = [TensorInfo(n, _np.dtype(d), tuple(s)) for n, d, s, _ in self._session.tensors(False)]
+        self.inputs = [TensorInfo(n, _np.dtype(d), tuple(s), dflt, p and tuple(DimRange(*r) for r in p))
+                       for n, d, s, dflt, p in self._session.tensors(True)]
+        self.outputs = [TensorInfo(n, _np.dtype(d), tuple(s)) for n, d, s, _, _ in self._session.tensors(False)]
         self._input_names = frozenset(t.name for t in self.inputs)
         if db is not None and not unfused and self._session.tuned == 0:
             why = self._session.warnings[:1] or self._session.decisions[:1]
@@ -453,13 +474,33 @@ class Model:
                 continue
             if t.name not in feeds:
                 raise BadInput(f"missing input '{t.name}' ({t.dtype}, shape {t.shape})")
-            arrays.append(_feed(t, feeds[t.name]))
+            arrays.append(_feed(t, feeds[t.name], lambda shape, i=len(arrays): session.check_input_shape(i, list(shape))))
         wanted = self._wanted(outputs)
         results = self._results(out)
         if out:
             self._check_overlap(arrays, results, out)
         session.run(arrays, results)
         return {self.outputs[i].name: results[i] for i in wanted}
+
+    def output_shapes(self, shapes):
+        """{output name: shape} with the inputs named in shapes ({input name: shape}) at those
+        shapes and the others at theirs, by the model's shape rules, without running. BadInput for
+        an unknown input, a dim outside the input's profile, or shapes the model cannot take."""
+        session = self._live
+        if not isinstance(shapes, _Mapping):
+            raise BadInput(f"shapes is a {type(shapes).__name__}; expected a dict of input name -> shape")
+        given = {}
+        for name, dims in shapes.items():
+            if name not in self._input_names:
+                raise BadInput(f"unknown input {_show(name)}; the model's inputs are: {_names(self.inputs)}")
+            try:
+                given[name] = [_operator.index(d) for d in dims if not isinstance(d, (bool, _np.bool_))]
+                ok = len(given[name]) == len(dims) and all(d >= 0 for d in given[name])
+            except TypeError:
+                ok = False
+            if not ok:
+                raise BadInput(f"shapes['{name}'] is {_show(dims)}; expected a tuple of non-negative ints")
+        return {t.name: tuple(s) for t, s in zip(self.outputs, session.output_shapes(given))}
 
     def random_inputs(self, seed=0):
         """The inputs `fusor run --random SEED` feeds this model, as {name: numpy.ndarray}."""
@@ -531,7 +572,9 @@ def load(path, shapes=None, db=None, threads=None, target="host", layout="auto",
     """Loads a model (.onnx or .json, a path or the file's bytes), runs the rewrite passes and
     compiles it: a Model. A model given as bytes must hold its weights (no external data files).
 
-    shapes: {input name: shape} binding ONNX symbolic dims (the CLI's --shape).
+    shapes: {input name: shape} binding ONNX symbolic dims (the CLI's --shape): a tuple of ints, or
+        the CLI's text, which may give a profile: "1x3x[32..2048:32]x[32..2048:32]@640x640" (ranges,
+        then the optimum of each ranged dim; Model.inputs[i].profile). The load runs the optimum.
     db: a tuning database; each cluster gets the best schedule this machine measured.
     threads: Halide's worker threads. The count is process-wide: it applies to every model in
         this process (set_process_threads). None leaves it as it is (all cores by default).

@@ -1,0 +1,242 @@
+#include "graph/ShapeProfile.h"
+
+#include <algorithm>
+
+#include "graph/Error.h"
+#include "graph/ShapeInference.h"
+#include "graph/Verifier.h"
+
+namespace fusor {
+
+namespace {
+
+constexpr const char *kShapeForm = "NAME=D1xD2x... (e.g. input=1x3x224x224); a dim may be a range [LO..HI] or [LO..HI:STEP] "
+                                   "with the optima after '@' (e.g. x=1x3x[32..2048:32]x[32..2048:32]@640x640)";
+
+/** \p d as a non-negative decimal of at most 10 digits, or nullopt. */
+std::optional<int64_t> dim_number(const std::string &d) {
+    if (d.empty() || d.size() > 10 || d.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    return std::stoll(d);
+}
+
+[[noreturn]] void bad_binding(const std::string &text, const std::string &why) {
+    throw UserError("--shape '" + text + "': " + why + "; expected " + kShapeForm);
+}
+
+/** Range dim \p d ("[LO..HI]" or "[LO..HI:STEP]") of binding \p text, its optimum unset (-1). */
+DimRange parse_range(const std::string &text, const std::string &d) {
+    size_t dots = d.find(".."), colon = d.find(':');
+    size_t end = colon == std::string::npos ? d.size() - 1 : colon;
+    bool framed = dots != std::string::npos && d.back() == ']' && dots < end;
+    int64_t lo = framed ? dim_number(d.substr(1, dots - 1)).value_or(-1) : -1;
+    int64_t hi = framed ? dim_number(d.substr(dots + 2, end - dots - 2)).value_or(-1) : -1;
+    int64_t step = colon == std::string::npos ? 1 : dim_number(d.substr(colon + 1, d.size() - colon - 2)).value_or(-1);
+    if (lo < 0 || hi < 0 || step < 1) {
+        bad_binding(text, "dim '" + d + "' is not a range [LO..HI] or [LO..HI:STEP] of non-negative integers, STEP >= 1");
+    }
+    if (lo > hi) bad_binding(text, "the range " + d + " is empty: its low end is above its high end");
+    if ((hi - lo) % step) bad_binding(text, "the range " + d + " ends off its steps: HI - LO must be a multiple of STEP");
+    return {lo, hi, -1, step, ""};
+}
+
+/** "[32..2048:32]" */
+std::string range_text(const DimRange &r) {
+    return "[" + std::to_string(r.lo) + ".." + std::to_string(r.hi) + (r.step > 1 ? ":" + std::to_string(r.step) : "") + "]";
+}
+
+/** Splits \p text at 'x' and ',' outside brackets. */
+std::vector<std::string> split_dims(const std::string &text) {
+    std::vector<std::string> parts(1);
+    int depth = 0;
+    for (char c : text) {
+        depth += c == '[' ? 1 : c == ']' ? -1 : 0;
+        if ((c == 'x' || c == ',') && depth == 0) parts.emplace_back();
+        else parts.back() += c;
+    }
+    return parts;
+}
+
+}  // namespace
+
+void parse_shape_binding(const std::string &text, InputShapes &shapes, InputRanges *ranges) {
+    auto bad = [&](const std::string &why) { bad_binding(text, why); };
+    size_t eq = text.rfind('=');
+    if (eq == std::string::npos || eq == 0) bad("missing NAME=");
+    std::string name = text.substr(0, eq), dims = text.substr(eq + 1), optima;
+    if (size_t at = dims.find('@'); at != std::string::npos) {
+        optima = dims.substr(at + 1);
+        dims = dims.substr(0, at);
+        if (optima.empty()) bad("nothing follows '@'");
+    }
+    std::vector<DimRange> parsed;
+    if (!dims.empty()) {
+        for (const std::string &d : split_dims(dims)) {
+            if (d.empty()) bad("an empty dim");
+            if (d.front() != '[') {
+                auto v = dim_number(d);
+                if (!v) bad("dim '" + d + "' is not a non-negative integer");
+                parsed.push_back({*v, *v, *v, 1, ""});
+                continue;
+            }
+            parsed.push_back(parse_range(text, d));
+        }
+    }
+    size_t nranged = std::count_if(parsed.begin(), parsed.end(), [](const DimRange &r) { return r.opt < 0; });
+    if (nranged && !ranges) bad("this command binds one shape per input; it takes no range");
+    if (nranged && optima.empty()) bad("it has a range but no optimum: add '@' and the optimum of each ranged dim");
+    if (!nranged && !optima.empty()) bad("'@' gives optima but no dim is a range");
+    if (nranged) {
+        std::vector<std::string> opts = split_dims(optima);
+        if (opts.size() != nranged) {
+            bad("'@" + optima + "' gives " + std::to_string(opts.size()) + " optima for " + std::to_string(nranged) + " ranged dims");
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < parsed.size(); i++) {
+            if (parsed[i].opt >= 0) continue;
+            auto v = dim_number(opts[k++]);
+            if (!v) bad("optimum '" + opts[k - 1] + "' is not a non-negative integer");
+            if (!parsed[i].holds(*v)) {
+                bad("the optimum " + std::to_string(*v) + " of dim " + std::to_string(i) + " lies outside its range " + range_text(parsed[i]));
+            }
+            parsed[i].opt = *v;
+        }
+    }
+    if (shapes.count(name)) bad("input '" + name + "' is bound twice");
+    std::vector<int64_t> &shape = shapes[name];
+    for (const DimRange &r : parsed) shape.push_back(r.opt);
+    if (nranged) (*ranges)[name] = parsed;
+}
+
+std::string profile_text(const std::vector<DimRange> &dims) {
+    std::string text, optima;
+    for (const DimRange &r : dims) {
+        text += text.empty() ? "" : "x";
+        if (r.lo == r.hi) {
+            text += std::to_string(r.opt);
+            continue;
+        }
+        text += range_text(r);
+        optima += (optima.empty() ? "@" : "x") + std::to_string(r.opt);
+    }
+    return text + optima;
+}
+
+bool is_ranged(const std::vector<DimRange> &dims) {
+    return std::any_of(dims.begin(), dims.end(), [](const DimRange &r) { return r.lo < r.hi; });
+}
+
+std::vector<ProfileProbe> profile_probes(const Graph &g) {
+    bool any = false;
+    InputShapes optimum;
+    for (TensorId t : g.inputs) {
+        optimum[g.tensor(t).name] = g.type(t).shape;
+        any |= is_ranged(g.tensor(t).range);
+    }
+    if (!any) return {};
+    // a size a third into the range, on its steps and odd where they allow, off the optimum
+    // where the range allows: a rule or schedule assuming even or vector-multiple extents shows
+    auto odd = [](const DimRange &r) {
+        int64_t n = (r.hi - r.lo) / r.step, k = n / 3;
+        if ((r.lo + k * r.step) % 2 == 0 && k + 1 <= n && (r.lo + (k + 1) * r.step) % 2) k++;
+        if (r.lo + k * r.step == r.opt && n > 0) k = k + 1 <= n ? k + 1 : k - 1;
+        return r.lo + k * r.step;
+    };
+    std::vector<ProfileProbe> probes = {{"the range's low end", optimum}, {"the range's high end", optimum}, {"an odd size in the range", optimum}};
+    for (TensorId t : g.inputs) {
+        const Tensor &in = g.tensor(t);
+        for (size_t d = 0; d < in.range.size(); d++) {
+            probes[0].shapes[in.name][d] = in.range[d].lo;
+            probes[1].shapes[in.name][d] = in.range[d].hi;
+            probes[2].shapes[in.name][d] = odd(in.range[d]);
+        }
+    }
+    return probes;
+}
+
+Graph shape_skeleton(const Graph &g) {
+    Graph s;
+    s.name = g.name;
+    s.source = g.source;
+    s.nodes = g.nodes;
+    s.inputs = g.inputs;
+    s.outputs = g.outputs;
+    s.tensors.reserve(g.tensors.size());
+    for (const Tensor &t : g.tensors) {
+        // the shape rules read small constants only (Reshape's shape, Resize's scales, indices)
+        bool drop = t.is_initializer && is_float(t.type.dtype) && t.data.size() > 4096;
+        if (!drop) {
+            s.tensors.push_back(t);
+            continue;
+        }
+        Tensor copy;
+        copy.name = t.name;
+        copy.type = t.type;
+        copy.is_initializer = true;
+        copy.producer = t.producer;
+        copy.deferred = DeferredData{};  // no bytes, as a deferred initializer has none
+        s.tensors.push_back(std::move(copy));
+    }
+    return s;
+}
+
+std::vector<TensorType> types_at(const Graph &g, const InputShapes &shapes) {
+    Graph probe = shape_skeleton(g);
+    for (TensorId t : probe.inputs) {
+        auto s = shapes.find(probe.tensor(t).name);
+        if (s != shapes.end()) probe.tensor(t).type.shape = s->second;
+    }
+    infer_types(probe);
+    std::vector<TensorType> types;
+    for (const Tensor &t : probe.tensors) types.push_back(t.type);
+    return types;
+}
+
+void check_profile(const Graph &g, const std::string &stage) {
+    for (const ProfileProbe &p : profile_probes(g)) {
+        std::string at;
+        for (TensorId t : g.inputs) {
+            const Tensor &in = g.tensor(t);
+            if (is_ranged(in.range)) at += (at.empty() ? "" : ", ") + in.name + "=" + shape_to_string(p.shapes.at(in.name));
+        }
+        try {
+            types_at(g, p.shapes);
+        } catch (const UserError &e) {
+            throw UserError(std::string(e.what()) + "\n  (at " + at + ", " + p.what + (stage.empty() ? "" : ", " + stage) +
+                            "): every size of a range must load. A model that takes multiples of some size only needs a "
+                            "step, [LO..HI:STEP]; a constant that fixes a dim the range varies (a Reshape's shape or a "
+                            "Resize's sizes baked in by the exporter) pins it: fix that dim, or load one shape");
+        }
+    }
+}
+
+void check_in_profile(const Tensor &t, const std::vector<int64_t> &shape, const std::string &where) {
+    if (shape == t.type.shape) return;
+    std::string given = shape_to_string(shape);
+    if (t.range.empty()) {
+        throw UserError(where + ": input '" + t.name + "' is given shape " + given + "; the model is loaded for " + to_string(t.type));
+    }
+    std::string profile = " (its profile is " + profile_text(t.range) + ")";
+    if (shape.size() != t.range.size()) {
+        throw UserError(where + ": input '" + t.name + "' is given rank " + std::to_string(shape.size()) + " " + given + "; it has rank " +
+                        std::to_string(t.range.size()) + profile);
+    }
+    for (size_t d = 0; d < shape.size(); d++) {
+        const DimRange &r = t.range[d];
+        if (!r.holds(shape[d])) {
+            std::string allowed = r.lo == r.hi ? "fixed at " + std::to_string(r.lo) : "range " + range_text(r);
+            throw UserError(where + ": input '" + t.name + "' dim " + std::to_string(d) + " is " + std::to_string(shape[d]) + " in " + given +
+                            ", outside its " + allowed + profile);
+        }
+    }
+}
+
+void check_input_shape(const Tensor &t, const std::vector<int64_t> &shape, const std::string &where) {
+    if (shape == t.type.shape) return;
+    check_in_profile(t, shape, where);
+    std::string given = shape_to_string(shape), profile = " (its profile is " + profile_text(t.range) + ")";
+    throw UserError(where + ": input '" + t.name + "' is given " + given + ", inside its range" + profile +
+                    " but not its optimum " + shape_to_string(t.type.shape) +
+                    "; fusor compiles a load for the optimum and runs that shape only (symbolic kernels: docs/dynamic_shapes.md)");
+}
+
+}  // namespace fusor

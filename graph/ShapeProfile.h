@@ -1,0 +1,72 @@
+#pragma once
+/** \file
+ * Input shapes as a user states them: a binding per input (`--shape x=1x3x224x224`) or a profile
+ * in the spirit of a TensorRT optimization profile, a range and an optimum per dim
+ * (`--shape x=1x3x[32..2048]x[32..2048]@640x640`). A load binds every input at its optimum; the
+ * profile says which other sizes the model is meant for. See docs/dynamic_shapes.md. */
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/Graph.h"
+
+namespace fusor {
+
+/** Shapes of graph inputs by name, binding an ONNX model's symbolic or unknown dims (the
+ * optimum, for an input with a profile). A JSON model's inputs must have the shapes given. */
+using InputShapes = std::map<std::string, std::vector<int64_t>>;
+
+/** Ranged inputs by name: one DimRange per dim (a fixed dim has lo == hi == opt). */
+using InputRanges = std::map<std::string, std::vector<DimRange>>;
+
+/** Parses one `NAME=D1xD2x...` binding (a scalar is `NAME=`) into \p shapes. A dim may be a
+ * range `[LO..HI]`; then the text ends in `@O1xO2...`, the optimum of each ranged dim in order,
+ * \p shapes gets the optimum and \p ranges (which must be given) every dim's range. Throws
+ * UserError naming the flag's text when malformed, when a range is empty (LO > HI), when an
+ * optimum lies outside its range, or when an input is bound twice. The name may itself hold '='
+ * (the last one splits). */
+void parse_shape_binding(const std::string &text, InputShapes &shapes, InputRanges *ranges = nullptr);
+
+/** "1x3x[32..2048]x[32..2048]@640x640": the profile as --shape takes it. */
+std::string profile_text(const std::vector<DimRange> &dims);
+
+/** True when some dim of \p dims is a range (lo < hi). */
+bool is_ranged(const std::vector<DimRange> &dims);
+
+/** The bindings a profile is checked at besides its optimum, with what each is: every ranged dim
+ * at its low end, at its high end, and at an odd size inside its range (other inputs at their
+ * optimum). Empty when no input of \p g is ranged. */
+struct ProfileProbe {
+    std::string what;  ///< e.g. "the range's low end"
+    InputShapes shapes;
+};
+std::vector<ProfileProbe> profile_probes(const Graph &g);
+
+/** Type of every tensor of \p g (by TensorId) with the graph inputs named in \p shapes at those
+ * shapes, by the shape rules (graph/Verifier.h, infer_types). Throws UserError naming the node
+ * whose rule refuses the shapes. \p g is not changed; it may be a shape_skeleton. */
+std::vector<TensorType> types_at(const Graph &g, const InputShapes &shapes);
+
+/** \p g without its clusters and the data of its large float constants, which no shape rule
+ * reads: what types_at needs, cheap to copy. */
+Graph shape_skeleton(const Graph &g);
+
+/** Checks that every ranged input of \p g can take every size of its range: the shape rules
+ * accept each profile probe and no tensor passes kMaxElements there. Throws UserError naming the
+ * probe, the input and the node (a Reshape or Resize whose constant pins a dim the range varies,
+ * a tensor too large at the high end). \p stage says what \p g is, e.g. "after the rewrite
+ * passes". */
+void check_profile(const Graph &g, const std::string &stage = "");
+
+/** Checks \p shape against graph input \p t's profile: its own shape passes; another shape needs a
+ * range (Tensor::range) of the same rank that holds every dim. Throws UserError from \p where
+ * naming the input, the dim and the range otherwise. */
+void check_in_profile(const Tensor &t, const std::vector<int64_t> &shape, const std::string &where);
+
+/** check_in_profile for a run: a shape inside the range but not the optimum is refused too,
+ * saying so, since a load runs its optimum only (docs/dynamic_shapes.md). */
+void check_input_shape(const Tensor &t, const std::vector<int64_t> &shape, const std::string &where);
+
+}  // namespace fusor
