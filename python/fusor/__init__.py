@@ -25,7 +25,7 @@ import numpy as _np
 from . import _core
 from ._core import BadInput, Error, __version__, halide_version
 
-__all__ = ["load", "Model", "TensorInfo", "autotune", "compile", "bench", "inspect", "set_process_threads",
+__all__ = ["load", "Model", "TensorInfo", "DimRange", "autotune", "compile", "bench", "inspect", "set_process_threads",
            "host_target", "Error", "BadInput", "__version__", "halide_version"]
 
 # The tuner's workers run this executable (`fusor worker`); it is installed beside the module.
@@ -315,7 +315,7 @@ def _names(tensors):
     return ", ".join(t.name for t in tensors)
 
 
-def _feed(t, value, check):
+def _feed(t, value, check=None):
     """The array to pass for input \\p t: \\p value itself when it is a dense, aligned ndarray of
     the input's dtype and shape; a contiguous copy when it is strided; BadInput otherwise (check:
     the session's check of a shape against t's profile)."""
@@ -325,7 +325,7 @@ def _feed(t, value, check):
     if value.dtype != t.dtype:
         raise BadInput(f"input '{t.name}' is {value.dtype}; the model takes {t.dtype} "
                        f"(convert it with .astype(numpy.{t.dtype.name}))")
-    if value.shape != t.shape and t.profile is not None:
+    if value.shape != t.shape and t.profile is not None and check is not None:
         check(value.shape)  # names the dim outside the range, or says the load runs its optimum only
     if value.shape != t.shape:
         raise BadInput(f"input '{t.name}' has shape {value.shape} (rank {value.ndim}); the model takes {t.shape} "

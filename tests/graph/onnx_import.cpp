@@ -315,6 +315,133 @@ TEST_CASE("onnx import: --shape bindings parse and malformed ones are errors", "
     CHECK_THROWS_WITH(fusor::parse_shape_binding("noequals", s), Contains("expected NAME="));
 }
 
+// ---- shape profiles (graph/ShapeProfile.h) ------------------------------------------------------
+
+TEST_CASE("onnx import: --shape profiles parse ranges, steps and optima, and malformed ones are errors", "[graph][onnx][profile]") {
+    fusor::InputShapes s;
+    fusor::InputRanges r;
+    fusor::parse_shape_binding("x=1x3x[32..2048:32]x[16..64]@640x17", s, &r);
+    CHECK(s["x"] == std::vector<int64_t>{1, 3, 640, 17});
+    REQUIRE(r["x"].size() == 4);
+    CHECK(r["x"][0] == fusor::DimRange{1, 1, 1, 1, ""});
+    CHECK(r["x"][2] == fusor::DimRange{32, 2048, 640, 32, ""});
+    CHECK(r["x"][3] == fusor::DimRange{16, 64, 17, 1, ""});
+    CHECK(fusor::profile_text(r["x"]) == "1x3x[32..2048:32]x[16..64]@640x17");
+    auto bad = [](const std::string &text, const std::string &why) {
+        fusor::InputShapes s2;
+        fusor::InputRanges r2;
+        CHECK_THROWS_WITH(fusor::parse_shape_binding(text, s2, &r2), Contains(why) && Contains("--shape '" + text + "'"));
+    };
+    bad("x=[64..32]@40", "is empty: its low end is above its high end");
+    bad("x=[32..64]@65", "the optimum 65 of dim 0 lies outside its range [32..64]");
+    bad("x=[32..64:32]@48", "lies outside its range [32..64:32]");
+    bad("x=[32..70:32]@32", "ends off its steps");
+    bad("x=[32..64]", "no optimum");
+    bad("x=[32..64]x[1..2]@40", "gives 1 optima for 2 ranged dims");
+    bad("x=1x3@4", "no dim is a range");
+    bad("x=[32..]@40", "is not a range");
+    bad("x=[32..64:0]@40", "STEP >= 1");
+    bad("x=[32..64]@", "nothing follows '@'");
+    CHECK_THROWS_WITH(fusor::parse_shape_binding("x=[32..64]@40", s), Contains("takes no range"));
+}
+
+namespace {
+
+/** x [1, 4, H, W] -> Conv 3x3 stride 2 pad 1 -> MaxPool 2 -> Resize x2 (scales) -> Concat with the
+ * conv's output: its dims agree for H and W that are multiples of 4 only. With \p pin, a Reshape
+ * to a constant shape instead of the Concat, as an exporter that baked the size in writes. */
+Model pyramid(bool pin) {
+    Model m(13);
+    auto *in = m.g().add_input();
+    in->set_name("x");
+    auto *tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(1);
+    tt->mutable_shape()->add_dim()->set_dim_value(4);
+    tt->mutable_shape()->add_dim()->set_dim_param("H");
+    tt->mutable_shape()->add_dim()->set_dim_param("W");
+    m.init("w", {4, 4, 3, 3}, std::vector<float>(144, 0.1f));
+    m.init("scales", {4}, {1, 1, 2, 2});
+    auto &conv = m.node("Conv", {"x", "w"}, {"c"}, "conv");
+    attr_ints(conv, "pads", {1, 1, 1, 1});
+    attr_ints(conv, "strides", {2, 2});
+    auto &pool = m.node("MaxPool", {"c"}, {"p"}, "pool");
+    attr_ints(pool, "kernel_shape", {2, 2});
+    attr_ints(pool, "strides", {2, 2});
+    m.node("Resize", {"p", "", "scales"}, {"u"}, "up");
+    if (pin) {
+        auto *shape = m.g().add_initializer();
+        shape->set_name("shape");
+        shape->set_data_type(onnx::TensorProto::INT64);
+        shape->add_dims(2);
+        for (int64_t v : {4, 32 * 32}) shape->add_int64_data(v);
+        m.node("Reshape", {"u", "shape"}, {"y"}, "flatten");
+    } else {
+        auto &cat = m.node("Concat", {"u", "c"}, {"y"}, "merge");
+        attr_i(cat, "axis", 1);
+    }
+    m.output("y");
+    return m;
+}
+
+Graph import_profile(const Model &m, const std::string &binding) {
+    fusor::OnnxImportOptions o;
+    fusor::parse_shape_binding(binding, o.shapes, &o.ranges);
+    return fusor::parse_onnx(m.bytes(), "test.onnx", ".", o);
+}
+
+}  // namespace
+
+TEST_CASE("onnx import: a profile binds the optimum, and its inputs carry the ranges with the model's dim names", "[graph][onnx][profile]") {
+    Graph g = import_profile(pyramid(false), "x=1x4x[32..256:4]x[8..512:4]@64x96");
+    const fusor::Tensor &x = g.tensor(g.inputs[0]);
+    CHECK(x.type.shape == std::vector<int64_t>{1, 4, 64, 96});
+    REQUIRE(x.range.size() == 4);
+    CHECK(x.range[2] == fusor::DimRange{32, 256, 64, 4, "H"});
+    CHECK(x.range[3] == fusor::DimRange{8, 512, 96, 4, "W"});
+    // the shape rules at another size give what a static load of that size gives
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 4, 32, 8}, {1, 4, 256, 512}, {1, 4, 100, 44}}) {
+        std::vector<TensorType> at = fusor::types_at(g, {{"x", shape}});
+        Graph fixed = import(pyramid(false), {{"x", shape}});
+        CHECK(at[g.outputs[0]] == fixed.type(fixed.outputs[0]));
+    }
+}
+
+TEST_CASE("onnx import: a profile whose sizes do not all load is an error naming the node, the size and the range's end", "[graph][onnx][profile]") {
+    // without a step, a size of 4k + 1 breaks the Concat (the x2 upsample of a floor-halved dim)
+    CHECK_THROWS_WITH(import_profile(pyramid(false), "x=1x4x[33..257]x[32..256:4]@67x64"),
+                      Contains("node 'merge' (Concat)") && Contains("the range's low end") && Contains("needs a step"));
+    // a constant that fixes the size pins every dim the range varies
+    CHECK_THROWS_WITH(import_profile(pyramid(true), "x=1x4x[32..256:4]x[32..256:4]@64x64"),
+                      Contains("node 'flatten' (Reshape)") && Contains("the range's low end") && Contains("x=[1,4,32,32]"));
+    CHECK_NOTHROW(import_profile(pyramid(true), "x=1x4x64x64"));
+    // the high end must stay under the tensor limit
+    CHECK_THROWS_WITH(import_profile(pyramid(false), "x=1x4x[32..65536:4]x[32..65536:4]@64x64"),
+                      Contains("graph input 'x'") && Contains("more than 2147483647") && Contains("the range's high end"));
+    // a range on a dim the model fixes
+    CHECK_THROWS_WITH(import_profile(pyramid(false), "x=1x[1..8]x64x64@4"),
+                      Contains("gives dim 1 a range, but the model fixes it at 4") && Contains("input 'x'"));
+}
+
+TEST_CASE("onnx import: run-time shapes are checked against the profile, naming the input and the dim", "[graph][onnx][profile]") {
+    Graph g = import_profile(pyramid(false), "x=1x4x[32..256:4]x[8..512:4]@64x96");
+    const fusor::Tensor &x = g.tensor(g.inputs[0]);
+    CHECK_NOTHROW(fusor::check_in_profile(x, {1, 4, 64, 96}, "run"));
+    CHECK_NOTHROW(fusor::check_in_profile(x, {1, 4, 256, 8}, "run"));
+    CHECK_THROWS_WITH(fusor::check_in_profile(x, {1, 4, 260, 8}, "run"),
+                      Contains("input 'x' dim 2 is 260") && Contains("outside its range [32..256:4]"));
+    CHECK_THROWS_WITH(fusor::check_in_profile(x, {1, 4, 34, 8}, "run"), Contains("dim 2 is 34"));
+    CHECK_THROWS_WITH(fusor::check_in_profile(x, {1, 3, 32, 8}, "run"), Contains("dim 1 is 3") && Contains("fixed at 4"));
+    CHECK_THROWS_WITH(fusor::check_in_profile(x, {4, 32, 8}, "run"), Contains("rank 3") && Contains("it has rank 4"));
+    // a run takes the optimum only, so far, and says so
+    CHECK_NOTHROW(fusor::check_input_shape(x, {1, 4, 64, 96}, "run"));
+    CHECK_THROWS_WITH(fusor::check_input_shape(x, {1, 4, 32, 8}, "run"), Contains("inside its range") && Contains("not its optimum [1,4,64,96]"));
+    // an input loaded at one shape names that shape
+    Graph fixed = import(pyramid(false), {{"x", {1, 4, 64, 64}}});
+    CHECK_THROWS_WITH(fusor::check_input_shape(fixed.tensor(fixed.inputs[0]), {1, 4, 32, 32}, "run"),
+                      Contains("is given shape [1,4,32,32]; the model is loaded for f32[1,4,64,64]"));
+}
+
 // ---- op-version conversions ---------------------------------------------------------------------
 
 TEST_CASE("onnx import: Clip-6 min and max attributes become inputs", "[graph][onnx]") {

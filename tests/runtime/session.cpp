@@ -231,6 +231,31 @@ TEST_CASE("session: symbolic ONNX dims are bound through SessionOptions::shapes"
     CHECK_THROWS_WITH(s.run({x.data()}, {sizeof(float) * 12}, {small.data()}, {sizeof(float) * 9}), Contains("output 'y'"));
 }
 
+TEST_CASE("session: a profile loads the optimum, gives output shapes over its range and refuses other sizes by name",
+          "[runtime][session][profile]") {
+    TempDir dir;
+    std::string path = symbolic_relu(dir);
+    SessionOptions o;
+    parse_shape_binding("x=[1..16]x3@4", o.shapes, &o.ranges);
+    Session s(path, o);
+    REQUIRE(s.input(0).type.shape == std::vector<int64_t>{4, 3});
+    CHECK(s.input(0).range.at(0) == DimRange{1, 16, 4, 1, "N"});
+    std::vector<float> x = {-1, 2, -3, 4, -5, 6, -7, 8, -9, 10, -11, 12}, y(12, NAN);
+    s.run({x.data()}, {y.data()});
+    CHECK(y == std::vector<float>{0, 2, 0, 4, 0, 6, 0, 8, 0, 10, 0, 12});
+    CHECK(s.output_shapes({{"x", {7, 3}}}) == std::vector<std::vector<int64_t>>{{7, 3}});
+    CHECK(s.output_shapes({}) == std::vector<std::vector<int64_t>>{{4, 3}});
+    CHECK_THROWS_WITH(s.output_shapes({{"x", {17, 3}}}), Contains("input 'x' dim 0 is 17") && Contains("outside its range [1..16]"));
+    CHECK_THROWS_WITH(s.output_shapes({{"z", {1, 3}}}), Contains("no input named 'z'"));
+    // a Halide buffer of another size inside the range: refused, saying the load runs its optimum
+    Halide::Runtime::Buffer<float> in(3, 7), out(3, 7);
+    using Ins = std::vector<const halide_buffer_t *>;
+    using Outs = std::vector<halide_buffer_t *>;
+    CHECK_THROWS_WITH(s.run(Ins{in.raw_buffer()}, Outs{out.raw_buffer()}), Contains("inside its range") && Contains("not its optimum [4,3]"));
+    Halide::Runtime::Buffer<float> big(3, 20);
+    CHECK_THROWS_WITH(s.run(Ins{big.raw_buffer()}, Outs{out.raw_buffer()}), Contains("dim 0 is 20") && Contains("outside its range"));
+}
+
 TEST_CASE("session: a target this machine cannot run is a user error saying which run here", "[runtime][session]") {
     SessionOptions o;
     o.target = host_target().arch == Halide::Target::ARM ? "x86-64-linux" : "arm-64-linux";

@@ -1,0 +1,85 @@
+"""Shape profiles (docs/dynamic_shapes.md): an ONNX model with symbolic H and W loaded with ranges
+and an optimum, from Python and the CLI, against static loads of the same model."""
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import fusor
+from conftest import cli
+
+PROFILE = "1x3x[32..512:8]x[32..512:8]@64x96"
+
+
+def _detector(path):
+    """x [1, 3, H, W] -> Conv 3x3 stride 2 + Relu -> MaxPool 2 -> Resize x2 -> Concat with the conv's
+    output -> Conv 1x1: H and W must be multiples of 4 (the profile's step of 8 keeps them so)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.2).astype(np.float32), n)
+             for n, s in (("w1", (8, 3, 3, 3)), ("w2", (4, 16, 1, 1)))]
+    inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"))
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Resize", ["p", "", "scales"], ["u"], mode="nearest"),
+             helper.make_node("Concat", ["u", "r"], ["cat"], axis=1),
+             helper.make_node("Conv", ["cat", "w2"], ["y"])]
+    graph = helper.make_graph(nodes, "detector", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def detector(tmp_path_factory):
+    return _detector(tmp_path_factory.mktemp("profiles") / "detector.onnx")
+
+
+def test_a_profile_loads_its_optimum_and_names_its_dims(detector):
+    m = fusor.load(detector, shapes={"x": PROFILE}, threads=1)
+    (x,) = m.inputs
+    assert x.shape == (1, 3, 64, 96)
+    assert x.profile == (fusor.DimRange("", 1, 1, 1), fusor.DimRange("", 3, 3, 3),
+                         fusor.DimRange("H", 32, 512, 64, 8), fusor.DimRange("W", 32, 512, 96, 8))
+    a = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
+    static = fusor.load(detector, shapes={"x": (1, 3, 64, 96)}, threads=1)
+    np.testing.assert_array_equal(m.run({"x": a})["y"], static.run({"x": a})["y"])
+
+
+def test_output_shapes_over_the_range_are_those_of_static_loads(detector):
+    m = fusor.load(detector, shapes={"x": PROFILE}, threads=1)
+    for h, w in ((32, 32), (512, 512), (200, 48)):
+        static = fusor.load(detector, shapes={"x": (1, 3, h, w)}, threads=1)
+        assert m.output_shapes({"x": (1, 3, h, w)}) == {"y": static.outputs[0].shape}
+
+
+def test_sizes_off_the_profile_are_bad_input_naming_the_dim(detector):
+    m = fusor.load(detector, shapes={"x": PROFILE}, threads=1)
+    with pytest.raises(fusor.BadInput, match=r"input 'x' dim 2 is 36 .* outside its range \[32\.\.512:8\]"):
+        m.run({"x": np.zeros((1, 3, 36, 96), np.float32)})
+    with pytest.raises(fusor.BadInput, match=r"dim 3 is 1024"):
+        m.output_shapes({"x": (1, 3, 64, 1024)})
+    with pytest.raises(fusor.BadInput, match=r"inside its range .* not its optimum \[1,3,64,96\]"):
+        m.run({"x": np.zeros((1, 3, 32, 32), np.float32)})
+    with pytest.raises(fusor.BadInput, match=r"shapes\['x'\]"):
+        m.output_shapes({"x": (1, 3, -1, 32)})
+
+
+def test_the_cli_takes_profiles_and_refuses_sizes_outside_them(detector, tmp_path):
+    inspect = json.loads(cli("inspect", detector, "--shape", "x=" + PROFILE, "--json").stdout)
+    assert inspect["inputs"][0]["profile"] == PROFILE
+    assert inspect["outputs"][0]["shape_low"] == [1, 4, 16, 16]
+    assert inspect["outputs"][0]["shape_high"] == [1, 4, 256, 256]
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 520, 96), np.float32))
+    run = cli("run", detector, "--shape", "x=" + PROFILE, "--input", f"x={tmp_path / 'x.npy'}", check=False)
+    assert run.returncode == 2 and "dim 2 is 520" in run.stderr and "x.npy" in run.stderr
+    # without a step, the low end 33 breaks the Concat: the load names the node and the size
+    load = cli("inspect", detector, "--shape", "x=1x3x[33..512]x[32..512:8]@64x96", check=False)
+    assert load.returncode == 2 and "(Concat)" in load.stderr and "the range's low end" in load.stderr
+    # a command that binds one shape says so
+    compiled = cli("compile", detector, "--shape", "x=" + PROFILE, "--out", str(tmp_path / "lib"), check=False)
+    assert compiled.returncode == 2 and "takes no range" in compiled.stderr
