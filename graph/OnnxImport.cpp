@@ -37,6 +37,36 @@ namespace fusor {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+/** Where each ONNX dim name (dim_param) occurs among the graph inputs: "input 'x' dim 2" and the
+ * sizes it is given there (a fixed size as lo == hi == opt). */
+using NamedDims = std::map<std::string, std::vector<std::pair<std::string, DimRange>>>;
+
+void note_named_dims(const onnx::TypeProto_Tensor &tt, const Tensor &input, NamedDims &named) {
+    for (int d = 0; tt.has_shape() && d < tt.shape().dim_size() && d < input.type.rank(); d++) {
+        const std::string &name = tt.shape().dim(d).dim_param();
+        if (name.empty()) continue;
+        int64_t v = input.type.shape[d];
+        DimRange r = input.range.empty() ? DimRange{v, v, v, 1, name} : input.range[d];
+        named[name].push_back({"input '" + input.name + "' dim " + std::to_string(d), r});
+    }
+}
+
+/** A dim name the model gives several inputs is one size: their bindings (or profiles) must agree;
+ * else a UserError from \p file naming both. */
+void check_named_dims(const NamedDims &named, const std::string &file) {
+    for (const auto &[name, uses] : named) {
+        for (const auto &[where, r] : uses) {
+            if (r == uses.front().second) continue;
+            throw UserError(file + ": " + uses.front().first + " and " + where + " share the dim name '" + name + "' but are bound to " +
+                            profile_text({uses.front().second}) + " and " + profile_text({r}) + "; give them the same size or range");
+        }
+    }
+}
+
+}  // namespace
+
 namespace onnx_detail {
 
 const char *onnx_dtype_name(int code) {
@@ -635,6 +665,7 @@ Graph Importer::import_model(onnx::ModelProto &m) {
     }
     std::vector<std::string> unbound;
     std::set<std::string> bound_used;
+    NamedDims named_dims;
     for (const onnx::ValueInfoProto &in : graph.input()) {
         std::string where = file_ + ": input '" + in.name() + "'";
         if (inits.count(in.name()) && overridable && !frozen.count(in.name())) {
@@ -692,10 +723,12 @@ Graph Importer::import_model(onnx::ModelProto &m) {
             std::vector<DimRange> &range = g_.tensor(id).range = r->second;
             for (int d = 0; tt.has_shape() && d < tt.shape().dim_size() && d < (int)range.size(); d++) range[d].name = tt.shape().dim(d).dim_param();
         }
+        note_named_dims(tt, g_.tensor(id), named_dims);
         g_.inputs.push_back(id);
         define(in.name(), "input '" + in.name() + "'");
         bind(in.name(), id);
     }
+    check_named_dims(named_dims, file_);
     if (!unbound.empty()) {
         std::string list;
         for (const std::string &u : unbound) list += (list.empty() ? "" : ", ") + u;

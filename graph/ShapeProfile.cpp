@@ -230,6 +230,24 @@ void check_in_profile(const Tensor &t, const std::vector<int64_t> &shape, const 
     }
 }
 
+void check_shared_dims(const Graph &g, const InputShapes &shapes, const std::string &where) {
+    std::map<std::string, std::pair<std::string, int64_t>> seen;  // dim name -> (where, size)
+    for (TensorId id : g.inputs) {
+        const Tensor &t = g.tensor(id);
+        auto given = shapes.find(t.name);
+        const std::vector<int64_t> &shape = given == shapes.end() ? t.type.shape : given->second;
+        for (size_t d = 0; d < t.range.size() && d < shape.size(); d++) {
+            if (t.range[d].name.empty()) continue;
+            std::string here = "input '" + t.name + "' dim " + std::to_string(d);
+            auto [it, fresh] = seen.insert({t.range[d].name, {here, shape[d]}});
+            if (!fresh && it->second.second != shape[d]) {
+                throw UserError(where + ": " + it->second.first + " is " + std::to_string(it->second.second) + " but " + here + " is " +
+                                std::to_string(shape[d]) + "; both are the model's dim '" + t.range[d].name + "', one size");
+            }
+        }
+    }
+}
+
 void check_input_shape(const Tensor &t, const std::vector<int64_t> &shape, const std::string &where) {
     if (shape == t.type.shape) return;
     check_in_profile(t, shape, where);

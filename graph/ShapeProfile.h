@@ -65,6 +65,10 @@ void check_profile(const Graph &g, const std::string &stage = "");
  * naming the input, the dim and the range otherwise. */
 void check_in_profile(const Tensor &t, const std::vector<int64_t> &shape, const std::string &where);
 
+/** Inputs of \p g at \p shapes (the others at their own): dims of one name (DimRange::name) must
+ * have one size; else a UserError from \p where naming both. */
+void check_shared_dims(const Graph &g, const InputShapes &shapes, const std::string &where);
+
 /** check_in_profile for a run: a shape inside the range but not the optimum is refused too,
  * saying so, since a load runs its optimum only (docs/dynamic_shapes.md). */
 void check_input_shape(const Tensor &t, const std::vector<int64_t> &shape, const std::string &where);

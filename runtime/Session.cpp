@@ -101,6 +101,7 @@ size_t Session::output_index(const std::string &name) const {
 
 std::vector<std::vector<int64_t>> Session::output_shapes(const InputShapes &shapes) const {
     for (const auto &[name, shape] : shapes) check_in_profile(input(input_index(name)), shape, "output_shapes");
+    check_shared_dims(graph(), shapes, "output_shapes");
     if (!skeleton_) skeleton_ = shape_skeleton(graph());
     std::vector<TensorType> types = types_at(*skeleton_, shapes);
     std::vector<std::vector<int64_t>> out;

@@ -423,6 +423,27 @@ TEST_CASE("onnx import: a profile whose sizes do not all load is an error naming
                       Contains("gives dim 1 a range, but the model fixes it at 4") && Contains("input 'x'"));
 }
 
+TEST_CASE("onnx import: inputs that share a dim name are bound to one size or one range", "[graph][onnx][profile]") {
+    Model m(13);
+    m.input("x", {-1, 3});  // -1: the dim named "N"
+    m.input("mask", {-1, 3});
+    m.node("Add", {"x", "mask"}, {"y"});
+    m.output("y");
+    auto load = [&](const std::string &x, const std::string &mask) {
+        fusor::OnnxImportOptions o;
+        fusor::parse_shape_binding(x, o.shapes, &o.ranges);
+        fusor::parse_shape_binding(mask, o.shapes, &o.ranges);
+        return fusor::parse_onnx(m.bytes(), "test.onnx", ".", o);
+    };
+    CHECK_THROWS_WITH(load("x=[1..8]x3@4", "mask=4x3"),
+                      Contains("input 'x' dim 0 and input 'mask' dim 0 share the dim name 'N'") && Contains("[1..8]@4 and 4"));
+    CHECK_THROWS_WITH(load("x=5x3", "mask=4x3"), Contains("share the dim name 'N'") && Contains("5 and 4"));
+    Graph g = load("x=[1..8]x3@4", "mask=[1..8]x3@4");
+    CHECK_NOTHROW(fusor::check_shared_dims(g, {{"x", {6, 3}}, {"mask", {6, 3}}}, "run"));
+    CHECK_THROWS_WITH(fusor::check_shared_dims(g, {{"x", {6, 3}}}, "run"),
+                      Contains("input 'x' dim 0 is 6 but input 'mask' dim 0 is 4") && Contains("dim 'N'"));
+}
+
 TEST_CASE("onnx import: run-time shapes are checked against the profile, naming the input and the dim", "[graph][onnx][profile]") {
     Graph g = import_profile(pyramid(false), "x=1x4x[32..256:4]x[8..512:4]@64x96");
     const fusor::Tensor &x = g.tensor(g.inputs[0]);
