@@ -88,13 +88,14 @@ bool convs_1d_as_2d(Graph &g) {
         std::string xname = g.tensor(x).name, yname = g.tensor(y).name;
         TensorType wt = g.type(w);
         TensorId x4 = add_tensor(g, xname + "_2d");
-        add_node(g, OpKind::Reshape, n.name + "_to_2d", {x, shape_constant(g, n.name + "_shape_2d", with_unit_height(g.type(x).shape))}, {x4});
+        // 0 copies a dim and -1 takes the rest: the Reshapes hold for every N and length (a profile's sizes)
+        add_node(g, OpKind::Reshape, n.name + "_to_2d", {x, shape_constant(g, n.name + "_shape_2d", {0, 0, 1, -1})}, {x4});
         // [M, C/g, K] and [M, C/g, 1, K] share their bytes
         std::vector<TensorId> ins = {x4, add_rearranged_initializer(g, w, g.tensor(w).name + "_2d", with_unit_height(wt.shape), {})};
         if (n.inputs.size() >= 3) ins.push_back(n.inputs[2]);
         TensorId y4 = add_tensor(g, yname + "_2d");
         add_node(g, OpKind::Conv, n.name + "_2d", ins, {y4}, attrs_2d(n.attrs));
-        add_node(g, OpKind::Reshape, n.name + "_from_2d", {y4, shape_constant(g, n.name + "_shape_1d", g.type(y).shape)}, {y});
+        add_node(g, OpKind::Reshape, n.name + "_from_2d", {y4, shape_constant(g, n.name + "_shape_1d", {0, 0, -1})}, {y});
         count_event("conv-1d-as-2d");
     }
     if (convs.empty()) return false;

@@ -191,22 +191,34 @@ std::vector<TensorType> types_at(const Graph &g, const InputShapes &shapes) {
     return types;
 }
 
-void check_profile(const Graph &g, const std::string &stage) {
+ProbeOutputs check_profile(const Graph &g, const std::string &stage, const ProbeOutputs &expect) {
+    ProbeOutputs outputs;
     for (const ProfileProbe &p : profile_probes(g)) {
         std::string at;
         for (TensorId t : g.inputs) {
             const Tensor &in = g.tensor(t);
             if (is_ranged(in.range)) at += (at.empty() ? "" : ", ") + in.name + "=" + shape_to_string(p.shapes.at(in.name));
         }
+        std::vector<TensorType> types;
         try {
-            types_at(g, p.shapes);
+            types = types_at(g, p.shapes);
         } catch (const UserError &e) {
             throw UserError(std::string(e.what()) + "\n  (at " + at + ", " + p.what + (stage.empty() ? "" : ", " + stage) +
                             "): every size of a range must load. A model that takes multiples of some size only needs a "
                             "step, [LO..HI:STEP]; a constant that fixes a dim the range varies (a Reshape's shape or a "
                             "Resize's sizes baked in by the exporter) pins it: fix that dim, or load one shape");
         }
+        outputs.emplace_back();
+        for (TensorId t : g.outputs) outputs.back().push_back(types[t]);
+        size_t i = outputs.size() - 1;
+        for (size_t o = 0; i < expect.size() && o < g.outputs.size() && o < expect[i].size(); o++) {
+            if (expect[i][o] == outputs[i][o]) continue;
+            throw UserError(g.source + ": output '" + g.tensor(g.outputs[o]).name + "' is " + to_string(outputs[i][o]) + " at " + at + " (" +
+                            p.what + ") " + stage + ", but the model gives " + to_string(expect[i][o]) +
+                            ": a rewrite that holds at the optimum only; load with --no-optimize, or at one shape");
+        }
     }
+    return outputs;
 }
 
 void check_in_profile(const Tensor &t, const std::vector<int64_t> &shape, const std::string &where) {

@@ -53,12 +53,17 @@ std::vector<TensorType> types_at(const Graph &g, const InputShapes &shapes);
  * reads: what types_at needs, cheap to copy. */
 Graph shape_skeleton(const Graph &g);
 
+/** Output types of \p g at each of its profile probes, in profile_probes' order. */
+using ProbeOutputs = std::vector<std::vector<TensorType>>;
+
 /** Checks that every ranged input of \p g can take every size of its range: the shape rules
  * accept each profile probe and no tensor passes kMaxElements there. Throws UserError naming the
  * probe, the input and the node (a Reshape or Resize whose constant pins a dim the range varies,
  * a tensor too large at the high end). \p stage says what \p g is, e.g. "after the rewrite
- * passes". */
-void check_profile(const Graph &g, const std::string &stage = "");
+ * passes". Returns the outputs' types at the probes; with \p expect (that result for the graph
+ * before a rewrite), they must equal it: a UserError naming the output and the probe otherwise
+ * (a rewrite that held at the optimum only). */
+ProbeOutputs check_profile(const Graph &g, const std::string &stage = "", const ProbeOutputs &expect = {});
 
 /** Checks \p shape against graph input \p t's profile: its own shape passes; another shape needs a
  * range (Tensor::range) of the same rank that holds every dim. Throws UserError from \p where

@@ -17,11 +17,12 @@ Graph load_optimized_model(const std::string &path, const SessionOptions &o, std
     if (!layout) throw UserError("layout is '" + o.layout + "'; expected auto, nchw or nhwc");
     Graph g = load_model(path, &cached_constant_evaluator(), o.shapes, data, o.ranges);
     if (!o.optimize) return g;
+    ProbeOutputs loaded = check_profile(g);
     OptimizeOptions oo;
     oo.evaluator = &cached_constant_evaluator();
     oo.layout = *layout;
     std::vector<PassReport> r = optimize_graph(g, oo);
-    check_profile(g, "after the rewrite passes");
+    check_profile(g, "after the rewrite passes", loaded);
     if (reports) *reports = std::move(r);
     return g;
 }
@@ -174,7 +175,7 @@ void check_buffer(const char *role, const Tensor &t, const halide_buffer_t *b) {
             shape += (shape.empty() ? "" : "x") + std::to_string(b->dim[d].extent);
             dims.push_back(b->dim[d].extent);
         }
-        if (std::string(role) == "input" && Halide::Type(b->type) == want) check_input_shape(t, dims, "run");
+        if (std::string(role) == "input" && Halide::Type(b->type) == want && !t.range.empty()) check_input_shape(t, dims, "run");
         throw UserError(std::string("run: ") + role + " '" + t.name + "' is " + to_string(t.type) + " (dense); the buffer given is " +
                         Halide::type_to_c_type(Halide::Type(b->type), false) + " " + (shape.empty() ? "scalar" : shape) +
                         " (or not dense)");

@@ -201,7 +201,7 @@ namespace {
 /** \p a, read from \p where for \p role \p t (e.g. "graph input"), when it holds t's dtype and
  * shape; UserError naming both otherwise. */
 NpyArray of_type(NpyArray a, const Tensor &t, const std::string &where, const std::string &role) {
-    if (a.type.dtype == t.type.dtype && role == "graph input") check_input_shape(t, a.type.shape, where);
+    if (a.type.dtype == t.type.dtype && role == "graph input" && !t.range.empty()) check_input_shape(t, a.type.shape, where);
     if (a.type != t.type) throw UserError(where + ": holds " + to_string(a.type) + " but " + role + " '" + t.name + "' is " + to_string(t.type));
     return a;
 }

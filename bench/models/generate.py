@@ -20,6 +20,12 @@ Families (float32, NCHW, batch 1, opset 17, input "input", output "output"):
                 MLP with torch's Erf-form Gelu); 224x224
   small_cnn     a text-direction-classifier-like net under 0.1 GFLOP (Softmax output); 1x3x48x192
   mobilenet_v2  torchvision, width 1.0, ReLU6 as Clip(0, 6); 224x224
+  crnn          a CRNN-style text-line recognizer: strided conv-bn-relu stages to height 1, Squeeze,
+                Transpose, Linear, Softmax over 97 classes; 1x3x32x320 (W free under --dynamic)
+  speech        a QuartzNet-like 1-D conv speech model: Conv1d stem, depthwise k=11 + pointwise
+                blocks with residual Adds, LogSoftmax over 29 classes; 1x80x400 mel frames (T free)
+  transformer   a pre-LN transformer encoder (4 blocks, dim 256, 4 heads) on 1x128x256 embeddings,
+                its Reshapes saying -1 for the token count (T free)
 
 As the exporter writes them: node names from the module path ("/layer1/layer1.0/conv1/Conv"; a
 module run twice gets "_1"), outputs "<node>_output_0", BatchNorm folded into the Conv before it
@@ -29,9 +35,11 @@ Gemm(transB=1), scalars as Constant nodes, Reshape shapes as int64 initializers,
 as Resize (nearest, scales input, roi "", asymmetric, floor).
 
 --size HxW sets the input size of every chosen family (multiples of 32; of 16 for the ViTs,
-whose position embedding is sized to match). --dynamic declares the input's batch and spatial
-dims symbolic (N, H, W) and shapes.tsv then binds them (input=1x3x640x640); the ViTs stay static
-(their position embedding fixes the token count), with '-'.
+whose position embedding is sized to match; of 4 for crnn's W; 1xT for speech and transformer).
+--dynamic declares the input's batch and spatial dims symbolic (N, H, W; crnn's W; the sequence
+models' T) and shapes.tsv then binds them (input=1x3x640x640); the ViTs stay static (their
+position embedding fixes the token count), with '-'. Such a model loads with a shape profile
+(docs/dynamic_shapes.md), e.g. --shape 'input=1x3x32x[32..1280:4]@320' for crnn.
 
 The weights are random and the files are never committed: the same seed gives byte-identical
 files. Weights are He-initialized from numpy's RandomState(seed); the builder runs every op in
@@ -59,6 +67,9 @@ OPSET = 17
 # ---- numpy reference of each op used, for the calibration pass ---------------------------------
 
 def _conv(x, w, b, group, pads, strides, **_):
+    if x.ndim == 3:  # Conv1d as a Conv2d of height 1
+        y = _conv(x[:, :, None], w[:, :, None], b, group, [0, pads[0], 0, pads[1]], [1, strides[0]])
+        return y[:, :, 0]
     n, cg, kh, kw = x.shape[0], w.shape[1], w.shape[2], w.shape[3]
     x = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
     ho, wo = (x.shape[2] - kh) // strides[0] + 1, (x.shape[3] - kw) // strides[1] + 1
@@ -111,6 +122,7 @@ EVAL = {
     "Transpose": lambda x, perm: x.transpose(perm),
     "Split": lambda x, split, axis: np.split(x, np.cumsum(split)[:-1], axis),
     "Squeeze": lambda x, axes: x.squeeze(tuple(axes)),
+    "LogSoftmax": lambda x, axis: np.log(_softmax(x, axis)),
     "Gather": lambda x, i, axis: np.take(x, i, axis),
 }
 
@@ -186,18 +198,23 @@ class GraphBuilder:
     def normal(self, shape, std):
         return (self.rng.standard_normal(shape) * std).astype(np.float32)
 
-    def model(self, family, x, y, doc, dynamic):
-        """The ModelProto, checked; y's output is renamed "output"; dynamic makes N, H, W symbolic."""
+    def model(self, family, x, y, doc, dims):
+        """The ModelProto, checked; y's output is renamed "output"; dims: the input's symbolic dims
+        (index -> name), or None. An output dim is named as the input's where an image family's
+        output keeps the input's H and W; the other families' outputs have a name per dim."""
+        dynamic = dims is not None
         for node in self.nodes:
             node.input[:] = ["output" if i == y.name else i for i in node.input]
             node.output[:] = ["output" if o == y.name else o for o in node.output]
 
-        def value_info(name, shape):  # the batch dim, and H and W where they are the input's, symbolic
-            sym = {0: "N"} | ({2: "H", 3: "W"} if len(shape) == 4 and shape[2:] == x.shape[2:] else {})
-            dims = [sym.get(i, d) for i, d in enumerate(shape)] if dynamic else shape
-            return helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+        def value_info(name, shape, sym):
+            return helper.make_tensor_value_info(name, TensorProto.FLOAT, [sym.get(i, d) for i, d in enumerate(shape)] if dynamic else shape)
 
-        graph = helper.make_graph(self.nodes, family, [value_info(x.name, x.shape)], [value_info("output", y.shape)], self.initializers)
+        if dims == IMAGE_DIMS:  # the batch dim, and H and W where they are the input's
+            out = value_info("output", y.shape, {0: "N"} | ({2: "H", 3: "W"} if len(y.shape) == 4 and y.shape[2:] == x.shape[2:] else {}))
+        else:
+            out = value_info("output", y.shape, {i: f"output_{i}" for i in range(len(y.shape))})  # left to shape inference
+        graph = helper.make_graph(self.nodes, family, [value_info(x.name, x.shape, dims or {})], [out], self.initializers)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="fusor bench/models/generate.py",
                                   doc_string=doc)
         onnx.checker.check_model(model)
@@ -226,21 +243,24 @@ def conv(b, x, cout, k, stride=1, groups=1, pad=None, gamma=1.0, folded=True, bi
     conv's per-channel mean and std on the calibration input as its running statistics
     (onnx::Conv_N initializers). Otherwise the module's own weight and bias (~bias), scaled so
     that the output's E[y^2] is about 1."""
-    cin = x.shape[1]
+    cin, sd = x.shape[1], len(x.shape) - 2  # sd spatial dims: 1 (Conv1d) or 2
     pad = k // 2 if pad is None else pad
-    fan_in = cin // groups * k * k
-    attrs = dict(dilations=[1, 1], group=groups, kernel_shape=[k, k], pads=[pad] * 4, strides=[stride, stride])
+    strides = list(stride) if isinstance(stride, tuple) else [stride] * sd
+    fan_in = cin // groups * k ** sd
+    attrs = dict(dilations=[1] * sd, group=groups, kernel_shape=[k] * sd, pads=[pad] * 2 * sd, strides=strides)
+    kernel = (cout, cin // groups) + (k,) * sd
+    axes, per_channel = (0,) + tuple(range(2, 2 + sd)), (slice(None),) + (None,) * sd
     data = None
     if folded:
-        w = b.normal((cout, cin // groups, k, k), math.sqrt(2 / fan_in))
+        w = b.normal(kernel, math.sqrt(2 / fan_in))
         raw = _conv(x.data, w, np.zeros(cout), **attrs)
-        mean, std = round4(raw.mean((0, 2, 3))), round4(raw.std((0, 2, 3)) + 1e-5)
+        mean, std = round4(raw.mean(axes)), round4(raw.std(axes) + 1e-5)
         scale = (gamma * (1 + b.normal((cout,), 0.1))) / std
-        wv = b.folded("Conv", (w * scale[:, None, None, None]).astype(np.float32))
+        wv = b.folded("Conv", (w * scale[(slice(None),) + (None,) * (sd + 1)]).astype(np.float32))
         bv = b.folded("Conv", (b.normal((cout,), 0.1) - mean * scale).astype(np.float32))
-        data = raw * scale[:, None, None] + bv.data[:, None, None]
+        data = raw * scale[per_channel] + bv.data[per_channel]
     else:
-        wv = b.param("weight", b.normal((cout, cin // groups, k, k), 1 / math.sqrt(fan_in) / rms(x)))
+        wv = b.param("weight", b.normal(kernel, 1 / math.sqrt(fan_in) / rms(x)))
         bv = b.param("bias", b.normal((cout,), 0.02) + np.float32(bias))
     y = b.op("Conv", [x, wv, bv], data=data, **attrs)
     b.flops += 2 * y.data.size * fan_in
@@ -422,10 +442,12 @@ def layer_norm(b, x):
                 axis=-1, epsilon=1e-6)
 
 
-def attention(b, x, heads):
+def attention(b, x, heads, free_tokens=False):
     """timm's Attention: qkv Linear, Reshape, Transpose, Split + Squeeze into q, k, v (unbind),
-    q * scale, q @ k^T, Softmax, @ v, Transpose, Reshape, proj Linear."""
+    q * scale, q @ k^T, Softmax, @ v, Transpose, Reshape, proj Linear. free_tokens: the Reshapes
+    say -1 for the token count (x.reshape(B, -1, ...)), so the model runs at any length."""
     n, t, d = x.shape
+    t = -1 if free_tokens else t
     with b.module("qkv"):
         qkv = linear(b, x, 3 * d)
     qkv = b.op("Transpose", [reshape(b, qkv, (n, t, 3, heads, d // heads))], perm=[2, 0, 3, 1, 4])
@@ -445,12 +467,12 @@ def gelu(b, x):
     return b.op("Mul", [b.op("Mul", [x, e]), b.constant(np.float32(0.5))])
 
 
-def transformer_block(b, x, heads):
+def transformer_block(b, x, heads, free_tokens=False):
     """Pre-LN: x + attn(norm1(x)), then x + mlp(norm2(x)) with a 4x MLP."""
     with b.module("norm1"):
         y = layer_norm(b, x)
     with b.module("attn"):
-        x = b.op("Add", [x, attention(b, y, heads)])
+        x = b.op("Add", [x, attention(b, y, heads, free_tokens)])
     with b.module("norm2"):
         y = layer_norm(b, x)
     with b.module("mlp"):
@@ -630,31 +652,80 @@ def mobilenet_v2(b, x):
         return classifier(b, x, 1000)
 
 
-# family -> (builder, default input H x W, size multiple, symbolic dims allowed)
+def crnn(b, x, classes=97):
+    """A CRNN-style text-line recognizer on 1x3x32xW: strided conv-bn-relu stages that take H to 1
+    and W to W/4, Squeeze of H, the sequence as [N, T, C], a Linear to the classes, Softmax."""
+    for i, (cout, stride) in enumerate([(32, 2), (64, (2, 1)), (128, 2), (256, (2, 1)), (256, (2, 1))]):
+        with b.module(f"conv{i + 1}"):
+            x = conv_bn_act(b, x, cout, 3, stride)
+    x = b.op("Squeeze", [x, b.constant(np.array([2], np.int64))])
+    x = b.op("Transpose", [x], perm=[0, 2, 1])
+    with b.module("fc"):
+        x = linear(b, x, classes)
+    return b.op("Softmax", [x], axis=-1)
+
+
+def speech(b, x, classes=29, width=256):
+    """A QuartzNet-like 1-D conv speech model on 1x80xT mel frames: a stride-2 Conv1d, five blocks of
+    depthwise k=11 + pointwise Conv1d (BatchNorm folded), ReLU and a residual Add, a 1x1 Conv1d to
+    the classes, [N, T/2, classes] by Transpose, LogSoftmax."""
+    with b.module("stem"):
+        x = conv_bn_act(b, x, width, 5, 2)
+    for i in range(5):
+        with b.module(f"block{i + 1}"):
+            with b.module("dw"):
+                y = conv(b, x, width, 11, groups=width)
+            with b.module("pw"):
+                y = conv(b, y, width, 1, gamma=0.5)
+            x = act(b, b.op("Add", [x, y]), "relu")
+    with b.module("head"):
+        x = conv(b, x, classes, 1, folded=False)
+    return b.op("LogSoftmax", [b.op("Transpose", [x], perm=[0, 2, 1])], axis=-1)
+
+
+def transformer(b, x, heads=4, depth=4):
+    """A pre-LN transformer encoder on 1xTx256 embeddings: blocks as the ViTs' with -1 for the
+    token count in every Reshape, and a final LayerNorm."""
+    with b.module("blocks"):
+        for i in range(depth):
+            with b.module(i):
+                x = transformer_block(b, x, heads, free_tokens=True)
+    with b.module("norm"):
+        return layer_norm(b, x)
+
+
+IMAGE_DIMS = {0: "N", 2: "H", 3: "W"}
+
+# family -> (builder, default input H x W, size multiple, the input's symbolic dims under --dynamic
+# (None: none, the family stays static), its input shape for H x W)
 FAMILIES = {
-    "dbnet_mv3": (lambda b, x: dbnet(b, x, "mv3"), (640, 640), 32, True),
-    "dbnet_lcnet": (lambda b, x: dbnet(b, x, "lcnet"), (640, 640), 32, True),
-    "resnet18": (lambda b, x: resnet(b, x, [2, 2, 2, 2]), (224, 224), 32, True),
-    "resnet34": (lambda b, x: resnet(b, x, [3, 4, 6, 3]), (224, 224), 32, True),
-    "vit_tiny": (lambda b, x: vit(b, x, 192, 3), (224, 224), 16, False),
-    "vit_small": (lambda b, x: vit(b, x, 384, 6), (224, 224), 16, False),
-    "small_cnn": (small_cnn, (48, 192), 16, True),
-    "mobilenet_v2": (mobilenet_v2, (224, 224), 32, True),
+    "dbnet_mv3": (lambda b, x: dbnet(b, x, "mv3"), (640, 640), 32, IMAGE_DIMS, None),
+    "dbnet_lcnet": (lambda b, x: dbnet(b, x, "lcnet"), (640, 640), 32, IMAGE_DIMS, None),
+    "resnet18": (lambda b, x: resnet(b, x, [2, 2, 2, 2]), (224, 224), 32, IMAGE_DIMS, None),
+    "resnet34": (lambda b, x: resnet(b, x, [3, 4, 6, 3]), (224, 224), 32, IMAGE_DIMS, None),
+    "vit_tiny": (lambda b, x: vit(b, x, 192, 3), (224, 224), 16, None, None),
+    "vit_small": (lambda b, x: vit(b, x, 384, 6), (224, 224), 16, None, None),
+    "small_cnn": (small_cnn, (48, 192), 16, IMAGE_DIMS, None),
+    "mobilenet_v2": (mobilenet_v2, (224, 224), 32, IMAGE_DIMS, None),
+    "crnn": (crnn, (32, 320), 4, {3: "W"}, None),
+    "speech": (speech, (1, 400), 2, {2: "T"}, lambda h, w: (1, 80, w)),
+    "transformer": (transformer, (1, 128), 1, {1: "T"}, lambda h, w: (1, w, 256)),
 }
 
 
 def build(family, seed, size=None, dynamic=False):
     """(model, shapes.tsv binding or '-', GraphBuilder) of one family."""
-    fn, default, multiple, symbolic = FAMILIES[family]
+    fn, default, multiple, symbolic, input_shape = FAMILIES[family]
     h, w = size or default
-    if h % multiple or w % multiple:
-        raise ValueError(f"{family}: --size {h}x{w}: H and W must be multiples of {multiple}")
+    if (h % multiple and not input_shape) or w % multiple or (input_shape and h != 1):
+        raise ValueError(f"{family}: --size {h}x{w}: " + (f"H must be 1 and W (the length) a multiple of {multiple}" if input_shape
+                                                            else f"H and W must be multiples of {multiple}"))
     b = GraphBuilder(seed)
-    x = b.input("input", (1, 3, h, w))
+    x = b.input("input", input_shape(h, w) if input_shape else (1, 3, h, w))
     y = fn(b, x)
-    dynamic = dynamic and symbolic
+    dims = symbolic if dynamic else None
     doc = f"{family}, random weights (bench/models/generate.py --seed {seed}): not a trained model"
-    return b.model(family, x, y, doc, dynamic), ("input=" + "x".join(map(str, x.shape)) if dynamic else "-"), b
+    return b.model(family, x, y, doc, dims), ("input=" + "x".join(map(str, x.shape)) if dims else "-"), b
 
 
 def main():

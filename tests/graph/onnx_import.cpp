@@ -418,6 +418,17 @@ TEST_CASE("onnx import: a profile whose sizes do not all load is an error naming
     // the high end must stay under the tensor limit
     CHECK_THROWS_WITH(import_profile(pyramid(false), "x=1x4x[32..65536:4]x[32..65536:4]@64x64"),
                       Contains("graph input 'x'") && Contains("more than 2147483647") && Contains("the range's high end"));
+    // a rewrite must keep the outputs' shapes at every probe (what a pass that held at the
+    // optimum only would break): check_profile compares with the graph before it
+    Graph g = import_profile(pyramid(false), "x=1x4x[32..256:4]x[32..256:4]@64x64");
+    fusor::ProbeOutputs before = fusor::check_profile(g);
+    REQUIRE(before.size() == 3);
+    CHECK(before[0][0].shape == std::vector<int64_t>{1, 8, 16, 16});
+    CHECK(before[1][0].shape == std::vector<int64_t>{1, 8, 128, 128});
+    CHECK_NOTHROW(fusor::check_profile(g, "after a rewrite", before));
+    before[1][0].shape[2] = 32;
+    CHECK_THROWS_WITH(fusor::check_profile(g, "after a rewrite", before),
+                      Contains("output 'y' is f32[1,8,128,128] at x=[1,4,256,256] (the range's high end) after a rewrite, but the model gives f32[1,8,32,128]"));
     // a range on a dim the model fixes
     CHECK_THROWS_WITH(import_profile(pyramid(false), "x=1x[1..8]x64x64@4"),
                       Contains("gives dim 1 a range, but the model fixes it at 4") && Contains("input 'x'"));

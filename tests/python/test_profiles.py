@@ -83,3 +83,22 @@ def test_the_cli_takes_profiles_and_refuses_sizes_outside_them(detector, tmp_pat
     # a command that binds one shape says so
     compiled = cli("compile", detector, "--shape", "x=" + PROFILE, "--out", str(tmp_path / "lib"), check=False)
     assert compiled.returncode == 2 and "takes no range" in compiled.stderr
+
+
+def test_a_1d_conv_model_keeps_its_length_free_through_the_rewrite_passes(tmp_path):
+    # the layout pass runs a Conv1d as a 2-D conv of height 1 between two Reshapes, whose shapes
+    # copy N and C and infer the length, so every length of the range loads
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((16, 8, 5)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[2, 2], strides=[2]), helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "speech", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, "T"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "speech.onnx")
+    m = fusor.load(str(tmp_path / "speech.onnx"), shapes={"x": "1x8x[16..1024]@100"}, threads=1)
+    for t in (16, 37, 1024):
+        static = fusor.load(str(tmp_path / "speech.onnx"), shapes={"x": (1, 8, t)}, threads=1)
+        assert m.output_shapes({"x": (1, 8, t)}) == {"y": static.outputs[0].shape}
+    a = np.random.default_rng(2).standard_normal((1, 8, 100)).astype(np.float32)
+    unfused = fusor.load(str(tmp_path / "speech.onnx"), shapes={"x": (1, 8, 100)}, unfused=True, threads=1)
+    np.testing.assert_allclose(m.run({"x": a})["y"], unfused.run({"x": a})["y"], rtol=1e-5, atol=1e-5)
