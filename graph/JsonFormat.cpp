@@ -92,6 +92,23 @@ struct Reader {
 
 };
 
+/** An input's "profile": the text --shape takes after NAME= (ShapeProfile.h), whose optima are
+ * the input's declared shape. */
+std::vector<DimRange> read_profile(const Reader &r, const json &v, const Tensor &t, const std::string &where) {
+    if (!v.is_string()) r.fail(where, "must be a string such as \"1x3x[32..2048:32]x[32..2048:32]@640x640\"");
+    InputShapes shapes;
+    InputRanges ranges;
+    try {
+        parse_shape_binding(t.name + "=" + v.get<std::string>(), shapes, &ranges);
+    } catch (const UserError &e) {
+        r.fail(where, e.what());
+    }
+    if (shapes[t.name] != t.type.shape) {
+        r.fail(where, "its optima " + shape_to_string(shapes[t.name]) + " differ from the input's shape " + shape_to_string(t.type.shape));
+    }
+    return ranges.count(t.name) ? ranges[t.name] : std::vector<DimRange>{};
+}
+
 template<typename T>
 void put(std::vector<uint8_t> &out, size_t i, T v) {
     std::memcpy(out.data() + i * sizeof(T), &v, sizeof(T));
@@ -349,6 +366,7 @@ Graph read_graph(const Reader &r, const json &doc, const std::string &where_pref
         t.type.dtype = r.dtype_field(inputs[i], where);
         t.type.shape = r.shape_field(inputs[i], where);
         if (inputs[i].contains("default")) t.data = inline_data(r, inputs[i]["default"], t.type, where + ": default");
+        if (inputs[i].contains("profile")) t.range = read_profile(r, inputs[i]["profile"], t, where + ": profile");
         if (!top) declared.push_back({path, where, t.name, &inputs[i], true});
         g.inputs.push_back(define(std::move(t), where));
     }
@@ -481,6 +499,7 @@ Graph parse_graph_json(const std::string &text, const std::string &source, const
         }
     }
     verify_graph(g);
+    check_profile(g);
     return g;
 }
 
@@ -527,7 +546,7 @@ Graph load_model(const std::string &path, const ConstantEvaluator *eval, const I
     check_json_model_name(path);
     if (!ranges.empty()) {
         throw UserError(path + ": --shape " + ranges.begin()->first + "=" + profile_text(ranges.begin()->second) +
-                        " gives a range, but a JSON graph has static shapes; ranges apply to an ONNX model's symbolic dims");
+                        " gives a range, but a JSON graph declares its inputs' shapes: give the input a \"profile\" there (docs/json_format.md)");
     }
     Graph g = load_graph_json(path, eval, data);
     for (const auto &[name, shape] : shapes) {
@@ -570,6 +589,7 @@ json graph_to_json(const Graph &g, bool top) {
     for (TensorId t : g.inputs) {
         json in = {{"name", g.tensor(t).name}, {"dtype", dtype_name(g.type(t).dtype)}, {"shape", g.type(t).shape}};
         if (!g.tensor(t).data.empty()) in["default"] = data_json(g.tensor(t));
+        if (!g.tensor(t).range.empty()) in["profile"] = profile_text(g.tensor(t).range);
         doc["inputs"].push_back(in);
     }
     doc["outputs"] = json::array();

@@ -336,3 +336,26 @@ TEST_CASE("json_format: a random initializer's bounds are checked by name", "[gr
     }
     CHECK_NOTHROW(fusor::parse_graph_json(model(R"({"seed": 1, "low": -1e38, "high": 1e38})"), "r.json"));
 }
+
+TEST_CASE("json_format: an input's profile is read, checked at its ends and written back", "[graph][json_format][profile]") {
+    auto graph = [](const std::string &profile, const std::string &shape_constant) {
+        return R"({"format_version": 1, "name": "p",
+            "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 8, 64], "profile": ")" + profile + R"("}],
+            "initializers": [{"name": "s", "dtype": "i64", "shape": [2], "data": )" + shape_constant + R"(}],
+            "nodes": [{"name": "r", "op": "Relu", "inputs": ["x"], "outputs": ["y"]},
+                      {"name": "f", "op": "Reshape", "inputs": ["y", "s"], "outputs": ["z"]}],
+            "outputs": ["z"]})";
+    };
+    Graph g = parse_graph_json(graph("1x8x[16..256:16]@64", "[8, -1]"), "p.json");
+    REQUIRE(g.tensor(g.inputs[0]).range.size() == 3);
+    CHECK(g.tensor(g.inputs[0]).range[2] == DimRange{16, 256, 64, 16, ""});
+    Graph back = check_round_trip(g);
+    CHECK(back.tensor(back.inputs[0]).range == g.tensor(g.inputs[0]).range);
+    // a Reshape to a fixed [8, 64] pins the length: the load names it and the range's end
+    CHECK_THROWS_WITH(parse_graph_json(graph("1x8x[16..256:16]@64", "[8, 64]"), "p.json"),
+                      Catch::Contains("node 'f' (Reshape)") && Catch::Contains("the range's low end"));
+    CHECK_THROWS_WITH(parse_graph_json(graph("1x8x[16..256:16]@32", "[8, -1]"), "p.json"),
+                      Catch::Contains("p.json: inputs[0] ('x'): profile: its optima [1,8,32] differ from the input's shape [1,8,64]"));
+    CHECK_THROWS_WITH(parse_graph_json(graph("1x8x[256..16]@64", "[8, -1]"), "p.json"),
+                      Catch::Contains("p.json: inputs[0] ('x'): profile:") && Catch::Contains("is empty"));
+}
