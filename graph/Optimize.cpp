@@ -8,6 +8,7 @@
 #include "graph/Error.h"
 #include "graph/Peephole.h"
 #include "graph/ShapeInference.h"
+#include "graph/ShapeProfile.h"
 
 namespace fusor {
 
@@ -45,7 +46,9 @@ std::vector<PassReport> optimize_graph(Graph &g, const OptimizeOptions &options)
         }
     }
     g.clusters.clear();
+    ProbeOutputs loaded = check_profile(g);
     p.run(g);
+    check_profile(g, "after the rewrite passes", loaded);
     std::vector<PassReport> reports = p.reports();
     // an If's branches are closed graphs: each is optimized on its own, after the outer graph
     // (whose folding may have inlined the If away); their reports follow, named after the branch

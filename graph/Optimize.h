@@ -30,7 +30,8 @@ std::vector<std::string> optimize_pass_names(Layout layout = Layout::Nchw);
 
 /** Runs the pipeline on \p g, then on the branches of every If left (recursively, each branch on
  * its own); returns one report per pass run, a branch's named "<if node>/then_branch: <pass>". Throws UserError for an unknown
- * pass name in options.passes. */
+ * pass name in options.passes, and, for a graph with a profile, when the passes leave a size of
+ * it that no longer loads or gives other output shapes (check_profile, graph/ShapeProfile.h). */
 std::vector<PassReport> optimize_graph(Graph &g, const OptimizeOptions &options);
 
 }  // namespace fusor

@@ -17,12 +17,10 @@ Graph load_optimized_model(const std::string &path, const SessionOptions &o, std
     if (!layout) throw UserError("layout is '" + o.layout + "'; expected auto, nchw or nhwc");
     Graph g = load_model(path, &cached_constant_evaluator(), o.shapes, data, o.ranges);
     if (!o.optimize) return g;
-    ProbeOutputs loaded = check_profile(g);
     OptimizeOptions oo;
     oo.evaluator = &cached_constant_evaluator();
     oo.layout = *layout;
     std::vector<PassReport> r = optimize_graph(g, oo);
-    check_profile(g, "after the rewrite passes", loaded);
     if (reports) *reports = std::move(r);
     return g;
 }

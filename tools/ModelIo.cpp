@@ -132,7 +132,7 @@ std::shared_ptr<std::vector<std::string>> add_shape_flag(CLI::App *cmd) {
     auto flags = std::make_shared<std::vector<std::string>>();
     cmd->add_option("--shape", *flags,
                     "bind an ONNX input's symbolic dims: NAME=D1xD2x... (repeatable), e.g. --shape images=1x3x320x320; run, "
-                    "bench and inspect take a profile, ranges and the optimum of each: --shape x=1x3x[32..2048]x[32..2048]@640x640");
+                    "bench, inspect and optimize take a profile, ranges and the optimum of each: --shape x=1x3x[32..2048:32]x[32..2048:32]@640x640");
     return flags;
 }
 

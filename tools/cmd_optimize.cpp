@@ -29,7 +29,9 @@ Verb add_optimize(CLI::App &app) {
     cmd->add_option("--layout", o->layout, "layout of conv regions: auto, nchw or nhwc")->capture_default_str();
     cmd->add_option("--passes", o->passes, "comma-separated passes to run instead of the standard list (dce, fold-constants, cse, peephole, layout-nhwc)");
     return {cmd, [=] {
-                Graph g = load_model(o->model, &halide_constant_evaluator(), shape_bindings(*shapes));
+                InputRanges ranges;
+                InputShapes bound = shape_bindings(*shapes, &ranges);
+                Graph g = load_model(o->model, &halide_constant_evaluator(), bound, InitializerData::Built, ranges);
                 OptimizeOptions opts;
                 opts.evaluator = &halide_constant_evaluator();
                 opts.layout = layout_flag(o->layout);
