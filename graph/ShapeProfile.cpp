@@ -1,6 +1,7 @@
 #include "graph/ShapeProfile.h"
 
 #include <algorithm>
+#include <set>
 
 #include "graph/Error.h"
 #include "graph/ShapeInference.h"
@@ -191,6 +192,63 @@ std::vector<TensorType> types_at(const Graph &g, const InputShapes &shapes) {
     return types;
 }
 
+namespace {
+
+/** Where a refusal at \p probe comes from when a node pins a dim: of the nodes the refused node
+ * reads from, the last (in node order) shaped by a constant (a shape input, Op.h const_inputs,
+ * that is an initializer) whose outputs keep their types in \p g though its other inputs change
+ * (a Resize to constant sizes) or though it has none (ConstantOfShape); null when the rules accept
+ * the probe or no such node feeds the refusal. */
+const Node *pinning_node(const Graph &g, const InputShapes &probe) {
+    Graph s = shape_skeleton(g);
+    for (TensorId t : s.inputs) {
+        auto given = probe.find(s.tensor(t).name);
+        if (given != probe.end()) s.tensor(t).type.shape = given->second;
+    }
+    NodeId refused = -1;
+    for (const Node &n : s.nodes) {
+        std::vector<TensorType> types;
+        try {
+            types = infer_types(s, n);
+        } catch (const UserError &) {
+            refused = n.id;
+            break;
+        }
+        for (size_t i = 0; i < n.outputs.size() && i < types.size(); i++) s.tensor(n.outputs[i]).type = types[i];
+    }
+    if (refused < 0) return nullptr;
+    std::set<NodeId> feeding;  // the refused node's ancestors
+    std::vector<NodeId> todo = {refused};
+    while (!todo.empty()) {
+        NodeId id = todo.back();
+        todo.pop_back();
+        for (TensorId t : s.nodes[id].inputs) {
+            NodeId p = t == kNoTensor ? -1 : s.tensor(t).producer;
+            if (p >= 0 && feeding.insert(p).second) todo.push_back(p);
+        }
+    }
+    auto moved = [&](TensorId t) { return t != kNoTensor && s.type(t) != g.type(t); };
+    // shaped by a constant (a Reshape's shape, a Resize's sizes, ConstantOfShape's shape), and fed
+    // by a tensor whose shape moved, or by none (ConstantOfShape)
+    auto pins = [&](const Node &n) {
+        bool constant = false, fed = false, data = false;
+        for (size_t i = 0; i < n.inputs.size(); i++) {
+            if (n.inputs[i] == kNoTensor) continue;
+            bool shape_input = op_info(n.op).is_const_input((int)i);
+            constant |= shape_input && s.tensor(n.inputs[i]).is_initializer;
+            data |= !shape_input;
+            fed |= !shape_input && moved(n.inputs[i]);
+        }
+        return constant && (fed || !data) && std::none_of(n.outputs.begin(), n.outputs.end(), moved);
+    };
+    for (auto it = feeding.rbegin(); it != feeding.rend(); ++it) {
+        if (pins(s.nodes[*it])) return &g.nodes[*it];
+    }
+    return nullptr;
+}
+
+}  // namespace
+
 ProbeOutputs check_profile(const Graph &g, const std::string &stage, const ProbeOutputs &expect) {
     ProbeOutputs outputs;
     for (const ProfileProbe &p : profile_probes(g)) {
@@ -203,7 +261,10 @@ ProbeOutputs check_profile(const Graph &g, const std::string &stage, const Probe
         try {
             types = types_at(g, p.shapes);
         } catch (const UserError &e) {
-            throw UserError(std::string(e.what()) + "\n  (at " + at + ", " + p.what + (stage.empty() ? "" : ", " + stage) +
+            const Node *pin = pinning_node(g, p.shapes);
+            std::string pinned = !pin ? "" : "\n  " + g.where(*pin) + " gives " + to_string(g.type(pin->outputs[0])) +
+                                                  " at every size: a constant input of it pins the dim";
+            throw UserError(std::string(e.what()) + pinned + "\n  (at " + at + ", " + p.what + (stage.empty() ? "" : ", " + stage) +
                             "): every size of a range must load. A model that takes multiples of some size only needs a "
                             "step, [LO..HI:STEP]; a constant that fixes a dim the range varies (a Reshape's shape or a "
                             "Resize's sizes baked in by the exporter) pins it: fix that dim, or load one shape");

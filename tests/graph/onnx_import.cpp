@@ -415,6 +415,21 @@ TEST_CASE("onnx import: a profile whose sizes do not all load is an error naming
     CHECK_THROWS_WITH(import_profile(pyramid(true), "x=1x4x[32..256:4]x[32..256:4]@64x64"),
                       Contains("node 'flatten' (Reshape)") && Contains("the range's low end") && Contains("x=[1,4,32,32]"));
     CHECK_NOTHROW(import_profile(pyramid(true), "x=1x4x64x64"));
+    // a Resize to constant sizes refuses nothing itself: the Concat after it does, and the message
+    // names the Resize as what pins the dim
+    Model sized(13);
+    sized.input("x", {1, 4, -1, -1});
+    auto *sizes = sized.g().add_initializer();
+    sizes->set_name("sizes");
+    sizes->set_data_type(onnx::TensorProto::INT64);
+    sizes->add_dims(4);
+    for (int64_t v : {1, 4, 32, 32}) sizes->add_int64_data(v);
+    sized.node("Resize", {"x", "", "", "sizes"}, {"u"}, "resize_fixed");
+    attr_i(sized.node("Concat", {"u", "x"}, {"y"}, "merge"), "axis", 1);
+    sized.output("y");
+    CHECK_THROWS_WITH(import_profile(sized, "x=1x4x[16..64:16]x[16..64:16]@32x32"),
+                      Contains("node 'merge' (Concat)") && Contains("node 'resize_fixed' (Resize) gives f32[1,4,32,32] at every size") &&
+                          Contains("the range's low end"));
     // the high end must stay under the tensor limit
     CHECK_THROWS_WITH(import_profile(pyramid(false), "x=1x4x[32..65536:4]x[32..65536:4]@64x64"),
                       Contains("graph input 'x'") && Contains("more than 2147483647") && Contains("the range's high end"));
