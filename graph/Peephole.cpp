@@ -51,6 +51,7 @@
 #include "graph/Random.h"
 #include "graph/Rewrite.h"
 #include "graph/ShapeInference.h"
+#include "graph/ShapeProfile.h"
 #include "graph/Verifier.h"
 
 namespace fusor {
@@ -635,7 +636,9 @@ Match reshape_of_reshape(Graph &g, NodeId id) {
     bool nested = first >= 0 && is_reshape(g.nodes[first].op) && sole_user(g, x) == id;
     if (nested) x = g.nodes[first].inputs[0];
     if (g.type(x).shape == shape && can_replace_uses(g, out, x)) return forward(g, out, x);
-    if (!nested) return std::nullopt;
+    // the merged shape is the optimum's: under a profile it would pin every dim the range varies
+    bool profiled = std::any_of(g.inputs.begin(), g.inputs.end(), [&](TensorId t) { return is_ranged(g.tensor(t).range); });
+    if (!nested || profiled) return std::nullopt;
     std::vector<uint8_t> bytes(shape.size() * sizeof(int64_t));
     if (!shape.empty())
         std::memcpy(bytes.data(), shape.data(), bytes.size());  // little-endian host

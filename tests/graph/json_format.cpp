@@ -15,7 +15,9 @@
 #include "graph/Error.h"
 #include "graph/JsonFormat.h"
 #include "graph/Npy.h"
+#include "graph/Optimize.h"
 #include "graph/Printer.h"
+#include "graph/ShapeProfile.h"
 #include "graph/Random.h"
 
 using namespace fusor;
@@ -358,4 +360,25 @@ TEST_CASE("json_format: an input's profile is read, checked at its ends and writ
                       Catch::Contains("p.json: inputs[0] ('x'): profile: its optima [1,8,32] differ from the input's shape [1,8,64]"));
     CHECK_THROWS_WITH(parse_graph_json(graph("1x8x[256..16]@64", "[8, -1]"), "p.json"),
                       Catch::Contains("p.json: inputs[0] ('x'): profile:") && Catch::Contains("is empty"));
+    // two Reshapes in a row: merged into one to the optimum's shape without a profile, kept under one
+    std::string chain = R"({"format_version": 1, "name": "c",
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 8, 64]PROFILE}],
+        "initializers": [{"name": "s1", "dtype": "i64", "shape": [2], "data": [8, -1]},
+                         {"name": "s2", "dtype": "i64", "shape": [3], "data": [2, 4, -1]}],
+        "nodes": [{"name": "a", "op": "Reshape", "inputs": ["x", "s1"], "outputs": ["y"]},
+                  {"name": "b", "op": "Reshape", "inputs": ["y", "s2"], "outputs": ["z"]}],
+        "outputs": ["z"]})";
+    auto optimized = [&](const std::string &profile) {
+        std::string text = chain;
+        text.replace(text.find("PROFILE"), 7, profile);
+        Graph c = parse_graph_json(text, "c.json");
+        OptimizeOptions o;
+        o.passes = {"peephole"};
+        optimize_graph(c, o);
+        return c;
+    };
+    CHECK(optimized("").nodes.size() == 1);
+    Graph kept = optimized(R"(, "profile": "1x8x[16..256:16]@64")");
+    CHECK(kept.nodes.size() == 2);
+    CHECK(types_at(kept, {{"x", {1, 8, 16}}})[kept.outputs[0]].shape == std::vector<int64_t>{2, 4, 16});
 }
