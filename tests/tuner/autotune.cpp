@@ -706,7 +706,9 @@ TEST_CASE("autotune --budget: the search stops at its part of the budget, the co
     TempDir dir;
     TuningDb db(dir.file("t.db"));
     AutotuneOptions o = tuning_options(100000);
-    o.budget_s = 6;
+    // long enough for a first batch to finish on 2 busy cores (ctest -j 2 beside a compile, a
+    // cold kernel cache): at 6 s, CI once ended the search before any trial was stored
+    o.budget_s = 15;
     o.jobs = 2;
     o.confirm_rounds = 1;
     auto t0 = std::chrono::steady_clock::now();
