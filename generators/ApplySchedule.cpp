@@ -612,7 +612,10 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             }
         }
         // Outputs have exact extents (ShiftInwards never leaves them); internal stages may be
-        // asked for any region, so they guard their tails.
+        // asked for any region, so they guard their tails. A dim that varies at run time guards
+        // its tail in outputs too: ShiftInwards needs the extent to reach the split's factor.
+        auto varying = [&](int d) { return d < (int)info.varying.size() && info.varying[d]; };
+        auto tail_of = [&](int d) { return info.is_output && !varying(d) ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf; };
         TailStrategy tail = info.is_output ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
         if (!st.gpu_threads.empty()) {
             schedule_gpu(st, info, f);
@@ -628,7 +631,7 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             std::vector<VarOrRVar> order;  // innermost first
             if (!is_update && k > 0) {
                 for (int d = 0; d < k; d++) {
-                    stage.split(Var(var_name(d)), Var(var_name(d) + "o"), Var(var_name(d) + "i"), st.tile[d], tail);
+                    stage.split(Var(var_name(d)), Var(var_name(d) + "o"), Var(var_name(d) + "i"), st.tile[d], tail_of(d));
                 }
                 for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "i"));
                 for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "o"));
@@ -699,14 +702,15 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             // internal root stage is vectorized only where the width divides the extent. (Inside a
             // consumer's loop the region is the consumer's tile, not the extent.)
             bool tail_free = !is_update || info.is_output || st.level != ComputeLevel::Root ||
-                             (st.vector_width && !info.extents.empty() && info.extents[0] % st.vector_width == 0);
+                             (st.vector_width && !info.extents.empty() && !varying(0) && info.extents[0] % st.vector_width == 0);
             if (st.vector_width && !inner.empty() && (!is_update || pure.count(var_name(0))) && tail_free) {
                 Var v(inner), vv(inner + "v");
-                stage.split(v, v, vv, st.vector_width, tail).vectorize(vv);
+                stage.split(v, v, vv, st.vector_width, split_in(0) ? tail : tail_of(0)).vectorize(vv);
                 touched = true;
             }
             for (int d : st.unroll) {
                 if (is_update && !pure.count(var_name(d))) continue;
+                if (varying(d) && !split_in(d)) continue;  // a loop over a run-time extent
                 stage.unroll(Var(loop_of(d)));
                 touched = true;
             }

@@ -41,15 +41,92 @@ std::vector<int64_t> dense_strides(const TensorType &t) {
     return s;
 }
 
+/** Constant bounds and dense strides on \p buf, of type \p t, except on the dims \p varying
+ * marks (ONNX order; empty: none), whose extents, and the strides outside them, are the
+ * buffer's at run time. */
 template<typename Dimensioned>
-void constrain_dense(Dimensioned &&buf, const TensorType &t) {
+void constrain_dense(Dimensioned &&buf, const TensorType &t, const std::vector<bool> &varying = {}) {
     std::vector<int64_t> strides = dense_strides(t);
+    bool fixed_inside = true;  // every dim inside this one is fixed: its stride is a constant
     for (int i = 0; i < t.rank(); i++) {
         int extent = (int)t.shape[t.rank() - 1 - i];
+        bool varies = !varying.empty() && varying[t.rank() - 1 - i];
         // constant bounds and strides let Halide specialize; the estimates are what the
         // autoschedulers read (generators/AutoScheduler.h)
-        buf.dim(i).set_bounds(0, extent).set_stride((int)strides[i]).set_estimate(0, extent);
+        if (varies) {
+            buf.dim(i).set_min(0).set_estimate(0, extent);
+        } else {
+            buf.dim(i).set_bounds(0, extent).set_estimate(0, extent);
+        }
+        if (fixed_inside) buf.dim(i).set_stride((int)strides[i]);
+        fixed_inside = fixed_inside && !varies;
     }
+}
+
+const std::vector<bool> &varying_of(const VaryingDims *varying, TensorId t) {
+    static const std::vector<bool> none;
+    return varying && (size_t)t < varying->size() ? (*varying)[t] : none;
+}
+
+/** The run-time extents of \p p's varying dims (ONNX order; undefined where fixed). */
+std::vector<Expr> param_dims(const ImageParam &p, const std::vector<bool> &varying) {
+    std::vector<Expr> dims(varying.size());
+    int r = (int)varying.size();
+    for (int a = 0; a < r; a++) {
+        if (varying[a]) dims[a] = p.dim(r - 1 - a).extent();
+    }
+    return dims;
+}
+
+/** Ops whose lowering reads every extent of a dim that may vary through extent() (Lowering.h):
+ * they lower in a generic kernel. \p axis_ok says whether ONNX axis \p a of input \p i may vary
+ * (an axis some lowering still reads as a constant: a reduction or split axis, say). */
+std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
+    auto input_varies = [&](size_t i, int a) {
+        return i < n.inputs.size() && n.inputs[i] != kNoTensor && a < (int)v[n.inputs[i]].size() && v[n.inputs[i]][a];
+    };
+    auto axis_attr = [&](int rank) {
+        int64_t a = attr_int(g, n, "axis");
+        return (int)(a < 0 ? a + rank : a);
+    };
+    int rank = n.inputs.empty() || n.inputs[0] == kNoTensor ? 0 : g.type(n.inputs[0]).rank();
+    OpPattern p = node_pattern(g, n);
+    switch (n.op) {
+    case OpKind::Conv: case OpKind::ConvNhwc: case OpKind::ConvTranspose: case OpKind::MaxPool: case OpKind::AveragePool: {
+        // pads that auto_pad or output_shape derive from the input's size are the optimum's
+        std::string pad = attr_string(g, n, "auto_pad");
+        if (pad != "NOTSET" && pad != "VALID") return "auto_pad " + pad;
+        if (n.op == OpKind::ConvTranspose && attr_ints(g, n, "output_shape")) return "an output_shape attribute";
+        if (n.op == OpKind::MaxPool && n.outputs.size() > 1 && n.outputs[1] != kNoTensor) return "MaxPool's Indices output";
+        return "";
+    }
+    case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool: case OpKind::Transpose:
+    case OpKind::Concat: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze:
+    case OpKind::Unsqueeze: case OpKind::BatchNormalization:
+        return "";
+    case OpKind::Split:
+        return input_varies(0, axis_attr(rank)) ? "the axis it splits varies" : "";
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::Hardmax: case OpKind::ArgMax: case OpKind::ArgMin:
+        return input_varies(0, axis_attr(rank)) ? "the axis it reduces varies" : "";
+    case OpKind::LayerNormalization:
+        for (int a = axis_attr(rank); a < rank; a++) {
+            if (input_varies(0, a)) return "an axis it normalizes varies";
+        }
+        return "";
+    case OpKind::MatMul:
+        return "";
+    case OpKind::Resize: {
+        std::string mode = attr_string(g, n, "mode"), ct = attr_string(g, n, "coordinate_transformation_mode");
+        if (mode == "cubic" || ct == "tf_crop_and_resize") return "a " + mode + " Resize in " + ct + " mode";
+        return "";
+    }
+    default:
+        break;
+    }
+    if (p == OpPattern::ElemWise || p == OpPattern::Broadcast) {
+        if (n.op != OpKind::Expand && n.op != OpKind::Tile) return "";
+    }
+    return "its lowering reads them as constants";
 }
 
 }  // namespace
@@ -58,15 +135,51 @@ bool is_baked_constant(const Tensor &t) {
     return t.is_initializer && t.type.num_elements() == 1;
 }
 
-LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix, const LowerPlan &lower) {
+bool cluster_varies(const Graph &g, const Cluster &c, const VaryingDims &varying) {
+    auto varies = [&](TensorId t) {
+        for (bool b : varying_of(&varying, t)) {
+            if (b) return true;
+        }
+        return false;
+    };
+    for (TensorId t : c.inputs) {
+        if (varies(t)) return true;
+    }
+    for (NodeId id : c.nodes) {
+        for (TensorId t : g.nodes[id].outputs) {
+            if (t != kNoTensor && varies(t)) return true;
+        }
+    }
+    return false;
+}
+
+std::string generic_refusal(const Graph &g, const Cluster &c, const VaryingDims &varying) {
+    for (NodeId id : c.nodes) {
+        const Node &n = g.nodes[id];
+        Cluster one;
+        one.nodes = {id};
+        for (TensorId t : n.inputs) {
+            if (t != kNoTensor) one.inputs.push_back(t);
+        }
+        if (!cluster_varies(g, one, varying)) continue;
+        std::string why = op_refusal(g, n, varying);
+        if (!why.empty()) return "node '" + n.name + "' (" + op_name(n.op) + ") does not run over a dim that varies: " + why;
+    }
+    return "";
+}
+
+LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix, const LowerPlan &lower,
+                             const VaryingDims *varying) {
     install_halide_diagnostics();  // before the first Func: Halide may warn from here on
     LoweredCluster lc;
     lc.name = prefix;
+    lc.generic = varying != nullptr;
     PrepackPlan plan{lower, {}};
+    if (lc.generic) plan.plan.winograd.clear();  // convs over run-time extents stay direct
     std::map<TensorId, LValue> values;
     for (TensorId t : c.inputs) {
         const Tensor &tensor = g.tensor(t);
-        LValue v{Func(prefix + "in_" + sanitize_name(tensor.name)), tensor.type, tensor.is_initializer};
+        LValue v{Func(prefix + "in_" + sanitize_name(tensor.name)), tensor.type, tensor.is_initializer, {}};
         if (is_baked_constant(tensor)) {
             // small scalar constants are baked into the pipeline
             Expr value = typed_const(halide_type(tensor.type.dtype), tensor.value_as_double(0));
@@ -74,14 +187,16 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
             LowerContext::define(v.func, tensor.type.rank(), [&](const std::vector<Expr> &) { return value; });
         } else {
             ImageParam p(halide_type(tensor.type.dtype), tensor.type.rank(), prefix + "p_" + sanitize_name(tensor.name));
-            constrain_dense(p, tensor.type);
+            constrain_dense(p, tensor.type, varying_of(varying, t));
+            v.dims = param_dims(p, varying_of(varying, t));
             lc.param_tensors.push_back(t);
             lc.params.push_back(p);
             v.func = p;
         }
         values[t] = v;
     }
-    for (NodeId id : c.nodes) {
+    for (size_t pos = 0; pos < c.nodes.size(); pos++) {
+        NodeId id = c.nodes[pos];
         const Node &n = g.nodes[id];
         std::vector<std::optional<LValue>> inputs;
         // a node of constants computes a constant (no op is random; a test op's fault is armed per run)
@@ -98,9 +213,23 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
         LowerFn fn = find_lowering(n.op);
         FUSOR_INTERNAL_ASSERT(fn) << "no lowering for " << op_name(n.op);
         LowerContext ctx(g, n, std::move(inputs), prefix, &lc.stages, &plan);
+        std::vector<std::vector<Expr>> out_dims(n.outputs.size());
+        for (size_t i = 0; i < n.outputs.size(); i++) {
+            const std::vector<bool> &vary = n.outputs[i] == kNoTensor ? std::vector<bool>() : varying_of(varying, n.outputs[i]);
+            out_dims[i].resize(vary.size());
+            for (size_t a = 0; a < vary.size(); a++) {
+                if (!vary[a]) continue;
+                DimParam d{pos, (int)i, (int)a, Param<int32_t>(prefix + "n_" + sanitize_name(g.tensor(n.outputs[i]).name) + "_" + std::to_string(a))};
+                out_dims[i][a] = d.param;
+                lc.dim_params.push_back(d);
+            }
+        }
+        ctx.set_out_dims(out_dims);
         std::vector<Func> outs = fn(ctx);
         FUSOR_INTERNAL_ASSERT(outs.size() >= n.outputs.size()) << op_name(n.op) << " lowering returned too few Funcs";
-        for (size_t i = 0; i < n.outputs.size(); i++) values[n.outputs[i]] = LValue{outs[i], g.type(n.outputs[i]), constant};
+        for (size_t i = 0; i < n.outputs.size(); i++) {
+            values[n.outputs[i]] = LValue{outs[i], g.type(n.outputs[i]), constant, out_dims[i]};
+        }
     }
     // A pure per-element value read by several nodes of the cluster is computed once per row
     // (StageRole::Reused) rather than recomputed inside each reader.
@@ -122,7 +251,7 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
         for (StageInfo &s : lc.stages) {
             if (s.func.name() == f.name()) s.is_output = true;
         }
-        constrain_dense(f.output_buffer(), g.type(t));
+        constrain_dense(f.output_buffer(), g.type(t), varying_of(varying, t));
         lc.output_tensors.push_back(t);
         lc.outputs.push_back(f);
     }

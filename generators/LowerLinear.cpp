@@ -21,7 +21,7 @@ std::vector<Func> lower_MatMul(LowerContext &ctx) {
     int nbatch = ro - (a_vec ? 0 : 1) - (b_vec ? 0 : 1);
     Type t = halide_type(out.dtype);
     Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
-    RDom k(0, (int)K, sanitize_name(ctx.node().name) + "_k");
+    RDom k(0, extent(A, ra - 1), sanitize_name(ctx.node().name) + "_k");
     LowerContext::define(acc, ro, [&](const std::vector<Expr> &) { return typed_const(t, 0); });
     std::vector<Expr> idx = LowerContext::exprs(ctx.vars(ro));
     auto operand_index = [&](const LValue &v, bool is_vec, bool is_a) {
@@ -29,7 +29,7 @@ std::vector<Func> lower_MatMul(LowerContext &ctx) {
         int r = v.type.rank();
         std::vector<Expr> vi(r);
         for (int i = 0; i < r - 2; i++) {  // batch dims, right-aligned to the output's
-            vi[i] = v.type.shape[i] == 1 ? Expr(0) : idx[nbatch - (r - 2) + i];
+            vi[i] = v.type.shape[i] == 1 && !varies(v, i) ? Expr(0) : idx[nbatch - (r - 2) + i];
         }
         Expr m = a_vec ? Expr(0) : idx[nbatch];
         Expr n = b_vec ? Expr(0) : idx[ro - 1];
@@ -49,7 +49,7 @@ std::vector<Func> lower_MatMul(LowerContext &ctx) {
         std::vector<Expr> vi(r);
         for (int i = 0; i < r - 2; i++) {
             int ob = nbatch - (r - 2) + i;
-            vi[i] = v.type.shape[i] == 1 ? Expr(0) : Expr(dim_var(nbatch + 1 - ob));
+            vi[i] = v.type.shape[i] == 1 && !varies(v, i) ? Expr(0) : Expr(dim_var(nbatch + 1 - ob));
         }
         vi[r - 2] = row;
         vi[r - 1] = col;
@@ -155,7 +155,7 @@ std::vector<Func> lower_conv_nd(LowerContext &ctx, const WindowGeometry &geo) {
     Func xin = X.func;
     if (padded) {
         Region bounds;  // Halide order: spatial dims innermost first, then C; N unbounded
-        for (int a = rank - 1; a >= 1; a--) bounds.push_back(Range(0, (int)X.type.shape[a]));
+        for (int a = rank - 1; a >= 1; a--) bounds.push_back(Range(0, extent(X, a)));
         bounds.push_back(Range(Expr(), Expr()));
         Func bc = BoundaryConditions::constant_exterior(X.func, typed_const(t, 0), bounds);
         xin = ctx.make_stage("pad", X.type.shape, StageRole::Reused, false);
@@ -194,11 +194,11 @@ std::vector<Func> lower_conv_direct(LowerContext &ctx) {
     WindowGeometry geo = window_geometry(ctx.graph(), ctx.node());
     if (X.type.rank() == 3 || X.type.rank() == 5) return lower_conv_nd(ctx, geo);
     if (X.type.rank() != 4) ctx.fail("Conv needs N x C x 1 to 3 spatial dims; input is " + to_string(X.type));
-    int64_t C = X.type.shape[1], H = X.type.shape[2], Wd = X.type.shape[3];
+    int64_t C = X.type.shape[1];
     int64_t M = W.type.shape[0], cpg = W.type.shape[1], kh = W.type.shape[2], kw = W.type.shape[3];
     int64_t mpg = M / geo.group;
     Type t = halide_type(out.dtype);
-    Func xin = padded_input(ctx, X, geo, {{0, (int)Wd}, {0, (int)H}, {0, (int)C}, {Expr(), Expr()}});
+    Func xin = padded_input(ctx, X, geo, {{0, extent(X, 3)}, {0, extent(X, 2)}, {0, (int)C}, {Expr(), Expr()}});
     Var ox = dim_var(0), oy = dim_var(1), m = dim_var(2), n = dim_var(3);
     Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
     RDom r(0, (int)kw, 0, (int)kh, 0, (int)cpg, sanitize_name(ctx.node().name) + "_r");
@@ -222,11 +222,11 @@ std::vector<Func> lower_conv_nhwc_direct(LowerContext &ctx) {
     const TensorType &out = ctx.out_type();
     if (X.type.rank() != 4) ctx.fail("only 2-D convolution is supported; input is " + to_string(X.type));
     WindowGeometry geo = window_geometry(ctx.graph(), ctx.node());
-    int64_t H = X.type.shape[1], Wd = X.type.shape[2], C = X.type.shape[3];
+    int64_t C = X.type.shape[3];
     int64_t kh = W.type.shape[0], kw = W.type.shape[1], cpg = W.type.shape[2], M = W.type.shape[3];
     int64_t mpg = M / geo.group;
     Type t = halide_type(out.dtype);
-    Func xin = padded_input(ctx, X, geo, {{0, (int)C}, {0, (int)Wd}, {0, (int)H}, {Expr(), Expr()}});
+    Func xin = padded_input(ctx, X, geo, {{0, (int)C}, {0, extent(X, 2)}, {0, extent(X, 1)}, {Expr(), Expr()}});
     Var m = dim_var(0), ox = dim_var(1), oy = dim_var(2), n = dim_var(3);
     Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
     RDom r(0, (int)cpg, 0, (int)kw, 0, (int)kh, sanitize_name(ctx.node().name) + "_r");

@@ -25,7 +25,7 @@ std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max) {
     Type t = halide_type(out.dtype);
     Expr pad_value = is_max ? t.min() : typed_const(t, 0);
     Region bounds;  // Halide order: spatial dims innermost first, then C; N unbounded
-    for (int a = rank - 1; a >= 1; a--) bounds.push_back(Range(0, (int)X.type.shape[a]));
+    for (int a = rank - 1; a >= 1; a--) bounds.push_back(Range(0, extent(X, a)));
     bounds.push_back(Range(Expr(), Expr()));
     Func xin = BoundaryConditions::constant_exterior(X.func, pad_value, bounds);
     Region window;  // Halide order: the innermost spatial dim's kernel first
@@ -78,7 +78,8 @@ std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max) {
     bool include_pad = ctx.attr_int("count_include_pad") != 0;
     Expr cnt = 1;
     for (int i = 0; i < sd; i++) {
-        int k = (int)geo.kernel[i], in = (int)geo.in_spatial[i];
+        int k = (int)geo.kernel[i];
+        Expr in = extent(X, 2 + i);
         cnt = cnt * (include_pad ? min(start[i] + k, in + (int)geo.pads_end[i]) - start[i]
                                  : min(start[i] + k, in) - max(start[i], 0));
     }
@@ -101,10 +102,10 @@ std::vector<Func> lower_global_pool(LowerContext &ctx, bool is_max) {
     int r = X.type.rank();
     Type t = halide_type(out.dtype);
     Region window;
-    int64_t count = 1;
+    Expr count = 1;
     for (int d = r - 1; d >= 2; d--) {  // Halide order: innermost spatial dim first
-        window.push_back(Range(0, (int)X.type.shape[d]));
-        count *= X.type.shape[d];
+        window.push_back(Range(0, extent(X, d)));
+        count = count * extent(X, d);
     }
     RDom rd(window, sanitize_name(ctx.node().name) + "_r");
     std::vector<int> spatial;
@@ -126,7 +127,7 @@ std::vector<Func> lower_global_pool(LowerContext &ctx, bool is_max) {
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, r, [&](const std::vector<Expr> &idx) {
         Expr a = acc(idx[1], idx[0]);
-        return is_max ? extremum_value(a) : a / typed_const(t, (double)count);
+        return is_max ? extremum_value(a) : a / cast(t, count);
     });
     return {f};
 }

@@ -12,11 +12,18 @@ using namespace Halide;
 namespace {
 
 /** Reads \p in (shape in.type.shape) at the element whose row-major position equals that of
- * out_idx in \p out_shape. Dims are grouped where the two shapes agree on products, so a reshape
- * that splits or merges a few dims only pays div/mod within those groups:
- *   [1,384,768] -> [1,384,12,64] groups as {1}{384}{768 <-> 12,64}. */
-Expr reshaped_read(const LValue &in, const std::vector<int64_t> &out_shape, const std::vector<Expr> &out_idx) {
+ * out_idx in the output (shape out_shape, run-time extents out_dims where they vary). Dims are
+ * grouped where the two shapes agree on products, so a reshape that splits or merges a few dims
+ * only pays div/mod within those groups:
+ *   [1,384,768] -> [1,384,12,64] groups as {1}{384}{768 <-> 12,64}.
+ * A dim that varies is never taken for a unit dim (it is 1 at some sizes only), and the index
+ * math of a group reads its run-time extents. */
+Expr reshaped_read(const LValue &in, const std::vector<int64_t> &out_shape, const std::vector<Expr> &out_dims,
+                   const std::vector<Expr> &out_idx) {
     const std::vector<int64_t> &is = in.type.shape;
+    auto in_unit = [&](size_t k) { return is[k] == 1 && !varies(in, (int)k); };
+    auto out_unit = [&](size_t k) { return out_shape[k] == 1 && !out_dims[k].defined(); };
+    auto out_extent = [&](size_t k) { return out_dims[k].defined() ? out_dims[k] : Expr((int)out_shape[k]); };
     std::vector<Expr> in_idx(is.size());
     size_t i = 0, o = 0;
     while (i < is.size() || o < out_shape.size()) {
@@ -31,13 +38,13 @@ Expr reshaped_read(const LValue &in, const std::vector<int64_t> &out_shape, cons
             else break;
         }
         // absorb trailing unit dims into this group
-        while (i < is.size() && is[i] == 1 && (o >= out_shape.size() || out_shape[o] != 1)) i++;
-        while (o < out_shape.size() && out_shape[o] == 1 && (i >= is.size() || is[i] != 1)) o++;
+        while (i < is.size() && in_unit(i) && (o >= out_shape.size() || !out_unit(o))) i++;
+        while (o < out_shape.size() && out_unit(o) && (i >= is.size() || !in_unit(i))) o++;
         Expr flat = 0;
-        for (size_t k = o0; k < o; k++) flat = flat * (int)out_shape[k] + out_idx[k];
+        for (size_t k = o0; k < o; k++) flat = flat * out_extent(k) + out_idx[k];
         for (size_t k = i; k-- > i0;) {
-            in_idx[k] = k == i0 ? flat : flat % (int)is[k];
-            flat = k == i0 ? flat : flat / (int)is[k];
+            in_idx[k] = k == i0 ? flat : flat % extent(in, (int)k);
+            flat = k == i0 ? flat : flat / extent(in, (int)k);
         }
     }
     return call(in, in_idx);
@@ -47,7 +54,11 @@ std::vector<Func> lower_reshape_like(LowerContext &ctx) {
     const TensorType &out = ctx.out_type();
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     const LValue &in = ctx.input(0);
-    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) { return reshaped_read(in, out.shape, idx); });
+    std::vector<Expr> out_dims(out.rank());
+    for (int a = 0; a < out.rank(); a++) {
+        if (ctx.out_varies(a)) out_dims[a] = ctx.out_extent(a);
+    }
+    LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) { return reshaped_read(in, out.shape, out_dims, idx); });
     return {f};
 }
 
@@ -70,17 +81,17 @@ std::vector<Func> lower_Concat(LowerContext &ctx) {
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
         int n = (int)ctx.node().inputs.size();
-        std::vector<int64_t> offsets(n + 1, 0);
-        for (int i = 0; i < n; i++) offsets[i + 1] = offsets[i] + ctx.input(i).type.shape[axis];
+        std::vector<Expr> offsets(n + 1, Expr(0));
+        for (int i = 0; i < n; i++) offsets[i + 1] = simplify(offsets[i] + extent(ctx.input(i), axis));
         // select from the last input backwards so the first matching range wins
         auto read = [&](int i) {
             std::vector<Expr> j = idx;
             // clamp keeps every branch's index in bounds; only the selected one is used
-            j[axis] = clamp(idx[axis] - (int)offsets[i], 0, (int)ctx.input(i).type.shape[axis] - 1);
+            j[axis] = clamp(idx[axis] - offsets[i], 0, extent(ctx.input(i), axis) - 1);
             return call(ctx.input(i), j);
         };
         Expr v = read(n - 1);
-        for (int i = n - 2; i >= 0; i--) v = select(idx[axis] < (int)offsets[i + 1], read(i), v);
+        for (int i = n - 2; i >= 0; i--) v = select(idx[axis] < offsets[i + 1], read(i), v);
         return v;
     });
     return {f};

@@ -35,7 +35,7 @@ std::vector<Func> lower_ConvTranspose(LowerContext &ctx) {
     int64_t C = X.type.shape[1], mpg = W.type.shape[1], cpg = C / geo.group;
     Type t = halide_type(out.dtype);
     Region xb, wb;  // Halide order; N (and W's C) unbounded
-    for (int a = rank - 1; a >= 1; a--) xb.push_back(Range(0, (int)X.type.shape[a]));
+    for (int a = rank - 1; a >= 1; a--) xb.push_back(Range(0, extent(X, a)));
     xb.push_back(Range(Expr(), Expr()));
     for (int a = rank - 1; a >= 1; a--) wb.push_back(Range(0, (int)W.type.shape[a]));
     wb.push_back(Range(Expr(), Expr()));
@@ -169,6 +169,44 @@ DimTaps dim_taps(const ResizeParams &p, int d, int64_t in, double cubic_a, bool 
     return t;
 }
 
+/** The taps of a resized dim \p d whose extent varies at run time (nearest or linear; cubic and
+ * tf_crop_and_resize are refused by generic_refusal): the source coordinate of each output
+ * position computed in the pipeline, by source_coordinate's rules, instead of read from tables.
+ * Returns, per tap, its source index (clamped into the input) and weight (undefined: nearest). */
+struct GenericTaps {
+    std::vector<Expr> idx, w;
+};
+
+GenericTaps generic_taps(LowerContext &ctx, const ResizeParams &p, int d, Expr o, Type t) {
+    const LValue &X = ctx.input(0);
+    auto c = [](double v) { return Expr(v); };  // an f64 constant
+    Expr in = cast<double>(extent(X, d));
+    bool by_scales = !ctx.has_input(3);  // sizes given: the scale is out / in at each size
+    Expr scale = by_scales ? c(p.scales[d]) : cast<double>(ctx.out_extent(d)) / in;
+    Expr length = by_scales ? in * c(p.scales[d]) : cast<double>(ctx.out_extent(d));
+    Expr x = cast<double>(o);
+    const std::string &m = p.coordinate_mode;
+    if (m == "half_pixel") x = (x + c(0.5)) / scale - c(0.5);
+    else if (m == "pytorch_half_pixel") x = select(length > c(1), (x + c(0.5)) / scale - c(0.5), c(0));
+    else if (m == "align_corners") x = select(length == c(1), c(0), x * (in - c(1)) / (length - c(1)));
+    else x = x / scale;  // asymmetric
+    Expr last = extent(X, d) - 1;
+    auto clamped = [&](Expr i) { return clamp(cast<int32_t>(i), 0, last); };
+    Expr f = floor(x), r = x - f;
+    GenericTaps g;
+    if (p.mode == "nearest") {
+        Expr pick;
+        if (p.nearest_mode == "floor") pick = f;
+        else if (p.nearest_mode == "ceil") pick = ceil(x);
+        else pick = select(r == c(0.5), p.nearest_mode == "round_prefer_floor" ? f : f + c(1), select(r < c(0.5), f, f + c(1)));
+        g.idx = {clamped(pick)};
+        return g;
+    }
+    g.idx = {clamped(f), clamped(f + c(1))};
+    g.w = {cast(t, c(1) - r), cast(t, r)};
+    return g;
+}
+
 std::vector<Func> lower_Resize(LowerContext &ctx) {
     const LValue &X = ctx.input(0);
     const TensorType &out = ctx.out_type();
@@ -185,7 +223,15 @@ std::vector<Func> lower_Resize(LowerContext &ctx) {
     std::vector<Buffer<>> wbuf(rank);
     std::vector<Buffer<uint8_t>> mbuf(rank);
     std::vector<int> active;
+    std::vector<GenericTaps> gtaps(rank);
     for (int d = 0; d < rank; d++) {
+        if (varies(X, d) || ctx.out_varies(d)) {
+            gtaps[d] = generic_taps(ctx, p, d, idx[d], t);
+            taps[d].identity = false;
+            taps[d].n = (int)gtaps[d].idx.size();
+            active.push_back(d);
+            continue;
+        }
         taps[d] = dim_taps(p, d, X.type.shape[d], cubic_a, exclude);
         if (taps[d].identity) continue;
         active.push_back(d);
@@ -220,6 +266,11 @@ std::vector<Func> lower_Resize(LowerContext &ctx) {
         for (int d = 0; d < rank; d++) {
             if (taps[d].identity) {
                 src[d] = idx[d];
+                continue;
+            }
+            if (!gtaps[d].idx.empty()) {
+                src[d] = gtaps[d].idx[tap[d]];
+                if (p.mode != "nearest") w = w.defined() ? w * gtaps[d].w[tap[d]] : gtaps[d].w[tap[d]];
                 continue;
             }
             // the clamp is a no-op on the table's values; it tells bounds inference the range

@@ -189,12 +189,22 @@ Expr call(const LValue &v, const std::vector<Expr> &idx) {
     return v.func(args);
 }
 
+bool varies(const LValue &v, int axis) {
+    return axis < (int)v.dims.size() && v.dims[axis].defined();
+}
+
+Expr extent(const LValue &v, int axis) {
+    return varies(v, axis) ? v.dims[axis] : Expr((int)v.type.shape.at(axis));
+}
+
 Expr call_broadcast(const LValue &v, const std::vector<Expr> &out_idx) {
     int r = v.type.rank(), ro = (int)out_idx.size();
     FUSOR_INTERNAL_ASSERT(r <= ro) << "broadcast from rank " << r << " to " << ro;
     std::vector<Expr> idx(r);
     for (int i = 0; i < r; i++) {
-        idx[i] = v.type.shape[i] == 1 ? Expr(0) : out_idx[ro - r + i];
+        // a dim that varies is 1 at some sizes only: it is never broadcast (the shape rules
+        // give it the output's extent wherever the other operand's dim is not 1)
+        idx[i] = v.type.shape[i] == 1 && !varies(v, i) ? Expr(0) : out_idx[ro - r + i];
     }
     return call(v, idx);
 }
@@ -301,6 +311,28 @@ const TensorType &LowerContext::out_type(int i) const {
     return g_.type(n_.outputs.at(i));
 }
 
+bool LowerContext::out_varies(int axis, int i) const {
+    return i < (int)out_dims_.size() && axis < (int)out_dims_[i].size() && out_dims_[i][axis].defined();
+}
+
+Expr LowerContext::out_extent(int axis, int i) const {
+    return out_varies(axis, i) ? out_dims_[i][axis] : Expr((int)out_type(i).shape.at(axis));
+}
+
+bool LowerContext::generic() const {
+    for (const std::vector<Expr> &d : out_dims_) {
+        for (const Expr &e : d) {
+            if (e.defined()) return true;
+        }
+    }
+    for (const std::optional<LValue> &v : inputs_) {
+        for (int a = 0; v && a < v->type.rank(); a++) {
+            if (varies(*v, a)) return true;
+        }
+    }
+    return false;
+}
+
 std::vector<Var> LowerContext::vars(int rank) const {
     std::vector<Var> v(rank);
     for (int a = 0; a < rank; a++) v[a] = dim_var(rank - 1 - a);
@@ -328,6 +360,9 @@ Func LowerContext::make_stage(const std::string &suffix, const std::vector<int64
     s.role = role;
     s.extents.assign(shape.rbegin(), shape.rend());
     s.aligned = aligned;
+    bool generic = this->generic();
+    s.varying.assign(shape.size(), generic && !aligned);
+    for (size_t d = 0; aligned && d < shape.size(); d++) s.varying[d] = out_varies((int)(shape.size() - 1 - d));
     s.reduced_out_dims = std::move(reduced_out_dims);
     stages_->push_back(s);
     return f;

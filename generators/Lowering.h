@@ -23,7 +23,16 @@ struct LValue {
     Halide::Func func;
     TensorType type;
     bool constant = false;  ///< depends on initializers only (a weight, or a value computed from weights)
+    /** ONNX order: the run-time extent of each dim that varies under the load's profile (a
+     * generic kernel, docs/dynamic_shapes.md); undefined, or empty, where the dim is type's. */
+    std::vector<Halide::Expr> dims;
 };
+
+/** True when ONNX axis \p axis of \p v varies at run time (LValue::dims). type.shape holds the
+ * optimum's extent then, which a lowering may use for schedule hints only, never for indexing. */
+bool varies(const LValue &v, int axis);
+/** The extent of ONNX axis \p axis of \p v: its run-time value where it varies, else the constant. */
+Halide::Expr extent(const LValue &v, int axis);
 
 /** How the default schedule should treat a stage; set by the lowering that creates it. */
 enum class StageRole {
@@ -48,6 +57,10 @@ struct StageInfo {
     /** Halide dims of the node's output that this stage reduces away (its value is the same along
      * them). Computing it inside a loop over such a dim would recompute it. */
     std::vector<int> reduced_out_dims;
+    /** Halide order: true for a dim whose extent varies at run time (a generic kernel's; for a
+     * stage not aligned with its node's output, every dim of a node with a varying dim). A
+     * schedule must be legal at every extent of such a dim: no decision may read its extent. */
+    std::vector<bool> varying;
     bool is_output = false;
     /** A conv's output stage: m when the conv is lowered as Winograd F(m x m, 3 x 3)
      * (LowerWinograd.cpp), 0 when direct. Its internal stages carry the same m. */
@@ -186,6 +199,16 @@ public:
     /** Value of input \p i when it is a one-element constant (baked into the pipeline). */
     std::optional<double> scalar_constant(int i) const;
     const TensorType &out_type(int i = 0) const;
+    /** Output \p i's run-time extent of ONNX axis \p axis (see extent()), and whether it varies. */
+    Halide::Expr out_extent(int axis, int i = 0) const;
+    bool out_varies(int axis, int i = 0) const;
+    /** The run-time extents of each output (ONNX order; undefined where static): set by
+     * lower_cluster for a generic kernel before the lowering runs. */
+    void set_out_dims(std::vector<std::vector<Halide::Expr>> dims) {
+        out_dims_ = std::move(dims);
+    }
+    /** True when some input or output dim of the node varies at run time. */
+    bool generic() const;
 
     /** Pure vars for a tensor of \p rank, in ONNX order. */
     std::vector<Halide::Var> vars(int rank) const;
@@ -229,6 +252,7 @@ private:
     std::string prefix_;
     std::vector<StageInfo> *stages_;
     PrepackPlan *prepack_;
+    std::vector<std::vector<Halide::Expr>> out_dims_;
 };
 
 /** Lowers one node: returns one Func per node output. Internal stages go through make_stage. */

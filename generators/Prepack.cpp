@@ -39,10 +39,11 @@ std::map<std::string, int> winograd_stages(const ClusterSchedule &s) {
     return convs;
 }
 
-void lower_prepacked(const Graph &g, const Cluster &c, const std::string &prefix, const ClusterSchedule &s, LoweredCluster &lc) {
+void lower_prepacked(const Graph &g, const Cluster &c, const std::string &prefix, const ClusterSchedule &s, LoweredCluster &lc,
+                     const VaryingDims *varying) {
     LowerPlan plan{prepack_plan(s, lc), lc.winograd};
     if (plan.prepack.empty()) return;
-    lc = lower_cluster(g, c, prefix, plan);
+    lc = lower_cluster(g, c, prefix, plan, varying);
     add_prepare_pipelines(g, c, prefix, lc);
 }
 

@@ -33,7 +33,8 @@ std::map<std::string, int> winograd_stages(const ClusterSchedule &s);
  * cluster \p c of \p g again into \p lc with those stages read from prepared buffers (and the
  * Winograd convs \p lc has), and adds their pipelines; otherwise leaves \p lc as it is. \p prefix is the one \p lc was lowered with.
  * The one path by which the runtime, the AOT compiler and the tuner's workers prepack. */
-void lower_prepacked(const Graph &g, const Cluster &c, const std::string &prefix, const ClusterSchedule &s, LoweredCluster &lc);
+void lower_prepacked(const Graph &g, const Cluster &c, const std::string &prefix, const ClusterSchedule &s, LoweredCluster &lc,
+                     const VaryingDims *varying = nullptr);
 
 /** Gives each of \p lc's prepared stages its pipeline, from a fresh lowering of cluster \p c of
  * \p g (its own Funcs, so the cluster's schedule never touches them): the stage computed whole,

@@ -98,6 +98,14 @@ std::string winograd_schedule_text(const Graph &sub, const Halide::Target &targe
 ScheduledCluster schedule_cluster(const Graph &g, const Cluster &c, const Halide::Target &target,
                                   const std::string &schedule, const ScheduleOptions &options) {
     ScheduledCluster k;
+    if (options.varying) {
+        std::string prefix = c.name + "_g_";
+        k.lowered = lower_cluster(g, c, prefix, {}, options.varying);
+        k.schedule = default_schedule(g, c, k.lowered, target);
+        if (options.prepack) lower_prepacked(g, c, prefix, k.schedule, k.lowered, options.varying);
+        apply_schedule(k.schedule, k.lowered);
+        return k;
+    }
     // a stored schedule names the stages of the extracted cluster (canonical names)
     Graph sub;
     if (!schedule.empty()) sub = extract_cluster(g, c);

@@ -35,6 +35,10 @@ struct ScheduleOptions {
      * Direct, or leaves an eligible conv direct under Winograd, is not applied (its reason says
      * why), and neither is one that uses Winograd on a GPU target. */
     ConvAlgo conv_algo = ConvAlgo::Auto;
+    /** A generic kernel (lower_cluster's VaryingDims; varying_dims of the graph): lowered over
+     * run-time extents under the default schedule, its convs direct. A stored schedule text is
+     * not applied: records are tuned at one size (docs/dynamic_shapes.md). */
+    const VaryingDims *varying = nullptr;
 };
 
 /** Why schedule \p s of extracted cluster \p sub may not compute its convs as it says under \p algo

@@ -154,6 +154,31 @@ std::vector<ProfileProbe> profile_probes(const Graph &g) {
     return probes;
 }
 
+VaryingDims varying_dims(const Graph &g) {
+    std::vector<ProfileProbe> probes = profile_probes(g);
+    if (probes.empty()) return {};
+    Graph skeleton = shape_skeleton(g);
+    VaryingDims v(g.tensors.size());
+    for (size_t t = 0; t < g.tensors.size(); t++) v[t].assign(g.tensors[t].type.shape.size(), false);
+    for (const ProfileProbe &p : probes) {
+        std::vector<TensorType> types = types_at(skeleton, p.shapes);
+        for (size_t t = 0; t < g.tensors.size(); t++) {
+            const std::vector<int64_t> &opt = g.tensors[t].type.shape, &at = types[t].shape;
+            for (size_t a = 0; a < opt.size(); a++) v[t][a] = v[t][a] || a >= at.size() || at[a] != opt[a];
+        }
+    }
+    return v;
+}
+
+bool any_varying(const VaryingDims &v) {
+    for (const std::vector<bool> &t : v) {
+        for (bool b : t) {
+            if (b) return true;
+        }
+    }
+    return false;
+}
+
 Graph shape_skeleton(const Graph &g) {
     Graph s;
     s.name = g.name;
@@ -319,15 +344,6 @@ void check_shared_dims(const Graph &g, const InputShapes &shapes, const std::str
             }
         }
     }
-}
-
-void check_input_shape(const Tensor &t, const std::vector<int64_t> &shape, const std::string &where) {
-    if (shape == t.type.shape) return;
-    check_in_profile(t, shape, where);
-    std::string given = shape_to_string(shape), profile = " (its profile is " + profile_text(t.range) + ")";
-    throw UserError(where + ": input '" + t.name + "' is given " + given + ", inside its range" + profile +
-                    " but not its optimum " + shape_to_string(t.type.shape) +
-                    "; fusor compiles a load for the optimum and runs that shape only (symbolic kernels: docs/dynamic_shapes.md)");
 }
 
 }  // namespace fusor

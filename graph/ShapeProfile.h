@@ -49,6 +49,15 @@ std::vector<ProfileProbe> profile_probes(const Graph &g);
  * whose rule refuses the shapes. \p g is not changed; it may be a shape_skeleton. */
 std::vector<TensorType> types_at(const Graph &g, const InputShapes &shapes);
 
+/** Per tensor of \p g (by TensorId), per ONNX axis: true where the extent differs between the
+ * optimum and some profile probe, i.e. the dim varies at run time (a generic kernel reads it as a
+ * run-time value; every other dim is the same at every size the probes cover). Empty when \p g
+ * has no ranged input. Throws UserError as types_at does. */
+using VaryingDims = std::vector<std::vector<bool>>;
+VaryingDims varying_dims(const Graph &g);
+/** True when some dim of some tensor of \p v varies. */
+bool any_varying(const VaryingDims &v);
+
 /** \p g without its clusters and the data of its large float constants, which no shape rule
  * reads: what types_at needs, cheap to copy. */
 Graph shape_skeleton(const Graph &g);
@@ -74,8 +83,5 @@ void check_in_profile(const Tensor &t, const std::vector<int64_t> &shape, const 
  * have one size; else a UserError from \p where naming both. */
 void check_shared_dims(const Graph &g, const InputShapes &shapes, const std::string &where);
 
-/** check_in_profile for a run: a shape inside the range but not the optimum is refused too,
- * saying so, since a load runs its optimum only (docs/dynamic_shapes.md). */
-void check_input_shape(const Tensor &t, const std::vector<int64_t> &shape, const std::string &where);
 
 }  // namespace fusor

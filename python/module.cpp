@@ -135,9 +135,9 @@ public:
         return out;
     }
 
-    /** BadInput unless input \p i may run at \p shape (check_input_shape). */
+    /** BadInput unless input \p i may run at \p shape (check_in_profile). */
     void check_input_shape(size_t i, const std::vector<int64_t> &shape) const {
-        fusor::check_input_shape(session_->input(i), shape, "run");
+        fusor::check_in_profile(session_->input(i), shape, "run");
     }
 
     /** Session::output_shapes, by input name. */
@@ -158,8 +158,15 @@ public:
             if (!a.writeable()) throw UserError("an output array is read-only");
             out.push_back(const_cast<void *>(a.data())), out_bytes.push_back((size_t)a.nbytes());
         }
+        InputShapes shapes;  // a ranged input runs at its array's shape
+        for (size_t i = 0; i < inputs.size(); i++) {
+            if (inputs[i] && !session_->input(i).range.empty()) {
+                shapes[session_->input(i).name] = std::vector<int64_t>(inputs[i]->shape(), inputs[i]->shape() + inputs[i]->ndim());
+            }
+        }
         py::gil_scoped_release release;
         std::lock_guard<std::mutex> lock(mu_);
+        session_->set_input_shapes(shapes);
         session_->run(in, in_bytes, out, out_bytes);
     }
 

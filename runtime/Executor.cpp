@@ -101,11 +101,31 @@ void jit_compile(Pipeline &p, const Target &target) {
     p.compile_jit(target);
 }
 
+namespace {
+
+/** Which dims of cluster \p c vary, as key text: per cluster input, then per node output, the
+ * ONNX axes that vary. */
+std::string varying_text(const Graph &g, const Cluster &c, const VaryingDims &v) {
+    std::string text = "generic";
+    auto add = [&](TensorId t) {
+        text += " ";
+        for (size_t a = 0; t != kNoTensor && a < v[t].size(); a++) text += v[t][a] ? "v" : "-";
+    };
+    for (TensorId t : c.inputs) add(t);
+    for (NodeId id : c.nodes) {
+        for (TensorId t : g.nodes[id].outputs) add(t);
+    }
+    return text;
+}
+
+}  // namespace
+
 std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule,
-                                       ConvAlgo algo) {
+                                       ConvAlgo algo, const VaryingDims *varying) {
     std::string canonical = canonical_cluster_text(g, c);
     // direct convs keep the keys they had before the choice existed
     std::string options = algo == ConvAlgo::Direct ? "" : std::string("conv-algo ") + conv_algo_name(algo);
+    if (varying) options = varying_text(g, c, *varying);
     std::string key = target.to_string() + "\n" + canonical + "\n" + schedule + "\n" + options;
     KernelCache &cache = kernel_cache();
     {
@@ -118,6 +138,7 @@ std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const T
     k->cache_key = kernel_cache_key(canonical, schedule, target, options);
     ScheduleOptions so;
     so.conv_algo = algo;
+    so.varying = varying;
     ScheduledCluster sc = schedule_cluster(g, c, target, schedule, so);
     k->lowered = std::move(sc.lowered);
     k->schedule = std::move(sc.schedule);
@@ -273,17 +294,20 @@ Executor::Executor(Graph g, const ExecutorOptions &options)
         form_clusters(g_, co);
         if (options.recluster && options.mode == ExecMode::Fused) options.recluster(g_);
     }
-    buffers_.resize(g_.tensors.size());
+    optimum_ = std::make_unique<SizeState>();
+    cur_ = optimum_.get();
+    std::vector<Buffer<>> &buffers = cur_->buffers;
+    buffers.resize(g_.tensors.size());
     for (TensorId t : g_.inputs) {
-        buffers_[t] = make_buffer(g_.type(t));
+        buffers[t] = make_buffer(g_.type(t));
         const std::vector<uint8_t> &dflt = g_.tensor(t).data;  // a run that feeds nothing reads the default
-        if (!dflt.empty()) std::memcpy(buffers_[t].data(), dflt.data(), dflt.size());
+        if (!dflt.empty()) std::memcpy(buffers[t].data(), dflt.data(), dflt.size());
     }
     for (size_t i = 0; i < g_.tensors.size(); i++) {
         const Tensor &t = g_.tensors[i];
         if (!t.is_initializer) continue;
         FUSOR_INTERNAL_ASSERT(!t.deferred) << "initializer '" << t.name << "' was loaded without its data";
-        buffers_[i] = t.data.empty() ? make_buffer(t.type) : view_of(t.type, const_cast<uint8_t *>(t.data.data()));
+        buffers[i] = t.data.empty() ? make_buffer(t.type) : view_of(t.type, const_cast<uint8_t *>(t.data.data()));
     }
     for (const Cluster &c : g_.clusters) {
         const Node &first = g_.nodes[c.nodes[0]];
@@ -322,38 +346,125 @@ Executor::Executor(Graph g, const ExecutorOptions &options)
         param_tensors_.push_back(params);
         prepared_.emplace_back();
     }
-    compile_kernels(kernels_, target_, options.kernel_cache);
+    compile_generic_kernels();
+    std::vector<std::shared_ptr<Kernel>> all = kernels_;
+    all.insert(all.end(), generic_.begin(), generic_.end());
+    compile_kernels(all, target_, options.kernel_cache);
     prepare_constants();
+    plan_size(*cur_);
+}
+
+void Executor::compile_generic_kernels() {
+    generic_.assign(g_.clusters.size(), nullptr);
+    generic_prepared_.assign(g_.clusters.size(), {});
+    varying_ = varying_dims(g_);
+    if (!any_varying(varying_)) return;
+    skeleton_ = shape_skeleton(g_);
+    skeleton_.clusters = g_.clusters;
+    for (size_t k = 0; k < g_.clusters.size(); k++) {
+        const Cluster &c = g_.clusters[k];
+        if (!cluster_varies(g_, c, varying_)) continue;
+        std::string why = if_steps_[k] ? "an If (" + g_.nodes[c.nodes[0]].name + ") has a dim that varies" : generic_refusal(g_, c, varying_);
+        if (!why.empty() && size_refusal_.empty()) size_refusal_ = why;
+        if (!why.empty()) continue;
+        generic_[k] = prepare_kernel(g_, c, target_, "", ConvAlgo::Direct, &varying_);
+        FUSOR_INTERNAL_ASSERT(generic_[k]->lowered.params.size() == param_tensors_[k].size()) << "generic kernel params of " << c.name;
+    }
+}
+
+void Executor::plan_size(SizeState &st) {
+    const Graph &sized = st.types.empty() ? g_ : skeleton_;
     // Intermediates live in one arena planned by liveness (graph/MemoryPlanning.h). An elementwise
     // cluster may write over an input that dies there only when its kernel has no overlapping
     // tails: Halide's ShiftInwards recomputes the last vector or tile of a loop, which would read
     // input elements already overwritten.
     MemoryPlanOptions mo;
-    mo.kernel_allows_in_place = [this](const Cluster &c) {
-        const Kernel *k = kernels_.at((size_t)c.id).get();
+    mo.kernel_allows_in_place = [this, &st](const Cluster &c) {
+        const Kernel *k = st.generic && generic_.at((size_t)c.id) ? generic_[(size_t)c.id].get() : kernels_.at((size_t)c.id).get();
         return k && output_tails_exact(k->schedule, k->lowered);  // (an If step has no kernel)
     };
-    plan_ = plan_memory(g_, mo);
-    arena_.assign((size_t)plan_.arena_bytes + (size_t)plan_.alignment, 0);
-    uint8_t *base = arena_.data();
-    base += (plan_.alignment - (uintptr_t)base % plan_.alignment) % plan_.alignment;
+    st.plan = plan_memory(sized, mo);
+    st.arena.assign((size_t)st.plan.arena_bytes + (size_t)st.plan.alignment, 0);
+    uint8_t *base = st.arena.data();
+    base += (st.plan.alignment - (uintptr_t)base % st.plan.alignment) % st.plan.alignment;
     for (const Cluster &c : g_.clusters) {
         for (TensorId t : c.outputs) {
-            const TensorType &type = g_.type(t);
-            const ArenaSlot *slot = plan_.find(t);
-            if (!slot) {
-                buffers_[t] = make_buffer(type);
-                continue;
-            }
-            buffers_[t] = view_of(type, base + slot->offset);
+            const TensorType &type = sized.type(t);
+            const ArenaSlot *slot = st.plan.find(t);
+            st.buffers[t] = slot ? view_of(type, base + slot->offset) : make_buffer(type);
         }
     }
     for (const Cluster &c : g_.clusters) {
         std::vector<Buffer<>> outs;
-        for (TensorId t : c.outputs) outs.push_back(buffers_[t]);
-        realizations_.emplace_back(outs);
+        for (TensorId t : c.outputs) outs.push_back(st.buffers[t]);
+        st.realizations.emplace_back(outs);
     }
-    bind_cached_args();
+    bind_cached_args(st);
+}
+
+Executor::SizeState &Executor::make_size(const InputShapes &shapes, const std::string &key) {
+    if (!size_refusal_.empty()) throw UserError("this load runs its optimum only: " + size_refusal_);
+    SizeState st;
+    st.key = key;
+    st.generic = true;
+    st.types = types_at(skeleton_, shapes);
+    for (size_t t = 0; t < g_.tensors.size(); t++) {
+        const std::vector<int64_t> &opt = g_.tensors[t].type.shape, &now = st.types[t].shape;
+        for (size_t a = 0; a < opt.size() && a < now.size(); a++) {
+            if (varying_[t][a] || opt[a] == now[a]) continue;
+            // the probes saw this dim fixed: the kernels read it as a constant
+            throw UserError("tensor '" + g_.tensors[t].name + "' has dim " + std::to_string(a) + " = " + std::to_string(now[a]) +
+                            " at this size, and " + std::to_string(opt[a]) +
+                            " at every size the profile was checked at (docs/dynamic_shapes.md): bind this size as its own load");
+        }
+    }
+    for (size_t t = 0; t < g_.tensors.size(); t++) skeleton_.tensors[t].type = st.types[t];
+    st.buffers.resize(g_.tensors.size());
+    for (TensorId t : g_.inputs) st.buffers[t] = make_buffer(st.types[t]);
+    for (size_t t = 0; t < g_.tensors.size(); t++) {
+        if (g_.tensors[t].is_initializer) st.buffers[t] = optimum_->buffers[t];
+    }
+    plan_size(st);
+    sizes_planned_++;
+    sizes_.push_front(std::move(st));
+    if (sizes_.size() > kSizesKept) sizes_.pop_back();
+    return sizes_.front();
+}
+
+void Executor::set_input_shapes(const InputShapes &shapes) {
+    InputShapes all;
+    std::string key;
+    for (TensorId t : g_.inputs) {
+        const std::string &name = g_.tensor(t).name;
+        auto it = shapes.find(name);
+        all[name] = it == shapes.end() ? g_.type(t).shape : it->second;
+        key += name + "=" + to_string(TensorType{g_.type(t).dtype, all[name]}) + ";";
+    }
+    bool optimum = true;
+    for (TensorId t : g_.inputs) optimum = optimum && all[g_.tensor(t).name] == g_.type(t).shape;
+    if (optimum) {
+        cur_ = optimum_.get();
+        return;
+    }
+    for (auto it = sizes_.begin(); it != sizes_.end(); ++it) {
+        if (it->key != key) continue;
+        sizes_.splice(sizes_.begin(), sizes_, it);  // most recently used first
+        cur_ = &sizes_.front();
+        return;
+    }
+    cur_ = &make_size(all, key);
+}
+
+const TensorType &Executor::type_at_size(TensorId t) const {
+    return cur_->types.empty() ? g_.type(t) : cur_->types.at(t);
+}
+
+Kernel &Executor::kernel_now(size_t k) {
+    return cur_->generic && generic_[k] ? *generic_[k] : *kernels_[k];
+}
+
+std::vector<Buffer<>> &Executor::prepared_now(size_t k) {
+    return cur_->generic && generic_[k] ? generic_prepared_[k] : prepared_[k];
 }
 
 std::vector<int> Executor::last_packers() const {
@@ -380,18 +491,22 @@ std::vector<int> Executor::last_packers() const {
 
 void Executor::prepare_constants() {
     std::vector<int> last = last_packers();
+    std::vector<Buffer<>> &buffers = cur_->buffers;
     for (size_t k = 0; k < kernels_.size(); k++) {
         if (!kernels_[k]) continue;
         std::vector<Buffer<>> params;
-        for (TensorId t : param_tensors_[k]) params.push_back(g_.tensor(t).is_initializer ? buffers_[t] : Buffer<>());
+        for (TensorId t : param_tensors_[k]) params.push_back(g_.tensor(t).is_initializer ? buffers[t] : Buffer<>());
         for (PreparedStage &p : kernels_[k]->lowered.prepared) prepared_[k].push_back(realize_prepared(p, params));
+        if (generic_[k]) {
+            for (PreparedStage &p : generic_[k]->lowered.prepared) generic_prepared_[k].push_back(realize_prepared(p, params));
+        }
         params.clear();
         for (TensorId t : param_tensors_[k]) {
             if (last[t] != (int)k) continue;
             Tensor &w = g_.tensors[t];  // packed for the last time and read by no kernel: held once, packed
             released_bytes_ += w.data.size();
             std::vector<uint8_t>().swap(w.data);
-            buffers_[t] = Buffer<>();
+            buffers[t] = Buffer<>();
         }
     }
 }
@@ -403,34 +518,39 @@ Executor::WeightBytes Executor::weight_bytes() const {
         const Tensor &x = g_.tensors[t];
         if (!x.is_initializer) continue;
         w.loaded += x.data.size();
-        const Buffer<> &b = buffers_[t];
+        const Buffer<> &b = optimum_->buffers[t];
         if (b.defined() && (const void *)b.data() != (const void *)x.data.data()) w.loaded += b.size_in_bytes();
     }
-    for (const std::vector<Buffer<>> &bs : prepared_) {
-        for (const Buffer<> &b : bs) w.packed += b.size_in_bytes();
+    for (const auto *all : {&prepared_, &generic_prepared_}) {
+        for (const std::vector<Buffer<>> &bs : *all) {
+            for (const Buffer<> &b : bs) w.packed += b.size_in_bytes();
+        }
     }
     return w;
 }
 
 /** Every copy of a Halide::Buffer shares its halide_buffer_t, so these stay valid when a buffer
  * is rebound (bind) or the executor moves. */
-void Executor::bind_cached_args() {
-    cached_args_.resize(kernels_.size());
+void Executor::bind_cached_args(SizeState &st) {
+    st.cached_args.resize(kernels_.size());
+    SizeState *was = cur_;
+    cur_ = &st;  // kernel_now and prepared_now are st's
     for (size_t k = 0; k < kernels_.size(); k++) {
-        if (!kernels_[k] || !kernels_[k]->entry) continue;
-        std::vector<halide_buffer_t *> &args = cached_args_[k];
-        for (size_t i : kernels_[k]->param_reads) args.push_back(buffers_[param_tensors_[k][i]].raw_buffer());
-        for (Buffer<> &b : prepared_[k]) args.push_back(b.raw_buffer());
-        for (size_t i = 0; i < realizations_[k].size(); i++) args.push_back(realizations_[k][i].raw_buffer());
+        if (!kernels_[k] || !kernel_now(k).entry) continue;
+        std::vector<halide_buffer_t *> &args = st.cached_args[k];
+        for (size_t i : kernel_now(k).param_reads) args.push_back(st.buffers[param_tensors_[k][i]].raw_buffer());
+        for (Buffer<> &b : prepared_now(k)) args.push_back(b.raw_buffer());
+        for (size_t i = 0; i < st.realizations[k].size(); i++) args.push_back(st.realizations[k][i].raw_buffer());
     }
+    cur_ = was;
 }
 
 Buffer<> &Executor::input(size_t i) {
-    return buffers_.at(g_.inputs.at(i));
+    return cur_->buffers.at(g_.inputs.at(i));
 }
 
 const Buffer<> &Executor::output(size_t i) const {
-    return buffers_.at(g_.outputs.at(i));
+    return cur_->buffers.at(g_.outputs.at(i));
 }
 
 void Executor::set_input(size_t i, const void *data, size_t bytes) {
@@ -444,11 +564,12 @@ void Executor::set_input(size_t i, const void *data, size_t bytes) {
 }
 
 void Executor::bind(TensorId t, const char *role, void *host, size_t bytes) {
-    Buffer<> &b = buffers_.at(t);
-    if (own_host_.empty()) own_host_.assign(buffers_.size(), nullptr);
-    if (!own_host_[t]) own_host_[t] = b.data();
+    Buffer<> &b = cur_->buffers.at(t);
+    std::vector<void *> &own = cur_->own_host;
+    if (own.empty()) own.assign(cur_->buffers.size(), nullptr);
+    if (!own[t]) own[t] = b.data();
     if (!host) {
-        b.raw_buffer()->host = (uint8_t *)own_host_[t];
+        b.raw_buffer()->host = (uint8_t *)own[t];
         return;
     }
     if (bytes != b.size_in_bytes()) {
@@ -475,23 +596,24 @@ const Executor &Executor::branch(size_t k, int branch) const {
 }
 
 void Executor::run_if(IfStep &step) {
-    const Buffer<> &cond = buffers_[step.cond];
+    std::vector<Buffer<>> &buffers = cur_->buffers;
+    const Buffer<> &cond = buffers[step.cond];
     int b = *(const uint8_t *)cond.raw_buffer()->host ? 0 : 1;  // a one-element bool
     Executor &ex = *step.branches[b];
     // bind on every run: our own buffers may have been rebound (bind_input/bind_output) since
     for (size_t i = 0; i < step.inputs.size(); i++) {
-        const Buffer<> &in = buffers_[step.inputs[i]];
+        const Buffer<> &in = buffers[step.inputs[i]];
         ex.bind_input(i, in.raw_buffer()->host, in.size_in_bytes());
     }
     for (size_t i = 0; i < step.outputs.size(); i++) {
         if (step.copy_out[b][i]) continue;
-        Buffer<> &out = buffers_[step.outputs[i]];
+        Buffer<> &out = buffers[step.outputs[i]];
         ex.bind_output(i, out.raw_buffer()->host, out.size_in_bytes());
     }
     ex.run();
     for (size_t i = 0; i < step.outputs.size(); i++) {
         if (!step.copy_out[b][i]) continue;
-        Buffer<> &out = buffers_[step.outputs[i]];
+        Buffer<> &out = buffers[step.outputs[i]];
         std::memcpy(out.raw_buffer()->host, ex.output(i).raw_buffer()->host, out.size_in_bytes());
     }
 }
@@ -501,15 +623,21 @@ void Executor::run_kernel(size_t k) {
         run_if(*if_steps_[k]);
         return;
     }
-    Kernel &kn = *kernels_[k];
+    Kernel &kn = kernel_now(k);
     if (kn.entry) {
-        call_cached_kernel(kn.entry, cached_args_[k].data(), cached_args_[k].size());
+        call_cached_kernel(kn.entry, cur_->cached_args[k].data(), cur_->cached_args[k].size());
         return;
     }
     // Kernels may be shared with other executors: bind this executor's buffers on every call.
-    for (size_t i : kn.param_reads) kn.lowered.params[i].set(buffers_[param_tensors_[k][i]]);
-    for (size_t i = 0; i < kn.lowered.prepared.size(); i++) kn.lowered.prepared[i].buffer.set(prepared_[k][i]);
-    kn.lowered.pipeline.realize(realizations_[k], target_);
+    std::vector<Buffer<>> &prepared = prepared_now(k);
+    for (size_t i : kn.param_reads) kn.lowered.params[i].set(cur_->buffers[param_tensors_[k][i]]);
+    for (size_t i = 0; i < kn.lowered.prepared.size(); i++) kn.lowered.prepared[i].buffer.set(prepared[i]);
+    const Cluster &c = g_.clusters[k];
+    for (DimParam &d : kn.lowered.dim_params) {
+        TensorId t = g_.nodes[c.nodes[d.node]].outputs[(size_t)d.output];
+        d.param.set((int32_t)type_at_size(t).shape[(size_t)d.axis]);
+    }
+    kn.lowered.pipeline.realize(cur_->realizations[k], target_);
 }
 
 void Executor::run() {

@@ -5,6 +5,7 @@
  * buffers allocated once. */
 
 #include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "graph/Error.h"
 #include "graph/Graph.h"
 #include "graph/MemoryPlanning.h"
+#include "graph/ShapeProfile.h"
 #include "runtime/KernelCache.h"
 
 namespace fusor {
@@ -72,9 +74,11 @@ struct Kernel {
  * compiled it before), under the default schedule or, when \p schedule is not empty, under that
  * schedule of the extracted cluster, with its convs' algorithm by \p algo where the schedule does
  * not say (ScheduleOptions::conv_algo). An illegal stored schedule falls back to the default
- * (Kernel::fallback_reason says why). */
+ * (Kernel::fallback_reason says why). With \p varying (varying_dims of \p g), the cluster's generic
+ * kernel (ScheduleOptions::varying): \p schedule and \p algo are not used. */
 std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const Halide::Target &target,
-                                       const std::string &schedule = "", ConvAlgo algo = ConvAlgo::Auto);
+                                       const std::string &schedule = "", ConvAlgo algo = ConvAlgo::Auto,
+                                       const VaryingDims *varying = nullptr);
 
 /** Compiles those of \p kernels not compiled yet, all at once: through the persistent kernel cache
  * (one shared object per call) where it serves them and \p use_cache, JIT-compiled otherwise. */
@@ -105,6 +109,13 @@ void set_num_threads(int n);
  * are written into input(i); run() fills output(i). Not thread-safe: one run at a time (executors
  * may share kernels).
  *
+ * Sizes: a graph whose inputs carry profiles (Tensor::range) runs at its optimum (the graph's
+ * types) with its static kernels, and at every other size of the profile with generic kernels
+ * (lower_cluster's VaryingDims), compiled at construction, for each cluster with a dim that
+ * varies. set_input_shapes selects a size: its buffers and arena plan are made the first time
+ * it is seen and kept for the last kSizesKept sizes (least recently used dropped), so a repeated
+ * size allocates nothing and no size compiles anything.
+ *
  * Control flow: an If is a cluster of its own (a step, not a kernel). Both its branches are
  * compiled at construction as nested executors with the same options (sharing the kernel cache);
  * a run reads the condition and runs the branch it names, its inputs and outputs bound to this
@@ -129,6 +140,26 @@ public:
     size_t num_outputs() const {
         return g_.outputs.size();
     }
+    /** The sizes kept besides the optimum's. */
+    static constexpr size_t kSizesKept = 64;
+    /** Selects the size at which the next runs go: \p shapes names inputs and their shapes
+     * (inputs it does not name: the optimum's). input(i), output(i), bind_* and memory_plan()
+     * are then that size's. Throws UserError when the shape rules refuse the shapes, when a dim
+     * the profile's probes saw fixed has another extent, or when a cluster that the size
+     * changes has no generic kernel (size_refusal()). Shapes are not checked against the
+     * profile here (check_in_profile). */
+    void set_input_shapes(const InputShapes &shapes);
+    /** Sizes planned so far besides the optimum (a repeated size plans nothing). */
+    size_t sizes_planned() const {
+        return sizes_planned_;
+    }
+    /** Why sizes other than the optimum cannot run ("" when they can, or when nothing varies). */
+    const std::string &size_refusal() const {
+        return size_refusal_;
+    }
+    /** The type of tensor \p t at the selected size. */
+    const TensorType &type_at_size(TensorId t) const;
+
     Halide::Buffer<> &input(size_t i);
     const Halide::Buffer<> &output(size_t i) const;
     /** Copies \p bytes of row-major data into input \p i; throws UserError if the size differs. */
@@ -167,7 +198,7 @@ public:
 
     /** The arena layout of this executor's intermediates. */
     const MemoryPlan &memory_plan() const {
-        return plan_;
+        return cur_->plan;
     }
 
     /** Kernel launches and intermediate traffic under the schedules applied. */
@@ -182,17 +213,46 @@ public:
 
 private:
     struct IfStep;
+    /** The buffers of one size: inputs, intermediates in an arena, outputs, and each kernel's
+     * output realization (and arguments, for cached kernels). Weights are the optimum's. */
+    struct SizeState {
+        std::string key;                ///< the input shapes as text
+        std::vector<TensorType> types;  ///< by TensorId; empty for the optimum (g_'s)
+        bool generic = false;           ///< runs generic kernels where a cluster has them
+        MemoryPlan plan;
+        std::vector<uint8_t> arena;
+        std::vector<Halide::Buffer<>> buffers;  ///< by TensorId; undefined for non-materialized tensors
+        std::vector<void *> own_host;           ///< by TensorId: the host pointer allocated here (for unbinding)
+        std::vector<Halide::Realization> realizations;
+        std::vector<std::vector<halide_buffer_t *>> cached_args;
+    };
     void run_if(IfStep &step);
+    /** The kernel step \p k runs at the selected size, and its prepared buffers. */
+    Kernel &kernel_now(size_t k);
+    std::vector<Halide::Buffer<>> &prepared_now(size_t k);
+    /** Plans \p st's arena and makes its buffers (its types set), its realizations and args. */
+    void plan_size(SizeState &st);
+    void compile_generic_kernels();
+    SizeState &make_size(const InputShapes &shapes, const std::string &key);
 
     Graph g_;
     ExecutorOptions options_;
     std::vector<std::unique_ptr<IfStep>> if_steps_;  ///< by cluster: null for kernels
     Halide::Target target_;
     std::vector<std::shared_ptr<Kernel>> kernels_;
-    std::vector<Halide::Buffer<>> buffers_;  ///< by TensorId; undefined for non-materialized tensors
-    std::vector<void *> own_host_;           ///< by TensorId: the host pointer allocated here (for unbinding)
+    /** By cluster: its generic kernel (null where no dim of it varies, or it has none), and
+     * those kernels' prepared buffers. */
+    std::vector<std::shared_ptr<Kernel>> generic_;
+    std::vector<std::vector<Halide::Buffer<>>> generic_prepared_;
+    VaryingDims varying_;       ///< varying_dims(g_); empty without a profile
+    Graph skeleton_;            ///< shape_skeleton(g_) with its clusters: what a size is planned on
+    std::string size_refusal_;
+    size_t sizes_planned_ = 0;
+    std::unique_ptr<SizeState> optimum_;
+    std::list<SizeState> sizes_;  ///< most recently used first
+    SizeState *cur_ = nullptr;
     void bind(TensorId t, const char *role, void *host, size_t bytes);
-    void bind_cached_args();
+    void bind_cached_args(SizeState &st);
     /** Fills prepared_ from this executor's weights, once the kernels are compiled (their prepare
      * pipelines come from the kernel cache with them), and releases each weight that only
      * prepare pipelines read right after its last packing (WeightBytes::released), so a large
@@ -202,9 +262,6 @@ private:
      * kernel, If or graph output reads otherwise; -1 for every other tensor. */
     std::vector<int> last_packers() const;
     uint64_t released_bytes_ = 0;
-    MemoryPlan plan_;                        ///< where each intermediate lives in arena_
-    std::vector<uint8_t> arena_;             ///< every intermediate; graph inputs/outputs have their own
-    std::vector<Halide::Realization> realizations_;  ///< per kernel, over its output buffers
     /** Per kernel: this executor's tensors bound to the kernel's params, in param order. A cached
      * kernel may have been compiled for another cluster with equal canonical text, so its own
      * LoweredCluster::param_tensors name that cluster's tensors, not ours. */
@@ -212,8 +269,6 @@ private:
     /** Per kernel: its prepared stages' buffers (LoweredCluster::prepared order), computed from
      * this executor's weights once, at construction (generators/Prepack.h). */
     std::vector<std::vector<Halide::Buffer<>>> prepared_;
-    /** Per kernel served by the kernel cache: its arguments (params, prepared, outputs). */
-    std::vector<std::vector<halide_buffer_t *>> cached_args_;
 };
 
 /** Fills every input of \p ex from \p seed (see random_inputs in graph/Random.h): the same seed

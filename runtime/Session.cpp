@@ -108,6 +108,12 @@ std::vector<std::vector<int64_t>> Session::output_shapes(const InputShapes &shap
     return out;
 }
 
+void Session::set_input_shapes(const InputShapes &shapes) {
+    for (const auto &[name, shape] : shapes) check_in_profile(input(input_index(name)), shape, "run");
+    check_shared_dims(graph(), shapes, "run");
+    ex_->set_input_shapes(shapes);
+}
+
 void Session::set_threads(int n) {
     if (n < 1) throw UserError("threads is " + std::to_string(n) + "; expected at least 1");
     options_.threads = n;
@@ -154,29 +160,30 @@ void Session::run(const std::vector<const void *> &inputs, const std::vector<siz
 
 namespace {
 
-/** UserError naming \p t unless \p b is a dense buffer of \p t's dtype and shape. */
-void check_buffer(const char *role, const Tensor &t, const halide_buffer_t *b) {
+/** \p b's dims in ONNX order. */
+std::vector<int64_t> onnx_dims(const halide_buffer_t *b) {
+    std::vector<int64_t> dims;
+    for (int d = b->dimensions - 1; d >= 0; d--) dims.push_back(b->dim[d].extent);
+    return dims;
+}
+
+/** UserError naming \p t unless \p b is a dense buffer of \p t's dtype and of shape \p shape. */
+void check_buffer(const char *role, const Tensor &t, const std::vector<int64_t> &shape, const halide_buffer_t *b) {
     if (!b || !b->host) throw UserError(std::string("run: ") + role + " '" + t.name + "' has no host memory");
     Halide::Type want = halide_type(t.type.dtype);
-    std::string got = "a buffer of " + std::to_string(b->dimensions) + " dims";
-    bool ok = Halide::Type(b->type) == want && b->dimensions == (int)t.type.shape.size();
+    bool ok = Halide::Type(b->type) == want && b->dimensions == (int)shape.size();
     int64_t stride = 1;
     for (int d = 0; ok && d < b->dimensions; d++) {
         const halide_dimension_t &dim = b->dim[d];
-        ok = dim.extent == t.type.shape[t.type.shape.size() - 1 - d] && dim.stride == stride;
+        ok = dim.extent == shape[shape.size() - 1 - d] && dim.stride == stride;
         stride *= dim.extent;
     }
     if (!ok) {
-        std::string shape;
-        std::vector<int64_t> dims;
-        for (int d = b->dimensions - 1; d >= 0; d--) {
-            shape += (shape.empty() ? "" : "x") + std::to_string(b->dim[d].extent);
-            dims.push_back(b->dim[d].extent);
-        }
-        if (std::string(role) == "input" && Halide::Type(b->type) == want && !t.range.empty()) check_input_shape(t, dims, "run");
-        throw UserError(std::string("run: ") + role + " '" + t.name + "' is " + to_string(t.type) + " (dense); the buffer given is " +
-                        Halide::type_to_c_type(Halide::Type(b->type), false) + " " + (shape.empty() ? "scalar" : shape) +
-                        " (or not dense)");
+        std::string text;
+        for (int64_t d : onnx_dims(b)) text += (text.empty() ? "" : "x") + std::to_string(d);
+        throw UserError(std::string("run: ") + role + " '" + t.name + "' is " + to_string(TensorType{t.type.dtype, shape}) +
+                        " (dense); the buffer given is " + Halide::type_to_c_type(Halide::Type(b->type), false) + " " +
+                        (text.empty() ? "scalar" : text) + " (or not dense)");
     }
 }
 
@@ -184,8 +191,15 @@ void check_buffer(const char *role, const Tensor &t, const halide_buffer_t *b) {
 
 void Session::run(const std::vector<const halide_buffer_t *> &inputs, const std::vector<halide_buffer_t *> &outputs) {
     check_counts(inputs.size(), outputs.size());
-    for (size_t i = 0; i < inputs.size(); i++) check_buffer("input", input(i), inputs[i]);
-    for (size_t i = 0; i < outputs.size(); i++) check_buffer("output", output(i), outputs[i]);
+    InputShapes shapes;  // a ranged input runs at its buffer's shape
+    for (size_t i = 0; i < inputs.size(); i++) {
+        const Tensor &t = input(i);
+        bool sized = !t.range.empty() && inputs[i] && Halide::Type(inputs[i]->type) == halide_type(t.type.dtype);
+        if (sized) shapes[t.name] = onnx_dims(inputs[i]);
+        check_buffer("input", t, sized ? shapes[t.name] : t.type.shape, inputs[i]);
+    }
+    set_input_shapes(shapes);
+    for (size_t i = 0; i < outputs.size(); i++) check_buffer("output", output(i), ex_->type_at_size(graph().outputs[i]).shape, outputs[i]);
     Unbind unbind{*ex_};
     for (size_t i = 0; i < inputs.size(); i++) ex_->bind_input(i, inputs[i]->host, ex_->input(i).size_in_bytes());
     for (size_t i = 0; i < outputs.size(); i++) ex_->bind_output(i, outputs[i]->host, ex_->output(i).size_in_bytes());

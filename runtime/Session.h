@@ -91,6 +91,13 @@ public:
      * dim outside the input's profile, or the node whose rule refuses the shapes. */
     std::vector<std::vector<int64_t>> output_shapes(const InputShapes &shapes) const;
 
+    /** Selects the size the next runs go at (Executor::set_input_shapes): \p shapes names inputs
+     * and their shapes, the others at their optimum. UserError naming the input and dim for a
+     * shape outside its profile, inputs sharing a dim name bound apart, or a size the load cannot
+     * run (Executor::size_refusal). run(void *...) then takes the bytes of that size;
+     * run(halide_buffer_t...) selects the size of the buffers it is given itself. */
+    void set_input_shapes(const InputShapes &shapes);
+
     /** Sets Halide's worker thread count for this process (n >= 1). */
     void set_threads(int n);
 
@@ -103,8 +110,9 @@ public:
     void run(const std::vector<const void *> &inputs, const std::vector<size_t> &input_bytes,
              const std::vector<void *> &outputs, const std::vector<size_t> &output_bytes);
     /** Runs on caller Halide buffers (Halide dim order: innermost first, i.e. the ONNX shape
-     * reversed), which must be dense; UserError naming the tensor when the dtype, shape or
-     * strides differ from the graph's. */
+     * reversed), which must be dense; an input with a profile may have any shape it allows (the
+     * outputs then have the shapes output_shapes gives). UserError naming the tensor when the
+     * dtype, shape or strides differ from the graph's (or the profile's). */
     void run(const std::vector<const halide_buffer_t *> &inputs, const std::vector<halide_buffer_t *> &outputs);
 
     /** Runs on whatever the executor's buffers hold (executor().set_input, earlier bindings). */

@@ -198,12 +198,23 @@ InputShapes shape_bindings(const std::vector<std::string> &flags, InputRanges *r
 
 namespace {
 
-/** \p a, read from \p where for \p role \p t (e.g. "graph input"), when it holds t's dtype and
- * shape; UserError naming both otherwise. */
-NpyArray of_type(NpyArray a, const Tensor &t, const std::string &where, const std::string &role) {
-    if (a.type.dtype == t.type.dtype && role == "graph input" && !t.range.empty()) check_input_shape(t, a.type.shape, where);
-    if (a.type != t.type) throw UserError(where + ": holds " + to_string(a.type) + " but " + role + " '" + t.name + "' is " + to_string(t.type));
+/** \p a, read from \p where for \p role \p t (e.g. "graph input"), when it holds \p want (t's type
+ * at the size run), or for a graph input with a profile, t's dtype at a shape the profile allows;
+ * UserError naming both otherwise. */
+NpyArray of_type(NpyArray a, const Tensor &t, const TensorType &want, const std::string &where, const std::string &role) {
+    if (a.type.dtype == t.type.dtype && role == "graph input" && !t.range.empty()) {
+        check_in_profile(t, a.type.shape, where);
+        return a;
+    }
+    if (a.type != want) throw UserError(where + ": holds " + to_string(a.type) + " but " + role + " '" + t.name + "' is " + to_string(want));
     return a;
+}
+
+/** The largest type tensor \p t takes: each ranged dim at its high end. */
+TensorType largest_type(const Tensor &t) {
+    TensorType type = t.type;
+    for (size_t d = 0; d < t.range.size() && d < type.shape.size(); d++) type.shape[d] = t.range[d].hi;
+    return type;
 }
 
 bool is_npz(const std::string &path) {
@@ -228,8 +239,8 @@ public:
     }
     /** Reads tensor \p t's array, which must hold t's dtype and shape (UserError naming it and
      * \p role, e.g. "graph input", otherwise). */
-    NpyArray read(const Tensor &t, const std::string &role) const {
-        return of_type(npz_ ? npz_->read(t.name, npy_size_bound(t.type)) : read_npy(where(t.name)), t, where(t.name), role);
+    NpyArray read(const Tensor &t, const TensorType &want, const std::string &role) const {
+        return of_type(npz_ ? npz_->read(t.name, npy_size_bound(largest_type(t))) : read_npy(where(t.name)), t, want, where(t.name), role);
     }
     /** The message for a missing array of \p role \p name. */
     UserError missing(const std::string &role, const std::string &name) const {
@@ -263,10 +274,19 @@ std::vector<std::string> tensor_names(const Graph &g, const std::vector<TensorId
     return names;
 }
 
-/** Feeds input \p i of \p ex from the .npy at \p path, which must hold its dtype and shape. */
-void feed_npy(Executor &ex, size_t i, const std::string &path) {
-    NpyArray a = of_type(read_npy(path), ex.graph().tensor(ex.graph().inputs[i]), path, "graph input");
-    ex.set_input(i, a.data.data(), a.data.size());
+/** Feeds \p arrays (by input; nullopt: the executor's own, its default) to \p ex at their size:
+ * an input with a profile at its array's shape (\p flag names the flag in errors). */
+void feed(Executor &ex, const std::vector<std::optional<NpyArray>> &arrays, const std::string &flag) {
+    const Graph &g = ex.graph();
+    InputShapes shapes;
+    for (size_t i = 0; i < arrays.size(); i++) {
+        if (arrays[i] && !g.tensor(g.inputs[i]).range.empty()) shapes[g.tensor(g.inputs[i]).name] = arrays[i]->type.shape;
+    }
+    check_shared_dims(g, shapes, flag);
+    ex.set_input_shapes(shapes);
+    for (size_t i = 0; i < arrays.size(); i++) {
+        if (arrays[i]) ex.set_input(i, arrays[i]->data.data(), arrays[i]->data.size());
+    }
 }
 
 }  // namespace
@@ -275,20 +295,22 @@ void load_inputs(Executor &ex, const std::string &path) {
     const Graph &g = ex.graph();
     TensorFiles files("--inputs", path);
     files.check_no_strays(tensor_names(g, g.inputs), "graph input");
+    std::vector<std::optional<NpyArray>> arrays(g.inputs.size());
     for (size_t i = 0; i < g.inputs.size(); i++) {
         const Tensor &t = g.tensor(g.inputs[i]);
         if (!files.has(t.name)) {
             if (!t.data.empty()) continue;  // an input with a default: the executor holds it already
             throw files.missing("graph input", t.name);
         }
-        NpyArray a = files.read(t, "graph input");
-        ex.set_input(i, a.data.data(), a.data.size());
+        arrays[i] = files.read(t, t.type, "graph input");
     }
+    feed(ex, arrays, "--inputs");
 }
 
 void load_named_inputs(Executor &ex, const std::vector<std::string> &bindings) {
     const Graph &g = ex.graph();
     std::vector<bool> given(g.inputs.size());
+    std::vector<std::optional<NpyArray>> arrays(g.inputs.size());
     auto names = [&] {
         std::string list;
         for (TensorId t : g.inputs) list += (list.empty() ? "" : ", ") + g.tensor(t).name;
@@ -303,12 +325,14 @@ void load_named_inputs(Executor &ex, const std::vector<std::string> &bindings) {
         if (i == g.inputs.size()) throw UserError("--input names '" + name + "', which is not an input; the inputs are: " + names());
         if (given[i]) throw UserError("--input gives '" + name + "' twice");
         given[i] = true;
-        feed_npy(ex, i, path);
+        const Tensor &t = g.tensor(g.inputs[i]);
+        arrays[i] = of_type(read_npy(path), t, t.type, path, "graph input");
     }
     for (size_t i = 0; i < g.inputs.size(); i++) {
         const Tensor &t = g.tensor(g.inputs[i]);
         if (!given[i] && t.data.empty()) throw UserError("no --input for '" + t.name + "' (" + to_string(t.type) + "); the inputs are: " + names());
     }
+    feed(ex, arrays, "--input");
 }
 
 std::vector<NpyArray> read_references(const Executor &ex, const std::string &path) {
@@ -319,7 +343,7 @@ std::vector<NpyArray> read_references(const Executor &ex, const std::string &pat
     for (TensorId id : g.outputs) {
         const Tensor &t = g.tensor(id);
         if (!files.has(t.name)) throw files.missing("output", t.name);
-        refs.push_back(files.read(t, "output"));
+        refs.push_back(files.read(t, ex.type_at_size(id), "output"));
     }
     return refs;
 }
@@ -328,7 +352,8 @@ std::vector<std::string> compare_with_reference(const Executor &ex, std::vector<
     const Graph &g = ex.graph();
     std::vector<std::string> lines;
     for (size_t i = 0; i < g.outputs.size(); i++) {
-        const Tensor &t = g.tensor(g.outputs[i]);
+        Tensor t = g.tensor(g.outputs[i]);
+        t.type = ex.type_at_size(g.outputs[i]);
         Tensor got = t, ref = t;
         got.data.assign((const uint8_t *)ex.output(i).data(), (const uint8_t *)ex.output(i).data() + ex.output(i).size_in_bytes());
         ref.data = std::move(refs[i].data);
@@ -359,7 +384,7 @@ void save_outputs(const Executor &ex, const std::string &path) {
     const Graph &g = ex.graph();
     if (is_npz(path)) {
         std::vector<NpzArray> arrays;
-        for (size_t i = 0; i < g.outputs.size(); i++) arrays.push_back({g.tensor(g.outputs[i]).name, g.tensor(g.outputs[i]).type, ex.output(i).data()});
+        for (size_t i = 0; i < g.outputs.size(); i++) arrays.push_back({g.tensor(g.outputs[i]).name, ex.type_at_size(g.outputs[i]), ex.output(i).data()});
         write_npz(path, arrays);
         return;
     }
@@ -368,7 +393,7 @@ void save_outputs(const Executor &ex, const std::string &path) {
     if (ec) throw UserError("cannot create output folder '" + path + "': " + ec.message());
     for (size_t i = 0; i < g.outputs.size(); i++) {
         const Tensor &t = g.tensor(g.outputs[i]);
-        write_npy(path + "/" + file_stem(t.name) + ".npy", t.type, ex.output(i).data());
+        write_npy(path + "/" + file_stem(t.name) + ".npy", ex.type_at_size(g.outputs[i]), ex.output(i).data());
     }
 }
 

@@ -97,7 +97,9 @@ Verb add_run(CLI::App &app) {
                 double run_ms = ms_since(run_start);
                 fmt::print("ran {} ({}, {} kernels)\n", ex.graph().name, o->unfused ? "unfused" : "fused", ex.num_kernels());
                 for (size_t i = 0; i < ex.num_outputs(); i++) {
-                    fmt::print("  {}\n", summarize(ex.graph().tensor(ex.graph().outputs[i]), ex.output(i)));
+                    Tensor t = ex.graph().tensor(ex.graph().outputs[i]);
+                    t.type = ex.type_at_size(ex.graph().outputs[i]);
+                    fmt::print("  {}\n", summarize(t, ex.output(i)));
                 }
                 if (o->print_time) fmt::print("time: load {:.1f} ms, run {:.3f} ms (the first run; `fusor bench` times steady state)\n", load_ms, run_ms);
                 if (!o->reference.empty()) {

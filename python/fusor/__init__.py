@@ -326,8 +326,8 @@ def _feed(t, value, check=None):
         raise BadInput(f"input '{t.name}' is {value.dtype}; the model takes {t.dtype} "
                        f"(convert it with .astype(numpy.{t.dtype.name}))")
     if value.shape != t.shape and t.profile is not None and check is not None:
-        check(value.shape)  # names the dim outside the range, or says the load runs its optimum only
-    if value.shape != t.shape:
+        check(value.shape)  # names the dim outside the range
+    elif value.shape != t.shape:
         raise BadInput(f"input '{t.name}' has shape {value.shape} (rank {value.ndim}); the model takes {t.shape} "
                        f"(rank {len(t.shape)})")
     if not (value.flags.c_contiguous and value.flags.aligned):
@@ -476,7 +476,8 @@ class Model:
                 raise BadInput(f"missing input '{t.name}' ({t.dtype}, shape {t.shape})")
             arrays.append(_feed(t, feeds[t.name], lambda shape, i=len(arrays): session.check_input_shape(i, list(shape))))
         wanted = self._wanted(outputs)
-        results = self._results(out)
+        sized = {t.name: a.shape for t, a in zip(self.inputs, arrays) if a is not None and a.shape != t.shape}
+        results = self._results(out, self.output_shapes(sized) if sized else None)
         if out:
             self._check_overlap(arrays, results, out)
         session.run(arrays, results)
@@ -511,10 +512,13 @@ class Model:
         """What `fusor inspect MODEL --json` prints, as a dict."""
         return _verb(["inspect", self.path, *self._flags, "--json"])[0]
 
-    def _results(self, out):
-        """One array per output: the caller's from out, checked, or a new one."""
+    def _results(self, out, shapes=None):
+        """One array per output: the caller's from out, checked, or a new one; of the shapes in
+        shapes ({output name: shape}, for inputs at another size of their profile) or the
+        outputs' own."""
+        shape = {t.name: (shapes[t.name] if shapes else t.shape) for t in self.outputs}
         if out is None:
-            return [_np.empty(t.shape, t.dtype) for t in self.outputs]
+            return [_np.empty(shape[t.name], t.dtype) for t in self.outputs]
         if not isinstance(out, _Mapping):
             raise BadInput(f"out is a {type(out).__name__}; expected a dict of output name -> numpy.ndarray")
         for name in out:
@@ -525,10 +529,10 @@ class Model:
         for t in self.outputs:
             a = out.get(t.name)
             if a is None:
-                a = _np.empty(t.shape, t.dtype)
-            elif not isinstance(a, _np.ndarray) or a.dtype != t.dtype or a.shape != t.shape:
+                a = _np.empty(shape[t.name], t.dtype)
+            elif not isinstance(a, _np.ndarray) or a.dtype != t.dtype or a.shape != shape[t.name]:
                 what = f"{a.dtype} {a.shape}" if isinstance(a, _np.ndarray) else f"a {type(a).__name__}"
-                raise BadInput(f"out['{t.name}'] is {what}; expected a numpy.ndarray of {t.dtype} with shape {t.shape}")
+                raise BadInput(f"out['{t.name}'] is {what}; expected a numpy.ndarray of {t.dtype} with shape {shape[t.name]}")
             elif not (a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
                 raise BadInput(f"out['{t.name}'] is not a writeable, C-contiguous, aligned array; the kernels "
                                "write into it in place")

@@ -480,12 +480,9 @@ TEST_CASE("onnx import: run-time shapes are checked against the profile, naming 
     CHECK_THROWS_WITH(fusor::check_in_profile(x, {1, 4, 34, 8}, "run"), Contains("dim 2 is 34"));
     CHECK_THROWS_WITH(fusor::check_in_profile(x, {1, 3, 32, 8}, "run"), Contains("dim 1 is 3") && Contains("fixed at 4"));
     CHECK_THROWS_WITH(fusor::check_in_profile(x, {4, 32, 8}, "run"), Contains("rank 3") && Contains("it has rank 4"));
-    // a run takes the optimum only, so far, and says so
-    CHECK_NOTHROW(fusor::check_input_shape(x, {1, 4, 64, 96}, "run"));
-    CHECK_THROWS_WITH(fusor::check_input_shape(x, {1, 4, 32, 8}, "run"), Contains("inside its range") && Contains("not its optimum [1,4,64,96]"));
     // an input loaded at one shape names that shape
     Graph fixed = import(pyramid(false), {{"x", {1, 4, 64, 64}}});
-    CHECK_THROWS_WITH(fusor::check_input_shape(fixed.tensor(fixed.inputs[0]), {1, 4, 32, 32}, "run"),
+    CHECK_THROWS_WITH(fusor::check_in_profile(fixed.tensor(fixed.inputs[0]), {1, 4, 32, 32}, "run"),
                       Contains("is given shape [1,4,32,32]; the model is loaded for f32[1,4,64,64]"));
 }
 
