@@ -106,7 +106,9 @@ std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
         return "";
     case OpKind::Split:
         return input_varies(0, axis_attr(rank)) ? "the axis it splits varies" : "";
-    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::Hardmax: case OpKind::ArgMax: case OpKind::ArgMin:
+    case OpKind::Softmax: case OpKind::LogSoftmax:
+        return "";
+    case OpKind::Hardmax: case OpKind::ArgMax: case OpKind::ArgMin:
         return input_varies(0, axis_attr(rank)) ? "the axis it reduces varies" : "";
     case OpKind::LayerNormalization:
         for (int a = axis_attr(rank); a < rank; a++) {

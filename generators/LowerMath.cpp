@@ -215,7 +215,7 @@ struct AxisOp {
                     bool out_keeps_axis = true) {
         Func f = ctx.make_stage(suffix, row_shape, StageRole::Accumulator, false,
                                 out_keeps_axis ? reduced : std::vector<int>{});
-        RDom r(0, (int)len, base + "_" + suffix + "_r");
+        RDom r(0, extent(X, axis), base + "_" + suffix + "_r");
         std::vector<Expr> args = row_args(idx);
         f(args) = init;
         f(args) = update(f(args), call(X, at_axis(r.x)), r.x);

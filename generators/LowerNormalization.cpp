@@ -73,11 +73,11 @@ std::vector<Func> lower_Softmax(LowerContext &ctx) {
         return i;
     };
     Func mx = ctx.make_stage("max", row_shape, StageRole::Accumulator, false, reduced);
-    RDom r1(0, (int)out.shape[axis], base + "_r1");
+    RDom r1(0, ctx.out_extent(axis), base + "_r1");
     mx(std::vector<Expr>(row.rbegin(), row.rend())) = t.min();
     Func e = ctx.make_stage("exp", out.shape, StageRole::Reused, true);
     Func sum = ctx.make_stage("sum", row_shape, StageRole::Accumulator, false, reduced);
-    RDom r2(0, (int)out.shape[axis], base + "_r2");
+    RDom r2(0, ctx.out_extent(axis), base + "_r2");
     std::vector<Expr> row_args(row.rbegin(), row.rend());
     mx(row_args) = max(mx(row_args), call(X, at_axis(r1.x)));
     // Halide's plain exp, not exp_ieee: as in ReduceLogSumExp (LowerReduce.cpp), its selects here,

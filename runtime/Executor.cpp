@@ -477,10 +477,12 @@ std::vector<int> Executor::last_packers() const {
             for (TensorId t : s->inputs) read[t] = true;
             continue;
         }
-        if (!kernels_[k]) continue;
-        for (size_t i : kernels_[k]->param_reads) read[param_tensors_[k][i]] = true;
-        if (!kernels_[k]->lowered.prepared.empty()) {
-            for (TensorId t : param_tensors_[k]) last[t] = (int)k;
+        for (const Kernel *kn : {kernels_[k].get(), generic_[k].get()}) {
+            if (!kn) continue;
+            for (size_t i : kn->param_reads) read[param_tensors_[k][i]] = true;
+            if (!kn->lowered.prepared.empty()) {
+                for (TensorId t : param_tensors_[k]) last[t] = (int)k;
+            }
         }
     }
     for (size_t t = 0; t < g_.tensors.size(); t++) {
