@@ -55,10 +55,17 @@ std::vector<Func> lower_MatMul(LowerContext &ctx) {
         vi[r - 1] = col;
         return std::make_pair(cargs, vi);
     };
-    // where the accumulator reads a copy: (inner, outer) at its Halide dims 0 and 1, then its batch
-    auto copy_read = [&](Expr inner, Expr outer) {
+    // where the accumulator reads a copy of v: (inner, outer) at its Halide dims 0 and 1, then its
+    // batch; a batch dim that varies and along which v broadcasts is read at 0 (a prepared copy
+    // of a constant v holds the optimum's batch only)
+    auto copy_read = [&](Expr inner, Expr outer, const LValue &v) {
         std::vector<Expr> at = {inner, outer};
-        for (int j = 0; j < nbatch; j++) at.push_back(idx[nbatch - 1 - j]);
+        int r = v.type.rank();
+        for (int j = 0; j < nbatch; j++) {
+            int ob = nbatch - 1 - j, i = ob - (nbatch - (r - 2));  // v's batch axis for output axis ob
+            bool broadcast = i < 0 || (v.type.shape[i] == 1 && !varies(v, i));
+            at.push_back(broadcast && ctx.out_varies(ob) ? Expr(0) : idx[ob]);
+        }
         return at;
     };
     Expr a_read = call(A, operand_index(A, a_vec, true));
@@ -70,7 +77,7 @@ std::vector<Func> lower_MatMul(LowerContext &ctx) {
         Func packa = ctx.make_stage("packa", ashape, StageRole::Reused, false);
         auto [aargs, aidx] = copy_of(A, dim_var(1), dim_var(0));
         ctx.define_gpu_copy(packa, aargs, call(A, aidx));
-        a_read = packa(copy_read(k.x, idx[nbatch]));
+        a_read = packa(copy_read(k.x, idx[nbatch], A));
     }
     Expr b_read = call(B, operand_index(B, b_vec, false));
     if (!b_vec && ro >= 2) {
@@ -85,7 +92,7 @@ std::vector<Func> lower_MatMul(LowerContext &ctx) {
         Func packed = ctx.make_stage("packb", pshape, StageRole::Reused, false);
         auto [pargs, bidx] = copy_of(B, dim_var(1), dim_var(0));
         ctx.define_packing(packed, pargs, call(B, bidx), B);
-        b_read = packed(copy_read(idx[ro - 1], k.x));
+        b_read = packed(copy_read(idx[ro - 1], k.x, B));
     }
     acc(args) += a_read * b_read;
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);

@@ -23,9 +23,10 @@ class Builder {
 public:
     explicit Builder(std::string dtype = "f32") : dtype_(std::move(dtype)) {
     }
-    Builder &input(const std::string &name, const Shape &shape) {
-        inputs_.push_back(R"({"name":")" + name + R"(","dtype":")" + dtype_ + R"(","shape":)" +
-                          list_json(shape) + "}");
+    /** An input; \p profile, when given, its "profile" field (ranges as --shape takes them). */
+    Builder &input(const std::string &name, const Shape &shape, const std::string &profile = "") {
+        inputs_.push_back(R"({"name":")" + name + R"(","dtype":")" + dtype_ + R"(","shape":)" + list_json(shape) +
+                          (profile.empty() ? "" : R"(,"profile":")" + profile + "\"") + "}");
         return *this;
     }
     /** An initializer with inline data (dtype "" = the graph's float dtype). */

@@ -1,0 +1,168 @@
+// One load, every size (docs/dynamic_shapes.md): a graph whose input carries a profile runs at
+// sizes of its range other than the optimum through generic kernels, with outputs equal to a
+// static load of each size and to the unfused mode; sizes are planned once (LRU) and never
+// compile anything.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "HalideBuffer.h"
+#include "generators/Lowering.h"
+#include "graph/Error.h"
+#include "runtime/Session.h"
+#include "support/GraphBuilder.h"
+#include "support/TempDir.h"
+
+using namespace fusor;
+using Catch::Contains;
+using fusor::test::Builder;
+using fusor::test::TempDir;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+/** x [N, 4, H, W] (file \p name in \p dir) through the op families a conv net or a transformer varies dims through:
+ * padded convs, pools, a squeeze-excite gate, Resize up (nearest) and down (linear), Concat on
+ * channels and on the varying W, Softmax over W, Reshape with -1, Transpose, a MatMul whose rows
+ * vary and one whose summed dim varies, ConvTranspose, LayerNormalization. */
+std::string zoo(const TempDir &dir, const std::string &name, const Shape &x, const std::string &profile = "") {
+    Builder b;
+    b.input("x", x, profile)
+        .weight("w1", {8, 4, 3, 3}, 1)
+        .weight("b1", {8}, 2)
+        .weight("wt", {8, 4, 3, 3}, 3)
+        .weight("wm", {16, 5}, 4)
+        .init("up", {4}, {1, 1, 2, 2})
+        .init("down", {4}, {1, 1, 0.5, 0.5})
+        .init("flat", {3}, {0, 16, -1}, "i64")
+        .init("g", {16}, std::vector<double>(16, 1.5))
+        .node("Conv", {"x", "w1", "b1"}, {"c"}, R"("pads":[1,1,1,1])")
+        .node("Relu", {"c"}, {"r"})
+        .node("MaxPool", {"r"}, {"p"}, R"("kernel_shape":[3,3],"pads":[1,1,1,1])")
+        .node("AveragePool", {"r"}, {"a"}, R"("kernel_shape":[3,3],"pads":[1,1,1,1])")
+        .node("Add", {"p", "a"}, {"s"})
+        .node("GlobalAveragePool", {"s"}, {"gap"})
+        .node("Sigmoid", {"gap"}, {"gate"})
+        .node("Mul", {"s", "gate"}, {"se"})
+        .node("Resize", {"se", "", "up"}, {"u"}, R"("mode":"nearest")")
+        .node("Resize", {"u", "", "down"}, {"d"}, R"("mode":"linear")")
+        .node("Concat", {"d", "se"}, {"cat"}, R"("axis":1)")
+        .node("Softmax", {"cat"}, {"sm"}, R"("axis":3)")
+        .node("Concat", {"sm", "cat"}, {"wide"}, R"("axis":3)")
+        .node("Reshape", {"sm", "flat"}, {"rows"})
+        .node("Transpose", {"rows"}, {"tr"}, R"("perm":[0,2,1])")
+        .node("LayerNormalization", {"tr", "g"}, {"ln"}, R"("axis":-1)")
+        .node("MatMul", {"ln", "wm"}, {"proj"})
+        .node("MatMul", {"rows", "tr"}, {"gram"})
+        .node("ConvTranspose", {"r", "wt"}, {"ct"}, R"("strides":[2,2],"pads":[1,1,1,1],"output_padding":[1,1])")
+        .output("wide")
+        .output("proj")
+        .output("gram")
+        .output("ct");
+    std::string path = dir.file(name + ".json");
+    std::ofstream(path) << b.json();
+    return path;
+}
+
+constexpr const char *kProfile = "[1..3]x4x[1..40]x[1..40]@1x16x16";
+
+/** Runs \p s at input \p x (values from \p seed); returns its outputs. */
+std::vector<Halide::Runtime::Buffer<float>> run_at(Session &s, const Shape &x, uint64_t seed) {
+    Halide::Runtime::Buffer<float> in(std::vector<int>(x.rbegin(), x.rend()));
+    std::mt19937 rng((uint32_t)seed);
+    std::uniform_real_distribution<float> u(-1, 1);
+    in.for_each_value([&](float &v) { v = u(rng); });
+    std::vector<std::vector<int64_t>> shapes = s.output_shapes({{"x", x}});
+    std::vector<Halide::Runtime::Buffer<float>> outs;
+    for (const Shape &o : shapes) outs.emplace_back(std::vector<int>(o.rbegin(), o.rend()));
+    std::vector<halide_buffer_t *> out_ptrs;
+    for (auto &o : outs) out_ptrs.push_back(o.raw_buffer());
+    s.run(std::vector<const halide_buffer_t *>{in.raw_buffer()}, out_ptrs);
+    return outs;
+}
+
+/** Largest |a - b| over the largest |b| (1 when b is all zeros). */
+double relative_error(const Halide::Runtime::Buffer<float> &a, const Halide::Runtime::Buffer<float> &b) {
+    REQUIRE(a.number_of_elements() == b.number_of_elements());
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < a.number_of_elements(); i++) {
+        err = std::max(err, (double)std::abs(a.data()[i] - b.data()[i]));
+        scale = std::max(scale, (double)std::abs(b.data()[i]));
+    }
+    return err / std::max(scale, 1.0);
+}
+
+}  // namespace
+
+TEST_CASE("dynamic shapes: one load runs sizes 1, vector widths +-1 and primes as a static load of each does", "[runtime][profile]") {
+    TempDir dir;
+    SessionOptions fused;
+    Session s(zoo(dir, "ranged", {1, 4, 16, 16}, kProfile), fused);
+    SessionOptions unfused_options;
+    unfused_options.mode = ExecMode::Unfused;
+    Session unfused(zoo(dir, "ranged", {1, 4, 16, 16}, kProfile), unfused_options);
+    REQUIRE(s.executor().size_refusal().empty());
+    std::vector<Shape> sizes = {{1, 4, 1, 1}, {1, 4, 7, 9}, {1, 4, 17, 15}, {1, 4, 13, 31}, {2, 4, 5, 40}, {3, 4, 2, 3}, {1, 4, 16, 16}};
+    for (const Shape &x : sizes) {
+        INFO("x " << Shape(x).size() << " dims: " << x[0] << "x" << x[1] << "x" << x[2] << "x" << x[3]);
+        std::vector<Halide::Runtime::Buffer<float>> got = run_at(s, x, 7);
+        std::vector<Halide::Runtime::Buffer<float>> oracle = run_at(unfused, x, 7);
+        Session fixed(zoo(dir, "fixed", x));
+        std::vector<Halide::Runtime::Buffer<float>> want = run_at(fixed, x, 7);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); i++) {
+            INFO("output " << i);
+            CHECK(relative_error(got[i], want[i]) < 1e-5);
+            CHECK(relative_error(oracle[i], want[i]) < 1e-5);
+        }
+    }
+    // a size already seen plans nothing; no size compiled anything in the ranged sessions
+    // (the static sessions above compiled theirs)
+    size_t planned = s.executor().sizes_planned();
+    CHECK(planned == sizes.size() - 1);  // the optimum is the load's own
+    uint64_t before = jit_compiles();
+    run_at(s, {1, 4, 7, 9}, 8);
+    run_at(s, {2, 4, 5, 40}, 9);
+    CHECK(s.executor().sizes_planned() == planned);
+    CHECK(jit_compiles() == before);
+}
+
+TEST_CASE("dynamic shapes: sizes are planned on first sight and the last 64 kept", "[runtime][profile]") {
+    TempDir dir;
+    Session s(zoo(dir, "ranged", {1, 4, 16, 16}, kProfile));
+    uint64_t compiles = jit_compiles();
+    for (int h = 1; h <= 40; h++) run_at(s, {1, 4, h, 3}, 1);
+    for (int w = 1; w <= 30; w++) run_at(s, {1, 4, 2, w}, 1);  // {1, 4, 2, 3} was seen: 69 sizes
+    CHECK(s.executor().sizes_planned() == 69);
+    run_at(s, {1, 4, 40, 3}, 1);  // among the last 64: kept
+    CHECK(s.executor().sizes_planned() == 69);
+    run_at(s, {1, 4, 1, 3}, 1);  // the first one seen: dropped, planned again
+    CHECK(s.executor().sizes_planned() == 70);
+    CHECK(jit_compiles() == compiles);
+    // the executor's own buffers follow the size selected
+    s.set_input_shapes({{"x", {1, 4, 5, 6}}});
+    CHECK(s.executor().input(0).dim(0).extent() == 6);
+    CHECK(s.executor().output(3).dim(1).extent() == 10);  // ConvTranspose doubles H
+    s.set_input_shapes({});
+    CHECK(s.executor().input(0).dim(1).extent() == 16);
+}
+
+TEST_CASE("dynamic shapes: a size outside the profile, or one a cluster cannot run, is refused by name", "[runtime][profile]") {
+    TempDir dir;
+    Session s(zoo(dir, "ranged", {1, 4, 16, 16}, kProfile));
+    CHECK_THROWS_WITH(s.set_input_shapes({{"x", {1, 4, 41, 3}}}), Contains("input 'x' dim 2 is 41") && Contains("outside its range"));
+    CHECK_THROWS_WITH(s.set_input_shapes({{"x", {1, 5, 4, 3}}}), Contains("input 'x' dim 1 is 5"));
+    // an op whose lowering reads a varying dim as a constant keeps the load at its optimum
+    Builder b;
+    b.input("x", {1, 8, 6}, "1x8x[2..12]@6").node("ArgMax", {"x"}, {"y"}, R"("axis":2)");
+    std::string path = dir.file("argmax.json");
+    std::ofstream(path) << b.json();
+    Session arg(path);
+    CHECK_THAT(arg.executor().size_refusal(), Contains("(ArgMax)") && Contains("the axis it reduces varies"));
+    CHECK_THROWS_WITH(arg.set_input_shapes({{"x", {1, 8, 7}}}), Contains("runs its optimum only") && Contains("(ArgMax)"));
+    CHECK_NOTHROW(arg.set_input_shapes({{"x", {1, 8, 6}}}));
+}
