@@ -615,7 +615,11 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
         // asked for any region, so they guard their tails. A dim that varies at run time guards
         // its tail in outputs too: ShiftInwards needs the extent to reach the split's factor.
         auto varying = [&](int d) { return d < (int)info.varying.size() && info.varying[d]; };
-        auto tail_of = [&](int d) { return info.is_output && !varying(d) ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf; };
+        // A split by up to the smallest extent the dim takes may shift inwards at every size.
+        auto tail_of = [&](int d, int factor) {
+            bool shift = !varying(d) || factor <= info.least_extents.at(d);
+            return info.is_output && shift ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
+        };
         TailStrategy tail = info.is_output ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
         if (!st.gpu_threads.empty()) {
             schedule_gpu(st, info, f);
@@ -631,7 +635,7 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             std::vector<VarOrRVar> order;  // innermost first
             if (!is_update && k > 0) {
                 for (int d = 0; d < k; d++) {
-                    stage.split(Var(var_name(d)), Var(var_name(d) + "o"), Var(var_name(d) + "i"), st.tile[d], tail_of(d));
+                    stage.split(Var(var_name(d)), Var(var_name(d) + "o"), Var(var_name(d) + "i"), st.tile[d], tail_of(d, st.tile[d]));
                 }
                 for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "i"));
                 for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "o"));
@@ -705,7 +709,7 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
                              (st.vector_width && !info.extents.empty() && !varying(0) && info.extents[0] % st.vector_width == 0);
             if (st.vector_width && !inner.empty() && (!is_update || pure.count(var_name(0))) && tail_free) {
                 Var v(inner), vv(inner + "v");
-                stage.split(v, v, vv, st.vector_width, split_in(0) ? tail : tail_of(0)).vectorize(vv);
+                stage.split(v, v, vv, st.vector_width, split_in(0) ? tail : tail_of(0, st.vector_width)).vectorize(vv);
                 touched = true;
             }
             for (int d : st.unroll) {

@@ -45,12 +45,12 @@ std::vector<int64_t> dense_strides(const TensorType &t) {
  * marks (ONNX order; empty: none), whose extents, and the strides outside them, are the
  * buffer's at run time. */
 template<typename Dimensioned>
-void constrain_dense(Dimensioned &&buf, const TensorType &t, const std::vector<bool> &varying = {}) {
+void constrain_dense(Dimensioned &&buf, const TensorType &t, const std::vector<int64_t> &varying = {}) {
     std::vector<int64_t> strides = dense_strides(t);
     bool fixed_inside = true;  // every dim inside this one is fixed: its stride is a constant
     for (int i = 0; i < t.rank(); i++) {
         int extent = (int)t.shape[t.rank() - 1 - i];
-        bool varies = !varying.empty() && varying[t.rank() - 1 - i];
+        bool varies = !varying.empty() && varying[t.rank() - 1 - i] > 0;
         // constant bounds and strides let Halide specialize; the estimates are what the
         // autoschedulers read (generators/AutoScheduler.h)
         if (varies) {
@@ -63,17 +63,17 @@ void constrain_dense(Dimensioned &&buf, const TensorType &t, const std::vector<b
     }
 }
 
-const std::vector<bool> &varying_of(const VaryingDims *varying, TensorId t) {
-    static const std::vector<bool> none;
+const std::vector<int64_t> &varying_of(const VaryingDims *varying, TensorId t) {
+    static const std::vector<int64_t> none;
     return varying && (size_t)t < varying->size() ? (*varying)[t] : none;
 }
 
 /** The run-time extents of \p p's varying dims (ONNX order; undefined where fixed). */
-std::vector<Expr> param_dims(const ImageParam &p, const std::vector<bool> &varying) {
+std::vector<Expr> param_dims(const ImageParam &p, const std::vector<int64_t> &varying) {
     std::vector<Expr> dims(varying.size());
     int r = (int)varying.size();
     for (int a = 0; a < r; a++) {
-        if (varying[a]) dims[a] = p.dim(r - 1 - a).extent();
+        if (varying[a] > 0) dims[a] = p.dim(r - 1 - a).extent();
     }
     return dims;
 }
@@ -83,7 +83,7 @@ std::vector<Expr> param_dims(const ImageParam &p, const std::vector<bool> &varyi
  * (an axis some lowering still reads as a constant: a reduction or split axis, say). */
 std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
     auto input_varies = [&](size_t i, int a) {
-        return i < n.inputs.size() && n.inputs[i] != kNoTensor && a < (int)v[n.inputs[i]].size() && v[n.inputs[i]][a];
+        return i < n.inputs.size() && n.inputs[i] != kNoTensor && a < (int)v[n.inputs[i]].size() && v[n.inputs[i]][a] > 0;
     };
     auto axis_attr = [&](int rank) {
         int64_t a = attr_int(g, n, "axis");
@@ -139,8 +139,8 @@ bool is_baked_constant(const Tensor &t) {
 
 bool cluster_varies(const Graph &g, const Cluster &c, const VaryingDims &varying) {
     auto varies = [&](TensorId t) {
-        for (bool b : varying_of(&varying, t)) {
-            if (b) return true;
+        for (int64_t least : varying_of(&varying, t)) {
+            if (least) return true;
         }
         return false;
     };
@@ -216,9 +216,11 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
         FUSOR_INTERNAL_ASSERT(fn) << "no lowering for " << op_name(n.op);
         LowerContext ctx(g, n, std::move(inputs), prefix, &lc.stages, &plan);
         std::vector<std::vector<Expr>> out_dims(n.outputs.size());
+        std::vector<std::vector<int64_t>> out_least(n.outputs.size());
         for (size_t i = 0; i < n.outputs.size(); i++) {
-            const std::vector<bool> &vary = n.outputs[i] == kNoTensor ? std::vector<bool>() : varying_of(varying, n.outputs[i]);
+            const std::vector<int64_t> &vary = n.outputs[i] == kNoTensor ? std::vector<int64_t>() : varying_of(varying, n.outputs[i]);
             out_dims[i].resize(vary.size());
+            out_least[i] = vary;
             for (size_t a = 0; a < vary.size(); a++) {
                 if (!vary[a]) continue;
                 DimParam d{pos, (int)i, (int)a, Param<int32_t>(prefix + "n_" + sanitize_name(g.tensor(n.outputs[i]).name) + "_" + std::to_string(a))};
@@ -226,7 +228,7 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
                 lc.dim_params.push_back(d);
             }
         }
-        ctx.set_out_dims(out_dims);
+        ctx.set_out_dims(out_dims, out_least);
         std::vector<Func> outs = fn(ctx);
         FUSOR_INTERNAL_ASSERT(outs.size() >= n.outputs.size()) << op_name(n.op) << " lowering returned too few Funcs";
         for (size_t i = 0; i < n.outputs.size(); i++) {

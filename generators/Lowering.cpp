@@ -362,7 +362,12 @@ Func LowerContext::make_stage(const std::string &suffix, const std::vector<int64
     s.aligned = aligned;
     bool generic = this->generic();
     s.varying.assign(shape.size(), generic && !aligned);
-    for (size_t d = 0; aligned && d < shape.size(); d++) s.varying[d] = out_varies((int)(shape.size() - 1 - d));
+    s.least_extents.assign(s.extents.begin(), s.extents.end());
+    for (size_t d = 0; d < shape.size(); d++) {
+        int axis = (int)(shape.size() - 1 - d);
+        if (aligned) s.varying[d] = out_varies(axis);
+        if (s.varying[d]) s.least_extents[d] = aligned && !out_least_.empty() ? out_least_[0].at(axis) : 1;
+    }
     s.reduced_out_dims = std::move(reduced_out_dims);
     stages_->push_back(s);
     return f;

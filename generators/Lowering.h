@@ -61,6 +61,9 @@ struct StageInfo {
      * stage not aligned with its node's output, every dim of a node with a varying dim). A
      * schedule must be legal at every extent of such a dim: no decision may read its extent. */
     std::vector<bool> varying;
+    /** Halide order: for a dim that varies, the smallest extent it takes in the profile (a split
+     * up to that factor needs no guarded tail); 1 where unknown. Else the extent. */
+    std::vector<int64_t> least_extents;
     bool is_output = false;
     /** A conv's output stage: m when the conv is lowered as Winograd F(m x m, 3 x 3)
      * (LowerWinograd.cpp), 0 when direct. Its internal stages carry the same m. */
@@ -202,10 +205,12 @@ public:
     /** Output \p i's run-time extent of ONNX axis \p axis (see extent()), and whether it varies. */
     Halide::Expr out_extent(int axis, int i = 0) const;
     bool out_varies(int axis, int i = 0) const;
-    /** The run-time extents of each output (ONNX order; undefined where static): set by
-     * lower_cluster for a generic kernel before the lowering runs. */
-    void set_out_dims(std::vector<std::vector<Halide::Expr>> dims) {
+    /** The run-time extents of each output (ONNX order; undefined where static), and the
+     * smallest extent of each that varies (VaryingDims): set by lower_cluster for a generic
+     * kernel before the lowering runs. */
+    void set_out_dims(std::vector<std::vector<Halide::Expr>> dims, std::vector<std::vector<int64_t>> least) {
         out_dims_ = std::move(dims);
+        out_least_ = std::move(least);
     }
     /** True when some input or output dim of the node varies at run time. */
     bool generic() const;
@@ -253,6 +258,7 @@ private:
     std::vector<StageInfo> *stages_;
     PrepackPlan *prepack_;
     std::vector<std::vector<Halide::Expr>> out_dims_;
+    std::vector<std::vector<int64_t>> out_least_;
 };
 
 /** Lowers one node: returns one Func per node output. Internal stages go through make_stage. */

@@ -159,24 +159,32 @@ VaryingDims varying_dims(const Graph &g) {
     if (probes.empty()) return {};
     Graph skeleton = shape_skeleton(g);
     VaryingDims v(g.tensors.size());
-    for (size_t t = 0; t < g.tensors.size(); t++) v[t].assign(g.tensors[t].type.shape.size(), false);
+    for (size_t t = 0; t < g.tensors.size(); t++) v[t].assign(g.tensors[t].type.shape.size(), 0);
     for (const ProfileProbe &p : probes) {
         std::vector<TensorType> types = types_at(skeleton, p.shapes);
         for (size_t t = 0; t < g.tensors.size(); t++) {
             const std::vector<int64_t> &opt = g.tensors[t].type.shape, &at = types[t].shape;
-            for (size_t a = 0; a < opt.size(); a++) v[t][a] = v[t][a] || a >= at.size() || at[a] != opt[a];
+            for (size_t a = 0; a < opt.size(); a++) {
+                int64_t here = a < at.size() ? at[a] : 1;
+                if (here == opt[a] && !v[t][a]) continue;
+                v[t][a] = std::max<int64_t>(1, std::min({here, opt[a], v[t][a] ? v[t][a] : opt[a]}));
+            }
         }
     }
     return v;
 }
 
 bool any_varying(const VaryingDims &v) {
-    for (const std::vector<bool> &t : v) {
-        for (bool b : t) {
-            if (b) return true;
+    for (const std::vector<int64_t> &t : v) {
+        for (int64_t least : t) {
+            if (least) return true;
         }
     }
     return false;
+}
+
+bool shape_rules_may_read(const Tensor &t) {
+    return !is_float(t.type.dtype) || t.data.size() <= 4096;
 }
 
 Graph shape_skeleton(const Graph &g) {
@@ -189,7 +197,7 @@ Graph shape_skeleton(const Graph &g) {
     s.tensors.reserve(g.tensors.size());
     for (const Tensor &t : g.tensors) {
         // the shape rules read small constants only (Reshape's shape, Resize's scales, indices)
-        bool drop = t.is_initializer && is_float(t.type.dtype) && t.data.size() > 4096;
+        bool drop = t.is_initializer && !shape_rules_may_read(t);
         if (!drop) {
             s.tensors.push_back(t);
             continue;

@@ -49,14 +49,19 @@ std::vector<ProfileProbe> profile_probes(const Graph &g);
  * whose rule refuses the shapes. \p g is not changed; it may be a shape_skeleton. */
 std::vector<TensorType> types_at(const Graph &g, const InputShapes &shapes);
 
-/** Per tensor of \p g (by TensorId), per ONNX axis: true where the extent differs between the
- * optimum and some profile probe, i.e. the dim varies at run time (a generic kernel reads it as a
- * run-time value; every other dim is the same at every size the probes cover). Empty when \p g
- * has no ranged input. Throws UserError as types_at does. */
-using VaryingDims = std::vector<std::vector<bool>>;
+/** Per tensor of \p g (by TensorId), per ONNX axis: 0 where the extent is the same at the optimum
+ * and every profile probe, else the smallest extent seen (at least 1): the dim varies at run time
+ * (a generic kernel reads it as a run-time value, and a schedule may split it by up to that much
+ * without a guarded tail). Empty when \p g has no ranged input. Throws UserError as types_at
+ * does. */
+using VaryingDims = std::vector<std::vector<int64_t>>;
 VaryingDims varying_dims(const Graph &g);
 /** True when some dim of some tensor of \p v varies. */
 bool any_varying(const VaryingDims &v);
+
+/** True for an initializer the shape rules may read (Reshape's shape, Resize's scales, indices):
+ * not float, or small. shape_skeleton keeps these, and a load never releases them. */
+bool shape_rules_may_read(const Tensor &t);
 
 /** \p g without its clusters and the data of its large float constants, which no shape rule
  * reads: what types_at needs, cheap to copy. */

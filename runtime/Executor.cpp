@@ -109,7 +109,7 @@ std::string varying_text(const Graph &g, const Cluster &c, const VaryingDims &v)
     std::string text = "generic";
     auto add = [&](TensorId t) {
         text += " ";
-        for (size_t a = 0; t != kNoTensor && a < v[t].size(); a++) text += v[t][a] ? "v" : "-";
+        for (size_t a = 0; t != kNoTensor && a < v[t].size(); a++) text += v[t][a] ? "v" + std::to_string(v[t][a]) : "-";
     };
     for (TensorId t : c.inputs) add(t);
     for (NodeId id : c.nodes) {
@@ -411,7 +411,7 @@ Executor::SizeState &Executor::make_size(const InputShapes &shapes, const std::s
     for (size_t t = 0; t < g_.tensors.size(); t++) {
         const std::vector<int64_t> &opt = g_.tensors[t].type.shape, &now = st.types[t].shape;
         for (size_t a = 0; a < opt.size() && a < now.size(); a++) {
-            if (varying_[t][a] || opt[a] == now[a]) continue;
+            if (varying_[t][a] > 0 || opt[a] == now[a]) continue;
             // the probes saw this dim fixed: the kernels read it as a constant
             throw UserError("tensor '" + g_.tensors[t].name + "' has dim " + std::to_string(a) + " = " + std::to_string(now[a]) +
                             " at this size, and " + std::to_string(opt[a]) +
@@ -486,7 +486,9 @@ std::vector<int> Executor::last_packers() const {
         }
     }
     for (size_t t = 0; t < g_.tensors.size(); t++) {
-        if (!g_.tensors[t].is_initializer || read[t]) last[t] = -1;
+        // the constants the shape rules read stay (shape_skeleton keeps them): sizes are
+        // computed on this graph after the load
+        if (!g_.tensors[t].is_initializer || read[t] || shape_rules_may_read(g_.tensors[t])) last[t] = -1;
     }
     return last;
 }

@@ -258,8 +258,9 @@ private:
      * prepare pipelines read right after its last packing (WeightBytes::released), so a large
      * model never holds all its weights both as loaded and as packed. */
     void prepare_constants();
-    /** Per tensor: the kernel whose prepare pipelines read it last, for an initializer that no
-     * kernel, If or graph output reads otherwise; -1 for every other tensor. */
+    /** Per tensor: the kernel whose prepare pipelines read it last, for a float initializer
+     * larger than the shape rules read (shape_skeleton) that no kernel, If or graph output reads
+     * otherwise; -1 for every other tensor. */
     std::vector<int> last_packers() const;
     uint64_t released_bytes_ = 0;
     /** Per kernel: this executor's tensors bound to the kernel's params, in param order. A cached
