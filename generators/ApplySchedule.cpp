@@ -620,6 +620,13 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             bool shift = !varying(d) || factor <= info.least_extents.at(d);
             return info.is_output && shift ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
         };
+        // An output's tile over a dim that varies is cut to the dim's smallest extent: tiles of
+        // one size shift inwards at every size, where a guarded tail would leave the tile's
+        // producers (a conv's register-blocked accumulator) regions of run-time size.
+        auto tile_of = [&](int d) {
+            int t = st.tile[d];
+            return info.is_output && varying(d) ? (int)std::max<int64_t>(1, std::min<int64_t>(t, info.least_extents.at(d))) : t;
+        };
         TailStrategy tail = info.is_output ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
         if (!st.gpu_threads.empty()) {
             schedule_gpu(st, info, f);
@@ -635,7 +642,7 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             std::vector<VarOrRVar> order;  // innermost first
             if (!is_update && k > 0) {
                 for (int d = 0; d < k; d++) {
-                    stage.split(Var(var_name(d)), Var(var_name(d) + "o"), Var(var_name(d) + "i"), st.tile[d], tail_of(d, st.tile[d]));
+                    stage.split(Var(var_name(d)), Var(var_name(d) + "o"), Var(var_name(d) + "i"), tile_of(d), tail_of(d, tile_of(d)));
                 }
                 for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "i"));
                 for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "o"));
@@ -709,7 +716,8 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
                              (st.vector_width && !info.extents.empty() && !varying(0) && info.extents[0] % st.vector_width == 0);
             if (st.vector_width && !inner.empty() && (!is_update || pure.count(var_name(0))) && tail_free) {
                 Var v(inner), vv(inner + "v");
-                stage.split(v, v, vv, st.vector_width, split_in(0) ? tail : tail_of(0, st.vector_width)).vectorize(vv);
+                int lanes = split_in(0) && !is_update ? std::min(st.vector_width, tile_of(0)) : st.vector_width;  // within a cut tile
+                stage.split(v, v, vv, lanes, split_in(0) ? tail : tail_of(0, lanes)).vectorize(vv);
                 touched = true;
             }
             for (int d : st.unroll) {

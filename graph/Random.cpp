@@ -80,10 +80,10 @@ std::vector<uint8_t> random_tensor_data(const TensorType &type, uint64_t seed,
 
 namespace fusor {
 
-std::vector<std::vector<uint8_t>> random_inputs(const Graph &g, uint64_t seed) {
+std::vector<std::vector<uint8_t>> random_inputs(const Graph &g, uint64_t seed, const std::vector<TensorType> &types) {
     std::vector<std::vector<uint8_t>> out;
     for (size_t i = 0; i < g.inputs.size(); i++) {
-        const TensorType &t = g.type(g.inputs[i]);
+        const TensorType &t = i < types.size() ? types[i] : g.type(g.inputs[i]);
         uint64_t s = SplitMix64(seed ^ (0x9E3779B97F4A7C15ull * (i + 1))).next();
         if (!g.tensor(g.inputs[i]).data.empty()) {  // an input with a default: fed its default
             out.push_back(g.tensor(g.inputs[i]).data);

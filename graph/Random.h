@@ -59,6 +59,6 @@ std::optional<double> deferred_constant(const DeferredData &d);
 /** Data for every graph input from one seed: floats uniform in [-1, 1), integers in [0, 9], bools
  * fair; an input with a default (Tensor::data) gets its default. Input i uses its own stream
  * derived from (seed, i), so the same seed gives the same inputs whatever mode or executor
- * consumes them. */
-std::vector<std::vector<uint8_t>> random_inputs(const Graph &g, uint64_t seed);
+ * consumes them. \p types, when given, are the inputs' types (another size of their profile). */
+std::vector<std::vector<uint8_t>> random_inputs(const Graph &g, uint64_t seed, const std::vector<TensorType> &types = {});
 }  // namespace fusor

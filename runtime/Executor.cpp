@@ -649,7 +649,9 @@ void Executor::run() {
 }
 
 void set_random_inputs(Executor &ex, uint64_t seed) {
-    auto data = random_inputs(ex.graph(), seed);
+    std::vector<TensorType> types;
+    for (TensorId t : ex.graph().inputs) types.push_back(ex.type_at_size(t));
+    auto data = random_inputs(ex.graph(), seed, types);
     for (size_t i = 0; i < data.size(); i++) ex.set_input(i, data[i].data(), data[i].size());
 }
 

@@ -272,8 +272,9 @@ private:
     std::vector<std::vector<Halide::Buffer<>>> prepared_;
 };
 
-/** Fills every input of \p ex from \p seed (see random_inputs in graph/Random.h): the same seed
- * gives the same inputs to any executor of the same graph, fused or unfused. */
+/** Fills every input of \p ex, at its selected size, from \p seed (see random_inputs in
+ * graph/Random.h): the same seed gives the same inputs to any executor of the same graph, fused
+ * or unfused. */
 void set_random_inputs(Executor &ex, uint64_t seed);
 
 /** A Halide buffer of \p type's shape (Halide dim order), dense, zeroed. Throws std::bad_alloc

@@ -135,7 +135,7 @@ struct TunedRun {
     std::unique_ptr<Session> session;
 };
 
-TunedRun tuned_run(const Graph &g, const SessionOptions &so, const std::string &db) {
+TunedRun tuned_run(const Graph &g, const SessionOptions &so, const std::string &db, const InputShapes &at) {
     TunedRun r;
     r.db = db;
     SessionOptions to = so;
@@ -143,6 +143,7 @@ TunedRun tuned_run(const Graph &g, const SessionOptions &so, const std::string &
     r.session = std::make_unique<Session>(g, to);
     note_fallbacks(r.session->executor(), r.notes);
     print_db_warnings(db, r.notes, r.session->executor().num_kernels());
+    r.session->set_input_shapes(at);
     set_random_inputs(r.session->executor(), 1);
     return r;
 }
@@ -223,6 +224,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
         std::string plot;
         bool json = false, per_cluster = false, per_region = false, no_optimize = false;
         int threads = 0, repeats = 10, warmup = 2;
+        std::vector<std::string> at;
     };
     auto o = std::make_shared<Opts>();
     auto verbose = add_verbose_flag(cmd, "with --db: each tuning-database decision (the model record, each region's plan, each cluster's schedule) and why");
@@ -234,6 +236,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
     cmd->add_flag("--per-cluster", o->per_cluster, "also time each fused cluster (against its nodes' unfused kernels) and each unfused kernel, with shares");
     cmd->add_flag("--per-region", o->per_region,
                   "also time each region of the fusion plan (its kernels, each timed on its own) fused, unfused and, with --db, tuned");
+    cmd->add_option("--at", o->at, "with a --shape profile: time at this size of it, NAME=D1xD2x... (repeatable; inputs not named run at their optimum)");
     cmd->add_option("--threads", o->threads, "Halide worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     cmd->add_option("--repeats", o->repeats, "timed rounds (each runs unfused, fused and tuned, each model for a block of back-to-back runs of about 5 ms; the order reverses every round)")->check(CLI::Range(1, 100000))->capture_default_str();
     cmd->add_option("--warmup", o->warmup, "untimed rounds first (at least one, which sets each model's block)")->check(CLI::Range(0, 1000))->capture_default_str();
@@ -266,12 +269,15 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                 so.mode = ExecMode::Fused;
                 Session fused_session(g, so);
                 Executor &unfused = unfused_session.executor(), &fused = fused_session.executor();
+                InputShapes at = shape_bindings(o->at, nullptr);
+                unfused_session.set_input_shapes(at);
+                fused_session.set_input_shapes(at);
                 set_random_inputs(unfused, 1);
                 set_random_inputs(fused, 1);
                 if (!o->compare_db.empty() && o->db.empty()) throw UserError("bench: --compare-db needs --db");
                 std::vector<TunedRun> tuned;  // --db, then --compare-db
                 for (const std::string &path : {o->db, o->compare_db}) {
-                    if (!path.empty()) tuned.push_back(tuned_run(g, so, path));
+                    if (!path.empty()) tuned.push_back(tuned_run(g, so, path, at));
                 }
                 double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
                 // a fused model with Winograd convs is also timed with direct ones, so its speedup
@@ -282,6 +288,7 @@ Verb add_bench(CLI::App &app, const CliHooks &hooks) {
                     SessionOptions dso = so;
                     dso.conv_algo = ConvAlgo::Direct;
                     direct_session = std::make_unique<Session>(g, dso);
+                    direct_session->set_input_shapes(at);
                     set_random_inputs(direct_session->executor(), 1);
                 }
                 std::vector<std::function<void()>> fns = {[&] { unfused.run(); }, [&] { fused.run(); }};
