@@ -615,18 +615,27 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
         // asked for any region, so they guard their tails. A dim that varies at run time guards
         // its tail in outputs too: ShiftInwards needs the extent to reach the split's factor.
         auto varying = [&](int d) { return d < (int)info.varying.size() && info.varying[d]; };
-        // A split by up to the smallest extent the dim takes may shift inwards at every size.
+        // An output's tile over a dim that varies: where the extent reaches the tile, the tile
+        // (the `big` specialization below); elsewhere, the tile cut to the smallest extent the
+        // dim takes. Both shift inwards, so the producers computed in a tile (a conv's register-
+        // blocked accumulator) get regions of constant size; a guarded tail would make them
+        // run-time sized, unrolled and vectorized no more.
+        bool big = false;  // scheduling the specialization where every tiled varying dim reaches its tile
         auto tail_of = [&](int d, int factor) {
             bool shift = !varying(d) || factor <= info.least_extents.at(d);
             return info.is_output && shift ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
         };
-        // An output's tile over a dim that varies is cut to the dim's smallest extent: tiles of
-        // one size shift inwards at every size, where a guarded tail would leave the tile's
-        // producers (a conv's register-blocked accumulator) regions of run-time size.
         auto tile_of = [&](int d) {
             int t = st.tile[d];
-            return info.is_output && varying(d) ? (int)std::max<int64_t>(1, std::min<int64_t>(t, info.least_extents.at(d))) : t;
+            return info.is_output && varying(d) && !big ? (int)std::max<int64_t>(1, std::min<int64_t>(t, info.least_extents.at(d))) : t;
         };
+        Expr reaches = Internal::const_true();  // every varying output dim reaches its tile
+        bool specialize = false;
+        for (size_t d = 0; info.is_output && d < st.tile.size() && st.gpu_threads.empty(); d++) {
+            if (!varying((int)d) || st.tile[d] <= info.least_extents.at(d)) continue;
+            reaches = reaches && f.output_buffer().dim((int)d).extent() >= st.tile[d];
+            specialize = true;
+        }
         TailStrategy tail = info.is_output ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
         if (!st.gpu_threads.empty()) {
             schedule_gpu(st, info, f);
@@ -722,7 +731,9 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             }
             for (int d : st.unroll) {
                 if (is_update && !pure.count(var_name(d))) continue;
-                if (varying(d) && !split_in(d)) continue;  // a loop over a run-time extent
+                // a root stage's loop over a varying dim runs over a run-time extent (a stage
+                // computed in a tile runs over the tile's region)
+                if (varying(d) && !split_in(d) && st.level == ComputeLevel::Root) continue;
                 stage.unroll(Var(loop_of(d)));
                 touched = true;
             }
@@ -730,6 +741,11 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             // a scan over a vector has no pure loop to schedule in its update
             if (is_update && !touched) stage.unscheduled();
         };
+        if (specialize && f.num_update_definitions() == 0) {
+            big = true;
+            schedule_def(f.specialize(reaches), -1);
+            big = false;
+        }
         schedule_def(f, -1);
         for (int u = 0; u < f.num_update_definitions(); u++) schedule_def(f.update(u), u);
     }
