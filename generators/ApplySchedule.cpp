@@ -612,27 +612,42 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             }
         }
         // Outputs have exact extents (ShiftInwards never leaves them); internal stages may be
-        // asked for any region, so they guard their tails. A dim that varies at run time guards
-        // its tail in outputs too: ShiftInwards needs the extent to reach the split's factor.
+        // asked for any region, so they guard their tails.
         auto varying = [&](int d) { return d < (int)info.varying.size() && info.varying[d]; };
-        // An output's tile over a dim that varies: where the extent reaches the tile, the tile
-        // (the `big` specialization below); elsewhere, the tile cut to the smallest extent the
-        // dim takes. Both shift inwards, so the producers computed in a tile (a conv's register-
-        // blocked accumulator) get regions of constant size; a guarded tail would make them
-        // run-time sized, unrolled and vectorized no more.
+        // An output's tile over a dim that varies (a generic kernel's): where the extent reaches
+        // the tile, the tile (the `big` specialization below); elsewhere, the tile cut to the
+        // smallest extent the dim takes. Both shift inwards, so the producers computed in a tile
+        // (a conv's register-blocked accumulator) get regions of constant size, where a guarded
+        // tail would make them run-time sized, unrolled and vectorized no more.
         bool big = false;  // scheduling the specialization where every tiled varying dim reaches its tile
+        // An output's tile as wide as the optimum's whole dim stays the whole dim at every size
+        // (a row's Softmax sums, computed once per tile, are then computed once per row).
+        auto whole = [&](int d) { return info.is_output && varying(d) && d < (int)st.tile.size() && st.tile[d] >= info.extents[d]; };
         auto tail_of = [&](int d, int factor) {
-            bool shift = !varying(d) || factor <= info.least_extents.at(d);
+            // in `big`, the tiled varying dims (not whole) reach their tiles
+            bool reached = big && d < (int)st.tile.size() && !whole(d) && factor <= st.tile[d];
+            bool shift = !varying(d) || factor <= info.least_extents.at(d) || reached;
             return info.is_output && shift ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
         };
         auto tile_of = [&](int d) {
-            int t = st.tile[d];
-            return info.is_output && varying(d) && !big ? (int)std::max<int64_t>(1, std::min<int64_t>(t, info.least_extents.at(d))) : t;
+            bool cut = info.is_output && varying(d) && !big && !whole(d);
+            return cut ? (int)std::min<int64_t>(st.tile[d], info.least_extents.at(d)) : st.tile[d];
+        };
+        // Whether this stage's region along varying dim d has one size at every size of the
+        // profile (so its loop over d may be unrolled): its own tile, or an output's tile over d
+        // that it is computed in (cut or full, never guarded, never the whole dim).
+        auto constant_region = [&](int d) {
+            if (!varying(d) || (d < (int)st.tile.size() && !whole(d))) return true;
+            if (st.level != ComputeLevel::At) return false;
+            const StageSchedule *at = s.find(st.at_stage);
+            const StageInfo *ai = c.find_stage(st.at_stage);
+            return at && ai && ai->is_output && info.aligned && ai->aligned && d < (int)at->tile.size() &&
+                   at->tile[d] < ai->extents[d];
         };
         Expr reaches = Internal::const_true();  // every varying output dim reaches its tile
         bool specialize = false;
         for (size_t d = 0; info.is_output && d < st.tile.size() && st.gpu_threads.empty(); d++) {
-            if (!varying((int)d) || st.tile[d] <= info.least_extents.at(d)) continue;
+            if (!varying((int)d) || st.tile[d] <= info.least_extents.at(d) || whole((int)d)) continue;
             reaches = reaches && f.output_buffer().dim((int)d).extent() >= st.tile[d];
             specialize = true;
         }
@@ -651,7 +666,12 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             std::vector<VarOrRVar> order;  // innermost first
             if (!is_update && k > 0) {
                 for (int d = 0; d < k; d++) {
-                    stage.split(Var(var_name(d)), Var(var_name(d) + "o"), Var(var_name(d) + "i"), tile_of(d), tail_of(d, tile_of(d)));
+                    Var v(var_name(d)), vo(var_name(d) + "o"), vi(var_name(d) + "i");
+                    if (whole(d)) {
+                        stage.split(v, vo, vi, f.output_buffer().dim(d).extent(), TailStrategy::ShiftInwards);  // one tile
+                    } else {
+                        stage.split(v, vo, vi, tile_of(d), tail_of(d, tile_of(d)));
+                    }
                 }
                 for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "i"));
                 for (int d = 0; d < k; d++) order.push_back(Var(var_name(d) + "o"));
@@ -726,14 +746,12 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             if (st.vector_width && !inner.empty() && (!is_update || pure.count(var_name(0))) && tail_free) {
                 Var v(inner), vv(inner + "v");
                 int lanes = split_in(0) && !is_update ? std::min(st.vector_width, tile_of(0)) : st.vector_width;  // within a cut tile
-                stage.split(v, v, vv, lanes, split_in(0) ? tail : tail_of(0, lanes)).vectorize(vv);
+                stage.split(v, v, vv, lanes, split_in(0) && !whole(0) ? tail : tail_of(0, lanes)).vectorize(vv);
                 touched = true;
             }
             for (int d : st.unroll) {
                 if (is_update && !pure.count(var_name(d))) continue;
-                // a root stage's loop over a varying dim runs over a run-time extent (a stage
-                // computed in a tile runs over the tile's region)
-                if (varying(d) && !split_in(d) && st.level == ComputeLevel::Root) continue;
+                if (!constant_region(d)) continue;  // a loop over a run-time extent
                 stage.unroll(Var(loop_of(d)));
                 touched = true;
             }

@@ -140,6 +140,16 @@ public:
         fusor::check_in_profile(session_->input(i), shape, "run");
     }
 
+    /** Selects the size \p shapes gives (Session::set_input_shapes) and returns the output shapes
+     * there (kept with the size: no shape rules run for a size seen before). */
+    std::vector<std::vector<int64_t>> select_size(const InputShapes &shapes) {
+        std::lock_guard<std::mutex> lock(mu_);
+        session_->set_input_shapes(shapes);
+        std::vector<std::vector<int64_t>> out;
+        for (TensorId t : session_->graph().outputs) out.push_back(session_->executor().type_at_size(t).shape);
+        return out;
+    }
+
     /** Session::output_shapes, by input name. */
     std::vector<std::vector<int64_t>> output_shapes(const InputShapes &shapes) const {
         return session_->output_shapes(shapes);
@@ -470,6 +480,7 @@ PYBIND11_MODULE(_core, m) {
         .def("tensors", &PySession::tensors, py::arg("inputs"))
         .def("check_input_shape", &PySession::check_input_shape, py::arg("index"), py::arg("shape"))
         .def("output_shapes", &PySession::output_shapes, py::arg("shapes"))
+        .def("select_size", &PySession::select_size, py::arg("shapes"))
         .def("run", &PySession::run, py::arg("inputs"), py::arg("outputs"))
         .def("random_inputs", &PySession::random_inputs, py::arg("seed"))
         .def("run_in_place", &PySession::run_in_place)

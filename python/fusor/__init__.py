@@ -476,8 +476,9 @@ class Model:
                 raise BadInput(f"missing input '{t.name}' ({t.dtype}, shape {t.shape})")
             arrays.append(_feed(t, feeds[t.name], lambda shape, i=len(arrays): session.check_input_shape(i, list(shape))))
         wanted = self._wanted(outputs)
-        sized = {t.name: a.shape for t, a in zip(self.inputs, arrays) if a is not None and a.shape != t.shape}
-        results = self._results(out, self.output_shapes(sized) if sized else None)
+        sized = {t.name: list(a.shape) for t, a in zip(self.inputs, arrays) if a is not None and t.profile is not None}
+        shapes = session.select_size(sized) if sized else None
+        results = self._results(out, {t.name: tuple(s) for t, s in zip(self.outputs, shapes)} if shapes else None)
         if out:
             self._check_overlap(arrays, results, out)
         session.run(arrays, results)
