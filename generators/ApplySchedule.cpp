@@ -745,7 +745,7 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
                              (st.vector_width && !info.extents.empty() && !varying(0) && info.extents[0] % st.vector_width == 0);
             if (st.vector_width && !inner.empty() && (!is_update || pure.count(var_name(0))) && tail_free) {
                 Var v(inner), vv(inner + "v");
-                int lanes = split_in(0) && !is_update ? std::min(st.vector_width, tile_of(0)) : st.vector_width;  // within a cut tile
+                int lanes = split_in(0) && !is_update && varying(0) ? std::min(st.vector_width, tile_of(0)) : st.vector_width;  // in a cut tile
                 stage.split(v, v, vv, lanes, split_in(0) && !whole(0) ? tail : tail_of(0, lanes)).vectorize(vv);
                 touched = true;
             }

@@ -422,11 +422,12 @@ class Model:
             raise Error(f"the model {self.path} is closed")
         return self._session
 
-    def bench(self, repeats=None, warmup=None, per_cluster=False, per_region=False, compare_db=None, verbose=False, plot=None):
+    def bench(self, repeats=None, warmup=None, per_cluster=False, per_region=False, compare_db=None, verbose=False, plot=None,
+              at=None):
         """`fusor bench` of this model with the options it was loaded with, as a dict (fusor.bench)."""
         self._live
         return bench(self.path, repeats=repeats, warmup=warmup, per_cluster=per_cluster, per_region=per_region,
-                     compare_db=compare_db, verbose=verbose, plot=plot, **self._options)
+                     compare_db=compare_db, verbose=verbose, plot=plot, at=at, **self._options)
 
     def compile(self, out_dir, name=None, verbose=False, **options):
         """`fusor compile` of this model with the options it was loaded with (fusor.compile); other
@@ -716,11 +717,13 @@ def compile(model, out_dir, db=None, name=None, shapes=None, threads=None, targe
 
 def bench(model, shapes=None, db=None, threads=None, repeats=None, warmup=None, per_cluster=False, per_region=False,
           compare_db=None, target=None, layout=None, optimize=True, cache=True, plan=None, verbose=False, plot=None,
-          conv_algo=None):
+          conv_algo=None, at=None):
     """`fusor bench MODEL --json`: unfused, fused (and tuned, with db; and compare_db's) medians, as a
-    dict; "timings" holds each one's min, median and p90. plot: also draw them into this .png."""
+    dict; "timings" holds each one's min, median and p90. plot: also draw them into this .png.
+    at: with a profile in shapes, the size to time at ({"x": (1, 3, 960, 544)})."""
     return _verb(["bench", _path(model, "model"), "--json",
                   *_common_flags(shapes, db, threads, target, layout, optimize, cache, plan, verbose, conv_algo),
+                  *[flag for binding in _shape_bindings(at) for flag in ("--at", binding)],
                   *_flags(repeats=_optional(repeats, _int_arg, "repeats", 1, 100000),
                           warmup=_optional(warmup, _int_arg, "warmup", 0, 1000),
                           per_cluster=_bool_arg(per_cluster, "per_cluster"), per_region=_bool_arg(per_region, "per_region"),

@@ -99,6 +99,11 @@ def test_the_cli_takes_profiles_and_refuses_sizes_outside_them(detector, tmp_pat
     cli("run", detector, "--shape", "x=" + PROFILE, "--input", f"x={tmp_path / 'x.npy'}", "--outputs", str(tmp_path / "out"))
     static = fusor.load(detector, shapes={"x": x.shape}, threads=1)
     np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), static.run({"x": x})["y"], rtol=1e-5, atol=1e-5)
+    # bench times a size of the profile; one outside it is refused by name
+    timed = fusor.bench(detector, shapes={"x": PROFILE}, at={"x": (1, 3, 48, 104)}, repeats=1, warmup=1, threads=1)
+    assert timed["fused_ms"] > 0 and timed["unfused_ms"] > 0
+    with pytest.raises(fusor.BadInput, match=r"dim 3 is 100 .* outside its range"):
+        fusor.bench(detector, shapes={"x": PROFILE}, at={"x": (1, 3, 48, 100)}, repeats=1, threads=1)
     # without a step, the low end 33 breaks the Concat: the load names the node and the size
     load = cli("inspect", detector, "--shape", "x=1x3x[33..512]x[32..512:8]@64x96", check=False)
     assert load.returncode == 2 and "(Concat)" in load.stderr and "the range's low end" in load.stderr
