@@ -177,7 +177,6 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
     lc.name = prefix;
     lc.generic = varying != nullptr;
     PrepackPlan plan{lower, {}};
-    if (lc.generic) plan.plan.winograd.clear();  // convs over run-time extents stay direct
     std::map<TensorId, LValue> values;
     for (TensorId t : c.inputs) {
         const Tensor &tensor = g.tensor(t);

@@ -60,8 +60,8 @@ bool is_baked_constant(const Tensor &t);
  * without their pipelines: add_prepare_pipelines in Prepack.h makes those); the convs its
  * winograd names are lowered by Winograd where they can be (StageInfo::winograd_refusal).
  * With \p varying (varying_dims of \p g), a generic kernel: each dim that varies is read at run
- * time (free param and output extents, DimParams), convs are direct, and every StageInfo says
- * which of its dims vary; the types of \p g (the optimum's) are schedule hints only. */
+ * time (free param and output extents, DimParams), and every StageInfo says which of its dims
+ * vary; the types of \p g (the optimum's) are schedule hints only. */
 LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string &prefix, const LowerPlan &plan = {},
                              const VaryingDims *varying = nullptr);
 

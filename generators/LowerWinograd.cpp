@@ -111,18 +111,20 @@ std::vector<Func> lower_conv_winograd(LowerContext &ctx, int m) {
     bool nhwc = node.op == OpKind::ConvNhwc;
     WindowGeometry geo = window_geometry(g, node);
     int64_t N = X.type.shape[0];
-    int64_t C = nhwc ? X.type.shape[3] : X.type.shape[1], H = X.type.shape[nhwc ? 1 : 2], Wd = X.type.shape[nhwc ? 2 : 3];
+    int64_t C = nhwc ? X.type.shape[3] : X.type.shape[1];
     int64_t K = nhwc ? W.type.shape[3] : W.type.shape[0];
     int64_t OH = geo.out_spatial[0], OW = geo.out_spatial[1];
-    int64_t TW = (OW + m - 1) / m, TH = (OH + m - 1) / m, T = TW * TH;
+    int64_t TH = (OH + m - 1) / m, T = (OW + m - 1) / m * TH;  // stage extents: schedule hints
+    int hx = nhwc ? 1 : 2, wx = nhwc ? 2 : 3;                    // ONNX axes of H and W
+    Expr TW = (ctx.out_extent(wx) + (m - 1)) / m;                 // tiles per row, at run time
     int alpha = m + 2;
     const Transforms &tr = transforms(m);
     Type t = halide_type(out.dtype);
     int pt = (int)geo.pads_begin[0], pl = (int)geo.pads_begin[1];
 
     // the input, zero outside its bounds (Halide order of X)
-    Region bounds = nhwc ? Region{{0, (int)C}, {0, (int)Wd}, {0, (int)H}, {Expr(), Expr()}}
-                         : Region{{0, (int)Wd}, {0, (int)H}, {0, (int)C}, {Expr(), Expr()}};
+    Region bounds = nhwc ? Region{{0, (int)C}, {0, extent(X, wx)}, {0, extent(X, hx)}, {Expr(), Expr()}}
+                         : Region{{0, extent(X, wx)}, {0, extent(X, hx)}, {0, (int)C}, {Expr(), Expr()}};
     Func bc = BoundaryConditions::constant_exterior(X.func, typed_const(t, 0), bounds);
     Func xin = ctx.make_stage("pad", X.type.shape, StageRole::Reused, false);
     Var a = dim_var(0), b = dim_var(1), cc = dim_var(2), d = dim_var(3);
@@ -142,7 +144,7 @@ std::vector<Func> lower_conv_winograd(LowerContext &ctx, int m) {
     ctx.define_packing(u, {k, uc, nu, xi}, uval, W);
     // input transform, rows then columns: D = d B, V = B^T D
     Func dt = ctx.make_stage("wino_d", {N, alpha, alpha, T, C}, StageRole::Reused, false);
-    Expr tx = tv % (int)TW, ty = tv / (int)TW;
+    Expr tx = tv % TW, ty = tv / TW;
     dt(c, tv, nu, i, n) = transform(t, tr.BT, nu, [&](int col) {
         return input(c, tx * m + col - pl, ty * m + i - pt, n);
     });
@@ -163,7 +165,14 @@ std::vector<Func> lower_conv_winograd(LowerContext &ctx, int m) {
     ctx.stage_info(f).winograd = m;
     for (Func s : {xin, u, dt, v, acc, o1, o}) ctx.stage_info(s).winograd = m;
     Var x = dim_var(nhwc ? 1 : 0), y = dim_var(nhwc ? 2 : 1), mm = dim_var(nhwc ? 0 : 2), nn = dim_var(3);
-    Expr val = o(mm, (y / m) * (int)TW + x / m, x % m, y % m, nn);
+    Expr val = o(mm, (y / m) * TW + x / m, x % m, y % m, nn);
+    // in a generic kernel, the stages over tiles vary along the tiles (and the batch) only
+    bool tiles_vary = varies(X, hx) || varies(X, wx), batch_varies = varies(X, 0);
+    if (ctx.generic()) {
+        for (Func s : {dt, v, acc, o1, o}) ctx.set_varying(s, {batch_varies, false, false, tiles_vary, false});
+        ctx.set_varying(u, {false, false, false, false});
+        ctx.set_varying(xin, {varies(X, 0), varies(X, 1), varies(X, 2), varies(X, 3)});
+    }
     if (ctx.has_input(2)) val = val + ctx.input(2).func(mm);
     if (nhwc) f(mm, x, y, nn) = val;
     else f(x, y, mm, nn) = val;

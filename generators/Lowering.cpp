@@ -255,6 +255,15 @@ StageInfo &LowerContext::stage_info(const Func &f) {
     return *info;
 }
 
+void LowerContext::set_varying(const Func &f, const std::vector<bool> &onnx_dims) {
+    StageInfo &s = stage_info(f);
+    FUSOR_INTERNAL_ASSERT(onnx_dims.size() == s.extents.size()) << "varying dims of " << s.name;
+    for (size_t d = 0; d < s.extents.size(); d++) {
+        s.varying[d] = onnx_dims[onnx_dims.size() - 1 - d];
+        s.least_extents[d] = s.varying[d] ? 1 : s.extents[d];
+    }
+}
+
 int LowerContext::winograd_tile() const {
     if (!prepack_) return 0;
     auto it = prepack_->plan.winograd.find(prefix_ + sanitize_name(n_.name));

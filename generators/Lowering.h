@@ -237,6 +237,10 @@ public:
     void refuse_winograd(const Halide::Func &f, const std::string &why);
     /** The StageInfo of stage \p f (made by make_stage). */
     StageInfo &stage_info(const Halide::Func &f);
+    /** States which dims of stage \p f (not aligned with the node's output) vary, ONNX order,
+     * where make_stage's default (every dim, for a node with a varying dim) is too coarse; such a
+     * dim's smallest extent is taken as 1. */
+    void set_varying(const Halide::Func &f, const std::vector<bool> &onnx_dims);
     /** Halide dims of output 0 for ONNX axes \p axes. */
     std::vector<int> halide_dims(const std::vector<int> &axes) const;
     /** Defines f(vars in Halide order) = body(vars in ONNX order). */

@@ -100,7 +100,7 @@ ScheduledCluster schedule_cluster(const Graph &g, const Cluster &c, const Halide
     ScheduledCluster k;
     if (options.varying) {
         std::string prefix = c.name + "_g_";
-        k.lowered = lower_cluster(g, c, prefix, {}, options.varying);
+        k.lowered = lower_cluster(g, c, prefix, LowerPlan{{}, default_winograd(g, c, target, options.conv_algo, prefix)}, options.varying);
         k.schedule = default_schedule(g, c, k.lowered, target);
         if (options.prepack) lower_prepacked(g, c, prefix, k.schedule, k.lowered, options.varying);
         apply_schedule(k.schedule, k.lowered);

@@ -125,7 +125,7 @@ std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const T
     std::string canonical = canonical_cluster_text(g, c);
     // direct convs keep the keys they had before the choice existed
     std::string options = algo == ConvAlgo::Direct ? "" : std::string("conv-algo ") + conv_algo_name(algo);
-    if (varying) options = varying_text(g, c, *varying);
+    if (varying) options += (options.empty() ? "" : " ") + varying_text(g, c, *varying);
     std::string key = target.to_string() + "\n" + canonical + "\n" + schedule + "\n" + options;
     KernelCache &cache = kernel_cache();
     {
@@ -367,7 +367,8 @@ void Executor::compile_generic_kernels() {
         std::string why = if_steps_[k] ? "an If (" + g_.nodes[c.nodes[0]].name + ") has a dim that varies" : generic_refusal(g_, c, varying_);
         if (!why.empty() && size_refusal_.empty()) size_refusal_ = why;
         if (!why.empty()) continue;
-        generic_[k] = prepare_kernel(g_, c, target_, "", ConvAlgo::Direct, &varying_);
+        ConvAlgo algo = options_.mode == ExecMode::Unfused ? ConvAlgo::Direct : options_.conv_algo;
+        generic_[k] = prepare_kernel(g_, c, target_, "", algo, &varying_);
         FUSOR_INTERNAL_ASSERT(generic_[k]->lowered.params.size() == param_tensors_[k].size()) << "generic kernel params of " << c.name;
     }
 }

@@ -75,7 +75,7 @@ struct Kernel {
  * schedule of the extracted cluster, with its convs' algorithm by \p algo where the schedule does
  * not say (ScheduleOptions::conv_algo). An illegal stored schedule falls back to the default
  * (Kernel::fallback_reason says why). With \p varying (varying_dims of \p g), the cluster's generic
- * kernel (ScheduleOptions::varying): \p schedule and \p algo are not used. */
+ * kernel (ScheduleOptions::varying): \p schedule is not used. */
 std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const Halide::Target &target,
                                        const std::string &schedule = "", ConvAlgo algo = ConvAlgo::Auto,
                                        const VaryingDims *varying = nullptr);
@@ -152,6 +152,10 @@ public:
     /** Sizes planned so far besides the optimum (a repeated size plans nothing). */
     size_t sizes_planned() const {
         return sizes_planned_;
+    }
+    /** Step \p k's generic kernel, or null (no dim of its cluster varies, or it has none). */
+    const Kernel *generic_kernel(size_t k) const {
+        return generic_.at(k).get();
     }
     /** Why sizes other than the optimum cannot run ("" when they can, or when nothing varies). */
     const std::string &size_refusal() const {

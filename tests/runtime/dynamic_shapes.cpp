@@ -131,6 +131,30 @@ TEST_CASE("dynamic shapes: one load runs sizes 1, vector widths +-1 and primes a
     CHECK(jit_compiles() == before);
 }
 
+TEST_CASE("dynamic shapes: Winograd convs run over run-time extents, edge tiles included", "[runtime][profile]") {
+    TempDir dir;
+    SessionOptions wino;
+    wino.conv_algo = ConvAlgo::Winograd;  // the 3 x 3 stride-1 conv, at every size
+    Session s(zoo(dir, "ranged", {1, 4, 16, 16}, kProfile), wino);
+    size_t convs = 0, generic = 0;
+    for (size_t k = 0; k < s.executor().num_kernels(); k++) {
+        convs += s.executor().kernel(k).lowered.winograd.size();
+        if (const Kernel *g = s.executor().generic_kernel(k)) generic += g->lowered.winograd.size();
+    }
+    REQUIRE(convs == 1);
+    REQUIRE(generic == 1);
+    for (const Shape &x : std::vector<Shape>{{1, 4, 1, 1}, {1, 4, 7, 9}, {2, 4, 13, 31}, {1, 4, 40, 6}}) {
+        INFO("x " << x[0] << "x" << x[1] << "x" << x[2] << "x" << x[3]);
+        std::vector<Halide::Runtime::Buffer<float>> got = run_at(s, x, 3);
+        Session fixed(zoo(dir, "fixed", x), wino);
+        std::vector<Halide::Runtime::Buffer<float>> want = run_at(fixed, x, 3);
+        for (size_t i = 0; i < got.size(); i++) {
+            INFO("output " << i);
+            CHECK(relative_error(got[i], want[i]) < 1e-5);
+        }
+    }
+}
+
 TEST_CASE("dynamic shapes: sizes are planned on first sight and the last 64 kept", "[runtime][profile]") {
     TempDir dir;
     Session s(zoo(dir, "ranged", {1, 4, 16, 16}, kProfile));
