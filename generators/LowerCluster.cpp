@@ -78,9 +78,10 @@ std::vector<Expr> param_dims(const ImageParam &p, const std::vector<int64_t> &va
     return dims;
 }
 
-/** Ops whose lowering reads every extent of a dim that may vary through extent() (Lowering.h):
- * they lower in a generic kernel. \p axis_ok says whether ONNX axis \p a of input \p i may vary
- * (an axis some lowering still reads as a constant: a reduction or split axis, say). */
+/** Why node \p n, some dim of which varies under \p v, cannot lower in a generic kernel: its
+ * lowering reads a varying extent as a constant (an op not converted to extent(), Lowering.h, or
+ * an axis it still reads so: ArgMax's, a Split's), or "" when every such read goes through
+ * extent(). */
 std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
     auto input_varies = [&](size_t i, int a) {
         return i < n.inputs.size() && n.inputs[i] != kNoTensor && a < (int)v[n.inputs[i]].size() && v[n.inputs[i]][a] > 0;
