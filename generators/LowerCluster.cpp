@@ -103,20 +103,17 @@ std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
     }
     case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool: case OpKind::Transpose:
     case OpKind::Concat: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze:
-    case OpKind::Unsqueeze: case OpKind::BatchNormalization:
+    case OpKind::Unsqueeze: case OpKind::BatchNormalization: case OpKind::Softmax: case OpKind::LogSoftmax:
+    case OpKind::MatMul:
         return "";
     case OpKind::Split:
         return input_varies(0, axis_attr(rank)) ? "the axis it splits varies" : "";
-    case OpKind::Softmax: case OpKind::LogSoftmax:
-        return "";
     case OpKind::Hardmax: case OpKind::ArgMax: case OpKind::ArgMin:
         return input_varies(0, axis_attr(rank)) ? "the axis it reduces varies" : "";
     case OpKind::LayerNormalization:
         for (int a = axis_attr(rank); a < rank; a++) {
             if (input_varies(0, a)) return "an axis it normalizes varies";
         }
-        return "";
-    case OpKind::MatMul:
         return "";
     case OpKind::Resize: {
         std::string mode = attr_string(g, n, "mode"), ct = attr_string(g, n, "coordinate_transformation_mode");
@@ -138,20 +135,33 @@ bool is_baked_constant(const Tensor &t) {
     return t.is_initializer && t.type.num_elements() == 1;
 }
 
-bool cluster_varies(const Graph &g, const Cluster &c, const VaryingDims &varying) {
-    auto varies = [&](TensorId t) {
-        for (int64_t least : varying_of(&varying, t)) {
-            if (least) return true;
+namespace {
+
+bool tensor_varies(const VaryingDims &varying, TensorId t) {
+    for (int64_t least : varying_of(&varying, t)) {
+        if (least) return true;
+    }
+    return false;
+}
+
+/** True when some input or output of \p n has a dim that varies. */
+bool node_varies(const Node &n, const VaryingDims &varying) {
+    for (const std::vector<TensorId> *ts : {&n.inputs, &n.outputs}) {
+        for (TensorId t : *ts) {
+            if (t != kNoTensor && tensor_varies(varying, t)) return true;
         }
-        return false;
-    };
+    }
+    return false;
+}
+
+}  // namespace
+
+bool cluster_varies(const Graph &g, const Cluster &c, const VaryingDims &varying) {
     for (TensorId t : c.inputs) {
-        if (varies(t)) return true;
+        if (tensor_varies(varying, t)) return true;
     }
     for (NodeId id : c.nodes) {
-        for (TensorId t : g.nodes[id].outputs) {
-            if (t != kNoTensor && varies(t)) return true;
-        }
+        if (node_varies(g.nodes[id], varying)) return true;
     }
     return false;
 }
@@ -159,12 +169,7 @@ bool cluster_varies(const Graph &g, const Cluster &c, const VaryingDims &varying
 std::string generic_refusal(const Graph &g, const Cluster &c, const VaryingDims &varying) {
     for (NodeId id : c.nodes) {
         const Node &n = g.nodes[id];
-        Cluster one;
-        one.nodes = {id};
-        for (TensorId t : n.inputs) {
-            if (t != kNoTensor) one.inputs.push_back(t);
-        }
-        if (!cluster_varies(g, one, varying)) continue;
+        if (!node_varies(n, varying)) continue;
         std::string why = op_refusal(g, n, varying);
         if (!why.empty()) return "node '" + n.name + "' (" + op_name(n.op) + ") does not run over a dim that varies: " + why;
     }

@@ -381,7 +381,7 @@ void Executor::plan_size(SizeState &st) {
     // input elements already overwritten.
     MemoryPlanOptions mo;
     mo.kernel_allows_in_place = [this, &st](const Cluster &c) {
-        const Kernel *k = st.generic && generic_.at((size_t)c.id) ? generic_[(size_t)c.id].get() : kernels_.at((size_t)c.id).get();
+        const Kernel *k = kernel_at(st, (size_t)c.id);
         return k && output_tails_exact(k->schedule, k->lowered);  // (an If step has no kernel)
     };
     st.plan = plan_memory(sized, mo);
@@ -460,12 +460,12 @@ const TensorType &Executor::type_at_size(TensorId t) const {
     return cur_->types.empty() ? g_.type(t) : cur_->types.at(t);
 }
 
-Kernel &Executor::kernel_now(size_t k) {
-    return cur_->generic && generic_[k] ? *generic_[k] : *kernels_[k];
+Kernel *Executor::kernel_at(const SizeState &st, size_t k) const {
+    return st.generic && generic_[k] ? generic_[k].get() : kernels_[k].get();
 }
 
-std::vector<Buffer<>> &Executor::prepared_now(size_t k) {
-    return cur_->generic && generic_[k] ? generic_prepared_[k] : prepared_[k];
+std::vector<Buffer<>> &Executor::prepared_at(const SizeState &st, size_t k) {
+    return st.generic && generic_[k] ? generic_prepared_[k] : prepared_[k];
 }
 
 std::vector<int> Executor::last_packers() const {
@@ -538,16 +538,14 @@ Executor::WeightBytes Executor::weight_bytes() const {
  * is rebound (bind) or the executor moves. */
 void Executor::bind_cached_args(SizeState &st) {
     st.cached_args.resize(kernels_.size());
-    SizeState *was = cur_;
-    cur_ = &st;  // kernel_now and prepared_now are st's
     for (size_t k = 0; k < kernels_.size(); k++) {
-        if (!kernels_[k] || !kernel_now(k).entry) continue;
+        const Kernel *kn = kernel_at(st, k);
+        if (!kn || !kn->entry) continue;
         std::vector<halide_buffer_t *> &args = st.cached_args[k];
-        for (size_t i : kernel_now(k).param_reads) args.push_back(st.buffers[param_tensors_[k][i]].raw_buffer());
-        for (Buffer<> &b : prepared_now(k)) args.push_back(b.raw_buffer());
+        for (size_t i : kn->param_reads) args.push_back(st.buffers[param_tensors_[k][i]].raw_buffer());
+        for (Buffer<> &b : prepared_at(st, k)) args.push_back(b.raw_buffer());
         for (size_t i = 0; i < st.realizations[k].size(); i++) args.push_back(st.realizations[k][i].raw_buffer());
     }
-    cur_ = was;
 }
 
 Buffer<> &Executor::input(size_t i) {
@@ -628,13 +626,13 @@ void Executor::run_kernel(size_t k) {
         run_if(*if_steps_[k]);
         return;
     }
-    Kernel &kn = kernel_now(k);
+    Kernel &kn = *kernel_at(*cur_, k);
     if (kn.entry) {
         call_cached_kernel(kn.entry, cur_->cached_args[k].data(), cur_->cached_args[k].size());
         return;
     }
     // Kernels may be shared with other executors: bind this executor's buffers on every call.
-    std::vector<Buffer<>> &prepared = prepared_now(k);
+    std::vector<Buffer<>> &prepared = prepared_at(*cur_, k);
     for (size_t i : kn.param_reads) kn.lowered.params[i].set(cur_->buffers[param_tensors_[k][i]]);
     for (size_t i = 0; i < kn.lowered.prepared.size(); i++) kn.lowered.prepared[i].buffer.set(prepared[i]);
     const Cluster &c = g_.clusters[k];

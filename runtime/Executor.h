@@ -231,9 +231,9 @@ private:
         std::vector<std::vector<halide_buffer_t *>> cached_args;
     };
     void run_if(IfStep &step);
-    /** The kernel step \p k runs at the selected size, and its prepared buffers. */
-    Kernel &kernel_now(size_t k);
-    std::vector<Halide::Buffer<>> &prepared_now(size_t k);
+    /** The kernel step \p k runs at size \p st (null for an If step), and its prepared buffers. */
+    Kernel *kernel_at(const SizeState &st, size_t k) const;
+    std::vector<Halide::Buffer<>> &prepared_at(const SizeState &st, size_t k);
     /** Plans \p st's arena and makes its buffers (its types set), its realizations and args. */
     void plan_size(SizeState &st);
     void compile_generic_kernels();
