@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "graph/Error.h"
+#include "graph/SymbolicDim.h"
 
 namespace fusor {
 
@@ -51,11 +52,6 @@ std::vector<double> constant_doubles(const Graph &g, const Node &n, int i) {
     std::vector<double> v((size_t)t.type.num_elements());
     for (size_t k = 0; k < v.size(); k++) v[k] = t.value_as_double((int64_t)k);
     return v;
-}
-
-int64_t floor_div(int64_t a, int64_t b) {
-    int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "graph/Partitioning.h"
 #include "graph/Printer.h"
 #include "graph/ShapeProfile.h"
+#include "graph/SymbolicShapes.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
 #include "tools/Commands.h"
@@ -41,24 +42,31 @@ std::string mib(int64_t bytes) {
  * no input is ranged. */
 struct RangeEnds {
     std::vector<TensorType> low, high;
+    SymbolicShapes sym;
     explicit RangeEnds(const Graph &g) {
         std::vector<ProfileProbe> probes = profile_probes(g);
         if (probes.empty()) return;
         low = types_at(g, probes[0].shapes);
         high = types_at(g, probes[1].shapes);
+        sym = symbolic_shapes(g);
     }
-    /** "  profile 1x3x[32..2048:32]x..." for a ranged input, "  [..] .. [..] over the range" for a
-     * tensor that varies with it; "" otherwise. */
+    /** "  profile 1x3x[32..2048:32]x..." for a ranged input, "  [1,1,H,W]: [..] .. [..] over the
+     * range" for a tensor that varies with it ('?' for a dim without a symbolic form); "" otherwise. */
     std::string note(const Graph &g, TensorId t) const {
         if (is_ranged(g.tensor(t).range)) return "  profile " + profile_text(g.tensor(t).range);
         if (low.empty() || low[t].shape == high[t].shape) return "";
-        return "  " + shape_to_string(low[t].shape) + " .. " + shape_to_string(high[t].shape) + " over the range";
+        return "  " + sym.shape_text(t) + ": " + shape_to_string(low[t].shape) + " .. " + shape_to_string(high[t].shape) + " over the range";
     }
     nlohmann::json json(const Graph &g, TensorId t) const {
         const Tensor &x = g.tensor(t);
         nlohmann::json j = {{"name", x.name}, {"type", to_string(x.type)}};
         if (is_ranged(x.range)) j["profile"] = profile_text(x.range);
-        if (!low.empty()) j["shape_low"] = low[t].shape, j["shape_high"] = high[t].shape;
+        if (!low.empty()) {
+            j["shape_low"] = low[t].shape, j["shape_high"] = high[t].shape;
+            std::vector<std::string> dims;
+            for (const SymDim &d : sym.shapes[t]) dims.push_back(sym.known[t] ? d.text() : "?");
+            j["symbolic_shape"] = dims;
+        }
         return j;
     }
 };

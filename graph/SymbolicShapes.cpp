@@ -1,0 +1,522 @@
+/** \file
+ * Symbolic shape rules, one per op family, over the same resolved parameters as the numeric
+ * rules (window geometry, squeeze axes, Resize scales). A node whose inputs have constant shapes
+ * takes its numeric output shapes. */
+#include "graph/SymbolicShapes.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "graph/Error.h"
+#include "graph/ShapeInference.h"
+#include "graph/ShapeProfile.h"
+#include "graph/ShapeRulesMovement.h"
+#include "graph/ShapeRulesSpatial.h"
+
+namespace fusor {
+
+namespace {
+
+using Shape = std::vector<SymDim>;
+
+Shape constant_shape(const std::vector<int64_t> &dims) {
+    return Shape(dims.begin(), dims.end());
+}
+
+bool is_constant(const Shape &s) {
+    return std::all_of(s.begin(), s.end(), [](const SymDim &d) { return d.is_constant(); });
+}
+
+/** One node's symbolic rule at work: its input shapes, and where its constraints go. */
+struct Rule {
+    const Graph &g;
+    const Node &n;
+    std::vector<const Shape *> in;  ///< null for an absent input
+    std::vector<SymConstraint> *constraints;
+
+    const Shape &input(size_t i) const { return *in.at(i); }
+    void need(SymConstraint::Kind kind, const SymDim &a, const SymDim &b, const std::string &what) const {
+        SymConstraint c{kind, a, b, g.where(n) + ": " + what};
+        bool trivially = kind == SymConstraint::Kind::Equal && a == b;
+        if (!trivially && !(a.is_constant() && b.is_constant())) constraints->push_back(c);
+    }
+    SymDim broadcast(const SymDim &a, const SymDim &b) const {
+        if (a == b || b == SymDim(1)) return a;
+        if (a == SymDim(1)) return b;
+        need(SymConstraint::Kind::Broadcast, a, b, "broadcasts " + a.text() + " with " + b.text());
+        if (a.is_constant()) return a;
+        if (b.is_constant()) return b;
+        return SymDim::max(a, b);
+    }
+    Shape broadcast(const Shape &a, const Shape &b) const {
+        size_t r = std::max(a.size(), b.size());
+        Shape out(r);
+        for (size_t i = 0; i < r; i++) {
+            SymDim da = i < r - a.size() ? SymDim(1) : a[i - (r - a.size())];
+            SymDim db = i < r - b.size() ? SymDim(1) : b[i - (r - b.size())];
+            out[i] = broadcast(da, db);
+        }
+        return out;
+    }
+};
+
+using RuleFn = std::function<std::vector<Shape>(const Rule &)>;
+
+/** Output spatial extents of a conv or pooling window (ceil_mode, auto_pad SAME) over input
+ * extents \p in. */
+Shape window_out(const Rule &r, const Shape &in) {
+    WindowGeometry w = window_geometry(r.g, r.n);
+    std::string auto_pad = attr_string(r.g, r.n, "auto_pad");
+    bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    bool ceil_mode = r.n.op != OpKind::Conv && r.n.op != OpKind::ConvNhwc && attr_int(r.g, r.n, "ceil_mode") != 0;
+    Shape out;
+    for (size_t i = 0; i < in.size(); i++) {
+        int64_t s = w.strides[i], span = (w.kernel[i] - 1) * w.dilations[i] + 1;
+        if (same) {
+            out.push_back(SymDim::floor_div(in[i] + (s - 1), s));
+            continue;
+        }
+        SymDim padded = in[i] + (w.pads_begin[i] + w.pads_end[i] - span);
+        r.need(SymConstraint::Kind::AtLeast, padded, 0, "its window of " + std::to_string(span) + " fits input dim " + std::to_string(i + 2));
+        SymDim o = SymDim::floor_div(padded + (ceil_mode ? s - 1 : 0), s) + 1;
+        // ceil_mode: the last window starts inside the input or its left padding
+        if (ceil_mode) o = SymDim::min(o, SymDim::floor_div(in[i] + (w.pads_begin[i] - 1), s) + 1);
+        out.push_back(o);
+    }
+    return out;
+}
+
+std::vector<Shape> conv(const Rule &r) {
+    const Shape &x = r.input(0);
+    bool nhwc = r.n.op == OpKind::ConvNhwc;
+    const std::vector<int64_t> &w = r.g.type(r.n.inputs[1]).shape;
+    Shape spatial(x.begin() + (nhwc ? 1 : 2), x.end() - (nhwc ? 1 : 0));
+    Shape out = {x[0]};
+    if (!nhwc) out.push_back(w[0]);
+    Shape o = window_out(r, spatial);
+    out.insert(out.end(), o.begin(), o.end());
+    if (nhwc) out.push_back(w.back());
+    return {out};
+}
+
+std::vector<Shape> pool(const Rule &r) {
+    const Shape &x = r.input(0);
+    Shape out = {x[0], x[1]};
+    Shape o = window_out(r, Shape(x.begin() + 2, x.end()));
+    out.insert(out.end(), o.begin(), o.end());
+    return {out, out};
+}
+
+std::vector<Shape> conv_transpose(const Rule &r) {
+    WindowGeometry geo = conv_transpose_geometry(r.g, r.n);
+    const Shape &x = r.input(0);
+    std::string auto_pad = attr_string(r.g, r.n, "auto_pad");
+    std::vector<int64_t> out_pad = attr_ints(r.g, r.n, "output_padding").value_or(std::vector<int64_t>(geo.strides.size(), 0));
+    Shape out = {x[0], r.g.type(r.n.inputs[1]).shape[1] * geo.group};
+    for (size_t i = 0; i < geo.strides.size(); i++) {
+        const SymDim &in = x[i + 2];
+        if (attr_ints(r.g, r.n, "output_shape")) {
+            out.push_back(geo.out_spatial[i]);
+        } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+            out.push_back(in * geo.strides[i]);
+        } else {
+            int64_t span = (geo.kernel[i] - 1) * geo.dilations[i] + 1;
+            out.push_back((in - 1) * geo.strides[i] + (out_pad[i] + span - geo.pads_begin[i] - geo.pads_end[i]));
+            r.need(SymConstraint::Kind::AtLeast, out.back(), 1, "its output dim " + std::to_string(i + 2) + " is not empty");
+        }
+    }
+    return {out};
+}
+
+std::vector<Shape> matmul(const Rule &r) {
+    Shape a = r.input(0), b = r.input(1);
+    bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+    if (a_vec) a.insert(a.begin(), 1);
+    if (b_vec) b.push_back(1);
+    r.need(SymConstraint::Kind::Equal, a.back(), b[b.size() - 2], "its inner dims agree");
+    Shape out = r.broadcast(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+    if (!a_vec) out.push_back(a[a.size() - 2]);
+    if (!b_vec) out.push_back(b.back());
+    return {out};
+}
+
+std::vector<Shape> gemm(const Rule &r) {
+    Shape a = r.input(0), b = r.input(1);
+    if (attr_int(r.g, r.n, "transA")) std::swap(a[0], a[1]);
+    if (attr_int(r.g, r.n, "transB")) std::swap(b[0], b[1]);
+    r.need(SymConstraint::Kind::Equal, a[1], b[0], "its inner dims agree");
+    Shape out = {a[0], b[1]};
+    if (r.in.size() > 2 && r.in[2]) r.broadcast(out, r.input(2));
+    return {out};
+}
+
+std::vector<Shape> reduce(const Rule &r, const std::vector<int> &axes, bool keep) {
+    const Shape &x = r.input(0);
+    Shape out;
+    for (int i = 0; i < (int)x.size(); i++) {
+        bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
+        if (!reduced) out.push_back(x[(size_t)i]);
+        else if (keep) out.push_back(1);
+    }
+    return {out};
+}
+
+std::vector<Shape> layer_norm(const Rule &r) {
+    const Shape &x = r.input(0);
+    int axis = normalize_axis(r.g, r.n, attr_int(r.g, r.n, "axis"), (int)x.size());
+    Shape stat = x;
+    for (size_t a = (size_t)axis; a < x.size(); a++) stat[a] = 1;
+    return {x, stat, stat};
+}
+
+std::vector<Shape> reshape(const Rule &r) {
+    const Shape &x = r.input(0);
+    std::vector<int64_t> target = constant_ints(r.g, r.n, 1);
+    bool allowzero = attr_int(r.g, r.n, "allowzero") != 0;
+    Shape out;
+    SymDim total = 1, known = 1;
+    for (const SymDim &d : x) total = total * d;
+    int infer = -1;
+    for (size_t i = 0; i < target.size(); i++) {
+        SymDim d = target[i];
+        if (target[i] == 0 && !allowzero) d = x.at(i);
+        if (target[i] == -1) infer = (int)i;
+        else known = known * d;
+        out.push_back(d);
+    }
+    if (infer >= 0) {
+        r.need(SymConstraint::Kind::Divides, total, known, "its -1 dim divides " + total.text() + " by " + known.text());
+        out[(size_t)infer] = SymDim::floor_div(total, known);
+    } else {
+        r.need(SymConstraint::Kind::Equal, total, known, "it keeps the element count");
+    }
+    return {out};
+}
+
+std::vector<Shape> flatten(const Rule &r) {
+    const Shape &x = r.input(0);
+    int64_t axis = attr_int(r.g, r.n, "axis");
+    if (axis < 0) axis += (int64_t)x.size();
+    SymDim outer = 1, inner = 1;
+    for (size_t i = 0; i < x.size(); i++) ((int64_t)i < axis ? outer : inner) = ((int64_t)i < axis ? outer : inner) * x[i];
+    return {{outer, inner}};
+}
+
+std::vector<Shape> transpose(const Rule &r) {
+    std::vector<int> perm = transpose_perm(r.g, r.n);
+    Shape out;
+    for (int p : perm) out.push_back(r.input(0)[(size_t)p]);
+    return {out};
+}
+
+std::vector<Shape> concat(const Rule &r) {
+    Shape out = r.input(0);
+    int axis = normalize_axis(r.g, r.n, attr_int(r.g, r.n, "axis"), (int)out.size());
+    for (size_t i = 1; i < r.in.size(); i++) {
+        const Shape &t = r.input(i);
+        for (size_t d = 0; d < t.size(); d++) {
+            if ((int)d == axis) continue;
+            r.need(SymConstraint::Kind::Equal, t[d], out[d],
+                   "input " + std::to_string(i) + " dim " + std::to_string(d) + " (" + t[d].text() + ") equals input 0's (" + out[d].text() + ")");
+        }
+        out[(size_t)axis] = out[(size_t)axis] + t[(size_t)axis];
+    }
+    return {out};
+}
+
+std::vector<Shape> squeeze(const Rule &r) {
+    Shape t = r.input(0);
+    std::vector<int> axes = squeeze_axes(r.g, r.n);
+    for (auto it = axes.rbegin(); it != axes.rend(); ++it) t.erase(t.begin() + *it);
+    return {t};
+}
+
+std::vector<Shape> unsqueeze(const Rule &r) {
+    const Shape &x = r.input(0);
+    std::vector<int> axes = unsqueeze_axes(r.g, r.n);
+    Shape t;
+    size_t next = 0;
+    for (size_t a = 0; a < x.size() + axes.size(); a++) {
+        bool inserted = std::find(axes.begin(), axes.end(), (int)a) != axes.end();
+        t.push_back(inserted ? SymDim(1) : x[next++]);
+    }
+    return {t};
+}
+
+std::vector<Shape> pad(const Rule &r) {
+    Shape t = r.input(0);
+    PadParams p = pad_params(r.g, r.n);
+    for (size_t a = 0; a < t.size(); a++) t[a] = t[a] + (p.begin[a] + p.end[a]);
+    return {t};
+}
+
+std::vector<Shape> resize(const Rule &r) {
+    ResizeParams p = resize_params(r.g, r.n);
+    bool by_sizes = r.n.inputs.size() > 3 && r.n.inputs[3] != kNoTensor && r.g.type(r.n.inputs[3]).num_elements() > 0;
+    Shape out;
+    for (size_t a = 0; a < r.input(0).size(); a++) {
+        out.push_back(by_sizes ? SymDim(p.out_shape[a]) : SymDim::scale_floor(r.input(0)[a], p.scales[a]));
+    }
+    return {out};
+}
+
+std::vector<Shape> space_depth(const Rule &r) {
+    const Shape &t = r.input(0);
+    int64_t b = attr_int(r.g, r.n, "blocksize");
+    if (r.n.op == OpKind::DepthToSpace) return {{t[0], SymDim::floor_div(t[1], b * b), t[2] * b, t[3] * b}};
+    for (size_t a : {2, 3}) r.need(SymConstraint::Kind::Divides, t[a], b, "dim " + std::to_string(a) + " divides by its blocksize");
+    return {{t[0], t[1] * (b * b), SymDim::floor_div(t[2], b), SymDim::floor_div(t[3], b)}};
+}
+
+std::vector<Shape> gather(const Rule &r) {
+    const Shape &data = r.input(0), &idx = r.input(1);
+    int axis = normalize_axis(r.g, r.n, attr_int(r.g, r.n, "axis"), (int)data.size());
+    Shape out(data.begin(), data.begin() + axis);
+    out.insert(out.end(), idx.begin(), idx.end());
+    out.insert(out.end(), data.begin() + axis + 1, data.end());
+    return {out};
+}
+
+std::vector<Shape> expand_or_tile(const Rule &r) {
+    Shape t = r.input(0);
+    std::vector<int64_t> v = constant_ints(r.g, r.n, 1);
+    if (r.n.op == OpKind::Expand) return {r.broadcast(t, constant_shape(v))};
+    for (size_t a = 0; a < t.size(); a++) t[a] = t[a] * v.at(a);
+    return {t};
+}
+
+/** Split, and Slice: the same extents along axes whose input extent is constant; nullopt-like
+ * empty result when an axis they cut varies. */
+std::vector<Shape> cut(const Rule &r) {
+    const Shape &x = r.input(0);
+    std::vector<TensorType> numeric = infer_types(r.g, r.n);
+    std::vector<int> axes;
+    if (r.n.op == OpKind::Split) {
+        axes = {normalize_axis(r.g, r.n, attr_int(r.g, r.n, "axis"), (int)x.size())};
+    } else if (r.n.inputs.size() > 3 && r.n.inputs[3] != kNoTensor) {
+        for (int64_t a : constant_ints(r.g, r.n, 3)) axes.push_back(normalize_axis(r.g, r.n, a, (int)x.size()));
+    } else {
+        for (int a = 0; a < (int)x.size(); a++) axes.push_back(a);
+    }
+    std::vector<Shape> out;
+    for (const TensorType &t : numeric) {
+        Shape s = x;
+        for (int a : axes) {
+            if (!x[(size_t)a].is_constant()) return {};
+            s[(size_t)a] = t.shape[(size_t)a];
+        }
+        out.push_back(s);
+    }
+    return out;
+}
+
+std::vector<Shape> same_as_input(const Rule &r) {
+    return std::vector<Shape>(r.n.outputs.size(), r.input(0));
+}
+
+std::vector<Shape> broadcast_all(const Rule &r) {
+    Shape out = r.input(0);
+    for (size_t i = 1; i < r.in.size(); i++) {
+        if (r.in[i]) out = r.broadcast(out, r.input(i));
+    }
+    return {out};
+}
+
+/** The symbolic rule of \p op; empty when it has none (its outputs go unknown when they vary). */
+RuleFn rule_of(const Node &n) {
+    switch (n.op) {
+    case OpKind::Conv: case OpKind::ConvNhwc: return conv;
+    case OpKind::MaxPool: case OpKind::AveragePool: return pool;
+    case OpKind::ConvTranspose: return conv_transpose;
+    case OpKind::MatMul: return matmul;
+    case OpKind::Gemm: return gemm;
+    case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool:
+        return [](const Rule &r) {
+            Shape t = r.input(0);
+            for (size_t a = 2; a < t.size(); a++) t[a] = 1;
+            return std::vector<Shape>{t};
+        };
+    case OpKind::LayerNormalization: return layer_norm;
+    case OpKind::ArgMax: case OpKind::ArgMin:
+        return [](const Rule &r) {
+            int axis = normalize_axis(r.g, r.n, attr_int(r.g, r.n, "axis"), (int)r.input(0).size());
+            return reduce(r, {axis}, attr_int(r.g, r.n, "keepdims") != 0);
+        };
+    case OpKind::Reshape: return reshape;
+    case OpKind::Flatten: return flatten;
+    case OpKind::Transpose: return transpose;
+    case OpKind::Concat: return concat;
+    case OpKind::Squeeze: return squeeze;
+    case OpKind::Unsqueeze: return unsqueeze;
+    case OpKind::Pad: return pad;
+    case OpKind::Resize: return resize;
+    case OpKind::DepthToSpace: case OpKind::SpaceToDepth: return space_depth;
+    case OpKind::Gather: return gather;
+    case OpKind::GatherElements: return [](const Rule &r) { return std::vector<Shape>{r.input(1)}; };
+    case OpKind::Expand: case OpKind::Tile: return expand_or_tile;
+    case OpKind::Split: case OpKind::Slice: return cut;
+    case OpKind::Shape: case OpKind::Size:
+        return [](const Rule &r) { return std::vector<Shape>{constant_shape(infer_types(r.g, r.n)[0].shape)}; };
+    case OpKind::BatchNormalization: case OpKind::PRelu: case OpKind::Softmax: case OpKind::LogSoftmax:
+    case OpKind::Hardmax: case OpKind::InstanceNormalization: case OpKind::LRN: case OpKind::MeanVarianceNormalization:
+    case OpKind::LpNormalization: case OpKind::CumSum: case OpKind::Trilu:
+        return same_as_input;
+    default: break;
+    }
+    ShapeRule numeric = op_info(n.op).shape_rule;
+    if (numeric == shape_rules::reduce_axes_attr || numeric == shape_rules::reduce_axes_input || numeric == shape_rules::reduce_axes_float) {
+        return [](const Rule &r) { return reduce(r, reduced_axes(r.g, r.n), attr_int(r.g, r.n, "keepdims") != 0); };
+    }
+    OpPattern p = op_info(n.op).pattern;
+    if (p == OpPattern::ElemWise) return same_as_input;
+    if (p == OpPattern::Broadcast) return broadcast_all;
+    return {};
+}
+
+/** The model's dims: each ranged dim of a graph input, one per name. */
+void name_dims(const Graph &g, SymbolicShapes &s) {
+    std::map<std::string, int> by_name;
+    for (TensorId t : g.inputs) {
+        const Tensor &in = g.tensor(t);
+        Shape shape = constant_shape(in.type.shape);
+        for (size_t a = 0; a < in.range.size() && a < shape.size(); a++) {
+            const DimRange &r = in.range[a];
+            if (r.lo == r.hi) continue;
+            std::string name = !r.name.empty() ? r.name : in.name + "." + std::to_string(a);
+            auto it = by_name.find(name);
+            if (it == by_name.end()) {
+                it = by_name.emplace(name, (int)s.dims.size()).first;
+                s.dims.push_back({name, t, (int)a, r});
+            }
+            shape[a] = SymDim::dim(it->second, name);
+        }
+        s.shapes[t] = shape;
+    }
+}
+
+}  // namespace
+
+bool SymConstraint::holds(const std::vector<int64_t> &dims) const {
+    int64_t x = a.eval(dims), y = b.eval(dims);
+    switch (kind) {
+    case Kind::Equal: return x == y;
+    case Kind::Broadcast: return x == y || x == 1 || y == 1;
+    case Kind::AtLeast: return x >= y;
+    case Kind::Divides: return y != 0 && x % y == 0;
+    }
+    return false;
+}
+
+std::string SymConstraint::c_code(const std::string &dims) const {
+    std::string x = "(" + a.c_code(dims) + ")", y = "(" + b.c_code(dims) + ")";
+    switch (kind) {
+    case Kind::Equal: return x + " == " + y;
+    case Kind::Broadcast: return "(" + x + " == " + y + " || " + x + " == 1 || " + y + " == 1)";
+    case Kind::AtLeast: return x + " >= " + y;
+    case Kind::Divides: return "(" + y + " != 0 && " + x + " % " + y + " == 0)";
+    }
+    return "0";
+}
+
+std::vector<int64_t> SymbolicShapes::dims_at(const Graph &g, const std::vector<std::vector<int64_t>> &inputs) const {
+    std::vector<int64_t> v;
+    for (const Dim &d : dims) {
+        size_t i = (size_t)(std::find(g.inputs.begin(), g.inputs.end(), d.input) - g.inputs.begin());
+        v.push_back(inputs.at(i).at((size_t)d.axis));
+    }
+    return v;
+}
+
+std::string SymbolicShapes::shape_text(TensorId t) const {
+    std::string out = "[";
+    for (size_t i = 0; i < shapes[t].size(); i++) out += (i ? "," : "") + (known[t] ? shapes[t][i].text() : "?");
+    return out + "]";
+}
+
+SymbolicShapes symbolic_shapes(const Graph &g) {
+    SymbolicShapes s;
+    s.shapes.resize(g.tensors.size());
+    s.known.assign(g.tensors.size(), true);
+    for (size_t t = 0; t < g.tensors.size(); t++) s.shapes[t] = constant_shape(g.tensors[t].type.shape);
+    name_dims(g, s);
+    for (const Node &n : g.nodes) {  // topological order
+        Rule r{g, n, {}, &s.constraints};
+        bool constant = true, known = true;
+        for (TensorId t : n.inputs) {
+            r.in.push_back(t == kNoTensor ? nullptr : &s.shapes[t]);
+            if (t == kNoTensor) continue;
+            constant = constant && is_constant(s.shapes[t]);
+            known = known && s.known[t];
+        }
+        if (constant && known) continue;  // the numeric shapes stand
+        RuleFn fn = known ? rule_of(n) : RuleFn();
+        std::vector<Shape> out = fn ? fn(r) : std::vector<Shape>();
+        bool ok = out.size() >= n.outputs.size() || (n.op == OpKind::Dropout && !out.empty());
+        for (size_t i = 0; i < n.outputs.size(); i++) {
+            TensorId t = n.outputs[i];
+            if (t == kNoTensor) continue;
+            if (ok && i < out.size()) {
+                s.shapes[t] = out[i];
+                continue;
+            }
+            s.known[t] = false;
+            if (s.unknown.empty() && known) {
+                s.unknown = g.where(n) + ": its output shapes vary with the input sizes in a way fusor states for the optimum only";
+            }
+        }
+    }
+    return s;
+}
+
+void check_symbolic_shapes(const Graph &g, const SymbolicShapes &s) {
+    std::vector<InputShapes> bindings;
+    std::vector<std::string> whats;
+    InputShapes optimum;
+    for (TensorId t : g.inputs) optimum[g.tensor(t).name] = g.type(t).shape;
+    bindings.push_back(optimum);
+    whats.push_back("the optimum");
+    for (const ProfileProbe &p : profile_probes(g)) {
+        bindings.push_back(p.shapes);
+        whats.push_back(p.what);
+    }
+    for (const SymbolicShapes::Dim &d : s.dims) {  // each dim alone: a swapped pair of dims shows
+        InputShapes one = optimum;
+        int64_t v = d.range.lo + (d.range.hi - d.range.lo) / d.range.step / 3 * d.range.step;
+        if (v == d.range.opt) v = d.range.hi;
+        for (TensorId t : g.inputs) {
+            for (size_t a = 0; a < g.tensor(t).range.size(); a++) {
+                const DimRange &r = g.tensor(t).range[a];
+                if (r.lo != r.hi && (r.name.empty() ? g.tensor(t).name + "." + std::to_string(a) : r.name) == d.name) one[g.tensor(t).name][a] = v;
+            }
+        }
+        bindings.push_back(one);
+        whats.push_back(d.name + " = " + std::to_string(v));
+    }
+    Graph skeleton = shape_skeleton(g);
+    for (size_t b = 0; b < bindings.size(); b++) {
+        std::vector<TensorType> types;
+        try {
+            types = types_at(skeleton, bindings[b]);
+        } catch (const UserError &) {
+            if (b == 0) throw;
+            continue;  // a size the model does not take: nothing to compare
+        }
+        std::vector<std::vector<int64_t>> inputs;
+        for (TensorId t : g.inputs) inputs.push_back(bindings[b].at(g.tensor(t).name));
+        std::vector<int64_t> dims = s.dims_at(g, inputs);
+        for (size_t t = 0; t < g.tensors.size(); t++) {
+            if (!s.known[t]) continue;
+            std::vector<int64_t> got;
+            for (const SymDim &d : s.shapes[t]) got.push_back(d.eval(dims));
+            FUSOR_INTERNAL_ASSERT(got == types[t].shape) << "symbolic shape " << s.shape_text((TensorId)t) << " of tensor '" << g.tensors[t].name
+                                                          << "' is " << shape_to_string(got) << " at " << whats[b] << ", the shape rules say "
+                                                          << to_string(types[t]);
+        }
+        for (const SymConstraint &c : s.constraints) {
+            FUSOR_INTERNAL_ASSERT(c.holds(dims)) << "constraint " << c.what << " fails at " << whats[b] << ", which the shape rules take";
+        }
+    }
+}
+
+}  // namespace fusor
