@@ -1,12 +1,12 @@
 /** \file
- * Memory planning by liveness with greedy-by-size placement (the algorithm TFLite's arena planner
- * calls "greedy by size"): largest buffers first, each into the best-fitting gap among the buffers
- * already placed that are live at the same time. */
+ * Memory planning by liveness: in-place pairs merge into one buffer, and buffers are placed
+ * greedy by size (graph/ArenaPlacement.h). */
 #include "graph/MemoryPlanning.h"
 
 #include <algorithm>
 #include <numeric>
 
+#include "graph/ArenaPlacement.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 
@@ -25,10 +25,6 @@ struct Buffer {
     int first = 0, last = 0;
     int64_t offset = -1;
 };
-
-bool overlaps_in_time(const Buffer &a, const Buffer &b) {
-    return a.first <= b.last && b.first <= a.last;
-}
 
 /** May cluster \p c write its single output over input \p in? Only when every element of the output
  * reads \p in at its own index and nothing reads \p in afterwards: a single-output cluster of
@@ -116,34 +112,12 @@ MemoryPlan plan_memory(const Graph &g, int begin, int end, const std::vector<boo
         plan.naive_bytes += s.bytes;
     }
 
-    // Greedy by size: largest first (ties: earlier first, for a deterministic plan).
-    std::vector<int> order(buffers.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-        if (buffers[a].bytes != buffers[b].bytes) return buffers[a].bytes > buffers[b].bytes;
-        return buffers[a].first < buffers[b].first;
-    });
-    std::vector<int> placed;
-    for (int bi : order) {
-        Buffer &b = buffers[bi];
-        std::vector<const Buffer *> live;
-        for (int p : placed) {
-            if (overlaps_in_time(buffers[p], b)) live.push_back(&buffers[p]);
-        }
-        std::sort(live.begin(), live.end(), [](const Buffer *x, const Buffer *y) { return x->offset < y->offset; });
-        int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
-        for (const Buffer *x : live) {
-            int64_t gap = x->offset - cursor;
-            if (gap >= b.bytes && gap < best_gap) {
-                best = cursor;
-                best_gap = gap;
-            }
-            cursor = std::max(cursor, x->offset + x->bytes);
-        }
-        b.offset = best >= 0 ? best : cursor;
-        plan.arena_bytes = std::max(plan.arena_bytes, b.offset + b.bytes);
-        placed.push_back(bi);
-    }
+    std::vector<ArenaBlock> blocks;
+    for (const Buffer &b : buffers) blocks.push_back(ArenaBlock{b.bytes, b.first, b.last, -1});
+    std::vector<int> order;
+    std::vector<const ArenaBlock *> live;
+    plan.arena_bytes = place_blocks(blocks, order, live);
+    for (size_t i = 0; i < buffers.size(); i++) buffers[i].offset = blocks[i].offset;
     for (size_t i = 0; i < plan.slots.size(); i++) plan.slots[i].offset = buffers[buffer_of[i]].offset;
 
     for (int step = begin; step < end; step++) {
