@@ -16,12 +16,13 @@
 
 #include <unistd.h>
 
+#include "generators/AotProfile.h"
 #include "generators/ApplySchedule.h"
 #include "generators/HostTarget.h"
 #include "generators/LowerCluster.h"
 #include "generators/Prepack.h"
 #include "generators/ScheduleCluster.h"
-#include "generators/aot_embedded_sources.h"  // generated: kFusorAotSupport, kHalideRuntimeHeader
+#include "generators/aot_embedded_sources.h"  // generated: kFusorAotSupport, kArenaPlacement, kHalideRuntimeHeader
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/File.h"
@@ -249,6 +250,7 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
 
     Graph g = model;
     if (g.clusters.empty()) form_clusters(g);  // a part (extract_part) keeps its clusters
+    AotProfile profile = aot_profile(g, options.target);
 
     // Tensor table: every tensor a kernel reads or writes, in first-use order. A graph output that
     // no node computes (a graph input, a weight) or that repeats an earlier output gets an entry of
@@ -291,9 +293,10 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
         weight_offset[t] = (int64_t)weights.size();
         weights.append((const char *)tensor.data.data(), tensor.data.size());
     };
-    std::ostringstream kernel_decls, kernel_args, kernel_table, kernel_calls, if_helpers;
+    std::ostringstream kernel_decls, kernel_args, kernel_table, kernel_calls, kernel_calls_at, if_helpers;
     std::vector<std::string> branch_models;  // every direct branch model, for init/teardown/scratch
     std::vector<bool> tails_exact;  // per cluster: may write in place (see Executor)
+    std::vector<bool> tails_exact_at;  // the same for the kernel that runs at other sizes of the profile
     std::vector<std::function<void()>> compiles;  // the kernels' objects and the glue's, run in parallel at the end
     for (size_t ci = 0; ci < g.clusters.size(); ci++) {
         const Cluster &c = g.clusters[ci];
@@ -304,6 +307,7 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
             // on the If's input buffers (inputs 1..) and output buffers.
             FUSOR_INTERNAL_ASSERT(c.nodes.size() == 1 && first.subgraphs.size() == 2) << "the If of cluster " << c.name;
             tails_exact.push_back(false);
+            tails_exact_at.push_back(false);
             std::string sub[2];
             for (int b = 0; b < 2; b++) {
                 AotOptions bo = options;
@@ -327,15 +331,18 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
             }
             for (TensorId t : first.outputs) arg_tensors.push_back(add(t));
             size_t num_in = first.inputs.size() - 1;
-            kernel_calls << "    {  // " << c.name << ": If\n        halide_buffer_t *cond = b[" << arg_tensors[0] << "];\n"
+            std::ostringstream step;
+            step << "    {  // " << c.name << ": If\n        halide_buffer_t *cond = b[" << arg_tensors[0] << "];\n"
                          << "        if (cond->device && (r = halide_copy_to_host((void *)uc, cond)) != 0) {\n" << fail << "        }\n"
                          << "        halide_buffer_t *ins[] = {";
-            for (size_t i = 1; i <= num_in; i++) kernel_calls << "b[" << arg_tensors[i] << "], ";
-            kernel_calls << "nullptr};\n        halide_buffer_t *outs[] = {";
-            for (size_t i = num_in + 1; i < arg_tensors.size(); i++) kernel_calls << "b[" << arg_tensors[i] << "], ";
-            kernel_calls << "nullptr};\n        branch_" << c.name << " = *cond->host ? 0 : 1;\n"
+            for (size_t i = 1; i <= num_in; i++) step << "b[" << arg_tensors[i] << "], ";
+            step << "nullptr};\n        halide_buffer_t *outs[] = {";
+            for (size_t i = num_in + 1; i < arg_tensors.size(); i++) step << "b[" << arg_tensors[i] << "], ";
+            step << "nullptr};\n        branch_" << c.name << " = *cond->host ? 0 : 1;\n"
                          << "        r = branch_" << c.name << " == 0 ? " << sub[0] << "_run_nested(ins, outs) : " << sub[1]
                          << "_run_nested(ins, outs);\n        if (r != 0) {\n" << fail << "        }\n    }\n";
+            kernel_calls << step.str();
+            kernel_calls_at << step.str();
             if_helpers << "int branch_" << c.name << " = 0;  // the branch the If ran last\nconst char *error_" << c.name
                        << "() { return branch_" << c.name << " == 0 ? " << sub[0] << "_last_error() : " << sub[1]
                        << "_last_error(); }\n";
@@ -351,7 +358,8 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
         so.conv_algo = options.conv_algo;
         ScheduledCluster sc = schedule_cluster(g, c, options.target, stored.value_or(""), so);
         tails_exact.push_back(output_tails_exact(sc.schedule, sc.lowered));
-        result.clusters.push_back({c.name, sc.tuned, sc.fallback_reason, (int)sc.lowered.prepared.size(), (int)sc.lowered.winograd.size()});
+        result.clusters.push_back({c.name, sc.tuned, sc.fallback_reason, (int)sc.lowered.prepared.size(), (int)sc.lowered.winograd.size(),
+                                   profile.generic(g, c)});
         std::string fn = name + "_" + c.name;
         std::vector<int> arg_tensors;
         std::vector<Halide::Argument> args = kernel_arguments(g, c, sc.lowered, add_weight, add, &arg_tensors);
@@ -364,9 +372,41 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
         kernel_decls << "int " << fn << "(const void *user_context";
         for (size_t i = 0; i < arg_tensors.size(); i++) kernel_decls << ", struct halide_buffer_t *";
         kernel_decls << ");\n";
-        kernel_calls << "    if ((r = " << fn << "(uc";
-        for (int a : arg_tensors) kernel_calls << ", b[" << a << "]";
-        kernel_calls << ")) != 0) {\n" << fail << "    }\n";
+        std::string call = "    if ((r = " + fn + "(uc";
+        for (int a : arg_tensors) call += ", b[" + std::to_string(a) + "]";
+        call += ")) != 0) {\n" + fail + "    }\n";
+        kernel_calls << call;
+        if (profile.generic(g, c)) {
+            // the sizes other than the optimum: a generic kernel, the size's dims as arguments
+            ScheduleOptions gso = so;
+            gso.varying = &profile.varying;
+            ScheduledCluster gc = schedule_cluster(g, c, options.target, "", gso);
+            tails_exact_at.push_back(output_tails_exact(gc.schedule, gc.lowered));
+            std::string gfn = fn + "_any";
+            // arguments: the buffers read, the dims, then the outputs (Halide appends them)
+            std::vector<int> garg_tensors, gout_tensors;
+            std::vector<Halide::Argument> gargs = kernel_arguments(g, c, gc.lowered, add_weight, add, &garg_tensors);
+            for (TensorId t : c.outputs) gout_tensors.push_back(add(t));
+            for (const DimParam &d : gc.lowered.dim_params) gargs.push_back(d.param);
+            fs::path gobj = dir / (gfn + ".o");
+            compiles.push_back([p = gc.lowered.pipeline, gobj, gargs, gfn, kt]() mutable {
+                p.compile_to({{Halide::OutputFileType::object, gobj.string()}}, gargs, gfn, kt);
+            });
+            objects.push_back(gobj.string());
+            kernel_decls << "int " << gfn << "(const void *user_context";
+            for (size_t i = 0; i < garg_tensors.size(); i++) kernel_decls << ", struct halide_buffer_t *";
+            for (size_t i = 0; i < gc.lowered.dim_params.size(); i++) kernel_decls << ", int32_t";
+            for (size_t i = 0; i < gout_tensors.size(); i++) kernel_decls << ", struct halide_buffer_t *";
+            kernel_decls << ");\n";
+            kernel_calls_at << "    if ((r = " << gfn << "(uc";
+            for (int a : garg_tensors) kernel_calls_at << ", b[" << a << "]";
+            kernel_calls_at << dim_param_args(g, c, gc.lowered.dim_params, profile);
+            for (int a : gout_tensors) kernel_calls_at << ", b[" << a << "]";
+            kernel_calls_at << ")) != 0) {\n" << fail << "    }\n";
+        } else {
+            tails_exact_at.push_back(tails_exact.back());
+            kernel_calls_at << call;
+        }
         kernel_args << "const int kArgs_" << c.name << "[] = {";
         for (size_t i = 0; i < arg_tensors.size(); i++) kernel_args << (i ? ", " : "") << arg_tensors[i];
         kernel_args << "};\n";
@@ -390,6 +430,16 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     mo.kernel_allows_in_place = [&](const Cluster &c) { return tails_exact.at((size_t)c.id); };
     MemoryPlan plan = plan_memory(g, mo);
     result.arena_bytes = plan.arena_bytes;
+    // other sizes of a profile: the arena's blocks, with the in-place pairs that hold at every size
+    MemoryPlan size_plan;
+    if (profile.active()) {
+        MemoryPlanOptions at;
+        at.kernel_allows_in_place = [&](const Cluster &c) { return tails_exact_at.at((size_t)c.id); };
+        size_plan = plan_memory(g, at);
+        for (ArenaSlot &s : size_plan.slots) {
+            if (s.shares_with != kNoTensor && profile.sym.shapes[s.tensor] != profile.sym.shapes[s.shares_with]) s.shares_with = kNoTensor;
+        }
+    }
     result.weight_bytes = (int64_t)weights.size();
 
     // Tensor descriptors.
@@ -443,9 +493,20 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     for (size_t i = 0; i < result.clusters.size(); i++) {
         const AotCluster &c = result.clusters[i];
         info << (i ? ", " : "") << "{\"name\": " << c_string(c.name) << ", \"schedule\": \"" << (c.tuned ? "tuned" : "default")
-             << "\", \"prepared\": " << c.prepared << (c.fallback_reason.empty() ? "" : ", \"fallback\": " + c_string(c.fallback_reason)) << "}";
+             << "\", \"prepared\": " << c.prepared << (c.generic ? ", \"generic\": true" : "")
+             << (c.fallback_reason.empty() ? "" : ", \"fallback\": " + c_string(c.fallback_reason)) << "}";
     }
-    info << "], \"extra\": " << options.build_info_json << "}";
+    info << "]";
+    if (profile.active()) {
+        info << ", \"profile\": {\"dims\": [";
+        for (size_t i = 0; i < profile.sym.dims.size(); i++) {
+            const DimRange &r = profile.sym.dims[i].range;
+            info << (i ? ", " : "") << "{\"name\": " << c_string(profile.sym.dims[i].name) << ", \"lo\": " << r.lo << ", \"hi\": " << r.hi
+                 << ", \"step\": " << r.step << ", \"optimum\": " << r.opt << "}";
+        }
+        info << "], \"sizes\": " << c_string(profile.refusal.empty() ? "every size of the profile" : "the optimum only: " + profile.refusal) << "}";
+    }
+    info << ", \"extra\": " << options.build_info_json << "}";
     std::string info_text = info.str();
 
     // Header.
@@ -454,12 +515,21 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     h << "/* " << name << ": model '" << g.name << "' compiled by fusor for " << options.target.to_string() << ".\n"
       << " * Generated by `fusor compile`; do not edit.\n *\n"
       << " * Inputs (dense row-major, ONNX dim order; as halide_buffer_t, dim 0 is the innermost):\n";
-    for (size_t i = 0; i < g.inputs.size(); i++) {
-        h << " *   " << i << ": " << g.tensor(g.inputs[i]).name << " " << shape_text(g.type(g.inputs[i])) << "\n";
-    }
+    // with a profile: each shape as its symbolic form, and the range of each dim
+    auto shape_line = [&](TensorId t) {
+        if (!profile.active()) return shape_text(g.type(t));
+        bool input = std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();
+        std::string note = input ? profile_header_note(profile, t) : "";
+        return std::string(dtype_name(g.type(t).dtype)) + profile.sym.shape_text(t) + (note.empty() ? "" : "; " + note);
+    };
+    for (size_t i = 0; i < g.inputs.size(); i++) h << " *   " << i << ": " << g.tensor(g.inputs[i]).name << " " << shape_line(g.inputs[i]) << "\n";
     h << " * Outputs:\n";
-    for (size_t i = 0; i < g.outputs.size(); i++) {
-        h << " *   " << i << ": " << g.tensor(g.outputs[i]).name << " " << shape_text(g.type(g.outputs[i])) << "\n";
+    for (size_t i = 0; i < g.outputs.size(); i++) h << " *   " << i << ": " << g.tensor(g.outputs[i]).name << " " << shape_line(g.outputs[i]) << "\n";
+    if (profile.active()) {
+        h << " * Every size of the profile runs (_run, _run_device on buffers of that size, _run_raw_at), from\n"
+          << " * one library: the optimum with the kernels compiled for it, other sizes with generic kernels and an\n"
+          << " * arena planned when the size changes (it grows to the largest size run; '/' rounds down).\n";
+        if (!profile.refusal.empty()) h << " * This library runs the optimum only: " << profile.refusal << "\n";
     }
     h << " *\n * Link, in this order: lib" << name << ".a, libfusor_halide_runtime.a (one per app and target),\n"
       << " * -lstdc++ -lm -lpthread -ldl (this glue is C++: a C app links the C++ runtime too).\n"
@@ -492,6 +562,15 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
       << "int " << name << "_output_shape(int i, long long *shape);\n"
       << "/* The same over dense row-major arrays. */\n"
       << "int " << name << "_run_raw(const void *const *inputs, void *const *outputs);\n"
+      << "/* The same at the given input shapes (input_shapes[i]: ONNX-order extents of input i; NULL: the shapes\n"
+      << " * above). Any size of the profile; -2 naming the input and dim for one outside it. */\n"
+      << "int " << name << "_run_raw_at(const long long *const *input_shapes, const void *const *inputs, void *const *outputs);\n"
+      << "/* The output shapes (output_shapes[k] gets output k's extents) and the arena's size in bytes (the\n"
+      << " * scratch the library holds for the run) at the given input shapes, without running. 0, or -2. */\n"
+      << "int " << name << "_shapes_at(const long long *const *input_shapes, long long *const *output_shapes, long long *scratch_bytes);\n"
+      << "/* Per dim of input i: the lowest and highest extent it takes and the step between (a fixed dim: its\n"
+      << " * extent twice, step 1); returns the rank, -1 out of range. Any pointer may be NULL. */\n"
+      << "int " << name << "_input_range(int i, long long *lo, long long *hi, long long *step);\n"
       << "/* Name and size in bytes (dense) of input or output i; NULL / 0 when out of range. */\n"
       << "const char *" << name << "_input_name(int i);\n"
       << "long long " << name << "_input_bytes(int i);\n"
@@ -533,15 +612,16 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
         << "const int kOutputs[] = {" << list(out_index) << "};\n"
         << (copies.empty() ? "" : "const int kCopies[] = {" + copy_list + "};\n")
         << "const char kBuildInfo[] = " << c_string(info_text) << ";\n\n"
+        << (profile.active() ? profile_glue(g, profile, order, size_plan, kernel_calls_at.str()) + "\n" : std::string())
         << "int run_kernels(const void *uc, halide_buffer_t *const *b, int *failed) {\n    int r;\n" << kernel_calls.str()
         << "    return 0;\n}\n\n"
         << "Model &model() {\n    static Model m{" << c_string(name) << ", kTensors, " << order.size() << ", kKernels, "
         << g.clusters.size() << ", kInputs, " << g.inputs.size() << ", kOutputs, " << g.outputs.size() << ", " << name
         << "_weight_blob, " << plan.arena_bytes << ", run_kernels, "
         << (copies.empty() ? std::string("nullptr, 0") : "kCopies, " + std::to_string(copies.size())) << ", "
-        << (device_iface.empty() ? std::string("nullptr") : device_iface)
-        << (options.target.has_feature(Halide::Target::CUDA) ? ", " + std::to_string(options.gpu_max_registers) : std::string())
-        << "};\n    return m;\n}\n\n}  // namespace\n\n"
+        << (device_iface.empty() ? std::string("nullptr") : device_iface) << ", "
+        << (options.target.has_feature(Halide::Target::CUDA) ? options.gpu_max_registers : 0) << ", "
+        << (profile.active() ? "&kProfile" : "nullptr") << "};\n    return m;\n}\n\n}  // namespace\n\n"
         << "extern \"C\" {\n"
         << "int " << name << "_init(void) {\n    int r = model().init();\n" << branch_init << "    return r;\n}\n"
         << "void " << name << "_teardown(void) {\n    model().teardown();\n" << branch_teardown << "}\n"
@@ -556,6 +636,12 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
         << " ? model().shape_of(kOutputs[i], shape) : -1; }\n"
         << "int " << name << "_run_raw(const void *const *inputs, void *const *outputs) {\n"
         << "    return model().run_raw(inputs, outputs);\n}\n"
+        << "int " << name << "_run_raw_at(const long long *const *input_shapes, const void *const *inputs, void *const *outputs) {\n"
+        << "    return model().run_raw_at(input_shapes, inputs, outputs);\n}\n"
+        << "int " << name << "_shapes_at(const long long *const *input_shapes, long long *const *output_shapes, long long *scratch_bytes) {\n"
+        << "    return model().shapes_at(input_shapes, output_shapes, scratch_bytes);\n}\n"
+        << "int " << name << "_input_range(int i, long long *lo, long long *hi, long long *step) {\n"
+        << "    return model().input_range(i, lo, hi, step);\n}\n"
         << "const char *" << name << "_input_name(int i) { return i >= 0 && i < " << g.inputs.size()
         << " ? kTensors[kInputs[i]].name : nullptr; }\n"
         << "long long " << name << "_input_bytes(int i) { return i >= 0 && i < " << g.inputs.size()
@@ -575,6 +661,8 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     write_file(build / (name + ".h"), h.str());
     write_file(build / (name + "_weights.bin"), weights);
     write_file(build / "fusor_aot_support.h", kFusorAotSupport);
+    fs::create_directories(build / "graph");
+    write_file(build / "graph" / "ArenaPlacement.h", kArenaPlacement);
     write_file(build / "HalideRuntime.h", kHalideRuntimeHeader);
     std::string glue_obj = "../" + name + "_glue.o";  // every archive member in one folder
     compiles.push_back([&] {

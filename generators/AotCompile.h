@@ -47,6 +47,7 @@ struct AotCluster {
     std::string fallback_reason;
     int prepared = 0;  ///< packing stages baked into the library (Prepack.h)
     int winograd = 0;  ///< convs lowered by Winograd
+    bool generic = false;  ///< has a generic kernel for the profile's other sizes (AotProfile)
 };
 
 struct AotResult {

@@ -105,7 +105,9 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     return 0;
                 }
                 if (o->model.empty()) throw UserError("compile: a model file is required (or --runtime-only)");
-                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
+                InputRanges ranges;  // a profile: one library runs every size of it (docs/aot.md, "Profiles")
+                InputShapes bound = shape_bindings(*shapes, &ranges);
+                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, bound, InitializerData::Built, ranges);
                 ClusterOptions clustering;
                 clustering.singleton = o->unfused;
                 // compile_aot keeps clusters it is given: unfused, every node is one; fused, the
@@ -209,6 +211,9 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 for (const std::string &line : plan_lines) fmt::print("plan {}\n", line);
                 ao.build_info_json = extra.dump();
                 if (*budget > 0 && *devices > 0) throw UserError("compile: --memory-budget and --devices are exclusive");
+                if ((*budget > 0 || *devices > 0) && !ranges.empty()) {
+                    throw UserError("compile: --memory-budget and --devices split one shape: bind one shape per input (no range in --shape)");
+                }
                 nlohmann::json wrote = {{"libraries", nlohmann::json::array()}};
                 auto report = [&wrote, searched](const AotResult &r, const std::string &what) {
                     wrote["libraries"].push_back(r.library);

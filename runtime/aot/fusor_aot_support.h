@@ -18,9 +18,14 @@
  *   report errors and allocate from the worker threads of Halide's pool too. Requests with another
  *   user_context (other Halide code in the app) get plain aligned malloc, and their error
  *   messages are dropped (Halide's default handler would abort the app). After the first run,
- *   runs allocate nothing. */
+ *   runs allocate nothing.
+ * - Profile: what a library of a model with ranged input dims runs its other sizes with (the
+ *   optimum runs as any library does): the size's shapes and conditions, computed by generated
+ *   code from the symbolic shapes (graph/SymbolicShapes.h); its arena, placed at run time by
+ *   graph/ArenaPlacement.h; and a kernel sequence calling generic kernels with the size's dims. */
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "HalideRuntime.h"
+#include "graph/ArenaPlacement.h"
 
 #ifndef FUSOR_AOT_NS
 #error "define FUSOR_AOT_NS before including fusor_aot_support.h"
@@ -61,6 +67,42 @@ struct KernelDesc {
  * unpacking, no table walk) on the buffers bound to each tensor. Returns 0, or the Halide error
  * code of the first kernel that failed with its index in *failed. */
 using RunKernels = int (*)(const void *user_context, halide_buffer_t *const *bound, int *failed);
+
+/* Integer arithmetic of the generated shape code (SymDim::c_code): floor division, max, and
+ * floor(a * s) in double as ONNX's Resize sizes its output. */
+inline long long fusor_fdiv(long long a, long long b) {
+    long long q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+inline long long fusor_max(long long a, long long b) {
+    return a > b ? a : b;
+}
+inline long long fusor_scale_floor(long long a, double s) {
+    return (long long)std::floor((double)a * s);
+}
+
+/* A profile's kernel sequence: run_kernels at the size whose dims (SymbolicShapes::dims) are v. */
+using RunKernelsAt = int (*)(const void *user_context, halide_buffer_t *const *bound, const int64_t *v, int *failed);
+
+struct DimDesc {
+    const char *name;  // the model's name for the dim, e.g. "H"
+    int64_t lo, hi, step, opt;
+};
+
+/* What a library of a profile knows about its sizes (generated from the symbolic shapes). */
+struct Profile {
+    int num_dims;
+    const DimDesc *dims;
+    const int *input_dim;  // per input, 8 slots (ONNX axes): the dim index, or -1 for a fixed extent
+    void (*shapes)(const int64_t *v, int64_t *ext);  // every tensor entry's extents: ext[8 * entry + axis]
+    int (*violated)(const int64_t *v);               // the first condition the size breaks, or -1
+    const char *const *conditions;                    // what each condition needs, naming its node
+    int num_blocks;
+    const int *block_of;     // per tensor entry: its arena block at a size, or -1
+    const int *block_steps;  // per block: first and last live step
+    RunKernelsAt run_kernels_at;
+    const char *refusal;     // non-null: only the optimum runs, and this says why
+};
 
 /* Copies src into dst: the same type and extents, any strides on either side (a graph output that
  * is a graph input or a weight, or that repeats an earlier output). */
@@ -216,6 +258,7 @@ struct Model {
      * HL_CUDA_JIT_MAX_REGISTERS, else caps them at 64); set at init unless the process has set it.
      * 0: leave it. */
     int gpu_max_registers = 0;
+    const Profile *profile = nullptr;
 
     // state
     bool ready = false;
@@ -235,6 +278,16 @@ struct Model {
     std::string error;
     std::mutex halide_mu;        // kernels may report from several of Halide's threads at once
     std::string halide_message;  // the last message Halide reported for this model
+    // profile: the size that runs (v empty: the optimum), its extents, arena blocks and buffers
+    int64_t arena_capacity = 0;
+    std::vector<int64_t> size_v, next_v;
+    std::vector<int64_t> ext;  // 8 per tensor entry, at size_v
+    std::vector<fusor::ArenaBlock> blocks;
+    std::vector<int> block_order;
+    std::vector<const fusor::ArenaBlock *> block_live;
+    std::vector<halide_buffer_t> sized;  // per tensor: its buffer at size_v
+    std::vector<std::vector<halide_dimension_t>> sized_dims;
+    int64_t size_arena_bytes = 0;
 
     /* Context::report: keeps msg without its trailing newlines and spaces. */
     static void report(void *self, const char *msg) {
@@ -254,15 +307,19 @@ struct Model {
     }
 
     void fill_dense(halide_buffer_t &b, std::vector<halide_dimension_t> &d, const TensorDesc &t, void *host) {
+        fill_dense(b, d, t, host, t.shape);
+    }
+    /* The same at extents shape (ONNX order); allocates nothing when d holds 8 dims' capacity. */
+    void fill_dense(halide_buffer_t &b, std::vector<halide_dimension_t> &d, const TensorDesc &t, void *host, const int64_t *shape) {
         d.assign(t.rank > 0 ? t.rank : 1, halide_dimension_t());
         int64_t stride = 1;
         for (int i = 0; i < t.rank; i++) {  // Halide order: innermost first
             halide_dimension_t &dim = d[i];
             dim.min = 0;
-            dim.extent = (int32_t)t.shape[t.rank - 1 - i];
+            dim.extent = (int32_t)shape[t.rank - 1 - i];
             dim.stride = (int32_t)stride;
             dim.flags = 0;
-            stride *= t.shape[t.rank - 1 - i];
+            stride *= shape[t.rank - 1 - i];
         }
         b = halide_buffer_t();
         b.host = (uint8_t *)host;
@@ -318,6 +375,17 @@ struct Model {
         }
         ctx.alloc = scratch_alloc;
         ctx.release = scratch_release;
+        arena_capacity = arena_bytes;
+        if (profile) {  // room for every size: selecting one allocates nothing but a larger arena
+            ext.assign((size_t)8 * num_tensors, 0);
+            blocks.assign(profile->num_blocks, fusor::ArenaBlock());
+            block_order.reserve(profile->num_blocks);
+            block_live.reserve(profile->num_blocks);
+            sized = buffers;
+            sized_dims.assign(num_tensors, std::vector<halide_dimension_t>(8));
+            size_v.reserve(profile->num_dims);
+            next_v.reserve(profile->num_dims);
+        }
         ready = true;
         return 0;
     }
@@ -402,33 +470,214 @@ struct Model {
     }
 
     static std::string shape_text(const TensorDesc &t) {
+        return shape_text(t, t.shape);
+    }
+    static std::string shape_text(const TensorDesc &t, const int64_t *shape) {
         std::string s = std::string(type_name(t.type_code, t.type_bits)) + "[";
-        for (int i = 0; i < t.rank; i++) s += (i ? "," : "") + std::to_string(t.shape[i]);
+        for (int i = 0; i < t.rank; i++) s += (i ? "," : "") + std::to_string(shape[i]);
         return s + "]";
     }
 
-    /* The caller's buffer must have the tensor's type, rank and extents (any strides). Allocates
-     * only to describe a mismatch. */
-    bool check(const halide_buffer_t *b, const TensorDesc &t, const char *role, int index) {
+    /* The extents tensor entry e has at the size that runs. */
+    const int64_t *shape_now(int e) const {
+        return size_v.empty() ? tensors[e].shape : &ext[(size_t)8 * e];
+    }
+
+    /* The caller's buffer for entry e must have the tensor's type, rank and extents at the size
+     * that runs (any strides). Allocates only to describe a mismatch. */
+    bool check(const halide_buffer_t *b, int e, const char *role, int index) {
+        const TensorDesc &t = tensors[e];
+        const int64_t *shape = shape_now(e);
         auto where = [&] { return std::string(name) + ": " + role + " " + std::to_string(index) + " '" + t.name + "'"; };
         if (!b || !b->host) {
-            error = where() + " is missing (null buffer or host pointer); expected " + shape_text(t);
+            error = where() + " is missing (null buffer or host pointer); expected " + shape_text(t, shape);
             return false;
         }
         bool type_ok = b->type.code == t.type_code && b->type.bits == t.type_bits && b->type.lanes == 1;
         if (!type_ok || b->dimensions != t.rank) {
-            error = where() + " has the wrong type or rank; expected " + shape_text(t);
+            error = where() + " has the wrong type or rank; expected " + shape_text(t, shape);
             return false;
         }
         for (int i = 0; i < t.rank; i++) {
-            if (b->dim[i].extent != t.shape[t.rank - 1 - i] || b->dim[i].min != 0) {
+            if (b->dim[i].extent != shape[t.rank - 1 - i] || b->dim[i].min != 0) {
                 error = where() + ": dim " + std::to_string(t.rank - 1 - i) + " (ONNX order) has extent " +
                         std::to_string(b->dim[i].extent) + " and min " + std::to_string(b->dim[i].min) +
-                        "; expected " + shape_text(t);
+                        "; expected " + shape_text(t, shape);
                 return false;
             }
         }
         return true;
+    }
+
+    /* A caller's shape array (ONNX order) for entry e must be its extents at the size that runs. */
+    bool check_shape(const long long *given, int e, const char *role, int index) {
+        const TensorDesc &t = tensors[e];
+        const int64_t *shape = shape_now(e);
+        for (int a = 0; given && a < t.rank; a++) {
+            if (given[a] == shape[a]) continue;
+            error = std::string(name) + ": " + role + " " + std::to_string(index) + " '" + t.name + "': dim " + std::to_string(a) +
+                    " is " + std::to_string(given[a]) + "; expected " + shape_text(t, shape);
+            return false;
+        }
+        if (given) return true;
+        error = std::string(name) + ": " + role + " " + std::to_string(index) + " '" + t.name + "': its shape is missing (null)";
+        return false;
+    }
+
+    /* Reads the size's dims from the inputs' extents (extent(i, axis); -1 where unreadable, which
+     * keeps the optimum's and is reported by the checks after) into next_v. -2 naming the input,
+     * the dim and its range for a dim outside it, or for two inputs giving one dim two sizes. */
+    template <class Extent>
+    int read_size(Extent extent) {
+        next_v.clear();
+        for (int d = 0; d < profile->num_dims; d++) next_v.push_back(-1);
+        for (int i = 0; i < num_inputs; i++) {
+            const TensorDesc &t = tensors[inputs[i]];
+            for (int a = 0; a < t.rank; a++) {
+                int d = profile->input_dim[8 * i + a];
+                int64_t x = d < 0 ? -1 : extent(i, a);
+                if (x < 0) continue;
+                const DimDesc &r = profile->dims[d];
+                std::string where = std::string(name) + ": input " + std::to_string(i) + " '" + t.name + "': dim " + std::to_string(a) + " (" +
+                                    r.name + ") is " + std::to_string(x);
+                if (x < r.lo || x > r.hi || (x - r.lo) % r.step != 0) {
+                    error = where + "; the profile takes [" + std::to_string(r.lo) + ".." + std::to_string(r.hi) +
+                            (r.step > 1 ? ":" + std::to_string(r.step) : std::string()) + "]";
+                    return -2;
+                }
+                if (next_v[d] >= 0 && next_v[d] != x) {
+                    error = where + ", and an earlier input's " + r.name + " is " + std::to_string(next_v[d]) + ": one size per dim name";
+                    return -2;
+                }
+                next_v[d] = x;
+            }
+        }
+        for (int d = 0; d < profile->num_dims; d++) {
+            if (next_v[d] < 0) next_v[d] = profile->dims[d].opt;
+        }
+        return 0;
+    }
+
+    /* Makes next_v the size that runs: at the optimum, the tables built in; else the size's
+     * extents, conditions, tensor limit and arena plan (the arena grows when the size needs more
+     * than any before; nothing else is allocated). -2 naming what the size breaks. */
+    int select_size() {
+        bool optimum = true;
+        for (int d = 0; d < profile->num_dims; d++) optimum = optimum && next_v[d] == profile->dims[d].opt;
+        if (optimum || next_v == size_v) {
+            if (optimum && !size_v.empty()) bind_size(buffers);
+            if (optimum) size_v.clear();
+            return 0;
+        }
+        if (profile->refusal) {
+            error = std::string(name) + ": this library runs its optimum only: " + profile->refusal;
+            return -2;
+        }
+        int c = profile->violated(next_v.data());
+        if (c >= 0) {
+            error = std::string(name) + ": the input sizes break " + profile->conditions[c];
+            return -2;
+        }
+        profile->shapes(next_v.data(), ext.data());
+        for (fusor::ArenaBlock &b : blocks) b.bytes = 0;
+        for (int e = 0; e < num_tensors; e++) {
+            int64_t n = 1;
+            for (int a = 0; a < tensors[e].rank; a++) n *= ext[(size_t)8 * e + a];
+            if (n > 0x7fffffff) {
+                error = std::string(name) + ": tensor '" + tensors[e].name + "' would have " + std::to_string(n) +
+                        " elements at these input sizes, past the 2^31 - 1 limit";
+                return -2;
+            }
+            int b = profile->block_of[e];
+            if (b < 0) continue;
+            int64_t bytes = (n * ((tensors[e].type_bits + 7) / 8) + 63) / 64 * 64;
+            blocks[b].bytes = std::max(blocks[b].bytes, bytes);
+            blocks[b].first = profile->block_steps[2 * b];
+            blocks[b].last = profile->block_steps[2 * b + 1];
+        }
+        size_arena_bytes = fusor::place_blocks(blocks, block_order, block_live);
+        if (size_arena_bytes > arena_capacity) {
+            uint8_t *bigger = nullptr;
+            if (posix_memalign((void **)&bigger, 64, (size_t)size_arena_bytes) != 0) {
+                error = std::string(name) + ": cannot allocate the arena of " + std::to_string(size_arena_bytes) + " bytes";
+                return -3;
+            }
+            free(arena);
+            arena = bigger;
+            arena_capacity = size_arena_bytes;
+            for (int e = 0; e < num_tensors; e++) {
+                if (tensors[e].kind == Kind::Arena) buffers[e].host = arena + tensors[e].offset;
+            }
+        }
+        for (int e = 0; e < num_tensors; e++) {
+            int b = profile->block_of[e];
+            uint8_t *host = b >= 0 ? arena + blocks[b].offset : buffers[e].host;
+            uint64_t flags = sized[e].flags;
+            fill_dense(sized[e], sized_dims[e], tensors[e], host, &ext[(size_t)8 * e]);
+            sized[e].flags = flags;
+        }
+        size_v = next_v;
+        bind_size(sized);
+        return 0;
+    }
+
+    /* Binds every tensor but the inputs and outputs (bound per run) to its buffer in \p of. */
+    void bind_size(std::vector<halide_buffer_t> &of) {
+        for (int e = 0; e < num_tensors; e++) {
+            if (tensors[e].kind != Kind::Input && tensors[e].kind != Kind::Output) bound[e] = &of[e];
+        }
+    }
+
+    /* The size of the inputs' buffers (run, run_device). */
+    int size_from_buffers(halide_buffer_t *const *ins) {
+        if (!profile) return 0;
+        int r = read_size([&](int i, int a) -> int64_t {
+            const halide_buffer_t *b = ins ? ins[i] : nullptr;
+            int rank = tensors[inputs[i]].rank;
+            return b && b->dimensions == rank ? b->dim[rank - 1 - a].extent : -1;
+        });
+        return r ? r : select_size();
+    }
+
+    /* The size of the callers' shape arrays (null: the optimum), checked against them. */
+    int size_from_shapes(const long long *const *shapes) {
+        if (profile) {
+            int r = read_size([&](int i, int a) -> int64_t { return shapes && shapes[i] ? shapes[i][a] : -1; });
+            if (r || (r = select_size())) return r;
+        }
+        for (int i = 0; shapes && i < num_inputs; i++) {
+            if (!check_shape(shapes[i], inputs[i], "input", i)) return -2;
+        }
+        return 0;
+    }
+
+    /* NAME_shapes_at: the output shapes and the arena's bytes at the inputs' shapes. */
+    int shapes_at(const long long *const *in_shapes, long long *const *out_shapes, long long *scratch_bytes) {
+        if (!ready) {
+            int e = init();
+            if (e) return e;
+        }
+        if (int r = size_from_shapes(in_shapes)) return r;
+        for (int k = 0; out_shapes && k < num_outputs; k++) {
+            const int64_t *shape = shape_now(outputs[k]);
+            for (int a = 0; out_shapes[k] && a < tensors[outputs[k]].rank; a++) out_shapes[k][a] = shape[a];
+        }
+        if (scratch_bytes) *scratch_bytes = size_v.empty() ? arena_bytes : size_arena_bytes;
+        if (!error.empty()) error.clear();
+        return 0;
+    }
+
+    /* NAME_input_range: the lowest and highest extent and the step of each dim of input i; its rank. */
+    int input_range(int i, long long *lo, long long *hi, long long *step) const {
+        if (i < 0 || i >= num_inputs) return -1;
+        const TensorDesc &t = tensors[inputs[i]];
+        for (int a = 0; a < t.rank; a++) {
+            int d = profile ? profile->input_dim[8 * i + a] : -1;
+            if (lo) lo[a] = d < 0 ? t.shape[a] : profile->dims[d].lo;
+            if (hi) hi[a] = d < 0 ? t.shape[a] : profile->dims[d].hi;
+            if (step) step[a] = d < 0 ? 1 : profile->dims[d].step;
+        }
+        return t.rank;
     }
 
     int run(halide_buffer_t *const *ins, halide_buffer_t *const *outs) {
@@ -436,14 +685,15 @@ struct Model {
             int e = init();
             if (e) return e;
         }
+        if (int e = size_from_buffers(ins)) return e;
         for (int i = 0; i < num_inputs; i++) {
-            if (!check(ins ? ins[i] : nullptr, tensors[inputs[i]], "input", i)) return -2;
+            if (!check(ins ? ins[i] : nullptr, inputs[i], "input", i)) return -2;
             bound[inputs[i]] = ins[i];
             // GPU targets: the host holds this run's input; a device copy from an earlier run is stale
             ins[i]->flags |= halide_buffer_flag_host_dirty;
         }
         for (int i = 0; i < num_outputs; i++) {
-            if (!check(outs ? outs[i] : nullptr, tensors[outputs[i]], "output", i)) return -2;
+            if (!check(outs ? outs[i] : nullptr, outputs[i], "output", i)) return -2;
             bound[outputs[i]] = outs[i];
         }
         return run_bound();
@@ -459,13 +709,14 @@ struct Model {
             int e = init();
             if (e) return e;
         }
+        if (int e = size_from_buffers(ins)) return e;
         for (int i = 0; i < num_inputs; i++) {
-            if (!check(ins ? ins[i] : nullptr, tensors[inputs[i]], "input", i)) return -2;
+            if (!check(ins ? ins[i] : nullptr, inputs[i], "input", i)) return -2;
             bound[inputs[i]] = ins[i];
             if (!ins[i]->device) ins[i]->flags |= halide_buffer_flag_host_dirty;
         }
         for (int i = 0; i < num_outputs; i++) {
-            if (!check(outs ? outs[i] : nullptr, tensors[outputs[i]], "output", i)) return -2;
+            if (!check(outs ? outs[i] : nullptr, outputs[i], "output", i)) return -2;
             bound[outputs[i]] = outs[i];
         }
         return run_bound(/*nested=*/true);
@@ -486,13 +737,13 @@ struct Model {
             if (e) return e;
         }
         for (int i = 0; i < num_inputs; i++) {
-            if (!check(ins[i], tensors[inputs[i]], "input", i)) return -2;
+            if (!check(ins[i], inputs[i], "input", i)) return -2;
             bound[inputs[i]] = ins[i];
             // a buffer with no device copy yet holds its data on the host (see init)
             if (!ins[i]->device) ins[i]->flags |= halide_buffer_flag_host_dirty;
         }
         for (int i = 0; i < num_outputs; i++) {
-            if (!check(outs[i], tensors[outputs[i]], "output", i)) return -2;
+            if (!check(outs[i], outputs[i], "output", i)) return -2;
             bound[outputs[i]] = outs[i];
         }
         return run_bound(/*nested=*/true);
@@ -505,7 +756,7 @@ struct Model {
             std::lock_guard<std::mutex> lock(halide_mu);
             halide_message.clear();
         }
-        int r = run_kernels(&ctx, bound.data(), &failed);
+        int r = size_v.empty() ? run_kernels(&ctx, bound.data(), &failed) : profile->run_kernels_at(&ctx, bound.data(), size_v.data(), &failed);
         if (r != 0) {
             if (kernels[failed].branch_error) {
                 error = std::string(name) + ": If " + kernels[failed].name + ": " + kernels[failed].branch_error();
@@ -552,28 +803,38 @@ struct Model {
 
     /* Dense row-major raw pointers: wraps them in buffers of the model's shapes and runs. */
     int run_raw(const void *const *ins, void *const *outs) {
+        return run_raw_at(nullptr, ins, outs);
+    }
+
+    /* The same at the inputs' shapes (ONNX order; null: the optimum's). */
+    int run_raw_at(const long long *const *shapes, const void *const *ins, void *const *outs) {
         if (!ready) {
             int e = init();
             if (e) return e;
         }
-        // the wrappers have the model's shapes by construction: only the pointers need checking
+        if (int e = size_from_shapes(shapes)) return e;
+        if (profile) {  // the wrappers take the size's shapes (no allocation: their dims hold the rank)
+            for (int i = 0; i < num_inputs; i++) fill_dense(raw_in[i], raw_in_dims[i], tensors[inputs[i]], nullptr, shape_now(inputs[i]));
+            for (int i = 0; i < num_outputs; i++) fill_dense(raw_out[i], raw_out_dims[i], tensors[outputs[i]], nullptr, shape_now(outputs[i]));
+        }
+        // the wrappers have the size's shapes by construction: only the pointers need checking
         for (int i = 0; i < num_inputs; i++) {
             raw_in[i].host = ins ? (uint8_t *)ins[i] : nullptr;
-            if (!raw_in[i].host) return missing("input", i, tensors[inputs[i]]);
+            if (!raw_in[i].host) return missing("input", i, inputs[i]);
             raw_in[i].flags |= halide_buffer_flag_host_dirty;  // GPU: see run()
             bound[inputs[i]] = &raw_in[i];
         }
         for (int i = 0; i < num_outputs; i++) {
             raw_out[i].host = outs ? (uint8_t *)outs[i] : nullptr;
-            if (!raw_out[i].host) return missing("output", i, tensors[outputs[i]]);
+            if (!raw_out[i].host) return missing("output", i, outputs[i]);
             bound[outputs[i]] = &raw_out[i];
         }
         return run_bound();
     }
 
-    int missing(const char *role, int index, const TensorDesc &t) {
-        error = std::string(name) + ": " + role + " " + std::to_string(index) + " '" + t.name +
-                "' is missing (null pointer); expected " + shape_text(t);
+    int missing(const char *role, int index, int e) {
+        error = std::string(name) + ": " + role + " " + std::to_string(index) + " '" + tensors[e].name +
+                "' is missing (null pointer); expected " + shape_text(tensors[e], shape_now(e));
         return -2;
     }
 };
