@@ -24,6 +24,7 @@
 #include "generators/ScheduleCluster.h"
 #include "generators/aot_embedded_sources.h"  // generated: kFusorAotSupport, kArenaPlacement, kHalideRuntimeHeader
 #include "graph/Clustering.h"
+#include "graph/ContentHash.h"
 #include "graph/Error.h"
 #include "graph/File.h"
 #include "graph/MemoryPlanning.h"
@@ -285,13 +286,21 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     std::vector<std::string> &objects = out.objects;
     std::string weights;
     std::map<TensorId, int64_t> weight_offset;
+    std::map<std::string, int64_t> offset_of_bytes;  // by content hash: the same bytes are stored once
     auto add_weight = [&](TensorId t) {
         const Tensor &tensor = g.tensor(t);
         if (!tensor.is_initializer || weight_offset.count(t)) return;
         FUSOR_INTERNAL_ASSERT(tensor.data.size() == (size_t)tensor.type.num_bytes()) << "data of weight " << tensor.name;
+        std::string bytes((const char *)tensor.data.data(), tensor.data.size());
+        std::string key = content_hash(bytes);
+        auto known = offset_of_bytes.find(key);
+        if (known != offset_of_bytes.end() && weights.compare((size_t)known->second, bytes.size(), bytes) == 0) {
+            weight_offset[t] = known->second;  // e.g. a generic kernel's weights packed as the optimum's were
+            return;
+        }
         weights.resize((size_t)round_up((int64_t)weights.size(), 64), '\0');
-        weight_offset[t] = (int64_t)weights.size();
-        weights.append((const char *)tensor.data.data(), tensor.data.size());
+        weight_offset[t] = offset_of_bytes[key] = (int64_t)weights.size();
+        weights.append(bytes);
     };
     std::ostringstream kernel_decls, kernel_args, kernel_table, kernel_calls, kernel_calls_at, if_helpers;
     std::vector<std::string> branch_models;  // every direct branch model, for init/teardown/scratch

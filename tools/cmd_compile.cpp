@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -12,6 +13,7 @@
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/Partitioning.h"
+#include "graph/ShapeProfile.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
 #include "tools/Commands.h"
@@ -211,8 +213,10 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 for (const std::string &line : plan_lines) fmt::print("plan {}\n", line);
                 ao.build_info_json = extra.dump();
                 if (*budget > 0 && *devices > 0) throw UserError("compile: --memory-budget and --devices are exclusive");
-                if ((*budget > 0 || *devices > 0) && !ranges.empty()) {
-                    throw UserError("compile: --memory-budget and --devices split one shape: bind one shape per input (no range in --shape)");
+                bool profiled = std::any_of(g.inputs.begin(), g.inputs.end(), [&](TensorId t) { return is_ranged(g.tensor(t).range); });
+                if ((*budget > 0 || *devices > 0) && profiled) {
+                    throw UserError("compile: --memory-budget and --devices split one shape, and this model's inputs have a profile: "
+                                    "bind one shape per input (--shape x=1x3x640x640)");
                 }
                 nlohmann::json wrote = {{"libraries", nlohmann::json::array()}};
                 auto report = [&wrote, searched](const AotResult &r, const std::string &what) {

@@ -142,13 +142,17 @@ struct Pool {
     std::vector<Block> blocks;
     uint64_t system_allocs = 0;
 
+    /* The smallest free block that holds size bytes, else a new one: a size seen before, or a
+     * smaller one (a profile's other sizes), takes nothing from the system. */
     void *alloc(size_t size) {
         std::lock_guard<std::mutex> lock(mu);
+        Block *best = nullptr;
         for (Block &b : blocks) {
-            if (b.free && b.size == size) {
-                b.free = false;
-                return (char *)b.p + 64;
-            }
+            if (b.free && b.size >= size && (!best || b.size < best->size)) best = &b;
+        }
+        if (best) {
+            best->free = false;
+            return (char *)best->p + 64;
         }
         void *p = nullptr;
         // 64 bytes of slack on each side: Halide may read a vector past either end
