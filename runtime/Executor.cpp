@@ -167,6 +167,7 @@ std::optional<CacheJob> cache_job(Kernel &k) {
     std::set<std::string> names;
     for (size_t i : k.param_reads) job.args.push_back(k.lowered.params[i]), names.insert(k.lowered.params[i].name());
     for (const PreparedStage &p : k.lowered.prepared) job.args.push_back(p.buffer), names.insert(p.buffer.name());
+    for (const DimParam &d : k.lowered.dim_params) job.args.push_back(d.param), names.insert(d.param.name());
     for (const Argument &a : k.lowered.pipeline.infer_arguments()) {
         if (!names.count(a.name)) return std::nullopt;
     }
@@ -250,6 +251,7 @@ void run_kernel_with(Kernel &k, std::vector<Buffer<>> &params, std::vector<Buffe
     FUSOR_INTERNAL_ASSERT(params.size() == k.lowered.params.size() && prepared.size() == k.lowered.prepared.size())
         << "arguments of kernel " << k.lowered.name;
     if (k.entry) {
+        FUSOR_INTERNAL_ASSERT(k.lowered.dim_params.empty()) << "kernel " << k.lowered.name << " needs its size's dims";
         std::vector<halide_buffer_t *> args;
         for (size_t i : k.param_reads) args.push_back(params[i].raw_buffer());
         for (Buffer<> &b : prepared) args.push_back(b.raw_buffer());
@@ -627,19 +629,23 @@ void Executor::run_kernel(size_t k) {
         return;
     }
     Kernel &kn = *kernel_at(*cur_, k);
+    const Cluster &c = g_.clusters[k];
+    auto dim_value = [&](const DimParam &d) {
+        return (int32_t)type_at_size(g_.nodes[c.nodes[d.node]].outputs[(size_t)d.output]).shape[(size_t)d.axis];
+    };
     if (kn.entry) {
-        call_cached_kernel(kn.entry, cur_->cached_args[k].data(), cur_->cached_args[k].size());
+        thread_local std::vector<int32_t> dims;
+        dims.clear();
+        for (const DimParam &d : kn.lowered.dim_params) dims.push_back(dim_value(d));
+        call_cached_kernel(kn.entry, cur_->cached_args[k].data(), cur_->cached_args[k].size(), dims.data(), dims.size(),
+                           kn.param_reads.size() + kn.lowered.prepared.size());
         return;
     }
     // Kernels may be shared with other executors: bind this executor's buffers on every call.
     std::vector<Buffer<>> &prepared = prepared_at(*cur_, k);
     for (size_t i : kn.param_reads) kn.lowered.params[i].set(cur_->buffers[param_tensors_[k][i]]);
     for (size_t i = 0; i < kn.lowered.prepared.size(); i++) kn.lowered.prepared[i].buffer.set(prepared[i]);
-    const Cluster &c = g_.clusters[k];
-    for (DimParam &d : kn.lowered.dim_params) {
-        TensorId t = g_.nodes[c.nodes[d.node]].outputs[(size_t)d.output];
-        d.param.set((int32_t)type_at_size(t).shape[(size_t)d.axis]);
-    }
+    for (DimParam &d : kn.lowered.dim_params) d.param.set(dim_value(d));
     kn.lowered.pipeline.realize(cur_->realizations[k], target_);
 }
 

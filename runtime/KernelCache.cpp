@@ -425,12 +425,16 @@ std::vector<KernelEntry> load_cached_kernels(const std::vector<CacheJob> &jobs, 
     return none;
 }
 
-void call_cached_kernel(KernelEntry entry, halide_buffer_t *const *buffers, size_t count) {
+void call_cached_kernel(KernelEntry entry, halide_buffer_t *const *buffers, size_t count, const int32_t *scalars, size_t num_scalars,
+                        size_t scalars_at) {
     CallContext ctx;
     void *uc = &ctx;
-    thread_local std::vector<void *> args;
+    thread_local std::vector<void *> args;  // Halide's argv: a pointer to each argument
     args.assign(1, &uc);
-    args.insert(args.end(), buffers, buffers + count);
+    for (size_t i = 0; i <= count; i++) {
+        for (size_t s = 0; i == scalars_at && s < num_scalars; s++) args.push_back((void *)(scalars + s));
+        if (i < count) args.push_back(buffers[i]);
+    }
     int r = entry(args.data());
     if (r != 0) throw Halide::RuntimeError(ctx.error.empty() ? "a cached kernel failed with Halide error " + std::to_string(r) : ctx.error);
 }

@@ -88,9 +88,11 @@ struct CacheJob {
  * warning line). */
 std::vector<KernelEntry> load_cached_kernels(const std::vector<CacheJob> &jobs, const Halide::Target &target);
 
-/** Calls \p entry with \p buffers (its arguments after the user context, outputs last). Throws
- * Halide::RuntimeError with the runtime's message when the kernel fails. */
-void call_cached_kernel(KernelEntry entry, halide_buffer_t *const *buffers, size_t count);
+/** Calls \p entry with \p buffers (its arguments after the user context, outputs last), and the
+ * \p num_scalars int32 arguments \p scalars (a generic kernel's DimParams) before buffer
+ * \p scalars_at. Throws Halide::RuntimeError with the runtime's message when the kernel fails. */
+void call_cached_kernel(KernelEntry entry, halide_buffer_t *const *buffers, size_t count, const int32_t *scalars = nullptr,
+                        size_t num_scalars = 0, size_t scalars_at = 0);
 
 /** Sizes the thread pool of the cached kernels' runtime, when it is loaded (set_num_threads). */
 void set_cached_runtime_threads(int n);

@@ -2,6 +2,7 @@
 // load is a fresh process, and the cache folder is this test's own.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <algorithm>
 #include <fstream>
@@ -16,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "graph/Npy.h"
+#include "support/GraphBuilder.h"
 #include "support/Shell.h"
 #include "support/Skip.h"
 #include "support/TempDir.h"
@@ -280,4 +283,39 @@ TEST_CASE("fusor cache clear while another process runs from the cache: that run
     CHECK(fusor_env(env, "cache clear").status == 0);
     runner.join();
     CHECK(slurp(dir.file("out")).find("interleaved rounds") != std::string::npos);  // its result line
+}
+
+TEST_CASE("kernel cache: a profile's generic kernels, those with dim arguments included, load from the cache and run "
+          "another size as compiled in memory",
+          "[tools][kernel_cache][profile]") {
+    TempDir dir;
+    // Softmax and LayerNormalization over a varying dim read it as a scalar argument (DimParam)
+    Builder b;
+    b.input("x", {1, 8, 16}, "1x8x[1..64]@16")
+        .weight("w", {8, 8, 1}, 1)
+        .init("g", {16}, std::vector<double>(16, 1.5))
+        .node("Conv", {"x", "w"}, {"c"})
+        .node("Softmax", {"c"}, {"s"}, R"("axis":2)")
+        .node("Relu", {"s"}, {"r"})
+        .node("Transpose", {"r"}, {"t"}, R"("perm":[0,2,1])")
+        .node("Sigmoid", {"t"}, {"y"});
+    std::string model = dir.file("ranged.json");
+    std::ofstream(model) << b.json();
+    std::string env = "FUSOR_CACHE_DIR='" + dir.file("cache") + "'";
+    nlohmann::json first = load_counts(env, "", model);
+    CHECK(first["uncached"] == 0);
+    CHECK(first["jit_compiles"] == 0);
+    nlohmann::json second = load_counts(env, "", model);
+    CHECK(second["misses"] == 0);
+    CHECK(second["hits"] == first["misses"]);
+    CHECK(second["jit_compiles"] == 0);
+    fusor::TensorType type{fusor::DType::F32, {1, 8, 37}};
+    std::vector<float> x((size_t)type.num_elements());
+    for (size_t i = 0; i < x.size(); i++) x[i] = std::sin(0.37f * (float)i);
+    fs::create_directories(dir.file("in"));
+    fusor::write_npy(dir.file("in/x.npy"), type, x.data());
+    std::string at = "--inputs '" + dir.file("in") + "'";
+    std::vector<std::string> cached = outputs(env, dir.file("cached"), at, model);
+    REQUIRE(cached.size() == 1);
+    CHECK(cached == outputs(env, dir.file("jit"), at + " --no-cache", model));
 }
