@@ -174,6 +174,20 @@ VaryingDims varying_dims(const Graph &g) {
     return v;
 }
 
+Graph without_profile(const Graph &g) {
+    Graph out = g;
+    for (TensorId t : out.inputs) out.tensors[t].range.clear();
+    return out;
+}
+
+std::string profile_summary(const Graph &g) {
+    std::string out;
+    for (TensorId t : g.inputs) {
+        if (is_ranged(g.tensor(t).range)) out += (out.empty() ? "" : "; ") + g.tensor(t).name + "=" + profile_text(g.tensor(t).range);
+    }
+    return out;
+}
+
 bool any_varying(const VaryingDims &v) {
     for (const std::vector<int64_t> &t : v) {
         for (int64_t least : t) {

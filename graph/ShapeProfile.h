@@ -67,6 +67,13 @@ bool shape_rules_may_read(const Tensor &t);
  * reads: what types_at needs, cheap to copy. */
 Graph shape_skeleton(const Graph &g);
 
+/** \p g with every input's range dropped: a static load of its optimum (what the tuner tunes the
+ * clusters of a profile load at). */
+Graph without_profile(const Graph &g);
+
+/** "x=1x3x[64..1280:32]x[64..1280:32]@640x640; ..." for the ranged inputs of \p g; "" without. */
+std::string profile_summary(const Graph &g);
+
 /** Output types of \p g at each of its profile probes, in profile_probes' order. */
 using ProbeOutputs = std::vector<std::vector<TensorType>>;
 

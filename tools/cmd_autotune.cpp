@@ -172,7 +172,12 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     check_jit_cpu_target(parse_target(o->target), o->target);
                 }
                 bool untimed_cuda = parse_target(o->target).has_feature(Halide::Target::CUDA) && !cuda_driver_available();
-                Graph g = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, shape_bindings(*shapes));
+                // a profile: clusters are tuned at its optimum (a static load's signatures); the model
+                // record is timed at the optimum and verified at the ranges' ends and an odd size
+                InputRanges ranges;
+                InputShapes bound = shape_bindings(*shapes, &ranges);
+                Graph profiled = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, bound, InitializerData::Built, ranges);
+                Graph g = without_profile(profiled);
                 AutotuneOptions ao;
                 if (!plan_file->empty()) {
                     ao.plan = load_plan(*plan_file);
@@ -286,7 +291,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     eo.stop = ao.stop;
                     eo.log = ao.log;
                     eo.progress = ao.progress;
-                    e2e = assemble_and_store(g, db, eo, model_id);
+                    e2e = assemble_and_store(profiled, db, eo, model_id);
                 }
                 line->finish();
                 std::vector<std::string> model_lines;

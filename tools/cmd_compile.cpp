@@ -147,7 +147,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     // the model record timed at the threads the app runs with, whole; else per region and cluster
                     auto record = std::make_shared<std::optional<RecordDecisions>>();
                     if (plan_file->empty() && !o->unfused) {
-                        ModelRecordChoice mc = choose_model(*db, model_signature(g), resolved, effective_threads(o->threads));
+                        ModelRecordChoice mc = choose_model(*db, g, resolved, effective_threads(o->threads));
                         for (const std::string &line : mc.passed_over) fmt::print("{}\n", line);
                         plan_warnings.insert(plan_warnings.end(), mc.broken.begin(), mc.broken.end());
                         if (mc.record) {

@@ -108,7 +108,7 @@ std::vector<std::string> plans_from_db(Graph &fused, const std::vector<FusionReg
     if (!database_exists(db_path)) throw UserError("tuning db '" + db_path + "' does not exist");
     TuningDb db(db_path, TuningDb::Mode::ReadOnly);
     std::string resolved = resolved_target(target);
-    ModelRecordChoice mc = choose_model(db, model_signature(fused), resolved, effective_threads(threads));
+    ModelRecordChoice mc = choose_model(db, fused, resolved, effective_threads(threads));
     std::vector<std::string> lines = mc.passed_over;
     warnings->insert(warnings->end(), mc.broken.begin(), mc.broken.end());
     if (mc.record) {

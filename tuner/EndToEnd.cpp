@@ -13,11 +13,13 @@
 #include "generators/HostTarget.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
+#include "graph/ShapeProfile.h"
 #include "runtime/Benchmark.h"
 #include "runtime/Executor.h"
 #include "tuner/Autotune.h"
 #include "tuner/lookup/DbSchedules.h"
 #include "tuner/lookup/Lookup.h"
+#include "tuner/measure/Measure.h"
 #include "tuner/plan/PlanSearch.h"
 #include "tuner/db/Signature.h"
 #include "tuner/db/TuningDb.h"
@@ -160,6 +162,7 @@ void set_timing(ModelRecord &m, const ModelTiming &t) {
     m.spread = t.tuned_spread;
 }
 
+
 /** The phase's state: the default model, loaded once, and the units it times subsets of. */
 class Assembler {
 public:
@@ -257,6 +260,21 @@ EndToEndResult Assembler::run() {
     for (size_t i : all) {
         if (std::find(keep.begin(), keep.end(), i) == keep.end()) res.fell_back.push_back(tuned_.units[i].label);
     }
+    if (!keep.empty() && !stopped() && !profile_summary(g_).empty()) {
+        // a profile: the record serves every size, so it is verified across them
+        SessionOptions so = o_.session;
+        use_model_record(so, db_, record(keep));
+        std::string bad = verify_profile_sizes(g_, so);
+        if (bad.empty()) {
+            log("profile: the tuned model agrees with the unfused one at the range's ends and an odd size");
+        } else {
+            log("profile: the tuned model differs from the unfused one at " + bad + "; the default ships");
+            for (size_t i : keep) res.fell_back.push_back(tuned_.units[i].label);
+            keep.clear();
+            kept.tuned_ms = kept.default_ms;
+            kept.tuned_spread = kept.default_spread;
+        }
+    }
     res.record = record(keep);
     set_timing(res.record, kept);
     return res;
@@ -292,6 +310,35 @@ ModelTiming time_against(const std::function<void()> &base, const std::function<
     };
     std::vector<Timing> r = time_blocks({base, tuned}, 1, more);
     return timing_of(r[0].samples_ms, r[1].samples_ms);
+}
+
+std::string verify_profile_sizes(const Graph &g, const SessionOptions &so) {
+    std::vector<ProfileProbe> probes = profile_probes(g);
+    if (probes.empty()) return "";
+    Session tuned(g, so);
+    SessionOptions uo;
+    uo.target = so.target;
+    uo.threads = so.threads;
+    uo.mode = ExecMode::Unfused;
+    Session unfused(g, uo);
+    for (const ProfileProbe &p : probes) {
+        std::vector<TensorType> types;
+        std::vector<const uint8_t *> got;
+        std::vector<std::vector<uint8_t>> want;
+        for (Session *s : {&tuned, &unfused}) {
+            s->set_input_shapes(p.shapes);
+            set_random_inputs(s->executor(), 3);
+            s->executor().run();
+        }
+        for (size_t k = 0; k < g.outputs.size(); k++) {
+            types.push_back(tuned.executor().type_at_size(g.outputs[k]));
+            got.push_back((const uint8_t *)tuned.executor().output(k).data());
+            const Halide::Buffer<> &ref = unfused.executor().output(k);
+            want.emplace_back((const uint8_t *)ref.data(), (const uint8_t *)ref.data() + ref.size_in_bytes());
+        }
+        if (std::optional<std::string> bad = first_mismatch(types, got, want)) return p.what + ": " + *bad;
+    }
+    return "";
 }
 
 EndToEndResult assemble_model(const Graph &g, const TuningDb &db, const EndToEndOptions &o) {

@@ -65,6 +65,12 @@ struct EndToEndResult {
  * back by regions (regions of one signature together) until it is no slower. */
 EndToEndResult assemble_model(const Graph &g, const TuningDb &db, const EndToEndOptions &o);
 
+/** With a profile (ranged inputs): the load \p so gives (a record applied) run at each profile
+ * probe of \p g (its ranges' ends and an odd size) against the unfused load at that size on the
+ * same inputs, by the verification rule (first_mismatch). The first mismatch named with its
+ * probe, or "" (also without a profile). assemble_model ships the default when it is not "". */
+std::string verify_profile_sizes(const Graph &g, const SessionOptions &so);
+
 /** assemble_model, then the record stored in \p db unless o.stop was set (Ctrl-C stores no
  * partial record); its id in \p id (empty when not stored). */
 EndToEndResult assemble_and_store(const Graph &g, TuningDb &db, const EndToEndOptions &o, std::string &id);

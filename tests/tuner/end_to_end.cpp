@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include <string>
@@ -16,8 +17,10 @@
 #include "generators/Schedule.h"
 #include "graph/Clustering.h"
 #include "graph/Printer.h"
+#include "graph/ShapeProfile.h"
 #include "runtime/Executor.h"
 #include "runtime/Session.h"
+#include "support/GraphBuilder.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
 #include "tuner/lookup/DbSchedules.h"
@@ -155,4 +158,46 @@ TEST_CASE("end to end: time_against stops once the ratio's interval is tight, an
     CHECK(t.default_ms >= 1);
     CHECK(t.tuned_ms > 1.3 * t.default_ms);  // four times as long
     CHECK(t.gain() < 0.8);
+}
+
+TEST_CASE("end to end: a profile's model record is verified across its sizes and never applies to a static load of its optimum, "
+          "nor the reverse, with the reason given",
+          "[tuner][e2e][profile]") {
+    TempDir dir;
+    auto model = [&](const std::string &name, const std::string &profile) {
+        fusor::test::Builder b;
+        b.input("x", {1, 8, 16}, profile)
+            .weight("w", {8, 8, 3}, 1)
+            .node("Conv", {"x", "w"}, {"c"}, R"("pads":[1,1])")
+            .node("Softmax", {"c"}, {"s"}, R"("axis":2)")
+            .node("Relu", {"s"}, {"y"});
+        std::string path = dir.file(name);
+        std::ofstream(path) << b.json();
+        return load_optimized_model(path, one_thread());
+    };
+    Graph ranged = model("ranged.json", "1x8x[1..64]@16"), fixed = model("fixed.json", "");
+    CHECK(model_signature(ranged) != model_signature(fixed));
+    CHECK(model_signature(without_profile(ranged)) == model_signature(fixed));
+    CHECK(verify_profile_sizes(ranged, one_thread()) == "");
+
+    TuningDb db(dir.file("t.db"));
+    EndToEndOptions o;
+    o.session = one_thread();
+    o.max_rounds = 5;
+    EndToEndResult fixed_result = assemble_model(fixed, db, o);
+    std::string fixed_id = db.add_model(fixed_result.record);
+    std::string target = resolved_target("host");
+    ModelRecordChoice for_ranged = choose_model(db, ranged, target, 1);
+    CHECK_FALSE(for_ranged.record);
+    REQUIRE(for_ranged.passed_over.size() == 1);
+    CHECK_THAT(for_ranged.passed_over[0], Catch::Contains("model record " + fixed_id.substr(0, 12)) &&
+                                              Catch::Contains("timed for a static load of the optimum's shapes") &&
+                                              Catch::Contains("x=1x8x[1..64]@16"));
+    EndToEndResult r = assemble_model(ranged, db, o);
+    CHECK(r.record.model == model_signature(ranged));
+    std::string ranged_id = db.add_model(r.record);
+    REQUIRE(choose_model(db, ranged, target, 1).record);
+    CHECK(choose_model(db, ranged, target, 1).record->id == ranged_id);
+    REQUIRE(choose_model(db, fixed, target, 1).record);
+    CHECK(choose_model(db, fixed, target, 1).record->id == fixed_id);
 }

@@ -9,6 +9,7 @@
 #include "generators/HostTarget.h"
 #include "graph/Clustering.h"
 #include "graph/Printer.h"
+#include "graph/ShapeProfile.h"
 
 namespace fusor {
 
@@ -19,7 +20,8 @@ std::string cluster_signature(const Graph &g, const Cluster &c) {
 std::string model_signature(const Graph &g) {
     std::vector<NodeId> all(g.nodes.size());
     for (size_t n = 0; n < all.size(); n++) all[n] = (NodeId)n;
-    return content_hash(canonical_cluster_text(g, make_cluster(g, all, g.consumers())));
+    std::string profile = profile_summary(g);
+    return content_hash(canonical_cluster_text(g, make_cluster(g, all, g.consumers())) + (profile.empty() ? "" : "\nprofile " + profile));
 }
 
 std::string machine_fingerprint(bool family_only) {

@@ -19,7 +19,9 @@ std::string cluster_signature(const Graph &g, const Cluster &c);
 /** The model signature of \p g (optimized, shapes bound, before clustering): content_hash of
  * canonical_cluster_text over all of its nodes, so the same graph at the same shapes gives the
  * same signature whatever its node names and weights; a model record (TuningRecords.h) is used
- * only for a model of its signature. */
+ * only for a model of its signature. A load with a profile (ranged inputs) adds the profile's
+ * text: its record was timed and verified for every size of that profile, not for a static load
+ * of the optimum, nor the reverse. */
 std::string model_signature(const Graph &g);
 
 /** This machine, for provenance and lookups: "cpu:<model name>|isa:<features>" from

@@ -197,7 +197,7 @@ void use_tuning_db(SessionOptions &o, const std::string &db_path, DbNotes *notes
     o.recluster = [db, resolved, threads, state, notes, applied](Graph &g) {
         if (!state->decided) {
             state->decided = true;
-            ModelRecordChoice mc = choose_model(*db, model_signature(g), resolved, threads);
+            ModelRecordChoice mc = choose_model(*db, g, resolved, threads);
             for (const std::string &line : mc.passed_over) note_other(notes, DbNote::Kind::Model, line);
             note_warnings(notes, DbNote::Kind::Model, mc.broken);
             if (mc.record) {

@@ -9,6 +9,7 @@
 
 #include "generators/HostTarget.h"
 #include "graph/Error.h"
+#include "graph/ShapeProfile.h"
 #include "tuner/lookup/DbSchedules.h"
 #include "tuner/plan/PlanSearch.h"
 #include "tuner/db/Signature.h"
@@ -92,6 +93,17 @@ ModelRecordChoice choose_model(const TuningDb &db, const std::string &model, con
         if (why.empty()) continue;  // an older match
         c.passed_over.push_back("model record " + m.id.substr(0, 12) + ": " + why);
         if (missing_rows) c.broken.push_back(c.passed_over.back() + "; the per-cluster lookup applies");
+    }
+    return c;
+}
+
+ModelRecordChoice choose_model(const TuningDb &db, const Graph &g, const std::string &target, int threads) {
+    ModelRecordChoice c = choose_model(db, model_signature(g), target, threads);
+    std::string profile = profile_summary(g);
+    if (profile.empty()) return c;
+    for (const ModelRecord &m : db.models(model_signature(without_profile(g)))) {
+        c.passed_over.push_back("model record " + m.id.substr(0, 12) + ": timed for a static load of the optimum's shapes; this load has the profile " +
+                                profile + ", whose records are timed and verified across its sizes (autotune --shape with the profile)");
     }
     return c;
 }

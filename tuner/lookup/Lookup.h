@@ -73,6 +73,9 @@ struct ModelRecordChoice {
  * fingerprint) at \p threads (effective_threads): the newest whose target, fingerprint and
  * threads match and whose trials and plans \p db holds (TuningDb::missing_references). */
 ModelRecordChoice choose_model(const TuningDb &db, const std::string &model, const std::string &target, int threads);
+/** The same for model \p g (model_signature). With a profile, the records of a static load of its
+ * optimum are passed over too, saying why. */
+ModelRecordChoice choose_model(const TuningDb &db, const Graph &g, const std::string &target, int threads);
 
 /** What a load that applies \p m says: "model record 3f2a9c01b2de: default 9.650 ms -> tuned
  * 8.900 ms (1.08x), end to end at 1 thread when stored; its plans and schedules apply". */

@@ -513,31 +513,30 @@ int64_t first_bad(const uint8_t *got, const uint8_t *want, int64_t n, double tol
     return -1;
 }
 
-/** The first element of \p outs (the candidate's, in g.outputs order) that the verification rule
- * does not match with \p want's, described; nullopt when every one matches. Floats are compared
- * in their own type (no copy); other types through Tensor::value_as_double. */
-std::optional<std::string> first_mismatch(const Graph &g, std::vector<Halide::Buffer<>> &outs, const std::vector<std::vector<uint8_t>> &want) {
-    for (size_t k = 0; k < outs.size(); k++) {
-        outs[k].copy_to_host();  // a GPU target leaves the result on the device
-        TensorType type = g.type(g.outputs[k]);
+}  // namespace
+
+std::optional<std::string> first_mismatch(const std::vector<TensorType> &types, const std::vector<const uint8_t *> &got,
+                                          const std::vector<std::vector<uint8_t>> &want) {
+    for (size_t k = 0; k < types.size(); k++) {
+        const TensorType &type = types[k];
         Tensor a, b;
         a.type = b.type = type;
-        const uint8_t *got = (const uint8_t *)outs[k].data();
         double tol = output_tolerance(type.dtype);
         int64_t n = type.num_elements(), bad = -1;
+        size_t bytes = (size_t)type.num_bytes();
         if (type.dtype == DType::F32) {
-            bad = first_bad<float>(got, want[k].data(), n, tol);
+            bad = first_bad<float>(got[k], want[k].data(), n, tol);
         } else if (type.dtype == DType::F64) {
-            bad = first_bad<double>(got, want[k].data(), n, tol);
+            bad = first_bad<double>(got[k], want[k].data(), n, tol);
         } else {
-            a.data.assign(got, got + outs[k].size_in_bytes());
+            a.data.assign(got[k], got[k] + bytes);
             b.data = want[k];
             for (int64_t i = 0; i < n && bad < 0; i++) {
                 if (!fusor_bundle::element_matches(a.value_as_double(i), b.value_as_double(i), tol)) bad = i;
             }
         }
         if (bad < 0) continue;
-        a.data.assign(got, got + outs[k].size_in_bytes());
+        a.data.assign(got[k], got[k] + bytes);
         b.data = want[k];
         std::ostringstream s;
         s << "output " << k << " element " << bad << ": got " << a.value_as_double(bad) << ", the unfused reference gives "
@@ -545,6 +544,21 @@ std::optional<std::string> first_mismatch(const Graph &g, std::vector<Halide::Bu
         return s.str();
     }
     return std::nullopt;
+}
+
+namespace {
+
+/** first_mismatch over \p outs (the candidate's, in g.outputs order, at g's shapes), copied to
+ * the host first (a GPU target leaves the result on the device). */
+std::optional<std::string> first_mismatch(const Graph &g, std::vector<Halide::Buffer<>> &outs, const std::vector<std::vector<uint8_t>> &want) {
+    std::vector<TensorType> types;
+    std::vector<const uint8_t *> got;
+    for (size_t k = 0; k < outs.size(); k++) {
+        outs[k].copy_to_host();
+        types.push_back(g.type(g.outputs[k]));
+        got.push_back((const uint8_t *)outs[k].data());
+    }
+    return first_mismatch(types, got, want);
 }
 
 }  // namespace

@@ -102,6 +102,13 @@ std::string region_graph_json(const Graph &g, int begin, int end, std::vector<in
  * which candidates in workers and in measurement bundles are both checked by. */
 double output_tolerance(DType d);
 
+/** The verification rule over whole outputs: the first element of \p got (a candidate's outputs,
+ * of \p types) that output_tolerance does not match with \p want's (the unfused reference's),
+ * described ("output 0 element 7: got ..., the unfused reference gives ..."); nullopt when every
+ * one matches. Floats are compared in their own type. */
+std::optional<std::string> first_mismatch(const std::vector<TensorType> &types, const std::vector<const uint8_t *> &got,
+                                          const std::vector<std::vector<uint8_t>> &want);
+
 /** Adaptive timing: a candidate clearly slower than the best is stopped early, a close contender
  * timed longer. Whether to time another run after \p samples (ms, in order): with a \p best_ms,
  * no once the median is over kHopeless times it and over kHopelessMinMs (after any number of
