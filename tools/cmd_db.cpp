@@ -125,7 +125,9 @@ struct ListFilter {
 
 ListFilter list_filter(const std::string &model, const std::vector<std::string> &shapes, const std::string &layout) {
     if (model.empty()) return {};
-    Graph g = load_model_optimized(model, true, layout, nullptr, shape_bindings(shapes));
+    InputRanges ranges;  // a profile's model records are its own (model_signature)
+    InputShapes bound = shape_bindings(shapes, &ranges);
+    Graph g = load_model_optimized(model, true, layout, nullptr, bound, InitializerData::Built, ranges);
     std::set<std::string> keep = {model_signature(g)};
     form_clusters(g);
     for (const Cluster &c : g.clusters) keep.insert(cluster_signature(g, c));

@@ -107,9 +107,10 @@ def test_the_cli_takes_profiles_and_refuses_sizes_outside_them(detector, tmp_pat
     # without a step, the low end 33 breaks the Concat: the load names the node and the size
     load = cli("inspect", detector, "--shape", "x=1x3x[33..512]x[32..512:8]@64x96", check=False)
     assert load.returncode == 2 and "(Concat)" in load.stderr and "the range's low end" in load.stderr
-    # a command that binds one shape says so
-    compiled = cli("compile", detector, "--shape", "x=" + PROFILE, "--out", str(tmp_path / "lib"), check=False)
-    assert compiled.returncode == 2 and "takes no range" in compiled.stderr
+    # compile gives one library for the profile, its header in symbolic dims
+    cli("compile", detector, "--shape", "x=" + PROFILE, "--out", str(tmp_path / "lib"), "--name", "det")
+    header = (tmp_path / "lib" / "det.h").read_text()
+    assert "int det_run_raw_at(" in header and "x f32[1,3,H,W]; H in [32..512:8] (optimum 64)" in header
 
 
 def test_a_1d_conv_model_keeps_its_length_free_through_the_rewrite_passes(tmp_path):
