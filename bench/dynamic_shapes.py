@@ -17,10 +17,6 @@ import argparse
 import statistics
 import time
 
-import numpy as np
-
-import fusor
-
 # (family, profile, sizes run): the optimum first
 CASES = [
     ("dbnet_mv3", "1x3x[64..1280:32]x[64..1280:32]@640x640", [(1, 3, 640, 640), (1, 3, 960, 544), (1, 3, 320, 1280)]),
@@ -43,6 +39,9 @@ def main():
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--families", nargs="*", help="only these families")
     a = p.parse_args()
+    import numpy as np  # here, not at the top: bench/aot_profiles.py reads CASES without fusor's module
+
+    import fusor
     print(f"{'model':<12} {'size':<18} {'static ms':>10} {'profile ms':>11} {'ratio':>7} {'max rel diff':>13}")
     for family, profile, sizes in CASES:
         if a.families and family not in a.families:

@@ -145,3 +145,46 @@ TEST_CASE("symbolic shapes: a Slice along a varying axis leaves its output unkno
     CHECK(s.shape_text(g.outputs[0]) == "[?,?]");
     check_symbolic_shapes(g, s);  // what is known still agrees
 }
+
+TEST_CASE("symbolic shapes: reductions, squeeze and unsqueeze, pad, depth to space, gather, expand, tile, split, layer norm and "
+          "flatten agree with the shape rules",
+          "[graph][symbolic]") {
+    Builder b;
+    b.input("x", {2, 8, 12, 6}, "[1..4]x8x[4..40:2]x[2..30:2]@2x12x6")
+        .init("axes", {1}, {2}, "i64")
+        .init("pads", {8}, {0, 0, 1, 2, 0, 0, 3, 0}, "i64")
+        .init("idx", {2}, {0, 3}, "i64")
+        .init("shape", {5}, {3, 1, 1, 1, 1}, "i64")
+        .init("reps", {4}, {1, 2, 1, 3}, "i64")
+        .init("split", {2}, {3, 5}, "i64")
+        .init("g", {1}, {1.0})
+        .node("ReduceSum", {"x", "axes"}, {"rs"}, R"("keepdims":0)")
+        .node("ReduceMean", {"x"}, {"rm"}, R"("axes":[3],"keepdims":1)")
+        .node("Unsqueeze", {"rs", "axes"}, {"un"})
+        .node("Squeeze", {"un", "axes"}, {"sq"})
+        .node("Pad", {"x", "pads"}, {"pd"})
+        .node("DepthToSpace", {"x"}, {"d2s"}, R"("blocksize":2)")
+        .node("SpaceToDepth", {"x"}, {"s2d"}, R"("blocksize":2)")
+        .node("Gather", {"x", "idx"}, {"ga"}, R"("axis":1)")
+        .node("Expand", {"x", "shape"}, {"ex"})
+        .node("Tile", {"x", "reps"}, {"ti"})
+        .node("Split", {"x", "split"}, {"s0", "s1"}, R"("axis":1)")
+        .node("LayerNormalization", {"x", "g"}, {"ln"}, R"("axis":-1)")
+        .node("ArgMax", {"x"}, {"am"}, R"("axis":1,"keepdims":0)")
+        .node("Flatten", {"x"}, {"fl"}, R"("axis":2)")
+        .node("Add", {"rs", "sq"}, {"wh"})
+        .output("rm").output("sq").output("pd").output("d2s").output("s2d").output("ga").output("ex").output("ti").output("s1")
+        .output("ln").output("fl").output("wh").output("am");
+    Graph g = parse_graph_json(b.json());
+    SymbolicShapes s = symbolic_shapes(g);
+    CHECK(s.unknown.empty());
+    CHECK(output_texts(g, s) == std::vector<std::string>{
+                                    "[x.0,8,x.2,1]", "[x.0,8,x.3]", "[x.0,8,x.2 + 4,x.3 + 2]", "[x.0,2,2*x.2,2*x.3]",
+                                    "[x.0,32,x.2/2,x.3/2]", "[x.0,2,x.2,x.3]", "[3,x.0,8,x.2,x.3]", "[x.0,16,x.2,3*x.3]", "[x.0,5,x.2,x.3]",
+                                    "[x.0,8,x.2,x.3]", "[8*x.0,x.2*x.3]", "[x.0,8,x.3]", "[x.0,x.2,x.3]"});
+    check_symbolic_shapes(g, s);
+    for (std::vector<int64_t> x : {std::vector<int64_t>{1, 8, 4, 2}, {3, 8, 14, 30}, {4, 8, 40, 2}}) {
+        INFO("x " << x[0] << "x" << x[1] << "x" << x[2] << "x" << x[3]);
+        check_at(g, s, x);
+    }
+}
