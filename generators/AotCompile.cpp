@@ -527,6 +527,7 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
     // with a profile: each shape as its symbolic form, and the range of each dim
     auto shape_line = [&](TensorId t) {
         if (!profile.active()) return shape_text(g.type(t));
+        if (!profile.sym.known[t]) return shape_text(g.type(t)) + " at the optimum";
         bool input = std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();
         std::string note = input ? profile_header_note(profile, t) : "";
         return std::string(dtype_name(g.type(t).dtype)) + profile.sym.shape_text(t) + (note.empty() ? "" : "; " + note);

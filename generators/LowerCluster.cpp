@@ -104,7 +104,7 @@ std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
     case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool: case OpKind::Transpose:
     case OpKind::Concat: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze:
     case OpKind::Unsqueeze: case OpKind::BatchNormalization: case OpKind::Softmax: case OpKind::LogSoftmax:
-    case OpKind::MatMul:
+    case OpKind::MatMul: case OpKind::Slice: case OpKind::Gather:
         return "";
     case OpKind::Split:
         return input_varies(0, axis_attr(rank)) ? "the axis it splits varies" : "";

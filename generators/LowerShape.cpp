@@ -102,10 +102,16 @@ std::vector<Func> lower_Slice(LowerContext &ctx) {
     SliceParams p = slice_params(ctx.graph(), ctx.node());
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     const LValue &in = ctx.input(0);
+    std::vector<Expr> starts(p.starts.size());
+    for (size_t a = 0; a < starts.size(); a++) {
+        // a varying axis resolves its start from its run-time extent, as the shape rule does
+        bool run_time = p.sliced[a] && varies(in, (int)a);
+        starts[a] = run_time ? slice_start(p.given_starts[a], p.steps[a], extent(in, (int)a)) : Expr((int)p.starts[a]);
+    }
     LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
         std::vector<Expr> in_idx(idx.size());
         for (size_t a = 0; a < idx.size(); a++) {
-            in_idx[a] = p.steps[a] == 1 ? idx[a] + (int)p.starts[a] : idx[a] * (int)p.steps[a] + (int)p.starts[a];
+            in_idx[a] = p.steps[a] == 1 ? idx[a] + starts[a] : idx[a] * (int)p.steps[a] + starts[a];
         }
         return call(in, in_idx);
     });
@@ -119,7 +125,7 @@ std::vector<Func> lower_Gather(LowerContext &ctx) {
     const LValue &data = ctx.input(0), &indices = ctx.input(1);
     int axis = normalize_axis(ctx.graph(), ctx.node(), ctx.attr_int("axis"), data.type.rank());
     int ir = indices.type.rank();
-    int64_t dim = data.type.shape[axis];
+    Expr dim = extent(data, axis);
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &idx) {
         std::vector<Expr> ii(idx.begin() + axis, idx.begin() + axis + ir);

@@ -165,8 +165,12 @@ Expr nan_clamp(Expr x, Expr lo, Expr hi) {
 }
 
 Expr wrap_index(Expr i, int64_t dim) {
-    Expr d = Internal::make_const(i.type(), dim);
-    Expr last = Internal::make_const(i.type(), std::max<int64_t>(0, dim - 1));
+    return wrap_index(i, Internal::make_const(Int(32), dim));
+}
+
+Expr wrap_index(Expr i, Expr dim) {
+    Expr d = cast(i.type(), dim);
+    Expr last = max(d - 1, Internal::make_zero(i.type()));
     return cast(Int(32), clamp(select(i < 0, i + d, i), Internal::make_zero(i.type()), last));
 }
 

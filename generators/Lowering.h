@@ -174,6 +174,8 @@ Halide::Expr exp_keeping_nan(Halide::Expr x, Halide::Expr m);
  * i64 index does not wrap). ONNX makes such an index an error; constant ones are refused at load
  * (check_constant_indices). */
 Halide::Expr wrap_index(Halide::Expr i, int64_t dim);
+/** The same for an extent known at run time (a generic kernel's varying dim). */
+Halide::Expr wrap_index(Halide::Expr i, Halide::Expr dim);
 /** log(x) with NaN and +inf kept, for Log and ReduceLogSum: Halide 14's f32 log gave 89.13 for a
  * NaN and 88.72 for +inf. Other values are Halide's log unchanged. */
 Halide::Expr log_ieee(Halide::Expr x);

@@ -196,24 +196,28 @@ SliceParams slice_params(const Graph &g, const Node &n) {
     p.starts.assign(x.rank(), 0);
     p.steps.assign(x.rank(), 1);
     p.out_shape = x.shape;
+    p.given_starts.assign(x.rank(), 0);
+    p.given_ends.assign(x.rank(), INT32_MAX);
+    p.sliced.assign(x.rank(), false);
+    auto int32 = [](int64_t v) { return std::clamp<int64_t>(v, INT32_MIN, INT32_MAX); };
     for (size_t i = 0; i < axes.size(); i++) {
         int a = normalize_axis(g, n, axes[i], x.rank());
         int64_t dim = x.shape[a], step = steps[i];
         if (step == 0) throw UserError(g.where(n) + ": steps must not be 0");
-        int64_t s = starts[i], e = ends[i];
-        if (s < 0) s += dim;
+        int64_t s = slice_start(int32(starts[i]), step, dim), e = int32(ends[i]);
         if (e < 0) e += dim;
         if (step > 0) {
-            s = std::clamp<int64_t>(s, 0, dim);
             e = std::clamp<int64_t>(e, 0, dim);
             p.out_shape[a] = std::max<int64_t>(0, (e - s + step - 1) / step);
         } else {
-            s = std::clamp<int64_t>(s, 0, dim - 1);
             e = std::clamp<int64_t>(e, -1, dim - 1);
             p.out_shape[a] = std::max<int64_t>(0, (s - e + (-step) - 1) / (-step));
         }
         p.starts[a] = s;
         p.steps[a] = step;
+        p.given_starts[a] = int32(starts[i]);
+        p.given_ends[a] = int32(ends[i]);
+        p.sliced[a] = true;
     }
     return p;
 }

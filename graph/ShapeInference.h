@@ -3,6 +3,8 @@
  * Shape rules, one per row of the op table, and the window geometry that conv and pooling share
  * between shape inference and lowering. */
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -68,11 +70,28 @@ FUSOR_FOR_EACH_OP(FUSOR_DECLARE_RULE)
 #undef FUSOR_DECLARE_RULE
 }  // namespace shape_rules
 
-/** Resolved Slice parameters per axis of the input (full range where the node does not slice). */
+/** Resolved Slice parameters per axis of the input (full range where the node does not slice),
+ * and as given per axis it slices: \p given_starts and \p given_ends (clamped to int32, which
+ * resolves them as the unclamped values do: extents are below 2^31), 0 and INT32_MAX elsewhere. */
 struct SliceParams {
     std::vector<int64_t> starts, steps, out_shape;
+    std::vector<int64_t> given_starts, given_ends;
+    std::vector<bool> sliced;  ///< per axis: the node names it
 };
 SliceParams slice_params(const Graph &g, const Node &n);
+
+/** Slice's first index along an axis of extent \p dim, for a start \p s (given, clamped to int32)
+ * and step \p step, as ONNX resolves it: a negative start counts from the end, and the result is
+ * clamped into [0, dim] (step > 0) or [0, dim - 1]. T is int64_t, or a Halide Expr for an extent
+ * known at run time (a generic kernel): min and max are found by argument-dependent lookup. */
+template <class T>
+T slice_start(int64_t s, int64_t step, const T &dim) {
+    using std::max;
+    using std::min;
+    T shifted = s < 0 ? dim + T((int32_t)s) : T((int32_t)s);
+    T high = step > 0 ? dim : dim - T(1);
+    return max(T(0), min(shifted, high));
+}
 
 /** Resolved Reshape target shape (0 and -1 entries expanded). */
 std::vector<int64_t> reshape_target(const Graph &g, const Node &n);

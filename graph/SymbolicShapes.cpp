@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "graph/Error.h"
 #include "graph/ShapeInference.h"
@@ -34,6 +35,7 @@ struct Rule {
     const Node &n;
     std::vector<const Shape *> in;  ///< null for an absent input
     std::vector<SymConstraint> *constraints;
+    const std::vector<int64_t> *lows, *highs;  ///< every dim at its range's low / high end
 
     const Shape &input(size_t i) const { return *in.at(i); }
     void need(SymConstraint::Kind kind, const SymDim &a, const SymDim &b, const std::string &what) const {
@@ -286,8 +288,28 @@ std::vector<Shape> expand_or_tile(const Rule &r) {
     return {t};
 }
 
-/** Split, and Slice: the same extents along axes whose input extent is constant; nullopt-like
- * empty result when an axis they cut varies. */
+/** The extent a Slice with step > 0 leaves of an axis of varying extent \p d, where its start
+ * and end resolve to one form at every size (the extremes of \p d at the ranges' ends, its
+ * rule being monotone: the probes check it); nullopt otherwise. */
+std::optional<SymDim> sliced_extent(const Rule &r, const SymDim &d, int64_t start, int64_t end, int64_t step) {
+    int64_t lo = d.eval(*r.lows), hi = d.eval(*r.highs);
+    if (step <= 0 || lo > hi) return std::nullopt;
+    auto resolved = [&](int64_t v) -> std::optional<SymDim> {
+        if (v < 0 && v + lo >= 0) return d + v;  // from the end, inside at every size
+        if (v >= 0 && v <= lo) return SymDim(v);
+        if (v >= hi) return d;  // past the end at every size: the end
+        return std::nullopt;
+    };
+    std::optional<SymDim> s = resolved(start), e = resolved(end);
+    if (!s || !e) return std::nullopt;
+    SymDim span = *e - *s;
+    if (span.eval(*r.lows) < 0 || span.eval(*r.highs) < 0) return std::nullopt;
+    return SymDim::floor_div(span + (step - 1), step);
+}
+
+/** Split, and Slice: the same extents along axes whose input extent is constant; a Slice's axis
+ * of varying extent as sliced_extent gives it; an empty result when an axis they cut varies
+ * otherwise. */
 std::vector<Shape> cut(const Rule &r) {
     const Shape &x = r.input(0);
     std::vector<TensorType> numeric = infer_types(r.g, r.n);
@@ -299,12 +321,20 @@ std::vector<Shape> cut(const Rule &r) {
     } else {
         for (int a = 0; a < (int)x.size(); a++) axes.push_back(a);
     }
+    std::optional<SliceParams> p;
+    if (r.n.op == OpKind::Slice) p = slice_params(r.g, r.n);
     std::vector<Shape> out;
     for (const TensorType &t : numeric) {
         Shape s = x;
         for (int a : axes) {
-            if (!x[(size_t)a].is_constant()) return {};
-            s[(size_t)a] = t.shape[(size_t)a];
+            if (x[(size_t)a].is_constant()) {
+                s[(size_t)a] = t.shape[(size_t)a];
+                continue;
+            }
+            std::optional<SymDim> n;
+            if (p) n = sliced_extent(r, x[(size_t)a], p->given_starts[(size_t)a], p->given_ends[(size_t)a], p->steps[(size_t)a]);
+            if (!n) return {};
+            s[(size_t)a] = *n;
         }
         out.push_back(s);
     }
@@ -440,8 +470,10 @@ SymbolicShapes symbolic_shapes(const Graph &g) {
     s.known.assign(g.tensors.size(), true);
     for (size_t t = 0; t < g.tensors.size(); t++) s.shapes[t] = constant_shape(g.tensors[t].type.shape);
     name_dims(g, s);
+    std::vector<int64_t> lows, highs;
+    for (const SymbolicShapes::Dim &d : s.dims) lows.push_back(d.range.lo), highs.push_back(d.range.hi);
     for (const Node &n : g.nodes) {  // topological order
-        Rule r{g, n, {}, &s.constraints};
+        Rule r{g, n, {}, &s.constraints, &lows, &highs};
         bool constant = true, known = true;
         for (TensorId t : n.inputs) {
             r.in.push_back(t == kNoTensor ? nullptr : &s.shapes[t]);

@@ -131,19 +131,33 @@ TEST_CASE("symbolic shapes: a Concat of branches that agree only at even sizes i
     CHECK_THROWS_AS(types_at(shape_skeleton(g), {{"x", {1, 2, 11, 8}}}), UserError);
 }
 
-TEST_CASE("symbolic shapes: a Slice along a varying axis leaves its output unknown, named", "[graph][symbolic]") {
+TEST_CASE("symbolic shapes: a Slice along a varying axis counts from its resolved ends; a Split of one leaves its outputs unknown, "
+          "named",
+          "[graph][symbolic]") {
     Builder b;
-    b.input("x", {1, 16}, "1x[4..64]@16")
-        .init("starts", {1}, {1}, "i64")
-        .init("ends", {1}, {1000}, "i64")
+    b.input("x", {1, 16}, "1x[4..64:2]@16")
+        .init("starts", {2}, {1, -3}, "i64")
+        .init("ends", {2}, {1000, 1000}, "i64")
         .init("axes", {1}, {1}, "i64")
-        .node("Slice", {"x", "starts", "ends", "axes"}, {"y"})
-        .node("Relu", {"y"}, {"z"});
+        .init("steps", {1}, {2}, "i64")
+        .init("start1", {1}, {1}, "i64")
+        .init("end1", {1}, {1000}, "i64")
+        .init("axes2", {2}, {1, 0}, "i64")
+        .node("Slice", {"x", "starts", "ends", "axes2"}, {"tail"})
+        .node("Slice", {"x", "start1", "end1", "axes", "steps"}, {"odd"})
+        .node("Split", {"x"}, {"a", "b"}, R"("axis":1)")
+        .node("Relu", {"a"}, {"z"})
+        .output("tail")
+        .output("odd")
+        .output("z");
     Graph g = parse_graph_json(b.json());
     SymbolicShapes s = symbolic_shapes(g);
-    CHECK_THAT(s.unknown, Catch::Contains("(Slice)"));
-    CHECK(s.shape_text(g.outputs[0]) == "[?,?]");
-    check_symbolic_shapes(g, s);  // what is known still agrees
+    CHECK(s.shape_text(g.outputs[0]) == "[1,x.1 - 1]");
+    CHECK(s.shape_text(g.outputs[1]) == "[1,x.1/2]");
+    CHECK_THAT(s.unknown, Catch::Contains("(Split)"));
+    CHECK(s.shape_text(g.outputs[2]) == "[?,?]");
+    check_symbolic_shapes(g, s);  // what is known agrees
+    for (int64_t w : {4, 6, 38, 64}) check_at(g, s, {1, w});
 }
 
 TEST_CASE("symbolic shapes: reductions, squeeze and unsqueeze, pad, depth to space, gather, expand, tile, split, layer norm and "

@@ -190,3 +190,45 @@ TEST_CASE("dynamic shapes: a size outside the profile, or one a cluster cannot r
     CHECK_THROWS_WITH(arg.set_input_shapes({{"x", {1, 8, 7}}}), Contains("runs its optimum only") && Contains("(ArgMax)"));
     CHECK_NOTHROW(arg.set_input_shapes({{"x", {1, 8, 6}}}));
 }
+
+TEST_CASE("dynamic shapes: Slice and Gather along a varying axis resolve their ends from the run-time extent", "[runtime][profile]") {
+    TempDir dir;
+    // x[:, :, 1:], x[:, :, -3:], x[:, :, ::2], x[:, :, [0, -1]] over a varying W, then a conv
+    auto model = [&](const std::string &name, const Shape &x, const std::string &profile) {
+        Builder b;
+        b.input("x", x, profile)
+            .weight("w", {4, 4, 1, 3}, 1)
+            .init("s1", {1}, {1}, "i64")
+            .init("s3", {1}, {-3}, "i64")
+            .init("s0", {1}, {0}, "i64")
+            .init("end", {1}, {1 << 30}, "i64")
+            .init("ax", {1}, {3}, "i64")
+            .init("two", {1}, {2}, "i64")
+            .init("ends", {2}, {0, -1}, "i64")
+            .node("Slice", {"x", "s1", "end", "ax"}, {"tail"})
+            .node("Conv", {"tail", "w"}, {"c"}, R"("pads":[0,1,0,1])")
+            .node("Slice", {"c", "s3", "end", "ax"}, {"last3"})
+            .node("Slice", {"x", "s0", "end", "ax", "two"}, {"even"})
+            .node("Relu", {"even"}, {"re"})
+            .node("Gather", {"c", "ends"}, {"edges"}, R"("axis":3)")
+            .output("last3")
+            .output("re")
+            .output("edges");
+        std::string path = dir.file(name + ".json");
+        std::ofstream(path) << b.json();
+        return path;
+    };
+    Session s(model("ranged", {1, 4, 5, 16}, "1x4x5x[4..40]@16"));
+    REQUIRE(s.executor().size_refusal().empty());
+    for (const Shape &x : {Shape{1, 4, 5, 4}, Shape{1, 4, 5, 9}, Shape{1, 4, 5, 17}, Shape{1, 4, 5, 40}}) {
+        INFO("W = " << x[3]);
+        std::vector<Halide::Runtime::Buffer<float>> got = run_at(s, x, 3);
+        Session fixed(model("fixed", x, ""));
+        std::vector<Halide::Runtime::Buffer<float>> want = run_at(fixed, x, 3);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); i++) {
+            INFO("output " << i);
+            CHECK(relative_error(got[i], want[i]) < 1e-6);
+        }
+    }
+}
