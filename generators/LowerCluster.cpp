@@ -104,12 +104,10 @@ std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
     case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool: case OpKind::Transpose:
     case OpKind::Concat: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze:
     case OpKind::Unsqueeze: case OpKind::BatchNormalization: case OpKind::Softmax: case OpKind::LogSoftmax:
-    case OpKind::MatMul: case OpKind::Slice: case OpKind::Gather:
+    case OpKind::MatMul: case OpKind::Slice: case OpKind::Gather: case OpKind::ArgMax: case OpKind::ArgMin: case OpKind::Hardmax:
         return "";
     case OpKind::Split:
         return input_varies(0, axis_attr(rank)) ? "the axis it splits varies" : "";
-    case OpKind::Hardmax: case OpKind::ArgMax: case OpKind::ArgMin:
-        return input_varies(0, axis_attr(rank)) ? "the axis it reduces varies" : "";
     case OpKind::LayerNormalization:
         for (int a = axis_attr(rank); a < rank; a++) {
             if (input_varies(0, a)) return "an axis it normalizes varies";

@@ -177,7 +177,6 @@ struct AxisOp {
     LowerContext &ctx;
     const LValue &X;
     int rank, axis;
-    int64_t len;
     std::vector<Expr> idx;  // output vars, ONNX order
     std::vector<int64_t> row_shape;
     std::vector<int>
@@ -185,8 +184,7 @@ struct AxisOp {
     std::string base;
 
     AxisOp(LowerContext &c, int axis_)
-        : ctx(c), X(c.input(0)), rank(c.input(0).type.rank()), axis(axis_),
-          len(X.type.shape[axis_]), idx(LowerContext::exprs(c.vars(rank))),
+        : ctx(c), X(c.input(0)), rank(c.input(0).type.rank()), axis(axis_), idx(LowerContext::exprs(c.vars(rank))),
           base(sanitize_name(c.node().name)) {
         for (int i = 0; i < rank; i++) {
             if (i != axis) row_shape.push_back(X.type.shape[i]);
@@ -200,6 +198,10 @@ struct AxisOp {
             if (a != axis) out.push_back(i[a]);
         }
         return out;
+    }
+    /** The axis' extent as an i64 Expr: run time in a generic kernel where it varies. */
+    Expr length() const {
+        return cast(Int(64), extent(X, axis));
     }
     /** The output vars with the axis replaced by \p v. */
     std::vector<Expr> at_axis(Expr v) const {
@@ -233,7 +235,7 @@ std::pair<Func, Func> arg_extremum(AxisOp &op, bool is_max, bool last, bool out_
         "ext", is_max ? t.min() : t.max(),
         [&](Expr acc, Expr x, Expr) { return is_max ? max(acc, without_nan(x)) : min(acc, without_nan(x)); }, out_keeps_axis);
     std::vector<Expr> row = op.row_args(op.idx);
-    Expr len = k(Int(64), (double)op.len), miss = last ? k(Int(64), -1) : 2 * len;
+    Expr len = op.length(), miss = last ? k(Int(64), -1) : 2 * len;
     Func index = op.accumulate(
         "index", miss,
         [&](Expr acc, Expr x, Expr r) {
@@ -246,9 +248,9 @@ std::pair<Func, Func> arg_extremum(AxisOp &op, bool is_max, bool last, bool out_
     return {ext, index};
 }
 
-/** The index arg_extremum's accumulator \p raw encodes, along an axis of \p len. */
-Expr arg_index(Expr raw, int64_t len) {
-    return select(raw >= k(Int(64), (double)len), raw - k(Int(64), (double)len), raw);
+/** The index arg_extremum's accumulator \p raw encodes, along an axis of \p len (i64). */
+Expr arg_index(Expr raw, Expr len) {
+    return select(raw >= len, raw - len, raw);
 }
 
 std::vector<Func> lower_arg(LowerContext &ctx, bool is_max) {
@@ -262,7 +264,7 @@ std::vector<Func> lower_arg(LowerContext &ctx, bool is_max) {
     LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &i) {
         std::vector<Expr> full = i;  // ONNX order with the axis (kept as 1, or dropped)
         if (!keep) full.insert(full.begin() + axis, Expr(0));
-        return arg_index(index(op.row_args(full)), op.len);
+        return arg_index(index(op.row_args(full)), op.length());
     });
     return {f};
 }
@@ -282,7 +284,7 @@ std::vector<Func> lower_Hardmax(LowerContext &ctx) {
     Func index = arg_extremum(op, /*is_max=*/true, /*last=*/false, /*out_keeps_axis=*/true).second;
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, out.rank(), [&](const std::vector<Expr> &i) {
-        return select(cast<int64_t>(i[op.axis]) == arg_index(index(op.row_args(i)), op.len), k(t, 1), k(t, 0));
+        return select(cast<int64_t>(i[op.axis]) == arg_index(index(op.row_args(i)), op.length()), k(t, 1), k(t, 0));
     });
     return {f};
 }
