@@ -11,12 +11,11 @@
 #include <random>
 
 #include "graph/Npy.h"
-#include "support/GraphBuilder.h"
+#include "support/ProfileZoo.h"
 #include "support/Shell.h"
 #include "support/TempDir.h"
 
 using Catch::Contains;
-using fusor::test::Builder;
 using fusor::test::shell;
 using fusor::test::TempDir;
 using Result = fusor::test::ShellResult;
@@ -26,45 +25,10 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-/** x [N, 4, H, W] with a profile through the op families that vary: padded convs and pools, a
- * squeeze-excite gate, Resize up and down, Concat on channels and on W, Softmax over W, Reshape
- * with -1, Transpose, LayerNormalization, MatMuls whose rows or summed dim vary, ConvTranspose. */
+/** profile_zoo_json with a profile, written into \p d. */
 std::string zoo(const TempDir &d) {
-    Builder b;
-    b.input("x", {1, 4, 16, 16}, "[1..3]x4x[1..40]x[1..40]@1x16x16")
-        .weight("w1", {8, 4, 3, 3}, 1)
-        .weight("b1", {8}, 2)
-        .weight("wt", {8, 4, 3, 3}, 3)
-        .weight("wm", {16, 5}, 4)
-        .init("up", {4}, {1, 1, 2, 2})
-        .init("down", {4}, {1, 1, 0.5, 0.5})
-        .init("flat", {3}, {0, 16, -1}, "i64")
-        .init("g", {16}, std::vector<double>(16, 1.5))
-        .node("Conv", {"x", "w1", "b1"}, {"c"}, R"("pads":[1,1,1,1])")
-        .node("Relu", {"c"}, {"r"})
-        .node("MaxPool", {"r"}, {"p"}, R"("kernel_shape":[3,3],"pads":[1,1,1,1])")
-        .node("AveragePool", {"r"}, {"a"}, R"("kernel_shape":[3,3],"pads":[1,1,1,1])")
-        .node("Add", {"p", "a"}, {"s"})
-        .node("GlobalAveragePool", {"s"}, {"gap"})
-        .node("Sigmoid", {"gap"}, {"gate"})
-        .node("Mul", {"s", "gate"}, {"se"})
-        .node("Resize", {"se", "", "up"}, {"u"}, R"("mode":"nearest")")
-        .node("Resize", {"u", "", "down"}, {"d"}, R"("mode":"linear")")
-        .node("Concat", {"d", "se"}, {"cat"}, R"("axis":1)")
-        .node("Softmax", {"cat"}, {"sm"}, R"("axis":3)")
-        .node("Concat", {"sm", "cat"}, {"wide"}, R"("axis":3)")
-        .node("Reshape", {"sm", "flat"}, {"rows"})
-        .node("Transpose", {"rows"}, {"tr"}, R"("perm":[0,2,1])")
-        .node("LayerNormalization", {"tr", "g"}, {"ln"}, R"("axis":-1)")
-        .node("MatMul", {"ln", "wm"}, {"proj"})
-        .node("MatMul", {"rows", "tr"}, {"gram"})
-        .node("ConvTranspose", {"r", "wt"}, {"ct"}, R"("strides":[2,2],"pads":[1,1,1,1],"output_padding":[1,1])")
-        .output("wide")
-        .output("proj")
-        .output("gram")
-        .output("ct");
     std::string path = d.file("zoo.json");
-    std::ofstream(path) << b.json();
+    std::ofstream(path) << fusor::test::profile_zoo_json({1, 4, 16, 16}, "[1..3]x4x[1..40]x[1..40]@1x16x16");
     return path;
 }
 
