@@ -108,6 +108,17 @@ std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
         return "";
     case OpKind::Split:
         return input_varies(0, axis_attr(rank)) ? "the axis it splits varies" : "";
+    case OpKind::Tile:
+        return "";
+    case OpKind::Expand: {
+        // a varying dim broadcast to a fixed extent would be read past its end where it is 1
+        const std::vector<int64_t> &out = v[n.outputs[0]];
+        for (int a = 0; a < rank; a++) {
+            size_t o = out.size() - (size_t)rank + (size_t)a;
+            if (input_varies(0, a) && !out[o]) return "a varying dim it broadcasts to a fixed extent";
+        }
+        return "";
+    }
     case OpKind::LayerNormalization:
         for (int a = axis_attr(rank); a < rank; a++) {
             if (input_varies(0, a)) return "an axis it normalizes varies";
@@ -121,9 +132,7 @@ std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
     default:
         break;
     }
-    if (p == OpPattern::ElemWise || p == OpPattern::Broadcast) {
-        if (n.op != OpKind::Expand && n.op != OpKind::Tile) return "";
-    }
+    if (p == OpPattern::ElemWise || p == OpPattern::Broadcast) return "";
     return "its lowering reads them as constants";
 }
 

@@ -79,6 +79,10 @@ std::vector<Func> lower_Tile(LowerContext &ctx) {
         Index in(idx.size());
         for (size_t a = 0; a < idx.size(); a++) {
             int64_t d = x.type.shape[a];
+            if (varies(x, (int)a)) {
+                in[a] = idx[a] % extent(x, (int)a);  // the repeats of a run-time extent
+                continue;
+            }
             in[a] = d == 1 ? Expr(0) : out.shape[a] == d ? idx[a] : idx[a] % (int)d;
         }
         return call(x, in);
