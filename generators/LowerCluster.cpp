@@ -96,7 +96,8 @@ std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
     case OpKind::Conv: case OpKind::ConvNhwc: case OpKind::ConvTranspose: case OpKind::MaxPool: case OpKind::AveragePool: {
         // pads that auto_pad or output_shape derive from the input's size are the optimum's
         std::string pad = attr_string(g, n, "auto_pad");
-        if (pad != "NOTSET" && pad != "VALID") return "auto_pad " + pad;
+        bool same = pad == "SAME_UPPER" || pad == "SAME_LOWER";
+        if (same && n.op == OpKind::ConvTranspose) return "auto_pad " + pad;  // its pads follow the output shape
         if (n.op == OpKind::ConvTranspose && attr_ints(g, n, "output_shape")) return "an output_shape attribute";
         if (n.op == OpKind::MaxPool && n.outputs.size() > 1 && n.outputs[1] != kNoTensor) return "MaxPool's Indices output";
         return "";

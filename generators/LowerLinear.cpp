@@ -136,10 +136,8 @@ std::vector<Func> lower_Gemm(LowerContext &ctx) {
  * input is its own stage, so the schedule can stage each tile's input window (with halo) once:
  * the bounds test then runs once per input element instead of once per tap, and the taps read
  * dense vectors. */
-Func padded_input(LowerContext &ctx, const LValue &X, const WindowGeometry &geo, const Region &bounds) {
-    bool padded = false;
-    for (size_t i = 0; i < geo.pads_begin.size(); i++) padded |= geo.pads_begin[i] || geo.pads_end[i];
-    if (!padded) return X.func;
+Func padded_input(LowerContext &ctx, const LValue &X, const WindowPads &pads, const Region &bounds) {
+    if (!pads.any) return X.func;
     Func bc = BoundaryConditions::constant_exterior(X.func, typed_const(halide_type(X.type.dtype), 0), bounds);
     Func xin = ctx.make_stage("pad", X.type.shape, StageRole::Reused, false);
     Var a = dim_var(0), b = dim_var(1), c = dim_var(2), d = dim_var(3);
@@ -157,10 +155,9 @@ std::vector<Func> lower_conv_nd(LowerContext &ctx, const WindowGeometry &geo) {
     int64_t C = X.type.shape[1], M = W.type.shape[0], cpg = W.type.shape[1];
     int64_t mpg = M / geo.group;
     Type t = halide_type(out.dtype);
-    bool padded = false;
-    for (int i = 0; i < sd; i++) padded |= geo.pads_begin[i] || geo.pads_end[i];
+    WindowPads pads = window_pads(ctx.graph(), ctx.node(), X, geo, 2);
     Func xin = X.func;
-    if (padded) {
+    if (pads.any) {
         Region bounds;  // Halide order: spatial dims innermost first, then C; N unbounded
         for (int a = rank - 1; a >= 1; a--) bounds.push_back(Range(0, extent(X, a)));
         bounds.push_back(Range(Expr(), Expr()));
@@ -181,7 +178,7 @@ std::vector<Func> lower_conv_nd(LowerContext &ctx, const WindowGeometry &geo) {
     std::vector<Expr> xi = {idx[0], ci}, wi = {m, rc};
     for (int i = 0; i < sd; i++) {
         Expr k = r[sd - 1 - i];
-        xi.push_back(idx[2 + i] * (int)geo.strides[i] + k * (int)geo.dilations[i] - (int)geo.pads_begin[i]);
+        xi.push_back(idx[2 + i] * (int)geo.strides[i] + k * (int)geo.dilations[i] - pads.begin[(size_t)i]);
         wi.push_back(k);
     }
     std::vector<Expr> args(idx.rbegin(), idx.rend());
@@ -205,14 +202,15 @@ std::vector<Func> lower_conv_direct(LowerContext &ctx) {
     int64_t M = W.type.shape[0], cpg = W.type.shape[1], kh = W.type.shape[2], kw = W.type.shape[3];
     int64_t mpg = M / geo.group;
     Type t = halide_type(out.dtype);
-    Func xin = padded_input(ctx, X, geo, {{0, extent(X, 3)}, {0, extent(X, 2)}, {0, (int)C}, {Expr(), Expr()}});
+    WindowPads pads = window_pads(ctx.graph(), ctx.node(), X, geo, 2);
+    Func xin = padded_input(ctx, X, pads, {{0, extent(X, 3)}, {0, extent(X, 2)}, {0, (int)C}, {Expr(), Expr()}});
     Var ox = dim_var(0), oy = dim_var(1), m = dim_var(2), n = dim_var(3);
     Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
     RDom r(0, (int)kw, 0, (int)kh, 0, (int)cpg, sanitize_name(ctx.node().name) + "_r");
     acc(ox, oy, m, n) = typed_const(t, 0);
     Expr ci = cpg == C ? Expr(r.z) : (m / (int)mpg) * (int)cpg + r.z;
-    Expr ix = ox * (int)geo.strides[1] + r.x * (int)geo.dilations[1] - (int)geo.pads_begin[1];
-    Expr iy = oy * (int)geo.strides[0] + r.y * (int)geo.dilations[0] - (int)geo.pads_begin[0];
+    Expr ix = ox * (int)geo.strides[1] + r.x * (int)geo.dilations[1] - pads.begin[1];
+    Expr iy = oy * (int)geo.strides[0] + r.y * (int)geo.dilations[0] - pads.begin[0];
     acc(ox, oy, m, n) += xin(ix, iy, ci, n) * W.func(r.x, r.y, r.z, m);
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     Expr y = acc(ox, oy, m, n);
@@ -233,14 +231,15 @@ std::vector<Func> lower_conv_nhwc_direct(LowerContext &ctx) {
     int64_t kh = W.type.shape[0], kw = W.type.shape[1], cpg = W.type.shape[2], M = W.type.shape[3];
     int64_t mpg = M / geo.group;
     Type t = halide_type(out.dtype);
-    Func xin = padded_input(ctx, X, geo, {{0, (int)C}, {0, extent(X, 2)}, {0, extent(X, 1)}, {Expr(), Expr()}});
+    WindowPads pads = window_pads(ctx.graph(), ctx.node(), X, geo, 1);
+    Func xin = padded_input(ctx, X, pads, {{0, (int)C}, {0, extent(X, 2)}, {0, extent(X, 1)}, {Expr(), Expr()}});
     Var m = dim_var(0), ox = dim_var(1), oy = dim_var(2), n = dim_var(3);
     Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
     RDom r(0, (int)cpg, 0, (int)kw, 0, (int)kh, sanitize_name(ctx.node().name) + "_r");
     acc(m, ox, oy, n) = typed_const(t, 0);
     Expr ci = cpg == C ? Expr(r.x) : (m / (int)mpg) * (int)cpg + r.x;
-    Expr ix = ox * (int)geo.strides[1] + r.y * (int)geo.dilations[1] - (int)geo.pads_begin[1];
-    Expr iy = oy * (int)geo.strides[0] + r.z * (int)geo.dilations[0] - (int)geo.pads_begin[0];
+    Expr ix = ox * (int)geo.strides[1] + r.y * (int)geo.dilations[1] - pads.begin[1];
+    Expr iy = oy * (int)geo.strides[0] + r.z * (int)geo.dilations[0] - pads.begin[0];
     acc(m, ox, oy, n) += xin(ci, ix, iy, n) * W.func(m, r.x, r.y, r.z);
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     Expr y = acc(m, ox, oy, n);
@@ -249,11 +248,24 @@ std::vector<Func> lower_conv_nhwc_direct(LowerContext &ctx) {
     return {f};
 }
 
+/** True when the node's pads come from auto_pad SAME over a spatial dim that varies. */
+bool same_pads_vary(LowerContext &ctx) {
+    std::string auto_pad = attr_string(ctx.graph(), ctx.node(), "auto_pad");
+    if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") return false;
+    const LValue &X = ctx.input(0);
+    bool nhwc = ctx.node().op == OpKind::ConvNhwc;
+    for (int a = nhwc ? 1 : 2; a < X.type.rank() - (nhwc ? 1 : 0); a++) {
+        if (varies(X, a)) return true;
+    }
+    return false;
+}
+
 /** A 2-D conv by the form its LowerPlan asks (LowerContext::winograd_tile): Winograd where the
  * conv can take it, else \p direct, with the refusal recorded on its output stage. */
 std::vector<Func> lower_conv_planned(LowerContext &ctx, LowerFn direct) {
     int m = ctx.winograd_tile();
     std::string why = m ? winograd_refusal(ctx.graph(), ctx.node()) : "";
+    if (m && why.empty() && same_pads_vary(ctx)) why = "auto_pad SAME over a dim that varies: its pads are run-time values";
     if (m && why.empty()) return lower_conv_winograd(ctx, m);
     std::vector<Func> out = direct(ctx);
     if (m) ctx.refuse_winograd(out[0], why);

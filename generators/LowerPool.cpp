@@ -33,8 +33,9 @@ std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max) {
     RDom r(window, sanitize_name(ctx.node().name) + "_r");
     std::vector<Expr> idx = LowerContext::exprs(ctx.vars(rank));  // ONNX order: n, c, spatial...
     std::vector<Expr> start(sd), tap(sd);
+    WindowPads pads = window_pads(ctx.graph(), ctx.node(), X, geo, 2);
     for (int i = 0; i < sd; i++) {
-        start[i] = idx[2 + i] * (int)geo.strides[i] - (int)geo.pads_begin[i];
+        start[i] = idx[2 + i] * (int)geo.strides[i] - pads.begin[(size_t)i];
         tap[i] = start[i] + r[sd - 1 - i] * (int)geo.dilations[i];
     }
     std::vector<Expr> in_idx = {idx[0], idx[1]};
@@ -80,7 +81,7 @@ std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max) {
     for (int i = 0; i < sd; i++) {
         int k = (int)geo.kernel[i];
         Expr in = extent(X, 2 + i);
-        cnt = cnt * (include_pad ? min(start[i] + k, in + (int)geo.pads_end[i]) - start[i]
+        cnt = cnt * (include_pad ? min(start[i] + k, in + pads.end[(size_t)i]) - start[i]
                                  : min(start[i] + k, in) - max(start[i], 0));
     }
     f(args) = acc(args) / cast(t, cnt);

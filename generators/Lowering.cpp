@@ -201,6 +201,28 @@ Expr extent(const LValue &v, int axis) {
     return varies(v, axis) ? v.dims[axis] : Expr((int)v.type.shape.at(axis));
 }
 
+WindowPads window_pads(const Graph &g, const Node &n, const LValue &x, const WindowGeometry &geo, int first_spatial) {
+    std::string auto_pad = attr_string(g, n, "auto_pad");
+    bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    WindowPads p;
+    for (size_t i = 0; i < geo.pads_begin.size(); i++) {
+        int axis = first_spatial + (int)i;
+        if (!same || !varies(x, axis)) {
+            p.begin.push_back(Expr((int)geo.pads_begin[i]));
+            p.end.push_back(Expr((int)geo.pads_end[i]));
+            p.any |= geo.pads_begin[i] || geo.pads_end[i];
+            continue;
+        }
+        int s = (int)geo.strides[i], span = (int)((geo.kernel[i] - 1) * geo.dilations[i] + 1);
+        Expr in = extent(x, axis), out = (in + (s - 1)) / s;
+        Expr total = max(0, (out - 1) * s + span - in);
+        p.begin.push_back(auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2);
+        p.end.push_back(total - p.begin.back());
+        p.any = true;
+    }
+    return p;
+}
+
 Expr call_broadcast(const LValue &v, const std::vector<Expr> &out_idx) {
     int r = v.type.rank(), ro = (int)out_idx.size();
     FUSOR_INTERNAL_ASSERT(r <= ro) << "broadcast from rank " << r << " to " << ro;

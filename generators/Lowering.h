@@ -15,6 +15,7 @@
 
 #include "Halide.h"
 #include "graph/Graph.h"
+#include "graph/ShapeInference.h"
 
 namespace fusor {
 
@@ -181,6 +182,16 @@ Halide::Expr wrap_index(Halide::Expr i, Halide::Expr dim);
 Halide::Expr log_ieee(Halide::Expr x);
 /** Pure Var for Halide dim \p i: x, y, z, w, then d4, d5, ... */
 Halide::Var dim_var(int i);
+
+/** The padding before and after each spatial dim of a conv or pooling window: the geometry's, or,
+ * for auto_pad SAME over a dim that varies (a generic kernel), computed from its run-time extent
+ * as window_geometry computes it. \p first_spatial: the ONNX axis of spatial dim 0 in \p x.
+ * \p any: some dim may be padded. */
+struct WindowPads {
+    std::vector<Halide::Expr> begin, end;
+    bool any = false;
+};
+WindowPads window_pads(const Graph &g, const Node &n, const LValue &x, const WindowGeometry &geo, int first_spatial);
 
 /** Reads \p v at \p idx given in ONNX axis order. Rank-0 values take an empty index. */
 Halide::Expr call(const LValue &v, const std::vector<Halide::Expr> &idx);

@@ -147,11 +147,13 @@ TEST_CASE("dynamic shapes: a size outside the profile, or one a cluster cannot r
     CHECK_THROWS_WITH(s.set_input_shapes({{"x", {1, 5, 4, 3}}}), Contains("input 'x' dim 1 is 5"));
     // an op whose lowering reads a varying dim as a constant keeps the load at its optimum
     Builder b;
-    b.input("x", {1, 8, 6, 6}, "1x8x[2..12]x6@6").weight("w", {8, 8, 3, 3}, 1).node("Conv", {"x", "w"}, {"y"}, R"("auto_pad":"SAME_UPPER")");
+    b.input("x", {1, 8, 6, 6}, "1x8x[2..12]x6@6")
+        .weight("w", {8, 8, 3, 3}, 1)
+        .node("ConvTranspose", {"x", "w"}, {"y"}, R"("auto_pad":"SAME_UPPER","strides":[2,2])");
     std::string path = dir.file("same.json");
     std::ofstream(path) << b.json();
     Session same(path);
-    CHECK_THAT(same.executor().size_refusal(), Contains("Conv") && Contains("auto_pad SAME_UPPER"));
+    CHECK_THAT(same.executor().size_refusal(), Contains("(ConvTranspose)") && Contains("auto_pad SAME_UPPER"));
     CHECK_THROWS_WITH(same.set_input_shapes({{"x", {1, 8, 7, 6}}}), Contains("runs its optimum only") && Contains("auto_pad SAME_UPPER"));
     CHECK_NOTHROW(same.set_input_shapes({{"x", {1, 8, 6, 6}}}));
 }
@@ -210,6 +212,44 @@ TEST_CASE("dynamic shapes: Slice, Gather, ArgMax, ArgMin, Hardmax, Tile and Expa
         for (size_t i = 0; i < got.size(); i++) {
             INFO("output " << i);
             CHECK(relative_error(got[i], want[i]) < 1e-6);
+        }
+    }
+}
+
+TEST_CASE("dynamic shapes: auto_pad SAME convs and pools pad by the run-time extent", "[runtime][profile]") {
+    TempDir dir;
+    auto model = [&](const std::string &name, const Shape &x, const std::string &profile) {
+        Builder b;
+        b.input("x", x, profile)
+            .weight("w1", {8, 4, 3, 3}, 1)
+            .weight("w2", {8, 8, 5, 5}, 2)
+            .weight("w3", {8, 8, 3}, 3)
+            .init("flat", {3}, {0, 8, -1}, "i64")
+            .node("Conv", {"x", "w1"}, {"c1"}, R"("auto_pad":"SAME_UPPER","strides":[2,2])")
+            .node("Relu", {"c1"}, {"r1"})
+            .node("Conv", {"r1", "w2"}, {"c2"}, R"("auto_pad":"SAME_LOWER","strides":[1,2],"dilations":[1,2])")
+            .node("MaxPool", {"c2"}, {"mp"}, R"("auto_pad":"SAME_UPPER","kernel_shape":[3,3],"strides":[2,2])")
+            .node("AveragePool", {"r1"}, {"ap"}, R"("auto_pad":"SAME_LOWER","kernel_shape":[2,3],"count_include_pad":1)")
+            .node("Reshape", {"ap", "flat"}, {"seq"})
+            .node("Conv", {"seq", "w3"}, {"c3"}, R"("auto_pad":"SAME_UPPER","strides":[3])")
+            .output("mp")
+            .output("c3");
+        std::string path = dir.file(name + ".json");
+        std::ofstream(path) << b.json();
+        return path;
+    };
+    Session s(model("ranged", {1, 4, 16, 16}, "1x4x[5..33]x[5..33]@16x16"));
+    INFO(s.executor().size_refusal());
+    REQUIRE(s.executor().size_refusal().empty());
+    for (const Shape &x : {Shape{1, 4, 5, 5}, Shape{1, 4, 7, 12}, Shape{1, 4, 33, 9}, Shape{1, 4, 17, 31}}) {
+        INFO("x " << x[2] << "x" << x[3]);
+        std::vector<Halide::Runtime::Buffer<float>> got = run_at(s, x, 5);
+        Session fixed(model("fixed", x, ""));
+        std::vector<Halide::Runtime::Buffer<float>> want = run_at(fixed, x, 5);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); i++) {
+            INFO("output " << i);
+            CHECK(relative_error(got[i], want[i]) < 1e-5);
         }
     }
 }
