@@ -60,7 +60,13 @@ AotProfile aot_profile(const Graph &g, const Halide::Target &target) {
                         " has a GPU: bind one shape per input (--shape x=1x3x640x640)");
     }
     p.sym = symbolic_shapes(g);
-    check_symbolic_shapes(g, p.sym);
+    try {
+        check_symbolic_shapes(g, p.sym);
+    } catch (const InternalError &e) {
+        // a symbolic rule that is wrong must not run a size: the library keeps its optimum
+        p.refusal = std::string("the symbolic shapes disagree with the shape rules (a fusor bug): ") + e.what();
+        return p;
+    }
     p.refusal = refusal_of(g, p);
     return p;
 }

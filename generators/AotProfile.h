@@ -31,8 +31,8 @@ struct AotProfile {
 };
 
 /** The profile of clustered \p g. Throws UserError for a ranged input on a target other than a
- * CPU's (a GPU library of a profile would move its device arena), and InternalError when a
- * symbolic shape disagrees with the shape rules (check_symbolic_shapes). */
+ * CPU's (a GPU library of a profile would move its device arena). A symbolic shape that disagrees
+ * with the shape rules (check_symbolic_shapes) makes the library run its optimum only, saying so. */
 AotProfile aot_profile(const Graph &g, const Halide::Target &target);
 
 /** The DimParam arguments of a generic kernel call: ", (int32_t)(<extent at v>)" each. */

@@ -131,7 +131,7 @@ TEST_CASE("symbolic shapes: a Concat of branches that agree only at even sizes i
     CHECK_THROWS_AS(types_at(shape_skeleton(g), {{"x", {1, 2, 11, 8}}}), UserError);
 }
 
-TEST_CASE("symbolic shapes: a Slice along a varying axis counts from its resolved ends; a Split of one leaves its outputs unknown, "
+TEST_CASE("symbolic shapes: a Slice along a varying axis counts from its resolved ends, and a Split of one leaves its outputs unknown, "
           "named",
           "[graph][symbolic]") {
     Builder b;
