@@ -637,7 +637,7 @@ Match reshape_of_reshape(Graph &g, NodeId id) {
     if (nested) x = g.nodes[first].inputs[0];
     if (g.type(x).shape == shape && can_replace_uses(g, out, x)) return forward(g, out, x);
     // the merged shape is the optimum's: under a profile it would pin every dim the range varies
-    bool profiled = std::any_of(g.inputs.begin(), g.inputs.end(), [&](TensorId t) { return is_ranged(g.tensor(t).range); });
+    bool profiled = has_profile(g);
     if (!nested || profiled) return std::nullopt;
     std::vector<uint8_t> bytes(shape.size() * sizeof(int64_t));
     if (!shape.empty())

@@ -180,6 +180,10 @@ Graph without_profile(const Graph &g) {
     return out;
 }
 
+bool has_profile(const Graph &g) {
+    return std::any_of(g.inputs.begin(), g.inputs.end(), [&](TensorId t) { return is_ranged(g.tensor(t).range); });
+}
+
 std::string profile_summary(const Graph &g) {
     std::string out;
     for (TensorId t : g.inputs) {

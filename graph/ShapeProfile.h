@@ -71,6 +71,9 @@ Graph shape_skeleton(const Graph &g);
  * clusters of a profile load at). */
 Graph without_profile(const Graph &g);
 
+/** True when some input of \p g is ranged (a load with a profile). */
+bool has_profile(const Graph &g);
+
 /** "x=1x3x[64..1280:32]x[64..1280:32]@640x640; ..." for the ranged inputs of \p g; "" without. */
 std::string profile_summary(const Graph &g);
 

@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -213,8 +212,7 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                 for (const std::string &line : plan_lines) fmt::print("plan {}\n", line);
                 ao.build_info_json = extra.dump();
                 if (*budget > 0 && *devices > 0) throw UserError("compile: --memory-budget and --devices are exclusive");
-                bool profiled = std::any_of(g.inputs.begin(), g.inputs.end(), [&](TensorId t) { return is_ranged(g.tensor(t).range); });
-                if ((*budget > 0 || *devices > 0) && profiled) {
+                if ((*budget > 0 || *devices > 0) && has_profile(g)) {
                     throw UserError("compile: --memory-budget and --devices split one shape, and this model's inputs have a profile: "
                                     "bind one shape per input (--shape x=1x3x640x640)");
                 }

@@ -260,7 +260,7 @@ EndToEndResult Assembler::run() {
     for (size_t i : all) {
         if (std::find(keep.begin(), keep.end(), i) == keep.end()) res.fell_back.push_back(tuned_.units[i].label);
     }
-    if (!keep.empty() && !stopped() && !profile_summary(g_).empty()) {
+    if (!keep.empty() && !stopped() && has_profile(g_)) {
         // a profile: the record serves every size, so it is verified across them
         SessionOptions so = o_.session;
         use_model_record(so, db_, record(keep));

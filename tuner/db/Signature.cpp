@@ -17,10 +17,10 @@ std::string cluster_signature(const Graph &g, const Cluster &c) {
     return content_hash(canonical_cluster_text(g, c));
 }
 
-std::string model_signature(const Graph &g) {
+std::string model_signature(const Graph &g, bool with_profile) {
     std::vector<NodeId> all(g.nodes.size());
     for (size_t n = 0; n < all.size(); n++) all[n] = (NodeId)n;
-    std::string profile = profile_summary(g);
+    std::string profile = with_profile ? profile_summary(g) : "";
     return content_hash(canonical_cluster_text(g, make_cluster(g, all, g.consumers())) + (profile.empty() ? "" : "\nprofile " + profile));
 }
 

@@ -21,8 +21,9 @@ std::string cluster_signature(const Graph &g, const Cluster &c);
  * same signature whatever its node names and weights; a model record (TuningRecords.h) is used
  * only for a model of its signature. A load with a profile (ranged inputs) adds the profile's
  * text: its record was timed and verified for every size of that profile, not for a static load
- * of the optimum, nor the reverse. */
-std::string model_signature(const Graph &g);
+ * of the optimum, nor the reverse. \p with_profile false: the signature of a static load of the
+ * optimum (whose records a profile load passes over, saying why). */
+std::string model_signature(const Graph &g, bool with_profile = true);
 
 /** This machine, for provenance and lookups: "cpu:<model name>|isa:<features>" from
  * /proc/cpuinfo and the resolved host target (host_target()). \p family_only drops the model name and keeps the ISA

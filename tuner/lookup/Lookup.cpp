@@ -101,7 +101,7 @@ ModelRecordChoice choose_model(const TuningDb &db, const Graph &g, const std::st
     ModelRecordChoice c = choose_model(db, model_signature(g), target, threads);
     std::string profile = profile_summary(g);
     if (profile.empty()) return c;
-    for (const ModelRecord &m : db.models(model_signature(without_profile(g)))) {
+    for (const ModelRecord &m : db.models(model_signature(g, /*with_profile=*/false))) {
         c.passed_over.push_back("model record " + m.id.substr(0, 12) + ": timed for a static load of the optimum's shapes; this load has the profile " +
                                 profile + ", whose records are timed and verified across its sizes (autotune --shape with the profile)");
     }
