@@ -389,7 +389,10 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
             // the sizes other than the optimum: a generic kernel, the size's dims as arguments
             ScheduleOptions gso = so;
             gso.varying = &profile.varying;
-            ScheduledCluster gc = schedule_cluster(g, c, options.target, "", gso);
+            std::optional<std::string> gstored = options.generic_schedule_for ? options.generic_schedule_for(g, c, profile.varying) : std::nullopt;
+            ScheduledCluster gc = schedule_cluster(g, c, options.target, gstored.value_or(""), gso);
+            result.clusters.back().generic_tuned = gc.tuned;
+            if (gstored && !gc.tuned) result.clusters.back().fallback_reason += (sc.fallback_reason.empty() ? "generic kernel: " : "; generic kernel: ") + gc.fallback_reason;
             tails_exact_at.push_back(output_tails_exact(gc.schedule, gc.lowered));
             std::string gfn = fn + "_any";
             // arguments: the buffers read, the dims, then the outputs (Halide appends them)
@@ -503,6 +506,7 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
         const AotCluster &c = result.clusters[i];
         info << (i ? ", " : "") << "{\"name\": " << c_string(c.name) << ", \"schedule\": \"" << (c.tuned ? "tuned" : "default")
              << "\", \"prepared\": " << c.prepared << (c.generic ? ", \"generic\": true" : "")
+             << (c.generic ? std::string(", \"generic_schedule\": \"") + (c.generic_tuned ? "tuned" : "default") + "\"" : "")
              << (c.fallback_reason.empty() ? "" : ", \"fallback\": " + c_string(c.fallback_reason)) << "}";
     }
     info << "]";

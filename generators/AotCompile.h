@@ -21,6 +21,7 @@
 #include "generators/Schedule.h"
 #include "graph/Graph.h"
 #include "graph/Partitioning.h"
+#include "graph/ShapeProfile.h"
 
 namespace fusor {
 
@@ -30,6 +31,9 @@ struct AotOptions {
     std::string out_dir;
     /** Stored schedule text for a cluster (as ExecutorOptions::schedule_for), or nullopt. */
     std::function<std::optional<std::string>(const Graph &, const Cluster &)> schedule_for;
+    /** The same for a profile's generic kernels (ExecutorOptions::generic_schedule_for: a model
+     * record's only), or unset: the default schedule. */
+    std::function<std::optional<std::string>(const Graph &, const Cluster &, const VaryingDims &)> generic_schedule_for;
     /** Extra JSON fields for the embedded build info (records used, fingerprints, versions). */
     std::string build_info_json = "{}";
     std::string cxx;  ///< C++ compiler for the glue; default $CXX, else c++
@@ -48,6 +52,7 @@ struct AotCluster {
     int prepared = 0;  ///< packing stages baked into the library (Prepack.h)
     int winograd = 0;  ///< convs lowered by Winograd
     bool generic = false;  ///< has a generic kernel for the profile's other sizes (AotProfile)
+    bool generic_tuned = false;  ///< that kernel runs a stored schedule
 };
 
 struct AotResult {

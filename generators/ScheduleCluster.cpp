@@ -45,16 +45,18 @@ std::string conv_algo_conflict(const Graph &sub, const ClusterSchedule &s, const
 
 namespace {
 
-/** Parses stored text \p schedule and checks it against the extracted cluster \p sub; sets
- * k.tuned, k.lowered and k.schedule, or k's reason. */
-void apply_stored_text(const Graph &sub, const std::string &schedule, const Halide::Target &target, ConvAlgo algo, ScheduledCluster &k) {
+/** Parses stored text \p schedule and checks it against the extracted cluster \p sub (lowered
+ * over run-time extents with \p varying, sub's VaryingDims); sets k.tuned, k.lowered and
+ * k.schedule, or k's reason. */
+void apply_stored_text(const Graph &sub, const std::string &schedule, const Halide::Target &target, ConvAlgo algo, ScheduledCluster &k,
+                       const VaryingDims *varying) {
     std::string error;
     auto parsed = parse_schedule(schedule, &error);
     if (!parsed) {
         k.fallback_reason = "unparsable: " + error;
         return;
     }
-    LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_", LowerPlan{{}, winograd_stages(*parsed)});
+    LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_", LowerPlan{{}, winograd_stages(*parsed)}, varying);
     std::string why = conv_algo_conflict(sub, *parsed, target, algo);
     if (why.empty()) why = why_illegal(*parsed, lc);
     if (!why.empty()) {
@@ -98,35 +100,35 @@ std::string winograd_schedule_text(const Graph &sub, const Halide::Target &targe
 ScheduledCluster schedule_cluster(const Graph &g, const Cluster &c, const Halide::Target &target,
                                   const std::string &schedule, const ScheduleOptions &options) {
     ScheduledCluster k;
-    if (options.varying) {
-        std::string prefix = c.name + "_g_";
-        k.lowered = lower_cluster(g, c, prefix, LowerPlan{{}, default_winograd(g, c, target, options.conv_algo, prefix)}, options.varying);
-        k.schedule = default_schedule(g, c, k.lowered, target);
-        if (options.prepack) lower_prepacked(g, c, prefix, k.schedule, k.lowered, options.varying);
-        apply_schedule(k.schedule, k.lowered);
-        return k;
-    }
     // a stored schedule names the stages of the extracted cluster (canonical names)
     Graph sub;
-    if (!schedule.empty()) sub = extract_cluster(g, c);
+    std::map<TensorId, TensorId> to_sub;
+    if (!schedule.empty()) sub = extract_cluster(g, c, &to_sub);
+    VaryingDims sub_varying;  // options.varying over sub's tensors
+    if (options.varying) {
+        sub_varying.resize(sub.tensors.size());
+        for (const auto &[t, s] : to_sub) sub_varying[(size_t)s] = options.varying->at((size_t)t);
+    }
     bool autoscheduled = schedule.rfind("autoscheduler ", 0) == 0;
-    if (autoscheduled) {
+    if (autoscheduled && options.varying) {
+        k.fallback_reason = "an autoscheduler's schedule is planned at one size; a generic kernel takes the default";
+    } else if (autoscheduled) {
         apply_autoscheduler_text(sub, target, schedule, k);
         if (k.tuned) {
             rebind(sub, c, k.lowered);
             return k;  // applied in place: no schedule of fusor's form, no prepacking
         }
     } else if (!schedule.empty()) {
-        apply_stored_text(sub, schedule, target, options.conv_algo, k);
+        apply_stored_text(sub, schedule, target, options.conv_algo, k, options.varying ? &sub_varying : nullptr);
     }
     if (!k.tuned && !schedule.empty() && !options.fallback) return k;
+    std::string prefix = c.name + (options.varying ? "_g_" : "_");
     if (!k.tuned) {
-        std::string prefix = c.name + "_";
-        k.lowered = lower_cluster(g, c, prefix, LowerPlan{{}, default_winograd(g, c, target, options.conv_algo, prefix)});
+        k.lowered = lower_cluster(g, c, prefix, LowerPlan{{}, default_winograd(g, c, target, options.conv_algo, prefix)}, options.varying);
         k.schedule = default_schedule(g, c, k.lowered, target);
     }
-    if (options.prepack && k.tuned) lower_prepacked(sub, sub.clusters[0], "k_", k.schedule, k.lowered);
-    if (options.prepack && !k.tuned) lower_prepacked(g, c, c.name + "_", k.schedule, k.lowered);
+    if (options.prepack && k.tuned) lower_prepacked(sub, sub.clusters[0], "k_", k.schedule, k.lowered, options.varying ? &sub_varying : nullptr);
+    if (options.prepack && !k.tuned) lower_prepacked(g, c, prefix, k.schedule, k.lowered, options.varying);
     if (k.tuned) rebind(sub, c, k.lowered);
     apply_schedule(k.schedule, k.lowered);
     return k;

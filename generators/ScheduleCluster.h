@@ -36,9 +36,9 @@ struct ScheduleOptions {
      * why), and neither is one that uses Winograd on a GPU target. */
     ConvAlgo conv_algo = ConvAlgo::Auto;
     /** A generic kernel (lower_cluster's VaryingDims; varying_dims of the graph): lowered over
-     * run-time extents under the default schedule, its convs by conv_algo's default rule at the
-     * optimum. A stored schedule text is not applied: records are tuned at one size
-     * (docs/dynamic_shapes.md). */
+     * run-time extents, under the stored schedule text when one is given (a model record's,
+     * verified across the profile: docs/tuning_db.md "Profiles"; never an autoscheduler's), else
+     * the default schedule with its convs by conv_algo's default rule at the optimum. */
     const VaryingDims *varying = nullptr;
 };
 

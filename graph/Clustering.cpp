@@ -220,7 +220,7 @@ OpPattern node_pattern(const Graph &g, const Node &n) {
     return p;
 }
 
-Graph extract_cluster(const Graph &g, const Cluster &c) {
+Graph extract_cluster(const Graph &g, const Cluster &c, std::map<TensorId, TensorId> *to_sub) {
     Graph sub;
     sub.name = "cluster";
     std::map<TensorId, TensorId> map;
@@ -266,6 +266,7 @@ Graph extract_cluster(const Graph &g, const Cluster &c) {
     }
     whole.pattern = c.pattern;
     sub.clusters = {whole};
+    if (to_sub) *to_sub = std::move(map);
     return sub;
 }
 

@@ -2,6 +2,7 @@
 /** \file
  * Defines the pass that groups nodes into fusion clusters (TVM-style, conservative policy). */
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,8 +59,9 @@ Cluster make_cluster(const Graph &g, const std::vector<NodeId> &nodes, const std
  * become graph inputs named in0, in1, ... (initializers stay initializers, with their data), nodes
  * are renamed n0, n1, ... and tensors t0, t1, ... in cluster order, and the cluster outputs are the
  * graph outputs. Equal signatures give equal extracted graphs up to weight values, so Func names,
- * and therefore schedule texts, are the same for every model that contains the cluster. */
-Graph extract_cluster(const Graph &g, const Cluster &c);
+ * and therefore schedule texts, are the same for every model that contains the cluster. \p to_sub,
+ * when given, receives each tensor of \p c (inputs, node outputs) -> its id in the result. */
+Graph extract_cluster(const Graph &g, const Cluster &c, std::map<TensorId, TensorId> *to_sub = nullptr);
 
 /** A cluster's label for people: "c7 Conv+Add+Relu (5 nodes) …model/conv2d_3/Conv2D": its
  * name, its distinct op kinds in order (at most four, then "+…"), its node count and the end of

@@ -192,6 +192,19 @@ std::string profile_summary(const Graph &g) {
     return out;
 }
 
+std::string varying_text(const Graph &g, const Cluster &c, const VaryingDims &v) {
+    std::string text = "generic";
+    auto add = [&](TensorId t) {
+        text += " ";
+        for (size_t a = 0; t != kNoTensor && a < v[t].size(); a++) text += v[t][a] ? "v" + std::to_string(v[t][a]) : "-";
+    };
+    for (TensorId t : c.inputs) add(t);
+    for (NodeId id : c.nodes) {
+        for (TensorId t : g.nodes[id].outputs) add(t);
+    }
+    return text;
+}
+
 bool any_varying(const VaryingDims &v) {
     for (const std::vector<int64_t> &t : v) {
         for (int64_t least : t) {

@@ -58,6 +58,10 @@ using VaryingDims = std::vector<std::vector<int64_t>>;
 VaryingDims varying_dims(const Graph &g);
 /** True when some dim of some tensor of \p v varies. */
 bool any_varying(const VaryingDims &v);
+/** Which dims of cluster \p c of \p g vary under \p v, as key text ("generic" then per cluster
+ * input, then per node output, each axis "v<smallest extent>" or "-"): part of a generic
+ * kernel's cache key and signature. */
+std::string varying_text(const Graph &g, const Cluster &c, const VaryingDims &v);
 
 /** True for an initializer the shape rules may read (Reshape's shape, Resize's scales, indices):
  * not float, or small. shape_skeleton keeps these, and a load never releases them. */

@@ -101,25 +101,6 @@ void jit_compile(Pipeline &p, const Target &target) {
     p.compile_jit(target);
 }
 
-namespace {
-
-/** Which dims of cluster \p c vary, as key text: per cluster input, then per node output, the
- * ONNX axes that vary. */
-std::string varying_text(const Graph &g, const Cluster &c, const VaryingDims &v) {
-    std::string text = "generic";
-    auto add = [&](TensorId t) {
-        text += " ";
-        for (size_t a = 0; t != kNoTensor && a < v[t].size(); a++) text += v[t][a] ? "v" + std::to_string(v[t][a]) : "-";
-    };
-    for (TensorId t : c.inputs) add(t);
-    for (NodeId id : c.nodes) {
-        for (TensorId t : g.nodes[id].outputs) add(t);
-    }
-    return text;
-}
-
-}  // namespace
-
 std::shared_ptr<Kernel> prepare_kernel(const Graph &g, const Cluster &c, const Target &target, const std::string &schedule,
                                        ConvAlgo algo, const VaryingDims *varying) {
     std::string canonical = canonical_cluster_text(g, c);
@@ -370,7 +351,8 @@ void Executor::compile_generic_kernels() {
         if (!why.empty() && size_refusal_.empty()) size_refusal_ = why;
         if (!why.empty()) continue;
         ConvAlgo algo = options_.mode == ExecMode::Unfused ? ConvAlgo::Direct : options_.conv_algo;
-        generic_[k] = prepare_kernel(g_, c, target_, "", algo, &varying_);
+        std::optional<std::string> tuned = options_.generic_schedule_for ? options_.generic_schedule_for(g_, c, varying_) : std::nullopt;
+        generic_[k] = prepare_kernel(g_, c, target_, tuned.value_or(""), algo, &varying_);
         FUSOR_INTERNAL_ASSERT(generic_[k]->lowered.params.size() == param_tensors_[k].size()) << "generic kernel params of " << c.name;
     }
 }

@@ -47,6 +47,11 @@ struct ExecutorOptions {
      * (extract_cluster: canonical names), or nullopt for the default schedule. The tools build
      * this from a tuning database; the runtime does not depend on the tuner. */
     std::function<std::optional<std::string>(const Graph &, const Cluster &)> schedule_for;
+    /** The same for the generic kernels of a profile (docs/dynamic_shapes.md), given the graph's
+     * varying_dims: a model record's schedule listed under the kernel's generic signature, the
+     * record timed at sizes that run it and verified across the profile (docs/tuning_db.md
+     * "Profiles"); nullopt or unset: the default schedule. */
+    std::function<std::optional<std::string>(const Graph &, const Cluster &, const VaryingDims &)> generic_schedule_for;
     /** Fused mode: the algorithm of 3 x 3 convs where no stored schedule says (`--conv-algo`,
      * ScheduleOptions::conv_algo). Unfused mode, the correctness oracle, runs direct convs only. */
     ConvAlgo conv_algo = ConvAlgo::Auto;

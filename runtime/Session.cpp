@@ -50,7 +50,7 @@ ExecutorOptions executor_options(const SessionOptions &o) {
     eo.clustering = o.clustering;
     eo.keep_clusters = o.keep_clusters;
     eo.kernel_cache = o.kernel_cache;
-    if (o.mode == ExecMode::Fused) eo.schedule_for = o.schedule_for, eo.recluster = o.recluster;
+    if (o.mode == ExecMode::Fused) eo.schedule_for = o.schedule_for, eo.generic_schedule_for = o.generic_schedule_for, eo.recluster = o.recluster;
     return eo;
 }
 

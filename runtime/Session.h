@@ -60,6 +60,8 @@ struct SessionOptions {
     /** Tuned schedules per cluster, or nullopt for the default (ExecutorOptions::schedule_for).
      * tuner/lookup/DbSchedules.h builds one from a tuning database. Ignored in Unfused mode. */
     std::function<std::optional<std::string>(const Graph &, const Cluster &)> schedule_for;
+    /** The generic kernels' (ExecutorOptions::generic_schedule_for): set by use_model_record. */
+    std::function<std::optional<std::string>(const Graph &, const Cluster &, const VaryingDims &)> generic_schedule_for;
 };
 
 /** Loads a model (.json or .onnx) with \p o.shapes bound and, when \p o.optimize, runs the rewrite

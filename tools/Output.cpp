@@ -159,6 +159,7 @@ std::vector<std::string> model_result_lines(const EndToEndResult &r, const std::
                               m.default_ms, m.tuned_ms, m.default_ms / m.tuned_ms, m.rounds, m.threads, m.threads == 1 ? "" : "s",
                               100 * m.spread, id.substr(0, 12)));
     if (m.plans.empty() && m.clusters.empty()) out.push_back("  no tuned choice made the model faster: the default ships");
+    if (!r.generic.empty() && !(m.plans.empty() && m.clusters.empty())) out.push_back("  " + r.generic);
     out.push_back("next: fusor bench " + next_args + "   (times it again beside the default)");
     out.push_back("      fusor compile " + next_args + " -o DIR   (an AOT library of the tuned model)");
     return out;

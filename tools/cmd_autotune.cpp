@@ -14,6 +14,7 @@
 #include "graph/Error.h"
 #include "graph/File.h"
 #include "graph/Plot.h"
+#include "graph/ShapeProfile.h"
 #include "graph/Subprocess.h"
 #include "generators/ScheduleCluster.h"
 #include "tools/Commands.h"
@@ -72,6 +73,38 @@ double end_to_end_share(double budget_s) {
     return std::clamp(0.15 * budget_s, std::min(15.0, 0.5 * budget_s), 120.0);
 }
 
+/** The sizes of \p flags (`--tune-shape`, each one size: NAME=D1xD2x...[,NAME=...]; an input it
+ * does not name at its optimum), each checked against profiled model \p g as a run's size is.
+ * Throws UserError naming the flag. */
+std::vector<InputShapes> tune_sizes(const Graph &g, const std::vector<std::string> &flags) {
+    std::vector<InputShapes> sizes;
+    for (const std::string &f : flags) {
+        std::string where = "--tune-shape '" + f + "'";
+        if (!has_profile(g)) {
+            throw UserError(where + ": the model has no profile to time other sizes of; give --shape a range and an optimum, "
+                                    "e.g. x=1x3x[32..2048:32]x[32..2048:32]@640x640");
+        }
+        InputShapes size;
+        std::stringstream parts(f);
+        std::string part;
+        try {
+            while (std::getline(parts, part, ',')) parse_shape_binding(part, size);
+        } catch (const UserError &e) {
+            throw UserError(where + ": " + e.what());
+        }
+        if (size.empty()) throw UserError(where + ": expected NAME=D1xD2x... (inputs separated by ',')");
+        for (const auto &[name, shape] : size) {
+            auto in = std::find_if(g.inputs.begin(), g.inputs.end(), [&](TensorId t) { return g.tensor(t).name == name; });
+            if (in == g.inputs.end()) throw UserError(where + ": the model has no input named '" + name + "'");
+            check_in_profile(g.tensor(*in), shape, where);
+        }
+        check_shared_dims(g, size, where);
+        types_at(shape_skeleton(g), size);  // a size a node's rule refuses, named
+        sizes.push_back(size);
+    }
+    return sizes;
+}
+
 }  // namespace
 
 Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
@@ -86,6 +119,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
         int64_t worker_memory = 0;
         bool no_optimize = false;
         std::vector<std::string> schedules;  ///< --schedule CLUSTER=FILE
+        std::vector<std::string> tune_shapes;  ///< --tune-shape NAME=D1xD2x...[,NAME=...]
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("model", o->model, "model file (.json)")->required();
@@ -107,6 +141,10 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                                             "worker processes of the measurement pool: they compile while one candidate "
                                             "is timed alone (default: number of cores)");
     auto shapes = add_shape_flag(cmd);
+    cmd->add_option("--tune-shape", o->tune_shapes,
+                    "with a profile (--shape with ranges): also time the tuned model at this size, NAME=D1xD2x... (inputs "
+                    "separated by ','; the others at the optimum), and keep only what is no slower over these sizes together "
+                    "(repeatable; without it: the optimum alone); the record is verified at them too");
     auto conv_algo = add_conv_algo_flag(cmd);
     auto plan_file = add_plan_flag(cmd);
     auto gpu_registers = add_gpu_max_registers_flag(cmd);
@@ -173,11 +211,13 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 }
                 bool untimed_cuda = parse_target(o->target).has_feature(Halide::Target::CUDA) && !cuda_driver_available();
                 // a profile: clusters are tuned at its optimum (a static load's signatures); the model
-                // record is timed at the optimum and verified at the ranges' ends and an odd size
+                // record is timed at the optimum (or the --tune-shape sizes) and verified at the ranges'
+                // ends, an odd size and those sizes
                 InputRanges ranges;
                 InputShapes bound = shape_bindings(*shapes, &ranges);
                 Graph profiled = load_model_optimized(o->model, !o->no_optimize, o->layout, nullptr, bound, InitializerData::Built, ranges);
                 Graph g = without_profile(profiled);
+                std::vector<InputShapes> sizes = tune_sizes(profiled, o->tune_shapes);
                 AutotuneOptions ao;
                 if (!plan_file->empty()) {
                     ao.plan = load_plan(*plan_file);
@@ -286,6 +326,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     eo.session.target = o->target;
                     eo.session.threads = o->threads;
                     eo.session.conv_algo = *conv_algo;  // the default model as the tuned one's loads run it
+                    eo.sizes = sizes;
                     // what is left of the whole budget (the search may have run over its share), at least 5 s
                     eo.budget_s = budget_s > 0 ? std::max(5.0, budget_s - seconds_since(started)) : 0;
                     eo.stop = ao.stop;

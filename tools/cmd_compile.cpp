@@ -161,6 +161,11 @@ Verb add_compile(CLI::App &app, const CliHooks &hooks) {
                     for (const std::string &w : plan_warnings) fmt::print(stderr, "warning: {}\n", w);
                     auto records = std::make_shared<nlohmann::json>(nlohmann::json::array());
                     auto notes = std::make_shared<DbNotes>();
+                    if (*record) {
+                        ao.generic_schedule_for = [record](const Graph &gg, const Cluster &c, const VaryingDims &v) {
+                            return recorded_schedule(**record, gg, c, &v);
+                        };
+                    }
                     ao.schedule_for = [db, resolved, records, notes, record, searched](const Graph &gg, const Cluster &c) -> std::optional<std::string> {
                         std::string sig = cluster_signature(gg, c);
                         auto note = [&](const std::string &text, bool tuned) {

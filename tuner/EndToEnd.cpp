@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "generators/HostTarget.h"
+#include "generators/LowerCluster.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
 #include "graph/ShapeProfile.h"
@@ -168,7 +169,7 @@ class Assembler {
 public:
     Assembler(const Graph &g, const TuningDb &db, const EndToEndOptions &o)
         : g_(g), db_(db), o_(o), target_(resolved_target(o.session.target)), default_(g, o.session) {
-        set_random_inputs(default_.executor(), 1);
+        prepare_inputs(default_, {});
         tuned_ = tuned_units(g, db, target_, o.session.clustering);
         model_ = model_signature(g);
         threads_ = effective_threads(o.session.threads);
@@ -179,19 +180,43 @@ private:
     ModelRecord record(const std::vector<size_t> &keep) const {
         return record_of(model_, target_, threads_, tuned_, keep);
     }
-    /** The model with units \p keep tuned, compiled as a load applies its record, timed. */
+    /** The model with units \p keep tuned, compiled as a load applies its record, timed against
+     * the default at the optimum. */
     ModelTiming time(const std::vector<size_t> &keep) {
         std::string what = keep.size() == tuned_.units.size() ? "assembled" : fmt::format("{} of {} tuned", keep.size(), tuned_.units.size());
+        return time_record(default_, record(keep), what, {});
+    }
+    /** Record \p m applied as a load applies it, timed against \p base (loaded, inputs at
+     * \p sizes prepared), each run one run at each of \p sizes (none: the optimum). */
+    ModelTiming time_record(Session &base, const ModelRecord &m, const std::string &what, const std::vector<InputShapes> &sizes) {
         report(what, ModelTiming{});
         SessionOptions so = o_.session;
-        use_model_record(so, db_, record(keep));
+        use_model_record(so, db_, m);
         Session tuned(g_, so);
-        set_random_inputs(tuned.executor(), 1);
+        prepare_inputs(tuned, sizes);
         std::optional<Clock::time_point> deadline;
         if (o_.budget_s > 0) deadline = started_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.budget_s));
-        return time_against([this] { default_.executor().run(); }, [&tuned] { tuned.executor().run(); }, o_, deadline,
+        return time_against([&] { run_at(base, sizes); }, [&] { run_at(tuned, sizes); }, o_, deadline,
                             [&](const ModelTiming &t) { report(what, t); });
     }
+    /** Random inputs at each of \p sizes (none: the optimum); each size keeps its buffers. */
+    static void prepare_inputs(Session &s, const std::vector<InputShapes> &sizes) {
+        for (const InputShapes &size : sizes) {
+            s.set_input_shapes(size);
+            set_random_inputs(s.executor(), 1);
+        }
+        if (sizes.empty()) set_random_inputs(s.executor(), 1);
+    }
+    static void run_at(Session &s, const std::vector<InputShapes> &sizes) {
+        for (const InputShapes &size : sizes) {
+            s.set_input_shapes(size);
+            s.executor().run();
+        }
+        if (sizes.empty()) s.executor().run();
+    }
+    /** With sizes to tune at: adds to \p m (units \p keep) the entries of generic_entries when
+     * the model runs faster with them at those sizes (timed against \p m). What was decided. */
+    std::string add_generic_entries(ModelRecord &m, const std::vector<size_t> &keep);
     void report(const std::string &what, const ModelTiming &t) const {
         if (!o_.progress) return;
         AutotuneProgress p;
@@ -247,6 +272,29 @@ std::vector<size_t> Assembler::bisect(std::vector<size_t> keep, ModelTiming &kep
     return keep;
 }
 
+std::string Assembler::add_generic_entries(ModelRecord &m, const std::vector<size_t> &keep) {
+    std::set<std::string> kept;  // not the default's own schedules (Tuned::same): a generic kernel's default is its own
+    for (size_t i : keep) {
+        for (const PlanCluster &c : tuned_.units[i].clusters) kept.insert(c.signature);
+    }
+    std::vector<PlanCluster> extra = generic_entries(g_, db_, m, kept, o_.session.clustering);
+    if (extra.empty()) return "generic kernels: the default schedule (no kept schedule runs one)";
+    ModelRecord with = m;
+    with.clusters.insert(with.clusters.end(), extra.begin(), extra.end());
+    SessionOptions so = o_.session;
+    use_model_record(so, db_, m);
+    Session base(g_, so);
+    prepare_inputs(base, o_.sizes);
+    ModelTiming t = time_record(base, with, "generic kernels tuned", o_.sizes);
+    bool faster = t.tuned_ms < t.default_ms && !stopped();
+    std::string line = fmt::format("generic kernels: {} under their tuned schedules ran the --tune-shape sizes in {:.3f} ms against "
+                                   "{:.3f} ms under the default, {:.2f}x; {}",
+                                   extra.size(), t.tuned_ms, t.default_ms, t.gain(), faster ? "kept" : "they keep the default");
+    log("end to end: " + line);
+    if (faster) m = with;
+    return line;
+}
+
 EndToEndResult Assembler::run() {
     EndToEndResult res;
     std::vector<size_t> all(tuned_.units.size());
@@ -260,22 +308,28 @@ EndToEndResult Assembler::run() {
     for (size_t i : all) {
         if (std::find(keep.begin(), keep.end(), i) == keep.end()) res.fell_back.push_back(tuned_.units[i].label);
     }
+    res.record = record(keep);
+    if (!keep.empty() && !stopped() && has_profile(g_)) {
+        res.generic = o_.sizes.empty() ? "generic kernels: the default schedule (autotune --tune-shape times the tuned ones at other sizes)"
+                                       : add_generic_entries(res.record, keep);
+    }
     if (!keep.empty() && !stopped() && has_profile(g_)) {
         // a profile: the record serves every size, so it is verified across them
         SessionOptions so = o_.session;
-        use_model_record(so, db_, record(keep));
-        std::string bad = verify_profile_sizes(g_, so);
+        use_model_record(so, db_, res.record);
+        std::string bad = verify_profile_sizes(g_, so, o_.sizes);
         if (bad.empty()) {
-            log("profile: the tuned model agrees with the unfused one at the range's ends and an odd size");
+            log(std::string("profile: the tuned model agrees with the unfused one at the range's ends, an odd size") +
+                (o_.sizes.empty() ? "" : " and the sizes it was timed at"));
         } else {
             log("profile: the tuned model differs from the unfused one at " + bad + "; the default ships");
             for (size_t i : keep) res.fell_back.push_back(tuned_.units[i].label);
             keep.clear();
             kept.tuned_ms = kept.default_ms;
             kept.tuned_spread = kept.default_spread;
+            res.record = record(keep);
         }
     }
-    res.record = record(keep);
     set_timing(res.record, kept);
     return res;
 }
@@ -312,9 +366,43 @@ ModelTiming time_against(const std::function<void()> &base, const std::function<
     return timing_of(r[0].samples_ms, r[1].samples_ms);
 }
 
-std::string verify_profile_sizes(const Graph &g, const SessionOptions &so) {
+std::vector<PlanCluster> generic_entries(const Graph &g, const TuningDb &db, const ModelRecord &m, const std::set<std::string> &signatures,
+                                        const ClusterOptions &co) {
+    std::map<std::string, std::string> trial_of;
+    for (const PlanCluster &c : m.clusters) {
+        if (signatures.count(c.signature) && !c.trial.empty()) trial_of.emplace(c.signature, c.trial);
+    }
+    Graph cg = g;  // clustered as the load m gives clusters it
+    form_clusters(cg, co);
+    apply_record_plan(cg, record_decisions(db, m, nullptr), db.path(), nullptr);
+    VaryingDims varying = varying_dims(cg);
+    std::map<std::string, PlanCluster> out;
+    for (const Cluster &c : cg.clusters) {
+        if (is_control_flow(cg.nodes[(size_t)c.nodes[0]].op) || !cluster_varies(cg, c, varying)) continue;
+        if (!generic_refusal(cg, c, varying).empty()) continue;
+        auto it = trial_of.find(cluster_signature(cg, c));
+        if (it == trial_of.end()) continue;
+        std::string sig = generic_cluster_signature(cg, c, varying);
+        out.emplace(sig, PlanCluster{sig, it->second});
+    }
+    std::vector<PlanCluster> entries;
+    for (auto &[sig, pc] : out) entries.push_back(pc);
+    return entries;
+}
+
+std::string sizes_text(const InputShapes &size) {
+    std::string text;
+    for (const auto &[name, shape] : size) {
+        text += (text.empty() ? "" : ", ") + name + "=";
+        for (size_t d = 0; d < shape.size(); d++) text += (d ? "x" : "") + std::to_string(shape[d]);
+    }
+    return text;
+}
+
+std::string verify_profile_sizes(const Graph &g, const SessionOptions &so, const std::vector<InputShapes> &sizes) {
     std::vector<ProfileProbe> probes = profile_probes(g);
     if (probes.empty()) return "";
+    for (const InputShapes &size : sizes) probes.push_back({"the size " + sizes_text(size), size});
     Session tuned(g, so);
     SessionOptions uo;
     uo.target = so.target;

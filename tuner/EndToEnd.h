@@ -5,12 +5,14 @@
  * process by the executor a load uses (use_model_record, the one way a record is applied) and
  * timed end to end against the default model, in interleaved rounds at the run's threads. When
  * the assembled model is not faster, regions return to their defaults by bisection until the
- * model is no slower than the default. The result is a model record (TuningRecords.h): run,
- * bench, compile and Python apply it whole. */
+ * model is no slower than the default. With a profile and sizes to tune at, the kept schedules
+ * then also run the generic kernels if the model is faster so at those sizes. The result is a
+ * model record (TuningRecords.h): run, bench, compile and Python apply it whole. */
 
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <set>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,6 +36,11 @@ struct ModelTiming {
 
 struct EndToEndOptions {
     SessionOptions session;  ///< how the model loads (target, threads, layout); recluster and schedule_for unset
+    /** A profile's sizes to tune its generic kernels at (`autotune --tune-shape`): the record's
+     * schedules run its generic kernels too (listed under their generic_cluster_signature) when
+     * the model runs faster so, each run one run at each size in turn; the record is verified at
+     * them besides the probes. Empty: the generic kernels keep the default schedule. */
+    std::vector<InputShapes> sizes;
     int min_rounds = 5, max_rounds = 40;
     double interval = 0.01;   ///< rounds stop once the ratio's 95% interval is within +-interval
     double no_slower = 1.01;  ///< a model is kept when tuned <= no_slower x default (medians)
@@ -58,6 +65,7 @@ struct EndToEndResult {
     ModelTiming assembled;               ///< the model with every region tuned
     std::vector<std::string> fell_back;  ///< the regions returned to their defaults, labelled
     bool stopped = false;                ///< o.stop was set: store nothing
+    std::string generic;                 ///< with a profile: what runs its generic kernels, and why (for people)
 };
 
 /** Assembles model \p g (optimized, shapes bound, unclustered) from \p db's records of this
@@ -66,10 +74,21 @@ struct EndToEndResult {
 EndToEndResult assemble_model(const Graph &g, const TuningDb &db, const EndToEndOptions &o);
 
 /** With a profile (ranged inputs): the load \p so gives (a record applied) run at each profile
- * probe of \p g (its ranges' ends and an odd size) against the unfused load at that size on the
- * same inputs, by the verification rule (first_mismatch). The first mismatch named with its
- * probe, or "" (also without a profile). assemble_model ships the default when it is not "". */
-std::string verify_profile_sizes(const Graph &g, const SessionOptions &so);
+ * probe of \p g (its ranges' ends and an odd size) and each of \p sizes against the unfused load
+ * at that size on the same inputs, by the verification rule (first_mismatch). The first mismatch
+ * named with its size, or "" (also without a profile). assemble_model ships the default when it
+ * is not "". */
+std::string verify_profile_sizes(const Graph &g, const SessionOptions &so, const std::vector<InputShapes> &sizes = {});
+
+/** The entries that make model record \p m's schedules of the clusters with static signatures
+ * \p signatures also run their generic kernels, in the load of profiled model \p g that \p m gives
+ * (its plans applied to clustering \p co): per such cluster with a generic kernel,
+ * {generic_cluster_signature, the trial \p m names for the cluster}, by signature. */
+std::vector<PlanCluster> generic_entries(const Graph &g, const TuningDb &db, const ModelRecord &m, const std::set<std::string> &signatures,
+                                        const ClusterOptions &co = {});
+
+/** "x=1x3x32x160" for one size (an input per name, ", " between). */
+std::string sizes_text(const InputShapes &size);
 
 /** assemble_model, then the record stored in \p db unless o.stop was set (Ctrl-C stores no
  * partial record); its id in \p id (empty when not stored). */

@@ -234,6 +234,23 @@ def _shape_bindings(shapes):
     return out
 
 
+def _tune_shape_flags(sizes):
+    """[{"x": (1, 3, 32, 160)}, ...] -> ["--tune-shape", "x=1x3x32x160", ...]: one size per dict."""
+    if sizes is None:
+        return []
+    if isinstance(sizes, (str, bytes, _Mapping)) or not isinstance(sizes, (list, tuple)):
+        raise BadInput(f"tune_shapes is {_show(sizes)}; expected a list of sizes, each a dict of input name -> shape, "
+                       "e.g. [{'x': (1, 3, 32, 160)}, {'x': (1, 3, 32, 640)}]")
+    flags = []
+    for size in sizes:
+        if not isinstance(size, _Mapping) or not size:
+            raise BadInput(f"tune_shapes holds {_show(size)}; expected a dict of input name -> shape, e.g. {{'x': (1, 3, 32, 160)}}")
+        if any(isinstance(v, str) for v in size.values()):
+            raise BadInput(f"tune_shapes holds {_show(size)}; each size binds one shape per input, e.g. (1, 3, 32, 160)")
+        flags += ["--tune-shape", ",".join(_shape_bindings(size))]
+    return flags
+
+
 def _schedule_flags(schedules):
     """{"c0": "c0.sched"} -> ["--schedule", "c0=c0.sched"]."""
     if schedules is None:
@@ -271,7 +288,8 @@ def _flags(**options):
 
 # CLI flags whose Python keyword is not the flag's name with "_" for "-"
 _FLAG_WORDS = {"--shape": "shapes", "--no-optimize": "optimize=False", "--no-cache": "cache=False",
-               "--no-plan-search": "plan_search=False", "--out": "out_dir", "--schedule": "schedules"}
+               "--no-plan-search": "plan_search=False", "--out": "out_dir", "--schedule": "schedules",
+               "--tune-shape": "tune_shapes"}
 
 
 def _python_words(message):
@@ -639,7 +657,7 @@ def inspect(model, shapes=None, db=None, threads=None, target="host", layout="au
 def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, jobs=None, strategy=None, seed=None,
              target=None, autoschedulers=None, timeout=None, confirm_rounds=None, layout=None, shard=None, plan_search=True,
              gpu_max_registers=None, progress=False, optimize=True, cache=True, plan=None, worker_memory=None,
-             schedules=None, export_batch=None, verbose=False, plot=None, conv_algo=None):
+             schedules=None, export_batch=None, verbose=False, plot=None, conv_algo=None, tune_shapes=None):
     """`fusor autotune MODEL --db DB ...`: searches schedules and stores every trial in db.
 
     db: a file, or a postgresql:// URL that many tuners share. shard: "K/N", tune only shard K of
@@ -663,8 +681,13 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
     limit). schedules: {cluster: schedule file}, hand-written schedules also measured (strategy
     'user'). export_batch: a folder; compile and check the candidates without timing them and
     write a measurement bundle there (docs/tuning_db.md).
+
+    tune_shapes: with a profile in shapes, sizes to time the generic kernels' tuned schedules at
+    (`--tune-shape`), e.g. [{"input": (1, 3, 32, 160)}, {"input": (1, 3, 32, 640)}]; they run those
+    schedules only when the model is faster so there (docs/tuning_db.md, "Profiles").
     """
     args = ["autotune", _path(model, "model"), "--db", _path(db, "db", _DB), *_shape_flags(shapes), *_schedule_flags(schedules),
+            *_tune_shape_flags(tune_shapes),
             *_flags(budget=_optional(budget, _budget_arg), trials=_optional(trials, _int_arg, "trials", 1, _INT_MAX),
                     threads=_optional(threads, _int_arg, "threads", 1, _MAX_THREADS),
                     jobs=_optional(jobs, _int_arg, "jobs", 1, _INT_MAX),

@@ -113,6 +113,22 @@ def test_the_cli_takes_profiles_and_refuses_sizes_outside_them(detector, tmp_pat
     assert "int det_run_raw_at(" in header and "x f32[1,3,H,W]; H in [32..512:8] (optimum 64)" in header
 
 
+def test_autotune_takes_sizes_to_tune_a_profile_at_and_refuses_sizes_off_it(detector, tmp_path):
+    tiny = dict(trials=3, jobs=1, threads=1, autoschedulers="none", confirm_rounds=0, plan_search=False)
+    db = tmp_path / "t.db"
+    fusor.autotune(detector, db=db, shapes={"x": PROFILE}, tune_shapes=[{"x": (1, 3, 48, 104)}, {"x": (1, 3, 200, 48)}], **tiny)
+    m = fusor.load(detector, shapes={"x": PROFILE}, threads=1, db=db)
+    x = np.random.default_rng(5).standard_normal((1, 3, 48, 104)).astype(np.float32)
+    static = fusor.load(detector, shapes={"x": x.shape}, threads=1)
+    np.testing.assert_allclose(m.run({"x": x})["y"], static.run({"x": x})["y"], rtol=1e-5, atol=1e-5)
+    with pytest.raises(fusor.BadInput, match=r"tune.shape.*dim 3 is 100 .* outside its range"):
+        fusor.autotune(detector, db=db, shapes={"x": PROFILE}, tune_shapes=[{"x": (1, 3, 48, 100)}], **tiny)
+    with pytest.raises(fusor.BadInput, match=r"tune.shape.*no profile"):
+        fusor.autotune(detector, db=db, shapes={"x": (1, 3, 64, 96)}, tune_shapes=[{"x": (1, 3, 48, 104)}], **tiny)
+    with pytest.raises(fusor.BadInput, match="tune_shapes"):
+        fusor.autotune(detector, db=db, shapes={"x": PROFILE}, tune_shapes={"x": (1, 3, 48, 104)}, **tiny)
+
+
 def test_a_1d_conv_model_keeps_its_length_free_through_the_rewrite_passes(tmp_path):
     # the layout pass runs a Conv1d as a 2-D conv of height 1 between two Reshapes, whose shapes
     # copy N and C and infer the length, so every length of the range loads

@@ -10,8 +10,19 @@
 #include <fstream>
 #include <random>
 
+#include "generators/ApplySchedule.h"
+#include "generators/DefaultSchedule.h"
+#include "generators/HostTarget.h"
+#include "generators/LowerCluster.h"
+#include "generators/Schedule.h"
+#include "graph/Clustering.h"
 #include "graph/Npy.h"
+#include "graph/Printer.h"
+#include "runtime/Session.h"
+#include "tuner/db/Signature.h"
+#include "tuner/db/TuningDb.h"
 #include "support/ProfileZoo.h"
+#include "support/Schedules.h"
 #include "support/Shell.h"
 #include "support/TempDir.h"
 
@@ -38,30 +49,23 @@ std::string shape_arg(const Shape &s) {
     return out;
 }
 
-}  // namespace
-
-TEST_CASE("compile: a profile's library runs sizes 1, odd, primes and the range's ends as the JIT does, from one library",
-          "[tools][compile][profile]") {
-    TempDir d;
-    std::string model = zoo(d);
-    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name z", d);
-    INFO(c.out);
-    REQUIRE(c.status == 0);
-    std::ifstream header(d.file("lib/z.h"));
-    std::string h((std::istreambuf_iterator<char>(header)), std::istreambuf_iterator<char>());
-    CHECK_THAT(h, Contains("x f32[x.0,4,x.2,x.3]; x.0 in [1..3] (optimum 1), x.2 in [1..40] (optimum 16)") &&
-                      Contains("ct f32[x.0,4,2*x.2,2*x.3]") && Contains("int z_run_raw_at(") && Contains("int z_shapes_at("));
-
-    std::string app = d.file("app");
+/** Links the driver with library \p name in \p lib; the program's path. */
+std::string build_app(const TempDir &d, const std::string &lib, const std::string &name) {
+    std::string app = d.file("app_" + name);
     std::string cxx = std::getenv("CXX") ? std::getenv("CXX") : "c++";
-    Result built = shell(cxx + " -std=c++17 -O1 -DFUSOR_MODEL=z -include '" + d.file("lib/z.h") + "' -I'" + d.file("lib") + "' '" +
-                             FUSOR_AOT_PROFILE_DRIVER + "' '" + d.file("lib/libz.a") + "' '" + d.file("lib/libfusor_halide_runtime.a") +
-                             "' -lpthread -ldl -o '" + app + "'",
+    Result built = shell(cxx + " -std=c++17 -O1 -DFUSOR_MODEL=" + name + " -include '" + lib + "/" + name + ".h' -I'" + lib + "' '" +
+                             FUSOR_AOT_PROFILE_DRIVER + "' '" + lib + "/lib" + name + ".a' '" + lib + "/libfusor_halide_runtime.a' -lpthread -ldl -o '" +
+                             app + "'",
                          d);
     INFO(built.out);
     REQUIRE(built.status == 0);
+    return app;
+}
 
-    std::vector<Shape> sizes = {{1, 4, 16, 16}, {1, 4, 1, 1}, {1, 4, 7, 9}, {2, 4, 17, 15}, {1, 4, 13, 31}, {3, 4, 40, 40}, {1, 4, 1, 40}};
+/** Runs \p app at each of \p sizes (random inputs) and `fusor run MODEL <run_flags>` on the same
+ * inputs, and checks the zoo's four outputs agree; the driver's output (its build info). */
+std::string check_against_jit(const TempDir &d, const std::string &model, const std::string &app, const std::vector<Shape> &sizes,
+                              const std::string &run_flags = "") {
     std::string args;
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> u(-1, 1);
@@ -73,7 +77,7 @@ TEST_CASE("compile: a profile's library runs sizes 1, odd, primes and the range'
         std::filesystem::create_directories(dir);
         write_npy(dir + "/x.npy", type, x.data());
         std::ofstream(dir + ".bin", std::ios::binary).write((const char *)x.data(), (std::streamsize)(x.size() * sizeof(float)));
-        Result jit = shell(std::string("'") + FUSOR_BINARY + "' run '" + model + "' --threads 2 --inputs '" + dir + "' --outputs '" +
+        Result jit = shell(std::string("'") + FUSOR_BINARY + "' run '" + model + "' --threads 2 " + run_flags + " --inputs '" + dir + "' --outputs '" +
                                d.file("jit" + std::to_string(i)) + "'",
                            d);
         INFO(jit.out);
@@ -83,7 +87,6 @@ TEST_CASE("compile: a profile's library runs sizes 1, odd, primes and the range'
     Result run = shell("'" + app + "'" + args, d);
     INFO(run.out);
     REQUIRE(run.status == 0);  // 7: a size seen before took scratch from the system; 8: _run and _run_raw_at differ
-    CHECK_THAT(run.out, Contains("\"generic\": true") && Contains("\"sizes\": \"every size of the profile\""));
     const char *names[] = {"wide", "proj", "gram", "ct"};
     for (size_t i = 0; i < sizes.size(); i++) {
         for (size_t k = 0; k < 4; k++) {
@@ -98,6 +101,27 @@ TEST_CASE("compile: a profile's library runs sizes 1, odd, primes and the range'
             CHECK(bad == 0);
         }
     }
+    return run.out;
+}
+
+}  // namespace
+
+TEST_CASE("compile: a profile's library runs sizes 1, odd, primes and the range's ends as the JIT does, from one library",
+          "[tools][compile][profile]") {
+    TempDir d;
+    std::string model = zoo(d);
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name z", d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    std::ifstream header(d.file("lib/z.h"));
+    std::string h((std::istreambuf_iterator<char>(header)), std::istreambuf_iterator<char>());
+    CHECK_THAT(h, Contains("x f32[x.0,4,x.2,x.3]; x.0 in [1..3] (optimum 1), x.2 in [1..40] (optimum 16)") &&
+                      Contains("ct f32[x.0,4,2*x.2,2*x.3]") && Contains("int z_run_raw_at(") && Contains("int z_shapes_at("));
+    std::string app = build_app(d, d.file("lib"), "z");
+    std::vector<Shape> sizes = {{1, 4, 16, 16}, {1, 4, 1, 1}, {1, 4, 7, 9}, {2, 4, 17, 15}, {1, 4, 13, 31}, {3, 4, 40, 40}, {1, 4, 1, 40}};
+    std::string info = check_against_jit(d, model, app, sizes);
+    CHECK_THAT(info, Contains("\"generic\": true") && Contains("\"sizes\": \"every size of the profile\"") &&
+                         Contains("\"generic_schedule\": \"default\"") && !Contains("\"generic_schedule\": \"tuned\""));
 
     for (const auto &[shape, what] : std::vector<std::pair<std::string, std::string>>{
              {"1x4x41x3", "dim 2 (x.2) is 41; the profile takes [1..40]"}, {"4x4x8x8", "dim 0 (x.0) is 4; the profile takes [1..3]"},
@@ -107,6 +131,57 @@ TEST_CASE("compile: a profile's library runs sizes 1, odd, primes and the range'
         CHECK(bad.status == 0);
         CHECK_THAT(bad.out, Contains("code -2") && Contains(what));
     }
+}
+
+TEST_CASE("compile --db: a model record's schedule listed under a generic signature runs the library's generic kernel, as the "
+          "JIT load of the record runs it",
+          "[tools][compile][profile]") {
+    TempDir d;
+    std::string model = zoo(d);
+    SessionOptions so;
+    so.threads = 1;
+    Graph g = load_optimized_model(model, so);
+    Graph cg = g;
+    form_clusters(cg);
+    VaryingDims varying = varying_dims(cg);
+    TuningDb db(d.file("t.db"));
+    std::string target = resolved_target("host");
+    ModelRecord m;
+    for (const Cluster &c : cg.clusters) {
+        if (!cluster_varies(cg, c, varying) || !generic_refusal(cg, c, varying).empty()) continue;
+        // the cluster's default schedule, every stage computed at the root: legal at every size, not the generic default
+        Graph sub = extract_cluster(cg, c);
+        LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
+        ClusterSchedule s = fusor::test::all_at_root(default_schedule(sub, sub.clusters[0], lc, host_target()));
+        if (!why_illegal(s, lc).empty()) continue;
+        std::string sig = cluster_signature(cg, c);
+        db.add_workload({sig, target, canonical_cluster_text(cg, c)});
+        Trial t;
+        t.signature = sig, t.target = target, t.schedule = to_text(s), t.strategy = "evolve";
+        t.median_ms = t.min_ms = t.max_ms = 1.0;
+        t.fingerprint = machine_fingerprint(), t.halide_version = "14.0.0", t.fusor_version = FUSOR_VERSION;
+        t.host = host_name(), t.created_at = utc_now();
+        std::string id = db.add_trial(t);
+        m.clusters.push_back({sig, id});
+        m.clusters.push_back({generic_cluster_signature(cg, c, varying), id});
+        break;
+    }
+    REQUIRE(m.clusters.size() == 2);
+    m.model = model_signature(g), m.target = target, m.fingerprint = machine_fingerprint(), m.threads = 1;
+    m.default_ms = m.tuned_ms = 1, m.rounds = 1, m.spread = 0;
+    m.fusor_version = FUSOR_VERSION, m.host = host_name(), m.created_at = utc_now();
+    db.add_model(m);
+
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' --db '" + d.file("t.db") + "' --threads 1 -o '" + d.file("lib") +
+                         "' --name zt",
+                     d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    CHECK_THAT(c.out, Contains("model record"));
+    std::string app = build_app(d, d.file("lib"), "zt");
+    std::string info = check_against_jit(d, model, app, {{1, 4, 16, 16}, {1, 4, 7, 9}, {2, 4, 17, 15}, {3, 4, 40, 40}},
+                                         "--db '" + d.file("t.db") + "'");
+    CHECK_THAT(info, Contains("\"generic_schedule\": \"tuned\""));
 }
 
 TEST_CASE("compile: a profile on a GPU target, or split into parts, is exit 2 naming why", "[tools][compile][profile]") {
@@ -119,4 +194,32 @@ TEST_CASE("compile: a profile on a GPU target, or split into parts, is exit 2 na
     Result parts = fusor("-o '" + d.file("parts") + "' --memory-budget 100000");
     CHECK(parts.status == 2);
     CHECK_THAT(parts.out, Contains("split one shape"));
+}
+
+TEST_CASE("autotune --tune-shape: a size off the profile, a malformed or unknown input, or no profile is exit 2 naming the "
+          "flag, and no database is written",
+          "[tools][profile]") {
+    TempDir d;
+    std::string ranged = zoo(d), fixed = d.file("fixed.json");
+    std::ofstream(fixed) << fusor::test::profile_zoo_json({1, 4, 16, 16});
+    struct Case {
+        std::string model, flag, says;
+    };
+    for (const Case &c : std::vector<Case>{
+             {ranged, "x=1x4x41x16", "dim 2 is 41"},
+             {ranged, "x=1x4x16", "rank"},
+             {ranged, "y=1x4x16x16", "no input named 'y'"},
+             {ranged, "x=1x4x[1..4]x16", "takes no range"},
+             {ranged, "x=1x4xAx16", "is not a non-negative integer"},
+             {ranged, "", "expected NAME="},
+             {fixed, "x=1x4x16x16", "no profile"},
+         }) {
+        Result r = shell(std::string("'") + FUSOR_BINARY + "' autotune '" + c.model + "' --db '" + d.file("t.db") + "' --trials 2 --tune-shape '" +
+                             c.flag + "'",
+                         d);
+        INFO(c.flag << "\n" << r.out);
+        CHECK(r.status == 2);
+        CHECK_THAT(r.out, Contains("--tune-shape") && Contains(c.says));
+        CHECK(!std::filesystem::exists(d.file("t.db")));
+    }
 }

@@ -21,11 +21,13 @@
 #include "runtime/Executor.h"
 #include "runtime/Session.h"
 #include "support/GraphBuilder.h"
+#include "support/Schedules.h"
 #include "support/TempDir.h"
 #include "tuner/Autotune.h"
 #include "tuner/lookup/DbSchedules.h"
 #include "tuner/EndToEnd.h"
 #include "tuner/lookup/Lookup.h"
+#include "tuner/measure/Measure.h"
 #include "tuner/db/Signature.h"
 #include "tuner/db/TuningDb.h"
 
@@ -55,14 +57,7 @@ std::vector<std::string> store_false_gains(const Graph &g, TuningDb &db, double 
         if (op != OpKind::Conv && op != OpKind::ConvNhwc) continue;
         Graph sub = extract_cluster(cg, c);
         LoweredCluster lc = lower_cluster(sub, sub.clusters[0], "k_");
-        ClusterSchedule slow = default_schedule(sub, sub.clusters[0], lc, host_target());
-        for (StageSchedule &st : slow.stages) {
-            StageSchedule root;
-            root.stage = st.stage;
-            root.level = ComputeLevel::Root;
-            root.prepack = st.prepack;
-            st = root;
-        }
+        ClusterSchedule slow = fusor::test::all_at_root(default_schedule(sub, sub.clusters[0], lc, host_target()));
         REQUIRE(why_illegal(slow, lc) == "");
         std::string sig = cluster_signature(cg, c);
         db.add_workload({sig, target, canonical_cluster_text(cg, c)});
@@ -200,4 +195,138 @@ TEST_CASE("end to end: a profile's model record is verified across its sizes and
     CHECK(choose_model(db, ranged, target, 1).record->id == ranged_id);
     REQUIRE(choose_model(db, fixed, target, 1).record);
     CHECK(choose_model(db, fixed, target, 1).record->id == fixed_id);
+}
+
+TEST_CASE("end to end: a model record runs a schedule tuned at a profile's optimum in the generic kernel it lists under its "
+          "generic signature, verified and used at other sizes; a static entry or a trial alone leaves the generic kernel default",
+          "[tuner][e2e][profile]") {
+    TempDir dir;
+    fusor::test::Builder b;
+    b.input("x", {1, 8, 16}, "1x8x[1..64]@16")
+        .weight("w", {8, 8, 3}, 1)
+        .node("Conv", {"x", "w"}, {"c"}, R"("pads":[1,1])")
+        .node("Relu", {"c"}, {"y"});
+    std::string path = dir.file("ranged.json");
+    std::ofstream(path) << b.json();
+    Graph ranged = load_optimized_model(path, one_thread());
+    TuningDb db(dir.file("t.db"));
+    std::vector<std::string> trials = store_false_gains(ranged, db, 1e-3);  // tuned at the optimum's static signature
+    Trial trial = *db.trial(trials[0]);
+    Graph clustered = ranged;
+    form_clusters(clustered);
+    VaryingDims varying = varying_dims(clustered);
+    ModelRecord m;
+    m.model = model_signature(ranged);
+    m.target = resolved_target("host");
+    m.fingerprint = machine_fingerprint();
+    m.threads = 1;
+    std::string generic_sig;
+    for (const Cluster &c : clustered.clusters) {
+        if (cluster_signature(clustered, c) != trial.signature) continue;
+        m.clusters.push_back({trial.signature, trial.id});
+        generic_sig = generic_cluster_signature(clustered, c, varying);
+    }
+    REQUIRE(m.clusters.size() == 1);
+    CHECK(generic_sig != trial.signature);
+    m.default_ms = 1, m.tuned_ms = 1, m.rounds = 1, m.spread = 0;
+    m.fusor_version = FUSOR_VERSION, m.host = host_name(), m.created_at = utc_now();
+
+    auto tuned_kernels = [](const Session &s, bool generic) {
+        int n = 0;
+        for (size_t k = 0; k < s.executor().num_kernels(); k++) {
+            const Kernel *kn = generic ? s.executor().generic_kernel(k) : &s.executor().kernel(k);
+            n += kn && kn->tuned;
+        }
+        return n;
+    };
+    // the static entry alone: timed at the optimum, so the generic kernel keeps the default
+    SessionOptions so = one_thread();
+    use_model_record(so, db, m);
+    CHECK(tuned_kernels(Session(ranged, so), false) == 1);
+    CHECK(tuned_kernels(Session(ranged, so), true) == 0);
+
+    // listed under the generic signature too: the generic kernel runs it, equal to the unfused at other sizes
+    m.clusters.push_back({generic_sig, trial.id});
+    so = one_thread();
+    use_model_record(so, db, m);
+    Session with_record(ranged, so);
+    CHECK(tuned_kernels(with_record, false) == 1);
+    CHECK(tuned_kernels(with_record, true) == 1);
+    CHECK(verify_profile_sizes(ranged, so, {{{"x", {1, 8, 23}}}}) == "");  // the range's ends, an odd size and 23
+    SessionOptions uo = one_thread();
+    uo.mode = ExecMode::Unfused;
+    Session unfused(ranged, uo);
+    for (int64_t len : {int64_t(37), int64_t(1)}) {
+        INFO("length " << len);
+        for (Session *s : {&with_record, &unfused}) {
+            s->set_input_shapes({{"x", {1, 8, len}}});
+            set_random_inputs(s->executor(), 5);
+            s->executor().run();
+        }
+        const Halide::Buffer<> &got = with_record.executor().output(0), &want = unfused.executor().output(0);
+        REQUIRE(got.dim(0).extent() == len);
+        std::vector<std::vector<uint8_t>> ref = {{(const uint8_t *)want.data(), (const uint8_t *)want.data() + want.size_in_bytes()}};
+        CHECK(first_mismatch({with_record.executor().type_at_size(ranged.outputs[0])}, {(const uint8_t *)got.data()}, ref) == std::nullopt);
+    }
+
+    // a trial alone (no model record): the optimum's kernel takes it, the generic kernel never
+    SessionOptions to = one_thread();
+    use_tuning_db(to, dir.file("t.db"));
+    Session per_trial(ranged, to);
+    CHECK(tuned_kernels(per_trial, false) == 1);
+    CHECK(tuned_kernels(per_trial, true) == 0);
+}
+
+TEST_CASE("end to end: generic_entries lists each generic kernel that runs a kept schedule under its generic signature; "
+          "with sizes to tune at, assemble_model times them there and stores a record that loads",
+          "[tuner][e2e][profile]") {
+    TempDir dir;
+    fusor::test::Builder b;
+    b.input("x", {1, 8, 16}, "1x8x[1..64]@16")
+        .weight("w", {8, 8, 3}, 1)
+        .node("Conv", {"x", "w"}, {"c"}, R"("pads":[1,1])")
+        .node("Relu", {"c"}, {"y"})
+        .node("Transpose", {"y"}, {"t"}, R"("perm":[0,2,1])");
+    std::string path = dir.file("ranged.json");
+    std::ofstream(path) << b.json();
+    Graph ranged = load_optimized_model(path, one_thread());
+    TuningDb db(dir.file("t.db"));
+    std::vector<std::string> trials = store_false_gains(ranged, db, 1e-3);
+    Trial trial = *db.trial(trials[0]);
+    ModelRecord m;
+    m.clusters = {{trial.signature, trial.id}};
+    Graph clustered = ranged;
+    form_clusters(clustered);
+    VaryingDims varying = varying_dims(clustered);
+    std::set<std::string> want;
+    for (const Cluster &c : clustered.clusters) {
+        if (cluster_signature(clustered, c) == trial.signature) want.insert(generic_cluster_signature(clustered, c, varying));
+    }
+    REQUIRE(want.size() == 1);
+    std::vector<PlanCluster> entries = generic_entries(ranged, db, m, {trial.signature});
+    REQUIRE(entries.size() == 1);
+    CHECK(want.count(entries[0].signature));
+    CHECK(entries[0].trial == trial.id);
+    CHECK(generic_entries(ranged, db, m, {}).empty());  // a signature not kept: none
+    CHECK(generic_entries(without_profile(ranged), db, m, {trial.signature}).empty());  // no profile: no generic kernel
+
+    EndToEndOptions o;
+    o.session = one_thread();
+    o.max_rounds = 7;
+    o.sizes = {{{"x", {1, 8, 48}}}, {{"x", {1, 8, 7}}}};
+    std::string all;
+    o.log = [&](const std::string &l) { all += l + "\n"; };
+    EndToEndResult r = assemble_model(ranged, db, o);
+    INFO(all);
+    bool kept_static = false, listed = false;
+    for (const PlanCluster &c : r.record.clusters) kept_static |= c.signature == trial.signature, listed |= want.count(c.signature) > 0;
+    if (kept_static) CHECK_THAT(all, Catch::Contains("1 generic kernel(s) under their tuned schedules"));
+    if (listed) CHECK(kept_static);
+    std::string id = db.add_model(r.record);  // the record's rules hold
+    SessionOptions so = one_thread();
+    std::optional<ModelRecord> applied;
+    use_tuning_db(so, dir.file("t.db"), nullptr, &applied);
+    Session s(ranged, so);
+    REQUIRE(applied);
+    CHECK(applied->id == id);
 }

@@ -17,6 +17,10 @@ std::string cluster_signature(const Graph &g, const Cluster &c) {
     return content_hash(canonical_cluster_text(g, c));
 }
 
+std::string generic_cluster_signature(const Graph &g, const Cluster &c, const VaryingDims &varying) {
+    return content_hash(canonical_cluster_text(g, c) + "\n" + varying_text(g, c, varying) + "\nprofile " + profile_summary(g));
+}
+
 std::string model_signature(const Graph &g, bool with_profile) {
     std::vector<NodeId> all(g.nodes.size());
     for (size_t n = 0; n < all.size(); n++) all[n] = (NodeId)n;

@@ -7,6 +7,7 @@
 
 #include "graph/Graph.h"
 #include "graph/ContentHash.h"
+#include "graph/ShapeProfile.h"
 
 namespace fusor {
 
@@ -15,6 +16,13 @@ namespace fusor {
  * excluded). Renaming nodes or changing weights keeps it; changing a shape, attribute or baked
  * constant changes it. */
 std::string cluster_signature(const Graph &g, const Cluster &c);
+
+/** The signature of cluster \p c's generic kernel in profiled model \p g (docs/tuning_db.md,
+ * "Profiles"): content_hash of its canonical text at the optimum, which of its dims vary under \p
+ * varying (varying_dims of \p g) and the profile's text (dims by name, ranges, optimum); never a
+ * static cluster's. A model record lists a generic kernel under it only when the record was
+ * timed at sizes that run that kernel. */
+std::string generic_cluster_signature(const Graph &g, const Cluster &c, const VaryingDims &varying);
 
 /** The model signature of \p g (optimized, shapes bound, before clustering): content_hash of
  * canonical_cluster_text over all of its nodes, so the same graph at the same shapes gives the

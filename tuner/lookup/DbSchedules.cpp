@@ -147,14 +147,19 @@ std::vector<std::string> apply_record_plan(Graph &g, const RecordDecisions &d, c
     return apply_plan(g, here, origin, warnings);
 }
 
+std::optional<std::string> recorded_schedule(const RecordDecisions &d, const Graph &g, const Cluster &c, const VaryingDims *varying) {
+    auto it = d.schedules.find(varying ? generic_cluster_signature(g, c, *varying) : cluster_signature(g, c));
+    if (it == d.schedules.end()) return std::nullopt;
+    return it->second;
+}
+
 void use_recorded_schedules(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, DbNotes *notes) {
-    o.schedule_for = [d, notes](const Graph &g, const Cluster &c) -> std::optional<std::string> {
-        auto it = d->schedules.find(cluster_signature(g, c));
-        bool tuned = it != d->schedules.end();
-        note_schedule(notes, g, c, tuned ? "the model record's schedule" : "default schedule (the model record's choice)", tuned);
-        if (!tuned) return std::nullopt;
-        return it->second;
+    o.schedule_for = [d, notes](const Graph &g, const Cluster &c) {
+        std::optional<std::string> s = recorded_schedule(*d, g, c);
+        note_schedule(notes, g, c, s ? "the model record's schedule" : "default schedule (the model record's choice)", s.has_value());
+        return s;
     };
+    o.generic_schedule_for = [d](const Graph &g, const Cluster &c, const VaryingDims &v) { return recorded_schedule(*d, g, c, &v); };
 }
 
 namespace {
@@ -218,6 +223,10 @@ void use_tuning_db(SessionOptions &o, const std::string &db_path, DbNotes *notes
     };
     o.schedule_for = [state, per_cluster](const Graph &g, const Cluster &c) {
         return state->record ? state->record->schedule_for(g, c) : per_cluster(g, c);
+    };
+    // a trial is timed at one size: only a model record's schedules run the generic kernels
+    o.generic_schedule_for = [state](const Graph &g, const Cluster &c, const VaryingDims &v) -> std::optional<std::string> {
+        return state->record ? state->record->generic_schedule_for(g, c, v) : std::nullopt;
     };
 }
 

@@ -71,6 +71,9 @@ struct RecordDecisions {
     std::map<std::string, std::string> schedules;  ///< by cluster signature; absent: the default
 };
 RecordDecisions record_decisions(const TuningDb &db, const ModelRecord &m, std::vector<std::string> *warnings);
+/** The schedule \p d names for cluster \p c of \p g (by cluster_signature; with \p varying, its
+ * generic kernel's, by generic_cluster_signature), or nullopt: the default. */
+std::optional<std::string> recorded_schedule(const RecordDecisions &d, const Graph &g, const Cluster &c, const VaryingDims *varying = nullptr);
 
 /** Re-clusters \p g (clustered by form_clusters) by the plans of \p d for the regions \p g has
  * (apply_plan, its lines returned; \p origin names the database in its warnings). */
@@ -78,7 +81,8 @@ std::vector<std::string> apply_record_plan(Graph &g, const RecordDecisions &d, c
                                            std::vector<std::string> *warnings);
 
 /** Sets \p o.schedule_for to \p d's schedules: per cluster the schedule its signature names, the
- * default for any other; each decision appended to \p notes when given. */
+ * default for any other; each decision appended to \p notes when given. \p o.generic_schedule_for
+ * too: the schedules \p d lists under a profile's generic kernels' signatures. */
 void use_recorded_schedules(SessionOptions &o, std::shared_ptr<const RecordDecisions> d, DbNotes *notes = nullptr);
 
 /** Sets \p o.recluster and \p o.schedule_for to apply model record \p m whole
