@@ -229,6 +229,7 @@ void show_models(const TuningDb &db, const std::string &signature_prefix) {
                        m.rounds, m.spread, m.created_at, m.host, m.fusor_version);
             std::string plans;
             for (const std::string &id : m.plans) plans += (plans.empty() ? " " : ", ") + id;
+            fmt::print("      timed at: {}\n", m.shapes.empty() ? "(not recorded: a record of schema 7)" : m.shapes);
             fmt::print("      plans:{}\n", plans.empty() ? " none (the default clusters)" : plans);
             std::string clusters;
             for (const PlanCluster &c : m.clusters) {

@@ -217,6 +217,14 @@ private:
     /** With sizes to tune at: adds to \p m (units \p keep) the entries of generic_entries when
      * the model runs faster with them at those sizes (timed against \p m). What was decided. */
     std::string add_generic_entries(ModelRecord &m, const std::vector<size_t> &keep);
+    /** ModelRecord::shapes: the optimum's input shapes, then the sizes timed for generic kernels. */
+    std::string shapes_timed() const {
+        InputShapes optimum;
+        for (TensorId t : g_.inputs) optimum[g_.tensor(t).name] = g_.type(t).shape;
+        std::string text = sizes_text(optimum);
+        for (const InputShapes &size : o_.sizes) text += timed_sizes_ ? "; " + sizes_text(size) : "";
+        return text;
+    }
     void report(const std::string &what, const ModelTiming &t) const {
         if (!o_.progress) return;
         AutotuneProgress p;
@@ -250,6 +258,7 @@ private:
     Tuned tuned_;
     std::string model_;
     int threads_ = 1;
+    bool timed_sizes_ = false;  ///< add_generic_entries timed the model at o.sizes
 };
 
 /** Halves \p keep toward the faster half until the model is no slower than the default; past the
@@ -286,6 +295,7 @@ std::string Assembler::add_generic_entries(ModelRecord &m, const std::vector<siz
     Session base(g_, so);
     prepare_inputs(base, o_.sizes);
     ModelTiming t = time_record(base, with, "generic kernels tuned", o_.sizes);
+    timed_sizes_ = true;
     bool faster = t.tuned_ms < t.default_ms && !stopped();
     std::string line = fmt::format("generic kernels: {} under their tuned schedules ran the --tune-shape sizes in {:.3f} ms against "
                                    "{:.3f} ms under the default, {:.2f}x; {}",
@@ -331,6 +341,7 @@ EndToEndResult Assembler::run() {
         }
     }
     set_timing(res.record, kept);
+    res.record.shapes = shapes_timed();
     return res;
 }
 

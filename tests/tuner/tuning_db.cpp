@@ -477,7 +477,7 @@ TEST_CASE("tuning db import: malformed files are refused, naming the file, and i
 
     std::vector<std::pair<std::string, std::function<void(nlohmann::json &)>>> cases = {
         {"format", [](nlohmann::json &j) { j["format"] = "something-else"; }},
-        {"schema_version: is 8; this fusor reads versions 1 to 7", [](nlohmann::json &j) { j["schema_version"] = 8; }},
+        {"schema_version: is 9; this fusor reads versions 1 to 8", [](nlohmann::json &j) { j["schema_version"] = 9; }},
         {"trials[1].runs: expected an integer or null", [](nlohmann::json &j) { j["trials"][1]["runs"] = 2.5; }},
         {"missing field 'verify_ms'", [](nlohmann::json &j) { j["trials"][1].erase("verify_ms"); }},
         {"trials", [](nlohmann::json &j) { j.erase("trials"); }},
@@ -594,18 +594,18 @@ TEST_CASE("tuning db prune: drops failures and all but the fastest ok per worklo
 TEST_CASE("tuning db refuses a newer schema version and leaves the file alone",
           "[tuner][tuning_db]") {
     TempDir dir;
-    std::string path = dir.file("v8.db");
+    std::string path = dir.file("v9.db");
     {
         TuningDb db(path);
         Trial t = make_trial("s1", 0);
         db.add_trial(t);
     }
-    raw_exec(path, "PRAGMA user_version = 8");
+    raw_exec(path, "PRAGMA user_version = 9");
     std::string before = slurp(path);
-    check_db_error_names([&] { TuningDb db(path); }, "v8.db",
-                         "schema version 8; this fusor reads versions 1 to 7");
-    check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v8.db",
-                         "schema version 8");
+    check_db_error_names([&] { TuningDb db(path); }, "v9.db",
+                         "schema version 9; this fusor reads versions 1 to 8");
+    check_db_error_names([&] { TuningDb(":memory:").merge_from(path); }, "v9.db",
+                         "schema version 9");
     CHECK(slurp(path) == before);
 }
 
@@ -1352,7 +1352,7 @@ TEST_CASE("fusor db import: a bad time, order or number in an export is exit 2 n
         {with([](nlohmann::json &j) { j["trials"][1]["max_ms"] = 0.5; }), "trials[1].max_ms: 0.5 is less than median_ms 2"},
         {raw_median("1e999"), "trials[1].median_ms: malformed JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"},
         {raw_median("-0.0"), "trials[1].median_ms: -0 is not a finite positive number"},
-        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 7"},
+        {with([](nlohmann::json &j) { j["schema_version"] = 4294967298ull; }), "schema_version: is 4294967298; this fusor reads versions 1 to 8"},
         {with([](nlohmann::json &j) { j["schema_version"] = nlohmann::json::array({nlohmann::json::array()}); }), "schema_version: is a JSON array"},
         {"{\"format\": \"fusor-tuning-db\", \"trials\": [{}, {\"a\": [1, 2, }]}", "trials[1].a[2]: malformed JSON"},
     };
@@ -1751,7 +1751,7 @@ TEST_CASE("tuning db plans: export and import carry plan records, twice adds not
         src.export_json(json);
     }
     nlohmann::json doc = nlohmann::json::parse(slurp(json));
-    CHECK(doc["schema_version"] == 7);
+    CHECK(doc["schema_version"] == fusor::kTuningSchemaVersion);
     REQUIRE(doc["plans"].size() == 3);
     CHECK(doc["plans"][0]["clusters"] == nlohmann::json::array({{"c1_0", ""}, {"c1_1", "t1"}}));
     CHECK(doc["plans"][1]["ms"].is_null());
@@ -1773,7 +1773,7 @@ TEST_CASE("tuning db plans: export and import carry plan records, twice adds not
     }
     dst.export_json(dir.file("again.json"));
     CHECK(slurp(dir.file("again.json")) == slurp(json));  // the same records give the same bytes
-    // the checked-in export of version 6 (no "models") reads back as the same records of version 7
+    // the checked-in export of version 6 (no "models") reads back as the same records of the current version
     TuningDb fixture(dir.file("fixture.db"));
     int models_added = -1;
     CHECK(fixture.import_json(test_data("db/v6_plans_export.json"), &plans_added, &models_added) == 27);
@@ -1781,7 +1781,7 @@ TEST_CASE("tuning db plans: export and import carry plan records, twice adds not
     CHECK(models_added == 0);
     fixture.export_json(dir.file("fixture.json"));
     nlohmann::json v6 = nlohmann::json::parse(slurp(test_data("db/v6_plans_export.json")));
-    v6["schema_version"] = 7;
+    v6["schema_version"] = fusor::kTuningSchemaVersion;
     v6["models"] = nlohmann::json::array();
     CHECK(nlohmann::json::parse(slurp(dir.file("fixture.json"))) == v6);
 
@@ -1897,7 +1897,7 @@ TEST_CASE("tuning db migration: the checked-in version 5 file keeps every trial,
     fs::copy_file(old_path, migrated);
     {
         TuningDb db(migrated);
-        CHECK(raw_query(migrated, "PRAGMA user_version") == "7");
+        CHECK(raw_query(migrated, "PRAGMA user_version") == std::to_string(fusor::kTuningSchemaVersion));
         CHECK(raw_query(migrated, "SELECT count(*) FROM plan") == "0");
         CHECK(raw_query(migrated, "SELECT count(*) FROM sqlite_master WHERE name = 'plan_region'") == "1");
         CHECK(raw_query(migrated, "SELECT count(*) FROM trial_features") == "4");
@@ -2173,7 +2173,7 @@ TEST_CASE("tuning db models: export and import carry model records byte for byte
         db.export_json(json);
     }
     nlohmann::json doc = nlohmann::json::parse(slurp(json));
-    CHECK(doc["schema_version"] == 7);
+    CHECK(doc["schema_version"] == fusor::kTuningSchemaVersion);
     REQUIRE(doc["models"].size() == 2);
     CHECK(doc["models"][0]["plans"] == nlohmann::json::array({ps[0].id}));
     CHECK(doc["models"][0]["clusters"] == nlohmann::json::array({{"c1", ts[0].id}, {"c2", ""}}));
@@ -2195,13 +2195,32 @@ TEST_CASE("tuning db models: export and import carry model records byte for byte
     }
     dst.export_json(dir.file("again.json"));
     CHECK(slurp(dir.file("again.json")) == slurp(json));  // the same records give the same bytes
-    // the checked-in export of version 7 reads back byte for byte
+    // the checked-in export of version 7 reads back as the same records, their shapes not recorded ("")
     TuningDb fixture(dir.file("fixture.db"));
     CHECK(fixture.import_json(test_data("db/v7_models_export.json"), &plans_added, &models_added) == 27);
     CHECK(plans_added == 4);
     CHECK(models_added == 2);
     fixture.export_json(dir.file("fixture.json"));
-    CHECK(slurp(dir.file("fixture.json")) == slurp(test_data("db/v7_models_export.json")));
+    nlohmann::json v7 = nlohmann::json::parse(slurp(test_data("db/v7_models_export.json")));
+    v7["schema_version"] = fusor::kTuningSchemaVersion;
+    for (nlohmann::json &m : v7["models"]) m["shapes"] = "";
+    CHECK(nlohmann::json::parse(slurp(dir.file("fixture.json"))) == v7);
+    // schema 8 records the sizes timed: in the id, the export and back
+    ModelRecord timed = models[0];
+    timed.shapes = "x=1x3x32x320; x=1x3x32x160";
+    std::string timed_id = dst.add_model(timed);
+    CHECK(timed_id != models[0].id);
+    REQUIRE(dst.models(timed.model).size() == 2);
+    dst.export_json(dir.file("timed.json"));
+    TuningDb again(dir.file("again.db"));
+    again.import_json(dir.file("timed.json"));
+    bool found = false;
+    for (const ModelRecord &m : again.models(timed.model)) {
+        if (m.id != timed_id) continue;
+        found = true;
+        CHECK(m.shapes == timed.shapes);
+    }
+    CHECK(found);
 
     auto with = [&](const std::function<void(nlohmann::json &)> &edit) {
         nlohmann::json j = doc;
@@ -2349,7 +2368,7 @@ TEST_CASE("tuning db migration: the checked-in version 6 file keeps every trial,
     fs::copy_file(old_path, migrated);
     {
         TuningDb db(migrated);
-        CHECK(raw_query(migrated, "PRAGMA user_version") == "7");
+        CHECK(raw_query(migrated, "PRAGMA user_version") == std::to_string(fusor::kTuningSchemaVersion));
         CHECK(raw_query(migrated, "SELECT count(*) FROM model") == "0");
         CHECK(raw_query(migrated, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'model_model'") == "1");
         CHECK(raw_query(migrated, "SELECT count(*) FROM trial_features") == "4");
@@ -2374,6 +2393,50 @@ TEST_CASE("tuning db migration: the checked-in version 6 file keeps every trial,
     CHECK(TuningDb(migrated).merge_from(old_path, &plans, &models) == 0);
     CHECK(plans == 0);
     CHECK(slurp(old_path) == before);
+}
+
+TEST_CASE("tuning db migration: the checked-in version 7 file keeps every record, its model records with their ids and no shapes "
+          "recorded, and gains the shapes column",
+          "[tuner][tuning_db]") {
+    TempDir dir;
+    std::string old_path = dir.file("old.db");
+    fs::copy_file(test_data("db/v7.db"), old_path);
+    REQUIRE(raw_query(old_path, "PRAGMA user_version") == "7");
+    REQUIRE(raw_query(old_path, "SELECT count(*) FROM model") == "2");
+    REQUIRE(raw_query(old_path, "SELECT count(*) FROM pragma_table_info('model') WHERE name = 'shapes'") == "0");
+    std::string before = slurp(old_path);
+    fusor::TuningRecords exported = fusor::parse_export(slurp(test_data("db/v7_models_export.json")), "v7_models_export.json");
+    REQUIRE(exported.models.size() == 2);
+    auto check_models = [&](const TuningDb &db) {
+        std::vector<ModelRecord> models = db.all_models();
+        REQUIRE(models.size() == exported.models.size());
+        for (size_t i = 0; i < models.size(); i++) {
+            check_same_model(models[i], exported.models[i]);
+            CHECK(models[i].shapes.empty());
+        }
+    };
+    check_models(TuningDb(old_path, TuningDb::Mode::ReadOnly));  // migrated in memory, never written
+    Result show = run_fusor("db show '" + old_path + "' --signature " + exported.models[0].model.substr(0, 8));
+    CHECK(show.status == 0);
+    CHECK_THAT(show.out, Contains("timed at: (not recorded: a record of schema 7)"));
+    CHECK(slurp(old_path) == before);
+
+    std::string migrated = dir.file("migrated.db");
+    fs::copy_file(old_path, migrated);
+    {
+        TuningDb db(migrated);
+        CHECK(raw_query(migrated, "PRAGMA user_version") == std::to_string(fusor::kTuningSchemaVersion));
+        CHECK(raw_query(migrated, "SELECT count(*) FROM trial") == "27");
+        CHECK(raw_query(migrated, "SELECT count(*) FROM plan") == "4");
+        check_models(db);
+        ModelRecord m = exported.models[0];
+        m.shapes = "x=1x8x16";
+        std::string id = db.add_model(m);
+        CHECK(id != exported.models[0].id);
+    }
+    CHECK(TuningDb(migrated, TuningDb::Mode::ReadOnly).all_models().size() == 3);
+    Result shown = run_fusor("db show '" + migrated + "' --signature " + exported.models[0].model.substr(0, 8));
+    CHECK_THAT(shown.out, Contains("timed at: x=1x8x16"));
 }
 
 TEST_CASE("fusor db models: list and show print model records and their missing references, import, merge and prune count them",

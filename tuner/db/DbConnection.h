@@ -100,6 +100,8 @@ extern const Dialect kSqliteDialect, kPostgresDialect;
 std::string tables_sql(const Dialect &d);
 /** The columns schema 4 added (runs, phase times) with their CHECKs, joined by \p separator. */
 std::string measurement_columns_sql(const Dialect &d, const std::string &separator);
+/** The column schema 8 added to the model table: shapes. */
+std::string model_shapes_column_sql(const Dialect &d);
 /** The table schema 5 added: trial_features. */
 std::string features_table_sql(const Dialect &d);
 /** The table schema 6 added: plan, with its index on (region, target). */

@@ -339,11 +339,27 @@ private:
     void add_model_table() {
         exec(created(model_table_sql(kPostgresDialect)), context(*this, "cannot migrate"));
     }
+    /** 7 -> 8: the model table's shapes column ("" for every record stored before, whose ids hold).
+     * Read-only: a temporary view of the table with that column, which the session's reads find
+     * first (the temporary schema leads the search path), as they find step 6's temporary table. */
+    void add_model_shapes() {
+        std::string what = context(*this, "cannot migrate");
+        if (query_text("SELECT count(*) FROM pg_attribute WHERE attrelid = 'model'::regclass AND attname = 'shapes' AND NOT attisdropped") != "0") {
+            return;  // made by step 6 of this migration, with the column
+        }
+        if (read_only_) {
+            exec("CREATE TEMPORARY VIEW model AS SELECT *, CAST('' AS TEXT) AS shapes FROM model", what);
+        } else {
+            exec("ALTER TABLE model ADD COLUMN " + model_shapes_column_sql(kPostgresDialect), what);
+        }
+    }
     struct MigrationStep {
         int from;  ///< the version this step starts from; it leaves from + 1
         void (PostgresConnection::*run)();
     };
-    static constexpr MigrationStep kMigrations[] = {{5, &PostgresConnection::add_plan_table}, {6, &PostgresConnection::add_model_table}};
+    static constexpr MigrationStep kMigrations[] = {{5, &PostgresConnection::add_plan_table},
+                                                    {6, &PostgresConnection::add_model_table},
+                                                    {7, &PostgresConnection::add_model_shapes}};
     static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kTuningSchemaVersion - kOldestPostgresVersion,
                   "one migration step per version, here as well as in SqliteConnection.cpp");
 

@@ -373,6 +373,13 @@ private:
         }
         exec("PRAGMA user_version = 7", context(*this, "cannot migrate"));
     }
+    /** 7 -> 8: the model table's shapes column ("" for every record stored before, whose ids hold). */
+    void add_model_shapes() {
+        if (query_int("SELECT count(*) FROM pragma_table_info('model') WHERE name = 'shapes'", context(*this, "cannot migrate")) == 0) {
+            exec("ALTER TABLE model ADD COLUMN " + model_shapes_column_sql(kSqliteDialect), context(*this, "cannot migrate"));
+        }
+        exec("PRAGMA user_version = 8", context(*this, "cannot migrate"));
+    }
     struct MigrationStep {
         int from;  ///< the version this step starts from; it leaves from + 1
         void (SqliteConnection::*run)();
@@ -382,7 +389,8 @@ private:
                                                     {3, &SqliteConnection::add_measurement_columns},
                                                     {4, &SqliteConnection::add_features_table},
                                                     {5, &SqliteConnection::add_plan_table},
-                                                    {6, &SqliteConnection::add_model_table}};
+                                                    {6, &SqliteConnection::add_model_table},
+                                                    {7, &SqliteConnection::add_model_shapes}};
     static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kTuningSchemaVersion - kOldestTuningSchemaVersion,
                   "one migration step per version");
 

@@ -70,7 +70,7 @@ constexpr const char *kPlanColumns = "id, region, target, plan, clusters, ms, er
 
 /** The model table's columns, in read_model's order. */
 constexpr const char *kModelColumns = "id, model, target, fingerprint, threads, plans, clusters, default_ms, tuned_ms, rounds, spread, "
-                                      "fusor_version, host, created_at";
+                                      "fusor_version, host, created_at, shapes";
 
 /** Matches a trial's fingerprint against the lookup argument ?3: equal, or, for a family
  * fingerprint "isa:...", the trial's fingerprint ends with "|" followed by it, or, for a GPU
@@ -218,6 +218,7 @@ ModelRecord read_model(const Connection &c, const Query &s) {
     m.fusor_version = s.text(11);
     m.host = s.text(12);
     m.created_at = s.text(13);
+    m.shapes = s.text(14);
     if (std::optional<FieldProblem> problem = model_problem(m)) malformed(c, record, *problem);
     return m;
 }
@@ -270,7 +271,7 @@ void insert_model(Query &s, const ModelRecord &m, int &added) {
     s.bind(1, m.id).bind(2, m.model).bind(3, m.target).bind(4, m.fingerprint).bind(5, std::optional<int64_t>(m.threads));
     s.bind(6, model_plans_text(m.plans)).bind(7, plan_clusters_text(m.clusters)).bind(8, std::optional<double>(m.default_ms));
     s.bind(9, std::optional<double>(m.tuned_ms)).bind(10, std::optional<int64_t>(m.rounds)).bind(11, std::optional<double>(m.spread));
-    s.bind(12, m.fusor_version).bind(13, m.host).bind(14, m.created_at);
+    s.bind(12, m.fusor_version).bind(13, m.host).bind(14, m.created_at).bind(15, m.shapes);
     added += s.run();
 }
 
@@ -353,6 +354,13 @@ CREATE INDEX plan_region ON plan (region, target);
 )sql", d);
 }
 
+/** The column schema 8 added, in the spelling with_text_type turns into each dialect's. */
+constexpr const char *kModelShapesColumn = "shapes         TEXT NOT NULL DEFAULT ''";
+
+std::string model_shapes_column_sql(const Dialect &d) {
+    return with_text_type(kModelShapesColumn, d);
+}
+
 std::string model_table_sql(const Dialect &d) {
     char max[32];
     std::snprintf(max, sizeof(max), "%.17g", DBL_MAX);
@@ -371,7 +379,8 @@ CREATE TABLE model (
     spread         )sql" + d.real + " NOT NULL CHECK (spread >= 0 AND spread <= " + max + R"sql(),
     fusor_version  TEXT NOT NULL,
     host           TEXT NOT NULL,
-    created_at     TEXT NOT NULL)sql" + d.table_end + R"sql(
+    created_at     TEXT NOT NULL,
+    )sql" + kModelShapesColumn + d.table_end + R"sql(
 CREATE INDEX model_model ON model (model);
 )sql", d);
 }
@@ -463,7 +472,7 @@ Added insert_records(Connection &c, const TuningRecords &r) {
                                           context(c, "cannot insert a plan into"));
     for (const PlanRecord &p : r.plans) insert_plan(*ip, p, added.plans);
     std::unique_ptr<Query> im = c.prepare(std::string("INSERT INTO model (") + kModelColumns +
-                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT DO NOTHING",
+                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT DO NOTHING",
                                           context(c, "cannot insert a model into"));
     for (const ModelRecord &m : r.models) insert_model(*im, m, added.models);
     return added;

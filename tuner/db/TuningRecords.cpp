@@ -106,7 +106,8 @@ template <typename J> J model_object(const ModelRecord &m) {
             {"spread", m.spread},
             {"fusor_version", m.fusor_version},
             {"host", m.host},
-            {"created_at", m.created_at}};
+            {"created_at", m.created_at},
+            {"shapes", m.shapes}};
 }
 
 /** Reads a JSON array of strings (plan ids) into \p out. */
@@ -336,6 +337,7 @@ ModelRecord parse_model_record(const JsonReader &r, const nlohmann::json &o, con
     m.fusor_version = r.text(o, "fusor_version", where);
     m.host = r.text(o, "host", where);
     m.created_at = r.text(o, "created_at", where);
+    if (o.contains("shapes")) m.shapes = r.text(o, "shapes", where);  // absent before version 8
     if (std::optional<FieldProblem> problem = model_problem(m)) r.fail(where + "." + problem->field, problem->problem);
     return m;
 }
@@ -570,7 +572,8 @@ std::optional<FieldProblem> model_problem(const ModelRecord &m) {
         }
     }
     std::optional<FieldProblem> text = text_problem({{"id", &m.id}, {"target", &m.target}, {"fingerprint", &m.fingerprint},
-                                                     {"fusor_version", &m.fusor_version}, {"host", &m.host}, {"created_at", &m.created_at}});
+                                                     {"fusor_version", &m.fusor_version}, {"host", &m.host}, {"created_at", &m.created_at},
+                                                     {"shapes", &m.shapes}});
     if (text) return text;
     std::string expected = model_content_id(m);
     if (m.id != expected) {
@@ -583,6 +586,7 @@ std::optional<FieldProblem> model_problem(const ModelRecord &m) {
 std::string model_content(const ModelRecord &m) {
     nlohmann::json j = nlohmann::json::array({m.model, m.target, m.fingerprint, m.threads, m.plans, clusters_json<nlohmann::json>(m.clusters),
                                               m.default_ms, m.tuned_ms, m.rounds, m.spread, m.fusor_version, m.host, m.created_at});
+    if (!m.shapes.empty()) j.push_back(m.shapes);  // absent before schema 8: older ids hold
     // invalid UTF-8 replaced rather than thrown: model_problem refuses such a record by its field
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

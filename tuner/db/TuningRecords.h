@@ -114,10 +114,14 @@ struct ModelRecord {
     double spread = 0;                    ///< the tuned model's spread_of (runtime/Benchmark.h), finite, >= 0
     // provenance, as a trial's
     std::string fusor_version, host, created_at;
+    /** The sizes it was timed at (schema 8; "" before): sizes_text of each, "; " between; the first
+     * the size default_ms and tuned_ms were timed at (the load's shapes, a profile's optimum),
+     * any others the sizes its generic kernels were tuned at (autotune --tune-shape). */
+    std::string shapes;
 };
 
 /** The schema version this fusor writes, in a database (PRAGMA user_version) and in an export. */
-constexpr int kTuningSchemaVersion = 7;
+constexpr int kTuningSchemaVersion = 8;
 /** The oldest version read; records of older versions get their ids recomputed (upgrade_records). */
 constexpr int kOldestTuningSchemaVersion = 1;
 

@@ -109,9 +109,10 @@ ModelRecordChoice choose_model(const TuningDb &db, const Graph &g, const std::st
 }
 
 std::string applied_record_line(const ModelRecord &m) {
-    return fmt::format("model record {}: default {:.3f} ms -> tuned {:.3f} ms ({:.2f}x), end to end at {} thread{} when stored; its "
+    return fmt::format("model record {}: default {:.3f} ms -> tuned {:.3f} ms ({:.2f}x), end to end at {} thread{} when stored{}; its "
                        "plans and schedules apply",
-                       m.id.substr(0, 12), m.default_ms, m.tuned_ms, m.default_ms / m.tuned_ms, m.threads, m.threads == 1 ? "" : "s");
+                       m.id.substr(0, 12), m.default_ms, m.tuned_ms, m.default_ms / m.tuned_ms, m.threads, m.threads == 1 ? "" : "s",
+                       m.shapes.empty() ? "" : " (timed at " + m.shapes + ")");
 }
 
 DbPlans db_plans(const Graph &clustered, const TuningDb &db, const std::string &target, std::vector<std::string> *warnings) {
