@@ -322,8 +322,6 @@ EndToEndResult Assembler::run() {
     if (!keep.empty() && !stopped() && has_profile(g_)) {
         res.generic = o_.sizes.empty() ? "generic kernels: the default schedule (autotune --tune-shape times the tuned ones at other sizes)"
                                        : add_generic_entries(res.record, keep);
-    }
-    if (!keep.empty() && !stopped() && has_profile(g_)) {
         // a profile: the record serves every size, so it is verified across them
         SessionOptions so = o_.session;
         use_model_record(so, db_, res.record);

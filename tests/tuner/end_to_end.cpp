@@ -78,6 +78,20 @@ std::vector<std::string> store_false_gains(const Graph &g, TuningDb &db, double 
     return ids;
 }
 
+/** x f32[1,8,L], L in [1..64] (optimum 16) -> Conv (3 taps, pads 1) -> Relu [-> Transpose], loaded
+ * at one thread. */
+Graph ranged_conv(const TempDir &dir, bool transpose = false) {
+    fusor::test::Builder b;
+    b.input("x", {1, 8, 16}, "1x8x[1..64]@16")
+        .weight("w", {8, 8, 3}, 1)
+        .node("Conv", {"x", "w"}, {"c"}, R"("pads":[1,1])")
+        .node("Relu", {"c"}, {transpose ? "r" : "y"});
+    if (transpose) b.node("Transpose", {"r"}, {"y"}, R"("perm":[0,2,1])");
+    std::string path = dir.file("ranged.json");
+    std::ofstream(path) << b.json();
+    return load_optimized_model(path, one_thread());
+}
+
 }  // namespace
 
 TEST_CASE("end to end: a schedule whose record claims a gain the model does not show falls back, and the model ends no slower",
@@ -201,14 +215,7 @@ TEST_CASE("end to end: a model record runs a schedule tuned at a profile's optim
           "generic signature, verified and used at other sizes; a static entry or a trial alone leaves the generic kernel default",
           "[tuner][e2e][profile]") {
     TempDir dir;
-    fusor::test::Builder b;
-    b.input("x", {1, 8, 16}, "1x8x[1..64]@16")
-        .weight("w", {8, 8, 3}, 1)
-        .node("Conv", {"x", "w"}, {"c"}, R"("pads":[1,1])")
-        .node("Relu", {"c"}, {"y"});
-    std::string path = dir.file("ranged.json");
-    std::ofstream(path) << b.json();
-    Graph ranged = load_optimized_model(path, one_thread());
+    Graph ranged = ranged_conv(dir);
     TuningDb db(dir.file("t.db"));
     std::vector<std::string> trials = store_false_gains(ranged, db, 1e-3);  // tuned at the optimum's static signature
     Trial trial = *db.trial(trials[0]);
@@ -281,15 +288,7 @@ TEST_CASE("end to end: generic_entries lists each generic kernel that runs a kep
           "with sizes to tune at, assemble_model times them there and stores a record that loads",
           "[tuner][e2e][profile]") {
     TempDir dir;
-    fusor::test::Builder b;
-    b.input("x", {1, 8, 16}, "1x8x[1..64]@16")
-        .weight("w", {8, 8, 3}, 1)
-        .node("Conv", {"x", "w"}, {"c"}, R"("pads":[1,1])")
-        .node("Relu", {"c"}, {"y"})
-        .node("Transpose", {"y"}, {"t"}, R"("perm":[0,2,1])");
-    std::string path = dir.file("ranged.json");
-    std::ofstream(path) << b.json();
-    Graph ranged = load_optimized_model(path, one_thread());
+    Graph ranged = ranged_conv(dir, /*transpose=*/true);
     TuningDb db(dir.file("t.db"));
     std::vector<std::string> trials = store_false_gains(ranged, db, 1e-3);
     Trial trial = *db.trial(trials[0]);
