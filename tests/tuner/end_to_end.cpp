@@ -212,7 +212,7 @@ TEST_CASE("end to end: a profile's model record is verified across its sizes and
 }
 
 TEST_CASE("end to end: a model record runs a schedule tuned at a profile's optimum in the generic kernel it lists under its "
-          "generic signature, verified and used at other sizes; a static entry or a trial alone leaves the generic kernel default",
+          "generic signature, verified and used at other sizes, and a static entry or a trial alone leaves the generic kernel default",
           "[tuner][e2e][profile]") {
     TempDir dir;
     Graph ranged = ranged_conv(dir);
@@ -284,7 +284,7 @@ TEST_CASE("end to end: a model record runs a schedule tuned at a profile's optim
     CHECK(tuned_kernels(per_trial, true) == 0);
 }
 
-TEST_CASE("end to end: generic_entries lists each generic kernel that runs a kept schedule under its generic signature; "
+TEST_CASE("end to end: generic_entries lists each generic kernel that runs a kept schedule under its generic signature, and "
           "with sizes to tune at, assemble_model times them there and stores a record that loads",
           "[tuner][e2e][profile]") {
     TempDir dir;
