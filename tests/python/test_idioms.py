@@ -145,7 +145,8 @@ VERBS = {
     "autotune": (fusor.autotune, {}),
 }
 RENAMED = {"shape": "shapes", "no_optimize": "optimize", "no_cache": "cache", "no_plan_search": "plan_search",
-           "o": "out_dir", "out": "out_dir", "v": "verbose", "schedule": "schedules", "no_runtime": "runtime"}
+           "o": "out_dir", "out": "out_dir", "v": "verbose", "schedule": "schedules", "no_runtime": "runtime",
+           "tune_shape": "tune_shapes"}
 
 
 def cli_flags(verb):
