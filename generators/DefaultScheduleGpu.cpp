@@ -194,7 +194,7 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             std::vector<const StageInfo *> staged, accs;
             for (const StageInfo &st : lc.stages) {
                 if (!reach[st.node].count((int)i) || reach[st.node].size() != 1) continue;
-                if (st.role == StageRole::Reused && !st.aligned && !st.extents.empty()) staged.push_back(&st);
+                if (st.role == StageRole::Reused && !st.aligned && !st.extents.empty() && !st.cpu_only) staged.push_back(&st);
                 if (st.role == StageRole::Accumulator && st.aligned) accs.push_back(&st);
             }
             auto shape = [&](int tx0, int rx0) {
@@ -322,6 +322,7 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             }
             continue;
         }
+        if (st.cpu_only) continue;  // read in place (inline, the level of a stage a schedule does not name)
         StageSchedule s;
         s.stage = st.name;
         int rank = (int)st.extents.size();

@@ -93,7 +93,8 @@ std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
     int rank = n.inputs.empty() || n.inputs[0] == kNoTensor ? 0 : g.type(n.inputs[0]).rank();
     OpPattern p = node_pattern(g, n);
     switch (n.op) {
-    case OpKind::Conv: case OpKind::ConvNhwc: case OpKind::ConvTranspose: case OpKind::MaxPool: case OpKind::AveragePool: {
+    case OpKind::Conv: case OpKind::ConvNhwc: case OpKind::ConvTranspose: case OpKind::MaxPool: case OpKind::AveragePool:
+    case OpKind::MaxPoolNhwc: case OpKind::AveragePoolNhwc: {
         // pads that auto_pad or output_shape derive from the input's size are the optimum's
         std::string pad = attr_string(g, n, "auto_pad");
         bool same = pad == "SAME_UPPER" || pad == "SAME_LOWER";

@@ -240,7 +240,18 @@ std::vector<Func> lower_conv_nhwc_direct(LowerContext &ctx) {
     Expr ci = cpg == C ? Expr(r.x) : (m / (int)mpg) * (int)cpg + r.x;
     Expr ix = ox * (int)geo.strides[1] + r.y * (int)geo.dilations[1] - pads.begin[1];
     Expr iy = oy * (int)geo.strides[0] + r.z * (int)geo.dilations[0] - pads.begin[0];
-    acc(m, ox, oy, n) += xin(ci, ix, iy, n) * W.func(m, r.x, r.y, r.z);
+    Expr w = W.func(m, r.x, r.y, r.z);
+    if (W.constant && geo.group == 1) {
+        // Constant weights, HWIO, copied: prepacked in panels of the CPU register tile's width
+        // (prepack=P) whose blocks span (ci, kx, ky), each tile reads one contiguous block of
+        // kh kw C/g x P floats, where HWIO rows give it P of every M; inline (GPU schedules,
+        // stored schedules that do not name it), the weights as they are
+        Func packed = ctx.make_stage("packw", W.type.shape, StageRole::Reused, false);
+        std::vector<Var> pv = {dim_var(0), dim_var(1), dim_var(2), dim_var(3)};
+        ctx.define_packing(packed, pv, W.func(pv[0], pv[1], pv[2], pv[3]), W, /*cpu_only=*/true, /*panel_block=*/3);
+        w = packed(m, r.x, r.y, r.z);
+    }
+    acc(m, ox, oy, n) += xin(ci, ix, iy, n) * w;
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     Expr y = acc(m, ox, oy, n);
     if (ctx.has_input(2)) y = y + ctx.input(2).func(m);

@@ -1,7 +1,7 @@
 /** \file
  * Lowerings of pooling: MaxPool (with Indices) and AveragePool over 1 to 3 spatial dims (NC...),
- * GlobalAveragePool and GlobalMaxPool (any rank). The window reduction is an explicit update
- * definition of an accumulator stage. */
+ * their NHWC twins (N...C), GlobalAveragePool and GlobalMaxPool (any rank). The window reduction
+ * is an explicit update definition of an accumulator stage. */
 #include "generators/Lowering.h"
 
 #include "graph/ShapeInference.h"
@@ -12,37 +12,40 @@ using namespace Halide;
 
 namespace {
 
-/** MaxPool (with its optional Indices output) and AveragePool over 1 to 3 spatial dims. Taps
- * outside the input read the pad value (lowest for max, 0 for the average) and the average
- * divides by the number of taps counted as count_include_pad says. */
-std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max) {
+/** MaxPool (with its optional Indices output) and AveragePool over 1 to 3 spatial dims, in NCHW
+ * or (\p nhwc: fusor.MaxPoolNhwc, fusor.AveragePoolNhwc) NHWC. Taps outside the input read the pad
+ * value (lowest for max, 0 for the average) and the average divides by the number of taps counted
+ * as count_include_pad says. */
+std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max, bool nhwc = false) {
     const LValue &X = ctx.input(0);
     const TensorType &out = ctx.out_type();
     int rank = X.type.rank();
-    if (rank < 3 || rank > 5) ctx.fail("pooling needs N x C x 1 to 3 spatial dims; input is " + to_string(X.type));
-    int sd = rank - 2;
+    if (rank < 3 || rank > 5) ctx.fail("pooling needs N, C and 1 to 3 spatial dims; input is " + to_string(X.type));
+    int sd = rank - 2, first = nhwc ? 1 : 2;  // ONNX axis of the first spatial dim
     WindowGeometry geo = window_geometry(ctx.graph(), ctx.node());
     Type t = halide_type(out.dtype);
     Expr pad_value = is_max ? t.min() : typed_const(t, 0);
-    Region bounds;  // Halide order: spatial dims innermost first, then C; N unbounded
+    Region bounds;  // Halide order: every dim but N, innermost first; N unbounded
     for (int a = rank - 1; a >= 1; a--) bounds.push_back(Range(0, extent(X, a)));
     bounds.push_back(Range(Expr(), Expr()));
     Func xin = BoundaryConditions::constant_exterior(X.func, pad_value, bounds);
     Region window;  // Halide order: the innermost spatial dim's kernel first
     for (int i = sd - 1; i >= 0; i--) window.push_back(Range(0, (int)geo.kernel[i]));
     RDom r(window, sanitize_name(ctx.node().name) + "_r");
-    std::vector<Expr> idx = LowerContext::exprs(ctx.vars(rank));  // ONNX order: n, c, spatial...
+    std::vector<Expr> idx = LowerContext::exprs(ctx.vars(rank));  // ONNX order: n, c, spatial...; NHWC n, spatial..., c
     std::vector<Expr> start(sd), tap(sd);
-    WindowPads pads = window_pads(ctx.graph(), ctx.node(), X, geo, 2);
+    WindowPads pads = window_pads(ctx.graph(), ctx.node(), X, geo, first);
     for (int i = 0; i < sd; i++) {
-        start[i] = idx[2 + i] * (int)geo.strides[i] - pads.begin[(size_t)i];
+        start[i] = idx[first + i] * (int)geo.strides[i] - pads.begin[(size_t)i];
         tap[i] = start[i] + r[sd - 1 - i] * (int)geo.dilations[i];
     }
-    std::vector<Expr> in_idx = {idx[0], idx[1]};
+    std::vector<Expr> in_idx = {idx[0]};
+    if (!nhwc) in_idx.push_back(idx[1]);
     in_idx.insert(in_idx.end(), tap.begin(), tap.end());
+    if (nhwc) in_idx.push_back(idx[rank - 1]);
     Expr v = xin(std::vector<Expr>(in_idx.rbegin(), in_idx.rend()));
     std::vector<Expr> args(idx.rbegin(), idx.rend());
-    bool with_indices = is_max && ctx.node().outputs.size() > 1 && ctx.node().outputs[1] != kNoTensor;
+    bool with_indices = is_max && !nhwc && ctx.node().outputs.size() > 1 && ctx.node().outputs[1] != kNoTensor;
     Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     if (with_indices) {
@@ -80,7 +83,7 @@ std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max) {
     Expr cnt = 1;
     for (int i = 0; i < sd; i++) {
         int k = (int)geo.kernel[i];
-        Expr in = extent(X, 2 + i);
+        Expr in = extent(X, first + i);
         cnt = cnt * (include_pad ? min(start[i] + k, in + pads.end[(size_t)i]) - start[i]
                                  : min(start[i] + k, in) - max(start[i], 0));
     }
@@ -94,6 +97,14 @@ std::vector<Func> lower_MaxPool(LowerContext &ctx) {
 
 std::vector<Func> lower_AveragePool(LowerContext &ctx) {
     return lower_window_pool(ctx, false);
+}
+
+std::vector<Func> lower_MaxPoolNhwc(LowerContext &ctx) {
+    return lower_window_pool(ctx, true, true);
+}
+
+std::vector<Func> lower_AveragePoolNhwc(LowerContext &ctx) {
+    return lower_window_pool(ctx, false, true);
 }
 
 /** GlobalAveragePool and GlobalMaxPool over every spatial dim of an input of any rank >= 3. */
@@ -146,6 +157,8 @@ std::vector<Func> lower_GlobalMaxPool(LowerContext &ctx) {
 void register_pool_lowerings(LoweringTable &t) {
     t[(size_t)OpKind::MaxPool] = &lower_MaxPool;
     t[(size_t)OpKind::AveragePool] = &lower_AveragePool;
+    t[(size_t)OpKind::MaxPoolNhwc] = &lower_MaxPoolNhwc;
+    t[(size_t)OpKind::AveragePoolNhwc] = &lower_AveragePoolNhwc;
     t[(size_t)OpKind::GlobalAveragePool] = &lower_GlobalAveragePool;
     t[(size_t)OpKind::GlobalMaxPool] = &lower_GlobalMaxPool;
 }

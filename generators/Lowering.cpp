@@ -247,21 +247,23 @@ LowerContext::LowerContext(const Graph &g, const Node &n, std::vector<std::optio
     : g_(g), n_(n), inputs_(std::move(inputs)), prefix_(std::move(prefix)), stages_(stages), prepack_(prepack) {
 }
 
-std::vector<int64_t> panel_extents(const std::vector<int64_t> &extents, int panel) {
+std::vector<int64_t> panel_extents(const std::vector<int64_t> &extents, int panel, int block) {
     if (panel <= 0) return extents;
+    size_t end = std::min<size_t>(1 + (size_t)block, extents.size());  // past the block's dims
     std::vector<int64_t> e = {panel};
-    if (extents.size() >= 2) e.push_back(extents[1]);
+    e.insert(e.end(), extents.begin() + 1, extents.begin() + (long)end);
     e.push_back(extents[0] / panel);
-    e.insert(e.end(), extents.begin() + std::min<size_t>(2, extents.size()), extents.end());
+    e.insert(e.end(), extents.begin() + (long)end, extents.end());
     return e;
 }
 
-std::vector<Expr> panel_index(const std::vector<Expr> &args, int panel) {
+std::vector<Expr> panel_index(const std::vector<Expr> &args, int panel, int block) {
     if (panel <= 0) return args;
+    size_t end = std::min<size_t>(1 + (size_t)block, args.size());
     std::vector<Expr> i = {args[0] % panel};
-    if (args.size() >= 2) i.push_back(args[1]);
+    i.insert(i.end(), args.begin() + 1, args.begin() + (long)end);
     i.push_back(args[0] / panel);
-    i.insert(i.end(), args.begin() + std::min<size_t>(2, args.size()), args.end());
+    i.insert(i.end(), args.begin() + (long)end, args.end());
     return i;
 }
 
@@ -300,9 +302,11 @@ void LowerContext::refuse_winograd(const Func &f, const std::string &why) {
     stage_info(f).winograd_refusal = why;
 }
 
-void LowerContext::define_packing(Func &f, const std::vector<Var> &args, const Expr &value, const LValue &operand) {
+void LowerContext::define_packing(Func &f, const std::vector<Var> &args, const Expr &value, const LValue &operand, bool cpu_only,
+                                  int panel_block) {
     StageInfo *info = &stage_info(f);
     info->packing = true;
+    info->cpu_only = cpu_only;
     info->over_constants = operand.constant;
     bool wanted = prepack_ && prepack_->plan.prepack.count(info->name);
     if (!wanted || !operand.constant) {
@@ -313,14 +317,15 @@ void LowerContext::define_packing(Func &f, const std::vector<Var> &args, const E
     p.stage = info->name;
     p.panel = prepack_->plan.prepack.at(info->name);
     p.dtype = operand.type.dtype;
-    p.extents = panel_extents(info->extents, p.panel);
+    p.block = panel_block;
+    p.extents = panel_extents(info->extents, p.panel, p.block);
     p.buffer = ImageParam(value.type(), (int)p.extents.size(), info->name + "_prepared");
     int64_t stride = 1;
     for (size_t i = 0; i < p.extents.size(); i++) {
         p.buffer.dim((int)i).set_bounds(0, (int)p.extents[i]).set_stride((int)stride).set_estimate(0, (int)p.extents[i]);
         stride *= p.extents[i];
     }
-    f(args) = p.buffer(panel_index(exprs(args), p.panel));
+    f(args) = p.buffer(panel_index(exprs(args), p.panel, p.block));
     info->prepared = true;
     prepack_->prepared.push_back(p);
 }

@@ -81,6 +81,10 @@ struct StageInfo {
      * consumer's reduction (a matmul's A beside its packed B: LowerContext::define_gpu_copy).
      * CPU default schedules read the operand in place (inline). */
     bool gpu_copy = false;
+    /** A packing stage that GPU schedules read in place (inline): a direct NHWC conv's weights
+     * (LowerContext::define_packing with cpu_only), which GPU blocks read as HWIO vectors from
+     * global memory beside the input window they stage. */
+    bool cpu_only = false;
 };
 
 /** A packing stage over constants that a lowering reads from a buffer prepared once, at load
@@ -90,6 +94,7 @@ struct PreparedStage {
     int panel = 0;                 ///< dim 0 stored in panels of this many (0: the stage's own layout)
     DType dtype = DType::F32;
     Halide::ImageParam buffer;     ///< the pipeline's input that holds the prepared values
+    int block = 1;                 ///< dims after dim 0 in each panel's contiguous block (panel_extents)
     std::vector<int64_t> extents;  ///< of buffer, Halide order: panel (P, d1, d0 / P, d2...) or the stage's
     /** Computes buffer's values from the cluster's params (add_prepare_pipelines, Prepack.h);
      * its params, in LoweredCluster::params order, are inputs. */
@@ -103,10 +108,12 @@ struct PreparedStage {
 };
 
 /** A prepared buffer's extents (Halide order) for a stage of \p extents stored in panels of
- * \p panel along dim 0: (panel, d1, d0 / panel, d2, ...); rank 1: (panel, d0 / panel). */
-std::vector<int64_t> panel_extents(const std::vector<int64_t> &extents, int panel);
+ * \p panel along dim 0, each panel's block over dims 1..\p block contiguous: (panel, d1, d0 /
+ * panel, d2, ...) for block 1, (panel, d1, d2, d3, d0 / panel, ...) for block 3; rank 1: (panel,
+ * d0 / panel). */
+std::vector<int64_t> panel_extents(const std::vector<int64_t> &extents, int panel, int block = 1);
 /** The index into such a buffer of the stage's element \p args (Halide order). */
-std::vector<Halide::Expr> panel_index(const std::vector<Halide::Expr> &args, int panel);
+std::vector<Halide::Expr> panel_index(const std::vector<Halide::Expr> &args, int panel, int block = 1);
 
 /** How lower_cluster lowers a cluster beyond its graph, both read from its schedule: the packing
  * stages it prepares (stage name -> prepack panel, StageSchedule::prepack) and the convs it lowers
@@ -237,9 +244,11 @@ public:
     Halide::Func make_stage(const std::string &suffix, const std::vector<int64_t> &shape, StageRole role,
                             bool aligned, std::vector<int> reduced_out_dims = {});
     /** Defines packing stage \p f (from make_stage) as f(args) = value, a copy of \p operand in
-     * another layout, and marks it StageInfo::packing. When the prepack plan names it and the
-     * operand is constant, f instead reads a buffer prepared once (PreparedStage). */
-    void define_packing(Halide::Func &f, const std::vector<Halide::Var> &args, const Halide::Expr &value, const LValue &operand);
+     * another layout, and marks it StageInfo::packing (and StageInfo::cpu_only with \p cpu_only).
+     * When the prepack plan names it and the operand is constant, f instead reads a buffer
+     * prepared once (PreparedStage), in panels whose blocks span dims 1..\p panel_block. */
+    void define_packing(Halide::Func &f, const std::vector<Halide::Var> &args, const Halide::Expr &value, const LValue &operand,
+                        bool cpu_only = false, int panel_block = 1);
     /** Defines \p f (from make_stage) as f(args) = value, a plain copy of an operand, and marks it
      * StageInfo::gpu_copy. */
     void define_gpu_copy(Halide::Func &f, const std::vector<Halide::Var> &args, const Halide::Expr &value);

@@ -58,10 +58,10 @@ void add_prepare_pipelines(const Graph &g, const Cluster &c, const std::string &
         FUSOR_INTERNAL_ASSERT(src) << "prepared stage " << p.stage << " missing from its fresh lowering";
         std::vector<Var> args;
         for (size_t i = 0; i < p.extents.size(); i++) args.push_back(dim_var((int)i));
-        // the inverse of panel_index: buffer element (p, d1, q, d2...) is stage element (q * P + p, d1, d2...)
+        // the inverse of panel_index: buffer element (p, d1.., q, d2...) is stage element (q * P + p, d1.., d2...)
         std::vector<Expr> at(args.begin(), args.end());
         if (p.panel > 0) {
-            size_t q = at.size() >= 3 ? 2 : 1;
+            size_t q = std::min<size_t>(1 + (size_t)p.block, at.size() - 1);
             Expr n = at[q] * p.panel + at[0];
             at.erase(at.begin() + (long)q);
             at[0] = n;

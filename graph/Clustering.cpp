@@ -35,6 +35,7 @@
 #include <set>
 
 #include "graph/Error.h"
+#include "graph/ShapeInference.h"
 
 namespace fusor {
 
@@ -145,7 +146,7 @@ private:
      * ConvTranspose 1.34x, in front of a 3x3 MaxPool 2x. */
     bool has_window(const Node &n) const {
         std::vector<int64_t> kernel;
-        if (n.op == OpKind::MaxPool || n.op == OpKind::AveragePool) {
+        if (window_pool(n.op)) {
             kernel = attr_ints(g_, n, "kernel_shape").value_or(std::vector<int64_t>{});
         } else if (n.op == OpKind::Conv || n.op == OpKind::ConvTranspose || n.op == OpKind::ConvNhwc) {
             const std::vector<int64_t> &w = g_.type(n.inputs[1]).shape;  // OIHW / IOHW; ConvNhwc: HWIO

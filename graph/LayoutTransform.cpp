@@ -141,6 +141,25 @@ bool is_convertible_movement(const Graph &g, const Node &n) {
     }
 }
 
+/** A 2-D MaxPool (its Indices output absent) or AveragePool: fusor.MaxPoolNhwc and
+ * fusor.AveragePoolNhwc compute it in NHWC, so a stem's MaxPool between convs costs no transposes
+ * (ResNet-18's took 0.8 ms of 34 at 1 thread, its two transposes more than the pool). */
+bool is_convertible_pool(const Graph &g, const Node &n) {
+    if (n.op != OpKind::MaxPool && n.op != OpKind::AveragePool) return false;
+    if (n.outputs.size() > 1 && n.outputs[1] != kNoTensor) return false;
+    return g.type(n.inputs[0]).rank() == 4;
+}
+
+/** The NHWC op of NCHW op \p op (a node convert_to_nhwc converts). */
+OpKind nhwc_op(OpKind op) {
+    switch (op) {
+    case OpKind::Conv: return OpKind::ConvNhwc;
+    case OpKind::MaxPool: return OpKind::MaxPoolNhwc;
+    case OpKind::AveragePool: return OpKind::AveragePoolNhwc;
+    default: return op;
+    }
+}
+
 /** The NHWC axis of NCHW axis \p a. */
 int64_t nhwc_axis(int64_t a) {
     return std::find(kToNhwc.begin(), kToNhwc.end(), a) - kToNhwc.begin();
@@ -176,7 +195,7 @@ bool convert_to_nhwc(Graph &g) {
     std::vector<int> region(g.nodes.size(), -1);
     std::vector<bool> convertible(g.nodes.size(), false);
     for (const Node &n : g.nodes) {
-        convertible[n.id] = is_conv2d(g, n) || is_convertible_elementwise(g, n) || is_convertible_movement(g, n);
+        convertible[n.id] = is_conv2d(g, n) || is_convertible_elementwise(g, n) || is_convertible_movement(g, n) || is_convertible_pool(g, n);
     }
     std::vector<int> parent(g.nodes.size());
     for (size_t i = 0; i < parent.size(); i++) parent[i] = (int)i;
@@ -244,7 +263,7 @@ bool convert_to_nhwc(Graph &g) {
             nhwc[n.outputs[0]] = out;
             Attrs attrs = n.attrs;
             if (op == OpKind::Concat) attrs["axis"] = nhwc_axis(normalize_axis(g, n, attr_int(g, n, "axis"), 4));
-            add_node(g, op == OpKind::Conv ? OpKind::ConvNhwc : op, n.name + "_nhwc", ins, {out}, attrs);
+            add_node(g, nhwc_op(op), n.name + "_nhwc", ins, {out}, attrs);
             removed.insert(id);
         }
         // tensors leaving the region go back to NCHW under their own ids (names unchanged)

@@ -24,7 +24,8 @@ const char *layout_name(Layout l);
 Layout choose_layout(const Graph &g);
 
 /** Rewrites every connected region of 2-D Conv nodes and the elementwise/broadcast, Concat,
- * Resize and Pad nodes around them into channels-last form:
+ * Resize, Pad, 2-D MaxPool (without Indices) and AveragePool nodes around them into channels-last
+ * form (fusor.ConvNhwc, fusor.MaxPoolNhwc, fusor.AveragePoolNhwc):
  *
  *     x ─► Transpose(0,2,3,1) ─► fusor.ConvNhwc ─► Relu ─► fusor.ConvNhwc ─► Add ─► Transpose(0,3,1,2) ─► y
  *                       └──────────────────────────────────────────────┘ (x read twice, transposed once)

@@ -168,7 +168,9 @@ const char *pattern_name(OpPattern p);
 
 /** Windowed and spatial ops beyond the core set: ConvTranspose, GlobalMaxPool, Resize,
  * InstanceNormalization, LRN, MeanVarianceNormalization, LpNormalization. Conv, MaxPool
- * and AveragePool (core rows) take 1 to 3 spatial dims; MaxPool's second output is Indices. */
+ * and AveragePool (core rows) take 1 to 3 spatial dims; MaxPool's second output is Indices.
+ * fusor.MaxPoolNhwc and fusor.AveragePoolNhwc are MaxPool (without Indices) and AveragePool over
+ * [N, spatial..., C], as the layout pass writes them beside fusor.ConvNhwc. */
 #define FUSOR_OPS_SPATIAL(X)                                                                        \
     X(ConvTranspose, "", OutFusable, 2, 3, 1, conv_transpose, "",                                   \
       "auto_pad:s=NOTSET dilations:ints? group:i=1 kernel_shape:ints? output_padding:ints? "        \
@@ -180,7 +182,12 @@ const char *pattern_name(OpPattern p);
     X(InstanceNormalization, "", Reduction, 3, 3, 1, instance_norm, "", "epsilon:f=1e-05")          \
     X(LRN, "", Reduction, 1, 1, 1, lrn, "", "alpha:f=0.0001 beta:f=0.75 bias:f=1 size:i")           \
     X(MeanVarianceNormalization, "", Reduction, 1, 1, 1, mean_variance_norm, "", "axes:ints?")      \
-    X(LpNormalization, "", Reduction, 1, 1, 1, lp_norm, "", "axis:i=-1 p:i=2")
+    X(LpNormalization, "", Reduction, 1, 1, 1, lp_norm, "", "axis:i=-1 p:i=2")                      \
+    X(MaxPoolNhwc, "fusor", Reduction, 1, 1, 1, pool, "",                                           \
+      "auto_pad:s=NOTSET ceil_mode:i=0 dilations:ints? kernel_shape:ints pads:ints? strides:ints?") \
+    X(AveragePoolNhwc, "fusor", Reduction, 1, 1, 1, pool, "",                                       \
+      "auto_pad:s=NOTSET ceil_mode:i=0 count_include_pad:i=0 kernel_shape:ints pads:ints? "         \
+      "strides:ints?")
 
 /** Recurrent ops, opaque (never fused): RNN, GRU, LSTM with ONNX opset-14 semantics.
  * `activations` is ONNX's list of strings, held as one space-separated string (the importer joins

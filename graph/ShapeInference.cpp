@@ -61,6 +61,14 @@ std::vector<int64_t> broadcast_shapes(const Graph &g, const Node &n, const std::
     return out;
 }
 
+bool nhwc_window(OpKind op) {
+    return op == OpKind::ConvNhwc || op == OpKind::MaxPoolNhwc || op == OpKind::AveragePoolNhwc;
+}
+
+bool window_pool(OpKind op) {
+    return op == OpKind::MaxPool || op == OpKind::AveragePool || op == OpKind::MaxPoolNhwc || op == OpKind::AveragePoolNhwc;
+}
+
 WindowGeometry window_geometry(const Graph &g, const Node &n) {
     const TensorType &x = in_type(g, n, 0);
     if (x.rank() < 3) {
@@ -69,11 +77,11 @@ WindowGeometry window_geometry(const Graph &g, const Node &n) {
     }
     size_t sd = (size_t)x.rank() - 2;
     WindowGeometry w;
-    // NCHW: spatial dims follow N and C; fusor.ConvNhwc (NHWC, weights HWIO): they follow N
-    bool nhwc = n.op == OpKind::ConvNhwc;
+    // NCHW: spatial dims follow N and C; NHWC (fusor.ConvNhwc, weights HWIO; the NHWC pools): they follow N
+    bool nhwc = nhwc_window(n.op);
     w.in_spatial.assign(x.shape.begin() + (nhwc ? 1 : 2), x.shape.end() - (nhwc ? 1 : 0));
     auto kernel_attr = attr_ints(g, n, "kernel_shape");
-    if (n.op == OpKind::Conv || nhwc) {
+    if (n.op == OpKind::Conv || n.op == OpKind::ConvNhwc) {
         const TensorType &wt = in_type(g, n, 1);
         if (wt.rank() != x.rank()) {
             dim_mismatch(g, n, "weight " + to_string(wt) + " must have the rank of input " + to_string(x));
@@ -100,7 +108,7 @@ WindowGeometry window_geometry(const Graph &g, const Node &n) {
     check_len(w.kernel, sd, "kernel_shape");
     w.strides = ints_or(attr_ints(g, n, "strides"), sd, 1);
     check_len(w.strides, sd, "strides");
-    w.dilations = n.op == OpKind::AveragePool ? std::vector<int64_t>(sd, 1)
+    w.dilations = n.op == OpKind::AveragePool || n.op == OpKind::AveragePoolNhwc ? std::vector<int64_t>(sd, 1)
                                               : ints_or(attr_ints(g, n, "dilations"), sd, 1);
     check_len(w.dilations, sd, "dilations");
     std::vector<int64_t> pads = ints_or(attr_ints(g, n, "pads"), 2 * sd, 0);
@@ -124,7 +132,7 @@ WindowGeometry window_geometry(const Graph &g, const Node &n) {
     w.pads_begin.assign(pads.begin(), pads.begin() + sd);
     w.pads_end.assign(pads.begin() + sd, pads.end());
     std::string auto_pad = attr_string(g, n, "auto_pad");
-    bool ceil_mode = n.op != OpKind::Conv && n.op != OpKind::ConvNhwc && attr_int(g, n, "ceil_mode") != 0;
+    bool ceil_mode = window_pool(n.op) && attr_int(g, n, "ceil_mode") != 0;
     w.out_spatial.resize(sd);
     for (size_t i = 0; i < sd; i++) {
         int64_t in = w.in_spatial[i], s = w.strides[i];
@@ -480,6 +488,12 @@ std::vector<TensorType> batch_norm(const Graph &g, const Node &n) {
 std::vector<TensorType> pool(const Graph &g, const Node &n) {
     const TensorType &x = in_type(g, n, 0);
     WindowGeometry geo = window_geometry(g, n);
+    if (nhwc_window(n.op)) {
+        std::vector<int64_t> out = {x.shape[0]};
+        out.insert(out.end(), geo.out_spatial.begin(), geo.out_spatial.end());
+        out.push_back(x.shape.back());
+        return {TensorType{x.dtype, out}};
+    }
     std::vector<int64_t> out = {x.shape[0], x.shape[1]};
     out.insert(out.end(), geo.out_spatial.begin(), geo.out_spatial.end());
     // MaxPool's optional second output: Indices, i64, of the output's shape

@@ -22,9 +22,16 @@ struct WindowGeometry {
     int64_t group = 1;
 };
 
-/** Window geometry of a Conv, MaxPool or AveragePool node; throws UserError naming the node on
- * inconsistent attributes. */
+/** Window geometry of a Conv, MaxPool or AveragePool node (or an NHWC twin); throws UserError
+ * naming the node on inconsistent attributes. */
 WindowGeometry window_geometry(const Graph &g, const Node &n);
+
+/** Whether \p op is a windowed op over [N, spatial..., C] (fusor.ConvNhwc, fusor.MaxPoolNhwc,
+ * fusor.AveragePoolNhwc): its spatial dims follow N, its channels are last. */
+bool nhwc_window(OpKind op);
+
+/** Whether \p op pools a window: MaxPool, AveragePool or an NHWC twin. */
+bool window_pool(OpKind op);
 
 /** numpy broadcasting of two shapes; throws UserError naming the node and the dims that differ. */
 std::vector<int64_t> broadcast_shapes(const Graph &g, const Node &n, const std::vector<int64_t> &a,

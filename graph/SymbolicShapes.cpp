@@ -71,7 +71,7 @@ Shape window_out(const Rule &r, const Shape &in) {
     WindowGeometry w = window_geometry(r.g, r.n);
     std::string auto_pad = attr_string(r.g, r.n, "auto_pad");
     bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-    bool ceil_mode = r.n.op != OpKind::Conv && r.n.op != OpKind::ConvNhwc && attr_int(r.g, r.n, "ceil_mode") != 0;
+    bool ceil_mode = window_pool(r.n.op) && attr_int(r.g, r.n, "ceil_mode") != 0;
     Shape out;
     for (size_t i = 0; i < in.size(); i++) {
         int64_t s = w.strides[i], span = (w.kernel[i] - 1) * w.dilations[i] + 1;
@@ -104,6 +104,13 @@ std::vector<Shape> conv(const Rule &r) {
 
 std::vector<Shape> pool(const Rule &r) {
     const Shape &x = r.input(0);
+    if (nhwc_window(r.n.op)) {
+        Shape out = {x[0]};
+        Shape o = window_out(r, Shape(x.begin() + 1, x.end() - 1));
+        out.insert(out.end(), o.begin(), o.end());
+        out.push_back(x.back());
+        return {out};
+    }
     Shape out = {x[0], x[1]};
     Shape o = window_out(r, Shape(x.begin() + 2, x.end()));
     out.insert(out.end(), o.begin(), o.end());
@@ -357,7 +364,7 @@ std::vector<Shape> broadcast_all(const Rule &r) {
 RuleFn rule_of(const Node &n) {
     switch (n.op) {
     case OpKind::Conv: case OpKind::ConvNhwc: return conv;
-    case OpKind::MaxPool: case OpKind::AveragePool: return pool;
+    case OpKind::MaxPool: case OpKind::AveragePool: case OpKind::MaxPoolNhwc: case OpKind::AveragePoolNhwc: return pool;
     case OpKind::ConvTranspose: return conv_transpose;
     case OpKind::MatMul: return matmul;
     case OpKind::Gemm: return gemm;

@@ -165,3 +165,35 @@ TEST_CASE("layout: Concat, Resize and Pad join the region, with their axis, scal
     }
     check_same_outputs(original, g);
 }
+
+TEST_CASE("layout: a MaxPool or AveragePool between convs joins their region, one with Indices does not", "[graph][layout]") {
+    auto stem = [](const std::string &pool, bool indices) {
+        return parse_graph_json(R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 3, 13, 11]}],
+            "outputs": ["y")" + std::string(indices ? R"(, "i")" : "") + R"(], "initializers": [
+              {"name": "w1", "dtype": "f32", "shape": [8, 3, 3, 3], "random": {"seed": 1}},
+              {"name": "w2", "dtype": "f32", "shape": [4, 8, 1, 1], "random": {"seed": 2}}],
+            "nodes": [{"name": "c1", "op": "Conv", "inputs": ["x", "w1"], "outputs": ["a"], "attrs": {"pads": [1, 1, 1, 1], "strides": [2, 2]}},
+                      {"name": "r", "op": "Relu", "inputs": ["a"], "outputs": ["b"]},
+                      {"name": "p", "op": ")" + pool + R"(", "inputs": ["b"], "outputs": ["m")" + (indices ? R"(, "i")" : "") +
+                                   R"(], "attrs": {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}},
+                      {"name": "c2", "op": "Conv", "inputs": ["m", "w2"], "outputs": ["y"]}]})",
+                                "stem.json");
+    };
+    for (const char *pool : {"MaxPool", "AveragePool"}) {
+        INFO(pool);
+        Graph g = stem(pool, false), original = g;
+        CHECK(convert_to_nhwc(g));
+        check_after_pass(g, "layout-nhwc");
+        CHECK(count_op(g, OpKind::Transpose) == 2);  // in and out of the one region
+        CHECK(count_op(g, std::string(pool) == "MaxPool" ? OpKind::MaxPoolNhwc : OpKind::AveragePoolNhwc) == 1);
+        CHECK(count_op(g, OpKind::MaxPool) + count_op(g, OpKind::AveragePool) == 0);
+        check_same_outputs(original, g);
+    }
+    Graph g = stem("MaxPool", true), original = g;
+    CHECK(convert_to_nhwc(g));
+    check_after_pass(g, "layout-nhwc");
+    CHECK(count_op(g, OpKind::MaxPool) == 1);  // its Indices are NCHW positions
+    CHECK(count_op(g, OpKind::MaxPoolNhwc) == 0);
+    CHECK(count_op(g, OpKind::Transpose) == 4);
+    check_same_outputs(original, g);
+}

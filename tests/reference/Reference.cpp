@@ -194,19 +194,22 @@ Value batch_norm(const Evaluator &ev, const Node &n) {
     return out;
 }
 
-/** MaxPool and AveragePool over any number of spatial dims. Padding never enters a max; for the
- * average, count_include_pad=1 counts window positions inside [-pad_begin, in + pad_end) and
- * count_include_pad=0 those inside [0, in), so with ceil_mode the part of a window beyond the
- * padded input never counts. */
+/** MaxPool and AveragePool over any number of spatial dims, NCHW or (fusor.MaxPoolNhwc,
+ * fusor.AveragePoolNhwc) NHWC. Padding never enters a max; for the average, count_include_pad=1
+ * counts window positions inside [-pad_begin, in + pad_end) and count_include_pad=0 those inside
+ * [0, in), so with ceil_mode the part of a window beyond the padded input never counts. */
 Value pool(const Evaluator &ev, const Node &n, bool is_max) {
     const Value &X = ev.in(n, 0);
     WindowGeometry geo = window_geometry(ev.g, n);
     bool include_pad = !is_max && attr_int(ev.g, n, "count_include_pad") != 0;
+    bool nhwc = nhwc_window(n.op);
     Value out = ev.out_value(n);
-    int64_t planes = X.type.shape[0] * X.type.shape[1];
+    int64_t batch = X.type.shape[0], C = nhwc ? X.type.shape.back() : X.type.shape[1], planes = batch * C;
     size_t sd = geo.kernel.size();
     int64_t in_sp = product(geo.in_spatial), out_sp = product(geo.out_spatial), k_sp = product(geo.kernel);
     Shape in_st = strides_of(geo.in_spatial);
+    // element (plane, spatial offset) of a tensor with \p sp spatial points
+    auto at = [&](int64_t pl, int64_t off, int64_t sp) { return nhwc ? ((pl / C) * sp + off) * C + pl % C : pl * sp + off; };
     for (int64_t pl = 0; pl < planes; pl++) {
         for (int64_t o = 0; o < out_sp; o++) {
             Shape oi = unravel(o, geo.out_spatial);
@@ -224,10 +227,10 @@ Value pool(const Evaluator &ev, const Node &n, bool is_max) {
                 }
                 if (include_pad ? inside_padded : inside) count++;
                 if (!inside) continue;
-                double v = X.data[pl * in_sp + off];
+                double v = X.data[at(pl, off, in_sp)];
                 acc = is_max ? nan_max(acc, v) : acc + v;
             }
-            out.data[pl * out_sp + o] = is_max ? acc : (count ? acc / (double)count : NAN);
+            out.data[at(pl, o, out_sp)] = is_max ? acc : (count ? acc / (double)count : NAN);
         }
     }
     return out;
@@ -474,6 +477,8 @@ std::optional<Value> evaluate_core(const Evaluator &ev, const Node &n) {
         if (n.outputs.size() > 1 && n.outputs[1] != kNoTensor) break;  // with Indices: evaluate_spatial
         return pool(ev, n, /*is_max=*/true);
     case OpKind::AveragePool: return pool(ev, n, /*is_max=*/false);
+    case OpKind::MaxPoolNhwc: return pool(ev, n, /*is_max=*/true);
+    case OpKind::AveragePoolNhwc: return pool(ev, n, /*is_max=*/false);
     case OpKind::GlobalAveragePool: return global_average_pool(ev, n);
     case OpKind::Softmax: return softmax(ev, n);
     case OpKind::LayerNormalization: break;  // several outputs: evaluate_node

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <regex>
 
 #include "generators/DefaultSchedule.h"
 #include "generators/HostTarget.h"
@@ -184,5 +185,85 @@ TEST_CASE("prepack: a weight given as a graph input is packed per call, never st
         auto inputs = random_inputs(g, seed);  // new weights on every call
         run_with(ex, inputs);
         check_against(ex, ref::evaluate(g, inputs));
+    }
+}
+
+namespace {
+
+/** One fusor.ConvNhwc with a bias over x [n, h, w, c], kernel kh x kw, \p m output channels and
+ * the given attrs (JSON members), its weights a constant (or graph input "w" when \p weights_input). */
+Graph nhwc_conv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t m, int64_t kh, int64_t kw, const std::string &attrs,
+                bool weights_input = false) {
+    auto dims = [](std::vector<int64_t> d) {
+        std::string s = "[";
+        for (size_t i = 0; i < d.size(); i++) s += (i ? ", " : "") + std::to_string(d[i]);
+        return s + "]";
+    };
+    std::string x = R"({"name": "x", "dtype": "f32", "shape": )" + dims({n, h, w, c}) + "}";
+    std::string wt = R"({"name": "w", "dtype": "f32", "shape": )" + dims({kh, kw, c, m});
+    std::string json = R"({"format_version": 1, "name": "conv", "inputs": [)" + x + (weights_input ? ", " + wt + "}" : "") +
+                       R"(], "outputs": ["y"], "initializers": [)" + (weights_input ? "" : wt + R"(, "random": {"seed": 3}}, )") +
+                       R"({"name": "b", "dtype": "f32", "shape": )" + dims({m}) + R"(, "random": {"seed": 4}}],
+        "nodes": [{"name": "conv", "op": "ConvNhwc", "domain": "fusor", "inputs": ["x", "w", "b"], "outputs": ["y"],
+                   "attrs": {"kernel_shape": )" + dims({kh, kw}) + (attrs.empty() ? "" : ", " + attrs) + "}}]}";
+    INFO(json);
+    return parse_graph_json(json, "conv.json");
+}
+
+}  // namespace
+
+TEST_CASE("prepack: a direct NHWC conv's constant weights are packed once per load, as its tiles read them", "[runtime][prepack]") {
+    struct Case {
+        const char *what;
+        Graph g;
+    };
+    Case cases[] = {
+        {"3x3, 64 channels: in panels of the register tile", nhwc_conv(1, 9, 11, 16, 64, 3, 3, R"("pads": [1, 1, 1, 1])")},
+        {"3x3 stride 2, asymmetric pads, Cin 3, batch 2", nhwc_conv(2, 13, 10, 3, 64, 3, 3, R"("strides": [2, 2], "pads": [0, 1, 2, 1])")},
+        {"7x7 stride 2 dilation 2", nhwc_conv(1, 23, 21, 5, 32, 7, 7, R"("strides": [2, 2], "dilations": [2, 2], "pads": [3, 3, 3, 3])")},
+        {"1x1, 24 channels: its own layout", nhwc_conv(1, 5, 7, 40, 24, 1, 1, "")},
+    };
+    for (Case &k : cases) {
+        INFO(k.what);
+        auto inputs = random_inputs(k.g, 6);
+        std::vector<ref::Value> expected = ref::evaluate(k.g, inputs);
+        ExecutorOptions direct;
+        direct.conv_algo = ConvAlgo::Direct;
+        uint64_t before = prepared_stage_runs();
+        Executor ex(k.g, direct);
+        REQUIRE(ex.num_kernels() == 1);
+        std::string text = to_text(ex.kernel(0).schedule);
+        INFO(text);
+        CHECK(text.find("_packw") != std::string::npos);
+        // in panels as wide as the register tile where more than one divides the channels, else in
+        // its own layout (one panel, or 24 channels)
+        const StageSchedule *out = ex.kernel(0).schedule.find("c0_conv");
+        REQUIRE((out && !out->tile.empty()));
+        int64_t m = k.g.type(k.g.outputs[0]).shape[3], tile = out->tile[0];
+        CHECK(std::regex_search(text, std::regex("_packw[^\\n]* prepack=" + std::to_string(tile) + "\\b")) == (tile < m && m % tile == 0));
+        CHECK(prepared_stages(ex) == 1);
+        CHECK(prepared_stage_runs() - before == 1);
+        for (int call = 0; call < 3; call++) run_with(ex, inputs);
+        CHECK(prepared_stage_runs() - before == 1);  // packed at load only
+        check_against(ex, expected);
+        for (int panel : {-1, 0, 8}) {
+            INFO("prepack " << panel);
+            ExecutorOptions o = direct;
+            o.schedule_for = defaults_with([panel](StageSchedule &s, const StageInfo &i) { s.prepack = panel > 0 && i.extents[0] % panel ? 0 : panel; });
+            Executor other(k.g, o);
+            CHECK(other.kernel(0).fallback_reason == "");
+            run_with(other, inputs);
+            check_against(other, expected);
+        }
+    }
+    SECTION("weights given as a graph input are read in place, per call") {
+        Graph g = nhwc_conv(1, 6, 6, 8, 32, 3, 3, R"("pads": [1, 1, 1, 1])", true);
+        Executor ex(g);
+        CHECK(to_text(ex.kernel(0).schedule).find("_packw") == std::string::npos);
+        for (uint64_t seed : {1, 2}) {
+            auto inputs = random_inputs(g, seed);
+            run_with(ex, inputs);
+            check_against(ex, ref::evaluate(g, inputs));
+        }
     }
 }

@@ -224,9 +224,9 @@ bool is_gpu(const ClusterSchedule &s) {
 const int kGpuTiles[] = {1, 2, 4, 8};
 
 /** A staged operand: a reused stage whose dims are not the output's (a padded window, a packed
- * panel), with a single consumer output in the cluster. */
+ * panel), with a single consumer output in the cluster, GPU schedules may stage (not cpu_only). */
 bool stageable(const StageInfo &st) {
-    return st.role == StageRole::Reused && !st.aligned && !st.extents.empty() && !st.is_output;
+    return st.role == StageRole::Reused && !st.aligned && !st.extents.empty() && !st.is_output && !st.cpu_only;
 }
 
 void edit_gpu_output(ClusterSchedule &all, StageSchedule &s, const StageInfo &st, SplitMix64 &rng) {
