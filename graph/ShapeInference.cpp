@@ -152,7 +152,7 @@ WindowGeometry window_geometry(const Graph &g, const Node &n) {
         int64_t padded = in + w.pads_begin[i] + w.pads_end[i] - span;
         if (padded < 0) {
             dim_mismatch(g, n, "window of " + std::to_string(span) + " exceeds padded input dim " +
-                                   std::to_string(i + 2) + " (" + std::to_string(in) + ")");
+                                   std::to_string(i + (nhwc ? 1 : 2)) + " (" + std::to_string(in) + ")");
         }
         int64_t out = (ceil_mode ? (padded + s - 1) / s : padded / s) + 1;
         // ceil_mode: the last window must start inside the input or its left padding

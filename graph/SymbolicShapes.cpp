@@ -80,7 +80,7 @@ Shape window_out(const Rule &r, const Shape &in) {
             continue;
         }
         SymDim padded = in[i] + (w.pads_begin[i] + w.pads_end[i] - span);
-        r.need(SymConstraint::Kind::AtLeast, padded, 0, "its window of " + std::to_string(span) + " fits input dim " + std::to_string(i + 2));
+        r.need(SymConstraint::Kind::AtLeast, padded, 0, "its window of " + std::to_string(span) + " fits input dim " + std::to_string(i + (nhwc_window(r.n.op) ? 1 : 2)));
         SymDim o = SymDim::floor_div(padded + (ceil_mode ? s - 1 : 0), s) + 1;
         // ceil_mode: the last window starts inside the input or its left padding
         if (ceil_mode) o = SymDim::min(o, SymDim::floor_div(in[i] + (w.pads_begin[i] - 1), s) + 1);

@@ -13,6 +13,29 @@ using namespace fusor;
 
 namespace {
 
+/** Output 0 of \p g on \p inputs, fused and unfused, equals \p expected within \p tol (relative
+ * to 1 + |expected|). */
+void check_modes(const Graph &g, const std::vector<std::vector<uint8_t>> &inputs, const std::vector<double> &expected, double tol) {
+    for (ExecMode mode : {ExecMode::Fused, ExecMode::Unfused}) {
+        INFO((mode == ExecMode::Fused ? "fused" : "unfused"));
+        ExecutorOptions o;
+        o.mode = mode;
+        Executor ex(g, o);
+        ex.set_input(0, inputs[0].data(), inputs[0].size());
+        ex.run();
+        const float *got = (const float *)ex.output(0).data();
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < expected.size(); i++) {
+            if (!(std::abs(got[i] - expected[i]) <= tol * (1 + std::abs(expected[i])))) {
+                if (!bad) first = i;
+                bad++;
+            }
+        }
+        INFO("first mismatch at " << first << ": got " << got[first] << " expected " << expected[first]);
+        CHECK(bad == 0);
+    }
+}
+
 void check_conv_nhwc(const std::string &x_shape, const std::string &w_shape, const std::string &attrs, bool bias, int64_t m) {
     std::string json = R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": )" + x_shape + R"(}],
         "outputs": ["y"], "initializers": [{"name": "w", "dtype": "f32", "shape": )" + w_shape +
@@ -23,24 +46,7 @@ void check_conv_nhwc(const std::string &x_shape, const std::string &w_shape, con
     INFO(json);
     Graph g = parse_graph_json(json, "conv_nhwc.json");
     auto inputs = random_inputs(g, 2);
-    auto expected = ref::evaluate(g, inputs);
-    for (ExecMode mode : {ExecMode::Fused, ExecMode::Unfused}) {
-        ExecutorOptions o;
-        o.mode = mode;
-        Executor ex(g, o);
-        ex.set_input(0, inputs[0].data(), inputs[0].size());
-        ex.run();
-        const float *got = (const float *)ex.output(0).data();
-        size_t bad = 0, first = 0;
-        for (size_t i = 0; i < expected[0].data.size(); i++) {
-            if (std::abs(got[i] - expected[0].data[i]) > 1e-4 * (1 + std::abs(expected[0].data[i]))) {
-                if (!bad) first = i;
-                bad++;
-            }
-        }
-        INFO("first mismatch at " << first << ": got " << got[first] << " expected " << expected[0].data[first]);
-        CHECK(bad == 0);
-    }
+    check_modes(g, inputs, ref::evaluate(g, inputs)[0].data, 1e-4);
 }
 
 }  // namespace
@@ -93,17 +99,7 @@ void check_pool_nhwc(const std::string &op, std::vector<int64_t> x, const std::s
         for (int64_t i = 0; i < o[1] * o[2]; i++)
             for (int64_t c = 0; c < o[3]; c++) expected[(b * o[1] * o[2] + i) * o[3] + c] = r.data[(b * o[3] + c) * o[1] * o[2] + i];
     CHECK(ref::evaluate(g, inputs)[0].data == expected);
-    for (ExecMode mode : {ExecMode::Fused, ExecMode::Unfused}) {
-        ExecutorOptions eo;
-        eo.mode = mode;
-        Executor ex(g, eo);
-        ex.set_input(0, inputs[0].data(), inputs[0].size());
-        ex.run();
-        const float *got = (const float *)ex.output(0).data();
-        size_t bad = 0;
-        for (size_t i = 0; i < expected.size(); i++) bad += !(std::abs(got[i] - expected[i]) <= 1e-5 * (1 + std::abs(expected[i])));
-        CHECK(bad == 0);
-    }
+    check_modes(g, inputs, expected, 1e-5);
 }
 
 }  // namespace
@@ -118,4 +114,17 @@ TEST_CASE("op AveragePoolNhwc: count_include_pad both ways, ceil_mode, odd chann
     check_pool_nhwc("AveragePool", {1, 7, 9, 5}, R"({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]})");
     check_pool_nhwc("AveragePool", {1, 7, 9, 5}, R"({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1})");
     check_pool_nhwc("AveragePool", {2, 10, 7, 24}, R"({"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1})");
+}
+
+TEST_CASE("op MaxPoolNhwc: an input without spatial dims, or a window past the padded input, is refused naming the node and the NHWC dim",
+          "[generators][ops]") {
+    auto pool = [](const std::string &shape) {
+        return R"({"format_version": 1, "inputs": [{"name": "x", "dtype": "f32", "shape": )" + shape +
+               R"(}], "outputs": ["y"], "nodes": [{"name": "p", "op": "MaxPoolNhwc", "domain": "fusor", "inputs": ["x"],
+               "outputs": ["y"], "attrs": {"kernel_shape": [5, 2]}}]})";
+    };
+    CHECK_THROWS_WITH(parse_graph_json(pool("[1, 5]"), "pool.json"), Catch::Contains("node 'p'") && Catch::Contains("spatial dims"));
+    // [N, H=3, W=4, C=6]: the 5-tall window does not fit H, ONNX axis 1
+    CHECK_THROWS_WITH(parse_graph_json(pool("[1, 3, 4, 6]"), "pool.json"),
+                      Catch::Contains("node 'p'") && Catch::Contains("window of 5 exceeds padded input dim 1 (3)"));
 }
