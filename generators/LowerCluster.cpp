@@ -6,6 +6,7 @@
 #include "generators/HalideDiagnostics.h"
 #include "graph/Clustering.h"
 #include "graph/Error.h"
+#include "graph/SymbolicShapes.h"
 
 namespace fusor {
 
@@ -107,6 +108,7 @@ std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
     case OpKind::Concat: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze:
     case OpKind::Unsqueeze: case OpKind::BatchNormalization: case OpKind::Softmax: case OpKind::LogSoftmax:
     case OpKind::MatMul: case OpKind::Slice: case OpKind::Gather: case OpKind::ArgMax: case OpKind::ArgMin: case OpKind::Hardmax:
+    case OpKind::ConstantOfShape: case OpKind::Range:
         return "";
     case OpKind::Split:
         return input_varies(0, axis_attr(rank)) ? "the axis it splits varies" : "";
@@ -163,6 +165,16 @@ bool node_varies(const Node &n, const VaryingDims &varying) {
     return false;
 }
 
+/** The first input of \p n that holds a value computed from the dims (value_varies), or kNoTensor. */
+TensorId reads_dims_value(const Graph &g, const Node &n, bool sizes_too) {
+    for (size_t i = 0; i < n.inputs.size(); i++) {
+        TensorId t = n.inputs[i];
+        if (t == kNoTensor || !g.tensor(t).is_initializer || !value_varies(g.tensor(t))) continue;
+        if (sizes_too || !sizes_only(n.op, i)) return t;
+    }
+    return kNoTensor;
+}
+
 }  // namespace
 
 bool cluster_varies(const Graph &g, const Cluster &c, const VaryingDims &varying) {
@@ -170,7 +182,7 @@ bool cluster_varies(const Graph &g, const Cluster &c, const VaryingDims &varying
         if (tensor_varies(varying, t)) return true;
     }
     for (NodeId id : c.nodes) {
-        if (node_varies(g.nodes[id], varying)) return true;
+        if (node_varies(g.nodes[id], varying) || reads_dims_value(g, g.nodes[id], true) != kNoTensor) return true;
     }
     return false;
 }
@@ -178,6 +190,13 @@ bool cluster_varies(const Graph &g, const Cluster &c, const VaryingDims &varying
 std::string generic_refusal(const Graph &g, const Cluster &c, const VaryingDims &varying) {
     for (NodeId id : c.nodes) {
         const Node &n = g.nodes[id];
+        TensorId value = reads_dims_value(g, n, false);
+        if (value != kNoTensor) {
+            const Tensor &t = g.tensor(value);
+            std::string from = t.unfollowed.empty() ? "" : " (computed by " + t.unfollowed + ")";
+            return "node '" + n.name + "' (" + op_name(n.op) + ") reads '" + t.name + "', a value computed from the input dims" + from +
+                   ", as a constant";
+        }
         if (!node_varies(n, varying)) continue;
         std::string why = op_refusal(g, n, varying);
         if (!why.empty()) return "node '" + n.name + "' (" + op_name(n.op) + ") does not run over a dim that varies: " + why;

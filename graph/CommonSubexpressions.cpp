@@ -29,7 +29,9 @@ bool merge_equal_initializers(Graph &g) {
         TensorId match = kNoTensor;
         for (TensorId other : bucket) {
             const Tensor &o = g.tensor(other);
-            if (t.deferred ? o.deferred == t.deferred : o.data == t.data) match = other;
+            // two values equal at the optimum may differ elsewhere (H and W at 640x640)
+            bool same_everywhere = o.sym_value == t.sym_value && o.unfollowed == t.unfollowed;
+            if ((t.deferred ? o.deferred == t.deferred : o.data == t.data) && same_everywhere) match = other;
         }
         if (match == kNoTensor) {
             bucket.push_back((TensorId)i);

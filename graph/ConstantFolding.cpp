@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "graph/Error.h"
@@ -10,6 +11,8 @@
 #include "graph/Random.h"
 #include "graph/Rewrite.h"
 #include "graph/ShapeInference.h"
+#include "graph/ShapeProfile.h"
+#include "graph/SymbolicShapes.h"
 #include "graph/Verifier.h"
 
 namespace fusor {
@@ -114,7 +117,37 @@ bool small_enough(const Graph &g, const Node &n, int64_t max_elements) {
 
 }  // namespace
 
+namespace {
+
+/** True when some node of \p g measures a tensor (Shape, Size) or reads a constant computed from
+ * the dims (value_varies): under a profile, what folding them gives is followed symbolically. */
+bool reads_dims(const Graph &g) {
+    for (const Node &n : g.nodes) {
+        if (n.op == OpKind::Shape || n.op == OpKind::Size) return true;
+        for (TensorId t : n.inputs) {
+            if (t != kNoTensor && g.tensor(t).is_initializer && value_varies(g.tensor(t))) return true;
+        }
+    }
+    return false;
+}
+
+/** Whether node \p n may fold under \p s (a profile load's symbolic shapes; null without one): a
+ * node reading a value computed from the dims folds only where its outputs' shapes are the same at
+ * every size (a Range to such a value, or a ConstantOfShape of it, stays a node). */
+bool foldable_at_every_size(const Graph &g, const Node &n, const SymbolicShapes *s) {
+    if (!s) return true;
+    bool reads_varying = std::any_of(n.inputs.begin(), n.inputs.end(), [&](TensorId t) {
+        return t != kNoTensor && g.tensor(t).is_initializer && value_varies(g.tensor(t));
+    });
+    return !reads_varying || std::all_of(n.outputs.begin(), n.outputs.end(), [&](TensorId t) { return t == kNoTensor || fixed_shape(*s, t); });
+}
+
+}  // namespace
+
 bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_elements) {
+    std::optional<SymbolicShapes> symbolic;
+    if (has_profile(g) && reads_dims(g)) symbolic = symbolic_shapes(g);
+    const SymbolicShapes *sym = symbolic ? &*symbolic : nullptr;
     std::set<NodeId> folded;
     std::set<TensorId> made_constant;
     std::map<NodeId, long> inferred_with;  // per node: its inputs folded when it was last re-inferred
@@ -138,6 +171,7 @@ bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_element
             }
             if (n.op == OpKind::Shape || n.op == OpKind::Size) {
                 fold_shape(g, n);
+                if (sym) keep_symbolic_value(g.tensor(n.outputs[0]), *sym, n.outputs[0]);
                 made_constant.insert(n.outputs[0]);
                 folded.insert(n.id);
                 more = true;
@@ -145,7 +179,7 @@ bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_element
             }
             bool all_constant = std::all_of(n.inputs.begin(), n.inputs.end(),
                                             [&](TensorId t) { return t == kNoTensor || g.tensor(t).is_initializer; });
-            if (all_constant && small_enough(g, n, max_elements)) wave.push_back(n.id);
+            if (all_constant && small_enough(g, n, max_elements) && foldable_at_every_size(g, n, sym)) wave.push_back(n.id);
         }
         if (wave.empty()) break;
         for (NodeId id : wave) {
@@ -160,6 +194,7 @@ bool fold_constants(Graph &g, const ConstantEvaluator &eval, int64_t max_element
             FUSOR_INTERNAL_ASSERT(values[k].size() == n.outputs.size()) << "evaluator returned " << values[k].size() << " outputs for " << n.name;
             for (size_t i = 0; i < n.outputs.size(); i++) {
                 make_constant(g, n, i, std::move(values[k][i]));
+                if (sym) keep_symbolic_value(g.tensor(n.outputs[i]), *sym, n.outputs[i]);
                 made_constant.insert(n.outputs[i]);
             }
             folded.insert(n.id);

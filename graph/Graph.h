@@ -12,6 +12,7 @@
 #include "graph/Attrs.h"
 #include "graph/DType.h"
 #include "graph/Op.h"
+#include "graph/SymbolicDim.h"
 
 namespace fusor {
 
@@ -67,6 +68,14 @@ struct Tensor {
     /** A graph input loaded with a profile: one DimRange per dim, whose optima are type.shape;
      * empty for every other tensor and for an input bound to one shape. */
     std::vector<DimRange> range;
+    /** An integer initializer that a shape subgraph computed from the input dims of a profile load
+     * (Shape -> Gather -> Concat -> Reshape): each element as an expression over the model's dims
+     * (SymbolicShapes::dims), its value at every size; `data` holds it at the optimum. Empty for
+     * every other tensor (graph/SymbolicShapes.h, "values"). */
+    std::vector<SymDim> sym_value;
+    /** An initializer computed from the input dims in a way no symbolic rule follows: the node that
+     * did, "node 'x' (Cast)"; `data` holds at the optimum only. Empty otherwise. */
+    std::string unfollowed;
 
     /** Element \p i of a numeric initializer converted to double / int64. */
     double value_as_double(int64_t i) const;

@@ -176,7 +176,11 @@ TensorId per_axis_nhwc(Graph &g, TensorId t) {
     for (int64_t run = 0; run < x.type.num_elements() / 4; run++) {
         for (int64_t j = 0; j < 4; j++) std::memcpy(&data[(run * 4 + j) * es], &x.data[(run * 4 + kToNhwc[j]) * es], es);
     }
-    return add_initializer(g, x.name + "_nhwc", x.type, std::move(data));
+    TensorId out = add_initializer(g, x.name + "_nhwc", x.type, std::move(data));
+    Tensor &o = g.tensor(out);
+    o.unfollowed = x.unfollowed;
+    for (int64_t k = 0; k < (int64_t)x.sym_value.size(); k++) o.sym_value.push_back(x.sym_value[(size_t)(k / 4 * 4 + kToNhwc[k % 4])]);
+    return out;
 }
 
 }  // namespace

@@ -52,6 +52,7 @@
 #include "graph/Rewrite.h"
 #include "graph/ShapeInference.h"
 #include "graph/ShapeProfile.h"
+#include "graph/SymbolicShapes.h"
 #include "graph/Verifier.h"
 
 namespace fusor {
@@ -80,8 +81,10 @@ const Node *inner(const Graph &g, TensorId t, OpKind op, NodeId user) {
     return sole_user(g, t) == user ? producer(g, t, op) : nullptr;
 }
 
+/** Initializer \p t, unless its value varies with the dims (a rule matched on its value at the
+ * optimum would hold there only); else null. */
 const Tensor *constant(const Graph &g, TensorId t) {
-    return t != kNoTensor && g.tensor(t).is_initializer ? &g.tensor(t) : nullptr;
+    return t != kNoTensor && g.tensor(t).is_initializer && !value_varies(g.tensor(t)) ? &g.tensor(t) : nullptr;
 }
 
 /** The value of a one-element constant. */

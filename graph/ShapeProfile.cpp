@@ -5,6 +5,7 @@
 
 #include "graph/Error.h"
 #include "graph/ShapeInference.h"
+#include "graph/SymbolicShapes.h"
 #include "graph/Verifier.h"
 
 namespace fusor {
@@ -244,12 +245,25 @@ Graph shape_skeleton(const Graph &g) {
     return s;
 }
 
-std::vector<TensorType> types_at(const Graph &g, const InputShapes &shapes) {
-    Graph probe = shape_skeleton(g);
-    for (TensorId t : probe.inputs) {
-        auto s = shapes.find(probe.tensor(t).name);
-        if (s != shapes.end()) probe.tensor(t).type.shape = s->second;
+namespace {
+
+/** shape_skeleton(g) with the inputs named in \p shapes at those shapes, and the values a shape
+ * subgraph computed from the dims (Tensor::sym_value) at theirs. */
+Graph skeleton_at(const Graph &g, const InputShapes &shapes) {
+    Graph s = shape_skeleton(g);
+    for (TensorId t : s.inputs) {
+        auto given = shapes.find(s.tensor(t).name);
+        if (given != shapes.end()) s.tensor(t).type.shape = given->second;
     }
+    bool symbolic = std::any_of(g.tensors.begin(), g.tensors.end(), [](const Tensor &t) { return !t.sym_value.empty(); });
+    if (symbolic) bind_symbolic_values(s, dims_at(g, shapes));
+    return s;
+}
+
+}  // namespace
+
+std::vector<TensorType> types_at(const Graph &g, const InputShapes &shapes) {
+    Graph probe = skeleton_at(g, shapes);
     infer_types(probe);
     std::vector<TensorType> types;
     for (const Tensor &t : probe.tensors) types.push_back(t.type);
@@ -264,11 +278,7 @@ namespace {
  * (a Resize to constant sizes) or though it has none (ConstantOfShape); null when the rules accept
  * the probe or no such node feeds the refusal. */
 const Node *pinning_node(const Graph &g, const InputShapes &probe) {
-    Graph s = shape_skeleton(g);
-    for (TensorId t : s.inputs) {
-        auto given = probe.find(s.tensor(t).name);
-        if (given != probe.end()) s.tensor(t).type.shape = given->second;
-    }
+    Graph s = skeleton_at(g, probe);
     NodeId refused = -1;
     for (const Node &n : s.nodes) {
         std::vector<TensorType> types;

@@ -5,6 +5,7 @@
 #include "graph/SymbolicShapes.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -35,9 +36,33 @@ struct Rule {
     const Node &n;
     std::vector<const Shape *> in;  ///< null for an absent input
     std::vector<SymConstraint> *constraints;
-    const std::vector<int64_t> *lows, *highs;  ///< every dim at its range's low / high end
+    const std::vector<int64_t> *lows, *highs, *opts;  ///< every dim at its range's low end, high end, optimum
+    const SymbolicShapes *s;
 
     const Shape &input(size_t i) const { return *in.at(i); }
+    /** The value of input \p i: followed (SymbolicShapes::values), or the data of a small
+     * integer constant; nullopt otherwise (a value no rule follows, a float, a computed tensor). */
+    std::optional<Shape> value(size_t i) const {
+        if (i >= n.inputs.size() || n.inputs[i] == kNoTensor) return std::nullopt;
+        TensorId t = n.inputs[i];
+        if (s->has_value[t]) return s->values[t];
+        const Tensor &c = g.tensor(t);
+        if (!c.is_initializer || !s->unfollowed[t].empty() || is_float(c.type.dtype) || c.type.num_elements() > kMaxSymbolicValue ||
+            c.data.size() != c.type.num_bytes()) {
+            return std::nullopt;
+        }
+        Shape v;
+        for (int64_t k = 0; k < c.type.num_elements(); k++) v.push_back(c.value_as_int(k));
+        return v;
+    }
+    /** The sign of \p d at every size, as its values at the ranges' ends and the optimum show
+     * (the rules are monotone): -1, 0 or 1; nullopt when they differ. */
+    std::optional<int> sign(const SymDim &d) const {
+        auto sg = [](int64_t v) { return (v > 0) - (v < 0); };
+        int a = sg(d.eval(*lows)), b = sg(d.eval(*highs)), c = sg(d.eval(*opts));
+        if (a != b || a != c) return std::nullopt;
+        return a;
+    }
     void need(SymConstraint::Kind kind, const SymDim &a, const SymDim &b, const std::string &what) const {
         SymConstraint c{kind, a, b, g.where(n) + ": " + what};
         bool trivially = kind == SymConstraint::Kind::Equal && a == b;
@@ -181,16 +206,17 @@ std::vector<Shape> layer_norm(const Rule &r) {
 
 std::vector<Shape> reshape(const Rule &r) {
     const Shape &x = r.input(0);
-    std::vector<int64_t> target = constant_ints(r.g, r.n, 1);
+    std::optional<Shape> target = r.value(1);
+    if (!target) return {};
     bool allowzero = attr_int(r.g, r.n, "allowzero") != 0;
     Shape out;
     SymDim total = 1, known = 1;
     for (const SymDim &d : x) total = total * d;
     int infer = -1;
-    for (size_t i = 0; i < target.size(); i++) {
-        SymDim d = target[i];
-        if (target[i] == 0 && !allowzero) d = x.at(i);
-        if (target[i] == -1) infer = (int)i;
+    for (size_t i = 0; i < target->size(); i++) {
+        SymDim d = (*target)[i];
+        if (d == SymDim(0) && !allowzero) d = x.at(i);
+        if (d == SymDim(-1)) infer = (int)i;
         else known = known * d;
         out.push_back(d);
     }
@@ -263,9 +289,11 @@ std::vector<Shape> pad(const Rule &r) {
 std::vector<Shape> resize(const Rule &r) {
     ResizeParams p = resize_params(r.g, r.n);
     bool by_sizes = r.n.inputs.size() > 3 && r.n.inputs[3] != kNoTensor && r.g.type(r.n.inputs[3]).num_elements() > 0;
+    std::optional<Shape> sizes = by_sizes ? r.value(3) : std::nullopt;
+    if (by_sizes && !sizes) return {};
     Shape out;
     for (size_t a = 0; a < r.input(0).size(); a++) {
-        out.push_back(by_sizes ? SymDim(p.out_shape[a]) : SymDim::scale_floor(r.input(0)[a], p.scales[a]));
+        out.push_back(by_sizes ? (*sizes)[a] : SymDim::scale_floor(r.input(0)[a], p.scales[a]));
     }
     return {out};
 }
@@ -289,10 +317,27 @@ std::vector<Shape> gather(const Rule &r) {
 
 std::vector<Shape> expand_or_tile(const Rule &r) {
     Shape t = r.input(0);
-    std::vector<int64_t> v = constant_ints(r.g, r.n, 1);
-    if (r.n.op == OpKind::Expand) return {r.broadcast(t, constant_shape(v))};
-    for (size_t a = 0; a < t.size(); a++) t[a] = t[a] * v.at(a);
+    std::optional<Shape> v = r.value(1);
+    if (!v) return {};
+    if (r.n.op == OpKind::Expand) return {r.broadcast(t, *v)};
+    for (size_t a = 0; a < t.size(); a++) t[a] = t[a] * v->at(a);
     return {t};
+}
+
+std::vector<Shape> constant_of_shape(const Rule &r) {
+    std::optional<Shape> v = r.value(0);
+    if (!v) return {};
+    return {*v};
+}
+
+/** Range's length, max(ceil((limit - start) / delta), 0), for a constant start and delta. */
+std::vector<Shape> range(const Rule &r) {
+    std::optional<Shape> start = r.value(0), limit = r.value(1), delta = r.value(2);
+    if (!start || !limit || !delta || !(*start)[0].is_constant() || !(*delta)[0].is_constant() || (*delta)[0] == SymDim(0)) return {};
+    int64_t d = (*delta)[0].constant();
+    SymDim span = d > 0 ? (*limit)[0] - (*start)[0] : (*start)[0] - (*limit)[0];
+    int64_t step = d > 0 ? d : -d;
+    return {{SymDim::max(SymDim::floor_div(span + (step - 1), step), 0)}};
 }
 
 /** The extent a Slice with step > 0 leaves of an axis of varying extent \p d, where its start
@@ -314,6 +359,15 @@ std::optional<SymDim> sliced_extent(const Rule &r, const SymDim &d, int64_t star
     return SymDim::floor_div(span + (step - 1), step);
 }
 
+/** The extent a Slice with step > 0 from constant \p start to an end \p end computed from the
+ * dims leaves of an axis of extent \p d: the end must lie in [start, d] at every size (a
+ * condition); nullopt for a start from the end or a step < 1. */
+std::optional<SymDim> sliced_to(const Rule &r, const SymDim &d, int64_t start, const SymDim &end, int64_t step) {
+    if (step <= 0 || start < 0 || r.sign(end - start).value_or(-1) < 0) return std::nullopt;
+    r.need(SymConstraint::Kind::AtLeast, d, end, "its end " + end.text() + " lies inside its input's dim");
+    return SymDim::floor_div(end - start + (step - 1), step);
+}
+
 /** Split, and Slice: the same extents along axes whose input extent is constant; a Slice's axis
  * of varying extent as sliced_extent gives it; an empty result when an axis they cut varies
  * otherwise. */
@@ -329,11 +383,23 @@ std::vector<Shape> cut(const Rule &r) {
         for (int a = 0; a < (int)x.size(); a++) axes.push_back(a);
     }
     std::optional<SliceParams> p;
-    if (r.n.op == OpKind::Slice) p = slice_params(r.g, r.n);
+    std::optional<Shape> starts, ends;
+    if (r.n.op == OpKind::Slice) {
+        p = slice_params(r.g, r.n);
+        starts = r.value(1), ends = r.value(2);
+        if (!starts || !ends || !is_constant(*starts)) return {};
+    }
     std::vector<Shape> out;
     for (const TensorType &t : numeric) {
         Shape s = x;
-        for (int a : axes) {
+        for (size_t k = 0; k < axes.size(); k++) {
+            int a = axes[k];
+            if (ends && !(*ends)[k].is_constant()) {
+                std::optional<SymDim> n = sliced_to(r, x[(size_t)a], p->given_starts[(size_t)a], (*ends)[k], p->steps[(size_t)a]);
+                if (!n) return {};
+                s[(size_t)a] = *n;
+                continue;
+            }
             if (x[(size_t)a].is_constant()) {
                 s[(size_t)a] = t.shape[(size_t)a];
                 continue;
@@ -392,6 +458,8 @@ RuleFn rule_of(const Node &n) {
     case OpKind::Gather: return gather;
     case OpKind::GatherElements: return [](const Rule &r) { return std::vector<Shape>{r.input(1)}; };
     case OpKind::Expand: case OpKind::Tile: return expand_or_tile;
+    case OpKind::ConstantOfShape: return constant_of_shape;
+    case OpKind::Range: return range;
     case OpKind::Split: case OpKind::Slice: return cut;
     case OpKind::Shape: case OpKind::Size:
         return [](const Rule &r) { return std::vector<Shape>{constant_shape(infer_types(r.g, r.n)[0].shape)}; };
@@ -409,6 +477,128 @@ RuleFn rule_of(const Node &n) {
     if (p == OpPattern::ElemWise) return same_as_input;
     if (p == OpPattern::Broadcast) return broadcast_all;
     return {};
+}
+
+/** \p a and \p b elementwise under \p f, a one-element side broadcast; nullopt when either is
+ * missing, \p f gives up, or the sizes do not fit \p count. */
+std::optional<Shape> elementwise(const std::optional<Shape> &a, const std::optional<Shape> &b, size_t count,
+                                 const std::function<std::optional<SymDim>(const SymDim &, const SymDim &)> &f) {
+    if (!a || !b || (a->size() != 1 && a->size() != count) || (b->size() != 1 && b->size() != count)) return std::nullopt;
+    Shape v;
+    for (size_t k = 0; k < count; k++) {
+        std::optional<SymDim> e = f((*a)[a->size() == 1 ? 0 : k], (*b)[b->size() == 1 ? 0 : k]);
+        if (!e) return std::nullopt;
+        v.push_back(*e);
+    }
+    return v;
+}
+
+/** Slice of a 1-D value: its starts, ends, axes and steps constant. */
+std::optional<Shape> slice_value(const Rule &r) {
+    std::optional<Shape> data = r.value(0);
+    for (size_t i = 1; i < r.n.inputs.size(); i++) {
+        std::optional<Shape> v = r.value(i);
+        if (r.n.inputs[i] != kNoTensor && (!v || !is_constant(*v))) return std::nullopt;
+    }
+    if (!data || r.g.type(r.n.inputs[0]).rank() != 1) return std::nullopt;
+    SliceParams p = slice_params(r.g, r.n);
+    Shape v;
+    for (int64_t k = 0; k < p.out_shape[0]; k++) v.push_back((*data)[(size_t)(p.starts[0] + k * p.steps[0])]);
+    return v;
+}
+
+/** The value of node \p r.n's output when some input's value varies with the dims: the data
+ * movement and integer arithmetic of 1-D shapes that shape subgraphs compute (PyTorch's export of
+ * x.view(x.size(0), -1), of interpolate(size=y.shape[2:]), of expand); nullopt when no rule here
+ * follows it. */
+std::optional<Shape> value_rule(const Rule &r) {
+    const Graph &g = r.g;
+    const Node &n = r.n;
+    if (n.outputs.size() != 1 || n.outputs[0] == kNoTensor) return std::nullopt;
+    const TensorType &out = g.type(n.outputs[0]);
+    if (is_float(out.dtype) || out.num_elements() > kMaxSymbolicValue || out.rank() > 1) return std::nullopt;
+    size_t count = (size_t)out.num_elements();
+    auto known_input = [&] { return r.s->known[n.inputs[0]]; };
+    switch (n.op) {
+    case OpKind::Shape: {
+        if (!known_input()) return std::nullopt;
+        auto [a, b] = shape_range(g, n);
+        return Shape(r.input(0).begin() + a, r.input(0).begin() + b);
+    }
+    case OpKind::Size: {
+        if (!known_input()) return std::nullopt;
+        SymDim p = 1;
+        for (const SymDim &d : r.input(0)) p = p * d;
+        return Shape{p};
+    }
+    case OpKind::Identity: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze:
+    case OpKind::Cast:
+        // the elements in order; a Cast between integer types keeps a dim's value
+        if (is_float(g.type(n.inputs[0]).dtype)) return std::nullopt;
+        return r.value(0);
+    case OpKind::Concat: {
+        Shape v;
+        for (size_t i = 0; i < n.inputs.size(); i++) {
+            std::optional<Shape> e = r.value(i);
+            if (!e) return std::nullopt;
+            v.insert(v.end(), e->begin(), e->end());
+        }
+        return v;
+    }
+    case OpKind::Gather: {
+        std::optional<Shape> data = r.value(0), idx = r.value(1);
+        if (!data || !idx || g.type(n.inputs[0]).rank() != 1 || !is_constant(*idx)) return std::nullopt;
+        Shape v;
+        for (const SymDim &i : *idx) {
+            int64_t k = i.constant() < 0 ? i.constant() + (int64_t)data->size() : i.constant();
+            if (k < 0 || k >= (int64_t)data->size()) return std::nullopt;
+            v.push_back((*data)[(size_t)k]);
+        }
+        return v;
+    }
+    case OpKind::Slice: return slice_value(r);
+    case OpKind::ReduceProd: {
+        std::optional<Shape> x = r.value(0);
+        if (!x || g.type(n.inputs[0]).rank() != 1 || count != 1) return std::nullopt;
+        SymDim p = 1;
+        for (const SymDim &d : *x) p = p * d;
+        return Shape{p};
+    }
+    case OpKind::Neg:
+        return elementwise(r.value(0), Shape{0}, count, [](const SymDim &a, const SymDim &) { return SymDim(0) - a; });
+    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min:
+    case OpKind::Equal: case OpKind::Less: case OpKind::Greater:
+        return elementwise(r.value(0), r.value(1), count, [&](const SymDim &a, const SymDim &b) -> std::optional<SymDim> {
+            switch (n.op) {
+            case OpKind::Add: return a + b;
+            case OpKind::Sub: return a - b;
+            case OpKind::Mul: return a * b;
+            case OpKind::Max: return SymDim::max(a, b);
+            case OpKind::Min: return SymDim::min(a, b);
+            case OpKind::Div:
+                // ONNX truncates; that is floor for a numerator >= 0
+                if (!b.is_constant() || b.constant() <= 0 || r.sign(a).value_or(-1) < 0) return std::nullopt;
+                return SymDim::floor_div(a, b);
+            default: break;
+            }
+            std::optional<int> sign = r.sign(a - b);  // a comparison the same at every size
+            if (!sign) return std::nullopt;
+            return SymDim(n.op == OpKind::Equal ? *sign == 0 : n.op == OpKind::Less ? *sign < 0 : *sign > 0);
+        });
+    case OpKind::Where: {
+        std::optional<Shape> cond = r.value(0), a = r.value(1), b = r.value(2);
+        if (!cond || !is_constant(*cond)) return std::nullopt;
+        std::optional<Shape> picked = elementwise(a, b, count, [](const SymDim &x, const SymDim &) { return x; });
+        std::optional<Shape> other = elementwise(a, b, count, [](const SymDim &, const SymDim &y) { return y; });
+        std::optional<Shape> c = elementwise(cond, Shape{0}, count, [](const SymDim &x, const SymDim &) { return x; });
+        if (!picked || !other || !c) return std::nullopt;
+        for (size_t k = 0; k < count; k++) {
+            if ((*c)[k].constant() == 0) (*picked)[k] = (*other)[k];
+        }
+        return picked;
+    }
+    default: return std::nullopt;
+    }
 }
 
 /** The model's dims: each ranged dim of a graph input, one per name. */
@@ -471,41 +661,133 @@ std::string SymbolicShapes::shape_text(TensorId t) const {
     return out + "]";
 }
 
-SymbolicShapes symbolic_shapes(const Graph &g) {
-    SymbolicShapes s;
-    s.shapes.resize(g.tensors.size());
-    s.known.assign(g.tensors.size(), true);
-    for (size_t t = 0; t < g.tensors.size(); t++) s.shapes[t] = constant_shape(g.tensors[t].type.shape);
-    name_dims(g, s);
-    std::vector<int64_t> lows, highs;
-    for (const SymbolicShapes::Dim &d : s.dims) lows.push_back(d.range.lo), highs.push_back(d.range.hi);
-    for (const Node &n : g.nodes) {  // topological order
-        Rule r{g, n, {}, &s.constraints, &lows, &highs};
-        bool constant = true, known = true;
-        for (TensorId t : n.inputs) {
-            r.in.push_back(t == kNoTensor ? nullptr : &s.shapes[t]);
-            if (t == kNoTensor) continue;
-            constant = constant && is_constant(s.shapes[t]);
-            known = known && s.known[t];
-        }
-        if (constant && known) continue;  // the numeric shapes stand
-        RuleFn fn = known ? rule_of(n) : RuleFn();
-        std::vector<Shape> out = fn ? fn(r) : std::vector<Shape>();
-        bool ok = out.size() >= n.outputs.size() || (n.op == OpKind::Dropout && !out.empty());
-        for (size_t i = 0; i < n.outputs.size(); i++) {
-            TensorId t = n.outputs[i];
-            if (t == kNoTensor) continue;
-            if (ok && i < out.size()) {
-                s.shapes[t] = out[i];
-                continue;
-            }
-            s.known[t] = false;
-            if (s.unknown.empty() && known) {
-                s.unknown = g.where(n) + ": its output shapes vary with the input sizes in a way fusor states for the optimum only";
+SymbolicInference::SymbolicInference(const Graph &g) : g_(g) {
+    size_t count = g.tensors.size();
+    s_.shapes.resize(count);
+    s_.known.assign(count, true);
+    s_.values.resize(count);
+    s_.has_value.assign(count, false);
+    s_.unfollowed.resize(count);
+    for (size_t t = 0; t < count; t++) {
+        const Tensor &x = g.tensors[t];
+        s_.shapes[t] = constant_shape(x.type.shape);
+        if (!x.is_initializer) continue;
+        if (!x.sym_value.empty()) s_.values[t] = x.sym_value, s_.has_value[t] = true;
+        s_.unfollowed[t] = x.unfollowed;
+    }
+    name_dims(g, s_);
+    for (const SymbolicShapes::Dim &d : s_.dims) lows_.push_back(d.range.lo), highs_.push_back(d.range.hi), opts_.push_back(d.range.opt);
+}
+
+void SymbolicInference::visit(const Node &n) {
+    Rule r{g_, n, {}, &s_.constraints, &lows_, &highs_, &opts_, &s_};
+    bool constant = true, known = true, value_varies = false, tracked = false;
+    std::string unfollowed;
+    for (TensorId t : n.inputs) {
+        r.in.push_back(t == kNoTensor ? nullptr : &s_.shapes[t]);
+        if (t == kNoTensor) continue;
+        constant = constant && is_constant(s_.shapes[t]);
+        known = known && s_.known[t];
+        // a Shape reads its input's shape, a Reshape its shape input for the output's shape only
+        size_t i = r.in.size() - 1;
+        if (sizes_only(n.op, i) || n.op == OpKind::Shape || n.op == OpKind::Size) continue;
+        tracked = tracked || s_.has_value[t];
+        value_varies = value_varies || (s_.has_value[t] && !is_constant(s_.values[t]));
+        if (unfollowed.empty()) unfollowed = s_.unfollowed[t];
+    }
+    bool measures = n.op == OpKind::Shape || n.op == OpKind::Size;  // its value is its input's shape
+    value_varies = value_varies || (measures && (!constant || !known));
+    // values are followed from each Shape on, constant ones too: a loader folds them later
+    if (!unfollowed.empty() || tracked || measures) {
+        std::optional<Shape> v = unfollowed.empty() ? value_rule(r) : std::nullopt;
+        TensorId out = n.outputs.empty() ? kNoTensor : n.outputs[0];
+        if (v && out != kNoTensor && (int64_t)v->size() == g_.type(out).num_elements()) {
+            s_.values[out] = *v;
+            s_.has_value[out] = true;
+            value_varies = !is_constant(*v);
+        } else if (value_varies || !unfollowed.empty()) {
+            for (TensorId t : n.outputs) {
+                if (t != kNoTensor) s_.unfollowed[t] = unfollowed.empty() ? g_.where(n) : unfollowed;
             }
         }
     }
-    return s;
+    if (constant && known && !value_varies) {  // the numeric shapes stand
+        for (TensorId t : n.outputs) {
+            if (t != kNoTensor) s_.shapes[t] = constant_shape(g_.type(t).shape);
+        }
+        return;
+    }
+    RuleFn fn = known ? rule_of(n) : RuleFn();
+    std::vector<Shape> out = fn ? fn(r) : std::vector<Shape>();
+    bool ok = out.size() >= n.outputs.size() || (n.op == OpKind::Dropout && !out.empty());
+    for (size_t i = 0; i < n.outputs.size(); i++) {
+        TensorId t = n.outputs[i];
+        if (t == kNoTensor) continue;
+        if (ok && i < out.size()) {
+            s_.shapes[t] = out[i];
+            continue;
+        }
+        s_.known[t] = false;
+        if (s_.unknown.empty() && known) {
+            s_.unknown = g_.where(n) + ": its output shapes vary with the input sizes in a way fusor states for the optimum only";
+        }
+    }
+}
+
+SymbolicShapes symbolic_shapes(const Graph &g) {
+    SymbolicInference inference(g);
+    for (const Node &n : g.nodes) inference.visit(n);  // topological order
+    return std::move(inference.result());
+}
+
+bool sizes_only(OpKind op, size_t i) {
+    switch (op) {
+    case OpKind::Reshape: case OpKind::Expand: case OpKind::Range: return i == 1;
+    case OpKind::ConstantOfShape: return i == 0;
+    case OpKind::Resize: return i == 3;
+    case OpKind::Slice: return i == 2;
+    default: return false;
+    }
+}
+
+bool value_varies(const Tensor &t) {
+    return !t.unfollowed.empty() || std::any_of(t.sym_value.begin(), t.sym_value.end(), [](const SymDim &d) { return !d.is_constant(); });
+}
+
+void keep_symbolic_value(Tensor &t, const SymbolicShapes &s, TensorId id) {
+    if (s.has_value[id] && !is_constant(s.values[id])) t.sym_value = s.values[id];
+    else t.unfollowed = s.unfollowed[id];
+}
+
+bool fixed_shape(const SymbolicShapes &s, TensorId id) {
+    return s.known[id] && is_constant(s.shapes[id]);
+}
+
+std::vector<int64_t> dims_at(const Graph &g, const std::map<std::string, std::vector<int64_t>> &shapes) {
+    SymbolicShapes s;
+    s.shapes.resize(g.tensors.size());
+    name_dims(g, s);
+    std::vector<int64_t> v;
+    for (const SymbolicShapes::Dim &d : s.dims) {
+        const Tensor &in = g.tensor(d.input);
+        auto given = shapes.find(in.name);
+        v.push_back((given != shapes.end() ? given->second : in.type.shape).at((size_t)d.axis));
+    }
+    return v;
+}
+
+void bind_symbolic_values(Graph &g, const std::vector<int64_t> &dims) {
+    for (Tensor &t : g.tensors) {
+        if (t.sym_value.empty()) continue;
+        FUSOR_INTERNAL_ASSERT(t.type.dtype == DType::I64 || t.type.dtype == DType::I32) << "symbolic value of " << t.name;
+        size_t width = dtype_size(t.type.dtype);
+        t.data.resize(width * t.sym_value.size());
+        for (size_t k = 0; k < t.sym_value.size(); k++) {
+            int64_t v = t.sym_value[k].eval(dims);
+            int32_t narrow = (int32_t)v;
+            std::memcpy(t.data.data() + width * k, width == 8 ? (const void *)&v : (const void *)&narrow, width);
+        }
+    }
 }
 
 void check_symbolic_shapes(const Graph &g, const SymbolicShapes &s) {

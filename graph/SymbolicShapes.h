@@ -7,6 +7,7 @@
  * at run time. The rules mirror the numeric ones (graph/ShapeInference.h), which stay the
  * reference: check_symbolic_shapes compares the two. */
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,12 +43,66 @@ struct SymbolicShapes {
     std::vector<SymConstraint> constraints;
     /** "" when every tensor's shape is known; else why the first unknown one is, naming its node. */
     std::string unknown;
+    /** Per tensor: the value of a small integer tensor that varies with the dims (what a shape
+     * subgraph computes: Shape, Gather, Concat, Mul ... of dims), one SymDim per element, valid
+     * where has_value[t]. A tensor whose value is the same at every size is left to the numeric
+     * folding. */
+    std::vector<std::vector<SymDim>> values;
+    std::vector<bool> has_value;
+    /** Per tensor: "" or the node whose output value varies with the dims in a way no rule here
+     * follows ("node 'x' (Cast)"); every value computed from it is named so too. */
+    std::vector<std::string> unfollowed;
 
     /** Values of dims at graph input shapes \p inputs (by TensorId order of g.inputs). */
     std::vector<int64_t> dims_at(const Graph &g, const std::vector<std::vector<int64_t>> &inputs) const;
     /** "[1,3,H,W]" for a known tensor; its optimum shape with '?' for dims that vary otherwise. */
     std::string shape_text(TensorId t) const;
 };
+
+/** The most elements a tensor may have for its value to be followed (SymbolicShapes::values). */
+constexpr int64_t kMaxSymbolicValue = 64;
+
+/** Symbolic inference node by node, in topological order: symbolic_shapes runs it over a whole
+ * graph, the loader in step with the numeric rules (infer_types), visiting each node once its
+ * output types are set. \p g must outlive it. */
+class SymbolicInference {
+public:
+    explicit SymbolicInference(const Graph &g);
+    void visit(const Node &n);
+    const SymbolicShapes &result() const { return s_; }
+    SymbolicShapes &result() { return s_; }
+
+private:
+    const Graph &g_;
+    SymbolicShapes s_;
+    std::vector<int64_t> lows_, highs_, opts_;  ///< every dim at its range's low end, high end, optimum
+};
+
+/** Whether input \p i of an \p op node only sizes its output (a Reshape's shape, an Expand's, a
+ * ConstantOfShape's, a Resize's sizes, a Range's limit, a Slice's ends): a value computed from the
+ * dims there makes the output's shape vary, never its values, and a generic kernel reads the
+ * output's extents instead. */
+bool sizes_only(OpKind op, size_t i);
+
+/** True when initializer \p t holds a value computed from the input dims (Tensor::sym_value that
+ * is not constant, or Tensor::unfollowed): its data holds at the optimum only. */
+bool value_varies(const Tensor &t);
+
+/** Records on initializer \p t (tensor \p id of the graph \p s was inferred over, just folded)
+ * what \p s says of its value: Tensor::sym_value where it varies with the dims, else
+ * Tensor::unfollowed where it varies in a way not followed. */
+void keep_symbolic_value(Tensor &t, const SymbolicShapes &s, TensorId id);
+
+/** True when the shape of tensor \p id is the same at every size (known, and constant). */
+bool fixed_shape(const SymbolicShapes &s, TensorId id);
+
+/** The values of the model's dims (SymbolicShapes::dims, in order) with the graph inputs named in
+ * \p shapes at those shapes (the others at their own). */
+std::vector<int64_t> dims_at(const Graph &g, const std::map<std::string, std::vector<int64_t>> &shapes);
+
+/** Writes each initializer's Tensor::sym_value at \p dims (dims_at) into its data: \p g at
+ * another size of its profile. */
+void bind_symbolic_values(Graph &g, const std::vector<int64_t> &dims);
 
 /** Symbolic shapes of every tensor of \p g (no ranged input: every shape is its constant one).
  * A node whose outputs depend on a ranged dim in a way no symbolic rule states (an If, a Slice of

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "graph/Error.h"
@@ -10,6 +11,7 @@
 #include "graph/Rewrite.h"
 #include "graph/ShapeInference.h"
 #include "graph/ShapeProfile.h"
+#include "graph/SymbolicShapes.h"
 
 namespace fusor {
 
@@ -180,6 +182,16 @@ bool is_shape_input(OpKind op, int index) {
     return op_info(op).is_const_input(index);
 }
 
+/** True when some shape input of a node of \p g is computed by another node (materialize folds it). */
+bool folds_shape_inputs(const Graph &g) {
+    for (const Node &n : g.nodes) {
+        for (int i = 0; i < (int)n.inputs.size(); i++) {
+            if (n.inputs[i] != kNoTensor && is_shape_input(n.op, i) && !g.tensor(n.inputs[i]).is_initializer) return true;
+        }
+    }
+    return false;
+}
+
 }  // namespace
 
 void infer_types(Graph &g, const ConstantEvaluator *eval) {
@@ -189,6 +201,9 @@ void infer_types(Graph &g, const ConstantEvaluator *eval) {
         if (t.is_initializer) check_tensor_size(t.type, file + "initializer '" + t.name + "'");
     }
     std::set<NodeId> folded;
+    // under a profile, what a folded shape subgraph computes is followed over the dims
+    std::optional<SymbolicInference> symbolic;
+    if (has_profile(g) && folds_shape_inputs(g)) symbolic.emplace(g);
     for (Node &n : g.nodes) {
         verify_node_signature(g, n);
         for (int i = 0; i < (int)n.inputs.size(); i++) {
@@ -207,10 +222,14 @@ void infer_types(Graph &g, const ConstantEvaluator *eval) {
         std::vector<TensorType> types = infer_types(g, n);
         FUSOR_INTERNAL_ASSERT(types.size() >= n.outputs.size()) << "shape rule of " << op_name(n.op);
         for (size_t i = 0; i < n.outputs.size(); i++) g.tensor(n.outputs[i]).type = types[i];
+        if (symbolic) symbolic->visit(n);
     }
     if (!folded.empty()) {
         for (NodeId p : folded) {
-            for (TensorId t : g.nodes[p].outputs) g.tensor(t).producer = -1;
+            for (TensorId t : g.nodes[p].outputs) {
+                g.tensor(t).producer = -1;
+                if (symbolic) keep_symbolic_value(g.tensor(t), symbolic->result(), t);
+            }
         }
         remove_nodes(g, folded);  // their outputs are initializers now
     }
