@@ -557,6 +557,11 @@ std::optional<Shape> value_rule(const Rule &r) {
         return v;
     }
     case OpKind::Slice: return slice_value(r);
+    case OpKind::ConstantOfShape: {
+        std::optional<Shape> shape = r.value(0);
+        if (!shape || !is_constant(*shape)) return std::nullopt;
+        return Shape(count, SymDim((int64_t)attr_float(g, n, "value")));
+    }
     case OpKind::ReduceProd: {
         std::optional<Shape> x = r.value(0);
         if (!x || g.type(n.inputs[0]).rank() != 1 || count != 1) return std::nullopt;
@@ -681,7 +686,7 @@ SymbolicInference::SymbolicInference(const Graph &g) : g_(g) {
 
 void SymbolicInference::visit(const Node &n) {
     Rule r{g_, n, {}, &s_.constraints, &lows_, &highs_, &opts_, &s_};
-    bool constant = true, known = true, value_varies = false, tracked = false;
+    bool constant = true, known = true, value_varies = false, tracked = false, sized = false;
     std::string unfollowed;
     for (TensorId t : n.inputs) {
         r.in.push_back(t == kNoTensor ? nullptr : &s_.shapes[t]);
@@ -690,6 +695,7 @@ void SymbolicInference::visit(const Node &n) {
         known = known && s_.known[t];
         // a Shape reads its input's shape, a Reshape its shape input for the output's shape only
         size_t i = r.in.size() - 1;
+        if (sizes_only(n.op, i)) sized = sized || (s_.has_value[t] && !is_constant(s_.values[t])) || !s_.unfollowed[t].empty();
         if (sizes_only(n.op, i) || n.op == OpKind::Shape || n.op == OpKind::Size) continue;
         tracked = tracked || s_.has_value[t];
         value_varies = value_varies || (s_.has_value[t] && !is_constant(s_.values[t]));
@@ -697,9 +703,17 @@ void SymbolicInference::visit(const Node &n) {
     }
     bool measures = n.op == OpKind::Shape || n.op == OpKind::Size;  // its value is its input's shape
     value_varies = value_varies || (measures && (!constant || !known));
-    // values are followed from each Shape on, constant ones too: a loader folds them later
-    if (!unfollowed.empty() || tracked || measures) {
-        std::optional<Shape> v = unfollowed.empty() ? value_rule(r) : std::nullopt;
+    // values are followed from each Shape on, and constant ones too where a loader folds them
+    // later (a Where's condition, computed from constants only)
+    TensorId first = n.outputs.empty() ? kNoTensor : n.outputs[0];
+    bool small = first != kNoTensor && !is_float(g_.type(first).dtype) && g_.type(first).num_elements() <= kMaxSymbolicValue;
+    if (!unfollowed.empty() || tracked || measures || small) {
+        std::optional<Shape> v;
+        try {
+            if (unfollowed.empty()) v = value_rule(r);
+        } catch (const UserError &) {
+            // a node the numeric rules take may still hold parameters no value rule reads
+        }
         TensorId out = n.outputs.empty() ? kNoTensor : n.outputs[0];
         if (v && out != kNoTensor && (int64_t)v->size() == g_.type(out).num_elements()) {
             s_.values[out] = *v;
@@ -711,7 +725,7 @@ void SymbolicInference::visit(const Node &n) {
             }
         }
     }
-    if (constant && known && !value_varies) {  // the numeric shapes stand
+    if (constant && known && !value_varies && !sized) {  // the numeric shapes stand
         for (TensorId t : n.outputs) {
             if (t != kNoTensor) s_.shapes[t] = constant_shape(g_.type(t).shape);
         }

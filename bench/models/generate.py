@@ -25,7 +25,9 @@ Families (float32, NCHW, batch 1, opset 17, input "input", output "output"):
   speech        a QuartzNet-like 1-D conv speech model: Conv1d stem, depthwise k=11 + pointwise
                 blocks with residual Adds, LogSoftmax over 29 classes; 1x80x400 mel frames (T free)
   transformer   a pre-LN transformer encoder (4 blocks, dim 256, 4 heads) on 1x128x256 embeddings,
-                its Reshapes saying -1 for the token count (T free)
+                learned positions sliced to the length, its Reshapes' shapes computed from x.shape
+                as torch exports them with dynamic axes (Shape, Gather, Div, Unsqueeze, Concat;
+                T free up to 512)
 
 As the exporter writes them: node names from the module path ("/layer1/layer1.0/conv1/Conv"; a
 module run twice gets "_1"), outputs "<node>_output_0", BatchNorm folded into the Conv before it
@@ -109,7 +111,8 @@ EVAL = {
     "HardSwish": lambda x: x * np.clip(x / 6 + 0.5, 0, 1),
     "Sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "Erf": np.vectorize(math.erf),
-    "Add": np.add, "Mul": np.multiply, "Div": np.divide,
+    "Add": np.add, "Mul": np.multiply,
+    "Div": lambda a, b: a // b if np.issubdtype(np.asarray(a).dtype, np.integer) else np.divide(a, b),  # torch's int // exports as Div
     "GlobalAveragePool": lambda x: x.mean(axis=(2, 3), keepdims=True),
     "ReduceMean": lambda x, axes, keepdims: x.mean(axis=tuple(axes), keepdims=bool(keepdims)),
     "Resize": lambda x, roi, scales, **_: x.repeat(int(scales[2]), 2).repeat(int(scales[3]), 3),  # nearest, integer scales
@@ -124,7 +127,20 @@ EVAL = {
     "Squeeze": lambda x, axes: x.squeeze(tuple(axes)),
     "LogSoftmax": lambda x, axis: np.log(_softmax(x, axis)),
     "Gather": lambda x, i, axis: np.take(x, i, axis),
+    "Shape": lambda x: np.array(x.shape, np.int64),
+    "Unsqueeze": lambda x, axes: np.expand_dims(x, tuple(axes)),
+    "Slice": lambda x, starts, ends, axes, steps: x[tuple(slice(s, e, st) if a in axes else slice(None)
+                                                        for a in range(x.ndim) for s, e, st in [_slice_of(a, starts, ends, axes, steps)])],
 }
+
+
+def _slice_of(a, starts, ends, axes, steps):
+    """(start, end, step) of axis a of a Slice, (None, None, None) where it does not slice."""
+    axes = list(axes)
+    if a not in axes:
+        return None, None, None
+    k = axes.index(a)
+    return int(starts[k]), int(ends[k]), int(steps[k])
 
 
 # ---- the builder -------------------------------------------------------------------------------
@@ -221,6 +237,8 @@ class GraphBuilder:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
         if not dynamic:  # the shapes computed here must be the ones ONNX infers
             for vi in inferred.graph.value_info:
+                if not all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim) or not vi.type.tensor_type.HasField("shape"):
+                    continue  # computed from a shape subgraph: onnx 1.12 does not follow it
                 shape = tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
                 if shape != self.shapes[vi.name]:
                     raise AssertionError(f"{family}: {vi.name}: ONNX infers {shape}, numpy computed {self.shapes[vi.name]}")
@@ -430,6 +448,19 @@ def reshape(b, x, shape):
     return b.op("Reshape", [x, b.folded("Reshape", np.array(shape, np.int64))])
 
 
+def size_of(b, x, axis):
+    """x.size(axis) in a traced torch module: Shape, then Gather of a Constant index (a 0-D int64)."""
+    return b.op("Gather", [b.op("Shape", [x]), b.constant(np.int64(axis))], axis=0)
+
+
+def shape_from(b, parts):
+    """A shape built from traced sizes (0-D Values) and Python ints, as torch.onnx.export writes
+    x.reshape(B, N, 3, h, C // h): each part Unsqueezed (or a 1-element Constant), then Concat."""
+    pieces = [b.op("Unsqueeze", [p, b.constant(np.array([0], np.int64))]) if isinstance(p, Value) else b.constant(np.array([p], np.int64))
+              for p in parts]
+    return b.op("Concat", pieces, axis=0)
+
+
 def matmul(b, x, y):
     z = b.op("MatMul", [x, y])
     b.flops += 2 * z.data.size * x.shape[-1]
@@ -442,22 +473,34 @@ def layer_norm(b, x):
                 axis=-1, epsilon=1e-6)
 
 
-def attention(b, x, heads, free_tokens=False):
+def attention(b, x, heads, traced_sizes=False):
     """timm's Attention: qkv Linear, Reshape, Transpose, Split + Squeeze into q, k, v (unbind),
-    q * scale, q @ k^T, Softmax, @ v, Transpose, Reshape, proj Linear. free_tokens: the Reshapes
-    say -1 for the token count (x.reshape(B, -1, ...)), so the model runs at any length."""
+    q * scale, q @ k^T, Softmax, @ v, Transpose, Reshape, proj Linear. traced_sizes: B, N, C =
+    x.shape read in the module, so the Reshapes' shapes are computed from the input's shape as
+    torch.onnx.export writes them with dynamic axes (Shape, Gather, Div, Unsqueeze, Concat), and
+    the model runs at any length."""
     n, t, d = x.shape
-    t = -1 if free_tokens else t
     with b.module("qkv"):
         qkv = linear(b, x, 3 * d)
-    qkv = b.op("Transpose", [reshape(b, qkv, (n, t, 3, heads, d // heads))], perm=[2, 0, 3, 1, 4])
+    if traced_sizes:
+        n, t, d = (size_of(b, x, a) for a in range(3))
+        head_dim = b.op("Div", [d, b.constant(np.int64(heads))])
+        qkv = b.op("Reshape", [qkv, shape_from(b, [n, t, 3, heads, head_dim])])
+        back = [n, t, d]
+    else:
+        qkv = reshape(b, qkv, (n, t, 3, heads, d // heads))
+        back = None
+        d = x.shape[2]
+    qkv = b.op("Transpose", [qkv], perm=[2, 0, 3, 1, 4])
     parts = b.op("Split", [qkv, b.constant(np.array([1, 1, 1], np.int64))], outputs=3, axis=0)
     q, k, v = (b.op("Squeeze", [p, b.constant(np.array([0], np.int64))]) for p in parts)
-    q = b.op("Mul", [q, b.constant(np.float32((d // heads) ** -0.5))])
+    width = x.shape[2]
+    q = b.op("Mul", [q, b.constant(np.float32((width // heads) ** -0.5))])
     scores = b.op("Softmax", [matmul(b, q, b.op("Transpose", [k], perm=[0, 1, 3, 2]))], axis=-1)
-    y = reshape(b, b.op("Transpose", [matmul(b, scores, v)], perm=[0, 2, 1, 3]), (n, t, d))
+    y = b.op("Transpose", [matmul(b, scores, v)], perm=[0, 2, 1, 3])
+    y = b.op("Reshape", [y, shape_from(b, back)]) if back else reshape(b, y, (n, t, d))
     with b.module("proj"):
-        return linear(b, y, d)
+        return linear(b, y, width)
 
 
 def gelu(b, x):
@@ -467,12 +510,12 @@ def gelu(b, x):
     return b.op("Mul", [b.op("Mul", [x, e]), b.constant(np.float32(0.5))])
 
 
-def transformer_block(b, x, heads, free_tokens=False):
+def transformer_block(b, x, heads, traced_sizes=False):
     """Pre-LN: x + attn(norm1(x)), then x + mlp(norm2(x)) with a 4x MLP."""
     with b.module("norm1"):
         y = layer_norm(b, x)
     with b.module("attn"):
-        x = b.op("Add", [x, attention(b, y, heads, free_tokens)])
+        x = b.op("Add", [x, attention(b, y, heads, traced_sizes)])
     with b.module("norm2"):
         y = layer_norm(b, x)
     with b.module("mlp"):
@@ -683,13 +726,18 @@ def speech(b, x, classes=29, width=256):
     return b.op("LogSoftmax", [b.op("Transpose", [x], perm=[0, 2, 1])], axis=-1)
 
 
-def transformer(b, x, heads=4, depth=4):
-    """A pre-LN transformer encoder on 1xTx256 embeddings: blocks as the ViTs' with -1 for the
-    token count in every Reshape, and a final LayerNorm."""
+def transformer(b, x, heads=4, depth=4, max_tokens=512):
+    """A pre-LN transformer encoder on 1xTx256 embeddings: learned positions for up to 512 tokens
+    sliced to the length (self.pos_embed[:, :x.size(1)]: a Slice whose end is computed from the
+    input's shape), blocks as the ViTs' with the sizes read from x.shape, and a final LayerNorm."""
+    pos = b.param("pos_embed", b.normal((1, max_tokens, x.shape[2]), 0.02))
+    end = b.op("Unsqueeze", [size_of(b, x, 1), b.constant(np.array([0], np.int64))])
+    one = b.constant(np.array([1], np.int64))
+    x = b.op("Add", [x, b.op("Slice", [pos, b.constant(np.array([0], np.int64)), end, one, one])])
     with b.module("blocks"):
         for i in range(depth):
             with b.module(i):
-                x = transformer_block(b, x, heads, free_tokens=True)
+                x = transformer_block(b, x, heads, traced_sizes=True)
     with b.module("norm"):
         return layer_norm(b, x)
 
