@@ -638,7 +638,9 @@ Match reshape_of_reshape(Graph &g, NodeId id) {
     NodeId first = g.tensor(x).producer;
     bool nested = first >= 0 && is_reshape(g.nodes[first].op) && sole_user(g, x) == id;
     if (nested) x = g.nodes[first].inputs[0];
-    if (g.type(x).shape == shape && can_replace_uses(g, out, x)) return forward(g, out, x);
+    // a shape computed from the dims may equal the input's at the optimum only ([N,C,W,H] at H = W)
+    bool computed = outer.inputs.size() > 1 && !constant(g, outer.inputs[1]);
+    if (g.type(x).shape == shape && !computed && can_replace_uses(g, out, x)) return forward(g, out, x);
     // the merged shape is the optimum's: under a profile it would pin every dim the range varies
     bool profiled = has_profile(g);
     if (!nested || profiled) return std::nullopt;

@@ -2,10 +2,18 @@
 #include <catch2/catch.hpp>
 
 #include "generators/ConstantEvaluator.h"
+#include "generators/LowerCluster.h"
+#include "graph/Clustering.h"
 #include "graph/Error.h"
+#include "graph/JsonFormat.h"
+#include "graph/Optimize.h"
+#include "graph/ShapeProfile.h"
+#include "graph/SymbolicShapes.h"
+#include "support/GraphBuilder.h"
 #include "support/OpCheck.h"
 
 using namespace fusor;
+using fusor::test::Builder;
 using fusor::test::check_against_reference;
 
 namespace {
@@ -97,4 +105,80 @@ TEST_CASE("op Dropout: inference is the identity with an all-true mask, and trai
                                                R"({"name": "d", "op": "Dropout", "inputs": ["x", "", "train"], "outputs": ["y"]})"),
                                          "dropout.json"),
                         Catch::Contains("'d'") && Catch::Contains("training-mode Dropout is not supported"));
+}
+
+namespace {
+
+/** x [N, 4, H, W] under a profile: y = Reshape(Relu(x), [N, 4, W, H] from Shape(x)) and
+ * z = Reshape(x, Concat(N, -1)) (x.view(x.size(0), -1)): at a square optimum H and W are equal
+ * values, which must stay apart. */
+Graph transposed_view(const std::string &profile) {
+    Builder b;
+    b.input("x", {1, 4, 8, 8}, profile)
+        .init("i0", {1}, {0}, "i64")
+        .init("i1", {1}, {1}, "i64")
+        .init("i2", {1}, {2}, "i64")
+        .init("i3", {1}, {3}, "i64")
+        .init("minus_one", {1}, {-1}, "i64")
+        .node("Shape", {"x"}, {"s"})
+        .node("Gather", {"s", "i0"}, {"n"})
+        .node("Gather", {"s", "i1"}, {"c"})
+        .node("Gather", {"s", "i2"}, {"h"})
+        .node("Gather", {"s", "i3"}, {"w"})
+        .node("Concat", {"n", "c", "w", "h"}, {"swapped"}, R"("axis":0)")
+        .node("Relu", {"x"}, {"r"})
+        .node("Reshape", {"r", "swapped"}, {"y"})
+        .node("Concat", {"n", "minus_one"}, {"flat"}, R"("axis":0)")
+        .node("Reshape", {"x", "flat"}, {"z"})
+        .output("y")
+        .output("z");
+    return parse_graph_json(b.json(), "view.json", ".", &halide_constant_evaluator());
+}
+
+}  // namespace
+
+TEST_CASE("shape chains under a profile: the folded shapes keep their values over the dims, and H and W stay apart at a square "
+          "optimum",
+          "[generators][shape_ops][profile]") {
+    Graph g = transposed_view("[1..3]x4x[2..20]x[2..20]@1x8x8");
+    const Tensor &swapped = g.tensor(g.find_tensor("swapped"));
+    REQUIRE(swapped.is_initializer);
+    REQUIRE(swapped.sym_value.size() == 4);
+    CHECK(swapped.sym_value[0].text() == "x.0");  // the dims are named by input and axis
+    CHECK(swapped.sym_value[2].text() == "x.3");
+    CHECK(swapped.sym_value[3].text() == "x.2");
+    OptimizeOptions options;
+    options.evaluator = &halide_constant_evaluator();
+    optimize_graph(g, options);  // CSE would merge the two [8]s of H and W without their values
+    SymbolicShapes s = symbolic_shapes(g);
+    CHECK(s.shape_text(g.outputs[0]) == "[x.0,4,x.3,x.2]");
+    CHECK(s.shape_text(g.outputs[1]) == "[x.0,4*x.2*x.3]");
+    check_symbolic_shapes(g, s);
+    std::vector<TensorType> at = types_at(g, {{"x", {2, 4, 5, 13}}});
+    CHECK(at[g.outputs[0]].shape == std::vector<int64_t>{2, 4, 13, 5});
+    CHECK(at[g.outputs[1]].shape == std::vector<int64_t>{2, 260});
+}
+
+TEST_CASE("shape chains under a profile: a value from the dims read as data makes its cluster's generic kernel refuse, naming it",
+          "[generators][shape_ops][profile]") {
+    Builder b;
+    b.input("x", {1, 8}, "1x[1..32]@8")
+        .init("i1", {1}, {1}, "i64")
+        .node("Shape", {"x"}, {"s"})
+        .node("Gather", {"s", "i1"}, {"t"})
+        .node("Cast", {"t"}, {"tf"}, R"("to":1)")
+        .node("Mul", {"x", "tf"}, {"y"})
+        .output("y");
+    Graph g = parse_graph_json(b.json(), "scale.json", ".", &halide_constant_evaluator());
+    OptimizeOptions options;
+    options.evaluator = &halide_constant_evaluator();
+    optimize_graph(g, options);
+    form_clusters(g);
+    const Tensor &tf = g.tensor(g.find_tensor("tf"));
+    REQUIRE(tf.is_initializer);
+    CHECK(value_varies(tf));
+    VaryingDims v = varying_dims(g);
+    REQUIRE(g.clusters.size() == 1);
+    CHECK(cluster_varies(g, g.clusters[0], v));
+    CHECK_THAT(generic_refusal(g, g.clusters[0], v), Catch::Contains("reads 'tf'") && Catch::Contains("a value computed from the input dims"));
 }
