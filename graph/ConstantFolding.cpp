@@ -115,10 +115,6 @@ bool small_enough(const Graph &g, const Node &n, int64_t max_elements) {
     return std::all_of(n.outputs.begin(), n.outputs.end(), [&](TensorId t) { return g.type(t).num_elements() <= cap; });
 }
 
-}  // namespace
-
-namespace {
-
 /** True when some node of \p g measures a tensor (Shape, Size) or reads a constant computed from
  * the dims (value_varies): under a profile, what folding them gives is followed symbolically. */
 bool reads_dims(const Graph &g) {
