@@ -101,17 +101,16 @@ std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
         bool same = pad == "SAME_UPPER" || pad == "SAME_LOWER";
         if (same && n.op == OpKind::ConvTranspose) return "auto_pad " + pad;  // its pads follow the output shape
         if (n.op == OpKind::ConvTranspose && attr_ints(g, n, "output_shape")) return "an output_shape attribute";
-        if (n.op == OpKind::MaxPool && n.outputs.size() > 1 && n.outputs[1] != kNoTensor) return "MaxPool's Indices output";
         return "";
     }
     case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool: case OpKind::Transpose:
     case OpKind::Concat: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze:
     case OpKind::Unsqueeze: case OpKind::BatchNormalization: case OpKind::Softmax: case OpKind::LogSoftmax:
     case OpKind::MatMul: case OpKind::Slice: case OpKind::Gather: case OpKind::ArgMax: case OpKind::ArgMin: case OpKind::Hardmax:
-    case OpKind::ConstantOfShape: case OpKind::Range:
+    case OpKind::ConstantOfShape: case OpKind::Range: case OpKind::RNN: case OpKind::GRU: case OpKind::LSTM: case OpKind::Einsum:
         return "";
     case OpKind::Split:
-        return input_varies(0, axis_attr(rank)) ? "the axis it splits varies" : "";
+        return input_varies(0, axis_attr(rank)) && n.inputs.size() > 1 && n.inputs[1] != kNoTensor ? "the axis it splits into given sizes varies" : "";
     case OpKind::Tile:
         return "";
     case OpKind::Expand: {

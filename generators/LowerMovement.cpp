@@ -95,11 +95,14 @@ std::vector<Func> lower_Split(LowerContext &ctx) {
     std::vector<int64_t> sizes = split_sizes(ctx.graph(), ctx.node());
     std::vector<Func> outs;
     int64_t offset = 0;
+    // an equal split of a varying axis: part i starts i parts in (generic_refusal takes no other)
+    bool run_time = varies(x, axis);
     for (size_t i = 0; i < ctx.node().outputs.size(); i++) {
         Func f = value_stage(ctx, (int)i);
         LowerContext::define(f, x.type.rank(), [&](const Index &idx) {
             Index in = idx;
-            if (offset) in[axis] = idx[axis] + (int)offset;
+            if (run_time && i) in[axis] = idx[axis] + (int)i * ctx.out_extent(axis, 0);
+            else if (offset) in[axis] = idx[axis] + (int)offset;
             return call(x, in);
         });
         outs.push_back(f);
@@ -244,6 +247,17 @@ std::vector<Func> lower_Einsum(LowerContext &ctx) {
     const TensorType &out = ctx.out_type();
     Type t = halide_type(out.dtype);
     int n_in = (int)ctx.node().inputs.size();
+    // each label's extent: run-time where some input's dim of it varies (never then a broadcast 1)
+    std::vector<Expr> extents(s.sizes.size());
+    std::vector<bool> label_varies(s.sizes.size(), false);
+    for (size_t l = 0; l < s.sizes.size(); l++) extents[l] = Expr((int)s.sizes[l]);
+    for (int i = 0; i < n_in; i++) {
+        for (int d = 0; d < ctx.input(i).type.rank(); d++) {
+            if (!varies(ctx.input(i), d)) continue;
+            extents[(size_t)s.inputs[i][d]] = extent(ctx.input(i), d);
+            label_varies[(size_t)s.inputs[i][d]] = true;
+        }
+    }
     // the product of the inputs, with each label's index given by \p label_index
     auto product = [&](const std::vector<Expr> &label_index) {
         Expr p;
@@ -252,7 +266,8 @@ std::vector<Func> lower_Einsum(LowerContext &ctx) {
             Index in;
             for (int d = 0; d < v.type.rank(); d++) {
                 int l = s.inputs[i][d];
-                in.push_back(v.type.shape[d] == 1 && s.sizes[l] != 1 ? Expr(0) : label_index[l]);
+                bool broadcast = !varies(v, d) && v.type.shape[d] == 1 && (s.sizes[l] != 1 || label_varies[l]);
+                in.push_back(broadcast ? Expr(0) : label_index[l]);
             }
             Expr e = call(v, in);
             p = p.defined() ? p * e : e;
@@ -274,7 +289,7 @@ std::vector<Func> lower_Einsum(LowerContext &ctx) {
     LowerContext::define(acc, ro, [&](const Index &) { return typed_const(t, 0); });
     // the last summed label innermost: it is usually the inputs' innermost dim
     Region window;
-    for (auto it = s.summed.rbegin(); it != s.summed.rend(); ++it) window.push_back(Range(0, (int)s.sizes[*it]));
+    for (auto it = s.summed.rbegin(); it != s.summed.rend(); ++it) window.push_back(Range(0, extents[(size_t)*it]));
     RDom rd(window, sanitize_name(ctx.node().name) + "_k");
     for (size_t j = 0; j < s.summed.size(); j++) label_index[s.summed[j]] = rd[(int)(s.summed.size() - 1 - j)];
     acc(Index(idx.rbegin(), idx.rend())) += product(label_index);

@@ -52,14 +52,15 @@ std::vector<Func> lower_window_pool(LowerContext &ctx, bool is_max, bool nhwc = 
         // Indices: the flat position of the (first) maximum in the whole input tensor, row-major
         // over (N, C, spatial...), or with storage_order=1 column-major over the spatial dims
         bool column_major = ctx.attr_int("storage_order") != 0;
-        int64_t plane = 1;
-        for (int i = 0; i < sd; i++) plane *= X.type.shape[2 + i];
-        Expr flat = cast<int64_t>(idx[0] * (int)X.type.shape[1] + idx[1]) * Expr(plane);
-        int64_t stride = 1;
+        // the extents are run-time values in a generic kernel (extent(), Lowering.h)
+        Expr plane = cast<int64_t>(1);
+        for (int i = 0; i < sd; i++) plane = plane * cast<int64_t>(extent(X, 2 + i));
+        Expr flat = (cast<int64_t>(idx[0]) * cast<int64_t>(extent(X, 1)) + cast<int64_t>(idx[1])) * plane;
+        Expr stride = cast<int64_t>(1);
         for (int k = 0; k < sd; k++) {
             int i = column_major ? k : sd - 1 - k;
-            flat = flat + cast<int64_t>(tap[i]) * Expr(stride);
-            stride *= X.type.shape[2 + i];
+            flat = flat + cast<int64_t>(tap[i]) * stride;
+            stride = stride * cast<int64_t>(extent(X, 2 + i));
         }
         acc(args) = Tuple(pad_value, cast<int64_t>(-1));
         Expr best = acc(args)[0], better = without_nan(v) > without_nan(best);

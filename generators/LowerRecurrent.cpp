@@ -41,7 +41,11 @@ std::vector<Func> lower_recurrent(LowerContext &ctx) {
     const Node &n = ctx.node();
     RecurrentDims d = recurrent_dims(g, n);
     auto acts = recurrent_activations(g, n);
-    const int T = (int)d.seq, B = (int)d.batch, I = (int)d.input, H = (int)d.hidden, D = d.directions;
+    const int I = (int)d.input, H = (int)d.hidden, D = d.directions;
+    // the sequence and batch extents: run-time values in a generic kernel (their optimum's sizes
+    // only shape the state stage's schedule hints)
+    const LValue &X = ctx.input(0);
+    const Expr T = extent(X, d.layout == 0 ? 0 : 1);
     const int G = d.gates;
     Type t = halide_type(ctx.out_type(0).dtype);
     std::string base = sanitize_name(n.name);
@@ -50,24 +54,25 @@ std::vector<Func> lower_recurrent(LowerContext &ctx) {
     bool lbr = n.op == OpKind::GRU && ctx.attr_int("linear_before_reset") != 0;
     bool input_forget = n.op == OpKind::LSTM && ctx.attr_int("input_forget") != 0;
     const int K = n.op == OpKind::RNN ? 1 : 2;  // state slots
-    const LValue &X = ctx.input(0), &W = ctx.input(1), &R = ctx.input(2);
+    const LValue &W = ctx.input(1), &R = ctx.input(2);
     auto state_idx = [&](Expr dir, Expr b, Expr j) {  // initial_h / Y_h index, ONNX order
         return d.layout == 0 ? std::vector<Expr>{dir, b, j} : std::vector<Expr>{b, dir, j};
     };
     auto len_of = [&](Expr b) -> Expr {
-        if (!ctx.has_input(4)) return Expr(T);
+        if (!ctx.has_input(4)) return T;
         return clamp(cast<int>(call(ctx.input(4), {b})), 0, T);
     };
     auto backward = [&](Expr dir) -> Expr { return d.reverse ? Expr(true) : (D == 2 ? dir == 1 : Expr(false)); };
 
     // S(j, slot, b, dir, step), Halide order; make_stage takes the ONNX order
-    Func S = ctx.make_stage("state", {T + 1, D, B, K, H}, StageRole::Recurrence, false);
+    Func S = ctx.make_stage("state", {d.seq + 1, D, d.batch, K, H}, StageRole::Recurrence, false);
+    if (ctx.generic()) ctx.set_varying(S, {varies(X, d.layout == 0 ? 0 : 1), false, varies(X, d.layout == 0 ? 1 : 0), false, false});
     Var j = dim_var(0), k = dim_var(1), b = dim_var(2), dir = dim_var(3), s = dim_var(4);
     Expr h0 = ctx.has_input(5) ? call(ctx.input(5), state_idx(dir, b, j)) : typed_const(t, 0);
     Expr c0 = n.op == OpKind::LSTM && ctx.has_input(6) ? call(ctx.input(6), state_idx(dir, b, j)) : typed_const(t, 0);
     S(j, k, b, dir, s) = select(k == 0, h0, c0);
 
-    RDom rd(0, H, 0, K, 1, T, base + "_steps");
+    RDom rd(Region{Range(0, H), Range(0, K), Range(1, T)}, base + "_steps");
     Expr rj = rd.x, rq = rd.y, rs = rd.z;
     Expr slot = K - 1 - rq;
     Expr len = len_of(b);

@@ -16,16 +16,21 @@ namespace {
  * grouped where the two shapes agree on products, so a reshape that splits or merges a few dims
  * only pays div/mod within those groups:
  *   [1,384,768] -> [1,384,12,64] groups as {1}{384}{768 <-> 12,64}.
- * A dim that varies is never taken for a unit dim (it is 1 at some sizes only), and the index
- * math of a group reads its run-time extents. */
+ * Where dims vary, products that agree at the optimum may not agree elsewhere ([N,C,H,W] ->
+ * [N,C,W,H] at H = W): the groups from the first to the last one holding a varying dim become one
+ * (a boundary holds at every size where the dims before it, or those after it, are all fixed). A dim that varies is never taken for a unit dim (it
+ * is 1 at some sizes only), and the index math reads its run-time extents. */
 Expr reshaped_read(const LValue &in, const std::vector<int64_t> &out_shape, const std::vector<Expr> &out_dims,
                    const std::vector<Expr> &out_idx) {
     const std::vector<int64_t> &is = in.type.shape;
     auto in_unit = [&](size_t k) { return is[k] == 1 && !varies(in, (int)k); };
     auto out_unit = [&](size_t k) { return out_shape[k] == 1 && !out_dims[k].defined(); };
     auto out_extent = [&](size_t k) { return out_dims[k].defined() ? out_dims[k] : Expr((int)out_shape[k]); };
-    std::vector<Expr> in_idx(is.size());
-    size_t i = 0, o = 0;
+    struct Group {
+        size_t i0, i1, o0, o1;
+    };
+    std::vector<Group> groups;
+    size_t i = 0, o = 0, first_varying = 0, last_varying = 0;  // 1-based; 0: none
     while (i < is.size() || o < out_shape.size()) {
         // grow a group [i0, i) x [o0, o) until the products match
         size_t i0 = i, o0 = o;
@@ -40,11 +45,24 @@ Expr reshaped_read(const LValue &in, const std::vector<int64_t> &out_shape, cons
         // absorb trailing unit dims into this group
         while (i < is.size() && in_unit(i) && (o >= out_shape.size() || !out_unit(o))) i++;
         while (o < out_shape.size() && out_unit(o) && (i >= is.size() || !in_unit(i))) o++;
+        groups.push_back({i0, i, o0, o});
+        bool varying = false;
+        for (size_t k = i0; k < i; k++) varying = varying || varies(in, (int)k);
+        for (size_t k = o0; k < o; k++) varying = varying || out_dims[k].defined();
+        if (varying) last_varying = groups.size(), first_varying = first_varying ? first_varying : groups.size();
+    }
+    if (last_varying > first_varying) {
+        Group &merged = groups[first_varying - 1];
+        merged.i1 = groups[last_varying - 1].i1, merged.o1 = groups[last_varying - 1].o1;
+        groups.erase(groups.begin() + (long)first_varying, groups.begin() + (long)last_varying);
+    }
+    std::vector<Expr> in_idx(is.size());
+    for (const Group &gr : groups) {
         Expr flat = 0;
-        for (size_t k = o0; k < o; k++) flat = flat * out_extent(k) + out_idx[k];
-        for (size_t k = i; k-- > i0;) {
-            in_idx[k] = k == i0 ? flat : flat % extent(in, (int)k);
-            flat = k == i0 ? flat : flat / extent(in, (int)k);
+        for (size_t k = gr.o0; k < gr.o1; k++) flat = flat * out_extent(k) + out_idx[k];
+        for (size_t k = gr.i1; k-- > gr.i0;) {
+            in_idx[k] = k == gr.i0 ? flat : flat % extent(in, (int)k);
+            flat = k == gr.i0 ? flat : flat / extent(in, (int)k);
         }
     }
     return call(in, in_idx);

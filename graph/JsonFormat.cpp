@@ -7,6 +7,7 @@
 #include <new>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "graph/Npy.h"
 #include "graph/Random.h"
 #include "graph/ShapeInference.h"
+#include "graph/SymbolicShapes.h"
 #include "graph/Verifier.h"
 
 namespace fusor {
@@ -155,6 +157,81 @@ std::vector<uint8_t> inline_data(const Reader &r, const json &data, const Tensor
         case DType::Bool: put(out, i, (uint8_t)(v.is_boolean() ? v.get<bool>() : v.get<int64_t>() != 0)); break;
         }
     }
+    return out;
+}
+
+/** One element of an initializer's "symbolic_value" (json_format.md): an integer, ["dim", INPUT,
+ * AXIS] naming a ranged dim of \p g's inputs (\p dims: profile_dims), or ["+", ...], ["*", ...],
+ * ["/", E, DIVISOR], ["max", A, B], ["floor*", E, SCALE]. */
+SymDim read_sym(const Reader &r, const json &j, const Graph &g, const std::vector<SymbolicShapes::Dim> &dims, const std::string &where,
+                int depth) {
+    constexpr int64_t kMaxConstant = int64_t(1) << 40;
+    if (j.is_number_integer()) {
+        bool small = !j.is_number_unsigned() ? std::llabs(j.get<int64_t>()) <= kMaxConstant : j.get<uint64_t>() <= (uint64_t)kMaxConstant;
+        if (!small) r.fail(where, j.dump() + " is beyond 2^40 in magnitude");
+        return SymDim(j.get<int64_t>());
+    }
+    if (depth > 16) r.fail(where, "nests more than 16 levels deep");
+    if (!j.is_array() || j.empty() || !j[0].is_string()) {
+        r.fail(where, "expected an integer or [OP, ...] with OP one of dim, +, *, /, max, floor*; got " + j.dump().substr(0, 80));
+    }
+    std::string op = j[0].get<std::string>();
+    auto operands = [&](size_t lo, size_t hi) {
+        if (j.size() - 1 < lo || j.size() - 1 > hi) {
+            r.fail(where, "'" + op + "' takes " + (lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi)) + " operands, got " +
+                              std::to_string(j.size() - 1));
+        }
+    };
+    auto sub = [&](size_t i) { return read_sym(r, j[i], g, dims, where, depth + 1); };
+    if (op == "dim") {
+        operands(2, 2);
+        if (!j[1].is_string() || !j[2].is_number_integer()) r.fail(where, "expected [\"dim\", INPUT, AXIS], got " + j.dump().substr(0, 80));
+        for (TensorId t : g.inputs) {
+            const Tensor &in = g.tensor(t);
+            if (in.name != j[1].get<std::string>()) continue;
+            int64_t axis = j[2].get<int64_t>();
+            if (axis < 0 || axis >= (int64_t)in.range.size() || in.range[(size_t)axis].lo == in.range[(size_t)axis].hi) {
+                r.fail(where, "input '" + in.name + "' has no ranged dim " + j[2].dump());
+            }
+            std::string name = dim_name(g, t, (size_t)axis);
+            auto it = std::find_if(dims.begin(), dims.end(), [&](const SymbolicShapes::Dim &d) { return d.name == name; });
+            return SymDim::dim((int)(it - dims.begin()), name);
+        }
+        r.fail(where, "no graph input is named '" + j[1].get<std::string>() + "'");
+    }
+    if (op == "+" || op == "*") {
+        operands(2, op == "+" ? 64 : 4);
+        SymDim v = sub(1);
+        for (size_t i = 2; i < j.size(); i++) v = op == "+" ? v + sub(i) : v * sub(i);
+        return v;
+    }
+    if (op == "max") {
+        operands(2, 2);
+        return SymDim::max(sub(1), sub(2));
+    }
+    if (op == "/") {
+        operands(2, 2);
+        if (!j[2].is_number_integer() || j[2].get<int64_t>() < 1 || j[2].get<int64_t>() > INT32_MAX) r.fail(where, "a divisor must be an integer in [1, 2^31 - 1], got " + j[2].dump());
+        return SymDim::floor_div(sub(1), j[2].get<int64_t>());
+    }
+    if (op == "floor*") {
+        operands(2, 2);
+        if (!j[2].is_number() || !(j[2].get<double>() > 0 && j[2].get<double>() <= 1e6)) r.fail(where, "a scale must be a number in (0, 1e6], got " + j[2].dump());
+        return SymDim::scale_floor(sub(1), j[2].get<double>());
+    }
+    r.fail(where, "unknown operation '" + op + "'; expected dim, +, *, /, max or floor*");
+}
+
+/** An integer initializer's "symbolic_value": one expression per element (Tensor::sym_value). */
+std::vector<SymDim> read_symbolic_value(const Reader &r, const json &j, const Graph &g, const Tensor &t, const std::string &where) {
+    std::vector<SymbolicShapes::Dim> dims = profile_dims(g);
+    if (dims.empty()) r.fail(where, "no graph input has a profile, so no dim can vary");
+    if (t.type.dtype != DType::I64 && t.type.dtype != DType::I32) r.fail(where, "only an i64 or i32 initializer has one; this one is " + to_string(t.type));
+    if (!j.is_array() || (int64_t)j.size() != t.type.num_elements()) {
+        r.fail(where, "must be an array of " + std::to_string(t.type.num_elements()) + " expressions, one per element");
+    }
+    std::vector<SymDim> out;
+    for (size_t i = 0; i < j.size(); i++) out.push_back(read_sym(r, j[i], g, dims, where + "[" + std::to_string(i) + "]", 0));
     return out;
 }
 
@@ -373,7 +450,11 @@ Graph read_graph(const Reader &r, const json &doc, const std::string &where_pref
     const json &inits = array_field("initializers", false);
     for (size_t i = 0; i < inits.size(); i++) {
         std::string where = at("initializers[" + std::to_string(i) + "]");
-        define(read_initializer(r, inits[i], where), where);
+        Tensor t = read_initializer(r, inits[i], where);
+        std::string named = where + " ('" + t.name + "')";
+        if (inits[i].contains("symbolic_value")) t.sym_value = read_symbolic_value(r, inits[i]["symbolic_value"], g, t, named + ": symbolic_value");
+        t.unfollowed = r.optional_string(inits[i], "computed_from_dims", "", named);
+        define(std::move(t), where);
     }
     const json &nodes = array_field("nodes", true);
     std::vector<std::vector<std::string>> input_names(nodes.size());
@@ -581,6 +662,37 @@ json data_json(const Tensor &t) {
     return data;
 }
 
+/** \p d in read_sym's form; nullopt for a division by a non-constant, which a reader refuses. */
+std::optional<json> sym_json(const SymDim &d, const Graph &g, const std::vector<SymbolicShapes::Dim> &dims) {
+    std::vector<SymDim::TermView> terms = d.terms();
+    json sum = json::array({"+"});
+    for (const SymDim::TermView &t : terms) {
+        json product = json::array({"*", t.coeff});
+        for (const auto &f : t.factors) {
+            std::optional<json> a, b;
+            switch (f->kind) {
+            case SymAtom::Kind::Dim: product.push_back(json::array({"dim", g.tensor(dims.at((size_t)f->index).input).name, dims[(size_t)f->index].axis})); continue;
+            case SymAtom::Kind::FloorDiv:
+                if (!f->b.is_constant() || f->b.constant() < 1 || !(a = sym_json(f->a, g, dims))) return std::nullopt;
+                product.push_back(json::array({"/", *a, f->b.constant()}));
+                continue;
+            case SymAtom::Kind::Max:
+                if (!(a = sym_json(f->a, g, dims)) || !(b = sym_json(f->b, g, dims))) return std::nullopt;
+                product.push_back(json::array({"max", *a, *b}));
+                continue;
+            case SymAtom::Kind::ScaleFloor:
+                if (!(a = sym_json(f->a, g, dims))) return std::nullopt;
+                product.push_back(json::array({"floor*", *a, f->scale}));
+                continue;
+            }
+        }
+        if (product.size() > 5) return std::nullopt;  // more factors than a reader takes
+        sum.push_back(t.factors.empty() ? json(t.coeff) : t.coeff == 1 && t.factors.size() == 1 ? product[2] : product);
+    }
+    if (sum.size() > 65) return std::nullopt;
+    return terms.empty() ? json(0) : terms.size() == 1 ? sum[1] : sum;
+}
+
 json graph_to_json(const Graph &g, bool top) {
     json doc;
     if (top) doc["format_version"] = kJsonFormatVersion;
@@ -611,6 +723,18 @@ json graph_to_json(const Graph &g, bool top) {
         } else {
             j["data"] = data_json(t);
         }
+        if (!t.sym_value.empty()) {
+            json values = json::array();
+            std::vector<SymbolicShapes::Dim> dims = profile_dims(g);
+            for (const SymDim &d : t.sym_value) {
+                std::optional<json> v = sym_json(d, g, dims);
+                if (v) values.push_back(*v);
+            }
+            // an expression a reader refuses leaves the value at the optimum's data alone
+            if (values.size() == t.sym_value.size()) j["symbolic_value"] = values;
+            else j["computed_from_dims"] = "a division by a computed size";
+        }
+        if (!t.unfollowed.empty()) j["computed_from_dims"] = t.unfollowed;
         doc["initializers"].push_back(j);
     }
     doc["nodes"] = json::array();

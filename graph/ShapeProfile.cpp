@@ -152,6 +152,18 @@ std::vector<ProfileProbe> profile_probes(const Graph &g) {
             probes[2].shapes[in.name][d] = odd(in.range[d]);
         }
     }
+    // each dim alone at its odd size: a rewrite that held while the dims moved together (H and W
+    // of a square optimum taken one for the other) shows
+    std::vector<SymbolicShapes::Dim> dims = profile_dims(g);
+    for (size_t k = 0; dims.size() > 1 && k < dims.size(); k++) {
+        ProfileProbe alone{dims[k].name + " alone at " + std::to_string(odd(dims[k].range)), optimum};
+        for (TensorId t : g.inputs) {
+            for (size_t d = 0; d < g.tensor(t).range.size(); d++) {
+                if (g.tensor(t).range[d].lo != g.tensor(t).range[d].hi && dim_name(g, t, d) == dims[k].name) alone.shapes[g.tensor(t).name][d] = odd(dims[k].range);
+            }
+        }
+        probes.push_back(alone);
+    }
     return probes;
 }
 

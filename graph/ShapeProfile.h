@@ -37,7 +37,8 @@ bool is_ranged(const std::vector<DimRange> &dims);
 
 /** The bindings a profile is checked at besides its optimum, with what each is: every ranged dim
  * at its low end, at its high end, and at an odd size inside its range (other inputs at their
- * optimum). Empty when no input of \p g is ranged. */
+ * optimum), in that order; then, where there are two dims or more, each dim alone at its odd size
+ * (SymbolicShapes.h, profile_dims). Empty when no input of \p g is ranged. */
 struct ProfileProbe {
     std::string what;  ///< e.g. "the range's low end"
     InputShapes shapes;

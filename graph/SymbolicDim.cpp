@@ -193,6 +193,12 @@ SymDim SymDim::scale_floor(const SymDim &a, double scale) {
     return atom(f);
 }
 
+std::vector<SymDim::TermView> SymDim::terms() const {
+    std::vector<TermView> out;
+    for (const Term &t : terms_) out.push_back({t.coeff, t.factors});
+    return out;
+}
+
 int64_t SymDim::eval(const std::vector<int64_t> &dims) const {
     int64_t sum = 0;
     for (const Term &t : terms_) {

@@ -53,6 +53,12 @@ public:
     std::string c_code(const std::string &dims) const;
     /** Indices of the model's dims it reads. */
     std::vector<int> dims_read() const;
+    /** The canonical form's terms, the constant one (no factors) first: what a writer walks. */
+    struct TermView {
+        int64_t coeff = 0;
+        std::vector<std::shared_ptr<const SymAtom>> factors;
+    };
+    std::vector<TermView> terms() const;
 
 private:
     struct Term {

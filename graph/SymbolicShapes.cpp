@@ -14,6 +14,7 @@
 #include "graph/ShapeInference.h"
 #include "graph/ShapeProfile.h"
 #include "graph/ShapeRulesMovement.h"
+#include "graph/ShapeRulesRecurrent.h"
 #include "graph/ShapeRulesSpatial.h"
 
 namespace fusor {
@@ -406,12 +407,46 @@ std::vector<Shape> cut(const Rule &r) {
             }
             std::optional<SymDim> n;
             if (p) n = sliced_extent(r, x[(size_t)a], p->given_starts[(size_t)a], p->given_ends[(size_t)a], p->steps[(size_t)a]);
+            bool equal_split = !p && (r.n.inputs.size() < 2 || r.n.inputs[1] == kNoTensor);
+            if (equal_split) {  // equal parts of a varying axis
+                int64_t parts = (int64_t)r.n.outputs.size();
+                r.need(SymConstraint::Kind::Divides, x[(size_t)a], parts, "its axis " + std::to_string(a) + " splits into " + std::to_string(parts) + " equal parts");
+                n = SymDim::floor_div(x[(size_t)a], parts);
+            }
             if (!n) return {};
             s[(size_t)a] = *n;
         }
         out.push_back(s);
     }
     return out;
+}
+
+/** Einsum: each output label's extent from the first input dim of it that is not a broadcast 1;
+ * the others must agree or broadcast. */
+std::vector<Shape> einsum(const Rule &r) {
+    EinsumSpec s = einsum_spec(r.g, r.n);
+    std::vector<std::optional<SymDim>> label(s.sizes.size());
+    for (size_t i = 0; i < s.inputs.size(); i++) {
+        for (size_t d = 0; d < s.inputs[i].size(); d++) {
+            std::optional<SymDim> &l = label[(size_t)s.inputs[i][d]];
+            const SymDim &e = r.input(i)[d];
+            l = l ? r.broadcast(*l, e) : e;
+        }
+    }
+    Shape out;
+    for (int l : s.output) out.push_back(label[(size_t)l].value_or(SymDim(1)));
+    return {out};
+}
+
+/** RNN, GRU and LSTM: Y over the input's sequence and batch, Y_h and Y_c over its batch. */
+std::vector<Shape> recurrent(const Rule &r) {
+    RecurrentDims d = recurrent_dims(r.g, r.n);
+    const Shape &x = r.input(0);
+    const SymDim &seq = x[d.layout == 0 ? 0 : 1], &batch = x[d.layout == 0 ? 1 : 0];
+    SymDim dirs = d.directions, hidden = d.hidden;
+    Shape y = d.layout == 0 ? Shape{seq, dirs, batch, hidden} : Shape{batch, seq, dirs, hidden};
+    Shape state = d.layout == 0 ? Shape{dirs, batch, hidden} : Shape{batch, dirs, hidden};
+    return {y, state, state};
 }
 
 std::vector<Shape> same_as_input(const Rule &r) {
@@ -459,6 +494,8 @@ RuleFn rule_of(const Node &n) {
     case OpKind::GatherElements: return [](const Rule &r) { return std::vector<Shape>{r.input(1)}; };
     case OpKind::Expand: case OpKind::Tile: return expand_or_tile;
     case OpKind::ConstantOfShape: return constant_of_shape;
+    case OpKind::RNN: case OpKind::GRU: case OpKind::LSTM: return recurrent;
+    case OpKind::Einsum: return einsum;
     case OpKind::Range: return range;
     case OpKind::Split: case OpKind::Slice: return cut;
     case OpKind::Shape: case OpKind::Size:
@@ -606,28 +643,43 @@ std::optional<Shape> value_rule(const Rule &r) {
     }
 }
 
-/** The model's dims: each ranged dim of a graph input, one per name. */
+/** The model's dims in \p s (profile_dims), and each graph input's shape over them. */
 void name_dims(const Graph &g, SymbolicShapes &s) {
-    std::map<std::string, int> by_name;
-    for (TensorId t : g.inputs) {
-        const Tensor &in = g.tensor(t);
-        Shape shape = constant_shape(in.type.shape);
-        for (size_t a = 0; a < in.range.size() && a < shape.size(); a++) {
-            const DimRange &r = in.range[a];
-            if (r.lo == r.hi) continue;
-            std::string name = !r.name.empty() ? r.name : in.name + "." + std::to_string(a);
-            auto it = by_name.find(name);
-            if (it == by_name.end()) {
-                it = by_name.emplace(name, (int)s.dims.size()).first;
-                s.dims.push_back({name, t, (int)a, r});
+    s.dims = profile_dims(g);
+    for (TensorId t : g.inputs) s.shapes[t] = constant_shape(g.type(t).shape);
+    for (size_t k = 0; k < s.dims.size(); k++) {
+        const SymbolicShapes::Dim &d = s.dims[k];
+        for (TensorId t : g.inputs) {
+            const std::vector<DimRange> &range = g.tensor(t).range;
+            for (size_t a = 0; a < range.size() && a < s.shapes[t].size(); a++) {
+                if (range[a].lo != range[a].hi && dim_name(g, t, a) == d.name) s.shapes[t][a] = SymDim::dim((int)k, d.name);
             }
-            shape[a] = SymDim::dim(it->second, name);
         }
-        s.shapes[t] = shape;
     }
 }
 
 }  // namespace
+
+std::string dim_name(const Graph &g, TensorId input, size_t axis) {
+    const Tensor &in = g.tensor(input);
+    const DimRange &r = in.range.at(axis);
+    return !r.name.empty() ? r.name : in.name + "." + std::to_string(axis);
+}
+
+std::vector<SymbolicShapes::Dim> profile_dims(const Graph &g) {
+    std::vector<SymbolicShapes::Dim> dims;
+    for (TensorId t : g.inputs) {
+        const Tensor &in = g.tensor(t);
+        for (size_t a = 0; a < in.range.size() && a < in.type.shape.size(); a++) {
+            const DimRange &r = in.range[a];
+            if (r.lo == r.hi) continue;
+            std::string name = dim_name(g, t, a);
+            bool seen = std::any_of(dims.begin(), dims.end(), [&](const SymbolicShapes::Dim &d) { return d.name == name; });
+            if (!seen) dims.push_back({name, t, (int)a, r});
+        }
+    }
+    return dims;
+}
 
 bool SymConstraint::holds(const std::vector<int64_t> &dims) const {
     int64_t x = a.eval(dims), y = b.eval(dims);
@@ -778,11 +830,8 @@ bool fixed_shape(const SymbolicShapes &s, TensorId id) {
 }
 
 std::vector<int64_t> dims_at(const Graph &g, const std::map<std::string, std::vector<int64_t>> &shapes) {
-    SymbolicShapes s;
-    s.shapes.resize(g.tensors.size());
-    name_dims(g, s);
     std::vector<int64_t> v;
-    for (const SymbolicShapes::Dim &d : s.dims) {
+    for (const SymbolicShapes::Dim &d : profile_dims(g)) {
         const Tensor &in = g.tensor(d.input);
         auto given = shapes.find(in.name);
         v.push_back((given != shapes.end() ? given->second : in.type.shape).at((size_t)d.axis));
@@ -814,19 +863,6 @@ void check_symbolic_shapes(const Graph &g, const SymbolicShapes &s) {
     for (const ProfileProbe &p : profile_probes(g)) {
         bindings.push_back(p.shapes);
         whats.push_back(p.what);
-    }
-    for (const SymbolicShapes::Dim &d : s.dims) {  // each dim alone: a swapped pair of dims shows
-        InputShapes one = optimum;
-        int64_t v = d.range.lo + (d.range.hi - d.range.lo) / d.range.step / 3 * d.range.step;
-        if (v == d.range.opt) v = d.range.hi;
-        for (TensorId t : g.inputs) {
-            for (size_t a = 0; a < g.tensor(t).range.size(); a++) {
-                const DimRange &r = g.tensor(t).range[a];
-                if (r.lo != r.hi && (r.name.empty() ? g.tensor(t).name + "." + std::to_string(a) : r.name) == d.name) one[g.tensor(t).name][a] = v;
-            }
-        }
-        bindings.push_back(one);
-        whats.push_back(d.name + " = " + std::to_string(v));
     }
     Graph skeleton = shape_skeleton(g);
     for (size_t b = 0; b < bindings.size(); b++) {

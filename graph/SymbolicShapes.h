@@ -59,6 +59,13 @@ struct SymbolicShapes {
     std::string shape_text(TensorId t) const;
 };
 
+/** The model's dims: each ranged dim of a graph input (DimRange lo < hi), one per name, in input
+ * and axis order; SymDim::dim indexes this list. */
+std::vector<SymbolicShapes::Dim> profile_dims(const Graph &g);
+
+/** A ranged dim's name: the model's ("H"), else "<input>.<axis>". */
+std::string dim_name(const Graph &g, TensorId input, size_t axis);
+
 /** The most elements a tensor may have for its value to be followed (SymbolicShapes::values). */
 constexpr int64_t kMaxSymbolicValue = 64;
 
@@ -110,9 +117,8 @@ void bind_symbolic_values(Graph &g, const std::vector<int64_t> &dims);
  * unknown, and SymbolicShapes::unknown names it. */
 SymbolicShapes symbolic_shapes(const Graph &g);
 
-/** Checks \p s against the shape rules (types_at) at the optimum, at every profile probe, and
- * with each dim alone at an odd size of its range: every known shape and every constraint must
- * agree. Throws InternalError naming the tensor on a difference (a symbolic rule that is wrong). */
+/** Checks \p s against the shape rules (types_at) at the optimum and at every profile probe (each
+ * dim alone among them): every known shape and every constraint must agree. Throws InternalError naming the tensor on a difference (a symbolic rule that is wrong). */
 void check_symbolic_shapes(const Graph &g, const SymbolicShapes &s);
 
 }  // namespace fusor

@@ -382,3 +382,43 @@ TEST_CASE("json_format: an input's profile is read, checked at its ends and writ
     CHECK(kept.nodes.size() == 2);
     CHECK(types_at(kept, {{"x", {1, 8, 16}}})[kept.outputs[0]].shape == std::vector<int64_t>{2, 4, 16});
 }
+
+TEST_CASE("json_format: a value computed from the dims is read and written as expressions over the inputs' ranged dims, and a "
+          "malformed one is an error naming the element",
+          "[graph][json_format][profile]") {
+    auto graph = [](const std::string &value) {
+        return R"({"format_version": 1, "name": "v",
+            "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 8, 6], "profile": "[1..4]x8x[2..64:2]@2x6"}],
+            "initializers": [{"name": "s", "dtype": "i64", "shape": [3], "data": [2, 6, 8], "symbolic_value": )" + value + R"(}],
+            "nodes": [{"name": "t", "op": "Transpose", "inputs": ["x"], "outputs": ["y"], "attrs": {"perm": [0, 2, 1]}},
+                      {"name": "f", "op": "Reshape", "inputs": ["y", "s"], "outputs": ["z"]}],
+            "outputs": ["z"]})";
+    };
+    Graph g = parse_graph_json(graph(R"([["dim", "x", 0], ["+", ["*", 2, ["/", ["dim", "x", 2], 2]], 0], 8])"), "v.json");
+    const Tensor &s = g.tensor(g.find_tensor("s"));
+    REQUIRE(s.sym_value.size() == 3);
+    CHECK(s.sym_value[0].text() == "x.0");
+    CHECK(s.sym_value[1].text() == "2*(x.2/2)");
+    // every size of the profile takes the value's own shape
+    CHECK(types_at(g, {{"x", {3, 8, 10}}})[g.outputs[0]].shape == std::vector<int64_t>{3, 10, 8});
+    Graph back = check_round_trip(g);
+    const Tensor &s2 = back.tensor(back.find_tensor("s"));
+    REQUIRE(s2.sym_value.size() == 3);
+    CHECK(s2.sym_value[1] == s.sym_value[1]);
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {R"([1, 2])", "must be an array of 3 expressions"},
+        {R"([["dim", "y", 0], 6, 8])", "symbolic_value[0]: no graph input is named 'y'"},
+        {R"([["dim", "x", 1], 6, 8])", "input 'x' has no ranged dim 1"},
+        {R"([["/", ["dim", "x", 2], 0], 6, 8])", "a divisor must be an integer in [1, 2^31 - 1], got 0"},
+        {R"([["pow", 2, 3], 6, 8])", "unknown operation 'pow'"},
+        {R"([["*", 1, 2, 3, 4, 5], 6, 8])", "'*' takes 2 to 4 operands, got 5"},
+        {R"([2000000000000000, 6, 8])", "beyond 2^40"},
+        {R"([[[[[[[[[[[[[[[[[[[["+"]]]]]]]]]]]]]]]]]]], 6, 8])", "expected an integer or [OP, ...]"},
+        {R"([["floor*", 2, -1], 6, 8])", "a scale must be a number in (0, 1e6]"},
+        {R"(["dim", 6, 8])", "symbolic_value[0]: expected an integer or [OP, ...]"},
+    };
+    for (const auto &[value, says] : cases) {
+        INFO(value);
+        CHECK_THROWS_WITH(parse_graph_json(graph(value), "v.json"), Catch::Contains("v.json: initializers[0] ('s'): symbolic_value") && Catch::Contains(says));
+    }
+}

@@ -146,3 +146,27 @@ def test_a_1d_conv_model_keeps_its_length_free_through_the_rewrite_passes(tmp_pa
     a = np.random.default_rng(2).standard_normal((1, 8, 100)).astype(np.float32)
     unfused = fusor.load(str(tmp_path / "speech.onnx"), shapes={"x": (1, 8, 100)}, unfused=True, threads=1)
     np.testing.assert_allclose(m.run({"x": a})["y"], unfused.run({"x": a})["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_maxpool_indices_count_positions_in_the_size_run(tmp_path):
+    # Indices are flat positions in the whole input: a generic kernel computes them from its
+    # run-time extents, both storage orders, ceil_mode tails included
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 2], strides=[2, 2], ceil_mode=1),
+             helper.make_node("MaxPool", ["x"], ["y2", "i2"], kernel_shape=[2, 2], strides=[2, 2], storage_order=1)]
+    outputs = [helper.make_tensor_value_info(n, t, None) for n, t in
+               (("y", TensorProto.FLOAT), ("i", TensorProto.INT64), ("y2", TensorProto.FLOAT), ("i2", TensorProto.INT64))]
+    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])], outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = str(tmp_path / "pool.onnx")
+    onnx.save(model, path)
+    m = fusor.load(path, shapes={"x": "[1..3]x3x[4..40]x[4..40]@1x16x16"}, threads=1)
+    rng = np.random.default_rng(8)
+    for shape in ((1, 3, 16, 16), (2, 3, 7, 9), (3, 3, 40, 5), (1, 3, 4, 4)):
+        a = rng.standard_normal(shape).astype(np.float32)
+        want = fusor.load(path, shapes={"x": shape}, threads=1).run({"x": a})
+        got = m.run({"x": a})
+        for name in ("y", "i", "y2", "i2"):
+            np.testing.assert_array_equal(got[name], want[name])
+        # the indices point at the maxima in the input as given
+        np.testing.assert_array_equal(a.reshape(-1)[got["i"].reshape(-1)], got["y"].reshape(-1))

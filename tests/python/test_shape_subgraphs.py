@@ -73,8 +73,8 @@ def _detector(path):
 
 
 def _encoder(path):
-    """x [1, T, 16]: + pos_embed[:, :T] (a Slice whose end is x.size(1)) + Gather(table, arange(T)),
-    then x.reshape(B, T, 2, 8) -> Softmax over the 8 -> reshape(B, T, 16)."""
+    """x [B, T, 16]: + pos_embed[:, :T] (a Slice whose end is x.size(1)) + Gather(table, arange(T)),
+    then x.reshape(B, T, 2, 8) -> attention over T in two Einsums -> reshape(B, T, 16)."""
     rng = np.random.default_rng(1)
     inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n) for n, s in
              (("pos_embed", (1, 64, 16)), ("table", (64, 16)))]
@@ -89,10 +89,35 @@ def _encoder(path):
               helper.make_node("Add", ["a", "learned"], ["e"]),
               helper.make_node("Concat", ["b", "t", "two", "eight"], ["heads_shape"], axis=0),
               helper.make_node("Reshape", ["e", "heads_shape"], ["heads"]),
-              helper.make_node("Softmax", ["heads"], ["soft"], axis=-1),
+              # attention written with Einsum, as some exports do: sums over the length T
+              helper.make_node("Einsum", ["heads", "heads"], ["scores"], equation="bthd,bshd->bhts"),
+              helper.make_node("Softmax", ["scores"], ["p"], axis=-1),
+              helper.make_node("Einsum", ["p", "heads"], ["mixed"], equation="bhts,bshd->bthd"),
               helper.make_node("Shape", ["x"], ["x_shape"]),
-              helper.make_node("Reshape", ["soft", "x_shape"], ["y"])]
+              helper.make_node("Reshape", ["mixed", "x_shape"], ["y"])]
     return _save(path, "encoder", nodes, ["B", "T", 16], inits)
+
+
+def _recognizer(path):
+    """A CRNN: x [N, 3, 4, W] -> Conv to height 1 -> x.view(N, C, -1) -> permute(2, 0, 1) ->
+    bidirectional LSTM over the width -> permute -> reshape(N, W, -1) from x.shape -> Linear."""
+    rng = np.random.default_rng(3)
+    hidden = 6
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n) for n, s in
+             (("wc", (8, 3, 4, 3)), ("W", (2, 4 * hidden, 8)), ("R", (2, 4 * hidden, hidden)), ("B", (2, 8 * hidden)),
+              ("fc", (2 * hidden, 5)))]
+    inits += [_i64("i0", 0), _i64("i1", 1), _i64("i3", 3), _i64("zero1", [0]), _i64("minus1", [-1])]
+    nodes = [helper.make_node("Conv", ["x", "wc"], ["c"], pads=[0, 1, 0, 1])]
+    nodes += _size("n", "c", 0) + _size("ch", "c", 1) + _size("w", "x", 3)
+    nodes += [helper.make_node("Concat", ["n", "ch", "minus1"], ["seq_shape"], axis=0),
+              helper.make_node("Reshape", ["c", "seq_shape"], ["seq"]),
+              helper.make_node("Transpose", ["seq"], ["tbc"], perm=[2, 0, 1]),
+              helper.make_node("LSTM", ["tbc", "W", "R", "B"], ["ys", "y_h"], hidden_size=hidden, direction="bidirectional"),
+              helper.make_node("Transpose", ["ys"], ["btdh"], perm=[2, 0, 1, 3]),
+              helper.make_node("Concat", ["n", "w", "minus1"], ["feat_shape"], axis=0),
+              helper.make_node("Reshape", ["btdh", "feat_shape"], ["feat"]),
+              helper.make_node("MatMul", ["feat", "fc"], ["y"])]
+    return _save(path, "recognizer", nodes, ["N", 3, 4, "W"], inits)
 
 
 def _scaled(path):
@@ -109,7 +134,8 @@ def _scaled(path):
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     d = tmp_path_factory.mktemp("shape_subgraphs")
-    return {"detector": _detector(d / "detector.onnx"), "encoder": _encoder(d / "encoder.onnx"), "scaled": _scaled(d / "scaled.onnx")}
+    return {"detector": _detector(d / "detector.onnx"), "encoder": _encoder(d / "encoder.onnx"), "scaled": _scaled(d / "scaled.onnx"),
+            "recognizer": _recognizer(d / "recognizer.onnx")}
 
 
 def _same_as_static(path, profile, shapes, seed=0):
@@ -135,6 +161,12 @@ def test_an_encoder_slices_and_ranges_its_positions_to_the_length(models):
     _same_as_static(models["encoder"], "[1..2]x[1..64]x16@1x32", [(1, 32, 16), (1, 1, 16), (2, 7, 16), (1, 64, 16), (2, 33, 16)])
 
 
+def test_a_recognizer_runs_its_lstm_over_every_width_of_one_load(models):
+    _same_as_static(models["recognizer"], "[1..2]x3x4x[1..96]@1x32", [(1, 3, 4, 32), (1, 3, 4, 1), (2, 3, 4, 17), (1, 3, 4, 96)])
+    info = json.loads(cli("inspect", models["recognizer"], "--shape", "x=[1..2]x3x4x[1..96]@1x32", "--json").stdout)
+    assert info["outputs"][0]["symbolic_shape"] == ["N", "W", "5"]
+
+
 def test_inspect_shows_the_symbolic_shapes_a_shape_subgraph_gives(models):
     info = json.loads(cli("inspect", models["detector"], "--shape", "x=[1..3]x3x[8..96]x[8..96]@1x32x32", "--json").stdout)
     assert info["outputs"][0]["symbolic_shape"] == ["N", "8", "H", "W"]
@@ -152,3 +184,21 @@ def test_a_value_from_the_dims_read_as_data_runs_the_optimum_only_and_names_its_
     np.testing.assert_allclose(m.run({"x": a})["y"], np.maximum(a, 0) * 16, rtol=1e-6)
     with pytest.raises(fusor.BadInput, match=r"'w.*', a value computed from the input dims"):
         m.run({"x": np.zeros((1, 2, 4, 8), np.float32)})
+
+
+def test_fusor_optimize_writes_the_values_over_the_dims_and_the_json_graph_runs_every_size(models, tmp_path):
+    out = tmp_path / "encoder.json"
+    cli("optimize", models["encoder"], "--shape", "x=[1..2]x[1..64]x16@1x32", "-o", str(out))
+    doc = json.loads(out.read_text())
+    assert any("symbolic_value" in t for t in doc["initializers"])
+    m = fusor.load(str(out), threads=1)
+    rng = np.random.default_rng(6)
+    for shape in ((1, 32, 16), (2, 5, 16), (1, 64, 16)):
+        a = rng.standard_normal(shape).astype(np.float32)
+        want = fusor.load(models["encoder"], shapes={"x": shape}, threads=1).run({"x": a})["y"]
+        np.testing.assert_allclose(m.run({"x": a})["y"], want, rtol=1e-5, atol=1e-6)
+    # the value read as data keeps its mark through the JSON graph: other sizes stay refused
+    out = tmp_path / "scaled.json"
+    cli("optimize", models["scaled"], "--shape", "x=1x2x4x[4..64]@16", "-o", str(out))
+    with pytest.raises(fusor.BadInput, match="a value computed from the input dims"):
+        fusor.load(str(out), threads=1).run({"x": np.zeros((1, 2, 4, 8), np.float32)})

@@ -21,6 +21,7 @@
 #include "runtime/Session.h"
 #include "tuner/db/Signature.h"
 #include "tuner/db/TuningDb.h"
+#include "support/GraphBuilder.h"
 #include "support/ProfileZoo.h"
 #include "support/Schedules.h"
 #include "support/Shell.h"
@@ -63,9 +64,10 @@ std::string build_app(const TempDir &d, const std::string &lib, const std::strin
 }
 
 /** Runs \p app at each of \p sizes (random inputs) and `fusor run MODEL <run_flags>` on the same
- * inputs, and checks the zoo's four outputs agree; the driver's output (its build info). */
+ * inputs, and checks the outputs \p names (the zoo's four by default) agree; the driver's output
+ * (its build info). */
 std::string check_against_jit(const TempDir &d, const std::string &model, const std::string &app, const std::vector<Shape> &sizes,
-                              const std::string &run_flags = "") {
+                              const std::string &run_flags = "", const std::vector<std::string> &names = {"wide", "proj", "gram", "ct"}) {
     std::string args;
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> u(-1, 1);
@@ -87,9 +89,8 @@ std::string check_against_jit(const TempDir &d, const std::string &model, const 
     Result run = shell("'" + app + "'" + args, d);
     INFO(run.out);
     REQUIRE(run.status == 0);  // 7: a size seen before took scratch from the system; 8: _run and _run_raw_at differ
-    const char *names[] = {"wide", "proj", "gram", "ct"};
     for (size_t i = 0; i < sizes.size(); i++) {
-        for (size_t k = 0; k < 4; k++) {
+        for (size_t k = 0; k < names.size(); k++) {
             INFO("size " << shape_arg(sizes[i]) << ", output " << names[k]);
             NpyArray want = read_npy(d.file("jit" + std::to_string(i) + "/" + names[k] + ".npy"));
             std::ifstream f(d.file("aot" + std::to_string(i) + "_" + std::to_string(k) + ".bin"), std::ios::binary);
@@ -222,4 +223,39 @@ TEST_CASE("autotune --tune-shape: a size off the profile, a malformed or unknown
         CHECK_THAT(r.out, Contains("--tune-shape") && Contains(c.says));
         CHECK(!std::filesystem::exists(d.file("t.db")));
     }
+}
+
+TEST_CASE("compile: a profile whose Reshapes take shapes computed from x.shape runs every size from one library as the JIT does",
+          "[tools][compile][profile]") {
+    TempDir d;
+    fusor::test::Builder b;  // y = x.relu().reshape(N, 4, W, H); z = x.view(N, -1).softmax(-1)
+    b.input("x", {1, 4, 8, 8}, "[1..3]x4x[2..20]x[2..20]@1x8x8")
+        .init("i0", {1}, {0}, "i64")
+        .init("i1", {1}, {1}, "i64")
+        .init("i2", {1}, {2}, "i64")
+        .init("i3", {1}, {3}, "i64")
+        .init("minus_one", {1}, {-1}, "i64")
+        .node("Shape", {"x"}, {"s"})
+        .node("Gather", {"s", "i0"}, {"n"})
+        .node("Gather", {"s", "i1"}, {"c"})
+        .node("Gather", {"s", "i2"}, {"h"})
+        .node("Gather", {"s", "i3"}, {"w"})
+        .node("Concat", {"n", "c", "w", "h"}, {"swapped"}, R"("axis":0)")
+        .node("Relu", {"x"}, {"r"})
+        .node("Reshape", {"r", "swapped"}, {"y"})
+        .node("Concat", {"n", "minus_one"}, {"flat"}, R"("axis":0)")
+        .node("Reshape", {"x", "flat"}, {"f"})
+        .node("Softmax", {"f"}, {"z"})
+        .output("y")
+        .output("z");
+    std::string model = d.file("view.json");
+    std::ofstream(model) << b.json();
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name v", d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    std::ifstream header(d.file("lib/v.h"));
+    std::string h((std::istreambuf_iterator<char>(header)), std::istreambuf_iterator<char>());
+    CHECK_THAT(h, Contains("y f32[x.0,4,x.3,x.2]") && Contains("z f32[x.0,4*x.2*x.3]"));
+    std::string app = build_app(d, d.file("lib"), "v");
+    check_against_jit(d, model, app, {{1, 4, 8, 8}, {2, 4, 5, 13}, {3, 4, 20, 2}, {1, 4, 2, 2}, {1, 4, 7, 8}}, "", {"y", "z"});
 }
