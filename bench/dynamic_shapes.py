@@ -10,7 +10,7 @@ optimum and 1.15 elsewhere). Outputs are compared too (max |profile - static| ov
     PYTHONPATH=build/python python3 bench/dynamic_shapes.py --models /tmp/gen [--threads 1] [--repeats 15]
 
 The models are written by `python3 bench/models/generate.py /tmp/gen --family dbnet_mv3 crnn
-speech transformer --dynamic` (random weights: speed only).
+speech transformer crnn_lstm --dynamic` (random weights: speed only).
 """
 
 import argparse
@@ -21,6 +21,7 @@ import time
 CASES = [
     ("dbnet_mv3", "1x3x[64..1280:32]x[64..1280:32]@640x640", [(1, 3, 640, 640), (1, 3, 960, 544), (1, 3, 320, 1280)]),
     ("crnn", "1x3x32x[32..1280:4]@320", [(1, 3, 32, 320), (1, 3, 32, 160), (1, 3, 32, 640)]),
+    ("crnn_lstm", "1x3x32x[32..1280:4]@320", [(1, 3, 32, 320), (1, 3, 32, 160), (1, 3, 32, 640)]),
     ("speech", "1x80x[50..3000:2]@400", [(1, 80, 400), (1, 80, 200), (1, 80, 1600)]),
     ("transformer", "1x[1..512]x256@128", [(1, 128, 256), (1, 64, 256), (1, 384, 256)]),
 ]

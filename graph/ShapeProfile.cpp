@@ -190,6 +190,10 @@ VaryingDims varying_dims(const Graph &g) {
 Graph without_profile(const Graph &g) {
     Graph out = g;
     for (TensorId t : out.inputs) out.tensors[t].range.clear();
+    for (Tensor &t : out.tensors) {  // at the one size, a value computed from the dims is a constant
+        t.sym_value.clear();
+        t.unfollowed.clear();
+    }
     return out;
 }
 
@@ -268,7 +272,7 @@ Graph skeleton_at(const Graph &g, const InputShapes &shapes) {
         if (given != shapes.end()) s.tensor(t).type.shape = given->second;
     }
     bool symbolic = std::any_of(g.tensors.begin(), g.tensors.end(), [](const Tensor &t) { return !t.sym_value.empty(); });
-    if (symbolic) bind_symbolic_values(s, dims_at(g, shapes));
+    if (symbolic && has_profile(g)) bind_symbolic_values(s, dims_at(g, shapes));  // (an extracted cluster has none)
     return s;
 }
 

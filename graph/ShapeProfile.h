@@ -72,7 +72,8 @@ bool shape_rules_may_read(const Tensor &t);
  * reads: what types_at needs, cheap to copy. */
 Graph shape_skeleton(const Graph &g);
 
-/** \p g with every input's range dropped: a static load of its optimum (what the tuner tunes the
+/** \p g with every input's range dropped, and with it what its constants computed from the dims
+ * (Tensor::sym_value, Tensor::unfollowed): a static load of its optimum (what the tuner tunes the
  * clusters of a profile load at). */
 Graph without_profile(const Graph &g);
 

@@ -725,14 +725,14 @@ SymbolicInference::SymbolicInference(const Graph &g) : g_(g) {
     s_.values.resize(count);
     s_.has_value.assign(count, false);
     s_.unfollowed.resize(count);
-    for (size_t t = 0; t < count; t++) {
+    for (size_t t = 0; t < count; t++) s_.shapes[t] = constant_shape(g.tensors[t].type.shape);
+    name_dims(g, s_);
+    for (size_t t = 0; t < count && !s_.dims.empty(); t++) {  // without dims (a cluster cut out), constants
         const Tensor &x = g.tensors[t];
-        s_.shapes[t] = constant_shape(x.type.shape);
         if (!x.is_initializer) continue;
         if (!x.sym_value.empty()) s_.values[t] = x.sym_value, s_.has_value[t] = true;
         s_.unfollowed[t] = x.unfollowed;
     }
-    name_dims(g, s_);
     for (const SymbolicShapes::Dim &d : s_.dims) lows_.push_back(d.range.lo), highs_.push_back(d.range.hi), opts_.push_back(d.range.opt);
 }
 

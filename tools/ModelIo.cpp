@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 
 #include <fmt/core.h>
 
@@ -194,6 +195,35 @@ InputShapes shape_bindings(const std::vector<std::string> &flags, InputRanges *r
     InputShapes shapes;
     for (const std::string &f : flags) parse_shape_binding(f, shapes, ranges);
     return shapes;
+}
+
+std::vector<InputShapes> tune_sizes(const Graph &g, const std::vector<std::string> &flags) {
+    std::vector<InputShapes> sizes;
+    for (const std::string &f : flags) {
+        std::string where = "--tune-shape '" + f + "'";
+        if (!has_profile(g)) {
+            throw UserError(where + ": the model has no profile to time other sizes of; give --shape a range and an optimum, "
+                                    "e.g. x=1x3x[32..2048:32]x[32..2048:32]@640x640");
+        }
+        InputShapes size;
+        std::stringstream parts(f);
+        std::string part;
+        try {
+            while (std::getline(parts, part, ',')) parse_shape_binding(part, size);
+        } catch (const UserError &e) {
+            throw UserError(where + ": " + e.what());
+        }
+        if (size.empty()) throw UserError(where + ": expected NAME=D1xD2x... (inputs separated by ',')");
+        for (const auto &[name, shape] : size) {
+            auto in = std::find_if(g.inputs.begin(), g.inputs.end(), [&](TensorId t) { return g.tensor(t).name == name; });
+            if (in == g.inputs.end()) throw UserError(where + ": the model has no input named '" + name + "'");
+            check_in_profile(g.tensor(*in), shape, where);
+        }
+        check_shared_dims(g, size, where);
+        types_at(shape_skeleton(g), size);  // a size a node's rule refuses, named
+        sizes.push_back(size);
+    }
+    return sizes;
 }
 
 namespace {

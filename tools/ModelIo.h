@@ -60,6 +60,11 @@ CLI::Validator seed_value();
  * *ranges; without \p ranges, the command binds one shape per input and a range is a UserError. */
 InputShapes shape_bindings(const std::vector<std::string> &flags, InputRanges *ranges = nullptr);
 
+/** The sizes of \p flags (`--tune-shape`, each one size: NAME=D1xD2x...[,NAME=...]; an input it
+ * does not name at its optimum), each checked against profiled model \p g as a run's size is.
+ * Throws UserError naming the flag. autotune and db assemble time a profile's record at them. */
+std::vector<InputShapes> tune_sizes(const Graph &g, const std::vector<std::string> &flags);
+
 /** Moved to tuner/lookup/DbSchedules.h (the embedding API uses it too). */
 using fusor::db_schedules;
 

@@ -73,38 +73,6 @@ double end_to_end_share(double budget_s) {
     return std::clamp(0.15 * budget_s, std::min(15.0, 0.5 * budget_s), 120.0);
 }
 
-/** The sizes of \p flags (`--tune-shape`, each one size: NAME=D1xD2x...[,NAME=...]; an input it
- * does not name at its optimum), each checked against profiled model \p g as a run's size is.
- * Throws UserError naming the flag. */
-std::vector<InputShapes> tune_sizes(const Graph &g, const std::vector<std::string> &flags) {
-    std::vector<InputShapes> sizes;
-    for (const std::string &f : flags) {
-        std::string where = "--tune-shape '" + f + "'";
-        if (!has_profile(g)) {
-            throw UserError(where + ": the model has no profile to time other sizes of; give --shape a range and an optimum, "
-                                    "e.g. x=1x3x[32..2048:32]x[32..2048:32]@640x640");
-        }
-        InputShapes size;
-        std::stringstream parts(f);
-        std::string part;
-        try {
-            while (std::getline(parts, part, ',')) parse_shape_binding(part, size);
-        } catch (const UserError &e) {
-            throw UserError(where + ": " + e.what());
-        }
-        if (size.empty()) throw UserError(where + ": expected NAME=D1xD2x... (inputs separated by ',')");
-        for (const auto &[name, shape] : size) {
-            auto in = std::find_if(g.inputs.begin(), g.inputs.end(), [&](TensorId t) { return g.tensor(t).name == name; });
-            if (in == g.inputs.end()) throw UserError(where + ": the model has no input named '" + name + "'");
-            check_in_profile(g.tensor(*in), shape, where);
-        }
-        check_shared_dims(g, size, where);
-        types_at(shape_skeleton(g), size);  // a size a node's rule refuses, named
-        sizes.push_back(size);
-    }
-    return sizes;
-}
-
 }  // namespace
 
 Verb add_autotune(CLI::App &app, const CliHooks &hooks) {

@@ -315,6 +315,10 @@ Verb add_db(CLI::App &app) {
     assemble->add_option("--threads", *assemble_threads, "the threads the model is timed at, as the app will run it (default: all cores)")
         ->check(CLI::Range(1, 1024));
     auto assemble_shapes = add_shape_flag(assemble);
+    auto assemble_tune_shapes = std::make_shared<std::vector<std::string>>();
+    assemble->add_option("--tune-shape", *assemble_tune_shapes,
+                         "with a --shape profile: another size to time the record at (repeatable; NAME=D1xD2x..., inputs separated by ','), "
+                         "as autotune --tune-shape does");
     auto assemble_conv_algo = add_conv_algo_flag(assemble);
     auto assemble_target = std::make_shared<std::string>("host");
     assemble->add_option("--target", *assemble_target, "Halide target")->capture_default_str();
@@ -348,9 +352,14 @@ Verb add_db(CLI::App &app) {
                 if (assemble->parsed()) {
                     check_jit_gpu_target(parse_target(*assemble_target), *assemble_target);
                     check_jit_cpu_target(parse_target(*assemble_target), *assemble_target);
-                    Graph g = load_model_optimized(o->json, true, *assemble_layout, nullptr, shape_bindings(*assemble_shapes));
+                    // a profile: the record is timed at its optimum and the --tune-shape sizes, as autotune's is
+                    InputRanges ranges;
+                    InputShapes bound = shape_bindings(*assemble_shapes, &ranges);
+                    Graph g = load_model_optimized(o->json, true, *assemble_layout, nullptr, bound, InitializerData::Built, ranges);
+                    std::vector<InputShapes> sizes = tune_sizes(g, *assemble_tune_shapes);
                     TuningDb db = open_existing(o->db, TuningDb::Mode::ReadWrite);
                     EndToEndOptions eo;
+                    eo.sizes = sizes;
                     eo.session.target = *assemble_target;
                     eo.session.threads = *assemble_threads;
                     eo.session.conv_algo = *assemble_conv_algo;

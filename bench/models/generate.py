@@ -22,6 +22,8 @@ Families (float32, NCHW, batch 1, opset 17, input "input", output "output"):
   mobilenet_v2  torchvision, width 1.0, ReLU6 as Clip(0, 6); 224x224
   crnn          a CRNN-style text-line recognizer: strided conv-bn-relu stages to height 1, Squeeze,
                 Transpose, Linear, Softmax over 97 classes; 1x3x32x320 (W free under --dynamic)
+  crnn_lstm     crnn's backbone with PaddleOCR's sequence encoder: two bidirectional LSTM layers
+                of 96 units between it and the Linear; 1x3x32x320 (W free under --dynamic)
   speech        a QuartzNet-like 1-D conv speech model: Conv1d stem, depthwise k=11 + pointwise
                 blocks with residual Adds, LogSoftmax over 29 classes; 1x80x400 mel frames (T free)
   transformer   a pre-LN transformer encoder (4 blocks, dim 256, 4 heads) on 1x128x256 embeddings,
@@ -98,6 +100,26 @@ def _softmax(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def _lstm(x, w, r, bias, hidden_size, direction):
+    """ONNX LSTM (gates i, o, f, c; Sigmoid, Tanh, Tanh) over x [T, N, I], both directions: Y [T, D, N, H]."""
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    t_len, n, _ = x.shape
+    ys = []
+    for d in range(w.shape[0]):
+        h = np.zeros((n, hidden_size)), np.zeros((n, hidden_size))
+        h, c = h
+        y = np.zeros((t_len, n, hidden_size))
+        steps = range(t_len - 1, -1, -1) if d == 1 else range(t_len)
+        for t in steps:
+            z = x[t] @ w[d].T + h @ r[d].T + bias[d, :4 * hidden_size] + bias[d, 4 * hidden_size:]
+            i, o, f, g = np.split(z, 4, axis=1)
+            c = sig(f) * c + sig(i) * np.tanh(g)
+            h = sig(o) * np.tanh(c)
+            y[t] = h
+        ys.append(y)
+    return [np.stack(ys, 1), np.stack([y[-1] if d == 0 else y[0] for d, y in enumerate(ys)])]
+
+
 def _layer_norm(x, w, b, epsilon, **_):
     m = x.mean(-1, keepdims=True)
     return (x - m) / np.sqrt(x.var(-1, keepdims=True) + epsilon) * w + b
@@ -121,13 +143,14 @@ EVAL = {
     "Gemm": lambda x, w, b, transB, **_: x @ w.T + b,
     "MatMul": np.matmul,
     "Softmax": _softmax,
-    "Reshape": lambda x, shape: x.reshape(shape),
+    "Reshape": lambda x, shape: x.reshape([x.shape[i] if v == 0 else v for i, v in enumerate(shape)]),  # 0 copies the dim
     "Transpose": lambda x, perm: x.transpose(perm),
     "Split": lambda x, split, axis: np.split(x, np.cumsum(split)[:-1], axis),
     "Squeeze": lambda x, axes: x.squeeze(tuple(axes)),
     "LogSoftmax": lambda x, axis: np.log(_softmax(x, axis)),
     "Gather": lambda x, i, axis: np.take(x, i, axis),
     "Shape": lambda x: np.array(x.shape, np.int64),
+    "LSTM": _lstm,
     "Unsqueeze": lambda x, axes: np.expand_dims(x, tuple(axes)),
     "Slice": lambda x, starts, ends, axes, steps: x[tuple(slice(s, e, st) if a in axes else slice(None)
                                                         for a in range(x.ndim) for s, e, st in [_slice_of(a, starts, ends, axes, steps)])],
@@ -708,6 +731,38 @@ def crnn(b, x, classes=97):
     return b.op("Softmax", [x], axis=-1)
 
 
+def bilstm(b, x, hidden):
+    """nn.LSTM(bidirectional=True) on [T, N, I] as torch exports one layer: LSTM, then its Y [T, 2, N, H]
+    to [T, N, 2H] by Transpose and Reshape [0, 0, -1]."""
+    i = x.shape[2]
+    scale = 1 / math.sqrt(hidden)
+    w = b.param("weight_ih", b.normal((2, 4 * hidden, i), scale / rms(x)))
+    r = b.param("weight_hh", b.normal((2, 4 * hidden, hidden), scale))
+    bias = b.param("bias", b.normal((2, 8 * hidden), 0.02))
+    y, _ = b.op("LSTM", [x, w, r, bias], outputs=2, hidden_size=hidden, direction="bidirectional")
+    b.flops += 2 * 2 * x.shape[0] * x.shape[1] * 4 * hidden * (i + hidden)
+    y = b.op("Transpose", [y], perm=[0, 2, 1, 3])
+    return reshape(b, y, (0, 0, -1))
+
+
+def crnn_lstm(b, x, classes=97, hidden=96):
+    """crnn's backbone, then PaddleOCR's sequence encoder: the sequence as [T, N, C], two
+    bidirectional LSTM layers of 96 units, [N, T, 192], a Linear to the classes, Softmax."""
+    for i, (cout, stride) in enumerate([(32, 2), (64, (2, 1)), (128, 2), (256, (2, 1)), (256, (2, 1))]):
+        with b.module(f"conv{i + 1}"):
+            x = conv_bn_act(b, x, cout, 3, stride)
+    x = b.op("Squeeze", [x, b.constant(np.array([2], np.int64))])
+    x = b.op("Transpose", [x], perm=[2, 0, 1])
+    with b.module("rnn"):
+        for layer in range(2):
+            with b.module(layer):
+                x = bilstm(b, x, hidden)
+    x = b.op("Transpose", [x], perm=[1, 0, 2])
+    with b.module("fc"):
+        x = linear(b, x, classes)
+    return b.op("Softmax", [x], axis=-1)
+
+
 def speech(b, x, classes=29, width=256):
     """A QuartzNet-like 1-D conv speech model on 1x80xT mel frames: a stride-2 Conv1d, five blocks of
     depthwise k=11 + pointwise Conv1d (BatchNorm folded), ReLU and a residual Add, a 1x1 Conv1d to
@@ -756,6 +811,7 @@ FAMILIES = {
     "small_cnn": (small_cnn, (48, 192), 16, IMAGE_DIMS, None),
     "mobilenet_v2": (mobilenet_v2, (224, 224), 32, IMAGE_DIMS, None),
     "crnn": (crnn, (32, 320), 4, {3: "W"}, None),
+    "crnn_lstm": (crnn_lstm, (32, 320), 4, {3: "W"}, None),
     "speech": (speech, (1, 400), 2, {2: "T"}, lambda h, w: (1, 80, w)),
     "transformer": (transformer, (1, 128), 1, {1: "T"}, lambda h, w: (1, w, 256)),
 }

@@ -202,3 +202,21 @@ def test_fusor_optimize_writes_the_values_over_the_dims_and_the_json_graph_runs_
     cli("optimize", models["scaled"], "--shape", "x=1x2x4x[4..64]@16", "-o", str(out))
     with pytest.raises(fusor.BadInput, match="a value computed from the input dims"):
         fusor.load(str(out), threads=1).run({"x": np.zeros((1, 2, 4, 8), np.float32)})
+
+
+def test_autotune_and_db_assemble_tune_a_profile_whose_shapes_come_from_shape_subgraphs(models, tmp_path):
+    # the clusters are tuned at the optimum as a static load (whose values are plain constants);
+    # the record is timed at the listed sizes and verified across the range
+    tiny = dict(trials=3, jobs=1, threads=1, autoschedulers="none", confirm_rounds=0, plan_search=False)
+    db = tmp_path / "t.db"
+    profile = "[1..2]x[1..64]x16@1x32"
+    fusor.autotune(models["encoder"], db=db, shapes={"x": profile}, tune_shapes=[{"x": (2, 7, 16)}], **tiny)
+    assembled = cli("db", "assemble", models["encoder"], "--db", str(db), "--shape", "x=" + profile, "--tune-shape", "x=1x50x16",
+                    "--threads", "1")
+    assert "record" in assembled.stdout
+    m = fusor.load(models["encoder"], shapes={"x": profile}, threads=1, db=db)
+    a = np.random.default_rng(7).standard_normal((2, 50, 16)).astype(np.float32)
+    want = fusor.load(models["encoder"], shapes={"x": a.shape}, threads=1).run({"x": a})["y"]
+    np.testing.assert_allclose(m.run({"x": a})["y"], want, rtol=1e-5, atol=1e-6)
+    bad = cli("db", "assemble", models["encoder"], "--db", str(db), "--shape", "x=" + profile, "--tune-shape", "x=1x65x16", check=False)
+    assert bad.returncode == 2 and "--tune-shape 'x=1x65x16'" in bad.stderr and "outside its range" in bad.stderr
