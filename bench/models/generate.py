@@ -718,14 +718,18 @@ def mobilenet_v2(b, x):
         return classifier(b, x, 1000)
 
 
-def crnn(b, x, classes=97):
-    """A CRNN-style text-line recognizer on 1x3x32xW: strided conv-bn-relu stages that take H to 1
-    and W to W/4, Squeeze of H, the sequence as [N, T, C], a Linear to the classes, Softmax."""
+def crnn_backbone(b, x):
+    """Strided conv-bn-relu stages that take H (32) to 1 and W to W/4, then Squeeze of H: [N, C, T]."""
     for i, (cout, stride) in enumerate([(32, 2), (64, (2, 1)), (128, 2), (256, (2, 1)), (256, (2, 1))]):
         with b.module(f"conv{i + 1}"):
             x = conv_bn_act(b, x, cout, 3, stride)
-    x = b.op("Squeeze", [x, b.constant(np.array([2], np.int64))])
-    x = b.op("Transpose", [x], perm=[0, 2, 1])
+    return b.op("Squeeze", [x, b.constant(np.array([2], np.int64))])
+
+
+def crnn(b, x, classes=97):
+    """A CRNN-style text-line recognizer on 1x3x32xW: crnn_backbone, the sequence as [N, T, C], a
+    Linear to the classes, Softmax."""
+    x = b.op("Transpose", [crnn_backbone(b, x)], perm=[0, 2, 1])
     with b.module("fc"):
         x = linear(b, x, classes)
     return b.op("Softmax", [x], axis=-1)
@@ -748,11 +752,7 @@ def bilstm(b, x, hidden):
 def crnn_lstm(b, x, classes=97, hidden=96):
     """crnn's backbone, then PaddleOCR's sequence encoder: the sequence as [T, N, C], two
     bidirectional LSTM layers of 96 units, [N, T, 192], a Linear to the classes, Softmax."""
-    for i, (cout, stride) in enumerate([(32, 2), (64, (2, 1)), (128, 2), (256, (2, 1)), (256, (2, 1))]):
-        with b.module(f"conv{i + 1}"):
-            x = conv_bn_act(b, x, cout, 3, stride)
-    x = b.op("Squeeze", [x, b.constant(np.array([2], np.int64))])
-    x = b.op("Transpose", [x], perm=[2, 0, 1])
+    x = b.op("Transpose", [crnn_backbone(b, x)], perm=[2, 0, 1])
     with b.module("rnn"):
         for layer in range(2):
             with b.module(layer):

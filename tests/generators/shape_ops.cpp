@@ -10,6 +10,7 @@
 #include "graph/ShapeProfile.h"
 #include "graph/SymbolicShapes.h"
 #include "support/GraphBuilder.h"
+#include "support/ProfileZoo.h"
 #include "support/OpCheck.h"
 
 using namespace fusor;
@@ -109,30 +110,9 @@ TEST_CASE("op Dropout: inference is the identity with an all-true mask, and trai
 
 namespace {
 
-/** x [N, 4, H, W] under a profile: y = Reshape(Relu(x), [N, 4, W, H] from Shape(x)) and
- * z = Reshape(x, Concat(N, -1)) (x.view(x.size(0), -1)): at a square optimum H and W are equal
- * values, which must stay apart. */
+/** transposed_view_json (support/ProfileZoo.h) loaded with \p profile. */
 Graph transposed_view(const std::string &profile) {
-    Builder b;
-    b.input("x", {1, 4, 8, 8}, profile)
-        .init("i0", {1}, {0}, "i64")
-        .init("i1", {1}, {1}, "i64")
-        .init("i2", {1}, {2}, "i64")
-        .init("i3", {1}, {3}, "i64")
-        .init("minus_one", {1}, {-1}, "i64")
-        .node("Shape", {"x"}, {"s"})
-        .node("Gather", {"s", "i0"}, {"n"})
-        .node("Gather", {"s", "i1"}, {"c"})
-        .node("Gather", {"s", "i2"}, {"h"})
-        .node("Gather", {"s", "i3"}, {"w"})
-        .node("Concat", {"n", "c", "w", "h"}, {"swapped"}, R"("axis":0)")
-        .node("Relu", {"x"}, {"r"})
-        .node("Reshape", {"r", "swapped"}, {"y"})
-        .node("Concat", {"n", "minus_one"}, {"flat"}, R"("axis":0)")
-        .node("Reshape", {"x", "flat"}, {"z"})
-        .output("y")
-        .output("z");
-    return parse_graph_json(b.json(), "view.json", ".", &halide_constant_evaluator());
+    return parse_graph_json(fusor::test::transposed_view_json(profile), "view.json", ".", &halide_constant_evaluator());
 }
 
 }  // namespace

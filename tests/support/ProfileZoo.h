@@ -51,4 +51,31 @@ inline std::string profile_zoo_json(const Shape &x, const std::string &profile =
     return b.json();
 }
 
+/** x [N, 4, H, W] with \p profile: y = x.relu().reshape(N, 4, W, H) and z = x.view(N, -1).softmax(-1),
+ * their shapes computed from x.shape (Shape, Gather, Concat) as torch.onnx.export writes them. At
+ * a square optimum H and W are equal values, which must stay apart. Outputs y, z. */
+inline std::string transposed_view_json(const std::string &profile) {
+    Builder b;
+    b.input("x", {1, 4, 8, 8}, profile)
+        .init("i0", {1}, {0}, "i64")
+        .init("i1", {1}, {1}, "i64")
+        .init("i2", {1}, {2}, "i64")
+        .init("i3", {1}, {3}, "i64")
+        .init("minus_one", {1}, {-1}, "i64")
+        .node("Shape", {"x"}, {"s"})
+        .node("Gather", {"s", "i0"}, {"n"})
+        .node("Gather", {"s", "i1"}, {"c"})
+        .node("Gather", {"s", "i2"}, {"h"})
+        .node("Gather", {"s", "i3"}, {"w"})
+        .node("Concat", {"n", "c", "w", "h"}, {"swapped"}, R"("axis":0)")
+        .node("Relu", {"x"}, {"r"})
+        .node("Reshape", {"r", "swapped"}, {"y"})
+        .node("Concat", {"n", "minus_one"}, {"flat"}, R"("axis":0)")
+        .node("Reshape", {"x", "flat"}, {"f"})
+        .node("Softmax", {"f"}, {"z"})
+        .output("y")
+        .output("z");
+    return b.json();
+}
+
 }  // namespace fusor::test

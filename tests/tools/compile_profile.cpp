@@ -21,7 +21,6 @@
 #include "runtime/Session.h"
 #include "tuner/db/Signature.h"
 #include "tuner/db/TuningDb.h"
-#include "support/GraphBuilder.h"
 #include "support/ProfileZoo.h"
 #include "support/Schedules.h"
 #include "support/Shell.h"
@@ -228,28 +227,8 @@ TEST_CASE("autotune --tune-shape: a size off the profile, a malformed or unknown
 TEST_CASE("compile: a profile whose Reshapes take shapes computed from x.shape runs every size from one library as the JIT does",
           "[tools][compile][profile]") {
     TempDir d;
-    fusor::test::Builder b;  // y = x.relu().reshape(N, 4, W, H); z = x.view(N, -1).softmax(-1)
-    b.input("x", {1, 4, 8, 8}, "[1..3]x4x[2..20]x[2..20]@1x8x8")
-        .init("i0", {1}, {0}, "i64")
-        .init("i1", {1}, {1}, "i64")
-        .init("i2", {1}, {2}, "i64")
-        .init("i3", {1}, {3}, "i64")
-        .init("minus_one", {1}, {-1}, "i64")
-        .node("Shape", {"x"}, {"s"})
-        .node("Gather", {"s", "i0"}, {"n"})
-        .node("Gather", {"s", "i1"}, {"c"})
-        .node("Gather", {"s", "i2"}, {"h"})
-        .node("Gather", {"s", "i3"}, {"w"})
-        .node("Concat", {"n", "c", "w", "h"}, {"swapped"}, R"("axis":0)")
-        .node("Relu", {"x"}, {"r"})
-        .node("Reshape", {"r", "swapped"}, {"y"})
-        .node("Concat", {"n", "minus_one"}, {"flat"}, R"("axis":0)")
-        .node("Reshape", {"x", "flat"}, {"f"})
-        .node("Softmax", {"f"}, {"z"})
-        .output("y")
-        .output("z");
     std::string model = d.file("view.json");
-    std::ofstream(model) << b.json();
+    std::ofstream(model) << fusor::test::transposed_view_json("[1..3]x4x[2..20]x[2..20]@1x8x8");
     Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name v", d);
     INFO(c.out);
     REQUIRE(c.status == 0);
