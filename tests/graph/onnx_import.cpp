@@ -437,9 +437,11 @@ TEST_CASE("onnx import: a profile whose sizes do not all load is an error naming
     // optimum only would break): check_profile compares with the graph before it
     Graph g = import_profile(pyramid(false), "x=1x4x[32..256:4]x[32..256:4]@64x64");
     fusor::ProbeOutputs before = fusor::check_profile(g);
-    REQUIRE(before.size() == 3);
+    REQUIRE(before.size() == 5);  // the ends, an odd size, then H alone and W alone at it
     CHECK(before[0][0].shape == std::vector<int64_t>{1, 8, 16, 16});
     CHECK(before[1][0].shape == std::vector<int64_t>{1, 8, 128, 128});
+    CHECK((before[3][0].shape[2] != 32 && before[3][0].shape[3] == 32));
+    CHECK((before[4][0].shape[2] == 32 && before[4][0].shape[3] != 32));
     CHECK_NOTHROW(fusor::check_profile(g, "after a rewrite", before));
     before[1][0].shape[2] = 32;
     CHECK_THROWS_WITH(fusor::check_profile(g, "after a rewrite", before),
