@@ -1090,13 +1090,18 @@ TEST_CASE("autotune: two databases tuned with different seeds merge into one who
     }
     std::string by_hand;
     double by_hand_ms = 0;
+    std::map<std::string, double> median_of;
     for (auto &[schedule, ms] : per_schedule) {
         if (wrong.count(schedule)) continue;
         std::sort(ms.begin(), ms.end());
         double m = ms[ms.size() / 2];
+        median_of[schedule] = m;
         if (by_hand.empty() || m < by_hand_ms) by_hand = schedule, by_hand_ms = m;
     }
-    CHECK(best->schedule == by_hand);
+    // a tie in the medians (a small kernel, timer-grained) is broken by trial id, which this
+    // rule does not restate: the merged best need only be at the least median
+    REQUIRE(median_of.count(best->schedule));
+    CHECK(median_of[best->schedule] == by_hand_ms);
     // the issue's words: the merged best is the better of the two seeds' bests, where each of
     // those was measured by its own seed only (a schedule both measured is ranked on all its
     // measurements, so its merged figure can move)
