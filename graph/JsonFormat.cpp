@@ -271,7 +271,9 @@ Tensor read_initializer(const Reader &r, const json &j, const std::string &where
         if (uniform) {
             rs.a = bounded("low", 0.0);
             rs.b = bounded("high", 1.0);
-            if (rs.a > rs.b) r.fail(w, "random.low (" + spec["low"].dump() + ") is above random.high (" + spec["high"].dump() + ")");
+            // one of the two may be absent (its default): a const json's [] of a missing key is undefined
+            auto shown = [&](const char *key, const char *dflt) { return spec.contains(key) ? spec.at(key).dump() : std::string(dflt) + ", the default"; };
+            if (rs.a > rs.b) r.fail(w, "random.low (" + shown("low", "0") + ") is above random.high (" + shown("high", "1") + ")");
         } else if (rs.distribution == "normal") {
             rs.a = bounded("mean", 0.0);
             rs.b = bounded("std", 1.0);

@@ -328,6 +328,8 @@ TEST_CASE("json_format: a random initializer's bounds are checked by name", "[gr
     };
     const std::pair<const char *, const char *> cases[] = {
         {R"({"seed": 1, "low": 2, "high": 1})", "random.low (2) is above random.high (1)"},
+        {R"({"seed": 1, "high": -1})", "random.low (0, the default) is above random.high (-1)"},
+        {R"({"seed": 1, "low": 3})", "random.low (3) is above random.high (1, the default)"},
         {R"({"seed": 1, "distribution": "normal", "std": -1})", "random.std is -1"},
         {R"({"seed": 1, "low": -1e308, "high": 1e308})", "random.low is -1e+308; expected at most 1e38"},
         {R"({"seed": 1, "distribution": "normal", "mean": 1e300})", "random.mean is 1e+300"},
