@@ -192,6 +192,9 @@ std::string why_illegal(const ClusterSchedule &s, const LoweredCluster &c) {
         if (!info) return where + ": no such stage in cluster " + c.name;
         int rank = (int)info->extents.size();
         if (st.prepack >= 0 && !info->packing) return where + ": prepack applies only to a packing stage (a matmul's packed operand)";
+        if (info->role == StageRole::Recurrence && st.level != ComputeLevel::Root) {
+            return where + ": a time recurrence, and each stage it reads, is computed at the root (its steps run over whole states)";
+        }
         if (st.prepack > 0 && (rank == 0 || info->extents[0] % st.prepack != 0)) {
             std::string p = std::to_string(st.prepack);
             return where + ": prepack=" + p + " does not fit the operand: panels of " + p + " do not divide dim 0" +
@@ -563,6 +566,41 @@ void schedule_gpu(const StageSchedule &st, const StageInfo &info, Func f) {
     for (int u = 0; u < f.num_update_definitions(); u++) schedule_def(f.update(u), u);
 }
 
+/** Update \p u of a time recurrence (StageInfo::recurrent_dims r): its first r reduction
+ * variables walk dims 0..r-1 within a step (the units, then the slots), the next the steps. The
+ * dims it writes at their pure vars (batch, direction) are independent chains: they go outside
+ * the steps, the outermost of extent > 1 in parallel. A unit reads the step before and the slots
+ * before its own only, never another unit of its own slot and step, so the units run in vectors
+ * (races allowed) where the width divides them (no guarded tail: the Halide 14 miscompile above);
+ * st.unroll's slot dims unroll (each of an LSTM's two slots a straight line). */
+void schedule_recurrence(Stage stage, const StageSchedule &st, const StageInfo &info, int u) {
+    const Func &f = info.func;
+    std::vector<RVar> rvars = f.rvars(u);
+    std::vector<VarOrRVar> order(rvars.begin(), rvars.end());
+    std::vector<std::string> args = arg_names(f);
+    std::string par;
+    for (const Expr &a : f.update_args(u)) {
+        const auto *v = a.as<Internal::Variable>();
+        if (!v || v->reduction_domain.defined()) continue;
+        order.push_back(Var(v->name));
+        int d = (int)(std::find(args.begin(), args.end(), v->name) - args.begin());
+        if (st.parallel && d < (int)info.extents.size() && info.extents[d] > 1) par = v->name;
+    }
+    if (!par.empty()) {
+        order.erase(std::find_if(order.begin(), order.end(), [&](const VarOrRVar &v) { return !v.is_rvar && v.var.name() == par; }));
+        order.push_back(Var(par));
+    }
+    stage.reorder(order);
+    if (!par.empty()) stage.parallel(Var(par));
+    int vw = st.vector_width;
+    if (vw > 1 && !info.extents.empty() && !info.varying[0] && info.extents[0] % vw == 0) {
+        stage.allow_race_conditions().vectorize(rvars[0], vw);
+    }
+    for (int d : st.unroll) {
+        if (d > 0 && d < info.recurrent_dims && d < (int)rvars.size()) stage.unroll(rvars[d]);
+    }
+}
+
 }  // namespace
 
 void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
@@ -657,11 +695,13 @@ void apply_schedule(const ClusterSchedule &s, LoweredCluster &c) {
             continue;
         }
         int k = (int)st.tile.size();
-        // A stage computed at a loop walks its region in tiles in its updates too: each tile's
-        // reduction runs whole before the next, its accumulators held in registers.
-        bool tiled_updates = st.level == ComputeLevel::At && k > 0;
+        // A stage computed at a loop, or an internal root stage (a recurrence's input projection),
+        // walks its region in tiles in its updates too: each tile's reduction runs whole before the
+        // next, its accumulators held in registers.
+        bool tiled_updates = (st.level == ComputeLevel::At || (st.level == ComputeLevel::Root && !info.is_output)) && k > 0;
         auto schedule_def = [&](Stage stage, int update_index) {
             bool is_update = update_index >= 0;
+            if (is_update && info.recurrent_dims > 0) return schedule_recurrence(stage, st, info, update_index);
             bool touched = false;  // whether this definition got any scheduling directive
             std::vector<VarOrRVar> order;  // innermost first
             if (!is_update && k > 0) {

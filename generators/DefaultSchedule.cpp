@@ -204,6 +204,22 @@ std::vector<int> register_tile(const StageInfo &st, int vec, bool spatial_x, int
     return {(int)std::min<int64_t>(v * m, st.extents[0]), rows};
 }
 
+/** The register tile of an internal root stage \p st whose update is a matmul over its reduction
+ * (a recurrence's input projection: units by steps): dim 0 in up to 4 vectors of \p vec that
+ * divide it, its outermost dim in up to 4 rows that divide it (1 where it varies), the dims
+ * between one at a time; the accumulators (one vector register each) and a row of operands fit in
+ * \p registers. */
+std::vector<int> root_register_tile(const StageInfo &st, int vec, int registers) {
+    int rank = (int)st.extents.size(), m = 4, rows = 4;
+    while (m > 1 && st.extents[0] % (vec * m) != 0) m /= 2;
+    const int64_t outer = st.extents[rank - 1];
+    while (rows > 1 && (st.varying[rank - 1] || outer % rows != 0 || m * rows + m + 1 > registers)) rows /= 2;
+    std::vector<int> tile(rank, 1);
+    tile[0] = vec * m;
+    if (rank > 1) tile[rank - 1] = rows;
+    return tile;
+}
+
 /** Conv into conv: the nodes of \p c computed per spatial tile of a conv or matmul that reads
  * them inside the cluster rather than per tile of their own. They are each conv or matmul whose
  * value reaches another one through the cluster's nodes, and every node that feeds such a one
@@ -432,7 +448,7 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             s.level = ComputeLevel::Root;
             int64_t points = 1;
             for (int64_t e : st.extents) points *= e;
-            s.parallel = pays_for_pool(st.role == StageRole::Accumulator ? reduction_points(st) : 0, points);
+            s.parallel = pays_for_pool(reduction_points(st), points);
             if (rank > 0 && st.extents[0] >= lanes) s.vector_width = lanes;
             s.note = why;
         };
@@ -447,10 +463,31 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
             s.parallel = false;
             break;
         }
-        case StageRole::Recurrence:
+        case StageRole::Recurrence: {
+            if (st.recurrent_dims == 0) {
+                make_root("read by a time recurrence: computed once, before it");
+                // an internal root update is vectorized only in whole vectors (ApplySchedule)
+                s.vector_width = rank > 0 ? whole_vectors(st.extents[0], lanes) : 0;
+                if (st.func.has_update_definition() && s.vector_width && st.extents[0] % s.vector_width == 0) {
+                    s.tile = root_register_tile(st, s.vector_width, vector_unit(target, st.func.output_types()[0]).registers);
+                    s.unroll = {0, rank - 1};
+                }
+                break;
+            }
+            // the steps in order; each step's hidden units in vectors, its slots one after the
+            // other (unrolled), the independent batch rows and directions in parallel
             s.level = ComputeLevel::Root;
-            s.note = "time recurrence: computed once, serially";
+            s.note = "time recurrence: steps in order, hidden units in vectors";
+            s.vector_width = whole_vectors(st.extents[0], lanes);
+            if (rank > 1 && st.extents[1] > 1) s.unroll = {1};
+            int64_t chains = 1, points = 1;
+            for (int d = 0; d < rank; d++) {
+                points *= st.extents[d];
+                if (d >= st.recurrent_dims && d + 1 < rank) chains *= st.extents[d];
+            }
+            s.parallel = chains > 1 && pays_for_pool(reduction_points(st), points);
             break;
+        }
         case StageRole::Accumulator:
         case StageRole::RowInvariant:
         case StageRole::Reused: {
@@ -506,7 +543,9 @@ ClusterSchedule default_schedule(const Graph &g, const Cluster &c, const Lowered
         }
         }
         // a constant operand (weights) is packed once, at load, in the layout its consumer reads
-        if (st.packing && st.over_constants) s.prepack = upstream.count(st.node) ? 0 : prepack_panel(st);
+        if (st.packing && st.over_constants) {
+            s.prepack = upstream.count(st.node) || st.role == StageRole::Recurrence ? 0 : prepack_panel(st);
+        }
         sched.stages.push_back(s);
     }
     return sched;

@@ -342,6 +342,10 @@ ClusterSchedule default_gpu_schedule(const Graph &g, const Cluster &c, const Low
             make_root("per-channel parameters, computed once");
             break;
         case StageRole::Recurrence:
+            if (st.recurrent_dims == 0) {
+                make_root("read by a time recurrence: computed once, before it");
+                break;
+            }
             s.level = ComputeLevel::Root;
             s.note = "time recurrence: computed serially on the host";
             break;

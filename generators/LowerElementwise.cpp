@@ -46,7 +46,7 @@ FUSOR_UNARY(Sqrt, sqrt(x))
 FUSOR_UNARY(Reciprocal, constant(t, 1) / x)
 FUSOR_UNARY(Relu, nan_max(x, constant(t, 0)))
 FUSOR_UNARY(Sigmoid, sigmoid(x))
-FUSOR_UNARY(Tanh, tanh(x))
+FUSOR_UNARY(Tanh, tanh_vector(x))
 FUSOR_UNARY(Erf, erf_any(x))
 FUSOR_UNARY(Identity, x)
 // NaN tested on x itself: a NaN computed under the no-NaNs flags may not survive the test
@@ -92,7 +92,7 @@ std::vector<Func> lower_Gelu(LowerContext &ctx) {
         Expr x = a[0];
         if (approx == "tanh") {
             Expr inner = constant(t, 0.7978845608028654) * (x + constant(t, 0.044715) * x * x * x);
-            return constant(t, 0.5) * x * (constant(t, 1) + tanh(inner));
+            return constant(t, 0.5) * x * (constant(t, 1) + tanh_vector(inner));
         }
         return constant(t, 0.5) * x * (constant(t, 1) + erf_any(x * constant(t, 0.7071067811865476)));
     });

@@ -55,6 +55,19 @@ Expr exp_ieee(Expr x) {
     return select(is_nan_bits(x), x, select(big, typed_const(x.type(), INFINITY), exp(x)));
 }
 
+Expr tanh_vector(Expr x) {
+    if (x.type().element_of() != Float(32)) return tanh(x);
+    Type t = x.type();
+    auto k = [&](double v) { return typed_const(t, v); };
+    Expr z = x * x;
+    Expr odd = ((((k(-5.70498872745e-3) * z + k(2.06390887954e-2)) * z - k(5.37397155531e-2)) * z + k(1.33314422036e-1)) * z -
+                k(3.33332819422e-1)) * z * x + x;
+    Expr a = min(abs(x), k(9));
+    Expr far = k(1) - k(2) / (exp(k(2) * a) + k(1));
+    far = select(x < k(0), -far, far);
+    return select(is_nan_bits(x), x, select(a < k(0.625), odd, far));
+}
+
 Expr is_nan_bits(Expr x) {
     // a NaN's magnitude bits (all but the sign) are above +inf's
     int bits = x.type().bits();

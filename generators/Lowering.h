@@ -42,8 +42,8 @@ enum class StageRole {
     RowInvariant,  ///< pure, derived from accumulators (e.g. 1/sqrt(var+eps)); computed with them
     Reused,        ///< pure, read by several stages; computed once per row instead of inlined
     Hoisted,       ///< small pure stage over parameters only (per-channel scale); computed once
-    Recurrence,    ///< a time recurrence (update over an RDom on time reading the step before):
-                   ///< computed once at root, serially (its update may not be split or vectorized)
+    Recurrence,    ///< a time recurrence (update over an RDom on time reading the step before),
+                   ///< or a stage it reads: computed once at root (StageInfo::recurrent_dims)
 };
 const char *role_name(StageRole r);
 
@@ -85,6 +85,11 @@ struct StageInfo {
      * (LowerContext::define_packing with cpu_only), which GPU blocks read as HWIO vectors from
      * global memory beside the input window they stage. */
     bool cpu_only = false;
+    /** A time recurrence's state stage: r > 0 when its update's first r reduction variables walk
+     * its Halide dims 0..r-1 within a step (the units, then the slots) and the next the steps,
+     * each unit reading the step before and the slots before its own only (never another unit
+     * of its own slot and step). 0 for any other stage. */
+    int recurrent_dims = 0;
 };
 
 /** A packing stage over constants that a lowering reads from a buffer prepared once, at load
@@ -139,6 +144,11 @@ Halide::Expr typed_const(Halide::Type t, double v);
  * (libm), already IEEE. Softmax, LogSoftmax and ReduceLogSumExp keep Halide's exp: this one's
  * selects next to their row maximum hit a Halide vectorization bug (LowerReduce.cpp). */
 Halide::Expr exp_ieee(Halide::Expr x);
+/** tanh of \p x. For f32, in vectors (Halide's tanh is libm's tanhf, one call per lane, about 35x
+ * a vectorized sigmoid): a Cephes odd polynomial below |x| = 0.625, else 1 - 2 / (exp(2|x|) + 1)
+ * with x's sign (|x| capped at 9, where tanh is 1 in f32); a NaN stays NaN. Other types: Halide's
+ * tanh. */
+Halide::Expr tanh_vector(Halide::Expr x);
 /** True where float \p x is a NaN, tested on its bits: Halide compiles float arithmetic with
  * LLVM's no-NaNs flags, under which a float test (is_nan included) of a computed value may be
  * folded to false. */

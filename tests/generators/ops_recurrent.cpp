@@ -19,19 +19,29 @@ using fusor::test::Builder;
 using fusor::test::kFloatTypes;
 using fusor::test::Shape;
 
-constexpr int64_t T = 4, B = 2, I = 3, H = 3;
+/** A test graph's sizes. The defaults are below every vector width; wider hidden sizes run the
+ * recurrence's units in whole vectors (32) or with a remainder (20). */
+struct Sizes {
+    int64_t T = 4, B = 2, I = 3, H = 3;
+    bool weights_as_inputs = false;  ///< W and R as graph inputs: packed on every call
+};
 
 /** A one-node recurrent graph over X [T, B, I] (layout 1: [B, T, I]) with random weights; \p opt
  * names the optional inputs to add (B, sequence_lens, initial_h, initial_c, P), \p outs the
  * outputs. */
 std::string recurrent_graph(const std::string &op, const std::string &attrs, const std::vector<std::string> &opt,
                             const std::vector<std::string> &outs, const std::string &dt = "f32", int dirs = 1,
-                            int layout = 0) {
+                            int layout = 0, const Sizes &z = {}) {
+    const int64_t T = z.T, B = z.B, I = z.I, H = z.H;
     int64_t gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
     auto has = [&](const std::string &s) { return std::find(opt.begin(), opt.end(), s) != opt.end(); };
     Builder b(dt);
     b.input("x", layout == 0 ? Shape{T, B, I} : Shape{B, T, I});
-    b.weight("w", {dirs, gates * H, I}, 11).weight("r", {dirs, gates * H, H}, 12);
+    if (z.weights_as_inputs) {
+        b.input("w", {dirs, gates * H, I}).input("r", {dirs, gates * H, H});
+    } else {
+        b.weight("w", {dirs, gates * H, I}, 11).weight("r", {dirs, gates * H, H}, 12);
+    }
     std::vector<std::string> ins = {"x", "w", "r", "", "", "", "", ""};
     if (has("B")) b.weight("b", {dirs, 2 * gates * H}, 13), ins[3] = "b";
     if (has("sequence_lens")) b.init("lens", {B}, {3, 1}, "i32"), ins[4] = "lens";
@@ -99,6 +109,24 @@ TEST_CASE("op LSTM: peepholes, input_forget, Y_c, directions, layouts, sequence_
     fusor::test::check_against_reference(recurrent_graph(
         "LSTM", R"("direction": "reverse", "activations": "Sigmoid Relu Tanh")", {"B", "sequence_lens"},
         {"y", "y_h", "y_c"}));
+}
+
+TEST_CASE("op RNN GRU LSTM: hidden units in whole vectors and with a remainder, weights constant or inputs",
+          "[generators][ops][recurrent]") {
+    for (int64_t h : {32, 20}) {
+        INFO("hidden " << h);
+        Sizes z{6, 2, 24, h};
+        std::string bi = R"("direction": "bidirectional")";
+        fusor::test::check_against_reference(
+            recurrent_graph("RNN", bi, {"B", "sequence_lens", "initial_h"}, {"y", "y_h"}, "f32", 2, 0, z));
+        fusor::test::check_against_reference(recurrent_graph(
+            "GRU", bi + R"(, "linear_before_reset": 1)", {"B", "sequence_lens", "initial_h"}, {"y", "y_h"}, "f32", 2, 0, z));
+        fusor::test::check_against_reference(recurrent_graph("GRU", "", {"B", "initial_h"}, {"y", "y_h"}, "f32", 1, 1, z));
+        fusor::test::check_against_reference(recurrent_graph(
+            "LSTM", bi, {"B", "sequence_lens", "initial_h", "initial_c", "P"}, {"y", "y_h", "y_c"}, "f32", 2, 0, z));
+        z.weights_as_inputs = true;
+        fusor::test::check_against_reference(recurrent_graph("LSTM", "", {"B"}, {"y", "y_h", "y_c"}, "f32", 1, 0, z));
+    }
 }
 
 TEST_CASE("op RNN GRU LSTM: bad inputs and attributes are user errors", "[generators][ops][recurrent]") {
