@@ -381,6 +381,14 @@ TEST_CASE("op Tanh: inputs from -4 to 4", "[generators][ops]") {
     check_unary("Tanh", kLoose, scaled(4));
 }
 
+TEST_CASE("op Tanh: f32 in vectors, within a few ulp on each side of its seams", "[generators][ops]") {
+    // the odd polynomial below |x| = 0.625, 1 - 2 / (exp(2|x|) + 1) above, the cap at |x| = 9
+    constexpr Tolerance tight{1e-6, 1e-7};
+    check_unary("Tanh", tight, map_f32([](float x) { return x * 1e-3f; }));  // tiny: relative precision
+    check_unary("Tanh", tight, map_f32([](float x) { return x * 0.7f; }));   // either side of 0.625
+    check_unary("Tanh", tight, map_f32([](float x) { return x * 12; }));     // either side of 9
+}
+
 TEST_CASE("op Erf: inputs from -3 to 3", "[generators][ops]") {
     check_unary("Erf", kLoose, scaled(3));
 }
