@@ -206,14 +206,15 @@ std::vector<int> register_tile(const StageInfo &st, int vec, bool spatial_x, int
 
 /** The register tile of an internal root stage \p st whose update is a matmul over its reduction
  * (a recurrence's input projection: units by steps): dim 0 in up to 4 vectors of \p vec that
- * divide it, its outermost dim in up to 4 rows that divide it (1 where it varies), the dims
+ * divide it, its outermost dim in up to 4 rows that divide it (where it varies, a guarded tail:
+ * the guard is on the unrolled rows, not on the vectors), the dims
  * between one at a time; the accumulators (one vector register each) and a row of operands fit in
  * \p registers. */
 std::vector<int> root_register_tile(const StageInfo &st, int vec, int registers) {
     int rank = (int)st.extents.size(), m = 4, rows = 4;
     while (m > 1 && st.extents[0] % (vec * m) != 0) m /= 2;
     const int64_t outer = st.extents[rank - 1];
-    while (rows > 1 && (st.varying[rank - 1] || outer % rows != 0 || m * rows + m + 1 > registers)) rows /= 2;
+    while (rows > 1 && ((!st.varying[rank - 1] && outer % rows != 0) || m * rows + m + 1 > registers)) rows /= 2;
     std::vector<int> tile(rank, 1);
     tile[0] = vec * m;
     if (rank > 1) tile[rank - 1] = rows;
