@@ -384,3 +384,35 @@ TEST_CASE("default schedule: a dense NHWC conv stages its input window once per 
     CHECK(window_at(64, 40, 64) != "z");     // depthwise
     CHECK(window_at(512, 400, 1) != "z");    // 2.4 MiB per row: per tile
 }
+
+TEST_CASE("why_illegal: a time recurrence and each stage it reads stay at the root", "[generators][default_schedule]") {
+    const std::string json = R"({"format_version": 1, "name": "bilstm",
+      "inputs": [{"name": "x", "dtype": "f32", "shape": [8, 1, 16]}],
+      "initializers": [
+        {"name": "w", "dtype": "f32", "shape": [2, 128, 16], "random": {"seed": 1}},
+        {"name": "r", "dtype": "f32", "shape": [2, 128, 32], "random": {"seed": 2}}],
+      "nodes": [{"name": "lstm", "op": "LSTM", "inputs": ["x", "w", "r"], "outputs": ["y"],
+                 "attrs": {"hidden_size": 32, "direction": "bidirectional"}}],
+      "outputs": ["y"]})";
+    Graph g = parse_graph_json(json, "bilstm.json");
+    form_clusters(g);
+    REQUIRE(g.clusters.size() == 1);
+    LoweredCluster lc = lower_cluster(g, g.clusters[0], "cr_");
+    ClusterSchedule good = default_schedule(g, g.clusters[0], lc, Halide::Target("x86-64-linux-avx-avx2-fma-sse41"));
+    REQUIRE(why_illegal(good, lc).empty());
+    const StageSchedule *state = good.find("cr_lstm_state"), *proj = good.find("cr_lstm_proj");
+    REQUIRE(state);
+    REQUIRE(proj);
+    CHECK(state->vector_width == 8);  // the 32 units in vectors, the two slots unrolled
+    CHECK(state->unroll == std::vector<int>{1});
+    CHECK(proj->tile.size() == 4);  // a register tile of units by steps
+    CHECK_NOTHROW(apply_schedule(good, lc));
+    for (const char *stage : {"cr_lstm_state", "cr_lstm_proj", "cr_lstm_rt"}) {
+        ClusterSchedule s = good;
+        for (StageSchedule &st : s.stages) {
+            if (st.stage == stage) st.level = ComputeLevel::At, st.at_stage = "cr_lstm", st.at_var = "w", st.tile.clear();
+        }
+        CHECK(why_illegal(s, lc) == "stage '" + std::string(stage) +
+                                        "': a time recurrence, and each stage it reads, is computed at the root (its steps run over whole states)");
+    }
+}
