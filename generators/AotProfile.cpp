@@ -12,8 +12,8 @@ namespace fusor {
 namespace {
 
 /** Why a library of \p g runs its optimum only, or "": a tensor whose shape has no symbolic form,
- * a dim the probes saw fixed that the symbolic shapes vary (or the reverse), a cluster without a
- * generic kernel. */
+ * a dim the probes saw fixed that the symbolic shapes vary (or the reverse), an output computed
+ * from the dims, a cluster without a generic kernel. */
 std::string refusal_of(const Graph &g, const AotProfile &p) {
     for (size_t t = 0; t < g.tensors.size(); t++) {
         const std::vector<int64_t> &v = p.varying[t];
@@ -24,6 +24,8 @@ std::string refusal_of(const Graph &g, const AotProfile &p) {
                    (v[a] > 0 ? ", which the profile's probes saw vary" : ", which the profile's probes saw fixed");
         }
     }
+    std::string outputs = dims_output_refusal(g, false);
+    if (!outputs.empty()) return outputs;
     for (const Cluster &c : g.clusters) {
         if (!cluster_varies(g, c, p.varying)) continue;
         const Node &first = g.nodes[c.nodes[0]];

@@ -80,9 +80,9 @@ std::vector<Expr> param_dims(const ImageParam &p, const std::vector<int64_t> &va
 }
 
 /** Why node \p n, some dim of which varies under \p v, cannot lower in a generic kernel: its
- * lowering reads a varying extent as a constant (an op not converted to extent(), Lowering.h, or
- * an axis it still reads so: ArgMax's, a Split's), or "" when every such read goes through
- * extent(). */
+ * lowering reads a varying extent as a constant (an op not listed here as converted to extent(),
+ * Lowering.h; a Split into given sizes along a varying axis; a ConvTranspose's output_shape), or
+ * "" when every such read goes through extent(). */
 std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
     auto input_varies = [&](size_t i, int a) {
         return i < n.inputs.size() && n.inputs[i] != kNoTensor && a < (int)v[n.inputs[i]].size() && v[n.inputs[i]][a] > 0;
@@ -94,44 +94,26 @@ std::string op_refusal(const Graph &g, const Node &n, const VaryingDims &v) {
     int rank = n.inputs.empty() || n.inputs[0] == kNoTensor ? 0 : g.type(n.inputs[0]).rank();
     OpPattern p = node_pattern(g, n);
     switch (n.op) {
-    case OpKind::Conv: case OpKind::ConvNhwc: case OpKind::ConvTranspose: case OpKind::MaxPool: case OpKind::AveragePool:
-    case OpKind::MaxPoolNhwc: case OpKind::AveragePoolNhwc: {
-        // pads that auto_pad or output_shape derive from the input's size are the optimum's
-        std::string pad = attr_string(g, n, "auto_pad");
-        bool same = pad == "SAME_UPPER" || pad == "SAME_LOWER";
-        if (same && n.op == OpKind::ConvTranspose) return "auto_pad " + pad;  // its pads follow the output shape
-        if (n.op == OpKind::ConvTranspose && attr_ints(g, n, "output_shape")) return "an output_shape attribute";
-        return "";
-    }
-    case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool: case OpKind::Transpose:
-    case OpKind::Concat: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze:
-    case OpKind::Unsqueeze: case OpKind::BatchNormalization: case OpKind::Softmax: case OpKind::LogSoftmax:
-    case OpKind::MatMul: case OpKind::Slice: case OpKind::Gather: case OpKind::ArgMax: case OpKind::ArgMin: case OpKind::Hardmax:
-    case OpKind::ConstantOfShape: case OpKind::Range: case OpKind::RNN: case OpKind::GRU: case OpKind::LSTM: case OpKind::Einsum:
-        return "";
+    case OpKind::ConvTranspose:
+        // pads that output_shape derives from the input's size are the optimum's (SAME's are the
+        // same at every size: the output is the input times the stride)
+        return attr_ints(g, n, "output_shape") ? "an output_shape attribute" : "";
     case OpKind::Split:
         return input_varies(0, axis_attr(rank)) && n.inputs.size() > 1 && n.inputs[1] != kNoTensor ? "the axis it splits into given sizes varies" : "";
-    case OpKind::Tile:
+    case OpKind::Conv: case OpKind::ConvNhwc: case OpKind::MaxPool: case OpKind::AveragePool:
+    case OpKind::MaxPoolNhwc: case OpKind::AveragePoolNhwc: case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool:
+    case OpKind::Transpose: case OpKind::Concat: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze:
+    case OpKind::Unsqueeze: case OpKind::BatchNormalization: case OpKind::Softmax: case OpKind::LogSoftmax:
+    case OpKind::MatMul: case OpKind::Gemm: case OpKind::Slice: case OpKind::Gather: case OpKind::GatherElements:
+    case OpKind::ArgMax: case OpKind::ArgMin: case OpKind::Hardmax: case OpKind::ConstantOfShape: case OpKind::Range:
+    case OpKind::RNN: case OpKind::GRU: case OpKind::LSTM: case OpKind::Einsum: case OpKind::Tile: case OpKind::Expand:
+    case OpKind::LayerNormalization: case OpKind::Resize: case OpKind::ReduceSum: case OpKind::ReduceMean:
+    case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2:
+    case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp: case OpKind::ReduceSumSquare: case OpKind::Pad:
+    case OpKind::DepthToSpace: case OpKind::SpaceToDepth: case OpKind::CumSum: case OpKind::Trilu:
+    case OpKind::InstanceNormalization: case OpKind::LRN: case OpKind::MeanVarianceNormalization:
+    case OpKind::LpNormalization: case OpKind::Shape: case OpKind::Size:
         return "";
-    case OpKind::Expand: {
-        // a varying dim broadcast to a fixed extent would be read past its end where it is 1
-        const std::vector<int64_t> &out = v[n.outputs[0]];
-        for (int a = 0; a < rank; a++) {
-            size_t o = out.size() - (size_t)rank + (size_t)a;
-            if (input_varies(0, a) && !out[o]) return "a varying dim it broadcasts to a fixed extent";
-        }
-        return "";
-    }
-    case OpKind::LayerNormalization:
-        for (int a = axis_attr(rank); a < rank; a++) {
-            if (input_varies(0, a)) return "an axis it normalizes varies";
-        }
-        return "";
-    case OpKind::Resize: {
-        std::string mode = attr_string(g, n, "mode"), ct = attr_string(g, n, "coordinate_transformation_mode");
-        if (mode == "cubic" || ct == "tf_crop_and_resize") return "a " + mode + " Resize in " + ct + " mode";
-        return "";
-    }
     default:
         break;
     }
@@ -199,6 +181,16 @@ std::string generic_refusal(const Graph &g, const Cluster &c, const VaryingDims 
         if (!node_varies(n, varying)) continue;
         std::string why = op_refusal(g, n, varying);
         if (!why.empty()) return "node '" + n.name + "' (" + op_name(n.op) + ") does not run over a dim that varies: " + why;
+    }
+    return "";
+}
+
+std::string dims_output_refusal(const Graph &g, bool eval_sym_values) {
+    for (TensorId t : g.outputs) {
+        const Tensor &out = g.tensor(t);
+        if (!out.is_initializer || !value_varies(out) || (eval_sym_values && !out.sym_value.empty())) continue;
+        std::string from = out.unfollowed.empty() ? "" : " (computed by " + out.unfollowed + ")";
+        return "output '" + out.name + "' is a value computed from the input dims" + from + ", kept as the optimum's";
     }
     return "";
 }

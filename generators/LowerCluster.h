@@ -71,5 +71,9 @@ LoweredCluster lower_cluster(const Graph &g, const Cluster &c, const std::string
 std::string generic_refusal(const Graph &g, const Cluster &c, const VaryingDims &varying);
 /** True when some tensor of cluster \p c (inputs, node outputs) has a dim that varies. */
 bool cluster_varies(const Graph &g, const Cluster &c, const VaryingDims &varying);
+/** Why an output of \p g that is a value computed from the input dims (value_varies) would keep
+ * the optimum's value at other sizes, or "": with \p eval_sym_values, only an output whose
+ * value is not followed as Tensor::sym_value (the caller computes those per size). */
+std::string dims_output_refusal(const Graph &g, bool eval_sym_values);
 
 }  // namespace fusor

@@ -108,7 +108,7 @@ std::vector<Func> lower_Gemm(LowerContext &ctx) {
     int64_t K = ta ? A.type.shape[0] : A.type.shape[1];
     Type t = halide_type(out.dtype);
     Func acc = ctx.make_stage("acc", out.shape, StageRole::Accumulator, true);
-    RDom k(0, (int)K, sanitize_name(ctx.node().name) + "_k");
+    RDom k(0, extent(A, ta ? 0 : 1), sanitize_name(ctx.node().name) + "_k");
     Var n = dim_var(0), m = dim_var(1);
     acc(n, m) = typed_const(t, 0);
     // A's copy, [M, K] (Halide (k, m)), staged by GPU schedules as in MatMul

@@ -69,7 +69,16 @@ std::vector<Func> lower_Unsqueeze(LowerContext &ctx) {
 
 std::vector<Func> lower_Expand(LowerContext &ctx) {
     const LValue &x = ctx.input(0);
-    return define_value(ctx, [&](const Index &idx) { return call_broadcast(x, idx); });
+    int r = x.type.rank(), ro = ctx.out_type().rank();
+    return define_value(ctx, [&](const Index &idx) {
+        Index in(idx.end() - r, idx.end());
+        for (int a = 0; a < r; a++) {
+            // a varying dim expanded to a fixed extent is 1 or that extent: min() reads either
+            if (varies(x, a) && !ctx.out_varies(ro - r + a)) in[a] = min(in[a], x.dims[a] - 1);
+            else if (x.type.shape[a] == 1 && !varies(x, a)) in[a] = 0;
+        }
+        return call(x, in);
+    });
 }
 
 std::vector<Func> lower_Tile(LowerContext &ctx) {
@@ -124,7 +133,7 @@ std::vector<Func> lower_Pad(LowerContext &ctx) {
         Index in(idx.size());
         Expr inside = Internal::const_true();
         for (size_t a = 0; a < idx.size(); a++) {
-            int d = (int)x.type.shape[a];
+            Expr d = extent(x, (int)a);
             Expr i = p.begin[a] ? idx[a] - (int)p.begin[a] : idx[a];
             if (p.begin[a] <= 0 && p.end[a] <= 0) {
                 in[a] = i;  // only cropped: always inside
@@ -145,7 +154,7 @@ std::vector<Func> lower_Pad(LowerContext &ctx) {
 std::vector<Func> lower_GatherElements(LowerContext &ctx) {
     const LValue &data = ctx.input(0), &indices = ctx.input(1);
     int axis = normalize_axis(ctx.graph(), ctx.node(), ctx.attr_int("axis"), data.type.rank());
-    int64_t dim = data.type.shape[axis];
+    Expr dim = extent(data, axis);
     return define_value(ctx, [&](const Index &idx) {
         Index in = idx;
         in[axis] = wrap_index(call(indices, idx), dim);
@@ -180,11 +189,11 @@ std::vector<Func> lower_CumSum(LowerContext &ctx) {
     const TensorType &out = ctx.out_type();
     int axis = cumsum_axis(ctx.graph(), ctx.node());
     bool exclusive = ctx.attr_int("exclusive") != 0, reverse = ctx.attr_int("reverse") != 0;
-    int dim = (int)out.shape[axis];
+    Expr dim = extent(x, axis);
     int r = out.rank();
     Func scan = ctx.make_stage("scan", out.shape, StageRole::Accumulator, true, ctx.halide_dims({axis}));
     LowerContext::define(scan, r, [&](const Index &idx) { return call(x, idx); });
-    if (dim > 1) {
+    if (varies(x, axis) || out.shape[axis] > 1) {
         // inclusive running sum: scan[p] += scan[p - 1] (reverse: scan[p] += scan[p + 1]), in order
         RDom k(1, dim - 1, sanitize_name(ctx.node().name) + "_k");
         Index at = LowerContext::exprs(ctx.vars(r)), prev = at;
@@ -212,8 +221,8 @@ std::vector<Func> lower_Trilu(LowerContext &ctx) {
     bool upper = ctx.attr_int("upper") != 0;
     Type t = halide_type(x.type.dtype);
     int r = x.type.rank();
-    // k beyond the matrix keeps or drops everything; clamp so it fits an int32
-    int kk = (int)std::clamp<int64_t>(k, -x.type.shape[r - 2] - 1, x.type.shape[r - 1] + 1);
+    // k beyond the matrix keeps or drops everything: no index difference reaches an int32's ends
+    int kk = (int)std::clamp<int64_t>(k, -INT32_MAX, INT32_MAX);
     return define_value(ctx, [&](const Index &idx) {
         Expr diag = idx[r - 1] - idx[r - 2];
         Expr keep = upper ? diag >= kk : diag <= kk;
@@ -238,8 +247,11 @@ std::vector<Func> lower_Range(LowerContext &ctx) {
 }
 
 std::vector<Func> lower_Size(LowerContext &ctx) {
-    int64_t count = ctx.graph().type(ctx.node().inputs[0]).num_elements();
-    return define_value(ctx, [&](const Index &) { return Expr(count); });
+    const LValue &x = ctx.input(0);
+    Expr count = Expr((int64_t)1);
+    for (int a = 0; a < x.type.rank(); a++) count = count * cast<int64_t>(extent(x, a));
+    count = simplify(count);
+    return define_value(ctx, [&](const Index &) { return count; });
 }
 
 std::vector<Func> lower_Einsum(LowerContext &ctx) {

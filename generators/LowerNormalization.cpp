@@ -103,12 +103,8 @@ std::vector<Func> lower_LayerNormalization(LowerContext &ctx) {
     std::string base = sanitize_name(ctx.node().name);
     std::vector<int64_t> row_shape = drop_dims(out.shape, axis, r - 1);
     std::vector<int> reduced = ctx.halide_dims(axis_range(axis, r - 1));
-    Region window;
-    int64_t count = 1;
-    for (int a = r - 1; a >= axis; a--) {
-        window.push_back(Range(0, (int)out.shape[a]));
-        count *= out.shape[a];
-    }
+    ReduceWindow rw = reduce_window(X, axis_range(axis, r - 1), t);
+    const Region &window = rw.region;
     std::vector<Expr> idx = LowerContext::exprs(ctx.vars(r));
     std::vector<Expr> row = drop_axes(idx, axis, r - 1);
     std::vector<Expr> row_args(row.rbegin(), row.rend());
@@ -122,14 +118,14 @@ std::vector<Func> lower_LayerNormalization(LowerContext &ctx) {
     sum(row_args) = typed_const(t, 0);
     sum(row_args) += call(X, in_window(r1));
     Func mean = ctx.make_stage("mean", row_shape, StageRole::RowInvariant, false, reduced);
-    mean(row_args) = sum(row_args) / typed_const(t, (double)count);
+    mean(row_args) = sum(row_args) / rw.count;
     Func var = ctx.make_stage("var", row_shape, StageRole::Accumulator, false, reduced);
     RDom r2(window, base + "_r2");
     var(row_args) = typed_const(t, 0);
     Expr d = call(X, in_window(r2)) - mean(row_args);
     var(row_args) += d * d;
     Func rstd = ctx.make_stage("rstd", row_shape, StageRole::RowInvariant, false, reduced);
-    rstd(row_args) = typed_const(t, 1) / sqrt(var(row_args) / typed_const(t, (double)count) + typed_const(t, ctx.attr_float("epsilon")));
+    rstd(row_args) = typed_const(t, 1) / sqrt(var(row_args) / rw.count + typed_const(t, ctx.attr_float("epsilon")));
     Func f = ctx.make_stage("", out.shape, StageRole::Value, true);
     LowerContext::define(f, r, [&](const std::vector<Expr> &i) {
         std::vector<Expr> inner(i.begin() + axis, i.end());

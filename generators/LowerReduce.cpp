@@ -57,13 +57,8 @@ std::vector<Func> lower_reduce(LowerContext &ctx, OpKind op) {
     for (int a = 0; a < r; a++) {
         if (!reduced(a)) kept_shape.push_back(X.type.shape[a]);
     }
-    Region window;
-    int64_t count = 1;
-    for (int a = r - 1; a >= 0; a--) {
-        if (!reduced(a)) continue;
-        window.push_back(Range(0, (int)X.type.shape[a]));
-        count *= X.type.shape[a];
-    }
+    ReduceWindow rw = reduce_window(X, axes, t);
+    const Region &window = rw.region;
     std::vector<int> reduced_out;
     if (keep) reduced_out = ctx.halide_dims(axes);
     int kr = (int)kept_shape.size();
@@ -126,7 +121,7 @@ std::vector<Func> lower_reduce(LowerContext &ctx, OpKind op) {
         switch (fold.finish) {
         case Fold::None: break;
         case Fold::Mean:  // the mean of no values is NaN (numpy, ONNX Runtime); Halide would fold x / 0 to 0
-            v = count == 0 && t.is_float() ? typed_const(t, std::numeric_limits<double>::quiet_NaN()) : v / typed_const(t, (double)count);
+            v = rw.fixed_count == 0 && t.is_float() ? typed_const(t, std::numeric_limits<double>::quiet_NaN()) : v / rw.count;
             break;
         case Fold::Sqrt: v = sqrt(v); break;
         case Fold::Log: v = log_ieee(v); break;

@@ -156,14 +156,14 @@ std::vector<Func> lower_Gather(LowerContext &ctx) {
     return {f};
 }
 
-/** ONNX Shape: the (static) dims of its input as an i64 vector. */
+/** ONNX Shape: the dims of its input as an i64 vector (run-time extents where they vary). */
 std::vector<Func> lower_Shape(LowerContext &ctx) {
-    const TensorType &in = ctx.graph().type(ctx.node().inputs[0]);
+    const LValue &in = ctx.input(0);
     auto [start, end] = shape_range(ctx.graph(), ctx.node());
     Func f = ctx.make_stage("", ctx.out_type().shape, StageRole::Value, true);
     LowerContext::define(f, 1, [&](const std::vector<Expr> &idx) {
         Expr v = Expr((int64_t)0);
-        for (int d = end - 1; d >= start; d--) v = select(idx[0] == d - start, Expr((int64_t)in.shape[d]), v);
+        for (int d = end - 1; d >= start; d--) v = select(idx[0] == d - start, cast<int64_t>(extent(in, d)), v);
         return v;
     });
     return {f};

@@ -169,15 +169,16 @@ DimTaps dim_taps(const ResizeParams &p, int d, int64_t in, double cubic_a, bool 
     return t;
 }
 
-/** The taps of a resized dim \p d whose extent varies at run time (nearest or linear; cubic and
- * tf_crop_and_resize are refused by generic_refusal): the source coordinate of each output
- * position computed in the pipeline, by source_coordinate's rules, instead of read from tables.
- * Returns, per tap, its source index (clamped into the input) and weight (undefined: nearest). */
+/** The taps of a resized dim \p d whose extent varies at run time: the source coordinate of each
+ * output position computed in the pipeline, by source_coordinate's and dim_taps' rules, instead of
+ * read from tables. Per tap, its source index (clamped into the input) and weight (undefined:
+ * nearest); \p inside: tf_crop_and_resize's test that the coordinate lies in the input. */
 struct GenericTaps {
     std::vector<Expr> idx, w;
+    Expr inside;
 };
 
-GenericTaps generic_taps(LowerContext &ctx, const ResizeParams &p, int d, Expr o, Type t) {
+Expr generic_source_coordinate(LowerContext &ctx, const ResizeParams &p, int d, Expr o) {
     const LValue &X = ctx.input(0);
     auto c = [](double v) { return Expr(v); };  // an f64 constant
     Expr in = cast<double>(extent(X, d));
@@ -186,14 +187,22 @@ GenericTaps generic_taps(LowerContext &ctx, const ResizeParams &p, int d, Expr o
     Expr length = by_scales ? in * c(p.scales[d]) : cast<double>(ctx.out_extent(d));
     Expr x = cast<double>(o);
     const std::string &m = p.coordinate_mode;
-    if (m == "half_pixel") x = (x + c(0.5)) / scale - c(0.5);
-    else if (m == "pytorch_half_pixel") x = select(length > c(1), (x + c(0.5)) / scale - c(0.5), c(0));
-    else if (m == "align_corners") x = select(length == c(1), c(0), x * (in - c(1)) / (length - c(1)));
-    else x = x / scale;  // asymmetric
-    Expr last = extent(X, d) - 1;
+    if (m == "half_pixel") return (x + c(0.5)) / scale - c(0.5);
+    if (m == "pytorch_half_pixel") return select(length > c(1), (x + c(0.5)) / scale - c(0.5), c(0));
+    if (m == "align_corners") return select(length == c(1), c(0), x * (in - c(1)) / (length - c(1)));
+    if (m == "asymmetric") return x / scale;
+    Expr s = c(p.roi_start[d]), e = c(p.roi_end[d]);  // tf_crop_and_resize
+    return select(length > c(1), s * (in - c(1)) + x * (e - s) * (in - c(1)) / (length - c(1)), c(0.5) * (s + e) * (in - c(1)));
+}
+
+GenericTaps generic_taps(LowerContext &ctx, const ResizeParams &p, int d, Expr o, Type t, double cubic_a, bool exclude_outside) {
+    auto c = [](double v) { return Expr(v); };
+    Expr x = generic_source_coordinate(ctx, p, d, o);
+    Expr n = extent(ctx.input(0), d), last = n - 1;
     auto clamped = [&](Expr i) { return clamp(cast<int32_t>(i), 0, last); };
     Expr f = floor(x), r = x - f;
     GenericTaps g;
+    if (p.coordinate_mode == "tf_crop_and_resize") g.inside = x >= c(0) && x <= cast<double>(last);
     if (p.mode == "nearest") {
         Expr pick;
         if (p.nearest_mode == "floor") pick = f;
@@ -202,8 +211,23 @@ GenericTaps generic_taps(LowerContext &ctx, const ResizeParams &p, int d, Expr o
         g.idx = {clamped(pick)};
         return g;
     }
-    g.idx = {clamped(f), clamped(f + c(1))};
-    g.w = {cast(t, c(1) - r), cast(t, r)};
+    if (p.mode == "linear") {
+        g.idx = {clamped(f), clamped(f + c(1))};
+        g.w = {cast(t, c(1) - r), cast(t, r)};
+        return g;
+    }
+    Expr A = c(cubic_a);
+    auto near = [&](Expr s) { return ((A + c(2)) * s - (A + c(3))) * s * s + c(1); };  // |s| <= 1
+    auto far = [&](Expr s) { return ((A * s - c(5) * A) * s + c(8) * A) * s - c(4) * A; };  // 1 < |s| < 2
+    std::vector<Expr> w = {far(c(1) + r), near(r), near(c(1) - r), far(c(2) - r)};
+    Expr sum = c(0);
+    for (int k = 0; k < 4; k++) {
+        Expr i = cast<int32_t>(f) + (k - 1);
+        if (exclude_outside) w[k] = select(i < 0 || i >= n, c(0), w[k]);
+        sum = sum + w[k];
+        g.idx.push_back(clamp(i, 0, last));
+    }
+    for (int k = 0; k < 4; k++) g.w.push_back(cast(t, exclude_outside ? w[k] / sum : w[k]));
     return g;
 }
 
@@ -226,7 +250,7 @@ std::vector<Func> lower_Resize(LowerContext &ctx) {
     std::vector<GenericTaps> gtaps(rank);
     for (int d = 0; d < rank; d++) {
         if (varies(X, d) || ctx.out_varies(d)) {
-            gtaps[d] = generic_taps(ctx, p, d, idx[d], t);
+            gtaps[d] = generic_taps(ctx, p, d, idx[d], t, cubic_a, exclude);
             taps[d].identity = false;
             taps[d].n = (int)gtaps[d].idx.size();
             active.push_back(d);
@@ -293,7 +317,7 @@ std::vector<Func> lower_Resize(LowerContext &ctx) {
     }
     if (p.coordinate_mode == "tf_crop_and_resize") {
         Expr inside = Internal::const_true();
-        for (int d : active) inside = inside && mbuf[d](idx[d]) != 0;
+        for (int d : active) inside = inside && (gtaps[d].inside.defined() ? gtaps[d].inside : mbuf[d](idx[d]) != 0);
         sum = select(inside, sum, typed_const(t, ctx.attr_float("extrapolation_value")));
     }
     f(std::vector<Expr>(idx.rbegin(), idx.rend())) = sum;
@@ -320,18 +344,14 @@ Moments moments(LowerContext &ctx, const LValue &X, const std::vector<int> &axes
     std::string base = sanitize_name(ctx.node().name);
     Moments mo;
     std::vector<int64_t> row_shape;
-    Region window;  // Halide order of the reduced axes
-    int64_t count = 1;
     for (int a = 0; a < r; a++) {
         if (std::find(axes.begin(), axes.end(), a) == axes.end()) {
             mo.kept.push_back(a);
             row_shape.push_back(X.type.shape[a]);
         }
     }
-    for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
-        window.push_back(Range(0, (int)X.type.shape[*it]));
-        count *= X.type.shape[*it];
-    }
+    ReduceWindow rw = reduce_window(X, axes, t);
+    const Region &window = rw.region;
     int k = (int)mo.kept.size();
     std::vector<Var> row_vars;  // Halide order
     for (int j = 0; j < k; j++) row_vars.push_back(dim_var(j));
@@ -347,14 +367,14 @@ Moments moments(LowerContext &ctx, const LValue &X, const std::vector<int> &axes
     sum(row_vars) = typed_const(t, 0);
     sum(row_vars) += x_at(r1);
     mo.mean = ctx.make_stage("mean", row_shape, StageRole::RowInvariant, false, reduced);
-    mo.mean(row_vars) = sum(row_vars) / typed_const(t, (double)count);
+    mo.mean(row_vars) = sum(row_vars) / rw.count;
     Func sq = ctx.make_stage("sqdev", row_shape, StageRole::Accumulator, false, reduced);
     RDom r2(window, base + "_r2");
     sq(row_vars) = typed_const(t, 0);
     Expr d = x_at(r2) - mo.mean(row_vars);
     sq(row_vars) += d * d;
     mo.var = ctx.make_stage("var", row_shape, StageRole::RowInvariant, false, reduced);
-    mo.var(row_vars) = sq(row_vars) / typed_const(t, (double)count);
+    mo.var(row_vars) = sq(row_vars) / rw.count;
     return mo;
 }
 
@@ -440,7 +460,7 @@ std::vector<Func> lower_LpNormalization(LowerContext &ctx) {
         }
         return a;
     };
-    RDom rd(0, (int)out.shape[axis], sanitize_name(ctx.node().name) + "_r");
+    RDom rd(0, extent(X, axis), sanitize_name(ctx.node().name) + "_r");
     std::vector<Expr> xi(r);
     for (int a = 0, j = r - 2; a < r; a++) xi[a] = a == axis ? Expr(rd.x) : Expr(row_vars[j--]);
     Func acc =

@@ -214,6 +214,24 @@ Expr extent(const LValue &v, int axis) {
     return varies(v, axis) ? v.dims[axis] : Expr((int)v.type.shape.at(axis));
 }
 
+ReduceWindow reduce_window(const LValue &v, std::vector<int> axes, Type t) {
+    std::sort(axes.rbegin(), axes.rend());
+    ReduceWindow w;
+    Expr run_time;  // the product of the varying extents
+    for (int a : axes) {
+        w.region.push_back(Range(0, extent(v, a)));
+        if (!varies(v, a)) {
+            w.fixed_count *= (double)v.type.shape.at(a);
+            continue;
+        }
+        Expr e = cast<int64_t>(v.dims[a]);
+        run_time = run_time.defined() ? run_time * e : e;
+    }
+    w.count = typed_const(t, w.fixed_count);
+    if (run_time.defined()) w.count = w.count * cast(t, run_time);
+    return w;
+}
+
 WindowPads window_pads(const Graph &g, const Node &n, const LValue &x, const WindowGeometry &geo, int first_spatial) {
     std::string auto_pad = attr_string(g, n, "auto_pad");
     bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";

@@ -35,6 +35,16 @@ bool varies(const LValue &v, int axis);
 /** The extent of ONNX axis \p axis of \p v: its run-time value where it varies, else the constant. */
 Halide::Expr extent(const LValue &v, int axis);
 
+/** The window of a reduction of \p v over ONNX axes \p axes: one Range per axis, the last axis
+ * first (an RDom's order), each over the axis's extent(); and its number of points as a value of
+ * type \p t, a constant unless some axis varies. */
+struct ReduceWindow {
+    Halide::Region region;
+    Halide::Expr count;
+    double fixed_count = 1;  ///< the points over the axes that do not vary
+};
+ReduceWindow reduce_window(const LValue &v, std::vector<int> axes, Halide::Type t);
+
 /** How the default schedule should treat a stage; set by the lowering that creates it. */
 enum class StageRole {
     Value,         ///< pure, per element: inlined unless it is a cluster output

@@ -839,18 +839,20 @@ std::vector<int64_t> dims_at(const Graph &g, const std::map<std::string, std::ve
     return v;
 }
 
-void bind_symbolic_values(Graph &g, const std::vector<int64_t> &dims) {
-    for (Tensor &t : g.tensors) {
-        if (t.sym_value.empty()) continue;
-        FUSOR_INTERNAL_ASSERT(t.type.dtype == DType::I64 || t.type.dtype == DType::I32) << "symbolic value of " << t.name;
-        size_t width = dtype_size(t.type.dtype);
-        t.data.resize(width * t.sym_value.size());
-        for (size_t k = 0; k < t.sym_value.size(); k++) {
-            int64_t v = t.sym_value[k].eval(dims);
-            int32_t narrow = (int32_t)v;
-            std::memcpy(t.data.data() + width * k, width == 8 ? (const void *)&v : (const void *)&narrow, width);
-        }
+void bind_symbolic_value(Tensor &t, const std::vector<int64_t> &dims) {
+    if (t.sym_value.empty()) return;
+    FUSOR_INTERNAL_ASSERT(t.type.dtype == DType::I64 || t.type.dtype == DType::I32) << "symbolic value of " << t.name;
+    size_t width = dtype_size(t.type.dtype);
+    t.data.resize(width * t.sym_value.size());
+    for (size_t k = 0; k < t.sym_value.size(); k++) {
+        int64_t v = t.sym_value[k].eval(dims);
+        int32_t narrow = (int32_t)v;
+        std::memcpy(t.data.data() + width * k, width == 8 ? (const void *)&v : (const void *)&narrow, width);
     }
+}
+
+void bind_symbolic_values(Graph &g, const std::vector<int64_t> &dims) {
+    for (Tensor &t : g.tensors) bind_symbolic_value(t, dims);
 }
 
 void check_symbolic_shapes(const Graph &g, const SymbolicShapes &s) {

@@ -107,8 +107,9 @@ bool fixed_shape(const SymbolicShapes &s, TensorId id);
  * \p shapes at those shapes (the others at their own). */
 std::vector<int64_t> dims_at(const Graph &g, const std::map<std::string, std::vector<int64_t>> &shapes);
 
-/** Writes each initializer's Tensor::sym_value at \p dims (dims_at) into its data: \p g at
- * another size of its profile. */
+/** Writes initializer \p t's Tensor::sym_value at \p dims (dims_at) into its data (none: no-op). */
+void bind_symbolic_value(Tensor &t, const std::vector<int64_t> &dims);
+/** bind_symbolic_value on each initializer: \p g at another size of its profile. */
 void bind_symbolic_values(Graph &g, const std::vector<int64_t> &dims);
 
 /** Symbolic shapes of every tensor of \p g (no ranged input: every shape is its constant one).

@@ -16,6 +16,7 @@
 #include "graph/Error.h"
 #include "graph/Printer.h"
 #include "graph/Random.h"
+#include "graph/SymbolicShapes.h"
 #include "runtime/PoolAllocator.h"
 
 namespace fusor {
@@ -342,6 +343,7 @@ void Executor::compile_generic_kernels() {
     generic_prepared_.assign(g_.clusters.size(), {});
     varying_ = varying_dims(g_);
     if (!any_varying(varying_)) return;
+    size_refusal_ = dims_output_refusal(g_, true);
     skeleton_ = shape_skeleton(g_);
     skeleton_.clusters = g_.clusters;
     for (size_t k = 0; k < g_.clusters.size(); k++) {
@@ -387,6 +389,19 @@ void Executor::plan_size(SizeState &st) {
     bind_cached_args(st);
 }
 
+void Executor::bind_dims_outputs(SizeState &st, const InputShapes &shapes) const {
+    std::vector<int64_t> dims;
+    for (TensorId t : g_.outputs) {
+        Tensor value = g_.tensor(t);
+        if (!value.is_initializer || value.sym_value.empty()) continue;
+        if (dims.empty()) dims = dims_at(g_, shapes);
+        bind_symbolic_value(value, dims);
+        st.buffers[t] = make_buffer(st.types[t]);
+        FUSOR_INTERNAL_ASSERT(value.data.size() == st.buffers[t].size_in_bytes()) << "the value of output '" << value.name << "'";
+        std::memcpy(st.buffers[t].data(), value.data.data(), value.data.size());
+    }
+}
+
 Executor::SizeState &Executor::make_size(const InputShapes &shapes, const std::string &key) {
     if (!size_refusal_.empty()) throw UserError("this load runs its optimum only: " + size_refusal_);
     SizeState st;
@@ -409,6 +424,7 @@ Executor::SizeState &Executor::make_size(const InputShapes &shapes, const std::s
     for (size_t t = 0; t < g_.tensors.size(); t++) {
         if (g_.tensors[t].is_initializer) st.buffers[t] = optimum_->buffers[t];
     }
+    bind_dims_outputs(st, shapes);
     plan_size(st);
     sizes_planned_++;
     sizes_.push_front(std::move(st));
@@ -573,8 +589,22 @@ void Executor::bind_input(size_t i, const void *host, size_t bytes) {
     bind(g_.inputs.at(i), "input", const_cast<void *>(host), bytes);
 }
 
+bool Executor::output_copied(size_t i) const {
+    TensorId t = g_.outputs.at(i);
+    const Tensor &tensor = g_.tensor(t);
+    bool input = std::find(g_.inputs.begin(), g_.inputs.end(), t) != g_.inputs.end();
+    return tensor.is_initializer || input || std::find(g_.outputs.begin(), g_.outputs.begin() + (long)i, t) != g_.outputs.begin() + (long)i;
+}
+
 void Executor::bind_output(size_t i, void *host, size_t bytes) {
-    bind(g_.outputs.at(i), "output", host, bytes);
+    if (!output_copied(i)) return bind(g_.outputs.at(i), "output", host, bytes);
+    copy_out_.resize(g_.outputs.size(), nullptr);
+    const Buffer<> &b = cur_->buffers.at(g_.outputs[i]);
+    if (host && bytes != b.size_in_bytes()) {
+        throw UserError("output '" + g_.tensor(g_.outputs[i]).name + "' has " + std::to_string(b.size_in_bytes()) +
+                        " bytes; the buffer bound to it has " + std::to_string(bytes) + " bytes");
+    }
+    copy_out_[i] = host;
 }
 
 const Executor &Executor::branch(size_t k, int branch) const {
@@ -633,6 +663,11 @@ void Executor::run_kernel(size_t k) {
 
 void Executor::run() {
     for (size_t k = 0; k < kernels_.size(); k++) run_kernel(k);
+    for (size_t i = 0; i < copy_out_.size(); i++) {
+        if (!copy_out_[i]) continue;
+        const Buffer<> &b = cur_->buffers.at(g_.outputs[i]);
+        std::memcpy(copy_out_[i], b.data(), b.size_in_bytes());
+    }
 }
 
 void set_random_inputs(Executor &ex, uint64_t seed) {

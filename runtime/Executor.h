@@ -178,7 +178,9 @@ public:
      * pointer is swapped (the Halide buffer objects, created once, stay the same), so later runs
      * read \p host / write their results straight into it. \p host must hold the tensor dense and
      * row-major (ONNX order) and outlive its use; nullptr restores the executor's own memory.
-     * \p bytes is checked against the tensor's size (UserError naming it otherwise). */
+     * \p bytes is checked against the tensor's size (UserError naming it otherwise). An output no
+     * kernel writes (a constant, a graph input, an output listed twice) is copied into \p host
+     * by run() instead. */
     void bind_input(size_t i, const void *host, size_t bytes);
     void bind_output(size_t i, void *host, size_t bytes);
 
@@ -243,6 +245,9 @@ private:
     void plan_size(SizeState &st);
     void compile_generic_kernels();
     SizeState &make_size(const InputShapes &shapes, const std::string &key);
+    /** Graph outputs that are values computed from the dims (Tensor::sym_value): their values at
+     * \p shapes, in buffers of \p st's own. */
+    void bind_dims_outputs(SizeState &st, const InputShapes &shapes) const;
 
     Graph g_;
     ExecutorOptions options_;
@@ -261,6 +266,9 @@ private:
     std::list<SizeState> sizes_;  ///< most recently used first
     SizeState *cur_ = nullptr;
     void bind(TensorId t, const char *role, void *host, size_t bytes);
+    /** Whether output \p i is written by no kernel of its own (see bind_output). */
+    bool output_copied(size_t i) const;
+    std::vector<void *> copy_out_;  ///< by output: where run() copies it (output_copied), or null
     void bind_cached_args(SizeState &st);
     /** Fills prepared_ from this executor's weights, once the kernels are compiled (their prepare
      * pipelines come from the kernel cache with them), and releases each weight that only

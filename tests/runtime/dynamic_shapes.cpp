@@ -167,13 +167,84 @@ TEST_CASE("dynamic shapes: a size outside the profile, or one a cluster cannot r
     Builder b;
     b.input("x", {1, 8, 6, 6}, "1x8x[2..12]x6@6")
         .weight("w", {8, 8, 3, 3}, 1)
-        .node("ConvTranspose", {"x", "w"}, {"y"}, R"("auto_pad":"SAME_UPPER","strides":[2,2])");
-    std::string path = dir.file("same.json");
+        .node("ConvTranspose", {"x", "w"}, {"y"}, R"("output_shape":[12,12],"strides":[2,2])");
+    std::string path = dir.file("fixed_out.json");
     std::ofstream(path) << b.json();
-    Session same(path);
-    CHECK_THAT(same.executor().size_refusal(), Contains("(ConvTranspose)") && Contains("auto_pad SAME_UPPER"));
-    CHECK_THROWS_WITH(same.set_input_shapes({{"x", {1, 8, 7, 6}}}), Contains("runs its optimum only") && Contains("auto_pad SAME_UPPER"));
-    CHECK_NOTHROW(same.set_input_shapes({{"x", {1, 8, 6, 6}}}));
+    Session fixed_out(path);
+    CHECK_THAT(fixed_out.executor().size_refusal(), Contains("(ConvTranspose)") && Contains("an output_shape attribute"));
+    CHECK_THROWS_WITH(fixed_out.set_input_shapes({{"x", {1, 8, 7, 6}}}), Contains("runs its optimum only") && Contains("output_shape"));
+    CHECK_NOTHROW(fixed_out.set_input_shapes({{"x", {1, 8, 6, 6}}}));
+}
+
+TEST_CASE("dynamic shapes: reductions, Gemm, Pad, the normalizations, depth moves, scans and cubic or cropping Resize run over "
+          "run-time extents",
+          "[runtime][profile]") {
+    TempDir dir;
+    auto model = [&](const std::string &name, const Shape &x, const std::string &profile) {
+        Builder b;
+        b.input("x", x, profile)
+            .weight("gw", {4, 3}, 1)
+            .weight("gc", {3}, 2)
+            .weight("scale", {4}, 3)
+            .weight("bias", {4}, 4)
+            .weight("wt", {4, 2, 3, 3}, 5)
+            .init("pads", {8}, {0, 0, 1, 2, 0, 0, 2, 1}, "i64")
+            .init("crop", {8}, {0, 0, -1, 0, 0, 0, 0, -2}, "i64")
+            .init("ax3", {1}, {3}, "i64")
+            .init("k1", {}, {1}, "i64")
+            .init("to3", {4}, {3, 1, 1, 1}, "i64")
+            .init("roi", {8}, {0, 0, 0.1, 0.2, 1, 1, 0.9, 0.7})
+            .init("up", {4}, {1, 1, 2, 1.5})
+            .node("ReduceMean", {"x"}, {"mean"}, R"("axes":[2,3])")
+            .node("Flatten", {"mean"}, {"flat"})
+            .node("Gemm", {"flat", "gw", "gc"}, {"gemm"}, R"("alpha":0.5)")
+            .node("ReduceSum", {"x", "ax3"}, {"rsum"}, R"("keepdims":0)")
+            .node("ReduceLogSumExp", {"x"}, {"rlse"}, R"("axes":[2])")
+            .node("ReduceL2", {"x"}, {"rl2"}, R"("axes":[1,3])")
+            .node("Pad", {"x", "pads"}, {"reflect"}, R"("mode":"reflect")")
+            .node("Pad", {"x", "pads"}, {"edge"}, R"("mode":"edge")")
+            .node("Pad", {"x", "crop"}, {"cropped"})
+            .node("InstanceNormalization", {"x", "scale", "bias"}, {"inorm"})
+            .node("MeanVarianceNormalization", {"x"}, {"mvn"})
+            .node("LRN", {"x"}, {"lrn"}, R"("size":3)")
+            .node("LpNormalization", {"x"}, {"lp"}, R"("axis":3,"p":1)")
+            .node("DepthToSpace", {"x"}, {"d2s"}, R"("blocksize":2,"mode":"CRD")")
+            .node("SpaceToDepth", {"d2s"}, {"s2d"}, R"("blocksize":2)")
+            .node("CumSum", {"x", "ax3"}, {"cum"}, R"("exclusive":1,"reverse":1)")
+            .node("Trilu", {"x", "k1"}, {"tri"})
+            .node("ArgMax", {"x"}, {"am"}, R"("axis":3)")
+            .node("GatherElements", {"x", "am"}, {"ge"}, R"("axis":3)")
+            .node("Expand", {"x", "to3"}, {"ex"})
+            .node("Resize", {"x", "roi", "up"}, {"cubic"}, R"("mode":"cubic","exclude_outside":1,"cubic_coeff_a":-0.5)")
+            .node("Resize", {"x", "roi", "up"}, {"cubic_asym"}, R"("mode":"cubic","coordinate_transformation_mode":"asymmetric")")
+            .node("Resize", {"x", "roi", "up"}, {"tfcrop"},
+                  R"("mode":"linear","coordinate_transformation_mode":"tf_crop_and_resize","extrapolation_value":-3)")
+            .node("ConvTranspose", {"x", "wt"}, {"deconv"}, R"("auto_pad":"SAME_LOWER","strides":[2,2])")
+            .init("s1", {1}, {1.5})
+            .node("LayerNormalization", {"x", "s1"}, {"ln"}, R"("axis":2)");
+        for (const char *out : {"ln", "gemm", "rsum", "rlse", "rl2", "reflect", "edge", "cropped", "inorm", "mvn", "lrn", "lp", "s2d",
+                                "cum", "tri", "ge", "ex", "cubic", "cubic_asym", "tfcrop", "deconv"}) {
+            b.output(out);
+        }
+        std::string path = dir.file(name + ".json");
+        std::ofstream(path) << b.json();
+        return path;
+    };
+    // Expand takes N to 3 from 1 or 3 only; reflect pads 2 need 3 rows
+    std::string profile = "[1..3:2]x4x[3..24]x[3..24]@1x8x8";
+    Session s(model("ranged", {1, 4, 8, 8}, profile));
+    INFO(s.executor().size_refusal());
+    REQUIRE(s.executor().size_refusal().empty());
+    std::vector<Shape> sizes = {Shape{1, 4, 3, 3}, Shape{3, 4, 5, 7}, Shape{1, 4, 13, 11}, Shape{3, 4, 24, 17}};
+    check_against_static(s, [&](const Shape &x) { return model("fixed", x, ""); }, sizes, 1e-5);
+    SessionOptions unfused_options;
+    unfused_options.mode = ExecMode::Unfused;
+    Session unfused(model("ranged", {1, 4, 8, 8}, profile), unfused_options);
+    for (const Shape &x : sizes) {
+        INFO("x " << x[0] << "x" << x[1] << "x" << x[2] << "x" << x[3]);
+        std::vector<Halide::Runtime::Buffer<float>> got = run_at(s, x, 3), oracle = run_at(unfused, x, 3);
+        for (size_t i = 0; i < got.size(); i++) CHECK(relative_error(got[i], oracle[i]) < 1e-5);
+    }
 }
 
 TEST_CASE("dynamic shapes: Slice, Gather, ArgMax, ArgMin, Hardmax, Tile and Expand along a varying axis read its run-time extent",
@@ -252,4 +323,55 @@ TEST_CASE("dynamic shapes: auto_pad SAME convs and pools pad by the run-time ext
     REQUIRE(s.executor().size_refusal().empty());
     check_against_static(s, [&](const Shape &x) { return model("fixed", x, ""); },
                          {Shape{1, 4, 5, 5}, Shape{1, 4, 7, 12}, Shape{1, 4, 33, 9}, Shape{1, 4, 17, 31}}, 1e-5);
+}
+
+TEST_CASE("dynamic shapes: outputs no kernel writes (the dims, a constant, an input) are copied into the bound memory at every size",
+          "[runtime][profile]") {
+    TempDir dir;
+    Builder b;
+    b.input("x", {2, 3, 10}, "[1..4]x3x[1..50]@2x10")
+        .init("c", {2}, {7, -1})
+        .node("Shape", {"x"}, {"dims"})
+        .node("Size", {"x"}, {"count"})
+        .node("Relu", {"x"}, {"y"})
+        .output("dims")
+        .output("count")
+        .output("y")
+        .output("c")
+        .output("x")
+        .output("dims");
+    std::string path = dir.file("dims.json");
+    std::ofstream(path) << b.json();
+    Session s(path);
+    REQUIRE(s.executor().size_refusal().empty());
+    for (const Shape &x : {Shape{2, 3, 10}, Shape{1, 3, 1}, Shape{4, 3, 37}}) {
+        INFO("x " << x[0] << "x" << x[1] << "x" << x[2]);
+        Halide::Runtime::Buffer<float> in(std::vector<int>(x.rbegin(), x.rend())), y(in.width(), in.height(), in.channels()),
+            passed(in.width(), in.height(), in.channels()), c(2);
+        in.for_each_element([&](int w, int ch, int n) { in(w, ch, n) = (float)(w - ch + n); });
+        Halide::Runtime::Buffer<int64_t> dims(3), count = Halide::Runtime::Buffer<int64_t>::make_scalar(), again(3);
+        for (auto *o : {&dims, &again}) o->fill(-9);
+        count() = -9;
+        s.run(std::vector<const halide_buffer_t *>{in.raw_buffer()},
+              std::vector<halide_buffer_t *>{dims.raw_buffer(), count.raw_buffer(), y.raw_buffer(), c.raw_buffer(), passed.raw_buffer(),
+                                             again.raw_buffer()});
+        for (int a = 0; a < 3; a++) {
+            CHECK(dims(a) == x[(size_t)a]);
+            CHECK(again(a) == x[(size_t)a]);
+        }
+        CHECK(count() == x[0] * x[1] * x[2]);
+        CHECK(c(0) == 7.0f);
+        CHECK(c(1) == -1.0f);
+        in.for_each_element([&](int w, int ch, int n) {
+            CHECK(passed(w, ch, n) == in(w, ch, n));
+            CHECK(y(w, ch, n) == std::max(in(w, ch, n), 0.0f));
+        });
+    }
+    // a value of the dims passed through a float is not followed: the load keeps the optimum
+    Builder f;
+    f.input("x", {2, 3, 10}, "[1..4]x3x[1..50]@2x10").node("Shape", {"x"}, {"dims"}).node("Cast", {"dims"}, {"dimsf"}, R"("to":1)").output("dimsf");
+    std::string fpath = dir.file("dimsf.json");
+    std::ofstream(fpath) << f.json();
+    Session fs(fpath);
+    CHECK_THAT(fs.executor().size_refusal(), Contains("output 'dimsf' is a value computed from the input dims"));
 }
