@@ -146,12 +146,15 @@ bool node_varies(const Node &n, const VaryingDims &varying) {
     return false;
 }
 
-/** The first input of \p n that holds a value computed from the dims (value_varies), or kNoTensor. */
+/** The first input of \p n that holds a value computed from the dims (value_varies), or
+ * kNoTensor. Unless \p sizes_too, an input that only sizes the output (sizes_only) counts only
+ * where its value is not followed (Tensor::unfollowed): the shape rules then give the optimum's
+ * output shape at every size. */
 TensorId reads_dims_value(const Graph &g, const Node &n, bool sizes_too) {
     for (size_t i = 0; i < n.inputs.size(); i++) {
         TensorId t = n.inputs[i];
         if (t == kNoTensor || !g.tensor(t).is_initializer || !value_varies(g.tensor(t))) continue;
-        if (sizes_too || !sizes_only(n.op, i)) return t;
+        if (sizes_too || !sizes_only(n.op, i) || !g.tensor(t).unfollowed.empty()) return t;
     }
     return kNoTensor;
 }

@@ -174,6 +174,29 @@ TEST_CASE("dynamic shapes: a size outside the profile, or one a cluster cannot r
     CHECK_THAT(fixed_out.executor().size_refusal(), Contains("(ConvTranspose)") && Contains("an output_shape attribute"));
     CHECK_THROWS_WITH(fixed_out.set_input_shapes({{"x", {1, 8, 7, 6}}}), Contains("runs its optimum only") && Contains("output_shape"));
     CHECK_NOTHROW(fixed_out.set_input_shapes({{"x", {1, 8, 6, 6}}}));
+    // a Resize sized by a value computed from the dims through floats (not followed): its output
+    // shape would stay the optimum's, so other sizes are refused
+    Builder u;
+    u.input("x", {1, 4, 16, 16}, "1x4x[4..64]x[4..64]@16x16")
+        .init("i2", {}, {2}, "i64")
+        .init("two", {}, {2.0})
+        .init("ax0", {1}, {0}, "i64")
+        .init("nc", {2}, {1, 4}, "i64")
+        .init("w", {1}, {32}, "i64")
+        .node("Shape", {"x"}, {"s"})
+        .node("Gather", {"s", "i2"}, {"h"})
+        .node("Cast", {"h"}, {"hf"}, R"("to":1)")
+        .node("Mul", {"hf", "two"}, {"hm"})
+        .node("Cast", {"hm"}, {"hi"}, R"("to":7)")
+        .node("Unsqueeze", {"hi", "ax0"}, {"hu"})
+        .node("Concat", {"nc", "hu", "w"}, {"sizes"}, R"("axis":0)")
+        .node("Resize", {"x", "", "", "sizes"}, {"y"}, R"("mode":"nearest")");
+    std::string upath = dir.file("float_sizes.json");
+    std::ofstream(upath) << u.json();
+    Session up(upath);
+    CHECK_THAT(up.executor().size_refusal(), Contains("(Resize) reads 'sizes'") && Contains("(Cast)"));
+    CHECK_THROWS_WITH(up.set_input_shapes({{"x", {1, 4, 5, 9}}}), Contains("runs its optimum only"));
+    CHECK_NOTHROW(up.set_input_shapes({{"x", {1, 4, 16, 16}}}));
 }
 
 TEST_CASE("dynamic shapes: reductions, Gemm, Pad, the normalizations, depth moves, scans and cubic or cropping Resize run over "
