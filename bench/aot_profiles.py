@@ -41,11 +41,11 @@ def main():
     cxx = os.environ.get("CXX", "c++")
     work = pathlib.Path(a.work)
     print(f"{'model':<12} {'size':<18} {'static ms':>10} {'profile ms':>11} {'ratio':>7} {'max rel diff':>13}")
-    for family, profile, sizes in CASES:
+    for case, (family, profile, sizes) in enumerate(CASES):
         if a.families and family not in a.families:
             continue
         model = f"{a.models}/{family}.onnx"
-        plib = work / family / "profile"
+        plib = work / family / f"profile_{case}"  # a family may have several profiles
         compile_library(fusor, model, profile, plib, "p")
         for i, size in enumerate(sizes):
             text = "x".join(map(str, size))

@@ -162,7 +162,7 @@ std::vector<uint8_t> inline_data(const Reader &r, const json &data, const Tensor
 
 /** One element of an initializer's "symbolic_value" (json_format.md): an integer, ["dim", INPUT,
  * AXIS] naming a ranged dim of \p g's inputs (\p dims: profile_dims), or ["+", ...], ["*", ...],
- * ["/", E, DIVISOR], ["max", A, B], ["floor*", E, SCALE]. */
+ * ["/", E, DIVISOR], ["max", A, B], ["floor*", E, SCALE], ["floor*f32", E, SCALE]. */
 SymDim read_sym(const Reader &r, const json &j, const Graph &g, const std::vector<SymbolicShapes::Dim> &dims, const std::string &where,
                 int depth) {
     constexpr int64_t kMaxConstant = int64_t(1) << 40;
@@ -173,7 +173,7 @@ SymDim read_sym(const Reader &r, const json &j, const Graph &g, const std::vecto
     }
     if (depth > 16) r.fail(where, "nests more than 16 levels deep");
     if (!j.is_array() || j.empty() || !j[0].is_string()) {
-        r.fail(where, "expected an integer or [OP, ...] with OP one of dim, +, *, /, max, floor*; got " + j.dump().substr(0, 80));
+        r.fail(where, "expected an integer or [OP, ...] with OP one of dim, +, *, /, max, floor*, floor*f32; got " + j.dump().substr(0, 80));
     }
     std::string op = j[0].get<std::string>();
     auto operands = [&](size_t lo, size_t hi) {
@@ -214,12 +214,12 @@ SymDim read_sym(const Reader &r, const json &j, const Graph &g, const std::vecto
         if (!j[2].is_number_integer() || j[2].get<int64_t>() < 1 || j[2].get<int64_t>() > INT32_MAX) r.fail(where, "a divisor must be an integer in [1, 2^31 - 1], got " + j[2].dump());
         return SymDim::floor_div(sub(1), j[2].get<int64_t>());
     }
-    if (op == "floor*") {
+    if (op == "floor*" || op == "floor*f32") {
         operands(2, 2);
         if (!j[2].is_number() || !(j[2].get<double>() > 0 && j[2].get<double>() <= 1e6)) r.fail(where, "a scale must be a number in (0, 1e6], got " + j[2].dump());
-        return SymDim::scale_floor(sub(1), j[2].get<double>());
+        return SymDim::scale_floor(sub(1), j[2].get<double>(), op == "floor*f32");
     }
-    r.fail(where, "unknown operation '" + op + "'; expected dim, +, *, /, max or floor*");
+    r.fail(where, "unknown operation '" + op + "'; expected dim, +, *, /, max, floor* or floor*f32");
 }
 
 /** An integer initializer's "symbolic_value": one expression per element (Tensor::sym_value). */
@@ -684,7 +684,7 @@ std::optional<json> sym_json(const SymDim &d, const Graph &g, const std::vector<
                 continue;
             case SymAtom::Kind::ScaleFloor:
                 if (!(a = sym_json(f->a, g, dims))) return std::nullopt;
-                product.push_back(json::array({"floor*", *a, f->scale}));
+                product.push_back(json::array({f->f32 ? "floor*f32" : "floor*", *a, f->scale}));
                 continue;
             }
         }

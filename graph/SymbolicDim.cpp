@@ -29,6 +29,18 @@ std::string shortest(double v) {
     return buf;
 }
 
+/** The shortest text of a float32 scale \p v ("0.7f" for 0.7f), or of a double one with "f"
+ * appended: either reads back as \p v. */
+std::string shortest_f32(double v) {
+    if ((double)(float)v != v) return shortest(v) + "f";
+    char buf[40];
+    for (int precision = 1; precision <= 9; precision++) {
+        std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+        if ((double)std::strtof(buf, nullptr) == v) break;
+    }
+    return std::string(buf) + "f";
+}
+
 }  // namespace
 
 SymDim::SymDim(int64_t c) {
@@ -180,16 +192,28 @@ SymDim SymDim::min(const SymDim &a, const SymDim &b) {
     return SymDim(-1) * max(SymDim(-1) * a, SymDim(-1) * b);
 }
 
-SymDim SymDim::scale_floor(const SymDim &a, double scale) {
-    if (a.is_constant()) return (int64_t)std::floor((double)a.constant() * scale);
+namespace {
+
+int64_t scaled_floor(int64_t a, double scale, bool f32) {
+    double p = (double)a * scale;
+    return (int64_t)std::floor(f32 ? (double)(float)p : p);
+}
+
+}  // namespace
+
+SymDim SymDim::scale_floor(const SymDim &a, double scale, bool f32) {
+    if (a.is_constant()) return scaled_floor(a.constant(), scale, f32);
+    // (exact in float32 too for a dim under 2^24: an integer scale, or the inverse of a power of two)
     if (scale == std::floor(scale) && scale < 1e9) return a * (int64_t)scale;
     double inv = 1.0 / scale;
-    if (inv == std::floor(inv) && inv < 1e9 && 1.0 / inv == scale) return floor_div_const(a, (int64_t)inv);
+    bool exact = !f32 || (inv == std::floor(inv) && ((int64_t)inv & ((int64_t)inv - 1)) == 0);
+    if (inv == std::floor(inv) && inv < 1e9 && 1.0 / inv == scale && exact) return floor_div_const(a, (int64_t)inv);
     auto f = std::make_shared<SymAtom>();
     f->kind = SymAtom::Kind::ScaleFloor;
     f->a = a;
     f->scale = scale;
-    f->text = "floor(" + grouped(a) + "*" + shortest(scale) + ")";
+    f->f32 = f32;
+    f->text = "floor(" + grouped(a) + "*" + (f32 ? shortest_f32(scale) : shortest(scale)) + ")";
     return atom(f);
 }
 
@@ -208,7 +232,7 @@ int64_t SymDim::eval(const std::vector<int64_t> &dims) const {
             case SymAtom::Kind::Dim: v *= dims.at((size_t)f->index); break;
             case SymAtom::Kind::FloorDiv: v *= fusor::floor_div(f->a.eval(dims), f->b.eval(dims)); break;
             case SymAtom::Kind::Max: v *= std::max(f->a.eval(dims), f->b.eval(dims)); break;
-            case SymAtom::Kind::ScaleFloor: v *= (int64_t)std::floor((double)f->a.eval(dims) * f->scale); break;
+            case SymAtom::Kind::ScaleFloor: v *= scaled_floor(f->a.eval(dims), f->scale, f->f32); break;
             }
         }
         sum += v;
@@ -258,7 +282,7 @@ std::string SymDim::c_code(const std::string &dims) const {
             case SymAtom::Kind::ScaleFloor: {
                 char buf[40];
                 std::snprintf(buf, sizeof buf, "%a", f->scale);
-                term += " * fusor_scale_floor(" + f->a.c_code(dims) + ", " + buf + ")";
+                term += std::string(f->f32 ? " * fusor_scale_floor_f32(" : " * fusor_scale_floor(") + f->a.c_code(dims) + ", " + buf + ")";
                 break;
             }
             }

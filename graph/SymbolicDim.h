@@ -37,8 +37,10 @@ public:
     static SymDim floor_div(const SymDim &a, const SymDim &b);
     static SymDim max(const SymDim &a, const SymDim &b);
     static SymDim min(const SymDim &a, const SymDim &b);
-    /** floor(a * scale) in double arithmetic, as ONNX's Resize computes its output size. */
-    static SymDim scale_floor(const SymDim &a, double scale);
+    /** floor(a * scale) in double arithmetic, as ONNX's Resize computes its output size; with
+     * \p f32, the product rounded to float32 first, as a float32 shape computation holds it
+     * (Floor(Cast(H) * 0.7)). */
+    static SymDim scale_floor(const SymDim &a, double scale, bool f32 = false);
 
     bool operator==(const SymDim &o) const { return text() == o.text(); }
     bool operator!=(const SymDim &o) const { return !(*this == o); }
@@ -84,6 +86,7 @@ struct SymAtom {
     std::string name;     ///< Dim
     SymDim a, b;          ///< FloorDiv, Max; ScaleFloor: a
     double scale = 1;     ///< ScaleFloor
+    bool f32 = false;     ///< ScaleFloor: the product rounded to float32 before the floor
     std::string text;     ///< canonical text (SymDim::text of the atom)
 };
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <optional>
 
@@ -46,7 +47,7 @@ struct Rule {
     std::optional<Shape> value(size_t i) const {
         if (i >= n.inputs.size() || n.inputs[i] == kNoTensor) return std::nullopt;
         TensorId t = n.inputs[i];
-        if (s->has_value[t]) return s->values[t];
+        if (s->has_value[t]) return s->scales[t].empty() ? std::optional<Shape>(s->values[t]) : std::nullopt;  // a float's: float_value
         const Tensor &c = g.tensor(t);
         if (!c.is_initializer || !s->unfollowed[t].empty() || is_float(c.type.dtype) || c.type.num_elements() > kMaxSymbolicValue ||
             c.data.size() != c.type.num_bytes()) {
@@ -55,6 +56,21 @@ struct Rule {
         Shape v;
         for (int64_t k = 0; k < c.type.num_elements(); k++) v.push_back(c.value_as_int(k));
         return v;
+    }
+    /** Input \p i as a float32 value (bases, scales: SymbolicShapes::scales): followed, or
+     * the data of a small float32 constant (bases 1); nullopt otherwise. */
+    std::optional<std::pair<Shape, std::vector<double>>> float_value(size_t i) const {
+        if (i >= n.inputs.size() || n.inputs[i] == kNoTensor) return std::nullopt;
+        TensorId t = n.inputs[i];
+        const Tensor &c = g.tensor(t);
+        if (c.type.dtype != DType::F32) return std::nullopt;
+        if (s->has_value[t]) return std::make_pair(s->values[t], s->scales[t]);
+        if (!c.is_initializer || !s->unfollowed[t].empty() || c.type.num_elements() > kMaxSymbolicValue || c.data.size() != c.type.num_bytes()) {
+            return std::nullopt;
+        }
+        std::vector<double> v;
+        for (int64_t k = 0; k < c.type.num_elements(); k++) v.push_back(c.value_as_double(k));
+        return std::make_pair(Shape(v.size(), SymDim(1)), v);
     }
     /** The sign of \p d at every size, as its values at the ranges' ends and the optimum show
      * (the rules are monotone): -1, 0 or 1; nullopt when they differ. */
@@ -544,17 +560,106 @@ std::optional<Shape> slice_value(const Rule &r) {
     return v;
 }
 
+/** A float32 value's element: base * scale rounded to float32 (SymbolicShapes::scales). */
+struct FloatElem {
+    SymDim base;
+    double scale = 1;
+    bool constant() const { return base.is_constant(); }
+    double value() const { return (double)(float)((double)base.constant() * scale); }
+};
+
+/** floor(e) as an integer expression (exact: the float32 product, then the floor). */
+SymDim floor_of(const FloatElem &e) {
+    return e.scale == 1 ? e.base : SymDim::scale_floor(e.base, e.scale, true);
+}
+
+/** The float32 value of node \p r.n's output when it follows from the dims: a Cast of integer
+ * values, times or over a constant, its Floor or Ceil, moved as a shape subgraph moves values
+ * (older exports of interpolate(scale_factor=2) size their output as Floor(Cast(H) * 2.0)); the
+ * scales go to \p scales. nullopt when no rule here follows it. */
+std::optional<Shape> float_value_rule(const Rule &r, size_t count, std::vector<double> *scales) {
+    const Node &n = r.n;
+    using Elems = std::vector<FloatElem>;
+    auto elems = [&](size_t i) -> std::optional<Elems> {
+        auto v = r.float_value(i);
+        if (!v) return std::nullopt;
+        Elems e;
+        for (size_t k = 0; k < v->first.size(); k++) e.push_back({v->first[k], v->second.empty() ? 1.0 : v->second[k]});
+        return e;
+    };
+    std::optional<Elems> out;
+    switch (n.op) {
+    case OpKind::Cast: {
+        if (is_float(r.g.type(n.inputs[0]).dtype)) break;
+        std::optional<Shape> v = r.value(0);
+        if (v) out = Elems(), std::transform(v->begin(), v->end(), std::back_inserter(*out), [](const SymDim &d) { return FloatElem{d, 1}; });
+        break;
+    }
+    case OpKind::Identity: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze:
+        out = elems(0);
+        break;
+    case OpKind::Concat: {
+        out = Elems();
+        for (size_t i = 0; i < n.inputs.size() && out; i++) {
+            std::optional<Elems> e = elems(i);
+            if (e) out->insert(out->end(), e->begin(), e->end());
+            else out.reset();
+        }
+        break;
+    }
+    case OpKind::Mul: case OpKind::Div: {
+        std::optional<Elems> a = elems(0), b = elems(1);
+        if (!a || !b || (a->size() != 1 && a->size() != count) || (b->size() != 1 && b->size() != count)) break;
+        out = Elems();
+        for (size_t k = 0; k < count && out; k++) {
+            FloatElem x = (*a)[a->size() == 1 ? 0 : k], y = (*b)[b->size() == 1 ? 0 : k];
+            bool div = n.op == OpKind::Div;
+            if (!div && x.constant() && !y.constant()) std::swap(x, y);
+            if (!y.constant() || y.value() == 0) {
+                out.reset();
+            } else if (x.constant()) {
+                out->push_back({1, (double)(float)(div ? x.value() / y.value() : x.value() * y.value())});
+            } else if (x.scale != 1) {
+                out.reset();  // a second rounding: not followed
+            } else {
+                out->push_back({x.base, div ? 1.0 / y.value() : y.value()});
+            }
+        }
+        break;
+    }
+    case OpKind::Floor: case OpKind::Ceil: {
+        std::optional<Elems> a = elems(0);
+        if (!a) break;
+        out = Elems();
+        for (const FloatElem &e : *a) {
+            // ceil(x) = -floor(-x); float32 rounding is symmetric
+            SymDim f = n.op == OpKind::Floor ? floor_of(e) : SymDim(0) - floor_of(FloatElem{e.base, -e.scale});
+            out->push_back({f, 1});
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    if (!out || out->size() != count) return std::nullopt;
+    Shape v;
+    for (const FloatElem &e : *out) v.push_back(e.base), scales->push_back(e.scale);
+    return v;
+}
+
 /** The value of node \p r.n's output when some input's value varies with the dims: the data
  * movement and integer arithmetic of 1-D shapes that shape subgraphs compute (PyTorch's export of
  * x.view(x.size(0), -1), of interpolate(size=y.shape[2:]), of expand); nullopt when no rule here
  * follows it. */
-std::optional<Shape> value_rule(const Rule &r) {
+std::optional<Shape> value_rule(const Rule &r, std::vector<double> *scales) {
     const Graph &g = r.g;
     const Node &n = r.n;
     if (n.outputs.size() != 1 || n.outputs[0] == kNoTensor) return std::nullopt;
     const TensorType &out = g.type(n.outputs[0]);
-    if (is_float(out.dtype) || out.num_elements() > kMaxSymbolicValue || out.rank() > 1) return std::nullopt;
+    if (out.num_elements() > kMaxSymbolicValue || out.rank() > 1) return std::nullopt;
     size_t count = (size_t)out.num_elements();
+    if (out.dtype == DType::F32) return float_value_rule(r, count, scales);
+    if (is_float(out.dtype)) return std::nullopt;
     auto known_input = [&] { return r.s->known[n.inputs[0]]; };
     switch (n.op) {
     case OpKind::Shape: {
@@ -569,10 +674,24 @@ std::optional<Shape> value_rule(const Rule &r) {
         return Shape{p};
     }
     case OpKind::Identity: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze:
-    case OpKind::Cast:
-        // the elements in order; a Cast between integer types keeps a dim's value
-        if (is_float(g.type(n.inputs[0]).dtype)) return std::nullopt;
-        return r.value(0);
+    case OpKind::Cast: {
+        // the elements in order; a Cast between integer types keeps a dim's value, one of a
+        // non-negative float32 value truncates it (its floor)
+        if (!is_float(g.type(n.inputs[0]).dtype)) return r.value(0);
+        auto f = n.op == OpKind::Cast ? r.float_value(0) : std::nullopt;
+        if (!f) return std::nullopt;
+        Shape v;
+        for (size_t k = 0; k < f->first.size(); k++) {
+            FloatElem e{f->first[k], f->second.empty() ? 1.0 : f->second[k]};
+            if (e.constant()) {
+                v.push_back((int64_t)e.value());
+                continue;
+            }
+            if (e.scale <= 0 || r.sign(e.base).value_or(-1) < 0) return std::nullopt;
+            v.push_back(floor_of(e));
+        }
+        return v;
+    }
     case OpKind::Concat: {
         Shape v;
         for (size_t i = 0; i < n.inputs.size(); i++) {
@@ -724,6 +843,7 @@ SymbolicInference::SymbolicInference(const Graph &g) : g_(g) {
     s_.known.assign(count, true);
     s_.values.resize(count);
     s_.has_value.assign(count, false);
+    s_.scales.resize(count);
     s_.unfollowed.resize(count);
     for (size_t t = 0; t < count; t++) s_.shapes[t] = constant_shape(g.tensors[t].type.shape);
     name_dims(g, s_);
@@ -761,8 +881,9 @@ void SymbolicInference::visit(const Node &n) {
     bool small = first != kNoTensor && !is_float(g_.type(first).dtype) && g_.type(first).num_elements() <= kMaxSymbolicValue;
     if (!unfollowed.empty() || tracked || measures || small) {
         std::optional<Shape> v;
+        std::vector<double> scales;
         try {
-            if (unfollowed.empty()) v = value_rule(r);
+            if (unfollowed.empty()) v = value_rule(r, &scales);
         } catch (const UserError &) {
             // a node the numeric rules take may still hold parameters no value rule reads
         }
@@ -770,6 +891,7 @@ void SymbolicInference::visit(const Node &n) {
         if (v && out != kNoTensor && (int64_t)v->size() == g_.type(out).num_elements()) {
             s_.values[out] = *v;
             s_.has_value[out] = true;
+            s_.scales[out] = scales;
             value_varies = !is_constant(*v);
         } else if (value_varies || !unfollowed.empty()) {
             for (TensorId t : n.outputs) {
@@ -821,7 +943,9 @@ bool value_varies(const Tensor &t) {
 }
 
 void keep_symbolic_value(Tensor &t, const SymbolicShapes &s, TensorId id) {
-    if (s.has_value[id] && !is_constant(s.values[id])) t.sym_value = s.values[id];
+    bool varies = s.has_value[id] && !is_constant(s.values[id]);
+    if (varies && s.scales[id].empty()) t.sym_value = s.values[id];
+    else if (varies) t.unfollowed = "float arithmetic on the dims";  // followed in the chain, never as data
     else t.unfollowed = s.unfollowed[id];
 }
 

@@ -49,6 +49,9 @@ struct SymbolicShapes {
      * folding. */
     std::vector<std::vector<SymDim>> values;
     std::vector<bool> has_value;
+    /** Per tensor: for a float32 value (has_value), element k is values[t][k] * scales[t][k]
+     * rounded to float32 (a Cast of a dim, times a constant); empty for an integer value. */
+    std::vector<std::vector<double>> scales;
     /** Per tensor: "" or the node whose output value varies with the dims in a way no rule here
      * follows ("node 'x' (Cast)"); every value computed from it is named so too. */
     std::vector<std::string> unfollowed;

@@ -69,7 +69,7 @@ struct KernelDesc {
 using RunKernels = int (*)(const void *user_context, halide_buffer_t *const *bound, int *failed);
 
 /* Integer arithmetic of the generated shape code (SymDim::c_code): floor division, max, and
- * floor(a * s) in double as ONNX's Resize sizes its output. */
+ * floor(a * s) in double as ONNX's Resize sizes its output (or in float32). */
 inline long long fusor_fdiv(long long a, long long b) {
     long long q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
@@ -79,6 +79,10 @@ inline long long fusor_max(long long a, long long b) {
 }
 inline long long fusor_scale_floor(long long a, double s) {
     return (long long)std::floor((double)a * s);
+}
+/* The same with the product rounded to float32 first (a float32 shape computation's). */
+inline long long fusor_scale_floor_f32(long long a, double s) {
+    return (long long)std::floor((double)(float)((double)a * s));
 }
 
 /* A profile's kernel sequence: run_kernels at the size whose dims (SymbolicShapes::dims) are v. */

@@ -407,6 +407,15 @@ TEST_CASE("json_format: a value computed from the dims is read and written as ex
     const Tensor &s2 = back.tensor(back.find_tensor("s"));
     REQUIRE(s2.sym_value.size() == 3);
     CHECK(s2.sym_value[1] == s.sym_value[1]);
+    // a float32 shape computation's floor (Floor(Cast(10 * W) * 0.1)) keeps its float32 rounding
+    Graph f = parse_graph_json(graph(R"([["dim", "x", 0], ["floor*f32", ["*", 10, ["dim", "x", 2]], 0.10000000149011612], 8])"), "v.json");
+    const Tensor &fs = f.tensor(f.find_tensor("s"));
+    CHECK(fs.sym_value[1].text() == "floor(10*x.2*0.1f)");
+    CHECK(types_at(f, {{"x", {3, 8, 10}}})[f.outputs[0]].shape == std::vector<int64_t>{3, 10, 8});
+    CHECK(check_round_trip(f).tensor(f.find_tensor("s")).sym_value[1] == fs.sym_value[1]);
+    SymDim w = SymDim::dim(0, "W");
+    CHECK(SymDim::scale_floor(w, (double)0.7f, true).eval({10}) == 7);  // 10 * 0.7f rounds to 7.0f
+    CHECK(SymDim::scale_floor(w, (double)0.7f, false).eval({10}) == 6);  // 6.99999988 in double
     const std::vector<std::pair<std::string, std::string>> cases = {
         {R"([1, 2])", "must be an array of 3 expressions"},
         {R"([["dim", "y", 0], 6, 8])", "symbolic_value[0]: no graph input is named 'y'"},
@@ -417,6 +426,7 @@ TEST_CASE("json_format: a value computed from the dims is read and written as ex
         {R"([2000000000000000, 6, 8])", "beyond 2^40"},
         {R"([[[[[[[[[[[[[[[[[[[["+"]]]]]]]]]]]]]]]]]]], 6, 8])", "expected an integer or [OP, ...]"},
         {R"([["floor*", 2, -1], 6, 8])", "a scale must be a number in (0, 1e6]"},
+        {R"([["floor*f32", 2, 0], 6, 8])", "a scale must be a number in (0, 1e6]"},
         {R"(["dim", 6, 8])", "symbolic_value[0]: expected an integer or [OP, ...]"},
     };
     for (const auto &[value, says] : cases) {

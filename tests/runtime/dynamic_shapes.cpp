@@ -174,19 +174,18 @@ TEST_CASE("dynamic shapes: a size outside the profile, or one a cluster cannot r
     CHECK_THAT(fixed_out.executor().size_refusal(), Contains("(ConvTranspose)") && Contains("an output_shape attribute"));
     CHECK_THROWS_WITH(fixed_out.set_input_shapes({{"x", {1, 8, 7, 6}}}), Contains("runs its optimum only") && Contains("output_shape"));
     CHECK_NOTHROW(fixed_out.set_input_shapes({{"x", {1, 8, 6, 6}}}));
-    // a Resize sized by a value computed from the dims through floats (not followed): its output
-    // shape would stay the optimum's, so other sizes are refused
+    // a Resize sized by a value computed from the dims through floats that no rule follows: its
+    // output shape would stay the optimum's, so other sizes are refused
     Builder u;
     u.input("x", {1, 4, 16, 16}, "1x4x[4..64]x[4..64]@16x16")
         .init("i2", {}, {2}, "i64")
-        .init("two", {}, {2.0})
         .init("ax0", {1}, {0}, "i64")
         .init("nc", {2}, {1, 4}, "i64")
         .init("w", {1}, {32}, "i64")
         .node("Shape", {"x"}, {"s"})
         .node("Gather", {"s", "i2"}, {"h"})
         .node("Cast", {"h"}, {"hf"}, R"("to":1)")
-        .node("Mul", {"hf", "two"}, {"hm"})
+        .node("Sqrt", {"hf"}, {"hm"})
         .node("Cast", {"hm"}, {"hi"}, R"("to":7)")
         .node("Unsqueeze", {"hi", "ax0"}, {"hu"})
         .node("Concat", {"nc", "hu", "w"}, {"sizes"}, R"("axis":0)")
@@ -194,9 +193,51 @@ TEST_CASE("dynamic shapes: a size outside the profile, or one a cluster cannot r
     std::string upath = dir.file("float_sizes.json");
     std::ofstream(upath) << u.json();
     Session up(upath);
-    CHECK_THAT(up.executor().size_refusal(), Contains("(Resize) reads 'sizes'") && Contains("(Cast)"));
+    CHECK_THAT(up.executor().size_refusal(), Contains("(Resize) reads 'sizes'") && Contains("(Sqrt)"));
     CHECK_THROWS_WITH(up.set_input_shapes({{"x", {1, 4, 5, 9}}}), Contains("runs its optimum only"));
     CHECK_NOTHROW(up.set_input_shapes({{"x", {1, 4, 16, 16}}}));
+}
+
+TEST_CASE("dynamic shapes: a Resize sized by Floor(Cast(H) * 1.5) and Cast(Cast(W) * 0.7) runs every size as float32 computes it",
+          "[runtime][profile]") {
+    TempDir dir;
+    auto model = [&](const std::string &name, const Shape &x, const std::string &profile) {
+        Builder b;
+        b.input("x", x, profile)
+            .init("i2", {}, {2}, "i64")
+            .init("i3", {}, {3}, "i64")
+            .init("k15", {}, {1.5})
+            .init("k07", {}, {0.7})
+            .init("ax0", {1}, {0}, "i64")
+            .init("nc", {2}, {1, 4}, "i64")
+            .node("Shape", {"x"}, {"s"})
+            .node("Gather", {"s", "i2"}, {"h"})
+            .node("Gather", {"s", "i3"}, {"w"})
+            .node("Cast", {"h"}, {"hf"}, R"("to":1)")
+            .node("Cast", {"w"}, {"wf"}, R"("to":1)")
+            .node("Mul", {"k15", "hf"}, {"hm"})
+            .node("Floor", {"hm"}, {"hfl"})
+            .node("Cast", {"hfl"}, {"hi"}, R"("to":7)")
+            .node("Mul", {"wf", "k07"}, {"wm"})
+            .node("Cast", {"wm"}, {"wi"}, R"("to":7)")
+            .node("Unsqueeze", {"hi", "ax0"}, {"hu"})
+            .node("Unsqueeze", {"wi", "ax0"}, {"wu"})
+            .node("Concat", {"nc", "hu", "wu"}, {"sizes"}, R"("axis":0)")
+            .node("Resize", {"x", "", "", "sizes"}, {"y"}, R"("mode":"linear")")
+            .node("Relu", {"y"}, {"out"})
+            .output("out");
+        std::string path = dir.file(name + ".json");
+        std::ofstream(path) << b.json();
+        return path;
+    };
+    Session s(model("ranged", {1, 4, 16, 16}, "1x4x[4..64]x[4..64]@16x16"));
+    INFO(s.executor().size_refusal());
+    REQUIRE(s.executor().size_refusal().empty());
+    // W = 10: 10 * 0.7f is 7 in float32 (6.99999988 in double)
+    CHECK(s.output_shapes({{"x", {1, 4, 10, 10}}}).at(0) == Shape{1, 4, 15, 7});
+    CHECK(s.output_shapes({{"x", {1, 4, 5, 9}}}).at(0) == Shape{1, 4, 7, 6});
+    check_against_static(s, [&](const Shape &x) { return model("fixed", x, ""); },
+                         {Shape{1, 4, 10, 10}, Shape{1, 4, 5, 9}, Shape{1, 4, 17, 33}, Shape{1, 4, 64, 64}}, 1e-6);
 }
 
 TEST_CASE("dynamic shapes: reductions, Gemm, Pad, the normalizations, depth moves, scans and cubic or cropping Resize run over "
