@@ -36,6 +36,13 @@ std::string zoo(const TempDir &dir, const std::string &name, const Shape &x, con
 
 constexpr const char *kProfile = "[1..3]x4x[1..40]x[1..40]@1x16x16";
 
+/** \p b's graph written to file \p name (.json) in \p dir; its path. */
+std::string saved(const TempDir &dir, const std::string &name, const Builder &b) {
+    std::string path = dir.file(name + ".json");
+    std::ofstream(path) << b.json();
+    return path;
+}
+
 /** Runs \p s at input \p x (values from \p seed); returns its outputs. */
 std::vector<Halide::Runtime::Buffer<float>> run_at(Session &s, const Shape &x, uint64_t seed) {
     Halide::Runtime::Buffer<float> in(std::vector<int>(x.rbegin(), x.rend()));
@@ -168,8 +175,7 @@ TEST_CASE("dynamic shapes: a size outside the profile, or one a cluster cannot r
     b.input("x", {1, 8, 6, 6}, "1x8x[2..12]x6@6")
         .weight("w", {8, 8, 3, 3}, 1)
         .node("ConvTranspose", {"x", "w"}, {"y"}, R"("output_shape":[12,12],"strides":[2,2])");
-    std::string path = dir.file("fixed_out.json");
-    std::ofstream(path) << b.json();
+    std::string path = saved(dir, "fixed_out", b);
     Session fixed_out(path);
     CHECK_THAT(fixed_out.executor().size_refusal(), Contains("(ConvTranspose)") && Contains("an output_shape attribute"));
     CHECK_THROWS_WITH(fixed_out.set_input_shapes({{"x", {1, 8, 7, 6}}}), Contains("runs its optimum only") && Contains("output_shape"));
@@ -190,8 +196,7 @@ TEST_CASE("dynamic shapes: a size outside the profile, or one a cluster cannot r
         .node("Unsqueeze", {"hi", "ax0"}, {"hu"})
         .node("Concat", {"nc", "hu", "w"}, {"sizes"}, R"("axis":0)")
         .node("Resize", {"x", "", "", "sizes"}, {"y"}, R"("mode":"nearest")");
-    std::string upath = dir.file("float_sizes.json");
-    std::ofstream(upath) << u.json();
+    std::string upath = saved(dir, "float_sizes", u);
     Session up(upath);
     CHECK_THAT(up.executor().size_refusal(), Contains("(Resize) reads 'sizes'") && Contains("(Sqrt)"));
     CHECK_THROWS_WITH(up.set_input_shapes({{"x", {1, 4, 5, 9}}}), Contains("runs its optimum only"));
@@ -226,9 +231,7 @@ TEST_CASE("dynamic shapes: a Resize sized by Floor(Cast(H) * 1.5) and Cast(Cast(
             .node("Resize", {"x", "", "", "sizes"}, {"y"}, R"("mode":"linear")")
             .node("Relu", {"y"}, {"out"})
             .output("out");
-        std::string path = dir.file(name + ".json");
-        std::ofstream(path) << b.json();
-        return path;
+        return saved(dir, name, b);
     };
     Session s(model("ranged", {1, 4, 16, 16}, "1x4x[4..64]x[4..64]@16x16"));
     INFO(s.executor().size_refusal());
@@ -290,9 +293,7 @@ TEST_CASE("dynamic shapes: reductions, Gemm, Pad, the normalizations, depth move
                                 "cum", "tri", "ge", "ex", "cubic", "cubic_asym", "tfcrop", "deconv"}) {
             b.output(out);
         }
-        std::string path = dir.file(name + ".json");
-        std::ofstream(path) << b.json();
-        return path;
+        return saved(dir, name, b);
     };
     // Expand takes N to 3 from 1 or 3 only; reflect pads 2 need 3 rows
     std::string profile = "[1..3:2]x4x[3..24]x[3..24]@1x8x8";
@@ -349,9 +350,7 @@ TEST_CASE("dynamic shapes: Slice, Gather, ArgMax, ArgMin, Hardmax, Tile and Expa
             .output("hm")
             .output("ti")
             .output("ex");
-        std::string path = dir.file(name + ".json");
-        std::ofstream(path) << b.json();
-        return path;
+        return saved(dir, name, b);
     };
     Session s(model("ranged", {1, 4, 5, 16}, "1x4x5x[4..40]@16"));
     INFO(s.executor().size_refusal());
@@ -378,9 +377,7 @@ TEST_CASE("dynamic shapes: auto_pad SAME convs and pools pad by the run-time ext
             .node("Conv", {"seq", "w3"}, {"c3"}, R"("auto_pad":"SAME_UPPER","strides":[3])")
             .output("mp")
             .output("c3");
-        std::string path = dir.file(name + ".json");
-        std::ofstream(path) << b.json();
-        return path;
+        return saved(dir, name, b);
     };
     Session s(model("ranged", {1, 4, 16, 16}, "1x4x[5..33]x[5..33]@16x16"));
     INFO(s.executor().size_refusal());
@@ -404,8 +401,7 @@ TEST_CASE("dynamic shapes: outputs no kernel writes (the dims, a constant, an in
         .output("c")
         .output("x")
         .output("dims");
-    std::string path = dir.file("dims.json");
-    std::ofstream(path) << b.json();
+    std::string path = saved(dir, "dims", b);
     Session s(path);
     REQUIRE(s.executor().size_refusal().empty());
     for (const Shape &x : {Shape{2, 3, 10}, Shape{1, 3, 1}, Shape{4, 3, 37}}) {
@@ -434,8 +430,7 @@ TEST_CASE("dynamic shapes: outputs no kernel writes (the dims, a constant, an in
     // a value of the dims passed through a float is not followed: the load keeps the optimum
     Builder f;
     f.input("x", {2, 3, 10}, "[1..4]x3x[1..50]@2x10").node("Shape", {"x"}, {"dims"}).node("Cast", {"dims"}, {"dimsf"}, R"("to":1)").output("dimsf");
-    std::string fpath = dir.file("dimsf.json");
-    std::ofstream(fpath) << f.json();
+    std::string fpath = saved(dir, "dimsf", f);
     Session fs(fpath);
     CHECK_THAT(fs.executor().size_refusal(), Contains("output 'dimsf' is a value computed from the input dims"));
 }
