@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <optional>
 
@@ -31,6 +30,14 @@ Shape constant_shape(const std::vector<int64_t> &dims) {
 bool is_constant(const Shape &s) {
     return std::all_of(s.begin(), s.end(), [](const SymDim &d) { return d.is_constant(); });
 }
+
+/** A float32 value's element: base * scale rounded to float32 (SymbolicShapes::scales). */
+struct FloatElem {
+    SymDim base;
+    double scale = 1;
+    bool constant() const { return base.is_constant(); }
+    double value() const { return (double)(float)((double)base.constant() * scale); }
+};
 
 /** One node's symbolic rule at work: its input shapes, and where its constraints go. */
 struct Rule {
@@ -57,20 +64,23 @@ struct Rule {
         for (int64_t k = 0; k < c.type.num_elements(); k++) v.push_back(c.value_as_int(k));
         return v;
     }
-    /** Input \p i as a float32 value (bases, scales: SymbolicShapes::scales): followed, or
-     * the data of a small float32 constant (bases 1); nullopt otherwise. */
-    std::optional<std::pair<Shape, std::vector<double>>> float_value(size_t i) const {
+    /** Input \p i as a float32 value: followed (SymbolicShapes::scales), or the data of a small
+     * float32 constant (bases 1); nullopt otherwise. */
+    std::optional<std::vector<FloatElem>> float_value(size_t i) const {
         if (i >= n.inputs.size() || n.inputs[i] == kNoTensor) return std::nullopt;
         TensorId t = n.inputs[i];
         const Tensor &c = g.tensor(t);
         if (c.type.dtype != DType::F32) return std::nullopt;
-        if (s->has_value[t]) return std::make_pair(s->values[t], s->scales[t]);
+        std::vector<FloatElem> v;
+        if (s->has_value[t]) {
+            for (size_t k = 0; k < s->values[t].size(); k++) v.push_back({s->values[t][k], s->scales[t].at(k)});
+            return v;
+        }
         if (!c.is_initializer || !s->unfollowed[t].empty() || c.type.num_elements() > kMaxSymbolicValue || c.data.size() != c.type.num_bytes()) {
             return std::nullopt;
         }
-        std::vector<double> v;
-        for (int64_t k = 0; k < c.type.num_elements(); k++) v.push_back(c.value_as_double(k));
-        return std::make_pair(Shape(v.size(), SymDim(1)), v);
+        for (int64_t k = 0; k < c.type.num_elements(); k++) v.push_back({1, c.value_as_double(k)});
+        return v;
     }
     /** The sign of \p d at every size, as its values at the ranges' ends and the optimum show
      * (the rules are monotone): -1, 0 or 1; nullopt when they differ. */
@@ -560,14 +570,6 @@ std::optional<Shape> slice_value(const Rule &r) {
     return v;
 }
 
-/** A float32 value's element: base * scale rounded to float32 (SymbolicShapes::scales). */
-struct FloatElem {
-    SymDim base;
-    double scale = 1;
-    bool constant() const { return base.is_constant(); }
-    double value() const { return (double)(float)((double)base.constant() * scale); }
-};
-
 /** floor(e) as an integer expression (exact: the float32 product, then the floor). */
 SymDim floor_of(const FloatElem &e) {
     return e.scale == 1 ? e.base : SymDim::scale_floor(e.base, e.scale, true);
@@ -580,35 +582,29 @@ SymDim floor_of(const FloatElem &e) {
 std::optional<Shape> float_value_rule(const Rule &r, size_t count, std::vector<double> *scales) {
     const Node &n = r.n;
     using Elems = std::vector<FloatElem>;
-    auto elems = [&](size_t i) -> std::optional<Elems> {
-        auto v = r.float_value(i);
-        if (!v) return std::nullopt;
-        Elems e;
-        for (size_t k = 0; k < v->first.size(); k++) e.push_back({v->first[k], v->second.empty() ? 1.0 : v->second[k]});
-        return e;
-    };
     std::optional<Elems> out;
     switch (n.op) {
     case OpKind::Cast: {
-        if (is_float(r.g.type(n.inputs[0]).dtype)) break;
-        std::optional<Shape> v = r.value(0);
-        if (v) out = Elems(), std::transform(v->begin(), v->end(), std::back_inserter(*out), [](const SymDim &d) { return FloatElem{d, 1}; });
+        std::optional<Shape> v = is_float(r.g.type(n.inputs[0]).dtype) ? std::nullopt : r.value(0);
+        if (!v) break;
+        out = Elems();
+        for (const SymDim &d : *v) out->push_back({d, 1});
         break;
     }
     case OpKind::Identity: case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze:
-        out = elems(0);
+        out = r.float_value(0);
         break;
     case OpKind::Concat: {
         out = Elems();
         for (size_t i = 0; i < n.inputs.size() && out; i++) {
-            std::optional<Elems> e = elems(i);
+            std::optional<Elems> e = r.float_value(i);
             if (e) out->insert(out->end(), e->begin(), e->end());
             else out.reset();
         }
         break;
     }
     case OpKind::Mul: case OpKind::Div: {
-        std::optional<Elems> a = elems(0), b = elems(1);
+        std::optional<Elems> a = r.float_value(0), b = r.float_value(1);
         if (!a || !b || (a->size() != 1 && a->size() != count) || (b->size() != 1 && b->size() != count)) break;
         out = Elems();
         for (size_t k = 0; k < count && out; k++) {
@@ -628,7 +624,7 @@ std::optional<Shape> float_value_rule(const Rule &r, size_t count, std::vector<d
         break;
     }
     case OpKind::Floor: case OpKind::Ceil: {
-        std::optional<Elems> a = elems(0);
+        std::optional<Elems> a = r.float_value(0);
         if (!a) break;
         out = Elems();
         for (const FloatElem &e : *a) {
@@ -678,11 +674,10 @@ std::optional<Shape> value_rule(const Rule &r, std::vector<double> *scales) {
         // the elements in order; a Cast between integer types keeps a dim's value, one of a
         // non-negative float32 value truncates it (its floor)
         if (!is_float(g.type(n.inputs[0]).dtype)) return r.value(0);
-        auto f = n.op == OpKind::Cast ? r.float_value(0) : std::nullopt;
+        std::optional<std::vector<FloatElem>> f = r.float_value(0);
         if (!f) return std::nullopt;
         Shape v;
-        for (size_t k = 0; k < f->first.size(); k++) {
-            FloatElem e{f->first[k], f->second.empty() ? 1.0 : f->second[k]};
+        for (const FloatElem &e : *f) {
             if (e.constant()) {
                 v.push_back((int64_t)e.value());
                 continue;

@@ -392,9 +392,9 @@ void Executor::plan_size(SizeState &st) {
 void Executor::bind_dims_outputs(SizeState &st, const InputShapes &shapes) const {
     std::vector<int64_t> dims;
     for (TensorId t : g_.outputs) {
-        Tensor value = g_.tensor(t);
-        if (!value.is_initializer || value.sym_value.empty()) continue;
+        if (!g_.tensor(t).is_initializer || g_.tensor(t).sym_value.empty()) continue;
         if (dims.empty()) dims = dims_at(g_, shapes);
+        Tensor value = g_.tensor(t);
         bind_symbolic_value(value, dims);
         st.buffers[t] = make_buffer(st.types[t]);
         FUSOR_INTERNAL_ASSERT(value.data.size() == st.buffers[t].size_in_bytes()) << "the value of output '" << value.name << "'";
@@ -566,6 +566,14 @@ void Executor::set_input(size_t i, const void *data, size_t bytes) {
     std::memcpy(b.data(), data, bytes);
 }
 
+void Executor::check_bound_bytes(TensorId t, const char *role, size_t bytes) const {
+    size_t size = cur_->buffers.at(t).size_in_bytes();
+    if (bytes == size) return;
+    const Tensor &tensor = g_.tensor(t);
+    throw UserError(std::string(role) + " '" + tensor.name + "' is " + to_string(tensor.type) + " (" + std::to_string(size) +
+                    " bytes); the buffer bound to it has " + std::to_string(bytes) + " bytes");
+}
+
 void Executor::bind(TensorId t, const char *role, void *host, size_t bytes) {
     Buffer<> &b = cur_->buffers.at(t);
     std::vector<void *> &own = cur_->own_host;
@@ -575,11 +583,7 @@ void Executor::bind(TensorId t, const char *role, void *host, size_t bytes) {
         b.raw_buffer()->host = (uint8_t *)own[t];
         return;
     }
-    if (bytes != b.size_in_bytes()) {
-        const Tensor &tensor = g_.tensor(t);
-        throw UserError(std::string(role) + " '" + tensor.name + "' is " + to_string(tensor.type) + " (" +
-                        std::to_string(b.size_in_bytes()) + " bytes); the buffer bound to it has " + std::to_string(bytes) + " bytes");
-    }
+    check_bound_bytes(t, role, bytes);
     // Every copy of this Halide::Buffer (the realizations, the kernel params set in run_kernel)
     // shares one halide_buffer_t, so swapping its host pointer rebinds them all.
     b.raw_buffer()->host = (uint8_t *)host;
@@ -598,12 +602,8 @@ bool Executor::output_copied(size_t i) const {
 
 void Executor::bind_output(size_t i, void *host, size_t bytes) {
     if (!output_copied(i)) return bind(g_.outputs.at(i), "output", host, bytes);
+    if (host) check_bound_bytes(g_.outputs[i], "output", bytes);
     copy_out_.resize(g_.outputs.size(), nullptr);
-    const Buffer<> &b = cur_->buffers.at(g_.outputs[i]);
-    if (host && bytes != b.size_in_bytes()) {
-        throw UserError("output '" + g_.tensor(g_.outputs[i]).name + "' has " + std::to_string(b.size_in_bytes()) +
-                        " bytes; the buffer bound to it has " + std::to_string(bytes) + " bytes");
-    }
     copy_out_[i] = host;
 }
 

@@ -266,6 +266,8 @@ private:
     std::list<SizeState> sizes_;  ///< most recently used first
     SizeState *cur_ = nullptr;
     void bind(TensorId t, const char *role, void *host, size_t bytes);
+    /** UserError naming \p role and tensor \p t unless \p bytes is its size at the current size. */
+    void check_bound_bytes(TensorId t, const char *role, size_t bytes) const;
     /** Whether output \p i is written by no kernel of its own (see bind_output). */
     bool output_copied(size_t i) const;
     std::vector<void *> copy_out_;  ///< by output: where run() copies it (output_copied), or null

@@ -427,6 +427,13 @@ TEST_CASE("dynamic shapes: outputs no kernel writes (the dims, a constant, an in
             CHECK(y(w, ch, n) == std::max(in(w, ch, n), 0.0f));
         });
     }
+    // a copied output's buffer is checked as a written one's: a wrong size is refused by name
+    s.set_input_shapes({{"x", {2, 3, 10}}});
+    std::vector<float> in(60), y(60), passed(60), c(2);
+    std::vector<int64_t> dims(3), again(3), count(1);
+    CHECK_THROWS_WITH(s.run({in.data()}, {60 * 4}, {dims.data(), count.data(), y.data(), c.data(), passed.data(), again.data()},
+                            {24, 8, 240, 4, 240, 24}),
+                      Contains("output 'c' is") && Contains("(8 bytes); the buffer bound to it has 4 bytes"));
     // a value of the dims passed through a float is not followed: the load keeps the optimum
     Builder f;
     f.input("x", {2, 3, 10}, "[1..4]x3x[1..50]@2x10").node("Shape", {"x"}, {"dims"}).node("Cast", {"dims"}, {"dimsf"}, R"("to":1)").output("dimsf");
