@@ -12,6 +12,7 @@
 
 #include "HalideBuffer.h"
 #include "generators/Lowering.h"
+#include "generators/Schedule.h"
 #include "graph/Error.h"
 #include "runtime/Session.h"
 #include "support/GraphBuilder.h"
@@ -163,6 +164,57 @@ TEST_CASE("dynamic shapes: sizes are planned on first sight and the last 64 kept
     CHECK(s.executor().output(3).dim(1).extent() == 10);  // ConvTranspose doubles H
     s.set_input_shapes({});
     CHECK(s.executor().input(0).dim(1).extent() == 16);
+}
+
+TEST_CASE("dynamic shapes: a conv tiled over the optimum's whole row walks the run-time row in unrolled chunks, tail included",
+          "[runtime][profile]") {
+    TempDir dir;
+    // ResNet's stride-2 convs: a 3 x 3 with its ReLU and a 1 x 1, 7 output columns at the optimum
+    auto model = [&](const std::string &name, const Shape &x, const std::string &profile) {
+        Builder b;
+        b.input("x", x, profile)
+            .weight("w3", {32, 16, 3, 3}, 1)
+            .weight("b3", {32}, 2)
+            .weight("w1", {32, 16, 1, 1}, 3)
+            .node("Conv", {"x", "w3", "b3"}, {"c3"}, R"("pads":[1,1,1,1],"strides":[2,2])")
+            .node("Relu", {"c3"}, {"r3"})
+            .node("Conv", {"x", "w1"}, {"c1"}, R"("strides":[2,2])")
+            .output("r3")
+            .output("c1");
+        return saved(dir, name, b);
+    };
+    std::string profile = "[1..2]x16x[2..40]x[2..40]@1x14x14";
+    Session s(model("ranged", {1, 16, 14, 14}, profile));
+    REQUIRE(s.executor().size_refusal().empty());
+    // the case under test: a generic kernel's output tile spans the optimum's whole row, and a
+    // stage computed in it unrolls that dim
+    size_t whole_rows = 0;
+    for (size_t k = 0; k < s.executor().num_kernels(); k++) {
+        const Kernel *g = s.executor().generic_kernel(k);
+        if (!g) continue;
+        INFO(to_text(g->schedule));
+        for (const StageSchedule &out : g->schedule.stages) {
+            const StageInfo *o = g->lowered.find_stage(out.stage);
+            if (!o || !o->is_output || out.tile.size() < 2 || out.tile[1] < o->extents[1]) continue;
+            for (const StageSchedule &in : g->schedule.stages) {
+                bool unrolls_row = std::count(in.unroll.begin(), in.unroll.end(), 1) > 0;
+                if (in.level == ComputeLevel::At && in.at_stage == out.stage && unrolls_row) whole_rows++;
+            }
+        }
+    }
+    REQUIRE(whole_rows == 2);
+    // output widths 1 to 9 and 20: no tail, tails of 1 to 3 columns, a row narrower than a chunk
+    std::vector<Shape> sizes = {Shape{1, 16, 2, 2}, Shape{2, 16, 6, 5}, Shape{1, 16, 9, 13}, Shape{1, 16, 16, 16},
+                                Shape{2, 16, 11, 18}, Shape{1, 16, 3, 40}};
+    check_against_static(s, [&](const Shape &x) { return model("fixed", x, ""); }, sizes, 1e-5);
+    SessionOptions unfused_options;
+    unfused_options.mode = ExecMode::Unfused;
+    Session unfused(model("ranged", {1, 16, 14, 14}, profile), unfused_options);
+    for (const Shape &x : sizes) {
+        INFO("x " << x[0] << "x" << x[1] << "x" << x[2] << "x" << x[3]);
+        std::vector<Halide::Runtime::Buffer<float>> got = run_at(s, x, 4), oracle = run_at(unfused, x, 4);
+        for (size_t i = 0; i < got.size(); i++) CHECK(relative_error(got[i], oracle[i]) < 1e-5);
+    }
 }
 
 TEST_CASE("dynamic shapes: a size outside the profile, or one a cluster cannot run, is refused by name", "[runtime][profile]") {
