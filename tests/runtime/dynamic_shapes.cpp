@@ -87,6 +87,20 @@ void check_against_static(Session &ranged, const std::function<std::string(const
     }
 }
 
+/** At each size \p x of \p sizes, \p ranged's outputs equal those of the unfused mode of the
+ * ranged model file \p path, within \p tol of the largest output value. */
+void check_against_unfused(Session &ranged, const std::string &path, const std::vector<Shape> &sizes, double tol) {
+    SessionOptions unfused_options;
+    unfused_options.mode = ExecMode::Unfused;
+    Session unfused(path, unfused_options);
+    for (const Shape &x : sizes) {
+        INFO("x " << x[0] << "x" << x[1] << "x" << x[2] << "x" << x[3]);
+        std::vector<Halide::Runtime::Buffer<float>> got = run_at(ranged, x, 4), oracle = run_at(unfused, x, 4);
+        REQUIRE(got.size() == oracle.size());
+        for (size_t i = 0; i < got.size(); i++) CHECK(relative_error(got[i], oracle[i]) < tol);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("dynamic shapes: one load runs sizes 1, vector widths +-1 and primes as a static load of each does", "[runtime][profile]") {
@@ -207,14 +221,7 @@ TEST_CASE("dynamic shapes: a conv tiled over the optimum's whole row walks the r
     std::vector<Shape> sizes = {Shape{1, 16, 2, 2}, Shape{2, 16, 6, 5}, Shape{1, 16, 9, 13}, Shape{1, 16, 16, 16},
                                 Shape{2, 16, 11, 18}, Shape{1, 16, 3, 40}};
     check_against_static(s, [&](const Shape &x) { return model("fixed", x, ""); }, sizes, 1e-5);
-    SessionOptions unfused_options;
-    unfused_options.mode = ExecMode::Unfused;
-    Session unfused(model("ranged", {1, 16, 14, 14}, profile), unfused_options);
-    for (const Shape &x : sizes) {
-        INFO("x " << x[0] << "x" << x[1] << "x" << x[2] << "x" << x[3]);
-        std::vector<Halide::Runtime::Buffer<float>> got = run_at(s, x, 4), oracle = run_at(unfused, x, 4);
-        for (size_t i = 0; i < got.size(); i++) CHECK(relative_error(got[i], oracle[i]) < 1e-5);
-    }
+    check_against_unfused(s, model("ranged", {1, 16, 14, 14}, profile), sizes, 1e-5);
 }
 
 TEST_CASE("dynamic shapes: a size outside the profile, or one a cluster cannot run, is refused by name", "[runtime][profile]") {
@@ -354,14 +361,7 @@ TEST_CASE("dynamic shapes: reductions, Gemm, Pad, the normalizations, depth move
     REQUIRE(s.executor().size_refusal().empty());
     std::vector<Shape> sizes = {Shape{1, 4, 3, 3}, Shape{3, 4, 5, 7}, Shape{1, 4, 13, 11}, Shape{3, 4, 24, 17}};
     check_against_static(s, [&](const Shape &x) { return model("fixed", x, ""); }, sizes, 1e-5);
-    SessionOptions unfused_options;
-    unfused_options.mode = ExecMode::Unfused;
-    Session unfused(model("ranged", {1, 4, 8, 8}, profile), unfused_options);
-    for (const Shape &x : sizes) {
-        INFO("x " << x[0] << "x" << x[1] << "x" << x[2] << "x" << x[3]);
-        std::vector<Halide::Runtime::Buffer<float>> got = run_at(s, x, 3), oracle = run_at(unfused, x, 3);
-        for (size_t i = 0; i < got.size(); i++) CHECK(relative_error(got[i], oracle[i]) < 1e-5);
-    }
+    check_against_unfused(s, model("ranged", {1, 4, 8, 8}, profile), sizes, 1e-5);
 }
 
 TEST_CASE("dynamic shapes: Slice, Gather, ArgMax, ArgMin, Hardmax, Tile and Expand along a varying axis read its run-time extent",
