@@ -248,6 +248,11 @@ private:
         if (o_.log) o_.log(line);
     }
     std::vector<size_t> bisect(std::vector<size_t> keep, ModelTiming &kept);
+    /** Halves \p keep toward the faster half (the higher gain, each half timed by \p time) while
+     * \p slow(kept) and more than one is left, within the budget; \p kept is then the timing of
+     * what is returned. \p what names the items in the log line of each step. */
+    std::vector<size_t> halve(std::vector<size_t> keep, ModelTiming &kept, const std::function<ModelTiming(const std::vector<size_t> &)> &time,
+                              const std::function<bool(const ModelTiming &)> &slow, const std::string &what, size_t of);
 
     const Graph &g_;
     const TuningDb &db_;
@@ -261,18 +266,22 @@ private:
     bool timed_sizes_ = false;  ///< add_generic_entries timed the model at o.sizes
 };
 
+std::vector<size_t> Assembler::halve(std::vector<size_t> keep, ModelTiming &kept,
+                                     const std::function<ModelTiming(const std::vector<size_t> &)> &time,
+                                     const std::function<bool(const ModelTiming &)> &slow, const std::string &what, size_t of) {
+    return halve_toward_faster(
+        std::move(keep), kept, time, slow, [&] { return !stopped() && !over_budget(); },
+        [&](const std::vector<size_t> &k, const ModelTiming &t) {
+            log(fmt::format("  fallback: {} of {} {}: {:.2f}x the default", k.size(), of, what, t.gain()));
+        });
+}
+
 /** Halves \p keep toward the faster half until the model is no slower than the default; past the
  * budget, or with nothing left, the default (\p kept then times the default against itself). */
 std::vector<size_t> Assembler::bisect(std::vector<size_t> keep, ModelTiming &kept) {
     auto slow = [&](const ModelTiming &t) { return t.tuned_ms > o_.no_slower * t.default_ms; };
-    while (slow(kept) && keep.size() > 1 && !stopped() && !over_budget()) {
-        std::vector<size_t> a(keep.begin(), keep.begin() + (long)keep.size() / 2), b(keep.begin() + (long)keep.size() / 2, keep.end());
-        ModelTiming ta = time(a), tb = time(b);
-        bool first = ta.gain() >= tb.gain();
-        keep = first ? a : b;
-        kept = first ? ta : tb;
-        log(fmt::format("  fallback: {} of {} region signature(s) tuned: {:.2f}x the default", keep.size(), tuned_.units.size(), kept.gain()));
-    }
+    keep = halve(std::move(keep), kept, [&](const std::vector<size_t> &k) { return time(k); }, slow, "region signature(s) tuned",
+                 tuned_.units.size());
     if (slow(kept) && !stopped()) {
         keep.clear();
         kept.tuned_ms = kept.default_ms;  // the default model ships: its own time
@@ -288,20 +297,36 @@ std::string Assembler::add_generic_entries(ModelRecord &m, const std::vector<siz
     }
     std::vector<PlanCluster> extra = generic_entries(g_, db_, m, kept, o_.session.clustering);
     if (extra.empty()) return "generic kernels: the default schedule (no kept schedule runs one)";
-    ModelRecord with = m;
-    with.clusters.insert(with.clusters.end(), extra.begin(), extra.end());
     SessionOptions so = o_.session;
     use_model_record(so, db_, m);
     Session base(g_, so);
     prepare_inputs(base, o_.sizes);
-    ModelTiming t = time_record(base, with, "generic kernels tuned", o_.sizes);
+    auto with = [&](const std::vector<size_t> &entries) {
+        ModelRecord r = m;
+        for (size_t i : entries) r.clusters.push_back(extra[i]);
+        return r;
+    };
+    auto time_entries = [&](const std::vector<size_t> &entries) {
+        return time_record(base, with(entries), fmt::format("{} of {} generic kernels tuned", entries.size(), extra.size()), o_.sizes);
+    };
+    std::vector<size_t> all(extra.size());
+    std::iota(all.begin(), all.end(), 0);
+    ModelTiming t = time_entries(all);
     timed_sizes_ = true;
-    bool faster = t.tuned_ms < t.default_ms && !stopped();
-    std::string line = fmt::format("generic kernels: {} under their tuned schedules ran the --tune-shape sizes in {:.3f} ms against "
-                                   "{:.3f} ms under the default, {:.2f}x; {}",
-                                   extra.size(), t.tuned_ms, t.default_ms, t.gain(), faster ? "kept" : "they keep the default");
+    log(fmt::format("end to end: generic kernels: {} under their tuned schedules ran the --tune-shape sizes in {:.3f} ms against "
+                    "{:.3f} ms under the default, {:.2f}x",
+                    extra.size(), t.tuned_ms, t.default_ms, t.gain()));
+    auto slow = [](const ModelTiming &x) { return x.tuned_ms >= x.default_ms; };
+    std::vector<size_t> chosen = halve(all, t, time_entries, slow, "generic kernels tuned", extra.size());
+    bool faster = !slow(t) && !stopped();
+    std::string line = faster ? fmt::format("generic kernels: {} of {} keep their tuned schedules, {:.2f}x the default at the --tune-shape "
+                                            "sizes ({:.3f} against {:.3f} ms)",
+                                            chosen.size(), extra.size(), t.gain(), t.tuned_ms, t.default_ms)
+                              : fmt::format("generic kernels: the default schedule (their tuned schedules ran the --tune-shape sizes "
+                                            "no faster: {:.2f}x)",
+                                            t.gain());
     log("end to end: " + line);
-    if (faster) m = with;
+    if (faster) m = with(chosen);
     return line;
 }
 
@@ -359,6 +384,21 @@ ModelTiming timing_of(const std::vector<double> &b, const std::vector<double> &t
 }
 
 }  // namespace
+
+std::vector<size_t> halve_toward_faster(std::vector<size_t> keep, ModelTiming &kept,
+                                        const std::function<ModelTiming(const std::vector<size_t> &)> &time,
+                                        const std::function<bool(const ModelTiming &)> &slow, const std::function<bool()> &go,
+                                        const std::function<void(const std::vector<size_t> &, const ModelTiming &)> &step) {
+    while (slow(kept) && keep.size() > 1 && go()) {
+        std::vector<size_t> a(keep.begin(), keep.begin() + (long)keep.size() / 2), b(keep.begin() + (long)keep.size() / 2, keep.end());
+        ModelTiming ta = time(a), tb = time(b);
+        bool first = ta.gain() >= tb.gain();
+        keep = first ? a : b;
+        kept = first ? ta : tb;
+        if (step) step(keep, kept);
+    }
+    return keep;
+}
 
 ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o,
                          std::optional<Clock::time_point> deadline, const std::function<void(const ModelTiming &)> &after_round) {

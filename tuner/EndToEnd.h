@@ -52,6 +52,15 @@ struct EndToEndOptions {
     std::function<void(const AutotuneProgress &)> progress;
 };
 
+/** Halves \p keep toward its faster half (the higher gain, each half timed by \p time) while
+ * \p slow(\p kept), more than one is left and \p go(); \p kept is then the timing of what is
+ * returned. \p step hears each half chosen. The rule by which the assembly drops regions and
+ * generic kernels that do not pay. */
+std::vector<size_t> halve_toward_faster(std::vector<size_t> keep, ModelTiming &kept,
+                                        const std::function<ModelTiming(const std::vector<size_t> &)> &time,
+                                        const std::function<bool(const ModelTiming &)> &slow, const std::function<bool()> &go,
+                                        const std::function<void(const std::vector<size_t> &, const ModelTiming &)> &step = {});
+
 /** Times \p tuned against \p base, each called once per run, by bench's rule (time_blocks,
  * runtime/Benchmark.h). Stops after o.min_rounds once the 95% interval of the per-round ratio tuned/base is within
  * +-o.interval of its mean, at o.max_rounds, when o.stop is set, or after o.min_rounds once

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <numeric>
 #include <thread>
 
 #include <string>
@@ -319,7 +320,7 @@ TEST_CASE("end to end: generic_entries lists each generic kernel that runs a kep
     INFO(all);
     bool kept_static = false, listed = false;
     for (const PlanCluster &c : r.record.clusters) kept_static |= c.signature == trial.signature, listed |= want.count(c.signature) > 0;
-    if (kept_static) CHECK_THAT(all, Catch::Contains("1 generic kernel(s) under their tuned schedules"));
+    if (kept_static) CHECK_THAT(all, Catch::Contains("generic kernels: 1 under their tuned schedules"));
     if (listed) CHECK(kept_static);
     std::string id = db.add_model(r.record);  // the record's rules hold
     SessionOptions so = one_thread();
@@ -328,4 +329,46 @@ TEST_CASE("end to end: generic_entries lists each generic kernel that runs a kep
     Session s(ranged, so);
     REQUIRE(applied);
     CHECK(applied->id == id);
+}
+
+TEST_CASE("end to end: halve_toward_faster keeps the faster half until the timing is not slow, one is left, or go() says stop",
+          "[tuner][e2e]") {
+    // item i saves saved[i] ms of a 100 ms default (a negative saving: a slower schedule)
+    std::vector<double> saved = {-6, 1, 2, -1, 0.5, 0.5, 3, 1};
+    int timed = 0;
+    auto time = [&](const std::vector<size_t> &keep) {
+        timed++;
+        ModelTiming t;
+        t.default_ms = 100;
+        t.tuned_ms = 100;
+        for (size_t i : keep) t.tuned_ms -= saved[i];
+        return t;
+    };
+    auto slow = [](const ModelTiming &t) { return t.tuned_ms >= t.default_ms; };
+    std::vector<size_t> all(saved.size());
+    std::iota(all.begin(), all.end(), 0);
+    ModelTiming kept = time(all);  // saves 1 ms: not slow, nothing halved
+    REQUIRE(!slow(kept));
+    CHECK(halve_toward_faster(all, kept, time, slow, [] { return true; }) == all);
+
+    saved[7] = -3;  // now 3 ms slower in all: {0..3} saves -4, {4..7} saves 1
+    kept = time(all);
+    std::vector<std::vector<size_t>> steps;
+    timed = 0;
+    std::vector<size_t> got = halve_toward_faster(all, kept, time, slow, [] { return true; },
+                                                  [&](const std::vector<size_t> &k, const ModelTiming &) { steps.push_back(k); });
+    CHECK(got == std::vector<size_t>{4, 5, 6, 7});
+    CHECK(kept.tuned_ms == Approx(99));
+    CHECK(timed == 2);
+    CHECK(steps.size() == 1);
+
+    saved = {-1, -2, -3, -4};  // every item slower: halved down to the least slow one
+    all = {0, 1, 2, 3};
+    kept = time(all);
+    got = halve_toward_faster(all, kept, time, slow, [] { return true; });
+    CHECK(got == std::vector<size_t>{0});
+    CHECK(slow(kept));
+
+    kept = time(all);  // go() says stop: as given
+    CHECK(halve_toward_faster(all, kept, time, slow, [] { return false; }) == all);
 }
