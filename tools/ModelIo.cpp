@@ -226,6 +226,21 @@ std::vector<InputShapes> tune_sizes(const Graph &g, const std::vector<std::strin
     return sizes;
 }
 
+std::vector<Graph> graphs_at_sizes(const std::string &path, bool optimize, const std::string &layout, const Graph &profiled,
+                                   const std::vector<InputShapes> &sizes) {
+    std::vector<Graph> graphs;
+    for (const InputShapes &size : sizes) {
+        InputShapes bound;
+        for (TensorId t : profiled.inputs) {
+            const std::string &name = profiled.tensor(t).name;
+            auto it = size.find(name);
+            bound[name] = it == size.end() ? profiled.type(t).shape : it->second;
+        }
+        graphs.push_back(load_model_optimized(path, optimize, layout, nullptr, bound));
+    }
+    return graphs;
+}
+
 namespace {
 
 /** \p a, read from \p where for \p role \p t (e.g. "graph input"), when it holds \p want (t's type

@@ -65,6 +65,13 @@ InputShapes shape_bindings(const std::vector<std::string> &flags, InputRanges *r
  * Throws UserError naming the flag. autotune and db assemble time a profile's record at them. */
 std::vector<InputShapes> tune_sizes(const Graph &g, const std::vector<std::string> &flags);
 
+/** Model \p path loaded as load_model_optimized does, bound statically at each of \p sizes (an
+ * input a size does not name at profiled model \p profiled's optimum): the graphs whose clusters
+ * `autotune --tune-shape` searches at those sizes, and whose trials the assembly offers the
+ * generic kernels (EndToEndOptions::size_graphs). */
+std::vector<Graph> graphs_at_sizes(const std::string &path, bool optimize, const std::string &layout, const Graph &profiled,
+                                   const std::vector<InputShapes> &sizes);
+
 /** Moved to tuner/lookup/DbSchedules.h (the embedding API uses it too). */
 using fusor::db_schedules;
 

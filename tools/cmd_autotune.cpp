@@ -110,8 +110,9 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                                             "is timed alone (default: number of cores)");
     auto shapes = add_shape_flag(cmd);
     cmd->add_option("--tune-shape", o->tune_shapes,
-                    "with a profile (--shape with ranges): also time the tuned model at this size, NAME=D1xD2x... (inputs "
-                    "separated by ','; the others at the optimum), and keep only what is no slower over these sizes together "
+                    "with a profile (--shape with ranges): also search the clusters at this size, NAME=D1xD2x... (inputs "
+                    "separated by ','; the others at the optimum; each size an equal share of the search), offer what it and "
+                    "the optimum found to the generic kernels, and keep only what is faster over these sizes together "
                     "(repeatable; without it: the optimum alone); the record is verified at them too");
     auto conv_algo = add_conv_algo_flag(cmd);
     auto plan_file = add_plan_flag(cmd);
@@ -286,7 +287,23 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                                o->export_batch, db_name);
                     return stopped() ? 1 : 0;
                 }
-                auto results = autotune(g, db, ao);
+                // --tune-shape: the clusters are searched at each listed size too, each size an equal
+                // share of the search; those trials are the generic kernels' candidates
+                std::vector<Graph> size_graphs = graphs_at_sizes(o->model, !o->no_optimize, o->layout, profiled, sizes);
+                if (ao.budget_s > 0) ao.budget_s /= (double)(1 + sizes.size());
+                AutotuneOptions first = ao;  // the end-to-end phase follows the last search
+                if (!size_graphs.empty()) first.end_to_end_share_s = 0;
+                auto results = autotune(g, db, first);
+                for (size_t i = 0; i < size_graphs.size() && !stopped(); i++) {
+                    AutotuneOptions at = ao;  // a plan and --schedule name the optimum's regions and clusters
+                    at.plan.reset();
+                    at.plan_file.clear();
+                    at.user_schedules.clear();
+                    at.end_to_end_share_s = i + 1 == size_graphs.size() ? ao.end_to_end_share_s : 0;
+                    ao.note(fmt::format("autotune at {}: the clusters of the model bound to that size", sizes_text(sizes[i])));
+                    size_t distinct = autotune(size_graphs[i], db, at).size();
+                    ao.note(fmt::format("autotune at {}: {} distinct cluster(s), their trials stored", sizes_text(sizes[i]), distinct));
+                }
                 std::optional<EndToEndResult> e2e;
                 std::string model_id;
                 if (assemble && !stopped()) {
@@ -295,6 +312,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     eo.session.threads = o->threads;
                     eo.session.conv_algo = *conv_algo;  // the default model as the tuned one's loads run it
                     eo.sizes = sizes;
+                    eo.size_graphs = size_graphs;
                     // what is left of the whole budget (the search may have run over its share), at least 5 s
                     eo.budget_s = budget_s > 0 ? std::max(5.0, budget_s - seconds_since(started)) : 0;
                     eo.stop = ao.stop;

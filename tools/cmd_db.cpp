@@ -360,6 +360,7 @@ Verb add_db(CLI::App &app) {
                     TuningDb db = open_existing(o->db, TuningDb::Mode::ReadWrite);
                     EndToEndOptions eo;
                     eo.sizes = sizes;
+                    eo.size_graphs = graphs_at_sizes(o->json, true, *assemble_layout, g, sizes);
                     eo.session.target = *assemble_target;
                     eo.session.threads = *assemble_threads;
                     eo.session.conv_algo = *assemble_conv_algo;

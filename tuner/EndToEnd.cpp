@@ -214,8 +214,17 @@ private:
         }
         if (sizes.empty()) s.executor().run();
     }
-    /** With sizes to tune at: adds to \p m (units \p keep) the entries of generic_entries when
-     * the model runs faster with them at those sizes (timed against \p m). What was decided. */
+    /** A candidate set of generic kernels' schedules: record entries, and where they were tuned. */
+    struct GenericSet {
+        std::string what;  ///< "tuned at the optimum", "tuned at x=1x3x32x160"
+        std::vector<PlanCluster> entries;
+    };
+    /** The non-empty candidate sets for record \p m (units \p keep): generic_entries of the kept
+     * schedules, then generic_entries_at each of o.size_graphs. */
+    std::vector<GenericSet> generic_sets(const ModelRecord &m, const std::vector<size_t> &keep) const;
+    /** With sizes to tune at: adds to \p m (units \p keep) the entries of the candidate set
+     * (generic_sets) that runs those sizes fastest, or the half of it halve keeps, when that is
+     * faster than \p m. What was decided. */
     std::string add_generic_entries(ModelRecord &m, const std::vector<size_t> &keep);
     /** ModelRecord::shapes: the optimum's input shapes, then the sizes timed for generic kernels. */
     std::string shapes_timed() const {
@@ -290,40 +299,63 @@ std::vector<size_t> Assembler::bisect(std::vector<size_t> keep, ModelTiming &kep
     return keep;
 }
 
-std::string Assembler::add_generic_entries(ModelRecord &m, const std::vector<size_t> &keep) {
+std::vector<Assembler::GenericSet> Assembler::generic_sets(const ModelRecord &m, const std::vector<size_t> &keep) const {
     std::set<std::string> kept;  // not the default's own schedules (Tuned::same): a generic kernel's default is its own
     for (size_t i : keep) {
         for (const PlanCluster &c : tuned_.units[i].clusters) kept.insert(c.signature);
     }
-    std::vector<PlanCluster> extra = generic_entries(g_, db_, m, kept, o_.session.clustering);
-    if (extra.empty()) return "generic kernels: the default schedule (no kept schedule runs one)";
+    std::vector<GenericSet> sets = {{"tuned at the optimum", generic_entries(g_, db_, m, kept, o_.session.clustering)}};
+    for (size_t i = 0; i < o_.size_graphs.size() && i < o_.sizes.size(); i++) {
+        sets.push_back({"tuned at " + sizes_text(o_.sizes[i]), generic_entries_at(g_, db_, m, o_.size_graphs[i], target_, o_.session.clustering)});
+    }
+    sets.erase(std::remove_if(sets.begin(), sets.end(), [](const GenericSet &s) { return s.entries.empty(); }), sets.end());
+    return sets;
+}
+
+std::string Assembler::add_generic_entries(ModelRecord &m, const std::vector<size_t> &keep) {
+    std::vector<GenericSet> sets = generic_sets(m, keep);
+    if (sets.empty()) return "generic kernels: the default schedule (no tuned schedule runs one)";
     SessionOptions so = o_.session;
     use_model_record(so, db_, m);
     Session base(g_, so);
     prepare_inputs(base, o_.sizes);
+    const GenericSet *set = nullptr;
     auto with = [&](const std::vector<size_t> &entries) {
         ModelRecord r = m;
-        for (size_t i : entries) r.clusters.push_back(extra[i]);
+        for (size_t i : entries) r.clusters.push_back(set->entries[i]);
         return r;
     };
     auto time_entries = [&](const std::vector<size_t> &entries) {
-        return time_record(base, with(entries), fmt::format("{} of {} generic kernels tuned", entries.size(), extra.size()), o_.sizes);
+        return time_record(base, with(entries), fmt::format("{} of {} generic kernels {}", entries.size(), set->entries.size(), set->what),
+                           o_.sizes);
     };
-    std::vector<size_t> all(extra.size());
-    std::iota(all.begin(), all.end(), 0);
-    ModelTiming t = time_entries(all);
+    auto every = [&] {
+        std::vector<size_t> all(set->entries.size());
+        std::iota(all.begin(), all.end(), 0);
+        return all;
+    };
+    // the fastest set whole, then halved toward its faster half while no faster than the default
+    const GenericSet *best = nullptr;
+    ModelTiming t;
+    for (const GenericSet &candidate : sets) {
+        set = &candidate;
+        ModelTiming ct = time_entries(every());
+        log(fmt::format("end to end: generic kernels: {} under their schedules {} ran the --tune-shape sizes in {:.3f} ms against "
+                        "{:.3f} ms under the default, {:.2f}x",
+                        set->entries.size(), set->what, ct.tuned_ms, ct.default_ms, ct.gain()));
+        if (!best || ct.gain() > t.gain()) best = set, t = ct;
+        if (stopped()) break;
+    }
     timed_sizes_ = true;
-    log(fmt::format("end to end: generic kernels: {} under their tuned schedules ran the --tune-shape sizes in {:.3f} ms against "
-                    "{:.3f} ms under the default, {:.2f}x",
-                    extra.size(), t.tuned_ms, t.default_ms, t.gain()));
+    set = best;
     auto slow = [](const ModelTiming &x) { return x.tuned_ms >= x.default_ms; };
-    std::vector<size_t> chosen = halve(all, t, time_entries, slow, "generic kernels tuned", extra.size());
+    std::vector<size_t> chosen = halve(every(), t, time_entries, slow, "generic kernels " + set->what, set->entries.size());
     bool faster = !slow(t) && !stopped();
-    std::string line = faster ? fmt::format("generic kernels: {} of {} keep their tuned schedules, {:.2f}x the default at the --tune-shape "
+    std::string line = faster ? fmt::format("generic kernels: {} of {} run their schedules {}, {:.2f}x the default at the --tune-shape "
                                             "sizes ({:.3f} against {:.3f} ms)",
-                                            chosen.size(), extra.size(), t.gain(), t.tuned_ms, t.default_ms)
-                              : fmt::format("generic kernels: the default schedule (their tuned schedules ran the --tune-shape sizes "
-                                            "no faster: {:.2f}x)",
+                                            chosen.size(), set->entries.size(), set->what, t.gain(), t.tuned_ms, t.default_ms)
+                              : fmt::format("generic kernels: the default schedule (tuned schedules ran the --tune-shape sizes no "
+                                            "faster: {:.2f}x at best)",
                                             t.gain());
     log("end to end: " + line);
     if (faster) m = with(chosen);
@@ -344,9 +376,13 @@ EndToEndResult Assembler::run() {
         if (std::find(keep.begin(), keep.end(), i) == keep.end()) res.fell_back.push_back(tuned_.units[i].label);
     }
     res.record = record(keep);
-    if (!keep.empty() && !stopped() && has_profile(g_)) {
-        res.generic = o_.sizes.empty() ? "generic kernels: the default schedule (autotune --tune-shape times the tuned ones at other sizes)"
-                                       : add_generic_entries(res.record, keep);
+    size_t static_entries = res.record.clusters.size();
+    if (!stopped() && has_profile(g_)) {
+        res.generic = !o_.sizes.empty() ? add_generic_entries(res.record, keep)
+                      : keep.empty()    ? ""
+                                        : "generic kernels: the default schedule (autotune --tune-shape times the tuned ones at other sizes)";
+    }
+    if ((!keep.empty() || res.record.clusters.size() > static_entries) && !stopped() && has_profile(g_)) {
         // a profile: the record serves every size, so it is verified across them
         SessionOptions so = o_.session;
         use_model_record(so, db_, res.record);
@@ -415,28 +451,71 @@ ModelTiming time_against(const std::function<void()> &base, const std::function<
     return timing_of(r[0].samples_ms, r[1].samples_ms);
 }
 
+namespace {
+
+/** Each cluster of the load of profiled model \p g that record \p m gives (its plans applied to
+ * clustering \p co) that runs a generic kernel, with its graph: f(graph, cluster, its generic
+ * signature). */
+void for_each_generic_cluster(const Graph &g, const TuningDb &db, const ModelRecord &m, const ClusterOptions &co,
+                              const std::function<void(const Graph &, const Cluster &, const std::string &)> &f) {
+    Graph cg = g;
+    form_clusters(cg, co);
+    apply_record_plan(cg, record_decisions(db, m, nullptr), db.path(), nullptr);
+    VaryingDims varying = varying_dims(cg);
+    for (const Cluster &c : cg.clusters) {
+        if (is_control_flow(cg.nodes[(size_t)c.nodes[0]].op) || !cluster_varies(cg, c, varying)) continue;
+        if (!generic_refusal(cg, c, varying).empty()) continue;
+        f(cg, c, generic_cluster_signature(cg, c, varying));
+    }
+}
+
+/** The names of \p c's nodes, sorted. */
+std::vector<std::string> node_names(const Graph &g, const Cluster &c) {
+    std::vector<std::string> names;
+    for (NodeId n : c.nodes) names.push_back(g.nodes[(size_t)n].name);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+std::vector<PlanCluster> by_signature(const std::map<std::string, PlanCluster> &entries) {
+    std::vector<PlanCluster> out;
+    for (const auto &[sig, pc] : entries) out.push_back(pc);
+    return out;
+}
+
+}  // namespace
+
 std::vector<PlanCluster> generic_entries(const Graph &g, const TuningDb &db, const ModelRecord &m, const std::set<std::string> &signatures,
                                         const ClusterOptions &co) {
     std::map<std::string, std::string> trial_of;
     for (const PlanCluster &c : m.clusters) {
         if (signatures.count(c.signature) && !c.trial.empty()) trial_of.emplace(c.signature, c.trial);
     }
-    Graph cg = g;  // clustered as the load m gives clusters it
-    form_clusters(cg, co);
-    apply_record_plan(cg, record_decisions(db, m, nullptr), db.path(), nullptr);
-    VaryingDims varying = varying_dims(cg);
     std::map<std::string, PlanCluster> out;
-    for (const Cluster &c : cg.clusters) {
-        if (is_control_flow(cg.nodes[(size_t)c.nodes[0]].op) || !cluster_varies(cg, c, varying)) continue;
-        if (!generic_refusal(cg, c, varying).empty()) continue;
+    for_each_generic_cluster(g, db, m, co, [&](const Graph &cg, const Cluster &c, const std::string &sig) {
         auto it = trial_of.find(cluster_signature(cg, c));
-        if (it == trial_of.end()) continue;
-        std::string sig = generic_cluster_signature(cg, c, varying);
-        out.emplace(sig, PlanCluster{sig, it->second});
+        if (it != trial_of.end()) out.emplace(sig, PlanCluster{sig, it->second});
+    });
+    return by_signature(out);
+}
+
+std::vector<PlanCluster> generic_entries_at(const Graph &g, const TuningDb &db, const ModelRecord &m, const Graph &at,
+                                           const std::string &target, const ClusterOptions &co) {
+    Graph sg = at;
+    form_clusters(sg, co);
+    std::map<std::vector<std::string>, std::string> trial_of;  // by node names
+    for (const Cluster &c : sg.clusters) {
+        if (is_control_flow(sg.nodes[(size_t)c.nodes[0]].op)) continue;
+        ScheduleChoice sc = choose_schedule(db, cluster_signature(sg, c), target);
+        if (sc.source != RecordSource::ExactMachine || is_default_schedule(db, sc.best->trial)) continue;
+        trial_of.emplace(node_names(sg, c), sc.best->trial.id);
     }
-    std::vector<PlanCluster> entries;
-    for (auto &[sig, pc] : out) entries.push_back(pc);
-    return entries;
+    std::map<std::string, PlanCluster> out;
+    for_each_generic_cluster(g, db, m, co, [&](const Graph &cg, const Cluster &c, const std::string &sig) {
+        auto it = trial_of.find(node_names(cg, c));
+        if (it != trial_of.end()) out.emplace(sig, PlanCluster{sig, it->second});
+    });
+    return by_signature(out);
 }
 
 std::string sizes_text(const InputShapes &size) {

@@ -41,6 +41,11 @@ struct EndToEndOptions {
      * the model runs faster so, each run one run at each size in turn; the record is verified at
      * them besides the probes. Empty: the generic kernels keep the default schedule. */
     std::vector<InputShapes> sizes;
+    /** The model bound statically at each of \p sizes (same order; `autotune --tune-shape`
+     * searches its clusters there): the best trial of each of its clusters at that size is a
+     * candidate schedule of the generic kernel of the same nodes (generic_entries_at). Empty:
+     * only the optimum's kept schedules are. */
+    std::vector<Graph> size_graphs;
     int min_rounds = 5, max_rounds = 40;
     double interval = 0.01;   ///< rounds stop once the ratio's 95% interval is within +-interval
     double no_slower = 1.01;  ///< a model is kept when tuned <= no_slower x default (medians)
@@ -95,6 +100,14 @@ std::string verify_profile_sizes(const Graph &g, const SessionOptions &so, const
  * {generic_cluster_signature, the trial \p m names for the cluster}, by signature. */
 std::vector<PlanCluster> generic_entries(const Graph &g, const TuningDb &db, const ModelRecord &m, const std::set<std::string> &signatures,
                                         const ClusterOptions &co = {});
+
+/** The entries that make the generic kernels of the load of profiled model \p g that record \p m
+ * gives (its plans applied to clustering \p co) run the schedules tuned at one size: per cluster
+ * with a generic kernel whose nodes (by name) form a cluster of \p at (\p g bound statically at
+ * that size, clustered by \p co) with a trial of this machine for \p target that is not the
+ * default schedule, {generic_cluster_signature, that cluster's best trial}, by signature. */
+std::vector<PlanCluster> generic_entries_at(const Graph &g, const TuningDb &db, const ModelRecord &m, const Graph &at,
+                                           const std::string &target, const ClusterOptions &co = {});
 
 /** "x=1x3x32x160" for one size (an input per name, ", " between). */
 std::string sizes_text(const InputShapes &size);

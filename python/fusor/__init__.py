@@ -682,9 +682,10 @@ def autotune(model, db, budget=None, trials=None, shapes=None, threads=None, job
     'user'). export_batch: a folder; compile and check the candidates without timing them and
     write a measurement bundle there (docs/tuning_db.md).
 
-    tune_shapes: with a profile in shapes, sizes to time the generic kernels' tuned schedules at
-    (`--tune-shape`), e.g. [{"input": (1, 3, 32, 160)}, {"input": (1, 3, 32, 640)}]; they run those
-    schedules only when the model is faster so there (docs/tuning_db.md, "Profiles").
+    tune_shapes: with a profile in shapes, sizes to search the clusters at too and to time the
+    generic kernels' candidate schedules at (`--tune-shape`), e.g. [{"input": (1, 3, 32, 160)},
+    {"input": (1, 3, 32, 640)}]; the generic kernels run tuned schedules only when the model is
+    faster so there (docs/tuning_db.md, "Profiles").
     """
     args = ["autotune", _path(model, "model"), "--db", _path(db, "db", _DB), *_shape_flags(shapes), *_schedule_flags(schedules),
             *_tune_shape_flags(tune_shapes),

@@ -113,10 +113,19 @@ def test_the_cli_takes_profiles_and_refuses_sizes_outside_them(detector, tmp_pat
     assert "int det_run_raw_at(" in header and "x f32[1,3,H,W]; H in [32..512:8] (optimum 64)" in header
 
 
-def test_autotune_takes_sizes_to_tune_a_profile_at_and_refuses_sizes_off_it(detector, tmp_path):
+def test_autotune_takes_sizes_to_tune_a_profile_at_and_refuses_sizes_off_it(detector, tmp_path, capfd):
     tiny = dict(trials=3, jobs=1, threads=1, autoschedulers="none", confirm_rounds=0, plan_search=False)
     db = tmp_path / "t.db"
-    fusor.autotune(detector, db=db, shapes={"x": PROFILE}, tune_shapes=[{"x": (1, 3, 48, 104)}, {"x": (1, 3, 200, 48)}], **tiny)
+    fusor.autotune(detector, db=db, shapes={"x": PROFILE}, tune_shapes=[{"x": (1, 3, 48, 104)}, {"x": (1, 3, 200, 48)}],
+                   verbose=True, **tiny)
+    out = capfd.readouterr().out
+    # each listed size's clusters are searched too (their trials candidates for the generic kernels)
+    for size in ("x=1x3x48x104", "x=1x3x200x48"):
+        assert f"autotune at {size}: the clusters of the model bound to that size" in out
+        assert f"autotune at {size}: 5 distinct cluster(s), their trials stored" in out
+    # a static load of a listed size finds the trials its clusters got there
+    tuned_at_size = fusor.load(detector, shapes={"x": (1, 3, 48, 104)}, threads=1, db=db)
+    assert any(": tuned schedule " in line for line in tuned_at_size.schedules), tuned_at_size.schedules
     m = fusor.load(detector, shapes={"x": PROFILE}, threads=1, db=db)
     x = np.random.default_rng(5).standard_normal((1, 3, 48, 104)).astype(np.float32)
     static = fusor.load(detector, shapes={"x": x.shape}, threads=1)

@@ -80,15 +80,17 @@ std::vector<std::string> store_false_gains(const Graph &g, TuningDb &db, double 
 }
 
 /** x f32[1,8,L], L in [1..64] (optimum 16) -> Conv (3 taps, pads 1) -> Relu [-> Transpose], loaded
- * at one thread. */
-Graph ranged_conv(const TempDir &dir, bool transpose = false) {
+ * at one thread; with \p static_length, x is f32[1,8,static_length], no profile. */
+Graph ranged_conv(const TempDir &dir, bool transpose = false, int64_t static_length = 0) {
     fusor::test::Builder b;
-    b.input("x", {1, 8, 16}, "1x8x[1..64]@16")
+    if (static_length) b.input("x", {1, 8, static_length});
+    else b.input("x", {1, 8, 16}, "1x8x[1..64]@16");
+    b
         .weight("w", {8, 8, 3}, 1)
         .node("Conv", {"x", "w"}, {"c"}, R"("pads":[1,1])")
         .node("Relu", {"c"}, {transpose ? "r" : "y"});
     if (transpose) b.node("Transpose", {"r"}, {"y"}, R"("perm":[0,2,1])");
-    std::string path = dir.file("ranged.json");
+    std::string path = dir.file(static_length ? "static.json" : "ranged.json");
     std::ofstream(path) << b.json();
     return load_optimized_model(path, one_thread());
 }
@@ -320,7 +322,7 @@ TEST_CASE("end to end: generic_entries lists each generic kernel that runs a kep
     INFO(all);
     bool kept_static = false, listed = false;
     for (const PlanCluster &c : r.record.clusters) kept_static |= c.signature == trial.signature, listed |= want.count(c.signature) > 0;
-    if (kept_static) CHECK_THAT(all, Catch::Contains("generic kernels: 1 under their tuned schedules"));
+    if (kept_static) CHECK_THAT(all, Catch::Contains("generic kernels: 1 under their schedules tuned at the optimum"));
     if (listed) CHECK(kept_static);
     std::string id = db.add_model(r.record);  // the record's rules hold
     SessionOptions so = one_thread();
@@ -371,4 +373,51 @@ TEST_CASE("end to end: halve_toward_faster keeps the faster half until the timin
 
     kept = time(all);  // go() says stop: as given
     CHECK(halve_toward_faster(all, kept, time, slow, [] { return false; }) == all);
+}
+
+TEST_CASE("end to end: trials tuned at a listed size are candidates for the generic kernels of the same nodes, timed there "
+          "with no schedule kept at the optimum",
+          "[tuner][e2e][profile]") {
+    TempDir dir;
+    Graph ranged = ranged_conv(dir, /*transpose=*/true);
+    Graph at48 = ranged_conv(dir, /*transpose=*/true, 48), at40 = ranged_conv(dir, /*transpose=*/true, 40);
+    TuningDb db(dir.file("t.db"));
+    std::vector<std::string> trials = store_false_gains(at48, db, 1e-3);
+    REQUIRE(trials.size() == 1);
+    Graph clustered = ranged;
+    form_clusters(clustered);
+    VaryingDims varying = varying_dims(clustered);
+    std::set<std::string> want;
+    for (const Cluster &c : clustered.clusters) {
+        bool conv = std::any_of(c.nodes.begin(), c.nodes.end(), [&](NodeId n) {
+            OpKind op = clustered.nodes[(size_t)n].op;
+            return op == OpKind::Conv || op == OpKind::ConvNhwc;
+        });
+        if (conv) want.insert(generic_cluster_signature(clustered, c, varying));
+    }
+    REQUIRE(want.size() == 1);
+    std::string target = resolved_target("host");
+    std::vector<PlanCluster> entries = generic_entries_at(ranged, db, ModelRecord{}, at48, target);
+    REQUIRE(entries.size() == 1);
+    CHECK(want.count(entries[0].signature));
+    CHECK(entries[0].trial == trials[0]);
+    CHECK(generic_entries_at(ranged, db, ModelRecord{}, at40, target).empty());  // nothing tuned at 40
+    CHECK(generic_entries_at(ranged, db, ModelRecord{}, at48, "x86-64-linux-cuda").empty());  // another target's
+
+    EndToEndOptions o;
+    o.session = one_thread();
+    o.max_rounds = 7;
+    o.sizes = {{{"x", {1, 8, 48}}}};
+    o.size_graphs = {at48};
+    std::string all;
+    o.log = [&](const std::string &l) { all += l + "\n"; };
+    EndToEndResult r = assemble_model(ranged, db, o);
+    INFO(all);
+    CHECK_THAT(all, Catch::Contains("generic kernels: 1 under their schedules tuned at x=1x8x48 ran the --tune-shape sizes"));
+    CHECK_THAT(r.generic, Catch::StartsWith("generic kernels: "));
+    bool listed = false;
+    for (const PlanCluster &c : r.record.clusters) listed |= want.count(c.signature) > 0 && c.trial == trials[0];
+    if (listed) CHECK_THAT(all, Catch::Contains("profile: the tuned model agrees with the unfused one"));
+    CHECK(r.record.shapes == "x=1x8x16; x=1x8x48");
+    db.add_model(r.record);  // the record's rules hold
 }
