@@ -197,6 +197,19 @@ Graph without_profile(const Graph &g) {
     return out;
 }
 
+Graph graph_at_size(const Graph &g, const InputShapes &size) {
+    for (const Tensor &t : g.tensors) {
+        if (!t.sym_value.empty()) {
+            throw UserError("the tensor '" + t.name + "' is a value of the input dims, whose constant holds the optimum's; only a load "
+                            "of the model at that size computes it");
+        }
+    }
+    std::vector<TensorType> types = types_at(shape_skeleton(g), size);
+    Graph out = without_profile(g);
+    for (size_t t = 0; t < out.tensors.size() && t < types.size(); t++) out.tensors[t].type = types[t];
+    return out;
+}
+
 bool has_profile(const Graph &g) {
     return std::any_of(g.inputs.begin(), g.inputs.end(), [&](TensorId t) { return is_ranged(g.tensor(t).range); });
 }

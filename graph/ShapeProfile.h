@@ -77,6 +77,13 @@ Graph shape_skeleton(const Graph &g);
  * clusters of a profile load at). */
 Graph without_profile(const Graph &g);
 
+/** Profiled \p g as a static graph at \p size (inputs it does not name at the optimum): every
+ * tensor's type by types_at, without the profile. Throws UserError naming a tensor whose value
+ * is computed from the dims (Tensor::sym_value): its constant holds the optimum's value, and
+ * only a load of the model at that size computes it (an ONNX model; a JSON graph declares one
+ * size). */
+Graph graph_at_size(const Graph &g, const InputShapes &size);
+
 /** True when some input of \p g is ranged (a load with a profile). */
 bool has_profile(const Graph &g);
 

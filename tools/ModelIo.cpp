@@ -226,17 +226,28 @@ std::vector<InputShapes> tune_sizes(const Graph &g, const std::vector<std::strin
     return sizes;
 }
 
-std::vector<Graph> graphs_at_sizes(const std::string &path, bool optimize, const std::string &layout, const Graph &profiled,
-                                   const std::vector<InputShapes> &sizes) {
-    std::vector<Graph> graphs;
-    for (const InputShapes &size : sizes) {
+std::vector<std::optional<Graph>> graphs_at_sizes(const std::string &path, bool optimize, const std::string &layout, const Graph &profiled,
+                                                  const std::vector<InputShapes> &sizes, std::vector<std::string> *why_not) {
+    bool onnx = path.size() >= 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
+    std::vector<std::optional<Graph>> graphs;
+    why_not->assign(sizes.size(), "");
+    for (size_t i = 0; i < sizes.size(); i++) {
         InputShapes bound;
         for (TensorId t : profiled.inputs) {
             const std::string &name = profiled.tensor(t).name;
-            auto it = size.find(name);
-            bound[name] = it == size.end() ? profiled.type(t).shape : it->second;
+            auto it = sizes[i].find(name);
+            bound[name] = it == sizes[i].end() ? profiled.type(t).shape : it->second;
         }
-        graphs.push_back(load_model_optimized(path, optimize, layout, nullptr, bound));
+        if (onnx) {
+            graphs.emplace_back(load_model_optimized(path, optimize, layout, nullptr, bound));
+            continue;
+        }
+        try {
+            graphs.emplace_back(graph_at_size(profiled, bound));
+        } catch (const UserError &e) {
+            graphs.emplace_back(std::nullopt);
+            (*why_not)[i] = e.what();
+        }
     }
     return graphs;
 }

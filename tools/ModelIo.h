@@ -4,6 +4,7 @@
  * files and an executor. */
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -68,9 +69,11 @@ std::vector<InputShapes> tune_sizes(const Graph &g, const std::vector<std::strin
 /** Model \p path loaded as load_model_optimized does, bound statically at each of \p sizes (an
  * input a size does not name at profiled model \p profiled's optimum): the graphs whose clusters
  * `autotune --tune-shape` searches at those sizes, and whose trials the assembly offers the
- * generic kernels (EndToEndOptions::size_graphs). */
-std::vector<Graph> graphs_at_sizes(const std::string &path, bool optimize, const std::string &layout, const Graph &profiled,
-                                   const std::vector<InputShapes> &sizes);
+ * generic kernels (EndToEndOptions::size_graphs). An ONNX model is loaded at the size; a JSON
+ * graph (one declared size) is \p profiled at the size (graph_at_size), or nullopt where it
+ * holds a value of the dims, why in (*why_not)[i]. */
+std::vector<std::optional<Graph>> graphs_at_sizes(const std::string &path, bool optimize, const std::string &layout, const Graph &profiled,
+                                                  const std::vector<InputShapes> &sizes, std::vector<std::string> *why_not);
 
 /** Moved to tuner/lookup/DbSchedules.h (the embedding API uses it too). */
 using fusor::db_schedules;

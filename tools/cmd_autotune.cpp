@@ -289,19 +289,26 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 }
                 // --tune-shape: the clusters are searched at each listed size too, each size an equal
                 // share of the search; those trials are the generic kernels' candidates
-                std::vector<Graph> size_graphs = graphs_at_sizes(o->model, !o->no_optimize, o->layout, profiled, sizes);
-                if (ao.budget_s > 0) ao.budget_s /= (double)(1 + sizes.size());
-                AutotuneOptions first = ao;  // the end-to-end phase follows the last search
-                if (!size_graphs.empty()) first.end_to_end_share_s = 0;
+                std::vector<std::string> why_not;
+                std::vector<std::optional<Graph>> size_graphs = graphs_at_sizes(o->model, !o->no_optimize, o->layout, profiled, sizes, &why_not);
+                size_t last = size_graphs.size(), searched = 0;  // the last size searched: the end-to-end phase follows it
+                for (size_t i = 0; i < size_graphs.size(); i++) last = size_graphs[i] ? (searched++, i) : last;
+                if (ao.budget_s > 0) ao.budget_s /= (double)(1 + searched);
+                AutotuneOptions first = ao;
+                if (last < size_graphs.size()) first.end_to_end_share_s = 0;
                 auto results = autotune(g, db, first);
                 for (size_t i = 0; i < size_graphs.size() && !stopped(); i++) {
                     AutotuneOptions at = ao;  // a plan and --schedule name the optimum's regions and clusters
                     at.plan.reset();
                     at.plan_file.clear();
                     at.user_schedules.clear();
-                    at.end_to_end_share_s = i + 1 == size_graphs.size() ? ao.end_to_end_share_s : 0;
+                    at.end_to_end_share_s = i == last ? ao.end_to_end_share_s : 0;
+                    if (!size_graphs[i]) {
+                        ao.note(fmt::format("autotune at {}: not searched: {}", sizes_text(sizes[i]), why_not[i]));
+                        continue;
+                    }
                     ao.note(fmt::format("autotune at {}: the clusters of the model bound to that size", sizes_text(sizes[i])));
-                    size_t distinct = autotune(size_graphs[i], db, at).size();
+                    size_t distinct = autotune(*size_graphs[i], db, at).size();
                     ao.note(fmt::format("autotune at {}: {} distinct cluster(s), their trials stored", sizes_text(sizes[i]), distinct));
                 }
                 std::optional<EndToEndResult> e2e;

@@ -360,7 +360,8 @@ Verb add_db(CLI::App &app) {
                     TuningDb db = open_existing(o->db, TuningDb::Mode::ReadWrite);
                     EndToEndOptions eo;
                     eo.sizes = sizes;
-                    eo.size_graphs = graphs_at_sizes(o->json, true, *assemble_layout, g, sizes);
+                    std::vector<std::string> why_not;  // such a size offers no trials: none were searched there
+                    eo.size_graphs = graphs_at_sizes(o->json, true, *assemble_layout, g, sizes, &why_not);
                     eo.session.target = *assemble_target;
                     eo.session.threads = *assemble_threads;
                     eo.session.conv_algo = *assemble_conv_algo;

@@ -306,7 +306,8 @@ std::vector<Assembler::GenericSet> Assembler::generic_sets(const ModelRecord &m,
     }
     std::vector<GenericSet> sets = {{"tuned at the optimum", generic_entries(g_, db_, m, kept, o_.session.clustering)}};
     for (size_t i = 0; i < o_.size_graphs.size() && i < o_.sizes.size(); i++) {
-        sets.push_back({"tuned at " + sizes_text(o_.sizes[i]), generic_entries_at(g_, db_, m, o_.size_graphs[i], target_, o_.session.clustering)});
+        if (!o_.size_graphs[i]) continue;
+        sets.push_back({"tuned at " + sizes_text(o_.sizes[i]), generic_entries_at(g_, db_, m, *o_.size_graphs[i], target_, o_.session.clustering)});
     }
     sets.erase(std::remove_if(sets.begin(), sets.end(), [](const GenericSet &s) { return s.entries.empty(); }), sets.end());
     return sets;

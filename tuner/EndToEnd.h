@@ -43,9 +43,9 @@ struct EndToEndOptions {
     std::vector<InputShapes> sizes;
     /** The model bound statically at each of \p sizes (same order; `autotune --tune-shape`
      * searches its clusters there): the best trial of each of its clusters at that size is a
-     * candidate schedule of the generic kernel of the same nodes (generic_entries_at). Empty:
-     * only the optimum's kept schedules are. */
-    std::vector<Graph> size_graphs;
+     * candidate schedule of the generic kernel of the same nodes (generic_entries_at). Empty, or
+     * nullopt for a size: only the optimum's kept schedules are. */
+    std::vector<std::optional<Graph>> size_graphs;
     int min_rounds = 5, max_rounds = 40;
     double interval = 0.01;   ///< rounds stop once the ratio's 95% interval is within +-interval
     double no_slower = 1.01;  ///< a model is kept when tuned <= no_slower x default (medians)

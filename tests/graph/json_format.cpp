@@ -383,6 +383,12 @@ TEST_CASE("json_format: an input's profile is read, checked at its ends and writ
     Graph kept = optimized(R"(, "profile": "1x8x[16..256:16]@64")");
     CHECK(kept.nodes.size() == 2);
     CHECK(types_at(kept, {{"x", {1, 8, 16}}})[kept.outputs[0]].shape == std::vector<int64_t>{2, 4, 16});
+    // the static graph at one size of the profile (what autotune --tune-shape searches there)
+    Graph at16 = graph_at_size(kept, {{"x", {1, 8, 16}}});
+    CHECK(!has_profile(at16));
+    CHECK(at16.type(at16.inputs[0]).shape == std::vector<int64_t>{1, 8, 16});
+    CHECK(at16.type(at16.find_tensor("y")).shape == std::vector<int64_t>{8, 16});
+    CHECK(at16.type(at16.outputs[0]).shape == std::vector<int64_t>{2, 4, 16});
 }
 
 TEST_CASE("json_format: a value computed from the dims is read and written as expressions over the inputs' ranged dims, and a "
@@ -403,6 +409,8 @@ TEST_CASE("json_format: a value computed from the dims is read and written as ex
     CHECK(s.sym_value[1].text() == "2*(x.2/2)");
     // every size of the profile takes the value's own shape
     CHECK(types_at(g, {{"x", {3, 8, 10}}})[g.outputs[0]].shape == std::vector<int64_t>{3, 10, 8});
+    // a static graph at another size would keep the optimum's constant: refused, naming it
+    CHECK_THROWS_WITH(graph_at_size(g, {{"x", {3, 8, 10}}}), Catch::Contains("'s' is a value of the input dims"));
     Graph back = check_round_trip(g);
     const Tensor &s2 = back.tensor(back.find_tensor("s"));
     REQUIRE(s2.sym_value.size() == 3);

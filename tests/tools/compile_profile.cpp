@@ -224,6 +224,20 @@ TEST_CASE("autotune --tune-shape: a size off the profile, a malformed or unknown
     }
 }
 
+TEST_CASE("autotune --tune-shape of a JSON graph with a profile searches its clusters at the listed size too", "[tools][profile]") {
+    TempDir d;
+    std::string ranged = zoo(d);
+    Result r = shell(std::string("'") + FUSOR_BINARY + "' autotune '" + ranged + "' --db '" + d.file("t.db") +
+                         "' --trials 2 --jobs 1 --threads 1 --autoschedulers none --confirm-rounds 0 --no-plan-search -v "
+                         "--tune-shape x=2x4x7x9",
+                     d);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, Contains("autotune at x=2x4x7x9: the clusters of the model bound to that size"));
+    CHECK_THAT(r.out, Contains("autotune at x=2x4x7x9: ") && Contains("distinct cluster(s), their trials stored"));
+    CHECK_THAT(r.out, Contains("record"));
+}
+
 TEST_CASE("compile: a profile whose Reshapes take shapes computed from x.shape runs every size from one library as the JIT does",
           "[tools][compile][profile]") {
     TempDir d;
