@@ -247,6 +247,11 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 ao.budget_s = budget_s - e2e_share;
                 ao.end_to_end_share_s = e2e_share;
                 if (trials_opt->count() || budget_s == 0) limit += (limit.empty() ? "" : ", ") + fmt::format("at most {} trials", o->trials);
+                if (!sizes.empty()) {
+                    limit += fmt::format("{}searched at the optimum and at {} --tune-shape size(s) (a budget split evenly, a trial "
+                                         "count each)",
+                                         limit.empty() ? "" : "; ", sizes.size());
+                }
                 std::string first_line = fmt::format("autotune {}: {}; trials stored in {}", o->model, limit, db_name);
                 ao.threads = o->threads;
                 ao.jobs = o->jobs;
