@@ -296,22 +296,24 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                 // share of the search; those trials are the generic kernels' candidates
                 std::vector<std::string> why_not;
                 std::vector<std::optional<Graph>> size_graphs = graphs_at_sizes(o->model, !o->no_optimize, o->layout, profiled, sizes, &why_not);
-                size_t last = size_graphs.size(), searched = 0;  // the last size searched: the end-to-end phase follows it
-                for (size_t i = 0; i < size_graphs.size(); i++) last = size_graphs[i] ? (searched++, i) : last;
-                if (ao.budget_s > 0) ao.budget_s /= (double)(1 + searched);
+                std::vector<size_t> searched;  // the sizes searched; the end-to-end phase follows the last search
+                for (size_t i = 0; i < size_graphs.size(); i++) {
+                    if (size_graphs[i]) searched.push_back(i);
+                }
+                if (ao.budget_s > 0) ao.budget_s /= (double)(1 + searched.size());
                 AutotuneOptions first = ao;
-                if (last < size_graphs.size()) first.end_to_end_share_s = 0;
+                if (!searched.empty()) first.end_to_end_share_s = 0;
                 auto results = autotune(g, db, first);
                 for (size_t i = 0; i < size_graphs.size() && !stopped(); i++) {
-                    AutotuneOptions at = ao;  // a plan and --schedule name the optimum's regions and clusters
-                    at.plan.reset();
-                    at.plan_file.clear();
-                    at.user_schedules.clear();
-                    at.end_to_end_share_s = i == last ? ao.end_to_end_share_s : 0;
                     if (!size_graphs[i]) {
                         ao.note(fmt::format("autotune at {}: not searched: {}", sizes_text(sizes[i]), why_not[i]));
                         continue;
                     }
+                    AutotuneOptions at = ao;  // a plan and --schedule name the optimum's regions and clusters
+                    at.plan.reset();
+                    at.plan_file.clear();
+                    at.user_schedules.clear();
+                    at.end_to_end_share_s = i == searched.back() ? ao.end_to_end_share_s : 0;
                     ao.note(fmt::format("autotune at {}: the clusters of the model bound to that size", sizes_text(sizes[i])));
                     size_t distinct = autotune(*size_graphs[i], db, at).size();
                     ao.note(fmt::format("autotune at {}: {} distinct cluster(s), their trials stored", sizes_text(sizes[i]), distinct));
@@ -324,7 +326,7 @@ Verb add_autotune(CLI::App &app, const CliHooks &hooks) {
                     eo.session.threads = o->threads;
                     eo.session.conv_algo = *conv_algo;  // the default model as the tuned one's loads run it
                     eo.sizes = sizes;
-                    eo.size_graphs = size_graphs;
+                    eo.size_graphs = std::move(size_graphs);  // a model's weights each: moved, not copied
                     // what is left of the whole budget (the search may have run over its share), at least 5 s
                     eo.budget_s = budget_s > 0 ? std::max(5.0, budget_s - seconds_since(started)) : 0;
                     eo.stop = ao.stop;

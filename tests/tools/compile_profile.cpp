@@ -224,7 +224,8 @@ TEST_CASE("autotune --tune-shape: a size off the profile, a malformed or unknown
     }
 }
 
-TEST_CASE("autotune --tune-shape of a JSON graph with a profile searches its clusters at the listed size too", "[tools][profile]") {
+TEST_CASE("autotune --tune-shape of a JSON graph with a profile searches its clusters at the listed size, or says why not",
+          "[tools][profile]") {
     TempDir d;
     std::string ranged = zoo(d);
     Result r = shell(std::string("'") + FUSOR_BINARY + "' autotune '" + ranged + "' --db '" + d.file("t.db") +
@@ -236,6 +237,18 @@ TEST_CASE("autotune --tune-shape of a JSON graph with a profile searches its clu
     CHECK_THAT(r.out, Contains("autotune at x=2x4x7x9: the clusters of the model bound to that size"));
     CHECK_THAT(r.out, Contains("autotune at x=2x4x7x9: ") && Contains("distinct cluster(s), their trials stored"));
     CHECK_THAT(r.out, Contains("record"));
+    // a graph holding values of the dims (Reshapes sized from x.shape) binds only its optimum: the
+    // size is timed, not searched, and the log says why
+    std::string view = d.file("view.json");
+    std::ofstream(view) << fusor::test::transposed_view_json("[1..3]x4x[2..20]x[2..20]@1x8x8");
+    Result v = shell(std::string("'") + FUSOR_BINARY + "' autotune '" + view + "' --db '" + d.file("v.db") +
+                         "' --trials 2 --jobs 1 --threads 1 --autoschedulers none --confirm-rounds 0 --no-plan-search -v "
+                         "--tune-shape x=2x4x5x13",
+                     d);
+    INFO(v.out);
+    REQUIRE(v.status == 0);
+    CHECK_THAT(v.out, Contains("autotune at x=2x4x5x13: not searched: the tensor '") && Contains("is a value of the input dims"));
+    CHECK_THAT(v.out, !Contains("autotune at x=2x4x5x13: the clusters"));
 }
 
 TEST_CASE("compile: a profile whose Reshapes take shapes computed from x.shape runs every size from one library as the JIT does",
