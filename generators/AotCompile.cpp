@@ -626,7 +626,7 @@ AotObjects compile_model(const Graph &model, const AotOptions &options, bool nes
         << "const int kOutputs[] = {" << list(out_index) << "};\n"
         << (copies.empty() ? "" : "const int kCopies[] = {" + copy_list + "};\n")
         << "const char kBuildInfo[] = " << c_string(info_text) << ";\n\n"
-        << (profile.active() ? profile_glue(g, profile, order, size_plan, kernel_calls_at.str()) + "\n" : std::string())
+        << (profile.active() ? profile_glue(g, profile, order, out_index, size_plan, kernel_calls_at.str()) + "\n" : std::string())
         << "int run_kernels(const void *uc, halide_buffer_t *const *b, int *failed) {\n    int r;\n" << kernel_calls.str()
         << "    return 0;\n}\n\n"
         << "Model &model() {\n    static Model m{" << c_string(name) << ", kTensors, " << order.size() << ", kKernels, "

@@ -13,7 +13,7 @@ namespace {
 
 /** Why a library of \p g runs its optimum only, or "": a tensor whose shape has no symbolic form,
  * a dim the probes saw fixed that the symbolic shapes vary (or the reverse), an output computed
- * from the dims, a cluster without a generic kernel. */
+ * from the dims that is not followed (Tensor::unfollowed), a cluster without a generic kernel. */
 std::string refusal_of(const Graph &g, const AotProfile &p) {
     for (size_t t = 0; t < g.tensors.size(); t++) {
         const std::vector<int64_t> &v = p.varying[t];
@@ -24,7 +24,7 @@ std::string refusal_of(const Graph &g, const AotProfile &p) {
                    (v[a] > 0 ? ", which the profile's probes saw vary" : ", which the profile's probes saw fixed");
         }
     }
-    std::string outputs = dims_output_refusal(g, false);
+    std::string outputs = dims_output_refusal(g, true);
     if (!outputs.empty()) return outputs;
     for (const Cluster &c : g.clusters) {
         if (!cluster_varies(g, c, p.varying)) continue;
@@ -82,8 +82,23 @@ std::string dim_param_args(const Graph &g, const Cluster &c, const std::vector<D
     return out;
 }
 
-std::string profile_glue(const Graph &g, const AotProfile &p, const std::vector<TensorId> &order, const MemoryPlan &plan,
-                         const std::string &run_kernels_at) {
+/** The glue's dims_values: each output that is a value of the dims (Tensor::sym_value), written at
+ * the size. */
+std::string dims_values_fn(const Graph &g, const std::vector<int> &out_entry) {
+    std::ostringstream o;
+    o << "void dims_values(const int64_t *v, halide_buffer_t *const *b) {\n    (void)v;\n    (void)b;\n";
+    for (size_t k = 0; k < g.outputs.size(); k++) {
+        const Tensor &out = g.tensor(g.outputs[k]);
+        if (!out.is_initializer) continue;
+        for (size_t i = 0; i < out.sym_value.size(); i++) {
+            o << "    put_int(b[" << out_entry[k] << "], " << i << ", " << out.sym_value[i].c_code("v") << ");\n";
+        }
+    }
+    return o.str() + "}\n\n";
+}
+
+std::string profile_glue(const Graph &g, const AotProfile &p, const std::vector<TensorId> &order, const std::vector<int> &out_entry,
+                         const MemoryPlan &plan, const std::string &run_kernels_at) {
     std::ostringstream o;
     o << "const DimDesc kDims[] = {\n";
     for (const SymbolicShapes::Dim &d : p.sym.dims) {
@@ -136,8 +151,9 @@ std::string profile_glue(const Graph &g, const AotProfile &p, const std::vector<
     for (auto [first, last] : steps) o << first << ", " << last << ", ";
     o << "0};\n\nint run_kernels_at(const void *uc, halide_buffer_t *const *b, const int64_t *v, int *failed) {\n    int r;\n"
       << run_kernels_at << "    return 0;\n}\n\n"
-      << "const Profile kProfile = {" << p.sym.dims.size() << ", kDims, kInputDims, shapes_at, violated, kConditions, " << steps.size()
-      << ", kBlockOf, kBlockSteps, run_kernels_at, " << (p.refusal.empty() ? std::string("nullptr") : quoted(p.refusal)) << "};\n";
+      << dims_values_fn(g, out_entry) << "const Profile kProfile = {" << p.sym.dims.size() << ", kDims, kInputDims, shapes_at, violated, kConditions, " << steps.size()
+      << ", kBlockOf, kBlockSteps, run_kernels_at, " << (p.refusal.empty() ? std::string("nullptr") : quoted(p.refusal))
+      << ", dims_values};\n";
     return o.str();
 }
 

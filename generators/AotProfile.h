@@ -39,10 +39,11 @@ AotProfile aot_profile(const Graph &g, const Halide::Target &target);
 std::string dim_param_args(const Graph &g, const Cluster &c, const std::vector<DimParam> &dims, const AotProfile &p);
 
 /** The glue's `const Profile kProfile` and what it points to, for the tensor entries \p order
- * (inputs first) laid out by \p plan (plan_memory with the in-place rule of the kernels that run
- * at other sizes), with \p run_kernels_at the body of the sized kernel sequence. */
-std::string profile_glue(const Graph &g, const AotProfile &p, const std::vector<TensorId> &order, const MemoryPlan &plan,
-                         const std::string &run_kernels_at);
+ * (inputs first; output k is entry \p out_entry[k]) laid out by \p plan (plan_memory with the
+ * in-place rule of the kernels that run at other sizes), with \p run_kernels_at the body of the
+ * sized kernel sequence. */
+std::string profile_glue(const Graph &g, const AotProfile &p, const std::vector<TensorId> &order, const std::vector<int> &out_entry,
+                         const MemoryPlan &plan, const std::string &run_kernels_at);
 
 /** Header lines for input \p t: " H in [64..1280:32] (optimum 640), ..." or "". */
 std::string profile_header_note(const AotProfile &p, TensorId t);

@@ -106,7 +106,26 @@ struct Profile {
     const int *block_steps;  // per block: first and last live step
     RunKernelsAt run_kernels_at;
     const char *refusal;     // non-null: only the optimum runs, and this says why
+    /* Writes the outputs whose values are computed from the dims (a Shape output) at v, after the
+     * copies have written the optimum's. */
+    void (*dims_values)(const int64_t *v, halide_buffer_t *const *bound);
 };
+
+/* Element k (row-major over the ONNX-order extents) of integer buffer b, any strides, set to value. */
+inline void put_int(halide_buffer_t *b, int64_t k, int64_t value) {
+    uint8_t *at = b->host;
+    for (int d = 0; d < b->dimensions; d++) {  // Halide's dim 0 is the innermost ONNX axis
+        int64_t extent = b->dim[d].extent;
+        at += (k % extent) * b->dim[d].stride * (b->type.bits / 8);
+        k /= extent;
+    }
+    if (b->type.bits == 64) {
+        std::memcpy(at, &value, 8);
+    } else {
+        int32_t narrow = (int32_t)value;
+        std::memcpy(at, &narrow, 4);
+    }
+}
 
 /* Copies src into dst: the same type and extents, any strides on either side (a graph output that
  * is a graph input or a weight, or that repeats an earlier output). */
@@ -783,6 +802,7 @@ struct Model {
             copy_strided(src, dst);
             dst->flags = (dst->flags | halide_buffer_flag_host_dirty) & ~(uint64_t)halide_buffer_flag_device_dirty;
         }
+        if (!size_v.empty()) profile->dims_values(size_v.data(), bound.data());
         if (nested) {
             if (!error.empty()) error.clear();
             return 0;

@@ -53,8 +53,9 @@ inline std::string profile_zoo_json(const Shape &x, const std::string &profile =
 
 /** x [N, 4, H, W] with \p profile: y = x.relu().reshape(N, 4, W, H) and z = x.view(N, -1).softmax(-1),
  * their shapes computed from x.shape (Shape, Gather, Concat) as torch.onnx.export writes them. At
- * a square optimum H and W are equal values, which must stay apart. Outputs y, z. */
-inline std::string transposed_view_json(const std::string &profile) {
+ * a square optimum H and W are equal values, which must stay apart. Outputs y, z; with
+ * \p dims_outputs also the values of the dims s = x.shape and swapped = (N, 4, W, H), int64. */
+inline std::string transposed_view_json(const std::string &profile, bool dims_outputs = false) {
     Builder b;
     b.input("x", {1, 4, 8, 8}, profile)
         .init("i0", {1}, {0}, "i64")
@@ -75,6 +76,7 @@ inline std::string transposed_view_json(const std::string &profile) {
         .node("Softmax", {"f"}, {"z"})
         .output("y")
         .output("z");
+    if (dims_outputs) b.output("s").output("swapped");
     return b.json();
 }
 

@@ -1,5 +1,5 @@
-// An app for one `fusor compile` library of a profile (a model with one f32 input and f32
-// outputs), built by tests/tools/compile.cpp with -DFUSOR_MODEL=<name> -include <name>.h. Usage:
+// An app for one `fusor compile` library of a profile (a model with one f32 input; f32 outputs,
+// and int64 ones such as a Shape output), built by tests/tools/compile.cpp with -DFUSOR_MODEL=<name> -include <name>.h. Usage:
 //   aot_profile_driver SHAPE IN.bin OUT_PREFIX [SHAPE IN.bin OUT_PREFIX]...
 //       at each input shape (e.g. 1x4x7x9): asks NAME_shapes_at for the output shapes and the
 //       arena's bytes, runs NAME_run_raw_at twice and NAME_run once on halide_buffer_t's of
@@ -44,11 +44,11 @@ std::vector<char> slurp(const char *path) {
     return data;
 }
 
-/** A dense f32 halide_buffer_t over host at ONNX-order shape. */
+/** A dense halide_buffer_t over host at ONNX-order shape: f32, or int64 where \p bytes is 8. */
 struct Dense {
     halide_buffer_t b;
     std::vector<halide_dimension_t> dims;
-    Dense(void *host, const std::vector<long long> &shape) : dims(shape.size()) {
+    Dense(void *host, const std::vector<long long> &shape, int bytes = 4) : dims(shape.size()) {
         std::memset(&b, 0, sizeof b);
         int32_t stride = 1;
         for (size_t d = 0; d < shape.size(); d++) {
@@ -56,8 +56,8 @@ struct Dense {
             stride *= (int32_t)shape[shape.size() - 1 - d];
         }
         b.host = (uint8_t *)host;
-        b.type.code = halide_type_float;
-        b.type.bits = 32;
+        b.type.code = bytes == 8 ? halide_type_int : halide_type_float;
+        b.type.bits = (uint8_t)(8 * bytes);
         b.type.lanes = 1;
         b.dimensions = (int)shape.size();
         b.dim = dims.data();
@@ -83,7 +83,8 @@ int run_size(const std::vector<long long> &shape, std::vector<char> &input, cons
         std::printf("shapes_at: code %d: %s\n", r, MODEL_FN(_last_error)());
         return 5;
     }
-    std::vector<std::vector<float>> raw((size_t)n_out), via_run((size_t)n_out);
+    std::vector<std::vector<char>> raw((size_t)n_out), via_run((size_t)n_out);
+    std::vector<int> width((size_t)n_out);
     std::vector<void *> raw_ptrs;
     std::vector<Dense> out_bufs;
     std::printf("size");
@@ -95,12 +96,14 @@ int run_size(const std::vector<long long> &shape, std::vector<char> &input, cons
         out_shapes[(size_t)k].resize((size_t)rank);
         for (long long d : out_shapes[(size_t)k]) std::printf(" %lld", d);
         std::printf(";");
-        raw[(size_t)k].assign((size_t)elements(out_shapes[(size_t)k]), 0.f);
-        via_run[(size_t)k].assign(raw[(size_t)k].size(), 0.f);
+        long long at_optimum = elements(std::vector<long long>(shape_k, shape_k + rank));  // what _output_bytes counts
+        width[(size_t)k] = at_optimum ? (int)(MODEL_FN(_output_bytes)(k) / at_optimum) : 4;
+        raw[(size_t)k].assign((size_t)(elements(out_shapes[(size_t)k]) * width[(size_t)k]), 0);
+        via_run[(size_t)k].assign(raw[(size_t)k].size(), 1);  // unlike raw's: run must write every byte
         raw_ptrs.push_back(raw[(size_t)k].data());
     }
     std::printf("\n");
-    for (int k = 0; k < n_out; k++) out_bufs.emplace_back(via_run[(size_t)k].data(), out_shapes[(size_t)k]);
+    for (int k = 0; k < n_out; k++) out_bufs.emplace_back(via_run[(size_t)k].data(), out_shapes[(size_t)k], width[(size_t)k]);
     const void *ins[] = {input.data()};
     for (int rep = 0; rep < 2; rep++) {
         if ((r = MODEL_FN(_run_raw_at)(in_shapes, ins, raw_ptrs.data())) != 0) {
@@ -121,7 +124,7 @@ int run_size(const std::vector<long long> &shape, std::vector<char> &input, cons
         std::string path = prefix + std::to_string(k) + ".bin";
         FILE *f = std::fopen(path.c_str(), "wb");
         if (!f) return 6;
-        std::fwrite(raw[(size_t)k].data(), sizeof(float), raw[(size_t)k].size(), f);
+        std::fwrite(raw[(size_t)k].data(), 1, raw[(size_t)k].size(), f);
         std::fclose(f);
     }
     return 0;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -63,8 +64,8 @@ std::string build_app(const TempDir &d, const std::string &lib, const std::strin
 }
 
 /** Runs \p app at each of \p sizes (random inputs) and `fusor run MODEL <run_flags>` on the same
- * inputs, and checks the outputs \p names (the zoo's four by default) agree; the driver's output
- * (its build info). */
+ * inputs, and checks the outputs \p names (the zoo's four by default) agree (f32 within 1e-5,
+ * others exactly); the driver's output (its build info). */
 std::string check_against_jit(const TempDir &d, const std::string &model, const std::string &app, const std::vector<Shape> &sizes,
                               const std::string &run_flags = "", const std::vector<std::string> &names = {"wide", "proj", "gram", "ct"}) {
     std::string args;
@@ -95,6 +96,10 @@ std::string check_against_jit(const TempDir &d, const std::string &model, const 
             std::ifstream f(d.file("aot" + std::to_string(i) + "_" + std::to_string(k) + ".bin"), std::ios::binary);
             std::vector<char> got((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
             REQUIRE(got.size() == want.data.size());
+            if (want.type.dtype != DType::F32) {  // a value of the dims: exact
+                CHECK(std::memcmp(got.data(), want.data.data(), got.size()) == 0);
+                continue;
+            }
             const float *a = (const float *)got.data(), *b = (const float *)want.data.data();
             size_t bad = 0;
             for (size_t e = 0; e < got.size() / 4; e++) bad += !(std::abs(a[e] - b[e]) <= 1e-5f * (1 + std::abs(b[e])));
@@ -264,4 +269,36 @@ TEST_CASE("compile: a profile whose Reshapes take shapes computed from x.shape r
     CHECK_THAT(h, Contains("y f32[x.0,4,x.3,x.2]") && Contains("z f32[x.0,4*x.2*x.3]"));
     std::string app = build_app(d, d.file("lib"), "v");
     check_against_jit(d, model, app, {{1, 4, 8, 8}, {2, 4, 5, 13}, {3, 4, 20, 2}, {1, 4, 2, 2}, {1, 4, 7, 8}}, "", {"y", "z"});
+}
+
+TEST_CASE("compile: a profile whose outputs are values of the dims (Shape) writes them at each size, as the JIT does",
+          "[tools][compile][profile]") {
+    TempDir d;
+    std::string model = d.file("dims.json");
+    std::ofstream(model) << fusor::test::transposed_view_json("[1..3]x4x[2..20]x[2..20]@1x8x8", true);
+    Result c = shell(std::string("'") + FUSOR_BINARY + "' compile '" + model + "' -o '" + d.file("lib") + "' --name s", d);
+    INFO(c.out);
+    REQUIRE(c.status == 0);
+    std::string app = build_app(d, d.file("lib"), "s");
+    std::string info = check_against_jit(d, model, app, {{1, 4, 8, 8}, {2, 4, 5, 13}, {3, 4, 20, 2}}, "", {"y", "z", "s", "swapped"});
+    CHECK_THAT(info, Contains("\"sizes\": \"every size of the profile\""));
+    // the JIT's value, checked against the size itself: a wrong glue and a wrong JIT cannot agree
+    std::ifstream written(d.file("aot1_3.bin"), std::ios::binary);
+    std::vector<int64_t> swapped(4);
+    written.read((char *)swapped.data(), 32);
+    CHECK(swapped == std::vector<int64_t>{2, 4, 13, 5});
+
+    // a value passed through a float is not followed: the library runs its optimum only, naming it
+    fusor::test::Builder f;
+    f.input("x", {1, 4, 8, 8}, "[1..3]x4x[2..20]x[2..20]@1x8x8")
+        .node("Shape", {"x"}, {"dims"})
+        .node("Cast", {"dims"}, {"dimsf"}, R"("to":1)")
+        .output("dimsf");
+    std::ofstream(d.file("dimsf.json")) << f.json();
+    Result cf = shell(std::string("'") + FUSOR_BINARY + "' compile '" + d.file("dimsf.json") + "' -o '" + d.file("libf") + "' --name f", d);
+    INFO(cf.out);
+    REQUIRE(cf.status == 0);
+    std::ifstream header(d.file("libf/f.h"));
+    std::string h((std::istreambuf_iterator<char>(header)), std::istreambuf_iterator<char>());
+    CHECK_THAT(h, Contains("runs the optimum only: output 'dimsf' is a value computed from the input dims"));
 }
