@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <set>
 
@@ -30,6 +31,11 @@ namespace fusor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/** Rounds per generic kernel timed alone, and the share by which a tuned schedule must beat the
+ * default there to be a candidate (a kernel's median moves a few percent between rounds). */
+constexpr int kKernelRounds = 7;
+constexpr double kKernelMargin = 0.03;
 
 double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -222,9 +228,18 @@ private:
     /** The non-empty candidate sets for record \p m (units \p keep): generic_entries of the kept
      * schedules, then generic_entries_at each of o.size_graphs. */
     std::vector<GenericSet> generic_sets(const ModelRecord &m, const std::vector<size_t> &keep) const;
+    /** Per generic signature, the milliseconds of its kernels summed over o.sizes, each kernel run
+     * alone (Executor::run_kernel), interleaved across the loads of record \p m under the default
+     * schedules (first) and under each of \p sets; a set's map holds its own signatures only.
+     * Empty when the loads' steps differ. */
+    std::vector<std::map<std::string, double>> kernel_ms(const ModelRecord &m, const std::vector<GenericSet> &sets);
+    /** The set that takes, per generic signature, the entry of the set of \p sets whose kernels ran
+     * it fastest (fastest_per_kernel); no entries when none beat the default, or when that is one
+     * of \p sets whole. */
+    GenericSet per_kernel_set(const ModelRecord &m, const std::vector<GenericSet> &sets);
     /** With sizes to tune at: adds to \p m (units \p keep) the entries of the candidate set
-     * (generic_sets) that runs those sizes fastest, or the half of it halve keeps, when that is
-     * faster than \p m. What was decided. */
+     * (per_kernel_set, then generic_sets) that runs those sizes fastest, or the half of it halve
+     * keeps, when that is faster than \p m. What was decided. */
     std::string add_generic_entries(ModelRecord &m, const std::vector<size_t> &keep);
     /** ModelRecord::shapes: the optimum's input shapes, then the sizes timed for generic kernels. */
     std::string shapes_timed() const {
@@ -313,9 +328,72 @@ std::vector<Assembler::GenericSet> Assembler::generic_sets(const ModelRecord &m,
     return sets;
 }
 
+std::vector<std::map<std::string, double>> Assembler::kernel_ms(const ModelRecord &m, const std::vector<GenericSet> &sets) {
+    std::vector<std::unique_ptr<Session>> loads;
+    for (size_t i = 0; i <= sets.size(); i++) {
+        ModelRecord r = m;
+        if (i) r.clusters.insert(r.clusters.end(), sets[i - 1].entries.begin(), sets[i - 1].entries.end());
+        SessionOptions so = o_.session;
+        use_model_record(so, db_, r);
+        loads.push_back(std::make_unique<Session>(g_, so));
+        if (loads[i]->executor().num_kernels() != loads[0]->executor().num_kernels()) return {};
+    }
+    const Executor &first = loads[0]->executor();
+    VaryingDims varying = varying_dims(first.graph());
+    std::vector<std::map<std::string, double>> ms(loads.size());
+    for (const InputShapes &size : o_.sizes) {
+        for (std::unique_ptr<Session> &l : loads) {
+            l->set_input_shapes(size);
+            set_random_inputs(l->executor(), 1);
+            l->executor().run();  // every kernel's inputs
+        }
+        for (size_t k = 0; k < first.num_kernels() && !stopped(); k++) {
+            if (first.is_control_step(k) || !first.generic_kernel(k)) continue;
+            std::vector<std::function<void()>> runs;
+            for (std::unique_ptr<Session> &l : loads) runs.push_back([&l, k] { l->executor().run_kernel(k); });
+            std::vector<Timing> t = time_interleaved(runs, 1, kKernelRounds);
+            std::string sig = generic_cluster_signature(first.graph(), first.cluster(k), varying);
+            for (size_t i = 0; i < loads.size(); i++) ms[i][sig] += t[i].median_ms;
+        }
+    }
+    for (size_t i = 1; i < ms.size(); i++) {
+        std::set<std::string> own;
+        for (const PlanCluster &e : sets[i - 1].entries) own.insert(e.signature);
+        for (auto it = ms[i].begin(); it != ms[i].end();) it = own.count(it->first) ? std::next(it) : ms[i].erase(it);
+    }
+    return ms;
+}
+
+Assembler::GenericSet Assembler::per_kernel_set(const ModelRecord &m, const std::vector<GenericSet> &sets) {
+    GenericSet mixed{"chosen kernel by kernel", {}};
+    std::vector<std::map<std::string, double>> ms = kernel_ms(m, sets);
+    if (ms.empty() || stopped()) return mixed;
+    std::set<std::string> offered;
+    for (size_t i = 1; i < ms.size(); i++) {
+        for (const auto &kv : ms[i]) offered.insert(kv.first);
+    }
+    std::set<size_t> from;
+    for (const auto &[sig, c] : fastest_per_kernel(ms, kKernelMargin)) {
+        if (!c) continue;
+        from.insert(c);
+        for (const PlanCluster &e : sets[c - 1].entries) {
+            if (e.signature == sig) mixed.entries.push_back(e);
+        }
+    }
+    log(fmt::format("end to end: generic kernels timed one by one at the --tune-shape sizes: {} of {} with a tuned schedule ran "
+                    "faster under one, from {} set(s)",
+                    mixed.entries.size(), offered.size(), from.size()));
+    if (from.size() == 1 && mixed.entries.size() == sets[*from.begin() - 1].entries.size()) mixed.entries.clear();  // that set whole
+    return mixed;
+}
+
 std::string Assembler::add_generic_entries(ModelRecord &m, const std::vector<size_t> &keep) {
     std::vector<GenericSet> sets = generic_sets(m, keep);
     if (sets.empty()) return "generic kernels: the default schedule (no tuned schedule runs one)";
+    if (!over_budget()) {
+        GenericSet mixed = per_kernel_set(m, sets);
+        if (!mixed.entries.empty()) sets.insert(sets.begin(), std::move(mixed));
+    }
     SessionOptions so = o_.session;
     use_model_record(so, db_, m);
     Session base(g_, so);
@@ -435,6 +513,20 @@ std::vector<size_t> halve_toward_faster(std::vector<size_t> keep, ModelTiming &k
         if (step) step(keep, kept);
     }
     return keep;
+}
+
+std::map<std::string, size_t> fastest_per_kernel(const std::vector<std::map<std::string, double>> &ms, double margin) {
+    std::map<std::string, size_t> pick;
+    for (const auto &[sig, base] : ms.at(0)) {
+        size_t best = 0;
+        double best_ms = base * (1 - margin);
+        for (size_t c = 1; c < ms.size(); c++) {
+            auto it = ms[c].find(sig);
+            if (it != ms[c].end() && it->second < best_ms) best = c, best_ms = it->second;
+        }
+        pick[sig] = best;
+    }
+    return pick;
 }
 
 ModelTiming time_against(const std::function<void()> &base, const std::function<void()> &tuned, const EndToEndOptions &o,

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,12 @@ std::vector<size_t> halve_toward_faster(std::vector<size_t> keep, ModelTiming &k
                                         const std::function<ModelTiming(const std::vector<size_t> &)> &time,
                                         const std::function<bool(const ModelTiming &)> &slow, const std::function<bool()> &go,
                                         const std::function<void(const std::vector<size_t> &, const ModelTiming &)> &step = {});
+
+/** Per key of \p ms[0] (the default schedule's milliseconds per generic signature, its kernels
+ * summed over the sizes timed): the candidate c >= 1 whose \p ms[c] holds the key with the least
+ * time, when that is under (1 - \p margin) times the default's; else 0 (the default). A candidate
+ * that lacks the key has no schedule for it. */
+std::map<std::string, size_t> fastest_per_kernel(const std::vector<std::map<std::string, double>> &ms, double margin);
 
 /** Times \p tuned against \p base, each called once per run, by bench's rule (time_blocks,
  * runtime/Benchmark.h). Stops after o.min_rounds once the 95% interval of the per-round ratio tuned/base is within

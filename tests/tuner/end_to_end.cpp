@@ -375,6 +375,22 @@ TEST_CASE("end to end: halve_toward_faster keeps the faster half until the timin
     CHECK(halve_toward_faster(all, kept, time, slow, [] { return false; }) == all);
 }
 
+TEST_CASE("end to end: fastest_per_kernel takes per signature the candidate that ran it fastest, past the margin, or the default",
+          "[tuner][e2e][profile]") {
+    // candidate 0: the default schedules; 1 and 2: sets that schedule some signatures
+    std::vector<std::map<std::string, double>> ms = {
+        {{"a", 10}, {"b", 10}, {"c", 10}, {"d", 10}, {"e", 10}},
+        {{"a", 8}, {"b", 9.9}, {"c", 12}, {"e", 9}},
+        {{"a", 9}, {"c", 7}, {"e", 8.5}},
+    };
+    std::map<std::string, size_t> pick = fastest_per_kernel(ms, 0.03);
+    CHECK(pick == std::map<std::string, size_t>{{"a", 1}, {"b", 0}, {"c", 2}, {"d", 0}, {"e", 2}});
+    // "b" saves 1%: a candidate only without a margin; "d" no set schedules
+    CHECK(fastest_per_kernel(ms, 0).at("b") == 1);
+    CHECK(fastest_per_kernel(ms, 0).at("d") == 0);
+    CHECK(fastest_per_kernel({ms[0]}, 0.03) == std::map<std::string, size_t>{{"a", 0}, {"b", 0}, {"c", 0}, {"d", 0}, {"e", 0}});
+}
+
 TEST_CASE("end to end: trials tuned at a listed size are candidates for the generic kernels of the same nodes, timed there "
           "with no schedule kept at the optimum",
           "[tuner][e2e][profile]") {
@@ -414,6 +430,7 @@ TEST_CASE("end to end: trials tuned at a listed size are candidates for the gene
     EndToEndResult r = assemble_model(ranged, db, o);
     INFO(all);
     CHECK_THAT(all, Catch::Contains("generic kernels: 1 under their schedules tuned at x=1x8x48 ran the --tune-shape sizes"));
+    CHECK_THAT(all, Catch::Contains("generic kernels timed one by one at the --tune-shape sizes: "));
     CHECK_THAT(r.generic, Catch::StartsWith("generic kernels: "));
     bool listed = false;
     for (const PlanCluster &c : r.record.clusters) listed |= want.count(c.signature) > 0 && c.trial == trials[0];
