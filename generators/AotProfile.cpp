@@ -151,7 +151,8 @@ std::string profile_glue(const Graph &g, const AotProfile &p, const std::vector<
     for (auto [first, last] : steps) o << first << ", " << last << ", ";
     o << "0};\n\nint run_kernels_at(const void *uc, halide_buffer_t *const *b, const int64_t *v, int *failed) {\n    int r;\n"
       << run_kernels_at << "    return 0;\n}\n\n"
-      << dims_values_fn(g, out_entry) << "const Profile kProfile = {" << p.sym.dims.size() << ", kDims, kInputDims, shapes_at, violated, kConditions, " << steps.size()
+      << dims_values_fn(g, out_entry)
+      << "const Profile kProfile = {" << p.sym.dims.size() << ", kDims, kInputDims, shapes_at, violated, kConditions, " << steps.size()
       << ", kBlockOf, kBlockSteps, run_kernels_at, " << (p.refusal.empty() ? std::string("nullptr") : quoted(p.refusal))
       << ", dims_values};\n";
     return o.str();
