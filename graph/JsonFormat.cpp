@@ -615,9 +615,13 @@ std::string model_name(const std::string &path) {
     return std::filesystem::path(path).stem().string();
 }
 
+bool is_onnx_path(const std::string &path) {
+    return path.size() >= 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
+}
+
 Graph load_model(const std::string &path, const ConstantEvaluator *eval, const InputShapes &shapes, InitializerData data,
                  const InputRanges &ranges) {
-    if (path.size() >= 5 && path.substr(path.size() - 5) == ".onnx") {
+    if (is_onnx_path(path)) {
         OnnxImportOptions o;
         o.shapes = shapes;
         o.ranges = ranges;

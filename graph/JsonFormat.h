@@ -38,7 +38,10 @@ std::string to_json(const Graph &g);
  * call it, never the exporter's graph name). */
 std::string model_name(const std::string &path);
 
-/** Loads a model by extension: `.onnx` through the ONNX importer (OnnxImport.h); `.json`, or a
+/** True when \p path names an ONNX model (load_model imports it as one): it ends in `.onnx`. */
+bool is_onnx_path(const std::string &path);
+
+/** Loads a model by extension: `.onnx` (is_onnx_path) through the ONNX importer (OnnxImport.h); `.json`, or a
  * file of another name that holds a JSON object, as fusor's JSON; anything else is a UserError
  * naming the extension. \p shapes binds ONNX inputs' symbolic dims, and \p ranges gives some of
  * them profiles (OnnxImportOptions::ranges); for a JSON model each named input must exist and

@@ -228,7 +228,7 @@ std::vector<InputShapes> tune_sizes(const Graph &g, const std::vector<std::strin
 
 std::vector<std::optional<Graph>> graphs_at_sizes(const std::string &path, bool optimize, const std::string &layout, const Graph &profiled,
                                                   const std::vector<InputShapes> &sizes, std::vector<std::string> *why_not) {
-    bool onnx = path.size() >= 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
+    bool onnx = is_onnx_path(path);
     std::vector<std::optional<Graph>> graphs;
     why_not->assign(sizes.size(), "");
     for (size_t i = 0; i < sizes.size(); i++) {

@@ -232,11 +232,13 @@ TEST_CASE("autotune --tune-shape: a size off the profile, a malformed or unknown
 TEST_CASE("autotune --tune-shape of a JSON graph with a profile searches its clusters at the listed size, or says why not",
           "[tools][profile]") {
     TempDir d;
-    std::string ranged = zoo(d);
-    Result r = shell(std::string("'") + FUSOR_BINARY + "' autotune '" + ranged + "' --db '" + d.file("t.db") +
+    auto autotune_at = [&](const std::string &model, const std::string &db, const std::string &size) {
+        return shell(std::string("'") + FUSOR_BINARY + "' autotune '" + model + "' --db '" + d.file(db) +
                          "' --trials 2 --jobs 1 --threads 1 --autoschedulers none --confirm-rounds 0 --no-plan-search -v "
-                         "--tune-shape x=2x4x7x9",
+                         "--tune-shape " + size,
                      d);
+    };
+    Result r = autotune_at(zoo(d), "t.db", "x=2x4x7x9");
     INFO(r.out);
     REQUIRE(r.status == 0);
     CHECK_THAT(r.out, Contains("autotune at x=2x4x7x9: the clusters of the model bound to that size"));
@@ -246,10 +248,7 @@ TEST_CASE("autotune --tune-shape of a JSON graph with a profile searches its clu
     // size is timed, not searched, and the log says why
     std::string view = d.file("view.json");
     std::ofstream(view) << fusor::test::transposed_view_json("[1..3]x4x[2..20]x[2..20]@1x8x8");
-    Result v = shell(std::string("'") + FUSOR_BINARY + "' autotune '" + view + "' --db '" + d.file("v.db") +
-                         "' --trials 2 --jobs 1 --threads 1 --autoschedulers none --confirm-rounds 0 --no-plan-search -v "
-                         "--tune-shape x=2x4x5x13",
-                     d);
+    Result v = autotune_at(view, "v.db", "x=2x4x5x13");
     INFO(v.out);
     REQUIRE(v.status == 0);
     CHECK_THAT(v.out, Contains("autotune at x=2x4x5x13: not searched: the tensor '") && Contains("is a value of the input dims"));
